@@ -1,0 +1,152 @@
+"""Every error treadle raises on purpose, in one tree.
+
+Catch :class:`TreadleError` to handle anything the runtime reports; catch a
+leaf to handle one situation. Bad arguments to a public function raise the
+built-in ``ValueError`` or ``TypeError`` instead, because they are bugs in the
+calling code rather than conditions of a run.
+
+::
+
+    TreadleError
+    ├── WorkflowValidationError      the builder found problems; lists them all
+    ├── ExecutorInUseError           a non-shareable instance is in another run
+    ├── RoutingError                 a message has no edge that can carry it
+    ├── WorkflowRunError             the run stopped as FAILED
+    │   ├── ExecutorFailedError      a handler raised (the cause is chained)
+    │   ├── StateConflictError       two executors set one key in a superstep
+    │   └── IterationLimitExceeded   max_supersteps / max_node_iterations hit
+    ├── RunCancelledError            the run was cancelled while a caller waited
+    └── DurabilityError
+        ├── SerializationError       a value cannot be stored or restored
+        └── CheckpointCorruptError   a stored checkpoint fails its checksum
+
+Internal control flow (suspension, cancellation) derives from ``BaseException``
+and is never exported: user ``except Exception`` blocks must not swallow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from treadle._runtime._result import RunResult
+
+
+class TreadleError(Exception):
+    """Root of every error the runtime raises on purpose."""
+
+
+class WorkflowValidationError(TreadleError):
+    """The builder found one or more problems; ``problems`` lists every one.
+
+    Reporting all problems at once saves the edit-build-edit cycle of fixing a
+    graph one complaint at a time.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"workflow is invalid ({count} {noun}):\n{lines}")
+
+
+class ExecutorInUseError(TreadleError):
+    """An executor instance given directly is already serving another run.
+
+    Executor instances keep fields between messages, so two runs sharing one
+    would corrupt each other. Give the builder a factory (a class or a
+    zero-argument callable), or declare the executor ``shareable=True``.
+    """
+
+    def __init__(self, executor_id: str, other_run_id: str) -> None:
+        self.executor_id = executor_id
+        self.other_run_id = other_run_id
+        super().__init__(
+            f"executor {executor_id!r} is an instance shared by every run of this workflow "
+            f"and is busy in run {other_run_id!r}; pass a factory to the builder or "
+            f"declare it shareable=True"
+        )
+
+
+class RoutingError(TreadleError):
+    """A message was sent along no edge that leads to an executor accepting it."""
+
+
+class WorkflowRunError(TreadleError):
+    """The run ended as ``FAILED``; ``result`` holds what had been committed.
+
+    Nothing of the superstep that failed is in ``result``: its state writes,
+    messages and outputs were discarded together.
+    """
+
+    result: RunResult | None = None
+
+
+class ExecutorFailedError(WorkflowRunError):
+    """A handler raised; the original exception is chained as ``__cause__``."""
+
+    def __init__(self, executor_id: str, superstep: int, error: BaseException) -> None:
+        self.executor_id = executor_id
+        self.superstep = superstep
+        self.error = error
+        super().__init__(
+            f"executor {executor_id!r} failed in superstep {superstep}: "
+            f"{type(error).__name__}: {error}"
+        )
+
+
+class StateConflictError(WorkflowRunError):
+    """Two executors ``set`` the same key in one superstep without a reducer.
+
+    Neither write can win without the result depending on timing, so the
+    superstep is refused. Declare the key with a reducer, or use
+    ``state.update`` for read-modify-write.
+    """
+
+    def __init__(self, key: str, executor_ids: Sequence[str], superstep: int) -> None:
+        self.key = key
+        self.executor_ids = tuple(executor_ids)
+        self.superstep = superstep
+        names = " and ".join(repr(e) for e in self.executor_ids)
+        super().__init__(
+            f"state key {key!r} was set by {names} in superstep {superstep}; "
+            f"declare it with a reducer or use state.update()"
+        )
+
+
+class IterationLimitExceeded(WorkflowRunError):  # noqa: N818 - the contract's name
+    """A loop ran past ``max_supersteps`` or an executor past ``max_node_iterations``."""
+
+    def __init__(self, message: str, executor_ids: Sequence[str], superstep: int) -> None:
+        self.executor_ids = tuple(executor_ids)
+        self.superstep = superstep
+        super().__init__(message)
+
+
+class RunCancelledError(TreadleError):
+    """The run was cancelled; ``result`` holds what had been committed."""
+
+    def __init__(self, run_id: str, result: RunResult | None = None) -> None:
+        self.run_id = run_id
+        self.result = result
+        super().__init__(f"run {run_id!r} was cancelled")
+
+
+class DurabilityError(TreadleError):
+    """Base of the errors raised while storing or restoring runs."""
+
+
+class SerializationError(DurabilityError):
+    """A value cannot be encoded, or stored data names a type not allowed."""
+
+
+class CheckpointCorruptError(DurabilityError):
+    """A stored checkpoint fails its checksum or cannot be decoded."""
+
+    def __init__(self, run_id: str, checkpoint_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        super().__init__(f"checkpoint {checkpoint_id!r} of run {run_id!r} is corrupt: {reason}")
