@@ -1,1 +1,85 @@
-"""treadle."""
+"""treadle: a durable workflow runtime for Python.
+
+A workflow is a graph of executors exchanging typed messages over edges,
+advanced in supersteps: every executor with messages runs, then a barrier
+commits state and routes messages. See ``docs/semantics.md`` for the exact
+guarantees.
+"""
+
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    DurabilityError,
+    ExecutorFailedError,
+    ExecutorInUseError,
+    IterationLimitExceeded,
+    RoutingError,
+    RunCancelledError,
+    SerializationError,
+    StateConflictError,
+    TreadleError,
+    WorkflowRunError,
+    WorkflowValidationError,
+)
+from treadle._graph._builder import WorkflowBuilder
+from treadle._graph._edges import Case, Default
+from treadle._graph._executor import Executor, executor, handler
+from treadle._runtime._context import WorkflowContext
+from treadle._runtime._delivery import HandoffContext, StalledFanIn
+from treadle._runtime._events import (
+    CustomEvent,
+    ExecutorCompleted,
+    ExecutorFailed,
+    ExecutorInvoked,
+    OutputEvent,
+    ProgressEvent,
+    RunStarted,
+    StatusChanged,
+    SuperstepCompleted,
+    SuperstepStarted,
+    WorkflowEvent,
+)
+from treadle._runtime._result import RunResult, RunStatus
+from treadle._runtime._state import SharedState
+from treadle._runtime._stream import ExecutionMode, WorkflowStream
+from treadle._runtime._workflow import Workflow
+
+__all__ = [
+    "Case",
+    "CheckpointCorruptError",
+    "CustomEvent",
+    "Default",
+    "DurabilityError",
+    "ExecutionMode",
+    "Executor",
+    "ExecutorCompleted",
+    "ExecutorFailed",
+    "ExecutorFailedError",
+    "ExecutorInUseError",
+    "ExecutorInvoked",
+    "HandoffContext",
+    "IterationLimitExceeded",
+    "OutputEvent",
+    "ProgressEvent",
+    "RoutingError",
+    "RunCancelledError",
+    "RunResult",
+    "RunStarted",
+    "RunStatus",
+    "SerializationError",
+    "SharedState",
+    "StalledFanIn",
+    "StateConflictError",
+    "StatusChanged",
+    "SuperstepCompleted",
+    "SuperstepStarted",
+    "TreadleError",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowContext",
+    "WorkflowEvent",
+    "WorkflowRunError",
+    "WorkflowStream",
+    "WorkflowValidationError",
+    "executor",
+    "handler",
+]

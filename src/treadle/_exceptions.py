@@ -26,10 +26,11 @@ and is never exported: user ``except Exception`` blocks must not swallow it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._runtime._result import RunResult
 
 

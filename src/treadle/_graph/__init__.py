@@ -1,0 +1,1 @@
+"""Graphs of executors and the builder that validates them."""

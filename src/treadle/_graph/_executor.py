@@ -1,0 +1,311 @@
+"""Executors: units of work whose handlers are chosen by message type.
+
+An executor is an actor. One instance handles the messages it receives in a
+superstep one at a time, in delivery order, so its own fields need no lock.
+Stateless executors may opt into ``concurrency=n``; the runtime still stamps
+what they send by inbox position, so their output order never depends on
+timing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    Never,
+    TypeVar,
+    get_args,
+    get_origin,
+    overload,
+)
+
+from treadle._graph._typing import resolve_hints, runtime_classes
+
+if TYPE_CHECKING:
+    from treadle._runtime._context import WorkflowContext
+
+SyncHandlers = Literal["thread", "loop"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_HANDLER_MARK = "__treadle_handler__"
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    """One handler: the function, what it accepts, what it may send.
+
+    ``sends`` is ``None`` when the context parameter is not parameterized,
+    which means "unknown": build-time edge checks then trust the author.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    accepts: tuple[type, ...]
+    sends: tuple[type, ...] | None
+    is_async: bool
+    bound: bool  # True for methods (called with self), False for plain functions
+
+
+@dataclass(frozen=True, slots=True)
+class _HandlerMark:
+    accepts: object
+
+
+@overload
+def handler(fn: F, /) -> F: ...
+@overload
+def handler(*, accepts: object = None) -> Callable[[F], F]: ...
+def handler(fn: F | None = None, /, *, accepts: object = None) -> F | Callable[[F], F]:
+    """Mark an ``Executor`` method as the handler for the type of its message.
+
+    The message type comes from the annotation of the first parameter after
+    ``self`` (or from ``accepts=`` when annotations cannot be resolved). A
+    union registers the handler for every member; the most specific handler
+    wins when several match a message.
+    """
+
+    def mark(f: F) -> F:
+        setattr(f, _HANDLER_MARK, _HandlerMark(accepts))
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def _sent_classes(ctx_annotation: object) -> tuple[type, ...] | None:
+    """Classes named by ``WorkflowContext[X]``; ``None`` if unparameterized."""
+    if get_origin(ctx_annotation) is None:
+        return None
+    args = get_args(ctx_annotation)
+    if not args:
+        return None
+    if args[0] is Never:
+        return ()
+    return runtime_classes(args[0])
+
+
+def build_handler_spec(fn: Callable[..., Any], *, bound: bool, accepts: object) -> HandlerSpec:
+    """Read one handler's message and context types from its signature."""
+    params = list(inspect.signature(fn).parameters.values())
+    skip = 1 if bound else 0
+    if len(params) - skip != 2:  # noqa: PLR2004 - a chain links at least two
+        name = getattr(fn, "__qualname__", repr(fn))
+        msg = f"handler {name} must take (message, ctx){' after self' if bound else ''}"
+        raise TypeError(msg)
+    message_param, ctx_param = params[skip], params[skip + 1]
+    hints: dict[str, Any] = {}
+    if accepts is None or ctx_param.annotation is not inspect.Parameter.empty:
+        hints = resolve_hints(fn)
+    if accepts is None:
+        if message_param.name not in hints:
+            name = getattr(fn, "__qualname__", repr(fn))
+            msg = f"handler {name} needs a type annotation on {message_param.name!r}"
+            raise TypeError(msg)
+        accepts = hints[message_param.name]
+    sends = _sent_classes(hints[ctx_param.name]) if ctx_param.name in hints else None
+    return HandlerSpec(
+        name=fn.__name__,
+        fn=fn,
+        accepts=runtime_classes(accepts),
+        sends=sends,
+        is_async=inspect.iscoroutinefunction(fn),
+        bound=bound,
+    )
+
+
+class Executor:
+    """A unit of work with an ``id`` and handlers keyed by message type.
+
+    Subclass it and mark ``async def`` (preferred) or plain ``def`` methods with
+    :func:`handler`. Plain ``def`` handlers run in a worker thread so they
+    never block the event loop; ``sync_handlers="loop"`` pins them to the loop
+    thread instead, for code that must stay on one thread.
+
+    Args:
+        id: Unique within a workflow; defaults to the class name.
+        concurrency: How many of its messages may be handled at once. Keep 1
+            (the default) whenever handlers touch instance fields.
+        shareable: Whether one instance may serve several concurrent runs.
+            Declare it only for executors that keep no per-run fields.
+        sync_handlers: Where plain ``def`` handlers run: ``"thread"`` or
+            ``"loop"``.
+    """
+
+    _handler_specs: ClassVar[dict[str, HandlerSpec] | None] = None
+    _dispatch_cache: ClassVar[dict[type, HandlerSpec]]
+
+    def __init__(
+        self,
+        id: str | None = None,  # noqa: A002 - `id` is the contract's name
+        *,
+        concurrency: int = 1,
+        shareable: bool = False,
+        sync_handlers: SyncHandlers = "thread",
+    ) -> None:
+        if concurrency < 1:
+            msg = f"concurrency must be at least 1, got {concurrency}"
+            raise ValueError(msg)
+        if sync_handlers not in ("thread", "loop"):
+            msg = f"sync_handlers must be 'thread' or 'loop', got {sync_handlers!r}"
+            raise ValueError(msg)
+        self.id: str = id if id is not None else type(self).__name__
+        if not isinstance(self.id, str) or not self.id:
+            msg = f"executor id must be a non-empty string, got {self.id!r}"
+            raise ValueError(msg)
+        self.concurrency = concurrency
+        self.shareable = shareable
+        self.sync_handlers: SyncHandlers = sync_handlers
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._handler_specs = None
+        cls._dispatch_cache = {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id!r}>"
+
+    # -- handlers -------------------------------------------------------------
+    def handler_specs(self) -> tuple[HandlerSpec, ...]:
+        """Every handler of this executor, resolved once per class."""
+        cls = type(self)
+        if cls._handler_specs is None:
+            specs: dict[str, HandlerSpec] = {}
+            for klass in reversed(cls.__mro__):
+                for name, attr in vars(klass).items():
+                    mark = getattr(attr, _HANDLER_MARK, None)
+                    if isinstance(mark, _HandlerMark):
+                        specs[name] = build_handler_spec(attr, bound=True, accepts=mark.accepts)
+            cls._handler_specs = specs
+        return tuple(cls._handler_specs.values())
+
+    def accepted_types(self) -> tuple[type, ...]:
+        """Every class some handler accepts."""
+        return tuple(dict.fromkeys(t for spec in self.handler_specs() for t in spec.accepts))
+
+    def sent_types(self) -> tuple[type, ...] | None:
+        """Every class some handler may send, or ``None`` if any is unknown."""
+        found: list[type] = []
+        for spec in self.handler_specs():
+            if spec.sends is None:
+                return None
+            found.extend(spec.sends)
+        return tuple(dict.fromkeys(found))
+
+    def find_handler(self, message_type: type) -> HandlerSpec | None:
+        """The most specific handler for a message class, cached per class.
+
+        "Most specific" follows the message's MRO: a handler for the class
+        itself beats one for a base class, which beats one for ``object``.
+        """
+        cache = type(self)._dispatch_cache
+        spec = cache.get(message_type)
+        if spec is None:
+            by_type: dict[type, HandlerSpec] = {}
+            for candidate in self.handler_specs():
+                for accepted in candidate.accepts:
+                    by_type.setdefault(accepted, candidate)
+            for klass in message_type.__mro__:
+                if klass in by_type:
+                    spec = by_type[klass]
+                    break
+            if spec is None:
+                return None
+            cache[message_type] = spec
+        return spec
+
+    def invoke(self, spec: HandlerSpec, message: Any, ctx: WorkflowContext[Any]) -> Any:
+        """Call one handler; returns a coroutine for async handlers."""
+        if spec.bound:
+            return spec.fn(self, message, ctx)
+        return spec.fn(message, ctx)
+
+
+class FunctionExecutor(Executor):
+    """An executor made from one function by :func:`executor`.
+
+    Functions keep no fields, so they are shareable between concurrent runs
+    unless declared otherwise.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        id: str | None = None,  # noqa: A002 - `id` is the contract's name
+        accepts: object = None,
+        concurrency: int = 1,
+        shareable: bool = True,
+        sync_handlers: SyncHandlers = "thread",
+    ) -> None:
+        super().__init__(
+            id if id is not None else fn.__name__,
+            concurrency=concurrency,
+            shareable=shareable,
+            sync_handlers=sync_handlers,
+        )
+        self._spec = build_handler_spec(fn, bound=False, accepts=accepts)
+        self._own_cache: dict[type, HandlerSpec] = {}
+        self.__wrapped__ = fn
+
+    def handler_specs(self) -> tuple[HandlerSpec, ...]:
+        """The single handler made from the function."""
+        return (self._spec,)
+
+    def find_handler(self, message_type: type) -> HandlerSpec | None:
+        """The function's handler when the message type matches it."""
+        spec = self._own_cache.get(message_type)
+        if spec is None:
+            accepts = self._spec.accepts
+            if not any(klass in accepts for klass in message_type.__mro__):
+                return None
+            spec = self._own_cache[message_type] = self._spec
+        return spec
+
+    def __call__(self, message: Any, ctx: WorkflowContext[Any]) -> Awaitable[None] | None:
+        """Call the wrapped function directly (handy in unit tests)."""
+        result: Awaitable[None] | None = self._spec.fn(message, ctx)
+        return result
+
+
+@overload
+def executor(fn: Callable[..., Any], /) -> FunctionExecutor: ...
+@overload
+def executor(
+    *,
+    id: str | None = None,
+    accepts: object = None,
+    concurrency: int = 1,
+    shareable: bool = True,
+    sync_handlers: SyncHandlers = "thread",
+) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
+def executor(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    id: str | None = None,  # noqa: A002 - `id` is the contract's name
+    accepts: object = None,
+    concurrency: int = 1,
+    shareable: bool = True,
+    sync_handlers: SyncHandlers = "thread",
+) -> FunctionExecutor | Callable[[Callable[..., Any]], FunctionExecutor]:
+    """Turn a function ``(message, ctx)`` into an executor.
+
+    Usable bare (``@executor``; the id is the function's name) or with
+    options (``@executor(id="upper")``).
+    """
+
+    def wrap(f: Callable[..., Any]) -> FunctionExecutor:
+        return FunctionExecutor(
+            f,
+            id=id,
+            accepts=accepts,
+            concurrency=concurrency,
+            shareable=shareable,
+            sync_handlers=sync_handlers,
+        )
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,1 @@
+"""The superstep engine: routing, state, the loop, execution modes."""

@@ -1,0 +1,100 @@
+"""What a run reports while it runs.
+
+Every event carries ``run_id``, ``superstep``, ``executor_id`` (``None`` for
+run-level events) and ``sequence``: its position in the stream the consumer
+sees, starting at 0. In ``LOCKSTEP`` mode and in ``RunResult.events`` the
+order is canonical (see :func:`canonical_batch`), hence the same in every
+execution; ``OFF_THREAD`` streams publish events the moment they are raised,
+so concurrent executors interleave by timing there.
+
+Events are built only when someone listens: a run nobody streams and whose
+result does not record events creates none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from treadle._runtime._result import RunStatus
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkflowEvent:
+    """Base of every event; see the module docstring for the common fields."""
+
+    run_id: str
+    superstep: int
+    executor_id: str | None = None
+    sequence: int = field(default=-1, compare=False)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStarted(WorkflowEvent):
+    """The run began (or resumed); ``superstep`` is the last committed one."""
+
+
+@dataclass(slots=True, kw_only=True)
+class SuperstepStarted(WorkflowEvent):
+    """A superstep began; ``executor_ids`` will run in it, in rank order."""
+
+    executor_ids: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, kw_only=True)
+class SuperstepCompleted(WorkflowEvent):
+    """A superstep committed: its state, messages and outputs are visible."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorInvoked(WorkflowEvent):
+    """A handler started on one message (``position`` in the inbox)."""
+
+    position: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorCompleted(WorkflowEvent):
+    """A handler returned; what it wrote commits at the barrier."""
+
+    position: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorFailed(WorkflowEvent):
+    """A handler raised; the superstep will not commit."""
+
+    position: int = 0
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class OutputEvent(WorkflowEvent):
+    """A value passed to ``ctx.yield_output``, published once committed."""
+
+    value: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ProgressEvent(WorkflowEvent):
+    """Progress reported by ``ctx.report_progress``."""
+
+    current: float = 0
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CustomEvent(WorkflowEvent):
+    """Any value a handler raised with ``ctx.add_event``."""
+
+    data: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class StatusChanged(WorkflowEvent):
+    """The run moved to a new status; the last event of every stream."""
+
+    status: RunStatus
+    error: BaseException | None = None

@@ -1,0 +1,342 @@
+"""The loop driver: one run's status, supersteps, barrier and limits.
+
+Each call to :meth:`RunLoop.step` runs one superstep and then its barrier.
+Everything the barrier computes (state commit, routing into inboxes and
+fan-in buffers, outputs, iteration counts) is computed first and assigned
+last, so a superstep either commits whole or leaves the run exactly as the
+previous barrier left it. :meth:`RunLoop.barrier_state` captures that
+committed point as one plain value, which is what a checkpoint persists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from treadle._exceptions import (
+    ExecutorFailedError,
+    IterationLimitExceeded,
+    TreadleError,
+    WorkflowRunError,
+)
+from treadle._runtime._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
+from treadle._runtime._events import (
+    ExecutorFailed,
+    OutputEvent,
+    RunStarted,
+    StatusChanged,
+    SuperstepCompleted,
+    SuperstepStarted,
+    WorkflowEvent,
+)
+from treadle._runtime._result import RunResult, RunStatus
+from treadle._runtime._runner import Planned, run_superstep
+from treadle._runtime._state import commit_state, initial_state
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from treadle._graph._executor import Executor
+    from treadle._runtime._context import WorkflowContext
+    from treadle._runtime._workflow import Workflow
+
+INPUT_SOURCE = "__input__"
+"""The ``source`` of the envelope that carries the run's input."""
+
+
+class EventSink(Protocol):
+    """Where a run's events go.
+
+    ``live`` sinks get events the moment they are raised, from any thread's
+    point of view via the loop; other sinks get each superstep's events at
+    its barrier, in canonical order. ``backpressure``, when set, is awaited
+    before each invocation and barrier so a slow consumer slows the run.
+    """
+
+    live: bool
+    backpressure: Callable[[], Awaitable[None]] | None
+
+    def publish(self, event: WorkflowEvent) -> None:
+        """Take one event (and number it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Per-run limits and scheduling, fixed when the run starts."""
+
+    max_supersteps: int = 1000
+    max_node_iterations: int | None = None
+    max_concurrency: int | None = None
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_supersteps < 1:
+            msg = f"max_supersteps must be at least 1, got {self.max_supersteps}"
+            raise ValueError(msg)
+        if self.max_node_iterations is not None and self.max_node_iterations < 1:
+            msg = f"max_node_iterations must be at least 1, got {self.max_node_iterations}"
+            raise ValueError(msg)
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            msg = f"max_concurrency must be at least 1, got {self.max_concurrency}"
+            raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierState:
+    """Everything one barrier committed: the content of a checkpoint.
+
+    All fields are values the loop never mutates after the barrier, so this
+    object may be kept, compared or persisted while the run goes on.
+    """
+
+    run_id: str
+    superstep: int
+    status: RunStatus
+    pending: Mapping[str, tuple[Envelope, ...]]
+    fan_in_buffers: tuple[FanInBuffer, ...]
+    state: Mapping[str, Any]
+    iterations: Mapping[str, int]
+    outputs: tuple[Any, ...]
+
+
+class RunLoop:
+    """Drives one run of a workflow, superstep by superstep."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        run_id: str,
+        options: RunOptions,
+        sink: EventSink | None,
+        instance_for: Callable[[str], Executor],
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.workflow = workflow
+        self.run_id = run_id
+        self.options = options
+        self.router = workflow.router
+        self.ranks = workflow.ranks
+        self.state_specs = workflow.state_specs
+        self.state: Mapping[str, Any] = initial_state(workflow.state_specs, state)
+        self.superstep = 0
+        self.status = RunStatus.RUNNING
+        self.pending: dict[str, list[Envelope]] = {}
+        self.fan_in_buffers: tuple[FanInBuffer, ...] = tuple({} for _ in workflow.router.fan_ins)
+        self.iterations: dict[str, int] = {}
+        self.outputs: list[Any] = []
+        self.error: TreadleError | None = None
+        self._instance_for = instance_for
+        self._sink = sink
+        self.listening = sink is not None
+        self.live = sink is not None and sink.live
+        self.backpressure = sink.backpressure if sink is not None else None
+        self.limiter = (
+            asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
+        )
+        self._loop = asyncio.get_running_loop()
+
+    # -- events ---------------------------------------------------------------
+    def publish(self, event: WorkflowEvent) -> None:
+        """Hand an event to the sink (callers check ``listening`` first)."""
+        if self._sink is not None:
+            self._sink.publish(event)
+
+    def publish_live(self, event: WorkflowEvent, *, from_thread: bool) -> None:
+        """Publish an event raised by a handler, possibly on a worker thread."""
+        if from_thread:
+            self._loop.call_soon_threadsafe(self.publish, event)
+        else:
+            self.publish(event)
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self, message: Any) -> None:
+        """Deliver the run's input to the start executor in superstep 1."""
+        start = self.workflow.start_id
+        prototype = self.workflow.prototype(start)
+        if prototype.find_handler(type(message)) is None:
+            accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
+            msg = (
+                f"the start executor {start!r} has no handler for the input "
+                f"{type(message).__qualname__} (it accepts: {accepted})"
+            )
+            raise TypeError(msg)
+        self.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
+        if self.listening:
+            self.publish(RunStarted(run_id=self.run_id, superstep=0))
+            self.publish(StatusChanged(run_id=self.run_id, superstep=0, status=RunStatus.RUNNING))
+
+    async def run_to_end(self) -> RunResult:
+        """Run supersteps until the run is no longer ``RUNNING``."""
+        while await self.step():
+            pass
+        return self.result()
+
+    async def step(self) -> bool:
+        """Run one superstep and its barrier; ``False`` once nothing is left.
+
+        Raises:
+            WorkflowRunError: the superstep failed; the run is ``FAILED``.
+        """
+        if self.status is not RunStatus.RUNNING:
+            return False
+        if not self.pending:
+            self._finish()
+            return False
+        superstep = self.superstep + 1
+        try:
+            plan = self._plan(superstep)
+            contexts = await run_superstep(self, superstep, plan)
+            if self.backpressure is not None:
+                await self.backpressure()
+            self._commit(superstep, plan, contexts)
+        except WorkflowRunError as error:
+            self._fail(error, superstep)
+            raise
+        if not self.pending:
+            self._finish()
+            return False
+        return True
+
+    def _plan(self, superstep: int) -> list[Planned]:
+        options = self.options
+        if superstep > options.max_supersteps:
+            looping = self.workflow.loop_members(self.pending)
+            msg = (
+                f"run {self.run_id!r} reached max_supersteps={options.max_supersteps} "
+                f"while {', '.join(map(repr, looping))} kept sending; raise the limit or give "
+                f"the loop an exit"
+            )
+            raise IterationLimitExceeded(msg, looping, superstep)
+        ranks = self.ranks
+        items = self.pending.items()
+        ordered = sorted(items, key=lambda kv: ranks[kv[0]]) if len(self.pending) > 1 else items
+        limit = options.max_node_iterations
+        plan: list[Planned] = []
+        for executor_id, inbox in ordered:
+            if limit is not None and self.iterations.get(executor_id, 0) + len(inbox) > limit:
+                msg = (
+                    f"executor {executor_id!r} would run more than max_node_iterations="
+                    f"{limit} times in run {self.run_id!r}"
+                )
+                raise IterationLimitExceeded(msg, (executor_id,), superstep)
+            plan.append((self._instance_for(executor_id), ranks[executor_id], inbox))
+        if self.listening:
+            self.publish(
+                SuperstepStarted(
+                    run_id=self.run_id,
+                    superstep=superstep,
+                    executor_ids=tuple(p[0].id for p in plan),
+                )
+            )
+        return plan
+
+    def _commit(
+        self, superstep: int, plan: list[Planned], contexts: list[WorkflowContext[Any]]
+    ) -> None:
+        """The barrier: compute everything, then assign everything."""
+        state = commit_state(
+            self.state,
+            ((c.executor_id, c._state.ops) for c in contexts if c._state is not None),
+            self.state_specs,
+            superstep,
+        )
+        inboxes, buffers = build_inboxes(
+            superstep,
+            ((c.executor_id, c.rank, c.position, c._outbox) for c in contexts),
+            self.router.fan_ins,
+            self.fan_in_buffers,
+            self.ranks,
+        )
+        # Nothing below can fail: the superstep is committed from here on.
+        self.superstep = superstep
+        self.state = state
+        self.pending = inboxes
+        self.fan_in_buffers = buffers
+        iterations = self.iterations
+        for executor, _, inbox in plan:
+            iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
+        outputs = self.outputs
+        listening = self.listening
+        for ctx in contexts:
+            if ctx._events:
+                for event in ctx._events:
+                    self.publish(event)
+            if ctx._outputs:
+                outputs.extend(ctx._outputs)
+                if listening:
+                    for value in ctx._outputs:
+                        self.publish(
+                            OutputEvent(
+                                run_id=self.run_id,
+                                superstep=superstep,
+                                executor_id=ctx.executor_id,
+                                value=value,
+                            )
+                        )
+        if listening:
+            self.publish(SuperstepCompleted(run_id=self.run_id, superstep=superstep))
+
+    def cancel(self) -> None:
+        """Mark the run ``CANCELLED`` (the caller stops driving it)."""
+        if self.status is RunStatus.RUNNING:
+            self._set_status(RunStatus.CANCELLED)
+
+    def _fail(self, error: WorkflowRunError, superstep: int) -> None:
+        if self.listening and not self.live and isinstance(error, ExecutorFailedError):
+            self.publish(
+                ExecutorFailed(
+                    run_id=self.run_id,
+                    superstep=superstep,
+                    executor_id=error.executor_id,
+                    error=error.error,
+                )
+            )
+        self.error = error
+        self._set_status(RunStatus.FAILED, error)
+        error.result = self.result()
+
+    def _finish(self) -> None:
+        stalled = any(self.fan_in_buffers)
+        self._set_status(RunStatus.STALLED if stalled else RunStatus.COMPLETED)
+
+    def _set_status(self, status: RunStatus, error: BaseException | None = None) -> None:
+        self.status = status
+        if self.listening:
+            self.publish(
+                StatusChanged(
+                    run_id=self.run_id, superstep=self.superstep, status=status, error=error
+                )
+            )
+
+    # -- views ----------------------------------------------------------------------
+    def barrier_state(self) -> BarrierState:
+        """The last committed point of the run, as one immutable value."""
+        return BarrierState(
+            run_id=self.run_id,
+            superstep=self.superstep,
+            status=self.status,
+            pending={k: tuple(v) for k, v in self.pending.items()},
+            fan_in_buffers=self.fan_in_buffers,
+            state=self.state,
+            iterations=dict(self.iterations),
+            outputs=tuple(self.outputs),
+        )
+
+    def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
+        """The run as of its last barrier."""
+        stalled = (
+            stalled_fan_ins(self.router.fan_ins, self.fan_in_buffers, self.ranks)
+            if self.status is RunStatus.STALLED
+            else []
+        )
+        return RunResult(
+            run_id=self.run_id,
+            status=self.status,
+            outputs=list(self.outputs),
+            state=dict(self.state),
+            superstep=self.superstep,
+            events=events if events is not None else [],
+            stalled=stalled,
+            error=self.error,
+        )

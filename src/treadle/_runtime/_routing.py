@@ -1,0 +1,207 @@
+"""Where a sent message goes: pure routing over the graph's edges.
+
+No asyncio and no I/O here. The router is built once per workflow and caches,
+per (source, message class), the edges whose targets can handle that class,
+so the per-message work on the hot path is a dict lookup plus any user
+conditions.
+
+Edges are type-filtered: a message only travels along edges whose target has
+a handler for its class. A message that no edge can carry at all is a bug in
+the graph and raises :class:`RoutingError` in the sending handler, where the
+traceback points at the send.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from treadle._exceptions import RoutingError
+from treadle._graph._edges import (
+    DirectEdge,
+    Edge,
+    FanInEdge,
+    FanOutEdge,
+    HandoffEdge,
+    SwitchEdge,
+    edge_targets,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+Delivery: TypeAlias = tuple[str, int]
+"""(target id, fan-in index or -1 for a direct delivery)."""
+
+NOT_FAN_IN = -1
+
+# A compiled route is a tuple whose first item names its kind:
+#   always:  the deliveries of every unconditional direct edge, folded together
+#   when:    a condition and the target of a conditional direct edge
+#   fan_out: the targets that accept the class, and the optional selector
+#   fan_in:  the target and the index of its buffer
+#   switch:  the (condition, target) cases, and the default target or None
+_Route: TypeAlias = tuple[Any, ...]
+
+
+class Router:
+    """Routes messages along a workflow's edges.
+
+    Args:
+        edges: Every edge of the graph.
+        can_handle: ``can_handle(target_id, cls)`` tells whether the target
+            has a handler for messages of class ``cls``.
+    """
+
+    __slots__ = ("_by_source", "_can_handle", "_compiled", "_fan_ins", "_handoffs", "_neighbours")
+
+    def __init__(self, edges: Sequence[Edge], can_handle: Callable[[str, type], bool]) -> None:
+        self._can_handle = can_handle
+        self._by_source: dict[str, list[Edge]] = {}
+        self._handoffs: dict[str, frozenset[str]] = {}
+        self._neighbours: dict[str, dict[str, int]] = {}
+        fan_ins: list[FanInEdge] = []
+        for edge in edges:
+            if isinstance(edge, HandoffEdge):
+                known = self._handoffs.get(edge.source, frozenset())
+                self._handoffs[edge.source] = known | frozenset(edge.targets)
+                continue
+            if isinstance(edge, FanInEdge):
+                index = len(fan_ins)
+                fan_ins.append(edge)
+                for source in edge.sources:
+                    self._by_source.setdefault(source, []).append(edge)
+                    self._neighbours.setdefault(source, {})[edge.target] = index
+                continue
+            self._by_source.setdefault(edge.source, []).append(edge)
+            for target in edge_targets(edge):
+                self._neighbours.setdefault(edge.source, {}).setdefault(target, NOT_FAN_IN)
+        self._fan_ins: tuple[FanInEdge, ...] = tuple(fan_ins)
+        self._compiled: dict[tuple[str, type], tuple[_Route, ...]] = {}
+
+    @property
+    def fan_ins(self) -> tuple[FanInEdge, ...]:
+        """The fan-in edges, in the order their buffers are indexed."""
+        return self._fan_ins
+
+    def route(self, source: str, message: Any, target: str | None = None) -> list[Delivery]:
+        """The deliveries of one message sent by ``source``.
+
+        Args:
+            source: The sending executor's id.
+            message: The message; its class selects the edges.
+            target: When given, deliver only to this neighbour, bypassing
+                conditions, selectors and switch cases (the sender decided).
+
+        Raises:
+            RoutingError: No edge from ``source`` can carry the message.
+        """
+        cls = type(message)
+        if target is not None:
+            return [self._explicit(source, cls, target)]
+        routes = self._compiled.get((source, cls))
+        if routes is None:
+            routes = self._compile(source, cls)
+        if len(routes) == 1 and routes[0][0] == "always":
+            return list(routes[0][1])
+        deliveries: list[Delivery] = []
+        for route in routes:
+            kind = route[0]
+            if kind == "always":
+                deliveries.extend(route[1])
+            elif kind == "when":
+                if route[1](message):
+                    deliveries.append((route[2], NOT_FAN_IN))
+            elif kind == "fan_in":
+                deliveries.append((route[1], route[2]))
+            elif kind == "fan_out":
+                deliveries.extend(_select(source, route[1], route[2], message))
+            else:  # switch
+                chosen = route[2]
+                for condition, case_target in route[1]:
+                    if condition(message):
+                        chosen = case_target
+                        break
+                if chosen is not None:
+                    deliveries.append((chosen, NOT_FAN_IN))
+        return deliveries
+
+    def handoff(self, source: str, target: str, message: Any) -> Delivery:
+        """The delivery of a handoff, checked against the declared handoffs."""
+        if target not in self._handoffs.get(source, frozenset()):
+            msg = (
+                f"executor {source!r} may not hand off to {target!r}: declare it with "
+                f"builder.add_handoff({source!r}, [{target!r}, ...])"
+            )
+            raise RoutingError(msg)
+        self._require_handler(source, target, type(message))
+        return (target, NOT_FAN_IN)
+
+    def _explicit(self, source: str, cls: type, target: str) -> Delivery:
+        fan_in = self._neighbours.get(source, {}).get(target)
+        if fan_in is None:
+            msg = f"executor {source!r} sent a message to {target!r}, but no edge connects them"
+            raise RoutingError(msg)
+        if fan_in == NOT_FAN_IN:
+            self._require_handler(source, target, cls)
+        return (target, fan_in)
+
+    def _require_handler(self, source: str, target: str, cls: type) -> None:
+        if not self._can_handle(target, cls):
+            msg = (
+                f"executor {source!r} sent a {cls.__qualname__} to {target!r}, "
+                f"which has no handler for it"
+            )
+            raise RoutingError(msg)
+
+    def _compile(self, source: str, cls: type) -> tuple[_Route, ...]:
+        ok = self._can_handle
+        routes: list[_Route] = []
+        always: list[Delivery] = []
+        for edge in self._by_source.get(source, ()):
+            if isinstance(edge, DirectEdge):
+                if not ok(edge.target, cls):
+                    continue
+                if edge.condition is None:
+                    always.append((edge.target, NOT_FAN_IN))
+                else:
+                    routes.append(("when", edge.condition, edge.target))
+            elif isinstance(edge, FanInEdge):
+                routes.append(("fan_in", edge.target, self._fan_ins.index(edge)))
+            elif isinstance(edge, FanOutEdge):
+                targets = tuple(t for t in edge.targets if ok(t, cls))
+                if targets:
+                    routes.append(("fan_out", targets, edge.selector))
+            elif isinstance(edge, SwitchEdge):
+                cases = tuple((c, t) for c, t in edge.cases if ok(t, cls))
+                default = (
+                    edge.default if edge.default is not None and ok(edge.default, cls) else None
+                )
+                if cases or default is not None:
+                    routes.append(("switch", cases, default))
+        if always:
+            routes.insert(0, ("always", tuple(always)))
+        if not routes:
+            msg = (
+                f"executor {source!r} sent a {cls.__qualname__}, but no edge from {source!r} "
+                f"leads to an executor that accepts it"
+            )
+            raise RoutingError(msg)
+        compiled = tuple(routes)
+        self._compiled[(source, cls)] = compiled
+        return compiled
+
+
+def _select(source: str, targets: tuple[str, ...], selector: Any, message: Any) -> list[Delivery]:
+    if selector is None:
+        return [(t, NOT_FAN_IN) for t in targets]
+    chosen = list(selector(message, targets))
+    unknown = [t for t in chosen if t not in targets]
+    if unknown:
+        msg = (
+            f"the fan-out selector of {source!r} chose {unknown!r}, which are not among "
+            f"its targets that accept this message: {list(targets)!r}"
+        )
+        raise RoutingError(msg)
+    # Deliver in the edge's declared order whatever order the selector used.
+    picked = set(chosen)
+    return [(t, NOT_FAN_IN) for t in targets if t in picked]

@@ -1,0 +1,178 @@
+"""Running the invocations of one superstep.
+
+Every executor with messages runs concurrently (bounded by the run's
+``max_concurrency``); each executor handles its own inbox one message at a
+time, in delivery order, unless it declared ``concurrency=n``. Plain ``def``
+handlers run in a worker thread, so a blocking handler never stalls the
+async executors of the same superstep.
+
+Failure is structured: the first handler to raise cancels its siblings
+(``asyncio.TaskGroup``), and of the failures collected the one of lowest
+(rank, position) is reported, so the error does not depend on timing.
+
+A superstep with a single executor, or a deterministic run, creates no task
+at all: the handlers are awaited inline, one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import ExecutorFailedError, RoutingError
+from treadle._runtime._context import WorkflowContext
+from treadle._runtime._events import ExecutorCompleted, ExecutorFailed, ExecutorInvoked
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from treadle._graph._executor import Executor, HandlerSpec
+    from treadle._runtime._delivery import Envelope
+    from treadle._runtime._loop import RunLoop
+    from treadle._runtime._state import Op
+
+Planned = tuple["Executor", int, "list[Envelope]"]
+"""One executor's share of a superstep: (instance, rank, inbox)."""
+
+
+async def run_superstep(
+    run: RunLoop, superstep: int, plan: Sequence[Planned]
+) -> list[WorkflowContext[object]]:
+    """Run every planned invocation; return their contexts in stamp order.
+
+    Raises:
+        ExecutorFailedError: a handler raised (the lowest-ranked failure).
+    """
+    if len(plan) == 1 or run.options.deterministic:
+        contexts: list[WorkflowContext[object]] = []
+        for executor, rank, inbox in plan:
+            contexts.extend(await _drain(run, superstep, executor, rank, inbox))
+        return contexts
+    results: list[list[WorkflowContext[object]]] = [[] for _ in plan]
+
+    async def drain_into(index: int, executor: Executor, rank: int, inbox: list[Envelope]) -> None:
+        results[index] = await _drain(run, superstep, executor, rank, inbox)
+
+    failure: ExecutorFailedError | None = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            for index, (executor, rank, inbox) in enumerate(plan):
+                group.create_task(drain_into(index, executor, rank, inbox))
+    except BaseExceptionGroup as errors:
+        failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
+        if not failures or len(failures) != len(_leaves(errors)):
+            raise
+        failure = min(failures, key=lambda e: run.ranks[e.executor_id])
+    if failure is not None:
+        raise failure
+    return [ctx for contexts in results for ctx in contexts]
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            found.extend(_leaves(error))
+        else:
+            found.append(error)
+    return found
+
+
+async def _drain(
+    run: RunLoop, superstep: int, executor: Executor, rank: int, inbox: list[Envelope]
+) -> list[WorkflowContext[object]]:
+    """Handle one executor's inbox: in order, or ``concurrency`` at a time."""
+    earlier: list[Sequence[Op]] = []
+    if executor.concurrency == 1 or len(inbox) == 1:
+        contexts = []
+        for position, envelope in enumerate(inbox):
+            ctx = await _invoke(run, superstep, executor, rank, position, envelope, earlier)
+            contexts.append(ctx)
+            if ctx._state is not None and ctx._state.ops:
+                earlier.append(ctx._state.ops)
+        return contexts
+    slots = asyncio.Semaphore(executor.concurrency)
+    done: list[WorkflowContext[object] | None] = [None] * len(inbox)
+
+    async def one(position: int, envelope: Envelope) -> None:
+        async with slots:
+            ctx = await _invoke(run, superstep, executor, rank, position, envelope, earlier)
+        done[position] = ctx
+        if ctx._state is not None and ctx._state.ops:
+            earlier.append(ctx._state.ops)
+
+    async with asyncio.TaskGroup() as group:
+        for position, envelope in enumerate(inbox):
+            group.create_task(one(position, envelope))
+    return [ctx for ctx in done if ctx is not None]
+
+
+async def _invoke(
+    run: RunLoop,
+    superstep: int,
+    executor: Executor,
+    rank: int,
+    position: int,
+    envelope: Envelope,
+    earlier: Sequence[Sequence[Op]],
+) -> WorkflowContext[object]:
+    """One handler on one message, with its events and error wrapping."""
+    executor_id = executor.id
+    ctx: WorkflowContext[object] = WorkflowContext(
+        run, executor_id, rank, position, superstep, envelope.handoff, earlier
+    )
+    payload = envelope.payload
+    listening = run.listening
+    if run.backpressure is not None:
+        await run.backpressure()
+    if listening:
+        ctx.emit(
+            ExecutorInvoked(
+                run_id=run.run_id, superstep=superstep, executor_id=executor_id, position=position
+            )
+        )
+    spec = executor.find_handler(type(payload))
+    try:
+        if spec is None:
+            msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
+            raise RoutingError(msg)  # noqa: TRY301 - raised inside the try so it is reported like a handler error
+        limiter = run.limiter
+        if limiter is not None:
+            async with limiter:
+                await _call(executor, spec, payload, ctx)
+        else:
+            await _call(executor, spec, payload, ctx)
+    except Exception as error:
+        if run.live:  # a batch reports the failure from the loop, in canonical order
+            ctx.emit(
+                ExecutorFailed(
+                    run_id=run.run_id,
+                    superstep=superstep,
+                    executor_id=executor_id,
+                    position=position,
+                    error=error,
+                )
+            )
+        raise ExecutorFailedError(executor_id, superstep, error) from error
+    if listening:
+        ctx.emit(
+            ExecutorCompleted(
+                run_id=run.run_id, superstep=superstep, executor_id=executor_id, position=position
+            )
+        )
+    return ctx
+
+
+async def _call(
+    executor: Executor, spec: HandlerSpec, payload: object, ctx: WorkflowContext[object]
+) -> None:
+    if spec.is_async:
+        await executor.invoke(spec, payload, ctx)
+    elif executor.sync_handlers == "loop":
+        executor.invoke(spec, payload, ctx)
+    else:
+        ctx.threaded = True
+        try:
+            await asyncio.to_thread(executor.invoke, spec, payload, ctx)
+        finally:
+            ctx.threaded = False
