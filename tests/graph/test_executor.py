@@ -34,7 +34,7 @@ class Classifier(Executor):
         ctx.yield_output(("dog", msg.name))
 
     @handler
-    async def on_number(self, msg: int | float, ctx: WorkflowContext) -> None:
+    async def on_number(self, msg: int | float, ctx: WorkflowContext) -> None:  # noqa: PYI041
         ctx.yield_output(("number", msg))
 
 

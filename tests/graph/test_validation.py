@@ -106,7 +106,7 @@ def test_a_factory_that_fails_is_reported_with_the_rest():
     def broken() -> Executor:
         raise RuntimeError("no database")
 
-    with pytest.raises(WorkflowValidationError, match="factory .*broken raised RuntimeError"):
+    with pytest.raises(WorkflowValidationError, match=r"factory .*broken raised RuntimeError"):
         WorkflowBuilder(start=start).add_edge(start, broken).build()
 
 

@@ -41,12 +41,7 @@ async def test_a_failing_executor_commits_nothing_of_its_superstep():
     async def after(msg: str, ctx: WorkflowContext) -> None:
         ctx.yield_output("never")
 
-    wf = (
-        WorkflowBuilder(start=kick)
-        .add_fan_out(kick, [good, bad])
-        .add_edge(good, after)
-        .build()
-    )
+    wf = WorkflowBuilder(start=kick).add_fan_out(kick, [good, bad]).add_edge(good, after).build()
     with pytest.raises(ExecutorFailedError) as caught:
         await wf.run("go")
     error = caught.value
@@ -104,7 +99,13 @@ async def test_a_loop_without_exit_stops_at_max_supersteps_naming_its_executors(
     async def pong(msg: int, ctx: WorkflowContext[int]) -> None:
         ctx.send_message(msg + 1)
 
-    wf = WorkflowBuilder(start=entry).add_edge(entry, ping).add_edge(ping, pong).add_edge(pong, ping).build()
+    wf = (
+        WorkflowBuilder(start=entry)
+        .add_edge(entry, ping)
+        .add_edge(ping, pong)
+        .add_edge(pong, ping)
+        .build()
+    )
     with pytest.raises(IterationLimitExceeded) as caught:
         await wf.run(0, max_supersteps=50)
     assert caught.value.executor_ids == ("ping", "pong")

@@ -82,7 +82,12 @@ async def test_many_sources_arrive_ordered_by_rank_then_send_order():
     for _ in range(5):
         result = await wf.run("go")
         assert [(m.source, m.n) for _, m in result.outputs] == [
-            ("c", 0), ("c", 1), ("b", 0), ("b", 1), ("a", 0), ("a", 1)
+            ("c", 0),
+            ("c", 1),
+            ("b", 0),
+            ("b", 1),
+            ("a", 0),
+            ("a", 1),
         ]
 
 
