@@ -167,7 +167,7 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 values = st.recursive(leaves, _containers, max_leaves=25)
 
 
-def assert_same(a: Any, b: Any, path: str = "value") -> None:  # noqa: C901, PLR0912
+def assert_same(a: Any, b: Any, path: str = "value") -> None:
     """Assert ``a`` and ``b`` are equal and of exactly the same types all the way down."""
     assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
     if isinstance(a, enum.Enum):

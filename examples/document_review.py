@@ -1,0 +1,195 @@
+"""Review a document: analyse it in parallel, aggregate, revise until approved.
+
+    intake ──fan-out──▶ readability ─┐
+                   ├──▶ facts ───────┼──fan-in──▶ aggregate ──▶ review ──switch──▶ publish
+                   └──▶ tone ────────┘                            ▲          │
+                                                                  └─ revise ◀┘ (not approved)
+
+Run it with ``make demo``. The analysers stand in for slow model calls: they
+sleep, report progress and run concurrently in one superstep; the fan-in
+hands ``aggregate`` their findings as one list, always in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from treadle import (
+    Case,
+    CustomEvent,
+    Default,
+    Executor,
+    ExecutorCompleted,
+    OutputEvent,
+    ProgressEvent,
+    RunStatus,
+    StatusChanged,
+    SuperstepCompleted,
+    SuperstepStarted,
+    WorkflowBuilder,
+    WorkflowContext,
+    WorkflowEvent,
+    executor,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    aspect: str
+    score: float
+    note: str
+
+
+@dataclass(frozen=True)
+class Draft:
+    document: Document
+    findings: tuple[Finding, ...]
+    revision: int
+
+
+@dataclass(frozen=True)
+class Review:
+    draft: Draft
+    approved: bool
+    weakest: str
+    comment: str
+
+
+@executor
+async def intake(doc: Document, ctx: WorkflowContext[Document]) -> None:
+    ctx.state.set("title", doc.title)
+    ctx.send_message(doc)
+
+
+def analyser(aspect: str, score_of: Callable[[str], tuple[float, str]]) -> Executor:
+    @executor(id=aspect)
+    async def analyse(doc: Document, ctx: WorkflowContext[Finding]) -> None:
+        for done in range(1, 4):  # a slow model call, reported as it goes
+            await asyncio.sleep(random.uniform(0.02, 0.08))
+            ctx.report_progress(done, 3, f"{aspect}: pass {done} of 3")
+        score, note = score_of(doc.text)
+        ctx.send_message(Finding(aspect, score, note))
+
+    return analyse
+
+
+def readability(text: str) -> tuple[float, str]:
+    words = text.split()
+    average = sum(map(len, words)) / max(len(words), 1)
+    return (1.0 if average < 6 else 0.6), f"average word length {average:.1f}"
+
+
+def facts(text: str) -> tuple[float, str]:
+    numbers = sum(ch.isdigit() for ch in text)
+    return (0.9 if numbers else 0.5), f"{numbers} figures cited"
+
+
+def tone(text: str) -> tuple[float, str]:
+    shouting = text.count("!")
+    return (0.4 if shouting > 1 else 0.95), f"{shouting} exclamation marks"
+
+
+@executor
+async def aggregate(findings: list[Finding], ctx: WorkflowContext[Draft]) -> None:
+    ctx.state.set("findings", [f"{f.aspect}={f.score:.2f}" for f in findings])
+    doc = Document(ctx.state["title"], ctx.state["text"])
+    ctx.send_message(Draft(doc, tuple(findings), revision=0))
+
+
+@executor
+async def review(draft: Draft, ctx: WorkflowContext[Review]) -> None:
+    weakest = min(draft.findings, key=lambda f: f.score)
+    approved = weakest.score >= 0.8 or draft.revision >= 3
+    comment = "looks good" if approved else f"improve {weakest.aspect} ({weakest.note})"
+    ctx.add_event(f"review of revision {draft.revision}: {comment}")
+    ctx.send_message(Review(draft, approved, weakest.aspect, comment))
+
+
+@executor
+async def revise(verdict: Review, ctx: WorkflowContext[Draft]) -> None:
+    draft = verdict.draft
+    text = draft.document.text.replace("!", ".", 1)
+    findings = tuple(
+        Finding(f.aspect, min(1.0, f.score + 0.25), f"{f.note}, revised")
+        if f.aspect == verdict.weakest
+        else f
+        for f in draft.findings
+    )
+    ctx.state.update("revisions", lambda n: n + 1)
+    ctx.send_message(Draft(Document(draft.document.title, text), findings, draft.revision + 1))
+
+
+@executor
+async def publish(verdict: Review, ctx: WorkflowContext) -> None:
+    ctx.yield_output(
+        f"'{verdict.draft.document.title}' approved after {verdict.draft.revision} "
+        f"revision(s): {verdict.comment}"
+    )
+
+
+analysers = [analyser("readability", readability), analyser("facts", facts), analyser("tone", tone)]
+
+workflow = (
+    WorkflowBuilder(start=intake, name="document-review")
+    .add_fan_out(intake, analysers)
+    .add_fan_in(analysers, aggregate)
+    .add_edge(aggregate, review)
+    .add_switch(review, [Case(lambda r: r.approved, publish), Default(revise)])
+    .add_edge(revise, review)
+    .add_state("revisions", default=0)
+    .build()
+)
+
+
+def describe(event: WorkflowEvent) -> str | None:
+    """One line per interesting event; None for the ones not worth a line."""
+    match event:
+        case SuperstepStarted(superstep=n, executor_ids=ids):
+            return f"── superstep {n}: {', '.join(ids)}"
+        case ProgressEvent(message=message):
+            return f"   … {message}"
+        case ExecutorCompleted(executor_id=who):
+            return f"   ✓ {who}"
+        case CustomEvent(data=data):
+            return f"   ✎ {data}"
+        case OutputEvent(value=value):
+            return f"   ⇒ output: {value}"
+        case SuperstepCompleted(superstep=n):
+            return f"   committed superstep {n}"
+        case StatusChanged(status=status):
+            return f"== run {status.value}"
+    return None
+
+
+async def main() -> int:
+    text = "Revenue grew 12% this year! Costs fell! The team shipped 40 releases."
+    doc = Document("Annual report", text)
+    async with workflow.stream(doc, state={"text": text}) as events:
+        print(f"run {events.run_id}")
+        async for event in events:
+            line = describe(event)
+            if line:
+                print(line)
+    result = events.result
+    print()
+    print(f"status:   {result.status.value} after {result.superstep} supersteps")
+    print(f"outputs:  {result.outputs}")
+    print(f"state:    revisions={result.state['revisions']}, findings={result.state['findings']}")
+    return 0 if result.status is RunStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,1 @@
+"""Durability: safe serialization of checkpoint values and framing of stored blobs."""
