@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CODE := $(wildcard src tests examples benchmarks)
 
 .PHONY: demo test lint format typecheck bench soak clean
 
@@ -17,13 +18,13 @@ demo: $(STAMP)
 	$(BIN)/python examples/document_review.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests examples benchmarks
-	$(BIN)/ruff check --fix src tests examples benchmarks
+	$(BIN)/ruff format $(CODE)
+	$(BIN)/ruff check --fix $(CODE)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -14,6 +14,6 @@ def test_every_test_named_in_semantics_md_exists():
     missing = [
         f"{path}::{name}"
         for path, name in references
-        if not re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M)
+        if not re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.MULTILINE)
     ]
     assert missing == []
