@@ -18,7 +18,11 @@ calling code rather than conditions of a run.
     ├── RunCancelledError            the run was cancelled while a caller waited
     └── DurabilityError
         ├── SerializationError       a value cannot be stored or restored
-        └── CheckpointCorruptError   a stored checkpoint fails its checksum
+        ├── CheckpointCorruptError   a stored checkpoint fails its checksum
+        ├── RunNotFoundError         the store has no run with that id
+        ├── CheckpointNotFoundError  the run has no checkpoint with that id
+        ├── RunExistsError           a run with that id exists already
+        └── GraphChangedError        the stored run was made by another graph
 
 Internal control flow (suspension, cancellation) derives from ``BaseException``
 and is never exported: user ``except Exception`` blocks must not swallow it.
@@ -151,3 +155,45 @@ class CheckpointCorruptError(DurabilityError):
         self.checkpoint_id = checkpoint_id
         self.reason = reason
         super().__init__(f"checkpoint {checkpoint_id!r} of run {run_id!r} is corrupt: {reason}")
+
+
+class RunNotFoundError(DurabilityError, LookupError):
+    """The store has no run with this id."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} in the store")
+
+
+class CheckpointNotFoundError(DurabilityError, LookupError):
+    """The run exists but has no checkpoint with this id (pruned, or never made)."""
+
+    def __init__(self, run_id: str, checkpoint_id: str | None) -> None:
+        self.run_id = run_id
+        self.checkpoint_id = checkpoint_id
+        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "any checkpoint"
+        super().__init__(f"run {run_id!r} has no {what}")
+
+
+class RunExistsError(DurabilityError):
+    """A run with this id exists already."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"a run {run_id!r} exists already")
+
+
+class GraphChangedError(DurabilityError):
+    """The stored run was made by a different graph; nothing was executed.
+
+    ``changes`` lists every executor and edge that differs, so the fix (run
+    the old definition, or start a new run) is an informed one.
+    """
+
+    def __init__(self, run_id: str, changes: Sequence[str]) -> None:
+        self.run_id = run_id
+        self.changes = tuple(changes)
+        lines = "\n".join(f"  - {c}" for c in self.changes)
+        super().__init__(
+            f"run {run_id!r} was checkpointed by a different graph; refusing to resume:\n{lines}"
+        )
