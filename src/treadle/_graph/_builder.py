@@ -40,6 +40,10 @@ from treadle._runtime._state import MISSING, Reducer, StateKey
 from treadle._runtime._workflow import ExecutorNode, Workflow
 
 if TYPE_CHECKING:
+    from treadle._durable._serialization import Serializer
+    from treadle._durable._store import Store
+
+if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 
@@ -62,6 +66,13 @@ class WorkflowBuilder:
         max_concurrency: Default cap on handlers running at once.
         deterministic: Default for running a superstep's executors one at a
             time in rank order.
+        store: Where runs are checkpointed by default (``SqliteStore`` for
+            the embedded set-up); runner methods may pass another.
+        checkpoint_key: Seal checkpoints with a keyed digest (HMAC) so that
+            data not written with this key is refused.
+        serializer: How checkpoint values become bytes; the default is safe
+            typed JSON over an allowlist built from handler annotations plus
+            :meth:`register_type`. ``PickleSerializer`` is opt-in and unsafe.
     """
 
     def __init__(
@@ -73,8 +84,15 @@ class WorkflowBuilder:
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
         deterministic: bool = False,
+        store: Store | None = None,
+        checkpoint_key: bytes | None = None,
+        serializer: Serializer | None = None,
     ) -> None:
         self._name = name
+        self._store = store
+        self._checkpoint_key = checkpoint_key
+        self._serializer = serializer
+        self._types: list[type] = []
         self._defaults = RunOptions(
             max_supersteps=max_supersteps,
             max_node_iterations=max_node_iterations,
@@ -229,6 +247,16 @@ class WorkflowBuilder:
             self._state[key] = StateKey(default, reducer)
         return self
 
+    def register_type(self, *classes: type) -> Self:
+        """Allow classes in checkpoints that no handler annotation mentions.
+
+        Handler annotations already allow every enum, dataclass and pydantic
+        model they name (recursively); register what else your state,
+        outputs or snapshots hold.
+        """
+        self._types.extend(classes)
+        return self
+
     # -- build ------------------------------------------------------------------------
     def build(self) -> Workflow:
         """Validate and freeze the graph.
@@ -258,6 +286,10 @@ class WorkflowBuilder:
             edges=[edge for _, edge in self._edges],
             state_specs=self._state,
             defaults=self._defaults,
+            store=self._store,
+            serializer=self._serializer,
+            checkpoint_key=self._checkpoint_key,
+            types=self._types,
         )
 
 

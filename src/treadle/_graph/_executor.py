@@ -49,6 +49,7 @@ class HandlerSpec:
     sends: tuple[type, ...] | None
     is_async: bool
     bound: bool  # True for methods (called with self), False for plain functions
+    annotations: tuple[object, ...] = ()  # raw message and sent types, for serialization
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,9 @@ def build_handler_spec(fn: Callable[..., Any], *, bound: bool, accepts: object) 
             msg = f"handler {name} needs a type annotation on {message_param.name!r}"
             raise TypeError(msg)
         accepts = hints[message_param.name]
-    sends = _sent_classes(hints[ctx_param.name]) if ctx_param.name in hints else None
+    ctx_annotation = hints.get(ctx_param.name)
+    sends = _sent_classes(ctx_annotation) if ctx_annotation is not None else None
+    raw = (accepts, *(get_args(ctx_annotation) if ctx_annotation is not None else ()))
     return HandlerSpec(
         name=fn.__name__,
         fn=fn,
@@ -114,6 +117,7 @@ def build_handler_spec(fn: Callable[..., Any], *, bound: bool, accepts: object) 
         sends=sends,
         is_async=inspect.iscoroutinefunction(fn),
         bound=bound,
+        annotations=raw,
     )
 
 
@@ -167,6 +171,19 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id!r}>"
+
+    # -- durability hooks ---------------------------------------------------------
+    def snapshot(self) -> Any:
+        """What of this instance's fields a checkpoint should keep.
+
+        Override together with :meth:`restore` for executors that keep state
+        in fields across supersteps; the value must be serializable (see
+        ``docs/durability.md``). The default keeps nothing.
+        """
+        return None
+
+    def restore(self, snapshot: Any) -> None:
+        """Put back what :meth:`snapshot` returned, on a fresh instance."""
 
     # -- handlers -------------------------------------------------------------
     def handler_specs(self) -> tuple[HandlerSpec, ...]:

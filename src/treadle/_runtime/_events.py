@@ -93,6 +93,13 @@ class CustomEvent(WorkflowEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class CheckpointSaved(WorkflowEvent):
+    """The barrier of ``superstep`` is durable as ``checkpoint_id``."""
+
+    checkpoint_id: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class StatusChanged(WorkflowEvent):
     """The run moved to a new status; the last event of every stream."""
 

@@ -22,6 +22,7 @@ from treadle._exceptions import (
 )
 from treadle._runtime._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
 from treadle._runtime._events import (
+    CheckpointSaved,
     ExecutorFailed,
     OutputEvent,
     RunStarted,
@@ -37,8 +38,9 @@ from treadle._runtime._state import commit_state, initial_state
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from treadle._graph._executor import Executor
+    from treadle._durable._checkpoint import RestoredRun
     from treadle._runtime._context import WorkflowContext
+    from treadle._runtime._pool import ExecutorPool
     from treadle._runtime._workflow import Workflow
 
 INPUT_SOURCE = "__input__"
@@ -59,6 +61,20 @@ class EventSink(Protocol):
 
     def publish(self, event: WorkflowEvent) -> None:
         """Take one event (and number it)."""
+
+
+class Checkpointing(Protocol):
+    """What the loop needs from durability: save barriers, record statuses."""
+
+    last_checkpoint_id: str | None
+
+    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str:
+        """Persist one committed barrier; return its checkpoint id."""
+        ...
+
+    async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Persist a status that commits no superstep."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +125,9 @@ class RunLoop:
         run_id: str,
         options: RunOptions,
         sink: EventSink | None,
-        instance_for: Callable[[str], Executor],
+        pool: ExecutorPool,
         state: Mapping[str, Any] | None = None,
+        checkpointer: Checkpointing | None = None,
     ) -> None:
         self.workflow = workflow
         self.run_id = run_id
@@ -126,7 +143,8 @@ class RunLoop:
         self.iterations: dict[str, int] = {}
         self.outputs: list[Any] = []
         self.error: TreadleError | None = None
-        self._instance_for = instance_for
+        self.pool = pool
+        self.checkpointer = checkpointer
         self._sink = sink
         self.listening = sink is not None
         self.live = sink is not None and sink.live
@@ -177,11 +195,13 @@ class RunLoop:
 
         Raises:
             WorkflowRunError: the superstep failed; the run is ``FAILED``.
+            DurabilityError: the barrier could not be checkpointed; the run
+                is ``FAILED`` and resumes from the previous checkpoint.
         """
         if self.status is not RunStatus.RUNNING:
             return False
         if not self.pending:
-            self._finish()
+            await self._conclude(self._final_status())
             return False
         superstep = self.superstep + 1
         try:
@@ -192,11 +212,43 @@ class RunLoop:
             self._commit(superstep, plan, contexts)
         except WorkflowRunError as error:
             self._fail(error, superstep)
+            await self._record_status(RunStatus.FAILED, error)
             raise
-        if not self.pending:
-            self._finish()
-            return False
-        return True
+        except asyncio.CancelledError:
+            await self.cancel()
+            raise
+        status = self._final_status() if not self.pending else RunStatus.RUNNING
+        await self._conclude(status)
+        return status is RunStatus.RUNNING
+
+    def _final_status(self) -> RunStatus:
+        return RunStatus.STALLED if any(self.fan_in_buffers) else RunStatus.COMPLETED
+
+    async def _conclude(self, status: RunStatus) -> None:
+        """Checkpoint the barrier (with its resulting status), then announce it."""
+        if self.checkpointer is not None:
+            try:
+                checkpoint_id = await self.checkpointer.save(
+                    self.barrier_state(status), self.pool.snapshots()
+                )
+            except TreadleError as error:
+                self.error = error
+                self._set_status(RunStatus.FAILED, error)
+                await self._record_status(RunStatus.FAILED, error)
+                raise
+            if self.listening:
+                self.publish(
+                    CheckpointSaved(
+                        run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
+                    )
+                )
+        if status is not RunStatus.RUNNING:
+            self._set_status(status)
+
+    async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
+        if self.checkpointer is not None:
+            reason = f"{type(error).__name__}: {error}" if error is not None else None
+            await self.checkpointer.record_status(self.run_id, status.value, reason)
 
     def _plan(self, superstep: int) -> list[Planned]:
         options = self.options
@@ -220,7 +272,7 @@ class RunLoop:
                     f"{limit} times in run {self.run_id!r}"
                 )
                 raise IterationLimitExceeded(msg, (executor_id,), superstep)
-            plan.append((self._instance_for(executor_id), ranks[executor_id], inbox))
+            plan.append((self.pool.get(executor_id), ranks[executor_id], inbox))
         if self.listening:
             self.publish(
                 SuperstepStarted(
@@ -277,10 +329,11 @@ class RunLoop:
         if listening:
             self.publish(SuperstepCompleted(run_id=self.run_id, superstep=superstep))
 
-    def cancel(self) -> None:
+    async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""
         if self.status is RunStatus.RUNNING:
             self._set_status(RunStatus.CANCELLED)
+            await self._record_status(RunStatus.CANCELLED)
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         if self.listening and not self.live and isinstance(error, ExecutorFailedError):
@@ -296,10 +349,6 @@ class RunLoop:
         self._set_status(RunStatus.FAILED, error)
         error.result = self.result()
 
-    def _finish(self) -> None:
-        stalled = any(self.fan_in_buffers)
-        self._set_status(RunStatus.STALLED if stalled else RunStatus.COMPLETED)
-
     def _set_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         self.status = status
         if self.listening:
@@ -310,12 +359,12 @@ class RunLoop:
             )
 
     # -- views ----------------------------------------------------------------------
-    def barrier_state(self) -> BarrierState:
+    def barrier_state(self, status: RunStatus | None = None) -> BarrierState:
         """The last committed point of the run, as one immutable value."""
         return BarrierState(
             run_id=self.run_id,
             superstep=self.superstep,
-            status=self.status,
+            status=status or self.status,
             pending={k: tuple(v) for k, v in self.pending.items()},
             fan_in_buffers=self.fan_in_buffers,
             state=self.state,
@@ -338,5 +387,27 @@ class RunLoop:
             superstep=self.superstep,
             events=events if events is not None else [],
             stalled=stalled,
+            last_checkpoint_id=(
+                self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
+            ),
             error=self.error,
         )
+
+    def restore(self, restored: RestoredRun) -> None:
+        """Continue from a checkpoint instead of a fresh input."""
+        self.superstep = restored.superstep
+        self.state = restored.state
+        self.pending = restored.pending
+        self.fan_in_buffers = restored.fan_in_buffers
+        self.iterations = dict(restored.iterations)
+        self.outputs = list(restored.outputs)
+        self.pool.restore(restored.snapshots)
+        if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
+            self.status = RunStatus(restored.status)  # nothing left to run
+        elif self.listening:
+            self.publish(RunStarted(run_id=self.run_id, superstep=self.superstep))
+            self.publish(
+                StatusChanged(
+                    run_id=self.run_id, superstep=self.superstep, status=RunStatus.RUNNING
+                )
+            )

@@ -131,7 +131,9 @@ class WorkflowStream:
 
     def __init__(
         self,
-        open_run: Callable[[EventChannel | EventBatch], tuple[RunLoop, Callable[[], None]]],
+        open_run: Callable[
+            [EventChannel | EventBatch], Awaitable[tuple[RunLoop, Callable[[], None]]]
+        ],
         mode: ExecutionMode,
         max_buffered_events: int | None,
     ) -> None:
@@ -154,29 +156,31 @@ class WorkflowStream:
 
     @property
     def run_id(self) -> str:
-        """The run's id (the stream must have started)."""
-        return self._started().run_id
+        """The run's id (once the stream has started)."""
+        return self._opened().run_id
 
     @property
     def result(self) -> RunResult:
         """The run as of its last committed barrier."""
-        loop = self._started()
+        loop = self._opened()
         return loop.result(self._batch.events if self._batch is not None else None)
 
-    def _started(self) -> RunLoop:
+    def _opened(self) -> RunLoop:
         if self._loop is None:
-            self._start()
-        assert self._loop is not None  # noqa: S101 - an invariant, narrows the type for mypy
+            msg = "the stream has not started: use `async with workflow.stream(...) as events`"
+            raise RuntimeError(msg)
         return self._loop
 
-    def _start(self) -> None:
-        if self._mode is ExecutionMode.OFF_THREAD:
-            self._channel = EventChannel(self._bound)
-            self._loop, self._release = self._open_run(self._channel)
-            self._task = asyncio.create_task(self._drive(self._loop, self._channel))
-        else:
-            self._batch = EventBatch()
-            self._loop, self._release = self._open_run(self._batch)
+    async def _started(self) -> RunLoop:
+        if self._loop is None:
+            if self._mode is ExecutionMode.OFF_THREAD:
+                channel = self._channel = EventChannel(self._bound)
+                self._loop, self._release = await self._open_run(channel)
+                self._task = asyncio.create_task(self._drive(self._loop, channel))
+            else:
+                self._batch = EventBatch()
+                self._loop, self._release = await self._open_run(self._batch)
+        return self._loop
 
     async def _drive(self, loop: RunLoop, channel: EventChannel) -> None:
         try:
@@ -184,7 +188,7 @@ class WorkflowStream:
         except WorkflowRunError as error:
             self._error = error
         except asyncio.CancelledError:
-            loop.cancel()
+            await loop.cancel()
         finally:
             self._finish()
             channel.close()
@@ -196,7 +200,7 @@ class WorkflowStream:
 
     # -- iteration ------------------------------------------------------------
     async def __aenter__(self) -> WorkflowStream:
-        self._started()
+        await self._started()
         return self
 
     async def __aexit__(
@@ -211,7 +215,7 @@ class WorkflowStream:
         return self
 
     async def __anext__(self) -> WorkflowEvent:
-        loop = self._started()
+        loop = await self._started()
         if self._channel is not None:
             event = await self._channel.get()
             if isinstance(event, _End):
@@ -232,7 +236,6 @@ class WorkflowStream:
             except WorkflowRunError as error:
                 self._error = error
             except asyncio.CancelledError:
-                loop.cancel()
                 self._finish()
                 raise
         event = batch.events[self._cursor]
@@ -246,13 +249,13 @@ class WorkflowStream:
 
     async def cancel(self) -> None:
         """Stop the run: status ``CANCELLED``, nothing further is invoked."""
-        loop = self._started()
+        loop = await self._started()
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         elif self._task is None:
-            loop.cancel()
+            await loop.cancel()
             self._finish()
 
     async def aclose(self) -> None:

@@ -9,6 +9,7 @@ That also makes ``run_sync`` safe to call from inside a running event loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,47 +43,82 @@ def run_in_thread(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return result
 
 
-def stream_in_thread(make: Callable[[], WorkflowStream]) -> Iterator[WorkflowEvent]:
-    """Iterate a stream made by ``make()`` that runs on a dedicated thread.
+class SyncEventStream:
+    """A run's events for synchronous code, driven on a dedicated thread.
 
-    Events cross through a queue. Closing the iterator early (``break``)
-    cancels the run on its thread and waits for that thread to end.
+    Iterate it; use it in a ``with`` block (or call :meth:`close`) so that
+    leaving early cancels the run and joins its thread. Closing a stream
+    whose run has finished does nothing.
     """
-    handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
-    control: dict[str, Any] = {}
-    ready = threading.Event()
 
-    async def pump() -> None:
-        control["loop"] = asyncio.get_running_loop()
-        control["task"] = asyncio.current_task()
-        ready.set()
+    def __init__(self, make: Callable[[], WorkflowStream]) -> None:
+        self._make = make
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._done = False
+        self._started = threading.Event()
+
+    async def _pump(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._started.set()
         try:
-            async with make() as events:
+            async with self._make() as events:
                 async for event in events:
-                    handoff.put(("event", event))
+                    self._queue.put(("event", event))
         except asyncio.CancelledError:
-            handoff.put(("end", None))
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            self._queue.put(("error", error))
             return
-        except BaseException as error:  # noqa: BLE001 - handed over, never swallowed
-            handoff.put(("error", error))
-            return
-        handoff.put(("end", None))
+        self._queue.put(("end", None))
 
-    thread = threading.Thread(target=lambda: asyncio.run(pump()), name="treadle-stream")
-    thread.start()
-    ready.wait()
-    finished = False
-    try:
-        while True:
-            kind, value = handoff.get()
-            if kind == "event":
-                yield value
-                continue
-            finished = True
-            if kind == "error":
-                raise value
-            return
-    finally:
-        if not finished:
-            control["loop"].call_soon_threadsafe(control["task"].cancel)
-        thread.join()
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=lambda: asyncio.run(self._pump()), name="treadle-stream", daemon=True
+            )
+            self._thread.start()
+            self._started.wait()
+
+    def __iter__(self) -> Iterator[WorkflowEvent]:
+        return self
+
+    def __next__(self) -> WorkflowEvent:
+        if self._done:
+            raise StopIteration
+        self._start()
+        kind, value = self._queue.get()
+        if kind == "event":
+            event: WorkflowEvent = value
+            return event
+        self._done = True
+        self._join()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        """Cancel the run if it is still going, and wait for its thread."""
+        self._done = True
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        self._join()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> SyncEventStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A stream dropped without close() must not leave its run going.
+        self.close()

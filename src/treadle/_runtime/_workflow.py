@@ -10,22 +10,29 @@ concurrent run that would use one is refused.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import ExecutorInUseError, WorkflowRunError
+from treadle._durable._checkpoint import CheckpointCodec
+from treadle._durable._graph_description import describe_graph, fingerprint
+from treadle._durable._registry import TypeRegistry
+from treadle._durable._runs import RunHistory, fork_run, load_restored, run_history
+from treadle._durable._serialization import JsonSerializer
+from treadle._exceptions import ExecutorInUseError, TreadleError, WorkflowRunError
 from treadle._graph._edges import Edge, edge_sources, edge_targets
-from treadle._runtime._loop import RunLoop, RunOptions
+from treadle._runtime._launch import Launch, open_run
+from treadle._runtime._loop import RunOptions
+from treadle._runtime._pool import ExecutorPool
 from treadle._runtime._routing import Router
-from treadle._runtime._stream import EventBatch, EventChannel, ExecutionMode, WorkflowStream
-from treadle._runtime._sync import run_in_thread, stream_in_thread
+from treadle._runtime._stream import EventBatch, ExecutionMode, WorkflowStream
+from treadle._runtime._sync import SyncEventStream, run_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
+    from treadle._durable._serialization import Serializer
+    from treadle._durable._store import Store
     from treadle._graph._executor import Executor
-    from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._result import RunResult
     from treadle._runtime._state import StateKey
 
@@ -60,6 +67,10 @@ class Workflow:
         edges: Sequence[Edge],
         state_specs: Mapping[str, StateKey],
         defaults: RunOptions,
+        store: Store | None = None,
+        serializer: Serializer | None = None,
+        checkpoint_key: bytes | None = None,
+        types: Sequence[type] = (),
     ) -> None:
         self.name = name
         self.start_id = start_id
@@ -72,6 +83,13 @@ class Workflow:
         self._loops = _strongly_connected(self.ranks, self.edges)
         self._exclusive = tuple(n for n in nodes if n.factory is None and not n.prototype.shareable)
         self._busy: dict[str, str] = {}
+        self.store = store
+        self._serializer = serializer
+        self._checkpoint_key = checkpoint_key
+        self._types = tuple(types)
+        self._description: dict[str, Any] | None = None
+        self._fingerprint: str | None = None
+        self._codec: CheckpointCodec | None = None
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
@@ -101,8 +119,52 @@ class Workflow:
         found = members or dict.fromkeys(given)
         return tuple(sorted(found, key=self.ranks.__getitem__))
 
+    # -- durability configuration ------------------------------------------------
+    @property
+    def description(self) -> dict[str, Any]:
+        """The routing-relevant shape of this graph, as plain data."""
+        if self._description is None:
+            self._description = describe_graph(self)
+        return self._description
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable hash of :attr:`description`; checkpoints carry it."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.description)
+        return self._fingerprint
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """Encodes this workflow's checkpoints, with its type allowlist."""
+        if self._codec is None:
+            serializer = self._serializer
+            if serializer is None:
+                registry = TypeRegistry()
+                for node in self._nodes.values():
+                    for spec in node.prototype.handler_specs():
+                        for annotation in spec.annotations:
+                            registry.register_annotation(annotation)
+                for cls in self._types:
+                    registry.register(cls)
+                serializer = JsonSerializer(registry)
+            self._codec = CheckpointCodec(serializer, self._checkpoint_key)
+        return self._codec
+
+    def store_for(self, store: Store | None) -> Store:
+        """The store a runner method uses: the one given, else the workflow's."""
+        chosen = store if store is not None else self.store
+        if chosen is None:
+            msg = (
+                f"workflow {self.name!r} has no store: pass store=... or build it with "
+                f"WorkflowBuilder(..., store=SqliteStore(path))"
+            )
+            raise ValueError(msg)
+        return chosen
+
     # -- running ---------------------------------------------------------------
-    def _options(self, overrides: Mapping[str, Any]) -> RunOptions:
+    def options(self, overrides: Mapping[str, Any]) -> RunOptions:
+        """The run options: the workflow's defaults with per-run overrides."""
         d = self.defaults
 
         def pick(name: str, default: Any) -> Any:
@@ -116,17 +178,12 @@ class Workflow:
             deterministic=bool(overrides.get("deterministic") or d.deterministic),
         )
 
-    def _open(
-        self,
-        message: Any,
-        sink: EventChannel | EventBatch | None,
-        run_id: str | None,
-        state: Mapping[str, Any] | None,
-        overrides: Mapping[str, Any],
-    ) -> tuple[RunLoop, Callable[[], None]]:
-        """Start a run: claim exclusive instances, deliver the input."""
-        options = self._options(overrides)
-        run_id = run_id or uuid.uuid4().hex
+    def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
+        """The executor instances of a new run, and how to release them.
+
+        Raises:
+            ExecutorInUseError: a non-shareable instance serves another run.
+        """
         claimed: list[str] = []
         for node in self._exclusive:
             holder = self._busy.get(node.id)
@@ -135,27 +192,11 @@ class Workflow:
                 raise ExecutorInUseError(node.id, holder)
             self._busy[node.id] = run_id
             claimed.append(node.id)
-        instances: dict[str, Executor] = {
-            n.id: n.prototype for n in self._nodes.values() if n.factory is None
-        }
-        nodes = self._nodes
-
-        def instance_for(executor_id: str) -> Executor:
-            instance = instances.get(executor_id)
-            if instance is None:
-                factory = nodes[executor_id].factory
-                assert factory is not None  # noqa: S101 - an invariant, narrows the type for mypy
-                instance = _checked(factory(), executor_id)
-                instances[executor_id] = instance
-            return instance
-
-        try:
-            loop = RunLoop(self, run_id, options, sink, instance_for, state)
-            loop.start(message)
-        except BaseException:
-            self._release(claimed)
-            raise
-        return loop, lambda: self._release(claimed)
+        pool = ExecutorPool(
+            {n.id: n.prototype for n in self._nodes.values() if n.factory is None},
+            {n.id: n.factory for n in self._nodes.values() if n.factory is not None},
+        )
+        return pool, lambda: self._release(claimed)
 
     def _release(self, claimed: list[str]) -> None:
         for executor_id in claimed:
@@ -168,6 +209,8 @@ class Workflow:
         *,
         run_id: str | None = None,
         state: Mapping[str, Any] | None = None,
+        store: Store | None = None,
+        keep_last: int | None = None,
         record_events: bool = True,
         max_supersteps: int | None = None,
         max_node_iterations: int | None = None,
@@ -180,6 +223,9 @@ class Workflow:
             message: The input, delivered to the start executor in superstep 1.
             run_id: The run's id (default: a fresh UUID).
             state: Initial shared state, over the declared defaults.
+            store: Checkpoint every barrier here (default: the workflow's
+                store; none means the run lives in memory only).
+            keep_last: Checkpoints to keep for this run (default: the store's).
             record_events: Keep every event in ``RunResult.events``; turn off
                 to build no events at all.
             max_supersteps: Stop a runaway loop (default 1000).
@@ -193,27 +239,30 @@ class Workflow:
             WorkflowRunError: The run failed; ``error.result`` has what was
                 committed before the failing superstep.
         """
-        batch = EventBatch() if record_events else None
-        loop, release = self._open(
-            message,
-            batch,
-            run_id,
-            state,
-            {
-                "max_supersteps": max_supersteps,
-                "max_node_iterations": max_node_iterations,
-                "max_concurrency": max_concurrency,
-                "deterministic": deterministic,
-            },
+        launch = Launch(
+            message=message,
+            run_id=run_id,
+            state=state,
+            store=store,
+            keep_last=keep_last,
+            overrides=_overrides(
+                max_supersteps, max_node_iterations, max_concurrency, deterministic
+            ),
         )
+        return await self._drive(launch, record_events=record_events)
+
+    async def _drive(self, launch: Launch, *, record_events: bool) -> RunResult:
+        batch = EventBatch() if record_events else None
+        loop, release = await open_run(self, launch, batch)
         events = batch.events if batch is not None else None
         try:
             await loop.run_to_end()
-        except WorkflowRunError as error:
-            error.result = loop.result(events)
+        except TreadleError as error:
+            if isinstance(error, WorkflowRunError):
+                error.result = loop.result(events)
             raise
         except asyncio.CancelledError:
-            loop.cancel()
+            await loop.cancel()
             raise
         finally:
             release()
@@ -227,6 +276,8 @@ class Workflow:
         max_buffered_events: int | None = None,
         run_id: str | None = None,
         state: Mapping[str, Any] | None = None,
+        store: Store | None = None,
+        keep_last: int | None = None,
         max_supersteps: int | None = None,
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
@@ -238,40 +289,117 @@ class Workflow:
         events: ...``. Arguments are those of :meth:`run`, plus ``mode`` and
         ``max_buffered_events`` (OFF_THREAD backpressure).
         """
-        overrides = {
-            "max_supersteps": max_supersteps,
-            "max_node_iterations": max_node_iterations,
-            "max_concurrency": max_concurrency,
-            "deterministic": deterministic,
-        }
-        return WorkflowStream(
-            lambda sink: self._open(message, sink, run_id, state, overrides),
-            mode,
-            max_buffered_events,
+        launch = Launch(
+            message=message,
+            run_id=run_id,
+            state=state,
+            store=store,
+            keep_last=keep_last,
+            overrides=_overrides(
+                max_supersteps, max_node_iterations, max_concurrency, deterministic
+            ),
         )
+        return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
 
     def run_sync(self, message: Any, **options: Any) -> RunResult:
         """:meth:`run` for synchronous callers, on a dedicated loop thread."""
         return run_in_thread(lambda: self.run(message, **options))
 
-    def stream_sync(self, message: Any, **options: Any) -> Iterator[WorkflowEvent]:
+    def stream_sync(self, message: Any, **options: Any) -> SyncEventStream:
         """:meth:`stream` for synchronous callers, on a dedicated loop thread.
 
-        Closing the iterator early cancels the run.
+        Use it in a ``with`` block (or close it): leaving early cancels the run.
         """
-        return stream_in_thread(lambda: self.stream(message, **options))
+        return SyncEventStream(lambda: self.stream(message, **options))
+
+    # -- durable runs ---------------------------------------------------------------
+    async def resume(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        store: Store | None = None,
+        keep_last: int | None = None,
+        record_events: bool = True,
+        max_supersteps: int | None = None,
+        max_node_iterations: int | None = None,
+        max_concurrency: int | None = None,
+        deterministic: bool = False,
+    ) -> RunResult:
+        """Continue a stored run from its latest checkpoint, or from ``checkpoint_id``.
+
+        Only supersteps after the checkpoint run again. Resuming a run whose
+        latest checkpoint is final returns its result and runs nothing;
+        resuming from an older checkpoint branches the run's history there.
+
+        Raises:
+            GraphChangedError: the run was written by a different graph
+                (nothing runs; the error lists what changed).
+            CheckpointCorruptError: the checkpoint fails its checksum.
+            RunNotFoundError, CheckpointNotFoundError: nothing to resume.
+            WorkflowRunError: the resumed run failed.
+        """
+        chosen = self.store_for(store)
+        restored = await load_restored(self, chosen, run_id, checkpoint_id)
+        launch = Launch(
+            restored=restored,
+            store=chosen,
+            keep_last=keep_last,
+            overrides=_overrides(
+                max_supersteps, max_node_iterations, max_concurrency, deterministic
+            ),
+        )
+        return await self._drive(launch, record_events=record_events)
+
+    def resume_sync(
+        self, run_id: str, checkpoint_id: str | None = None, **options: Any
+    ) -> RunResult:
+        """:meth:`resume` for synchronous callers."""
+        return run_in_thread(lambda: self.resume(run_id, checkpoint_id, **options))
+
+    async def fork(
+        self,
+        run_id: str,
+        checkpoint_id: str,
+        state_patch: Mapping[str, Any] | None = None,
+        *,
+        new_run_id: str | None = None,
+        store: Store | None = None,
+    ) -> str:
+        """Branch a new run from a checkpoint, optionally patching its state.
+
+        The new run's first checkpoint is the patched copy; it records its
+        parent run and checkpoint, and the parent lists it among its forks.
+        The parent is untouched. Continue the new run with :meth:`resume`.
+        """
+        chosen = self.store_for(store)
+        return await fork_run(self, chosen, run_id, checkpoint_id, state_patch, new_run_id)
+
+    async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
+        """A stored run's checkpoints, oldest first, with its lineage (time travel)."""
+        return await run_history(self.store_for(store), run_id)
+
+    async def prune(self, run_id: str, keep_last: int, *, store: Store | None = None) -> int:
+        """Delete all but the newest ``keep_last`` checkpoints; return how many went."""
+        if keep_last < 1:
+            msg = f"keep_last must be at least 1, got {keep_last}"
+            raise ValueError(msg)
+        removed: int = await self.store_for(store).prune(run_id, keep_last)
+        return removed
 
 
-def _checked(instance: object, executor_id: str) -> Executor:
-    from treadle._graph._executor import Executor  # noqa: PLC0415 - a local import breaks an import cycle
-
-    if not isinstance(instance, Executor):
-        msg = f"the factory of executor {executor_id!r} returned {instance!r}, not an Executor"
-        raise TypeError(msg)
-    if instance.id != executor_id:
-        msg = f"the factory of executor {executor_id!r} returned one with id {instance.id!r}"
-        raise ValueError(msg)
-    return instance
+def _overrides(
+    max_supersteps: int | None,
+    max_node_iterations: int | None,
+    max_concurrency: int | None,
+    deterministic: bool,
+) -> dict[str, Any]:
+    return {
+        "max_supersteps": max_supersteps,
+        "max_node_iterations": max_node_iterations,
+        "max_concurrency": max_concurrency,
+        "deterministic": deterministic,
+    }
 
 
 def _strongly_connected(

@@ -1,0 +1,121 @@
+"""Runner methods over stored runs: load for resume, fork, history.
+
+Loading refuses a run written by another graph *before* decoding anything,
+so no executor runs and no unknown type is even looked up; the error names
+every executor and edge that changed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._durable._checkpointer import Checkpointer
+from treadle._durable._graph_description import (
+    describe_changes,
+    encode_description,
+    fingerprint,
+)
+from treadle._exceptions import CheckpointCorruptError, GraphChangedError
+from treadle._runtime._loop import BarrierState
+from treadle._runtime._result import RunStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._durable._checkpoint import RestoredRun
+    from treadle._durable._store import CheckpointInfo, RunRecord, Store
+    from treadle._runtime._workflow import Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class RunHistory:
+    """A run's checkpoints and its lineage: what ``Workflow.history`` returns.
+
+    Attributes:
+        run: The run row; for a fork, ``run.parent_run_id`` and
+            ``run.parent_checkpoint_id`` say where it branched from.
+        checkpoints: Every kept checkpoint, oldest first, each with the
+            checkpoint it was computed from.
+        forks: Runs forked from this one, newest first.
+    """
+
+    run: RunRecord
+    checkpoints: list[CheckpointInfo]
+    forks: list[RunRecord]
+
+
+async def load_restored(
+    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None
+) -> RestoredRun:
+    """Decode a run's checkpoint for this workflow, refusing a changed graph.
+
+    Raises:
+        RunNotFoundError, CheckpointNotFoundError: nothing to load.
+        GraphChangedError: the run was written by a different graph.
+        CheckpointCorruptError: the checkpoint fails its checksum.
+        SerializationError: it names a type this workflow does not allow.
+    """
+    await store.get_run(run_id)
+    try:
+        stored_graph = json.loads(await store.get_graph(run_id))
+    except ValueError as error:
+        raise CheckpointCorruptError(run_id, "<graph>", f"unreadable graph: {error}") from error
+    if fingerprint(stored_graph) != workflow.fingerprint:
+        raise GraphChangedError(run_id, describe_changes(stored_graph, workflow.description))
+    record = await store.load_checkpoint(run_id, checkpoint_id)
+    restored = workflow.codec.decode(
+        record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
+    )
+    if restored.fingerprint != workflow.fingerprint:
+        raise GraphChangedError(
+            run_id,
+            [f"checkpoint {restored.checkpoint_id!r} was written by graph {restored.fingerprint}"],
+        )
+    return restored
+
+
+async def fork_run(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str,
+    state_patch: Mapping[str, Any] | None,
+    new_run_id: str | None,
+) -> str:
+    """Create a run branching from a checkpoint, its state patched; return its id."""
+    restored = await load_restored(workflow, store, run_id, checkpoint_id)
+    new_id = new_run_id or uuid.uuid4().hex
+    barrier = BarrierState(
+        run_id=new_id,
+        superstep=restored.superstep,
+        status=RunStatus.RUNNING if restored.pending else RunStatus(restored.status),
+        pending={k: tuple(v) for k, v in restored.pending.items()},
+        fan_in_buffers=restored.fan_in_buffers,
+        state={**restored.state, **(state_patch or {})},
+        iterations=restored.iterations,
+        outputs=tuple(restored.outputs),
+    )
+    checkpointer = Checkpointer(
+        store, workflow.codec, workflow.fingerprint, parent_checkpoint_id=restored.checkpoint_id
+    )
+    await checkpointer.create(
+        workflow.name,
+        encode_description(workflow.description),
+        barrier,
+        restored.snapshots,
+        parent_run_id=run_id,
+    )
+    return new_id
+
+
+async def run_history(store: Store, run_id: str) -> RunHistory:
+    """A run's row, checkpoints and forks."""
+    run = await store.get_run(run_id)
+    return RunHistory(
+        run=run,
+        checkpoints=await store.list_checkpoints(run_id),
+        forks=await store.list_runs(parent_run_id=run_id),
+    )
