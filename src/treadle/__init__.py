@@ -6,14 +6,19 @@ commits state and routes messages. See ``docs/semantics.md`` for the exact
 guarantees.
 """
 
+from treadle._durable._runs import RunHistory
 from treadle._exceptions import (
     CheckpointCorruptError,
+    CheckpointNotFoundError,
     DurabilityError,
     ExecutorFailedError,
     ExecutorInUseError,
+    GraphChangedError,
     IterationLimitExceeded,
     RoutingError,
     RunCancelledError,
+    RunExistsError,
+    RunNotFoundError,
     SerializationError,
     StateConflictError,
     TreadleError,
@@ -26,6 +31,7 @@ from treadle._graph._executor import Executor, executor, handler
 from treadle._runtime._context import WorkflowContext
 from treadle._runtime._delivery import HandoffContext, StalledFanIn
 from treadle._runtime._events import (
+    CheckpointSaved,
     CustomEvent,
     ExecutorCompleted,
     ExecutorFailed,
@@ -41,11 +47,14 @@ from treadle._runtime._events import (
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._state import SharedState
 from treadle._runtime._stream import ExecutionMode, WorkflowStream
+from treadle._runtime._sync import SyncEventStream
 from treadle._runtime._workflow import Workflow
 
 __all__ = [
     "Case",
     "CheckpointCorruptError",
+    "CheckpointNotFoundError",
+    "CheckpointSaved",
     "CustomEvent",
     "Default",
     "DurabilityError",
@@ -56,12 +65,16 @@ __all__ = [
     "ExecutorFailedError",
     "ExecutorInUseError",
     "ExecutorInvoked",
+    "GraphChangedError",
     "HandoffContext",
     "IterationLimitExceeded",
     "OutputEvent",
     "ProgressEvent",
     "RoutingError",
     "RunCancelledError",
+    "RunExistsError",
+    "RunHistory",
+    "RunNotFoundError",
     "RunResult",
     "RunStarted",
     "RunStatus",
@@ -72,6 +85,7 @@ __all__ = [
     "StatusChanged",
     "SuperstepCompleted",
     "SuperstepStarted",
+    "SyncEventStream",
     "TreadleError",
     "Workflow",
     "WorkflowBuilder",

@@ -86,7 +86,8 @@ class WorkflowRunError(TreadleError):
     messages and outputs were discarded together.
     """
 
-    result: RunResult | None = None
+    result: RunResult
+    """Set before the error reaches you: the run as of its last barrier."""
 
 
 class ExecutorFailedError(WorkflowRunError):

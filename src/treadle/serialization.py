@@ -1,0 +1,13 @@
+"""How checkpoint values become bytes, and which classes may come back.
+
+The default, :class:`JsonSerializer`, writes typed JSON and rebuilds only
+classes on its allowlist (:class:`TypeRegistry`): those named by handler
+annotations plus those registered with ``WorkflowBuilder.register_type``.
+Stored data can never make treadle import, evaluate or unpickle anything.
+:class:`PickleSerializer` exists for those who opt in knowingly.
+"""
+
+from treadle._durable._registry import TypeRegistry
+from treadle._durable._serialization import JsonSerializer, PickleSerializer, Serializer
+
+__all__ = ["JsonSerializer", "PickleSerializer", "Serializer", "TypeRegistry"]

@@ -1,0 +1,334 @@
+"""Durable runs through the public API, on a real SQLite file."""
+
+import json
+import pickle
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from treadle import (
+    CheckpointCorruptError,
+    CheckpointSaved,
+    Executor,
+    ExecutorFailedError,
+    GraphChangedError,
+    RunStatus,
+    SerializationError,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+)
+from treadle._durable._blob import seal
+from treadle.stores import SqliteStore
+
+
+@dataclass(frozen=True)
+class Count:
+    n: int
+
+
+def counting_workflow(store, calls: Counter, last: int = 10, extra_edge: bool = False):
+    """A loop of `last` supersteps that counts invocations per superstep."""
+
+    @executor
+    async def count(msg: Count, ctx: WorkflowContext[Count]) -> None:
+        calls[ctx.superstep] += 1
+        ctx.state.update("sum", lambda v: v + msg.n)
+        if msg.n < last:
+            ctx.send_message(Count(msg.n + 1))
+        else:
+            ctx.yield_output(ctx.state["sum"])
+
+    @executor
+    async def spare(msg: Count, ctx: WorkflowContext) -> None:
+        pass
+
+    builder = (
+        WorkflowBuilder(start=count, name="counting", store=store)
+        .add_edge(count, count, condition=lambda m: True)
+        .add_state("sum", default=0)
+    )
+    if extra_edge:
+        builder.add_edge(count, spare)
+    return builder.build()
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = SqliteStore(tmp_path / "runs.sqlite")
+    yield s
+    await s.close()
+
+
+async def test_a_run_checkpoints_every_barrier_and_history_links_them(store):
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls)
+    result = await wf.run(Count(1), run_id="r1")
+    assert result.outputs == [55]
+    history = await wf.history("r1")
+    supersteps = [c.superstep for c in history.checkpoints]
+    assert supersteps == list(range(11))  # the input (0), then supersteps 1..10
+    parents = [c.parent_checkpoint_id for c in history.checkpoints]
+    ids = [c.checkpoint_id for c in history.checkpoints]
+    assert parents == [None, *ids[:-1]]
+    assert history.checkpoints[-1].status == "completed"
+    assert history.run.status == "completed"
+    assert result.last_checkpoint_id == ids[-1]
+    saved = [e for e in result.events if isinstance(e, CheckpointSaved)]
+    assert [e.superstep for e in saved] == list(range(1, 11))
+    assert result.events[-1].status is RunStatus.COMPLETED
+
+
+async def test_resume_from_checkpoint_k_re_executes_only_later_supersteps(store):
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls)
+    first = await wf.run(Count(1), run_id="r1")
+    history = await wf.history("r1")
+    k = history.checkpoints[4]  # the barrier of superstep 4
+    assert k.superstep == 4
+    calls.clear()
+    again = await wf.resume("r1", k.checkpoint_id)
+    assert sorted(calls) == list(range(5, 11))
+    assert all(n == 1 for n in calls.values())
+    assert (again.outputs, again.state) == (first.outputs, first.state)
+    # The branch is recorded: superstep 5 now has two checkpoints, both
+    # computed from k; the old line of history is kept.
+    after = await wf.history("r1")
+    assert len(after.checkpoints) == 11 + 6
+    fives = [c for c in after.checkpoints if c.superstep == 5]
+    assert [c.parent_checkpoint_id for c in fives] == [k.checkpoint_id] * 2
+
+
+async def test_resuming_a_completed_run_runs_nothing(store):
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls)
+    first = await wf.run(Count(1), run_id="r1")
+    calls.clear()
+    again = await wf.resume("r1")
+    assert calls == Counter()
+    assert (again.status, again.outputs) == (RunStatus.COMPLETED, first.outputs)
+
+
+async def test_a_failed_superstep_is_re_run_by_resume(store):
+    attempts = Counter()
+
+    @executor
+    async def flaky(msg: int, ctx: WorkflowContext[int]) -> None:
+        attempts[ctx.superstep] += 1
+        if ctx.superstep == 3 and attempts[3] == 1:
+            raise RuntimeError("transient")
+        if msg < 5:
+            ctx.send_message(msg + 1)
+        else:
+            ctx.yield_output(msg)
+
+    wf = WorkflowBuilder(start=flaky, store=store).add_edge(flaky, flaky).build()
+    with pytest.raises(ExecutorFailedError):
+        await wf.run(1, run_id="r1")
+    row = await store.get_run("r1")
+    assert (row.status, row.superstep) == ("failed", 2)
+    assert "transient" in (row.error or "")
+    result = await wf.resume("r1")
+    assert result.outputs == [5]
+    assert attempts == Counter({1: 1, 2: 1, 3: 2, 4: 1, 5: 1})
+
+
+async def test_fork_with_a_state_patch_leaves_the_parent_untouched(store):
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls)
+    parent = await wf.run(Count(1), run_id="parent")
+    parent_history = await wf.history("parent")
+    k = parent_history.checkpoints[5]
+    child_id = await wf.fork(
+        "parent", k.checkpoint_id, state_patch={"sum": 1000}, new_run_id="child"
+    )
+    child = await wf.resume(child_id)
+    # The patch replaced the sum of 1..5 (15) with 1000; 6..10 add 40 more.
+    assert parent.outputs == [55]
+    assert child.outputs == [1000 + 40]
+    # The parent's checkpoints, row and result are as they were.
+    after = await wf.history("parent")
+    assert after.checkpoints == parent_history.checkpoints
+    assert after.run == parent_history.run
+    assert (await wf.resume("parent")).outputs == parent.outputs
+    # Lineage both ways.
+    child_history = await wf.history("child")
+    assert (child_history.run.parent_run_id, child_history.run.parent_checkpoint_id) == (
+        "parent",
+        k.checkpoint_id,
+    )
+    assert child_history.checkpoints[0].parent_checkpoint_id == k.checkpoint_id
+    assert [r.run_id for r in (await wf.history("parent")).forks] == ["child"]
+
+
+def corrupt(path, checkpoint_id, transform) -> None:
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute(
+            "SELECT blob FROM treadle_checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)
+        ).fetchone()
+        db.execute(
+            "UPDATE treadle_checkpoints SET blob = ? WHERE checkpoint_id = ?",
+            (transform(bytes(blob)), checkpoint_id),
+        )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda b: b[:40] + bytes([b[40] ^ 0x01]) + b[41:], id="one-flipped-byte"),
+        pytest.param(lambda b: b[: len(b) // 2], id="truncated"),
+    ],
+)
+async def test_a_corrupt_newest_checkpoint_is_named_and_the_previous_still_resumes(
+    tmp_path, damage
+):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls, last=6)
+    expected = await counting_workflow(None, Counter(), last=6).run(Count(1))
+    with pytest.raises(Exception, match="max_supersteps=4"):
+        await wf.run(Count(1), run_id="r1", max_supersteps=4)
+    history = await wf.history("r1")
+    newest, previous = history.checkpoints[-1], history.checkpoints[-2]
+    await store.close()
+    corrupt(path, newest.checkpoint_id, damage)
+    store = SqliteStore(path)
+    wf = counting_workflow(store, calls, last=6)
+    with pytest.raises(CheckpointCorruptError) as caught:
+        await wf.resume("r1")
+    assert (caught.value.run_id, caught.value.checkpoint_id) == ("r1", newest.checkpoint_id)
+    assert "r1" in str(caught.value)
+    assert newest.checkpoint_id in str(caught.value)
+    result = await wf.resume("r1", previous.checkpoint_id)
+    assert (result.outputs, result.state) == (expected.outputs, expected.state)
+    await store.close()
+
+
+class Detonator:
+    """Unpickling this runs code: it would create the marker file."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("payload_kind", ["pickle", "import-by-name-tag"])
+async def test_a_hostile_checkpoint_is_refused_and_nothing_runs(tmp_path, payload_kind):
+    path = tmp_path / "runs.sqlite"
+    marker = tmp_path / "pwned"
+    store = SqliteStore(path)
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls, last=3)
+    await wf.run(Count(1), run_id="r1")
+    newest = (await wf.history("r1")).checkpoints[-1]
+    if payload_kind == "pickle":
+        payload = pickle.dumps(Detonator(str(marker)))
+    else:
+        payload = json.dumps(
+            {"__t": "dc", "n": "os.system", "v": {"command": f"touch {marker}"}}
+        ).encode()
+    await store.close()
+    corrupt(path, newest.checkpoint_id, lambda _: seal(payload))
+    store = SqliteStore(path)
+    wf = counting_workflow(store, calls, last=3)
+    calls.clear()
+    with pytest.raises((SerializationError, CheckpointCorruptError)):
+        await wf.resume("r1")
+    assert not marker.exists()
+    assert calls == Counter()
+    await store.close()
+
+
+async def test_resuming_with_a_changed_graph_is_refused_before_anything_runs(store):
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls, last=5)
+    with pytest.raises(Exception, match="max_supersteps=2"):
+        await wf.run(Count(1), run_id="r1", max_supersteps=2)
+    changed = counting_workflow(store, calls, last=5, extra_edge=True)
+    calls.clear()
+    with pytest.raises(GraphChangedError) as caught:
+        await changed.resume("r1")
+    assert calls == Counter()
+    text = str(caught.value)
+    assert "executor 'spare' was added" in text
+    assert "edge 'count' -> 'spare' was added" in text
+
+
+async def test_retention_keeps_the_last_n_and_the_file_stops_growing(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+
+    @executor
+    async def tick(msg: int, ctx: WorkflowContext[int]) -> None:
+        ctx.state.set("blob", "x" * 2000)
+        if msg < 1000:
+            ctx.send_message(msg + 1)
+
+    wf = WorkflowBuilder(start=tick, store=store).add_edge(tick, tick).build()
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in tmp_path.glob("runs.sqlite*"))
+
+    await wf.run(0, run_id="half", keep_last=10, max_supersteps=2000, record_events=False)
+    half = size()
+    await wf.run(0, run_id="full", keep_last=10, max_supersteps=2000, record_events=False)
+    assert len((await wf.history("full")).checkpoints) == 10
+    assert len((await wf.history("half")).checkpoints) == 10
+    assert size() <= half * 1.3
+    assert await wf.prune("full", 3) == 7
+    await store.close()
+
+
+class Tally(Executor):
+    """Keeps a running list in a field; snapshots make it survive resume."""
+
+    def __init__(self) -> None:
+        super().__init__("tally")
+        self.seen: list[int] = []
+
+    def snapshot(self) -> list[int]:
+        return list(self.seen)
+
+    def restore(self, snapshot: list[int]) -> None:
+        self.seen = list(snapshot)
+
+    @handler
+    async def on(self, msg: int, ctx: WorkflowContext[int]) -> None:
+        self.seen.append(msg)
+        if msg == 3 and ctx.state.get("crash", True):
+            raise RuntimeError("crash after 3")
+        if msg < 6:
+            ctx.send_message(msg + 1)
+        else:
+            ctx.yield_output(self.seen)
+
+
+async def test_executor_snapshots_carry_fields_across_resume(store):
+    wf = WorkflowBuilder(start=Tally, store=store).add_edge("tally", "tally").build()
+    with pytest.raises(ExecutorFailedError):
+        await wf.run(1, run_id="r1")
+    fixed = WorkflowBuilder(start=Tally, store=store).add_edge("tally", "tally").build()
+    child = await fixed.fork(
+        "r1", (await fixed.history("r1")).checkpoints[-1].checkpoint_id, {"crash": False}
+    )
+    result = await fixed.resume(child)
+    # A fresh instance was restored with [1, 2] and went on from there.
+    assert result.outputs == [[1, 2, 3, 4, 5, 6]]
+
+
+def test_resume_sync_from_plain_code(tmp_path):
+    import asyncio  # noqa: PLC0415
+
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    calls: Counter = Counter()
+    wf = counting_workflow(store, calls, last=4)
+    with pytest.raises(Exception, match="max_supersteps=2"):
+        wf.run_sync(Count(1), run_id="r1", max_supersteps=2)
+    assert wf.resume_sync("r1").outputs == [10]
+    asyncio.run(store.close())
