@@ -35,6 +35,7 @@ from treadle import (
     WorkflowEvent,
     executor,
 )
+from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -174,22 +175,32 @@ def describe(event: WorkflowEvent) -> str | None:
     return None
 
 
-async def main() -> int:
+async def main(store_path: str = "treadle-demo.sqlite") -> int:
     text = "Revenue grew 12% this year! Costs fell! The team shipped 40 releases."
     doc = Document("Annual report", text)
-    async with workflow.stream(doc, state={"text": text}) as events:
-        print(f"run {events.run_id}")
-        async for event in events:
-            line = describe(event)
-            if line:
-                print(line)
-    result = events.result
+    store = SqliteStore(store_path)  # the embedded default: every barrier is a checkpoint
+    try:
+        async with workflow.stream(doc, state={"text": text}, store=store) as events:
+            print(f"run {events.run_id}, checkpointed to {store_path}")
+            async for event in events:
+                line = describe(event)
+                if line:
+                    print(line)
+        result = events.result
+        history = await workflow.history(result.run_id, store=store)
+    finally:
+        await store.close()
     print()
-    print(f"status:   {result.status.value} after {result.superstep} supersteps")
-    print(f"outputs:  {result.outputs}")
-    print(f"state:    revisions={result.state['revisions']}, findings={result.state['findings']}")
+    print(f"status:      {result.status.value} after {result.superstep} supersteps")
+    print(f"outputs:     {result.outputs}")
+    print(
+        f"state:       revisions={result.state['revisions']}, findings={result.state['findings']}"
+    )
+    steps = ", ".join(str(c.superstep) for c in history.checkpoints)
+    print(f"checkpoints: {len(history.checkpoints)} (supersteps {steps})")
+    print(f"time travel: workflow.resume({result.run_id!r}, checkpoint_id=...) or .fork(...)")
     return 0 if result.status is RunStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(asyncio.run(main(*sys.argv[1:])))

@@ -21,12 +21,15 @@ def load(name: str):
     return module
 
 
-async def test_document_review_demo_completes_after_revisions(capsys: pytest.CaptureFixture[str]):
+async def test_document_review_demo_completes_after_revisions(
+    capsys: pytest.CaptureFixture[str], tmp_path
+):
     demo = load("document_review")
-    assert await demo.main() == 0
+    assert await demo.main(str(tmp_path / "demo.sqlite")) == 0
     printed = capsys.readouterr().out
     assert "── superstep 2: readability, facts, tone" in printed
     assert "approved after 2 revision(s)" in printed
+    assert "checkpoints: 10 (supersteps 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)" in printed
     result = await demo.workflow.run(
         demo.Document("t", "Plain text with 3 figures."), state={"text": "x"}
     )
