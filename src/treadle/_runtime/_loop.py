@@ -147,6 +147,10 @@ class RunLoop:
         self.checkpointer = checkpointer
         self._sink = sink
         self.listening = sink is not None
+        # The sink's own method, bound once: events are published on the hot path.
+        self.publish: Callable[[WorkflowEvent], None] = (
+            sink.publish if sink is not None else self._discard
+        )
         self.live = sink is not None and sink.live
         self.backpressure = sink.backpressure if sink is not None else None
         self.limiter = (
@@ -155,10 +159,8 @@ class RunLoop:
         self._loop = asyncio.get_running_loop()
 
     # -- events ---------------------------------------------------------------
-    def publish(self, event: WorkflowEvent) -> None:
-        """Hand an event to the sink (callers check ``listening`` first)."""
-        if self._sink is not None:
-            self._sink.publish(event)
+    def _discard(self, event: WorkflowEvent) -> None:
+        """The sink of a run nobody listens to (callers check ``listening``)."""
 
     def publish_live(self, event: WorkflowEvent, *, from_thread: bool) -> None:
         """Publish an event raised by a handler, possibly on a worker thread."""
@@ -264,15 +266,16 @@ class RunLoop:
         items = self.pending.items()
         ordered = sorted(items, key=lambda kv: ranks[kv[0]]) if len(self.pending) > 1 else items
         limit = options.max_node_iterations
-        plan: list[Planned] = []
-        for executor_id, inbox in ordered:
-            if limit is not None and self.iterations.get(executor_id, 0) + len(inbox) > limit:
-                msg = (
-                    f"executor {executor_id!r} would run more than max_node_iterations="
-                    f"{limit} times in run {self.run_id!r}"
-                )
-                raise IterationLimitExceeded(msg, (executor_id,), superstep)
-            plan.append((self.pool.get(executor_id), ranks[executor_id], inbox))
+        if limit is not None:
+            for executor_id, inbox in ordered:
+                if self.iterations.get(executor_id, 0) + len(inbox) > limit:
+                    msg = (
+                        f"executor {executor_id!r} would run more than max_node_iterations="
+                        f"{limit} times in run {self.run_id!r}"
+                    )
+                    raise IterationLimitExceeded(msg, (executor_id,), superstep)
+        get = self.pool.get
+        plan: list[Planned] = [(get(eid), ranks[eid], inbox) for eid, inbox in ordered]
         if self.listening:
             self.publish(
                 SuperstepStarted(
@@ -287,15 +290,13 @@ class RunLoop:
         self, superstep: int, plan: list[Planned], contexts: list[WorkflowContext[Any]]
     ) -> None:
         """The barrier: compute everything, then assign everything."""
-        state = commit_state(
-            self.state,
-            ((c.executor_id, c._state.ops) for c in contexts if c._state is not None),
-            self.state_specs,
-            superstep,
+        writes = [(c.executor_id, c._state.ops) for c in contexts if c._state is not None]
+        state = (
+            commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
         )
         inboxes, buffers = build_inboxes(
             superstep,
-            ((c.executor_id, c.rank, c.position, c._outbox) for c in contexts),
+            [(c.executor_id, c.rank, c.position, c._outbox) for c in contexts],
             self.router.fan_ins,
             self.fan_in_buffers,
             self.ranks,
@@ -310,15 +311,16 @@ class RunLoop:
             iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
         outputs = self.outputs
         listening = self.listening
+        publish = self.publish
         for ctx in contexts:
             if ctx._events:
                 for event in ctx._events:
-                    self.publish(event)
+                    publish(event)
             if ctx._outputs:
                 outputs.extend(ctx._outputs)
                 if listening:
                     for value in ctx._outputs:
-                        self.publish(
+                        publish(
                             OutputEvent(
                                 run_id=self.run_id,
                                 superstep=superstep,
@@ -327,7 +329,7 @@ class RunLoop:
                             )
                         )
         if listening:
-            self.publish(SuperstepCompleted(run_id=self.run_id, superstep=superstep))
+            publish(SuperstepCompleted(run_id=self.run_id, superstep=superstep))
 
     async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""
