@@ -172,8 +172,8 @@ class CheckpointNotFoundError(DurabilityError, LookupError):
     def __init__(self, run_id: str, checkpoint_id: str | None) -> None:
         self.run_id = run_id
         self.checkpoint_id = checkpoint_id
-        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "any checkpoint"
-        super().__init__(f"run {run_id!r} has no {what}")
+        what = f"no checkpoint {checkpoint_id!r}" if checkpoint_id is not None else "no checkpoint"
+        super().__init__(f"run {run_id!r} has {what}")
 
 
 class RunExistsError(DurabilityError):

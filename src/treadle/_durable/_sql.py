@@ -1,0 +1,328 @@
+"""What the SQL stores share: schema, migrations, statements and row mapping.
+
+Every statement is written once, in the subset of SQL that SQLite and
+PostgreSQL agree on (``TEXT``, ``BIGINT``, ``DOUBLE PRECISION``,
+``INSERT ... ON CONFLICT DO NOTHING``, ``LIMIT``), as a template. A
+:class:`Dialect` fills in the few parts that differ: the bytes column type,
+the driver's parameter marker, and the column that records insertion order.
+A backend renders the templates it needs once, with its own dialect.
+
+Insertion order matters twice: it breaks ties between rows with equal
+timestamps, and retention keeps the most recently *committed* checkpoints,
+which is the order a run actually moved in even when it was resumed from an
+older point and so went back to a smaller superstep.
+
+The argument checks at the end are the port's own rules, shared by every
+store (``MemoryStore`` included) so that all refuse the same calls alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._exceptions import DurabilityError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The parts of the SQL that differ between backends, and nothing else.
+
+    Attributes:
+        blob_type: Column type for opaque bytes (``BLOB``, ``BYTEA``).
+        placeholder: The driver's parameter marker (``?``, ``%s``); templates
+            use ``?``.
+        insertion_order: A column that grows with every insert, in both
+            tables (SQLite's implicit ``rowid``; an identity column elsewhere).
+        insertion_order_column: DDL declaring that column, followed by a
+            comma; empty when the database provides it implicitly.
+    """
+
+    blob_type: str
+    placeholder: str
+    insertion_order: str
+    insertion_order_column: str
+
+    def render(self, template: str) -> str:
+        """Turn a template of this module into SQL for this dialect."""
+        sql = template.format(
+            blob=self.blob_type,
+            order=self.insertion_order,
+            order_column=self.insertion_order_column,
+        )
+        # Templates hold no literal question marks, so the rewrite is exact.
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+
+SQLITE = Dialect(
+    blob_type="BLOB", placeholder="?", insertion_order="rowid", insertion_order_column=""
+)
+"""SQLite: ``rowid`` never decreases here because the newest row of a run is never deleted."""
+
+# --- schema -----------------------------------------------------------------
+
+CREATE_SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS treadle_schema (version INTEGER NOT NULL)"
+SELECT_SCHEMA_VERSION = "SELECT version FROM treadle_schema"
+INSERT_SCHEMA_VERSION = "INSERT INTO treadle_schema (version) VALUES (?)"
+UPDATE_SCHEMA_VERSION = "UPDATE treadle_schema SET version = ?"
+
+_CREATE_RUNS = """
+CREATE TABLE treadle_runs (
+    {order_column}
+    run_id TEXT NOT NULL PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    superstep BIGINT NOT NULL,
+    checkpoint_id TEXT,
+    parent_run_id TEXT,
+    parent_checkpoint_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    error TEXT,
+    graph {blob} NOT NULL
+)"""
+
+_CREATE_CHECKPOINTS = """
+CREATE TABLE treadle_checkpoints (
+    {order_column}
+    checkpoint_id TEXT NOT NULL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    superstep BIGINT NOT NULL,
+    status TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    blob {blob} NOT NULL
+)"""
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        _CREATE_RUNS,
+        "CREATE INDEX treadle_runs_status ON treadle_runs (status)",
+        "CREATE INDEX treadle_runs_parent ON treadle_runs (parent_run_id)",
+        _CREATE_CHECKPOINTS,
+        "CREATE INDEX treadle_checkpoints_run"  # noqa: ISC004 - one statement, split for width
+        " ON treadle_checkpoints (run_id, superstep, created_at)",
+    ),
+)
+"""Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
+
+The schema version is the number of steps. Only ever append a step; a
+released step is never edited, because databases made by it exist. Each
+store applies the missing steps in one transaction on open (see :func:`upgrade`).
+"""
+
+# --- statements ---------------------------------------------------------------
+
+_RUN_COLUMNS = (
+    "run_id, workflow, status, superstep, checkpoint_id, parent_run_id,"
+    " parent_checkpoint_id, created_at, updated_at, error"
+)
+
+INSERT_RUN = f"""
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, graph)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
+
+INSERT_CHECKPOINT = """
+INSERT INTO treadle_checkpoints
+    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, blob)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (checkpoint_id) DO NOTHING"""
+
+ADVANCE_RUN = """
+UPDATE treadle_runs
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, error = NULL
+WHERE run_id = ?"""
+
+SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
+
+SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants
+
+SELECT_RUN_EXISTS = "SELECT 1 FROM treadle_runs WHERE run_id = ?"
+
+SELECT_GRAPH = "SELECT graph FROM treadle_runs WHERE run_id = ?"
+
+# The left join tells "no such run" (no row) from "no such checkpoint" (NULLs)
+# in one statement, so the answer comes from a single consistent read.
+SELECT_CHECKPOINT = """
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.blob
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c
+    ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
+WHERE r.run_id = ?"""
+
+SELECT_CHECKPOINTS = """
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c ON c.run_id = r.run_id
+WHERE r.run_id = ?
+ORDER BY c.superstep, c.created_at, c.{order}"""
+
+# Keeps the ``?`` most recently inserted checkpoints of the run, and its latest
+# whatever its position, so retention can never leave a run without a head.
+DELETE_OLD_CHECKPOINTS = """
+DELETE FROM treadle_checkpoints
+WHERE run_id = ?
+    AND {order} < (
+        SELECT {order} FROM treadle_checkpoints WHERE run_id = ?
+        ORDER BY {order} DESC LIMIT 1 OFFSET ?
+    )
+    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)"""
+
+
+def select_runs(*, status: bool, workflow: bool, parent_run_id: bool, limit: bool) -> str:
+    """The ``list_runs`` template for the filters given, newest first.
+
+    Args:
+        status: Filter on ``status``.
+        workflow: Filter on ``workflow``.
+        parent_run_id: Filter on ``parent_run_id``.
+        limit: Add a ``LIMIT``.
+
+    Returns:
+        A template whose parameters are the filters' values in the order of
+        the arguments, then the limit.
+    """
+    filters = [
+        f"{column} = ?"
+        for column, wanted in (
+            ("status", status),
+            ("workflow", workflow),
+            ("parent_run_id", parent_run_id),
+        )
+        if wanted
+    ]
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
+    tail = " LIMIT ?" if limit else ""
+    return (
+        f"SELECT {_RUN_COLUMNS} FROM treadle_runs{where}"  # noqa: S608 - constant column names only
+        f" ORDER BY created_at DESC, {{order}} DESC{tail}"
+    )
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A :class:`RunRecord` from a row of ``SELECT_RUN`` or ``select_runs``."""
+    return RunRecord(*row)  # the selected columns are the fields, in order
+
+
+def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
+    """A :class:`CheckpointInfo` from the first five columns of a checkpoint query."""
+    checkpoint_id, superstep, status, parent, created_at = row[:5]
+    return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at)
+
+
+def upgrade(
+    found: int | None, location: str, steps: Sequence[Sequence[str]]
+) -> list[tuple[str, tuple[int, ...]]]:
+    """What takes a database from schema version ``found`` to the newest of ``steps``.
+
+    Args:
+        found: The version recorded in the database; ``None`` when none is
+            (a new database, or one made before versions were recorded).
+        location: Names the database in errors.
+        steps: The migrations, normally :data:`MIGRATIONS`.
+
+    Returns:
+        Templates with their parameters, to run in order in one transaction;
+        empty when the database is current.
+
+    Raises:
+        DurabilityError: The database was written by a newer treadle.
+    """
+    version = found or 0
+    if version > len(steps):
+        raise DurabilityError(
+            f"{location} has schema version {version}, newer than version {len(steps)} "
+            f"that this treadle knows; upgrade treadle to open it"
+        )
+    if version == len(steps):
+        return []
+    statements: list[tuple[str, tuple[int, ...]]] = [
+        (statement, ()) for step in steps[version:] for statement in step
+    ]
+    record = INSERT_SCHEMA_VERSION if found is None else UPDATE_SCHEMA_VERSION
+    statements.append((record, (len(steps),)))
+    return statements
+
+
+# --- parameters and rows ------------------------------------------------------
+
+
+def run_parameters(run: RunRecord, checkpoint_id: str, graph: bytes) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_RUN``."""
+    return (
+        run.run_id,
+        run.workflow,
+        run.status,
+        run.superstep,
+        checkpoint_id,
+        run.parent_run_id,
+        run.parent_checkpoint_id,
+        run.created_at,
+        run.updated_at,
+        run.error,
+        graph,
+    )
+
+
+def checkpoint_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_CHECKPOINT``."""
+    info = checkpoint.info
+    return (
+        info.checkpoint_id,
+        info.run_id,
+        info.superstep,
+        info.status,
+        info.parent_checkpoint_id,
+        info.created_at,
+        checkpoint.blob,
+    )
+
+
+# --- argument checks every store makes ------------------------------------------
+
+
+def check_keep_last(keep_last: int | None) -> None:
+    """Refuse a retention setting that would have to delete a run's latest checkpoint.
+
+    Raises:
+        ValueError: ``keep_last`` is below 1.
+    """
+    if keep_last is not None and keep_last < 1:
+        raise ValueError(
+            f"keep_last must be at least 1 (the latest is always kept), got {keep_last}"
+        )
+
+
+def check_limit(limit: int | None) -> None:
+    """Refuse a negative ``list_runs`` limit.
+
+    Raises:
+        ValueError: ``limit`` is negative.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be 0 or more, got {limit}")
+
+
+def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:
+    """The id ``create_run`` stores as the new run's latest: the first checkpoint's.
+
+    Raises:
+        ValueError: ``first`` belongs to another run, or ``run`` names another
+            checkpoint as its latest.
+    """
+    if first.run_id != run.run_id:
+        raise ValueError(
+            f"first checkpoint {first.checkpoint_id!r} belongs to run {first.run_id!r}, "
+            f"not to {run.run_id!r}"
+        )
+    if run.checkpoint_id not in {None, first.checkpoint_id}:
+        raise ValueError(
+            f"run {run.run_id!r} names checkpoint {run.checkpoint_id!r} as its latest, "
+            f"but its first checkpoint is {first.checkpoint_id!r}"
+        )
+    return first.checkpoint_id

@@ -1,0 +1,406 @@
+"""``SqliteStore``: the embedded default store, one SQLite file in WAL mode.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a commit has
+returned only once it is fsync'd into the write-ahead log, and every store
+operation is one transaction (a checkpoint, its run row and retention move
+together or not at all).
+
+Speed: a commit is one fsync'd transaction of three statements, prepared once
+and cached by the driver, on a thread that never waits for anything but the
+disk. The event loop only hands the work over and awaits the result.
+
+Several processes may share one file: writers take SQLite's write lock up
+front (``BEGIN IMMEDIATE``), wait up to ``busy_timeout`` for it, and retry the
+rare ``database is locked`` that SQLite reports without waiting, so lock
+contention surfaces only if some writer holds the lock for longer than that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from treadle._durable import _sql
+from treadle._durable._sql import SQLITE
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._exceptions import (
+    CheckpointNotFoundError,
+    DurabilityError,
+    RunExistsError,
+    RunNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_T = TypeVar("_T")
+_Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
+
+# Each template is rendered once; the driver then caches the prepared statement.
+_render = functools.cache(SQLITE.render)
+
+# Caps the -wal file at rest: after a checkpoint SQLite truncates it to this,
+# so one burst of writes does not leave a large file behind for good.
+_WAL_SIZE_LIMIT = 16 * 1024 * 1024
+# Backoff between retries of a lock SQLite refused without waiting (seconds).
+_FIRST_PAUSE = 0.001
+_LONGEST_PAUSE = 0.05
+
+
+class SqliteStore:
+    """Runs and checkpoints in one SQLite file, safe across processes.
+
+    All SQLite work happens on one thread owned by the store, with its own
+    connection, opened on first use: the file is created if missing and its
+    schema migrated forward to this version of treadle. Coroutines from any
+    event loop or thread may use the store; their operations run one at a
+    time, in the order they were called.
+
+    A coroutine cancelled while its operation runs does not stop it: the
+    operation completes (or not) as one transaction.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        keep_last: int | None = None,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        """Describe the store; nothing is opened until the first operation.
+
+        Args:
+            path: The database file, created on first use if missing.
+            keep_last: Retention for every run: after each commit keep only
+                this many checkpoints of the run (its latest always among them).
+                ``None`` keeps everything; a ``keep_last`` given to ``commit``
+                overrides it.
+            busy_timeout: Seconds an operation waits for another connection's
+                write lock before failing with ``DurabilityError``.
+
+        Raises:
+            ValueError: ``keep_last`` is below 1 or ``busy_timeout`` negative.
+        """
+        _sql.check_keep_last(keep_last)
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
+        self._path = os.fspath(path)
+        self._keep_last = keep_last
+        self._busy_timeout = busy_timeout
+        # The executor starts its one thread on the first submit, not here.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="treadle-sqlite")
+        self._closed = False  # set by close(): no new operations
+        self._shut = False  # set on the store's thread once the connection is closed
+        self._connection: sqlite3.Connection | None = None  # touched on the store's thread only
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        """Name the file, which is what tells two stores apart."""
+        return f"SqliteStore({self._path!r})"
+
+    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+        """Insert a new run with its graph description and first checkpoint.
+
+        The stored row names ``first`` as the run's latest checkpoint.
+
+        Raises:
+            RunExistsError: A run with this id exists already.
+            ValueError: ``first`` belongs to another run, or its id is taken.
+        """
+        latest = _sql.first_checkpoint_id(run, first.info)
+        run_row = _sql.run_parameters(run, latest, graph)
+
+        def work(connection: sqlite3.Connection) -> None:
+            if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
+                raise RunExistsError(run.run_id)
+            _insert_checkpoint(connection, first)
+
+        await self._call(work, write=True)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Atomically add a checkpoint, make it the run's latest, and apply retention.
+
+        The run row takes the checkpoint's status and superstep, its
+        ``created_at`` as ``updated_at``, and loses any ``error``. One
+        transaction, one fsync.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
+        """
+        _sql.check_keep_last(keep_last)
+        retention = keep_last if keep_last is not None else self._keep_last
+        await self._call(functools.partial(_commit, checkpoint, retention), write=True)
+
+    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            cursor = connection.execute(
+                _render(_sql.SET_STATUS), (status, error, time.time(), run_id)
+            )
+            if cursor.rowcount == 0:
+                raise RunNotFoundError(run_id)
+
+        await self._call(work, write=True)
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._read(_render(_sql.SELECT_RUN), (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        return _sql.run_from_row(rows[0])
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The graph description stored when the run was created.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._read(_render(_sql.SELECT_GRAPH), (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        graph: bytes = rows[0][0]
+        return graph
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run; its latest when ``checkpoint_id`` is None.
+
+        Raises:
+            RunNotFoundError: No such run.
+            CheckpointNotFoundError: The run has no such checkpoint.
+        """
+        rows = await self._read(_render(_sql.SELECT_CHECKPOINT), (checkpoint_id, run_id))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        if rows[0][0] is None:
+            raise CheckpointNotFoundError(run_id, checkpoint_id)
+        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][5])
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._read(_render(_sql.SELECT_CHECKPOINTS), (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        # A run always has a checkpoint; the left join's NULL row is only defensive.
+        return [_sql.info_from_row(run_id, row) for row in rows if row[0] is not None]
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching every filter given, newest first (by ``created_at``, then creation).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        _sql.check_limit(limit)
+        query = _render(
+            _sql.select_runs(
+                status=status is not None,
+                workflow=workflow is not None,
+                parent_run_id=parent_run_id is not None,
+                limit=limit is not None,
+            )
+        )
+        parameters = tuple(p for p in (status, workflow, parent_run_id, limit) if p is not None)
+        return [_sql.run_from_row(row) for row in await self._read(query, parameters)]
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Delete all but the ``keep_last`` most recently committed checkpoints.
+
+        The run's latest checkpoint is always kept.
+
+        Returns:
+            How many checkpoints were deleted.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: ``keep_last`` is below 1.
+        """
+        _sql.check_keep_last(keep_last)
+
+        def work(connection: sqlite3.Connection) -> int:
+            if connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None:
+                raise RunNotFoundError(run_id)
+            return _delete_old(connection, run_id, keep_last)
+
+        return await self._call(work, write=True)
+
+    async def close(self) -> None:
+        """Close the connection and stop the store's thread; closing again does nothing.
+
+        Operations already called finish first.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._shut_down)
+        finally:
+            # The thread's queue is empty by now, so this join returns at once.
+            self._executor.shutdown(wait=True)
+
+    # --- the store's thread -------------------------------------------------------
+
+    async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
+        # One SELECT is one consistent read, so reads need no explicit transaction.
+        return await self._call(functools.partial(_select, query, parameters), write=False)
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+        loop = asyncio.get_running_loop()  # whichever loop awaits; none is cached
+        return await loop.run_in_executor(self._executor, self._run, work, write)
+
+    def _run(self, work: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
+        if self._shut:
+            raise RuntimeError(f"{self!r} is closed")
+        try:
+            connection = self._open() if self._connection is None else self._connection
+            return self._retrying(connection, work, write=write)
+        except sqlite3.Error as error:
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: the driver starts no transactions; we do, explicitly.
+        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            self._retrying(connection, self._configure, write=False)
+            self._retrying(connection, self._migrate, write=True)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        return connection
+
+    def _configure(self, connection: sqlite3.Connection) -> None:
+        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise DurabilityError(
+                f"SQLite store {self._path}: write-ahead logging is unavailable "
+                f"(journal_mode stays {mode!r}); use a file on a local disk"
+            )
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        connection.execute(_render(_sql.CREATE_SCHEMA_TABLE))
+        row = connection.execute(_render(_sql.SELECT_SCHEMA_VERSION)).fetchone()
+        found = None if row is None else int(row[0])
+        # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
+        for template, parameters in _sql.upgrade(found, repr(self), _sql.MIGRATIONS):
+            connection.execute(_render(template), parameters)
+
+    def _retrying(
+        self,
+        connection: sqlite3.Connection,
+        work: Callable[[sqlite3.Connection], _T],
+        *,
+        write: bool,
+    ) -> _T:
+        # SQLite waits up to busy_timeout by itself in most cases; the few where it
+        # answers "locked" at once (a WAL reset or recovery by another process) are
+        # retried here, against the same deadline.
+        deadline = time.monotonic() + self._busy_timeout
+        pause = _FIRST_PAUSE
+        while True:
+            try:
+                return _transaction(connection, work, write=write)
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise DurabilityError(
+                        f"SQLite store {self._path} stayed locked by another connection "
+                        f"for {self._busy_timeout:g} s (busy_timeout)"
+                    ) from error
+            time.sleep(pause)  # on the store's thread, never the event loop's
+            pause = min(pause * 2, _LONGEST_PAUSE)
+
+    def _shut_down(self) -> None:
+        self._shut = True
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _transaction(
+    connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T], *, write: bool
+) -> _T:
+    if not write:
+        return work(connection)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            # Keep the original error: a failed rollback means SQLite already rolled back.
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    # The low byte is the primary code: SQLITE_BUSY_SNAPSHOT and the like count too.
+    code: int = getattr(error, "sqlite_errorcode", 0)
+    return code & 0xFF in {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def _select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
+    return connection.execute(query, parameters).fetchall()
+
+
+def _insert_checkpoint(connection: sqlite3.Connection, checkpoint: CheckpointRecord) -> None:
+    parameters = _sql.checkpoint_parameters(checkpoint)
+    if connection.execute(_render(_sql.INSERT_CHECKPOINT), parameters).rowcount == 0:
+        raise ValueError(f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken")
+
+
+def _commit(
+    checkpoint: CheckpointRecord, keep_last: int | None, connection: sqlite3.Connection
+) -> None:
+    info = checkpoint.info
+    advance = (info.status, info.superstep, info.checkpoint_id, info.created_at, info.run_id)
+    if connection.execute(_render(_sql.ADVANCE_RUN), advance).rowcount == 0:
+        raise RunNotFoundError(info.run_id)
+    _insert_checkpoint(connection, checkpoint)
+    if keep_last is not None:
+        _delete_old(connection, info.run_id, keep_last)
+
+
+def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
+    cursor = connection.execute(
+        _render(_sql.DELETE_OLD_CHECKPOINTS), (run_id, run_id, keep_last - 1, run_id)
+    )
+    return cursor.rowcount

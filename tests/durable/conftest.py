@@ -1,0 +1,159 @@
+"""Every store backend behind one fixture, so one suite holds them all to one behaviour.
+
+A backend is a factory taking a scratch directory and the store-wide
+``keep_last``. Adding PostgreSQL is one more entry in ``BACKENDS`` (marked
+``integration``, because it needs a server). ``make_model`` gives the
+reference the property test compares every backend against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import TYPE_CHECKING
+
+import pytest
+
+from treadle._durable._memory import MemoryStore
+from treadle._durable._sqlite import SqliteStore
+from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
+
+    from treadle._durable._store import Store
+
+    StoreFactory = Callable[..., Store]
+
+_files = itertools.count()
+
+
+def _memory(directory: Path, keep_last: int | None) -> Store:
+    return MemoryStore(keep_last=keep_last)
+
+
+def _sqlite(directory: Path, keep_last: int | None) -> Store:
+    return SqliteStore(directory / f"store-{next(_files)}.sqlite", keep_last=keep_last)
+
+
+BACKENDS: dict[str, Callable[[Path, int | None], Store]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+}
+BACKEND_PARAMS = [pytest.param(name, id=name) for name in BACKENDS]
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """A factory of fresh, empty stores of one backend; each is closed after the test."""
+    made: list[Store] = []
+
+    def make(*, keep_last: int | None = None) -> Store:
+        store = BACKENDS[request.param](tmp_path, keep_last)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> Store:
+    """A fresh, empty store of each backend in turn."""
+    return make_store()
+
+
+@pytest.fixture
+def make_model() -> type[Model]:
+    """The store protocol as a plain model: ``make_model(keep_last)``."""
+    return Model
+
+
+class Model:
+    """The protocol in the plainest terms: lists and linear scans."""
+
+    def __init__(self, keep_last):
+        self.keep_last = keep_last
+        self.runs = {}  # run id -> RunRecord, in creation order
+        self.graphs = {}
+        self.commits = {}  # run id -> [CheckpointRecord], in commit order
+
+    def _run(self, run_id):
+        if run_id not in self.runs:
+            raise RunNotFoundError(run_id)
+        return self.runs[run_id]
+
+    def _check_free(self, checkpoint_id):
+        if any(r.info.checkpoint_id == checkpoint_id for rs in self.commits.values() for r in rs):
+            raise ValueError(checkpoint_id)
+
+    def create_run(self, run, graph, first):
+        if run.run_id in self.runs:
+            raise RunExistsError(run.run_id)
+        self._check_free(first.info.checkpoint_id)
+        self.runs[run.run_id] = dataclasses.replace(run, checkpoint_id=first.info.checkpoint_id)
+        self.graphs[run.run_id], self.commits[run.run_id] = graph, [first]
+
+    def commit(self, record, keep_last=None):
+        info, run = record.info, self._run(record.info.run_id)
+        self._check_free(info.checkpoint_id)
+        self.commits[info.run_id].append(record)
+        self.runs[info.run_id] = dataclasses.replace(
+            run,
+            status=info.status,
+            superstep=info.superstep,
+            checkpoint_id=info.checkpoint_id,
+            updated_at=info.created_at,
+            error=None,
+        )
+        keep = self.keep_last if keep_last is None else keep_last
+        if keep is not None:
+            self.prune(info.run_id, keep)
+
+    def set_status(self, run_id, status, error=None):
+        self.runs[run_id] = dataclasses.replace(self._run(run_id), status=status, error=error)
+
+    def get_run(self, run_id):
+        return self._run(run_id)
+
+    def get_graph(self, run_id):
+        self._run(run_id)
+        return self.graphs[run_id]
+
+    def load_checkpoint(self, run_id, checkpoint_id=None):
+        latest = self._run(run_id).checkpoint_id
+        wanted = latest if checkpoint_id is None else checkpoint_id
+        found = [r for r in self.commits[run_id] if r.info.checkpoint_id == wanted]
+        if not found:
+            raise CheckpointNotFoundError(run_id, checkpoint_id)
+        return found[0]
+
+    def list_checkpoints(self, run_id):
+        self._run(run_id)
+        order = sorted(
+            enumerate(self.commits[run_id]),
+            key=lambda pair: (pair[1].info.superstep, pair[1].info.created_at, pair[0]),
+        )
+        return [record.info for _, record in order]
+
+    def list_runs(self, status=None, workflow=None, parent_run_id=None, limit=None):
+        pairs = sorted(enumerate(self.runs.values()), key=lambda p: (p[1].created_at, p[0]))
+        found = [
+            run
+            for _, run in reversed(pairs)
+            if status in {None, run.status}
+            and workflow in {None, run.workflow}
+            and parent_run_id in {None, run.parent_run_id}
+        ]
+        return found[slice(limit)]
+
+    def prune(self, run_id, keep_last):
+        latest, records = self._run(run_id).checkpoint_id, self.commits[run_id]
+        self.commits[run_id] = [
+            r
+            for n, r in enumerate(records)
+            if n >= len(records) - keep_last or r.info.checkpoint_id == latest
+        ]
+        return len(records) - len(self.commits[run_id])

@@ -1,0 +1,309 @@
+"""What only SqliteStore promises: a real file that survives, migrates and is shared."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from test_store_suite import checkpoint, commit_many, kept_ids, new_run
+
+from treadle._durable import _sql
+from treadle._durable._sqlite import SqliteStore
+from treadle._exceptions import CheckpointNotFoundError, DurabilityError
+
+KNOWN = len(_sql.MIGRATIONS)
+
+
+def connect(path):
+    return closing(sqlite3.connect(path, isolation_level=None))
+
+
+def schema_version(path):
+    with connect(path) as connection:
+        return [row[0] for row in connection.execute("SELECT version FROM treadle_schema")]
+
+
+def wal_exists(path):
+    return Path(f"{path}-wal").exists()
+
+
+async def make_file(path):
+    store = SqliteStore(path)
+    await new_run(store)
+    await commit_many(store, "run-1", ["c1"])
+    await store.close()
+
+
+async def snapshot(store):
+    runs = await store.list_runs()
+    return runs, {
+        run.run_id: (
+            await store.get_graph(run.run_id),
+            [
+                await store.load_checkpoint(run.run_id, info.checkpoint_id)
+                for info in await store.list_checkpoints(run.run_id)
+            ],
+        )
+        for run in runs
+    }
+
+
+async def test_everything_committed_is_there_after_reopening(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    await new_run(store)
+    await new_run(store, "run-2", first="other", parent="run-1")
+    await commit_many(store, "run-1", ["c1", "c2", "c3"], keep_last=3)
+    await store.set_status("run-2", "failed", "boom")
+    before = await snapshot(store)
+    await store.close()
+    reopened = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        assert await snapshot(reopened) == before
+        assert await kept_ids(reopened) == ["c1", "c2", "c3"]
+    finally:
+        await reopened.close()
+
+
+async def test_a_commit_failing_inside_its_transaction_leaves_nothing_behind(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    await new_run(store)
+    await commit_many(store, "run-1", ["c1", "c2"])
+    with connect(path) as connection:
+        # Fails the retention step, after the checkpoint insert and the run update.
+        connection.execute(
+            "CREATE TRIGGER refuse_deletes BEFORE DELETE ON treadle_checkpoints"
+            " BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+        )
+    before = await store.get_run("run-1")
+    with pytest.raises(DurabilityError, match="injected failure"):
+        await store.commit(checkpoint("run-1", "c3", 3), keep_last=1)
+    assert await store.get_run("run-1") == before
+    assert await kept_ids(store) == ["c0", "c1", "c2"]
+    with pytest.raises(CheckpointNotFoundError):
+        await store.load_checkpoint("run-1", "c3")
+    await store.commit(checkpoint("run-1", "c3", 3))  # the store is still usable
+    assert (await store.get_run("run-1")).checkpoint_id == "c3"
+    await store.close()
+
+
+async def test_a_version_0_file_made_by_hand_is_migrated_and_keeps_other_tables(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with connect(path) as connection:
+        connection.execute("CREATE TABLE treadle_schema (version INTEGER NOT NULL)")
+        connection.execute("INSERT INTO treadle_schema (version) VALUES (0)")
+        connection.execute("CREATE TABLE notes (body TEXT)")
+        connection.execute("INSERT INTO notes (body) VALUES ('keep me')")
+    await make_file(path)
+    assert schema_version(path) == [KNOWN]
+    with connect(path) as connection:
+        assert connection.execute("SELECT body FROM notes").fetchall() == [("keep me",)]
+        assert connection.execute("SELECT count(*) FROM treadle_checkpoints").fetchone() == (2,)
+
+
+async def test_a_newer_treadle_upgrades_an_older_file_and_keeps_its_data(tmp_path, monkeypatch):
+    path = tmp_path / "runs.sqlite"
+    await make_file(path)
+    step = (
+        "ALTER TABLE treadle_runs ADD COLUMN owner TEXT",
+        "CREATE INDEX o ON treadle_runs (owner)",
+    )
+    monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, step))
+    store = SqliteStore(path)
+    assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()
+    assert schema_version(path) == [KNOWN + 1]
+    with connect(path) as connection:
+        assert connection.execute("SELECT owner FROM treadle_runs").fetchall() == [(None,)]
+
+
+async def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "runs.sqlite"
+    await make_file(path)
+    broken = ("ALTER TABLE treadle_runs ADD COLUMN owner TEXT", "CREATE INDEX o ON missing (x)")
+    monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, broken))
+    store = SqliteStore(path)
+    with pytest.raises(DurabilityError, match=r"no such table: main\.missing"):
+        await store.get_run("run-1")
+    await store.close()
+    assert schema_version(path) == [KNOWN]
+    with connect(path) as connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(treadle_runs)")]
+    assert "owner" not in columns
+    monkeypatch.undo()
+    store = SqliteStore(path)
+    assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()
+
+
+async def test_a_file_from_a_newer_treadle_is_refused_untouched(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    await make_file(path)
+    with connect(path) as connection:
+        connection.execute("UPDATE treadle_schema SET version = ?", (KNOWN + 1,))
+    store = SqliteStore(path)
+    with pytest.raises(DurabilityError) as raised:
+        await store.get_run("run-1")
+    message = str(raised.value)
+    assert str(path) in message
+    assert f"schema version {KNOWN + 1}, newer than version {KNOWN}" in message
+    await store.close()
+    assert schema_version(path) == [KNOWN + 1]
+
+
+async def test_a_file_that_cannot_be_opened_is_named(tmp_path):
+    store = SqliteStore(tmp_path / "no-such-dir" / "runs.sqlite")
+    with pytest.raises(DurabilityError, match=r"no-such-dir.*unable to open database file"):
+        await store.list_runs()
+    await store.close()
+
+
+async def test_the_file_is_in_wal_mode_and_commits_are_fully_synced(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+
+    def pragma(name):
+        return lambda connection: connection.execute(f"PRAGMA {name}").fetchone()[0]
+
+    assert await store._call(pragma("journal_mode"), write=False) == "wal"
+    assert await store._call(pragma("synchronous"), write=False) == 2  # FULL
+    await store.close()
+
+
+async def test_a_write_waiting_for_another_connection_leaves_the_event_loop_free(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=5)  # a store blocking the loop fails fast
+    await new_run(store)
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")
+        waiting = asyncio.create_task(store.commit(checkpoint("run-1", "c1", 1)))
+        await asyncio.sleep(0)  # let the commit start: it can only wait for the lock
+        assert not waiting.done()
+        other_connection.execute("ROLLBACK")
+        await waiting
+    assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()
+
+
+async def test_a_lock_held_past_busy_timeout_is_a_clear_error(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=0.1)
+    await new_run(store)
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")
+        with pytest.raises(DurabilityError, match=r"runs.sqlite stayed locked .* for 0.1 s"):
+            await store.commit(checkpoint("run-1", "c1", 1))
+        other_connection.execute("ROLLBACK")
+    await store.commit(checkpoint("run-1", "c2", 2))
+    assert await kept_ids(store) == ["c0", "c2"]
+    await store.close()
+
+
+async def test_close_closes_the_connection_and_stops_the_thread(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    threads_before = set(threading.enumerate())
+    store = SqliteStore(path)
+    await new_run(store)
+    store_threads = set(threading.enumerate()) - threads_before
+    assert [thread.name.startswith("treadle-sqlite") for thread in store_threads] == [True]
+    assert wal_exists(path)
+    await store.close()
+    # SQLite removes the log when the last connection to the file closes.
+    assert not wal_exists(path)
+    assert not any(thread.is_alive() for thread in store_threads)
+
+
+async def test_retention_keeps_the_file_from_growing(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    await new_run(store)
+
+    def size_on_disk():
+        return sum(file.stat().st_size for file in [path, Path(f"{path}-wal")] if file.exists())
+
+    parent = "c0"
+    for superstep in range(1, 1001):
+        record = checkpoint("run-1", f"c{superstep}", superstep, parent=parent)
+        record = type(record)(record.info, bytes([superstep % 256]) * 3000)
+        await store.commit(record, keep_last=10)
+        parent = record.info.checkpoint_id
+        if superstep == 500:
+            size_at_500 = size_on_disk()
+    assert await kept_ids(store) == [f"c{n}" for n in range(991, 1001)]
+    assert size_on_disk() <= 1.2 * size_at_500
+    await store.close()
+
+
+WORKER = """
+import asyncio, sys
+from treadle._durable._sqlite import SqliteStore
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+async def main(path, run_id):
+    print("ready", flush=True)
+    sys.stdin.readline()  # every worker opens the new file at once
+    store = SqliteStore(path)
+    run = RunRecord(run_id, "wf", "running", 0, None, None, None, 0.0, 0.0)
+    first = CheckpointInfo(run_id + "/0", run_id, 0, "running", None, 0.0)
+    await store.create_run(run, b"graph", CheckpointRecord(first, b"first"))
+    for n in range(1, 201):
+        info = CheckpointInfo(f"{run_id}/{n}", run_id, n, "running", f"{run_id}/{n - 1}", n)
+        await store.commit(CheckpointRecord(info, bytes(300)))
+    await store.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+@pytest.mark.integration
+def test_four_processes_commit_to_one_file_at_once(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    run_ids = [f"worker-{n}" for n in range(4)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(path), run_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for run_id in run_ids
+    ]
+    for worker in workers:
+        assert worker.stdout.readline() == "ready\n"
+    for worker in workers:
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    for worker in workers:
+        _, errors = worker.communicate(timeout=120)
+        assert (worker.returncode, errors) == (0, "")
+
+    async def check():
+        store = SqliteStore(path)
+        for run_id in run_ids:
+            expected = [f"{run_id}/{n}" for n in range(201)]
+            assert await kept_ids(store, run_id) == expected
+            assert (await store.get_run(run_id)).checkpoint_id == f"{run_id}/200"
+        await store.close()
+
+    asyncio.run(check())
+
+
+def test_sql_templates_render_for_another_dialect():
+    other = _sql.Dialect(
+        blob_type="BYTEA",
+        placeholder="%s",
+        insertion_order="seq",
+        insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
+    )
+    assert other.render(_sql.SET_STATUS).count("%s") == 4
+    assert "?" not in other.render(_sql.DELETE_OLD_CHECKPOINTS)
+    assert "ORDER BY seq DESC" in other.render(_sql.DELETE_OLD_CHECKPOINTS)
+    created = other.render(_sql.MIGRATIONS[0][0])
+    assert "seq BIGINT GENERATED ALWAYS AS IDENTITY," in created
+    assert "graph BYTEA NOT NULL" in created

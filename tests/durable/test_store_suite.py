@@ -1,0 +1,385 @@
+"""The store conformance suite: every backend, the same results and the same errors."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._exceptions import (
+    CheckpointNotFoundError,
+    DurabilityError,
+    RunExistsError,
+    RunNotFoundError,
+)
+
+T0 = 1_700_000_000.0
+
+
+def run_record(run_id="run-1", *, workflow="wf", created_at=T0, parent=None):
+    branched_from = None if parent is None else f"{parent}/c0"
+    return RunRecord(
+        run_id, workflow, "running", 0, None, parent, branched_from, created_at, created_at
+    )
+
+
+def checkpoint(run_id, checkpoint_id, superstep, *, created_at=T0, status="running", parent=None):
+    info = CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at)
+    return CheckpointRecord(info, f"blob of {checkpoint_id}".encode())
+
+
+async def new_run(store, run_id="run-1", *, first="c0", **fields):
+    record = run_record(run_id, **fields)
+    await store.create_run(record, b"graph of " + run_id.encode(), checkpoint(run_id, first, 0))
+    return record
+
+
+async def commit_many(store, run_id, ids, **commit_options):
+    for superstep, checkpoint_id in enumerate(ids, start=1):
+        record = checkpoint(run_id, checkpoint_id, superstep, created_at=T0 + superstep)
+        await store.commit(record, **commit_options)
+
+
+async def kept_ids(store, run_id="run-1"):
+    return [info.checkpoint_id for info in await store.list_checkpoints(run_id)]
+
+
+async def test_create_run_stores_the_row_the_graph_and_the_first_checkpoint(store):
+    record = await new_run(store)
+    assert await store.get_run("run-1") == dataclasses.replace(record, checkpoint_id="c0")
+    assert await store.get_graph("run-1") == b"graph of run-1"
+    assert await store.load_checkpoint("run-1") == checkpoint("run-1", "c0", 0)
+    assert await store.list_checkpoints("run-1") == [checkpoint("run-1", "c0", 0).info]
+
+
+async def test_creating_a_run_twice_raises_and_keeps_the_first(store):
+    await new_run(store)
+    with pytest.raises(RunExistsError, match="run-1") as raised:
+        await store.create_run(run_record(workflow="other"), b"other", checkpoint("run-1", "x", 0))
+    assert raised.value.run_id == "run-1"
+    assert (await store.get_run("run-1")).workflow == "wf"
+    assert await store.get_graph("run-1") == b"graph of run-1"
+    assert await kept_ids(store) == ["c0"]
+
+
+async def test_create_run_refuses_a_first_checkpoint_that_does_not_fit(store):
+    with pytest.raises(ValueError, match="belongs to run 'run-2'"):
+        await store.create_run(run_record(), b"g", checkpoint("run-2", "c0", 0))
+    named_elsewhere = dataclasses.replace(run_record(), checkpoint_id="c9")
+    with pytest.raises(ValueError, match="'c9'"):
+        await store.create_run(named_elsewhere, b"g", checkpoint("run-1", "c0", 0))
+    await new_run(store, "run-2", first="taken")
+    with pytest.raises(ValueError, match="'taken' is taken"):
+        await store.create_run(run_record(), b"g", checkpoint("run-1", "taken", 0))
+    assert await store.list_runs() == [await store.get_run("run-2")]
+
+
+async def test_commit_makes_the_checkpoint_latest_and_moves_the_run_row(store):
+    record = await new_run(store)
+    await store.set_status("run-1", "failed", "boom")
+    resumed = checkpoint("run-1", "c1", 4, status="awaiting_input", created_at=T0 + 9)
+    await store.commit(resumed)
+    expected = dataclasses.replace(
+        record, status="awaiting_input", superstep=4, checkpoint_id="c1", updated_at=T0 + 9
+    )
+    assert await store.get_run("run-1") == expected
+    assert await store.load_checkpoint("run-1") == resumed
+    assert await store.load_checkpoint("run-1", "c0") == checkpoint("run-1", "c0", 0)
+
+
+async def test_a_refused_commit_changes_nothing(store):
+    await new_run(store)
+    await new_run(store, "run-2", first="theirs")
+    await commit_many(store, "run-1", ["c1"])
+    before = await store.get_run("run-1")
+    for taken in ["c1", "theirs"]:
+        with pytest.raises(ValueError, match=f"'{taken}' is taken"):
+            await store.commit(checkpoint("run-1", taken, 7, status="completed"), keep_last=1)
+    assert await store.get_run("run-1") == before
+    assert await kept_ids(store) == ["c0", "c1"]
+    assert await kept_ids(store, "run-2") == ["theirs"]
+
+
+async def test_a_missing_run_or_checkpoint_is_named(store):
+    await new_run(store)
+    lookups = [
+        store.commit(checkpoint("ghost", "c9", 1)),
+        store.set_status("ghost", "failed"),
+        store.get_run("ghost"),
+        store.get_graph("ghost"),
+        store.load_checkpoint("ghost"),
+        store.load_checkpoint("ghost", "c0"),
+        store.list_checkpoints("ghost"),
+        store.prune("ghost", 1),
+    ]
+    for lookup in lookups:
+        with pytest.raises(RunNotFoundError, match="'ghost'") as raised:
+            await lookup
+        assert raised.value.run_id == "ghost"
+    assert await kept_ids(store) == ["c0"]
+    await new_run(store, "run-2", first="theirs")
+    for missing in ["nope", "theirs"]:
+        with pytest.raises(CheckpointNotFoundError, match=f"'run-1' has no checkpoint '{missing}'"):
+            await store.load_checkpoint("run-1", missing)
+
+
+async def test_checkpoints_are_listed_by_superstep_then_time_then_commit(store):
+    await new_run(store)
+    await commit_many(store, "run-1", ["c1", "c2", "c3"])
+    # Resumed from c1: supersteps repeat, one at the very time of the original.
+    await store.commit(checkpoint("run-1", "d2", 2, created_at=T0 + 10, parent="c1"))
+    await store.commit(checkpoint("run-1", "d3", 3, created_at=T0 + 3, parent="d2"))
+    assert await kept_ids(store) == ["c0", "c1", "c2", "d2", "c3", "d3"]
+    assert (await store.load_checkpoint("run-1")).info.checkpoint_id == "d3"
+    assert [info.parent_checkpoint_id for info in await store.list_checkpoints("run-1")][3] == "c1"
+
+
+async def test_runs_are_listed_newest_first_with_every_filter(store):
+    assert await store.list_runs() == []
+    await new_run(store, "old", first="o", created_at=T0)
+    await new_run(store, "tie-a", first="a", created_at=T0 + 5, workflow="other")
+    await new_run(store, "tie-b", first="b", created_at=T0 + 5, parent="old")
+    await new_run(store, "new", first="n", created_at=T0 + 9, parent="old")
+    await store.set_status("new", "completed")
+
+    async def ids(**filters):
+        return [run.run_id for run in await store.list_runs(**filters)]
+
+    assert await ids() == ["new", "tie-b", "tie-a", "old"]
+    assert await ids(status="running") == ["tie-b", "tie-a", "old"]
+    assert await ids(workflow="other") == ["tie-a"]
+    assert await ids(parent_run_id="old") == ["new", "tie-b"]
+    assert await ids(parent_run_id="old", status="running") == ["tie-b"]
+    assert await ids(status="running", workflow="wf", parent_run_id="old") == ["tie-b"]
+    assert await ids(limit=2) == ["new", "tie-b"]
+    assert await ids(limit=0) == []
+    assert await ids(status="cancelled") == []
+    assert (await store.list_runs())[0] == await store.get_run("new")
+
+
+async def test_set_status_changes_status_error_and_time_only(store):
+    record = await new_run(store)
+    before = time.time()
+    await store.set_status("run-1", "failed", "ValueError: boom")
+    after = time.time()
+    failed = await store.get_run("run-1")
+    assert before <= failed.updated_at <= after
+    expected = dataclasses.replace(record, checkpoint_id="c0", status="failed")
+    assert failed == dataclasses.replace(
+        expected, error="ValueError: boom", updated_at=failed.updated_at
+    )
+    await store.set_status("run-1", "cancelled")
+    assert (await store.get_run("run-1")).error is None
+    assert await kept_ids(store) == ["c0"]
+
+
+async def test_retention_keeps_the_most_recent_commits_and_always_the_latest(store):
+    await new_run(store)
+    await commit_many(store, "run-1", ["c1", "c2", "c3", "c4", "c5"], keep_last=4)
+    assert await kept_ids(store) == ["c2", "c3", "c4", "c5"]
+    assert await store.prune("run-1", 3) == 1
+    assert await kept_ids(store) == ["c3", "c4", "c5"]
+    assert await store.prune("run-1", 3) == 0
+    with pytest.raises(CheckpointNotFoundError):
+        await store.load_checkpoint("run-1", "c2")
+    # Resumed from c3: the latest has the smallest superstep but the last commit.
+    await store.commit(checkpoint("run-1", "d4", 1, created_at=T0, parent="c3"))
+    assert await store.prune("run-1", 1) == 3
+    assert await kept_ids(store) == ["d4"]
+    assert (await store.load_checkpoint("run-1")).info.checkpoint_id == "d4"
+
+
+async def test_store_wide_keep_last_applies_to_each_run_unless_a_commit_overrides_it(make_store):
+    store = make_store(keep_last=2)
+    await new_run(store)
+    await new_run(store, "run-2", first="other")
+    await commit_many(store, "run-1", ["c1", "c2", "c3"])
+    assert await kept_ids(store) == ["c2", "c3"]
+    assert await kept_ids(store, "run-2") == ["other"]
+    await commit_many(store, "run-1", ["d1", "d2"], keep_last=3)
+    assert await kept_ids(store) == ["d1", "d2", "c3"]
+
+
+async def test_retention_below_one_and_negative_limits_are_refused(store, make_store):
+    await new_run(store)
+    with pytest.raises(ValueError, match="keep_last must be at least 1"):
+        make_store(keep_last=0)
+    with pytest.raises(ValueError, match="keep_last must be at least 1"):
+        await store.commit(checkpoint("run-1", "c1", 1), keep_last=0)
+    with pytest.raises(ValueError, match="keep_last must be at least 1"):
+        await store.prune("run-1", 0)
+    with pytest.raises(ValueError, match="limit must be 0 or more"):
+        await store.list_runs(limit=-1)
+    assert await kept_ids(store) == ["c0"]
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [b"", b"\x00", bytes(range(256)) * 3, b"\xff\xfe not utf-8 \x80", os.urandom(1 << 20)],
+    ids=["empty", "nul", "every-byte", "not-utf8", "1MiB"],
+)
+async def test_graphs_and_blobs_come_back_byte_identical(store, blob):
+    first = CheckpointRecord(checkpoint("run-1", "c0", 0).info, blob)
+    await store.create_run(run_record(), blob, first)
+    later = CheckpointRecord(checkpoint("run-1", "c1", 1).info, blob[::-1])
+    await store.commit(later)
+    for got, want in [
+        (await store.get_graph("run-1"), blob),
+        ((await store.load_checkpoint("run-1", "c0")).blob, blob),
+        ((await store.load_checkpoint("run-1")).blob, blob[::-1]),
+    ]:
+        assert type(got) is bytes
+        assert got == want
+
+
+async def test_concurrent_commits_to_many_runs_all_land(store):
+    run_ids = [f"run-{n}" for n in range(20)]
+    for run_id in run_ids:
+        await new_run(store, run_id, first=f"{run_id}/c0")
+    async with asyncio.TaskGroup() as group:
+        for run_id in run_ids:
+            ids = [f"{run_id}/c{n}" for n in range(1, 6)]
+            group.create_task(commit_many(store, run_id, ids))
+    for run_id in run_ids:
+        assert await kept_ids(store, run_id) == [f"{run_id}/c{n}" for n in range(6)]
+        assert (await store.get_run(run_id)).checkpoint_id == f"{run_id}/c5"
+
+
+async def test_a_closed_store_refuses_every_operation(store):
+    await new_run(store)
+    await store.close()
+    await store.close()  # closing twice is harmless
+    operations = [
+        store.create_run(run_record("run-2"), b"g", checkpoint("run-2", "x", 0)),
+        store.commit(checkpoint("run-1", "c1", 1)),
+        store.set_status("run-1", "failed"),
+        store.get_run("run-1"),
+        store.get_graph("run-1"),
+        store.load_checkpoint("run-1"),
+        store.list_checkpoints("run-1"),
+        store.list_runs(),
+        store.prune("run-1", 1),
+    ]
+    for operation in operations:
+        with pytest.raises(RuntimeError, match="closed"):
+            await operation
+
+
+def test_one_store_serves_several_event_loops_and_threads(make_store):
+    store = make_store()
+    asyncio.run(new_run(store))
+    asyncio.run(commit_many(store, "run-1", ["c1"]))
+    thread = threading.Thread(target=asyncio.run, args=[store.commit(checkpoint("run-1", "c2", 2))])
+    thread.start()
+    thread.join()
+    assert asyncio.run(kept_ids(store)) == ["c0", "c1", "c2"]
+
+
+# --- every store against a model, over random sequences of operations ---------
+
+
+run_ids = st.sampled_from(["a", "b", "c"])
+checkpoint_ids = st.sampled_from([f"k{n}" for n in range(12)])
+times = st.sampled_from([T0, T0 + 1, T0 + 2])
+statuses = st.sampled_from(["running", "completed", "failed"])
+workflows = st.sampled_from(["w1", "w2"])
+keep_lasts = st.none() | st.integers(1, 3)
+
+
+def op(name, *args, **kwargs):
+    return st.tuples(st.just(name), st.tuples(*args), st.fixed_dictionaries(kwargs))
+
+
+@st.composite
+def checkpoints(draw, run_id=run_ids):
+    superstep = draw(st.integers(0, 3))
+    info = CheckpointInfo(
+        draw(checkpoint_ids), draw(run_id), superstep, draw(statuses), None, draw(times)
+    )
+    return CheckpointRecord(info, draw(st.binary(max_size=8)))
+
+
+@st.composite
+def creations(draw):
+    run_id = draw(run_ids)
+    parent = draw(st.none() | run_ids)
+    record = run_record(run_id, workflow=draw(workflows), created_at=draw(times), parent=parent)
+    first = draw(checkpoints(run_id=st.just(run_id)))
+    return "create_run", (record, draw(st.binary(max_size=8)), first), {}
+
+
+commits = op("commit", checkpoints(), keep_last=keep_lasts)
+operations = st.one_of(
+    creations(),
+    *[commits] * 3,  # histories must grow past keep_last
+    op("set_status", run_ids, statuses, st.none() | st.just("boom")),
+    op("get_run", run_ids),
+    op("get_graph", run_ids),
+    op("load_checkpoint", run_ids, st.none() | checkpoint_ids),
+    op("list_checkpoints", run_ids),
+    op(
+        "list_runs",
+        status=st.none() | statuses,
+        workflow=st.none() | workflows,
+        parent_run_id=st.none() | run_ids,
+        limit=st.none() | st.integers(0, 3),
+    ),
+    op("prune", run_ids, st.integers(1, 3)),
+)
+
+
+async def outcome(call):
+    """What a call returned, or the type and ids of what it raised."""
+    try:
+        return "returned", await call
+    except (DurabilityError, ValueError) as error:
+        ids = getattr(error, "run_id", None), getattr(error, "checkpoint_id", None)
+        return "raised", type(error), ids
+
+
+async def returned(method, *args, **kwargs):
+    return method(*args, **kwargs)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    # make_store is a factory: each example builds and closes its own store.
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    keep_last=keep_lasts,
+    first_steps=st.lists(creations(), min_size=1, max_size=3),
+    steps=st.lists(operations, min_size=10, max_size=40),
+)
+async def test_every_store_behaves_like_the_model(
+    make_store, make_model, keep_last, first_steps, steps
+):
+    store, model = make_store(keep_last=keep_last), make_model(keep_last)
+    try:
+        for name, args, kwargs in first_steps + steps:
+            got = await outcome(getattr(store, name)(*args, **kwargs))
+            expected = await outcome(returned(getattr(model, name), *args, **kwargs))
+            assert got == expected, (name, args, kwargs)
+            if name == "set_status" and got[0] == "returned":
+                # Stamped by the wall clock; test_set_status_changes_status_error_and_time_only
+                # checks the value.
+                stamped = (await store.get_run(args[0])).updated_at
+                model.runs[args[0]] = dataclasses.replace(model.runs[args[0]], updated_at=stamped)
+        assert await store.list_runs() == model.list_runs()
+        for run_id in model.runs:
+            infos = model.list_checkpoints(run_id)
+            assert await store.list_checkpoints(run_id) == infos
+            for info in infos:
+                assert await store.load_checkpoint(run_id, info.checkpoint_id) == (
+                    model.load_checkpoint(run_id, info.checkpoint_id)
+                )
+    finally:
+        await store.close()
