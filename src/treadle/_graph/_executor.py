@@ -28,6 +28,7 @@ from treadle._graph._typing import resolve_hints, runtime_classes
 
 if TYPE_CHECKING:
     from treadle._runtime._context import WorkflowContext
+    from treadle._runtime._policies import RetryPolicy
 
 SyncHandlers = Literal["thread", "loop"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,28 +51,43 @@ class HandlerSpec:
     is_async: bool
     bound: bool  # True for methods (called with self), False for plain functions
     annotations: tuple[object, ...] = ()  # raw message and sent types, for serialization
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _HandlerMark:
     accepts: object
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
 
 
 @overload
 def handler(fn: F, /) -> F: ...
 @overload
-def handler(*, accepts: object = None) -> Callable[[F], F]: ...
-def handler(fn: F | None = None, /, *, accepts: object = None) -> F | Callable[[F], F]:
+def handler(
+    *, accepts: object = None, retry: RetryPolicy | None = None, timeout: float | None = None
+) -> Callable[[F], F]: ...
+def handler(
+    fn: F | None = None,
+    /,
+    *,
+    accepts: object = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
+) -> F | Callable[[F], F]:
     """Mark an ``Executor`` method as the handler for the type of its message.
 
     The message type comes from the annotation of the first parameter after
     ``self`` (or from ``accepts=`` when annotations cannot be resolved). A
     union registers the handler for every member; the most specific handler
-    wins when several match a message.
+    wins when several match a message. ``retry`` and ``timeout`` (seconds)
+    override the executor's and the workflow's.
     """
+    _check_timeout(timeout)
 
     def mark(f: F) -> F:
-        setattr(f, _HANDLER_MARK, _HandlerMark(accepts))
+        setattr(f, _HANDLER_MARK, _HandlerMark(accepts, retry, timeout))
         return f
 
     return mark(fn) if fn is not None else mark
@@ -89,7 +105,20 @@ def _sent_classes(ctx_annotation: object) -> tuple[type, ...] | None:
     return runtime_classes(args[0])
 
 
-def build_handler_spec(fn: Callable[..., Any], *, bound: bool, accepts: object) -> HandlerSpec:
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and not timeout > 0:
+        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+        raise ValueError(msg)
+
+
+def build_handler_spec(
+    fn: Callable[..., Any],
+    *,
+    bound: bool,
+    accepts: object,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
+) -> HandlerSpec:
     """Read one handler's message and context types from its signature."""
     params = list(inspect.signature(fn).parameters.values())
     skip = 1 if bound else 0
@@ -118,6 +147,8 @@ def build_handler_spec(fn: Callable[..., Any], *, bound: bool, accepts: object) 
         is_async=inspect.iscoroutinefunction(fn),
         bound=bound,
         annotations=raw,
+        retry=retry,
+        timeout=timeout,
     )
 
 
@@ -137,6 +168,8 @@ class Executor:
             Declare it only for executors that keep no per-run fields.
         sync_handlers: Where plain ``def`` handlers run: ``"thread"`` or
             ``"loop"``.
+        retry: Retry policy of its handlers (a handler's own one wins).
+        timeout: Seconds each handler may take (a handler's own one wins).
     """
 
     _handler_specs: ClassVar[dict[str, HandlerSpec] | None] = None
@@ -149,7 +182,12 @@ class Executor:
         concurrency: int = 1,
         shareable: bool = False,
         sync_handlers: SyncHandlers = "thread",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> None:
+        _check_timeout(timeout)
+        self.retry = retry
+        self.timeout = timeout
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
             raise ValueError(msg)
@@ -195,7 +233,13 @@ class Executor:
                 for name, attr in vars(klass).items():
                     mark = getattr(attr, _HANDLER_MARK, None)
                     if isinstance(mark, _HandlerMark):
-                        specs[name] = build_handler_spec(attr, bound=True, accepts=mark.accepts)
+                        specs[name] = build_handler_spec(
+                            attr,
+                            bound=True,
+                            accepts=mark.accepts,
+                            retry=mark.retry,
+                            timeout=mark.timeout,
+                        )
             cls._handler_specs = specs
         return tuple(cls._handler_specs.values())
 
@@ -257,12 +301,16 @@ class FunctionExecutor(Executor):
         concurrency: int = 1,
         shareable: bool = True,
         sync_handlers: SyncHandlers = "thread",
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(
             id if id is not None else fn.__name__,
             concurrency=concurrency,
             shareable=shareable,
             sync_handlers=sync_handlers,
+            retry=retry,
+            timeout=timeout,
         )
         self._spec = build_handler_spec(fn, bound=False, accepts=accepts)
         self._own_cache: dict[type, HandlerSpec] = {}
@@ -298,6 +346,8 @@ def executor(
     concurrency: int = 1,
     shareable: bool = True,
     sync_handlers: SyncHandlers = "thread",
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
 def executor(
     fn: Callable[..., Any] | None = None,
@@ -308,6 +358,8 @@ def executor(
     concurrency: int = 1,
     shareable: bool = True,
     sync_handlers: SyncHandlers = "thread",
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
 ) -> FunctionExecutor | Callable[[Callable[..., Any]], FunctionExecutor]:
     """Turn a function ``(message, ctx)`` into an executor.
 
@@ -323,6 +375,8 @@ def executor(
             concurrency=concurrency,
             shareable=shareable,
             sync_handlers=sync_handlers,
+            retry=retry,
+            timeout=timeout,
         )
 
     return wrap(fn) if fn is not None else wrap
