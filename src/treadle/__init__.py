@@ -14,6 +14,7 @@ from treadle._exceptions import (
     ExecutorFailedError,
     ExecutorInUseError,
     GraphChangedError,
+    HandlerTimeoutError,
     IterationLimitExceeded,
     RoutingError,
     RunCancelledError,
@@ -28,6 +29,7 @@ from treadle._exceptions import (
 from treadle._graph._builder import WorkflowBuilder
 from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, executor, handler
+from treadle._runtime._clock import Clock, SystemClock
 from treadle._runtime._context import WorkflowContext
 from treadle._runtime._delivery import HandoffContext, StalledFanIn
 from treadle._runtime._events import (
@@ -44,6 +46,7 @@ from treadle._runtime._events import (
     SuperstepStarted,
     WorkflowEvent,
 )
+from treadle._runtime._policies import ExponentialBackoff, RetryPolicy
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._state import SharedState
 from treadle._runtime._stream import ExecutionMode, WorkflowStream
@@ -55,6 +58,7 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "CheckpointSaved",
+    "Clock",
     "CustomEvent",
     "Default",
     "DurabilityError",
@@ -65,11 +69,14 @@ __all__ = [
     "ExecutorFailedError",
     "ExecutorInUseError",
     "ExecutorInvoked",
+    "ExponentialBackoff",
     "GraphChangedError",
+    "HandlerTimeoutError",
     "HandoffContext",
     "IterationLimitExceeded",
     "OutputEvent",
     "ProgressEvent",
+    "RetryPolicy",
     "RoutingError",
     "RunCancelledError",
     "RunExistsError",
@@ -86,6 +93,7 @@ __all__ = [
     "SuperstepCompleted",
     "SuperstepStarted",
     "SyncEventStream",
+    "SystemClock",
     "TreadleError",
     "Workflow",
     "WorkflowBuilder",

@@ -11,6 +11,7 @@ calling code rather than conditions of a run.
     ├── WorkflowValidationError      the builder found problems; lists them all
     ├── ExecutorInUseError           a non-shareable instance is in another run
     ├── RoutingError                 a message has no edge that can carry it
+    ├── HandlerTimeoutError          a handler ran past its timeout
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
     │   ├── StateConflictError       two executors set one key in a superstep
@@ -77,6 +78,19 @@ class ExecutorInUseError(TreadleError):
 
 class RoutingError(TreadleError):
     """A message was sent along no edge that leads to an executor accepting it."""
+
+
+class HandlerTimeoutError(TreadleError, TimeoutError):
+    """A handler ran past its ``timeout``; its late result never commits.
+
+    It fails the invocation like any exception the handler raised, so a
+    retry policy may try again.
+    """
+
+    def __init__(self, executor_id: str, timeout: float) -> None:
+        self.executor_id = executor_id
+        self.timeout = timeout
+        super().__init__(f"executor {executor_id!r} ran past its timeout of {timeout:g}s")
 
 
 class WorkflowRunError(TreadleError):

@@ -35,6 +35,7 @@ from treadle._graph._edges import (
 )
 from treadle._graph._executor import Executor
 from treadle._graph._typing import accepts_any_of
+from treadle._runtime._clock import SystemClock
 from treadle._runtime._loop import RunOptions
 from treadle._runtime._state import MISSING, Reducer, StateKey
 from treadle._runtime._workflow import ExecutorNode, Workflow
@@ -42,6 +43,8 @@ from treadle._runtime._workflow import ExecutorNode, Workflow
 if TYPE_CHECKING:
     from treadle._durable._serialization import Serializer
     from treadle._durable._store import Store
+    from treadle._runtime._clock import Clock
+    from treadle._runtime._policies import RetryPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -73,6 +76,9 @@ class WorkflowBuilder:
         serializer: How checkpoint values become bytes; the default is safe
             typed JSON over an allowlist built from handler annotations plus
             :meth:`register_type`. ``PickleSerializer`` is opt-in and unsafe.
+        retry: The retry policy of handlers whose executor declares none.
+        clock: Where timers, backoff and timeouts read the time
+            (``treadle.testing.FakeClock`` in tests).
     """
 
     def __init__(
@@ -87,6 +93,8 @@ class WorkflowBuilder:
         store: Store | None = None,
         checkpoint_key: bytes | None = None,
         serializer: Serializer | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._name = name
         self._store = store
@@ -98,6 +106,8 @@ class WorkflowBuilder:
             max_node_iterations=max_node_iterations,
             max_concurrency=max_concurrency,
             deterministic=deterministic,
+            retry=retry,
+            clock=clock if clock is not None else SystemClock(),
         )
         self._entries: dict[str, _Entry] = {}
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)

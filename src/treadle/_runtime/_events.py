@@ -49,9 +49,13 @@ class SuperstepCompleted(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class ExecutorInvoked(WorkflowEvent):
-    """A handler started on one message (``position`` in the inbox)."""
+    """A handler started on one message (``position`` in the inbox).
+
+    ``attempt`` counts from 1; it grows when a retry policy tries again.
+    """
 
     position: int = 0
+    attempt: int = 1
 
 
 @dataclass(slots=True, kw_only=True)
@@ -63,10 +67,12 @@ class ExecutorCompleted(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class ExecutorFailed(WorkflowEvent):
-    """A handler raised; the superstep will not commit."""
+    """A handler raised; unless ``retrying``, the superstep will not commit."""
 
     position: int = 0
     error: BaseException | None = None
+    attempt: int = 1
+    retrying: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -11,7 +11,7 @@ committed point as one plain value, which is what a checkpoint persists.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from treadle._exceptions import (
@@ -20,6 +20,7 @@ from treadle._exceptions import (
     TreadleError,
     WorkflowRunError,
 )
+from treadle._runtime._clock import Clock, SystemClock
 from treadle._runtime._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
 from treadle._runtime._events import (
     CheckpointSaved,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
     from treadle._durable._checkpoint import RestoredRun
     from treadle._runtime._context import WorkflowContext
+    from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._pool import ExecutorPool
     from treadle._runtime._workflow import Workflow
 
@@ -85,6 +87,8 @@ class RunOptions:
     max_node_iterations: int | None = None
     max_concurrency: int | None = None
     deterministic: bool = False
+    retry: RetryPolicy | None = None
+    clock: Clock = field(default_factory=SystemClock)
 
     def __post_init__(self) -> None:
         if self.max_supersteps < 1:
@@ -157,6 +161,7 @@ class RunLoop:
             asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
         )
         self._loop = asyncio.get_running_loop()
+        self.clock = options.clock
 
     # -- events ---------------------------------------------------------------
     def _discard(self, event: WorkflowEvent) -> None:

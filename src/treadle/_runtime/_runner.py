@@ -17,17 +17,21 @@ at all: the handlers are awaited inline, one after the other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
-from treadle._exceptions import ExecutorFailedError, RoutingError
+from treadle._exceptions import ExecutorFailedError, HandlerTimeoutError, RoutingError
+from treadle._runtime._clock import sleep_for
 from treadle._runtime._context import WorkflowContext
 from treadle._runtime._events import ExecutorCompleted, ExecutorFailed, ExecutorInvoked
+from treadle._runtime._policies import NO_RETRY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._graph._executor import Executor, HandlerSpec
     from treadle._runtime._delivery import Envelope
+    from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._loop import RunLoop
     from treadle._runtime._state import Op
 
@@ -116,51 +120,120 @@ async def _invoke(
     envelope: Envelope,
     earlier: Sequence[Sequence[Op]],
 ) -> WorkflowContext[object]:
-    """One handler on one message, with its events and error wrapping."""
+    """One handler on one message: retries, timeout, events, error wrapping.
+
+    Each attempt gets a fresh context, so nothing a failed attempt sent or
+    wrote can commit; the events it raised are kept for the batch.
+    """
     executor_id = executor.id
-    ctx: WorkflowContext[object] = WorkflowContext(
-        run, executor_id, rank, position, superstep, envelope.handoff, earlier
-    )
     payload = envelope.payload
-    listening = run.listening
-    if run.backpressure is not None:
-        await run.backpressure()
-    if listening:
-        ctx.emit(
-            ExecutorInvoked(
-                run_id=run.run_id, superstep=superstep, executor_id=executor_id, position=position
-            )
-        )
     spec = executor.find_handler(type(payload))
-    try:
-        if spec is None:
-            msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
-            raise RoutingError(msg)  # noqa: TRY301 - raised inside the try so it is reported like a handler error
-        limiter = run.limiter
-        if limiter is not None:
-            async with limiter:
-                await _call(executor, spec, payload, ctx)
-        else:
-            await _call(executor, spec, payload, ctx)
-    except Exception as error:
-        if run.live:  # a batch reports the failure from the loop, in canonical order
+    policy = (spec.retry if spec else None) or executor.retry or run.options.retry or NO_RETRY
+    timeout = (spec.timeout if spec else None) or executor.timeout
+    listening = run.listening
+    carried: list[WorkflowEvent] = []
+    attempt = 1
+    while True:
+        ctx: WorkflowContext[object] = WorkflowContext(
+            run, executor_id, rank, position, superstep, envelope.handoff, earlier
+        )
+        ctx._events = carried
+        if run.backpressure is not None:
+            await run.backpressure()
+        if listening:
             ctx.emit(
-                ExecutorFailed(
+                ExecutorInvoked(
                     run_id=run.run_id,
                     superstep=superstep,
                     executor_id=executor_id,
                     position=position,
-                    error=error,
+                    attempt=attempt,
                 )
             )
-        raise ExecutorFailedError(executor_id, superstep, error) from error
-    if listening:
-        ctx.emit(
-            ExecutorCompleted(
-                run_id=run.run_id, superstep=superstep, executor_id=executor_id, position=position
+        try:
+            if spec is None:
+                msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
+                raise RoutingError(msg)  # noqa: TRY301 - reported like a handler error
+            await _call_bounded(run, executor, spec, payload, ctx, timeout)
+        except Exception as error:
+            retrying = policy.should_retry(error, attempt)
+            if listening and (retrying or run.live):  # a batch reports the final failure itself
+                ctx.emit(
+                    ExecutorFailed(
+                        run_id=run.run_id,
+                        superstep=superstep,
+                        executor_id=executor_id,
+                        position=position,
+                        error=error,
+                        attempt=attempt,
+                        retrying=retrying,
+                    )
+                )
+            if not retrying:
+                raise ExecutorFailedError(executor_id, superstep, error) from error
+            carried = ctx._events
+            await sleep_for(run.clock, policy.backoff.delay(attempt))
+            attempt += 1
+            continue
+        if listening:
+            ctx.emit(
+                ExecutorCompleted(
+                    run_id=run.run_id,
+                    superstep=superstep,
+                    executor_id=executor_id,
+                    position=position,
+                )
             )
-        )
-    return ctx
+        return ctx
+
+
+async def _call_bounded(
+    run: RunLoop,
+    executor: Executor,
+    spec: HandlerSpec,
+    payload: object,
+    ctx: WorkflowContext[object],
+    timeout: float | None,  # noqa: ASYNC109 - enforced on the injected clock, not asyncio's
+) -> None:
+    """The handler under the run's concurrency limit and its own timeout."""
+    limiter = run.limiter
+    if limiter is not None:
+        async with limiter:
+            await _call_timed(run, executor, spec, payload, ctx, timeout)
+    else:
+        await _call_timed(run, executor, spec, payload, ctx, timeout)
+
+
+async def _call_timed(
+    run: RunLoop,
+    executor: Executor,
+    spec: HandlerSpec,
+    payload: object,
+    ctx: WorkflowContext[object],
+    timeout: float | None,  # noqa: ASYNC109 - enforced on the injected clock, not asyncio's
+) -> None:
+    if timeout is None:
+        await _call(executor, spec, payload, ctx)
+        return
+    clock = run.clock
+    work = asyncio.ensure_future(_call(executor, spec, payload, ctx))
+    timer = asyncio.ensure_future(clock.sleep_until(clock.now() + timeout))
+    try:
+        await asyncio.wait((work, timer), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    finally:
+        timer.cancel()
+    if work.done():
+        work.result()  # re-raise what the handler raised
+        return
+    # Too late: cancel it (a thread cannot be stopped, but whatever it does
+    # from now on lands in this discarded context and never commits).
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    raise HandlerTimeoutError(executor.id, timeout)
 
 
 async def _call(

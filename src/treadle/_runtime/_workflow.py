@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from treadle._durable._serialization import Serializer
     from treadle._durable._store import Store
     from treadle._graph._executor import Executor
+    from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
     from treadle._runtime._state import StateKey
 
@@ -176,6 +177,8 @@ class Workflow:
             max_node_iterations=pick("max_node_iterations", d.max_node_iterations),
             max_concurrency=pick("max_concurrency", d.max_concurrency),
             deterministic=bool(overrides.get("deterministic") or d.deterministic),
+            retry=d.retry,
+            clock=pick("clock", d.clock),
         )
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
@@ -216,6 +219,7 @@ class Workflow:
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
         deterministic: bool = False,
+        clock: Clock | None = None,
     ) -> RunResult:
         """Run to the end and return the result.
 
@@ -234,6 +238,8 @@ class Workflow:
             max_concurrency: Most handlers running at once.
             deterministic: Run the executors of a superstep one at a time in
                 rank order, for reproducible side effects.
+            clock: Where timers, backoff and timeouts read the time (default:
+                the workflow's, else the system clock).
 
         Raises:
             WorkflowRunError: The run failed; ``error.result`` has what was
@@ -246,7 +252,7 @@ class Workflow:
             store=store,
             keep_last=keep_last,
             overrides=_overrides(
-                max_supersteps, max_node_iterations, max_concurrency, deterministic
+                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
             ),
         )
         return await self._drive(launch, record_events=record_events)
@@ -282,6 +288,7 @@ class Workflow:
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
         deterministic: bool = False,
+        clock: Clock | None = None,
     ) -> WorkflowStream:
         """Start a run and stream its events (see :class:`ExecutionMode`).
 
@@ -296,7 +303,7 @@ class Workflow:
             store=store,
             keep_last=keep_last,
             overrides=_overrides(
-                max_supersteps, max_node_iterations, max_concurrency, deterministic
+                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
             ),
         )
         return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
@@ -325,6 +332,7 @@ class Workflow:
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
         deterministic: bool = False,
+        clock: Clock | None = None,
     ) -> RunResult:
         """Continue a stored run from its latest checkpoint, or from ``checkpoint_id``.
 
@@ -346,7 +354,7 @@ class Workflow:
             store=chosen,
             keep_last=keep_last,
             overrides=_overrides(
-                max_supersteps, max_node_iterations, max_concurrency, deterministic
+                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
             ),
         )
         return await self._drive(launch, record_events=record_events)
@@ -393,12 +401,14 @@ def _overrides(
     max_node_iterations: int | None,
     max_concurrency: int | None,
     deterministic: bool,
+    clock: Clock | None,
 ) -> dict[str, Any]:
     return {
         "max_supersteps": max_supersteps,
         "max_node_iterations": max_node_iterations,
         "max_concurrency": max_concurrency,
         "deterministic": deterministic,
+        "clock": clock,
     }
 
 
