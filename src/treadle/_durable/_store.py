@@ -32,6 +32,10 @@ class RunRecord:
         created_at: Seconds since the epoch.
         updated_at: Seconds since the epoch, at the last change.
         error: Why a ``FAILED`` run failed, in one line.
+        wake_at: When the run's next durable timer falls due (epoch
+            seconds), for ``WAITING`` runs and runs with scheduled messages.
+        deadline_at: The run's wall-clock deadline (its ``timeout=``), kept
+            so that it is enforced across restarts.
     """
 
     run_id: str
@@ -44,6 +48,8 @@ class RunRecord:
     created_at: float
     updated_at: float
     error: str | None = None
+    wake_at: float | None = None
+    deadline_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,8 @@ class CheckpointInfo:
 
     ``parent_checkpoint_id`` is the checkpoint this one was computed from: the
     previous barrier, or for a resumed-from-the-past or forked run, the
-    checkpoint it branched from.
+    checkpoint it branched from. ``wake_at`` is when the earliest durable
+    timer pending at this barrier falls due (``None``: no timer).
     """
 
     checkpoint_id: str
@@ -61,6 +68,7 @@ class CheckpointInfo:
     status: str
     parent_checkpoint_id: str | None
     created_at: float
+    wake_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +97,8 @@ class Store(Protocol):
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint and make it the run's latest.
 
-        The run row takes the checkpoint's status and superstep. With
+        The run row takes the checkpoint's status, superstep and
+        ``wake_at``. With
         ``keep_last`` (or the store's own retention setting) the run's older
         checkpoints beyond that many are deleted in the same transaction.
 
@@ -150,6 +159,15 @@ class Store(Protocol):
         limit: int | None = None,
     ) -> list[RunRecord]:
         """Runs matching every filter given, newest first."""
+        ...
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """Runs a timer service must wake: due first.
+
+        A run is due when its status is ``waiting`` or ``awaiting_input`` and
+        its ``wake_at`` or its ``deadline_at`` is at or before ``now``.
+        Ordered by the earlier of the two, oldest first.
+        """
         ...
 
     async def prune(self, run_id: str, keep_last: int) -> int:
