@@ -1,0 +1,192 @@
+"""Renders the runner's results as benchmarks/RESULTS.md: medians, ratios, treadle vs peers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from _workload import WORKLOADS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FLOOR = "raw-asyncio"
+TREADLE = "treadle"
+TIMES = "\N{MULTIPLICATION SIGN}"
+NONE = "\N{EN DASH}"
+
+Cell = dict[str, Any]
+Medians = dict[str, dict[str, Cell]]  # workload -> engine -> cell
+
+
+class Notes:
+    """Numbered footnotes, so a table cell can say briefly why it has no number."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def ref(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[{self.texts.index(text) + 1}]"
+
+    def render(self) -> list[str]:
+        return [f"{i}. {t}" for i, t in enumerate(self.texts, 1)]
+
+
+def _table(header: list[str], rows: list[list[str]], numeric: bool = True) -> list[str]:
+    align = "---:" if numeric else "---"
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + [align] * (len(header) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}" if x < 1 else f"{x:.1f}"
+
+
+def _ok(cell: Cell | None) -> bool:
+    return cell is not None and cell["status"] == "ok"
+
+
+def _value(cell: Cell | None, engine: str, workload: str, notes: Notes, key: str = "value") -> str:
+    if cell is None:
+        return "not run"
+    if not _ok(cell):
+        label = {"absent": "absent", "unavailable": "not available", "error": "FAILED"}
+        where = engine if cell["status"] == "unavailable" else f"{engine}, `{workload}`"
+        ref = notes.ref(f"{where}: {cell['reason']}")
+        return f"{label[cell['status']]} {ref}"
+    text = _num(cell[key])
+    if "note" in cell:
+        text += " " + notes.ref(f"{engine}, `{workload}`: {cell['note']}")
+    return text
+
+
+def _ratio(cell: Cell | None, ref: Cell | None, key: str = "value") -> str:
+    if _ok(cell) and _ok(ref):
+        return f"{cell[key] / ref[key]:.2f}{TIMES}"
+    return NONE
+
+
+def _rows(medians: Medians) -> list[tuple[str, str, str]]:
+    """(label, workload, key) for every row: one per workload, plus runs/s and RSS."""
+    rows = []
+    for workload in medians:
+        rows.append((f"`{workload}` ({WORKLOADS[workload].unit})", workload, "value"))
+        if workload == "many_runs":
+            rows.append(("`many_runs` (runs/s)", workload, "runs_per_s"))
+            rows.append(("`many_runs` (peak RSS, MB)", workload, "maxrss_mb"))
+    return rows
+
+
+def _medians_table(medians: Medians, engines: list[str], notes: Notes) -> list[str]:
+    rows = [
+        [label] + [_value(medians[w].get(e), e, w, notes, key) for e in engines]
+        for label, w, key in _rows(medians)
+    ]
+    return _table(["workload (unit)", *engines], rows)
+
+
+def _floor_table(medians: Medians, engines: list[str]) -> list[str]:
+    rows = [
+        [label] + [_ratio(medians[w].get(e), medians[w].get(FLOOR), key) for e in engines]
+        for label, w, key in _rows(medians)
+        if key != "runs_per_s"  # the inverse of the µs/run row: it adds nothing
+    ]
+    return _table(["workload", *engines], rows)
+
+
+def _treadle_table(medians: Medians, engines: list[str]) -> list[str]:
+    peers = [e for e in engines if e not in (FLOOR, TREADLE)]
+    if TREADLE not in engines or not peers:
+        return ["treadle or its peers were not part of this run."]
+    rows = []
+    for workload, cells in medians.items():
+        row = [f"`{workload}`"]
+        for peer in peers:
+            t, p = cells.get(TREADLE), cells.get(peer)
+            if _ok(t) and _ok(p):
+                r = t["value"] / p["value"]
+                verdict = f"{1 / r:.1f}{TIMES} faster" if r < 1 else f"{r:.1f}{TIMES} slower"
+                row.append(f"{r:.3f} ({verdict})")
+            else:
+                row.append(NONE)
+        rows.append(row)
+    return [
+        "treadle's median divided by the peer's (below 1: treadle is faster; the words say by",
+        "how much). A dash means one of the two has no figure for that workload.",
+        "",
+        *_table(["workload", *peers], rows),
+    ]
+
+
+def _spread_table(medians: Medians, engines: list[str]) -> list[str]:
+    rows = []
+    for workload, cells in medians.items():
+        row = [f"`{workload}`"]
+        for e in engines:
+            c = cells.get(e)
+            if _ok(c):
+                row.append(f"\N{PLUS-MINUS SIGN}{50 * (c['max'] - c['min']) / c['value']:.0f}%")
+            else:
+                row.append(NONE)
+        rows.append(row)
+    return _table(["workload", *engines], rows)
+
+
+def write_report(results: dict[str, Any], path: Path) -> None:
+    engines: list[str] = results["engines"]
+    medians: Medians = results["medians"]
+    machine = results["machine"]
+    notes = Notes()
+    quick = " (**quick mode**: fewer timed runs per subprocess)" if results["quick"] else ""
+    out = [
+        "# Benchmark results",
+        "",
+        "Generated by `benchmarks/run.py`; do not edit by hand. `benchmarks/README.md` says",
+        "what each workload measures and how to read these tables.",
+        "",
+        f"- Date: {results['date']} (the run took {results['duration_s']:.0f} s)",
+        f"- Machine: {machine['cores']} cores, {machine['cpu']}, {machine['memory_gib']} GiB RAM",
+        f"- OS: {machine['platform']}; Python {machine['python']}",
+        (
+            f"- Repetitions per cell: {results['repeat']}{quick}. Each repetition is a fresh "
+            "subprocess reporting the median of its timed runs after warm-up; repetitions are "
+            "interleaved engine by engine; a cell is the median over repetitions."
+        ),
+        "",
+        *_table(
+            ["engine", "version"],
+            [[e, v] for e, v in results["engine_versions"].items()],
+            numeric=False,
+        ),
+        "",
+        "Also installed: "
+        + ", ".join(f"{d} {v}" for d, v in results["other_versions"].items())
+        + ".",
+        "",
+        "## Medians (lower is better, except runs/s)",
+        "",
+        *_medians_table(medians, engines, notes),
+        "",
+        *([*notes.render(), ""] if notes.texts else []),
+        f"## Ratio to the {FLOOR} floor (engine / floor; lower is better)",
+        "",
+        *_floor_table(medians, engines),
+        "",
+        "## treadle vs each peer",
+        "",
+        *_treadle_table(medians, engines),
+        "",
+        "## Spread across repetitions (half the max-min range, as % of the median)",
+        "",
+        *_spread_table(medians, engines),
+        "",
+        "## Workloads",
+        "",
+        *[f"- `{w}`: {WORKLOADS[w].description} ({WORKLOADS[w].unit})." for w in medians],
+    ]
+    path.write_text("\n".join(out) + "\n")
