@@ -15,14 +15,20 @@ from treadle._exceptions import (
     ExecutorInUseError,
     GraphChangedError,
     HandlerTimeoutError,
+    InvalidResponseError,
     IterationLimitExceeded,
+    JournalMismatchError,
+    PollTimeout,
+    RequestError,
     RoutingError,
     RunCancelledError,
     RunExistsError,
     RunNotFoundError,
+    RunTimeoutError,
     SerializationError,
     StateConflictError,
     TreadleError,
+    UnknownRequestError,
     WorkflowRunError,
     WorkflowValidationError,
 )
@@ -38,8 +44,10 @@ from treadle._runtime._events import (
     ExecutorCompleted,
     ExecutorFailed,
     ExecutorInvoked,
+    ExecutorSuspended,
     OutputEvent,
     ProgressEvent,
+    RequestEvent,
     RunStarted,
     StatusChanged,
     SuperstepCompleted,
@@ -48,9 +56,11 @@ from treadle._runtime._events import (
 )
 from treadle._runtime._policies import ExponentialBackoff, RetryPolicy
 from treadle._runtime._result import RunResult, RunStatus
+from treadle._runtime._service import Runtime
 from treadle._runtime._state import SharedState
 from treadle._runtime._stream import ExecutionMode, WorkflowStream
 from treadle._runtime._sync import SyncEventStream
+from treadle._runtime._waits import PendingRequest
 from treadle._runtime._workflow import Workflow
 
 __all__ = [
@@ -69,13 +79,20 @@ __all__ = [
     "ExecutorFailedError",
     "ExecutorInUseError",
     "ExecutorInvoked",
+    "ExecutorSuspended",
     "ExponentialBackoff",
     "GraphChangedError",
     "HandlerTimeoutError",
     "HandoffContext",
+    "InvalidResponseError",
     "IterationLimitExceeded",
+    "JournalMismatchError",
     "OutputEvent",
+    "PendingRequest",
+    "PollTimeout",
     "ProgressEvent",
+    "RequestError",
+    "RequestEvent",
     "RetryPolicy",
     "RoutingError",
     "RunCancelledError",
@@ -85,6 +102,8 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunStatus",
+    "RunTimeoutError",
+    "Runtime",
     "SerializationError",
     "SharedState",
     "StalledFanIn",
@@ -95,6 +114,7 @@ __all__ = [
     "SyncEventStream",
     "SystemClock",
     "TreadleError",
+    "UnknownRequestError",
     "Workflow",
     "WorkflowBuilder",
     "WorkflowContext",

@@ -12,10 +12,16 @@ calling code rather than conditions of a run.
     ├── ExecutorInUseError           a non-shareable instance is in another run
     ├── RoutingError                 a message has no edge that can carry it
     ├── HandlerTimeoutError          a handler ran past its timeout
+    ├── PollTimeout                  poll_until_complete ran past max_duration
+    ├── JournalMismatchError         a re-executed handler took another path
+    ├── RequestError                 respond / send_message cannot be applied
+    │   ├── UnknownRequestError      no such request (or already answered)
+    │   └── InvalidResponseError     the answer has the wrong type
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
     │   ├── StateConflictError       two executors set one key in a superstep
-    │   └── IterationLimitExceeded   max_supersteps / max_node_iterations hit
+    │   ├── IterationLimitExceeded   max_supersteps / max_node_iterations hit
+    │   └── RunTimeoutError          the run passed its deadline (timeout=)
     ├── RunCancelledError            the run was cancelled while a caller waited
     └── DurabilityError
         ├── SerializationError       a value cannot be stored or restored
@@ -93,6 +99,40 @@ class HandlerTimeoutError(TreadleError, TimeoutError):
         super().__init__(f"executor {executor_id!r} ran past its timeout of {timeout:g}s")
 
 
+class PollTimeout(TreadleError, TimeoutError):  # noqa: N818 - the contract's name
+    """``ctx.poll_until_complete`` ran past its ``max_duration``."""
+
+
+class JournalMismatchError(TreadleError):
+    """A re-executed handler called its steps in another order than recorded.
+
+    Handlers that suspend are re-executed from the top; their ``ctx.step``
+    calls must come in the same order with the same names each time, or the
+    recorded results would be handed to the wrong step.
+    """
+
+    def __init__(self, executor_id: str, position: int, recorded: str, called: str) -> None:
+        self.executor_id = executor_id
+        self.position = position
+        super().__init__(
+            f"executor {executor_id!r} re-executed differently: its journal has {recorded} at "
+            f"position {position}, but the handler now called {called}; keep ctx.step calls "
+            f"and waits in the same order on every execution"
+        )
+
+
+class RequestError(TreadleError):
+    """An answer or message for a waiting run cannot be applied; nothing changed."""
+
+
+class UnknownRequestError(RequestError, LookupError):
+    """No request with this id is waiting (never asked, or already answered)."""
+
+
+class InvalidResponseError(RequestError, TypeError):
+    """The answer to a request does not have the type the request asked for."""
+
+
 class WorkflowRunError(TreadleError):
     """The run ended as ``FAILED``; ``result`` holds what had been committed.
 
@@ -143,6 +183,20 @@ class IterationLimitExceeded(WorkflowRunError):  # noqa: N818 - the contract's n
         self.executor_ids = tuple(executor_ids)
         self.superstep = superstep
         super().__init__(message)
+
+
+class RunTimeoutError(WorkflowRunError, TimeoutError):
+    """The run passed its wall-clock deadline (its ``timeout=``).
+
+    The deadline is stored with the run, so it holds across restarts: a run
+    resting on a timer that would fire after it fails at the deadline.
+    """
+
+    def __init__(self, run_id: str, deadline_at: float, superstep: int) -> None:
+        self.run_id = run_id
+        self.deadline_at = deadline_at
+        self.superstep = superstep
+        super().__init__(f"run {run_id!r} passed its deadline at {deadline_at:.3f} (epoch seconds)")
 
 
 class RunCancelledError(TreadleError):

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from treadle._durable._blob import seal, unseal
 from treadle._exceptions import CheckpointCorruptError, SerializationError
 from treadle._runtime._delivery import Envelope, FanInBuffer, HandoffContext
+from treadle._runtime._waits import ScheduledMessage, Suspension, Wait, WaitBook
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from treadle._durable._serialization import Serializer
-    from treadle._runtime._loop import BarrierState
+    from treadle._runtime._barrier import BarrierState
 
 FORMAT = 1
 """Version of the checkpoint payload layout (inside the sealed blob)."""
@@ -46,6 +47,8 @@ class RestoredRun:
     iterations: dict[str, int]
     outputs: list[Any]
     snapshots: dict[str, Any]
+    waits: WaitBook
+    deadline_at: float | None
 
 
 def _envelope_out(envelope: Envelope) -> list[Any]:
@@ -55,18 +58,53 @@ def _envelope_out(envelope: Envelope) -> list[Any]:
         envelope.source,
         envelope.payload,
         None if handoff is None else [handoff.source, handoff.reason],
+        None if envelope.journal is None else [list(entry) for entry in envelope.journal],
     ]
 
 
 def _envelope_in(raw: list[Any]) -> Envelope:
-    stamp, source, payload, handoff = raw
+    stamp, source, payload, handoff, journal = raw
     s0, s1, s2, s3 = stamp
     return Envelope(
         (s0, s1, s2, s3),
         source,
         payload,
         None if handoff is None else HandoffContext(handoff[0], handoff[1]),
+        None if journal is None else [tuple(entry) for entry in journal],
     )
+
+
+def _waits_out(waits: WaitBook) -> dict[str, Any]:
+    return {
+        "suspended": [
+            [
+                s.executor_id,
+                _envelope_out(s.envelope),
+                [list(entry) for entry in s.journal],
+                [s.wait.kind, s.wait.key, s.wait.due_at, s.wait.payload, s.wait.response_type],
+            ]
+            for s in waits.suspended
+        ],
+        "scheduled": [[m.due_at, m.target, _envelope_out(m.envelope)] for m in waits.scheduled],
+        "answered": sorted(waits.answered),
+    }
+
+
+def _waits_in(raw: dict[str, Any]) -> WaitBook:
+    suspended = [
+        Suspension(
+            executor_id,
+            _envelope_in(envelope),
+            [(kind, name, value) for kind, name, value in journal],
+            Wait(wait[0], wait[1], wait[2], wait[3], wait[4]),
+        )
+        for executor_id, envelope, journal, wait in raw["suspended"]
+    ]
+    scheduled = [
+        ScheduledMessage(float(due), target, _envelope_in(envelope))
+        for due, target, envelope in raw["scheduled"]
+    ]
+    return WaitBook(suspended, scheduled, set(raw["answered"]))
 
 
 class CheckpointCodec:
@@ -114,6 +152,8 @@ class CheckpointCodec:
             "iterations": dict(barrier.iterations),
             "outputs": list(barrier.outputs),
             "snapshots": dict(snapshots),
+            "waits": _waits_out(barrier.waits),
+            "deadline_at": barrier.deadline_at,
         }
         try:
             payload = self._serializer.dumps(document)
@@ -160,6 +200,8 @@ class CheckpointCodec:
                 iterations={str(k): int(v) for k, v in document["iterations"].items()},
                 outputs=list(document["outputs"]),
                 snapshots=dict(document["snapshots"]),
+                waits=_waits_in(document["waits"]),
+                deadline_at=document["deadline_at"],
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointCorruptError(

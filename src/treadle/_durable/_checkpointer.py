@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from treadle._durable._checkpoint import CheckpointCodec
     from treadle._durable._store import Store
-    from treadle._runtime._loop import BarrierState
+    from treadle._runtime._barrier import BarrierState
 
 
 def new_checkpoint_id() -> str:
@@ -63,6 +63,7 @@ class Checkpointer:
             status=barrier.status.value,
             parent_checkpoint_id=self.last_checkpoint_id,
             created_at=time.time(),
+            wake_at=barrier.wake_at,
         )
         return CheckpointRecord(info, self._codec.encode(barrier, self._fingerprint, snapshots))
 
@@ -88,6 +89,8 @@ class Checkpointer:
             parent_checkpoint_id=self.last_checkpoint_id if parent_run_id else None,
             created_at=now,
             updated_at=now,
+            wake_at=barrier.wake_at,
+            deadline_at=barrier.deadline_at,
         )
         await self.store.create_run(run, graph, record)
         self.last_checkpoint_id = record.info.checkpoint_id

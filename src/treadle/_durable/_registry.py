@@ -111,6 +111,10 @@ class TypeRegistry:
         entry = self._by_class.get(cls)
         return None if entry is None else entry.name
 
+    def class_of(self, name: str) -> type | None:
+        """Return the class registered under ``name``, or ``None``."""
+        return self._by_name.get(name)
+
     def _claim(self, cls: type, kind: _Kind, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a registered name must be a non-empty string, not {name!r}")

@@ -18,8 +18,8 @@ from treadle._durable._graph_description import (
     encode_description,
     fingerprint,
 )
-from treadle._exceptions import CheckpointCorruptError, GraphChangedError
-from treadle._runtime._loop import BarrierState
+from treadle._exceptions import CheckpointCorruptError, GraphChangedError, RunCancelledError
+from treadle._runtime._barrier import BarrierState
 from treadle._runtime._result import RunStatus
 
 if TYPE_CHECKING:
@@ -58,7 +58,9 @@ async def load_restored(
         CheckpointCorruptError: the checkpoint fails its checksum.
         SerializationError: it names a type this workflow does not allow.
     """
-    await store.get_run(run_id)
+    row = await store.get_run(run_id)
+    if row.status == RunStatus.CANCELLED.value:
+        raise RunCancelledError(run_id)
     try:
         stored_graph = json.loads(await store.get_graph(run_id))
     except ValueError as error:
@@ -91,12 +93,14 @@ async def fork_run(
     barrier = BarrierState(
         run_id=new_id,
         superstep=restored.superstep,
-        status=RunStatus.RUNNING if restored.pending else RunStatus(restored.status),
+        status=RunStatus(restored.status) if not restored.pending else RunStatus.RUNNING,
         pending={k: tuple(v) for k, v in restored.pending.items()},
         fan_in_buffers=restored.fan_in_buffers,
         state={**restored.state, **(state_patch or {})},
         iterations=restored.iterations,
         outputs=tuple(restored.outputs),
+        waits=restored.waits,
+        deadline_at=restored.deadline_at,
     )
     checkpointer = Checkpointer(
         store, workflow.codec, workflow.fingerprint, parent_checkpoint_id=restored.checkpoint_id

@@ -35,10 +35,11 @@ from treadle._graph._edges import (
 )
 from treadle._graph._executor import Executor
 from treadle._graph._typing import accepts_any_of
+from treadle._runtime._barrier import RunOptions
 from treadle._runtime._clock import SystemClock
-from treadle._runtime._loop import RunOptions
+from treadle._runtime._pool import ExecutorNode
 from treadle._runtime._state import MISSING, Reducer, StateKey
-from treadle._runtime._workflow import ExecutorNode, Workflow
+from treadle._runtime._workflow import Workflow
 
 if TYPE_CHECKING:
     from treadle._durable._serialization import Serializer

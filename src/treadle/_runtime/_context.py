@@ -8,19 +8,34 @@ moment they are raised (or kept for the canonical batch in lockstep mode).
 
 from __future__ import annotations
 
+import datetime as dt
+import inspect
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from treadle._exceptions import JournalMismatchError, PollTimeout, RoutingError
 from treadle._graph._executor import Executor
-from treadle._runtime._delivery import HandoffContext, Outgoing
+from treadle._runtime._delivery import Envelope, HandoffContext, Outgoing
 from treadle._runtime._events import CustomEvent, ProgressEvent, WorkflowEvent
+from treadle._runtime._policies import ExponentialBackoff
 from treadle._runtime._state import Op, SharedState
+from treadle._runtime._waits import JournalEntry, Suspend, Suspension, Wait, WaitKind, wait_key
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from treadle._runtime._loop import RunLoop
 
 SendT = TypeVar("SendT")
+ResponseT = TypeVar("ResponseT")
+
+
+def _epoch(when: dt.datetime | float) -> float:
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None:
+            msg = f"{when!r} has no time zone: give an aware datetime (or epoch seconds)"
+            raise ValueError(msg)
+        return when.timestamp()
+    return float(when)
 
 
 class WorkflowContext(Generic[SendT]):
@@ -32,17 +47,22 @@ class WorkflowContext(Generic[SendT]):
     """
 
     __slots__ = (
+        "_cursor",
         "_earlier",
         "_events",
+        "_journal",
         "_outbox",
         "_outputs",
         "_run",
+        "_scheduled",
+        "_stamp",
         "_state",
         "executor_id",
         "handoff_context",
         "position",
         "rank",
         "superstep",
+        "suspension",
         "threaded",
     )
 
@@ -53,7 +73,7 @@ class WorkflowContext(Generic[SendT]):
         rank: int,
         position: int,
         superstep: int,
-        handoff: HandoffContext | None,
+        envelope: Envelope,
         earlier: Sequence[Sequence[Op]],
     ) -> None:
         self._run = run
@@ -61,12 +81,17 @@ class WorkflowContext(Generic[SendT]):
         self.rank = rank
         self.position = position
         self.superstep = superstep
-        self.handoff_context: HandoffContext | None = handoff
+        self.handoff_context: HandoffContext | None = envelope.handoff
+        self._stamp = envelope.stamp
+        self._journal: list[JournalEntry] = list(envelope.journal) if envelope.journal else []
+        self._cursor = 0
         self._earlier = earlier
         self._outbox: list[Outgoing] = []
         self._outputs: list[Any] = []
         self._events: list[WorkflowEvent] = []
+        self._scheduled: list[tuple[float, str, Any]] = []
         self._state: SharedState | None = None
+        self.suspension: Suspension | None = None
         self.threaded = False
 
     # -- identity ---------------------------------------------------------------
@@ -80,9 +105,12 @@ class WorkflowContext(Generic[SendT]):
         """Stable across retries and re-executions of this same invocation.
 
         Pass it to external APIs that deduplicate requests, so a side effect
-        made by an invocation that is re-run happens once.
+        made by an invocation that is re-run (after a retry, a crash, or a
+        durable wait) happens once. It is derived from the message being
+        handled, which keeps its stamp when re-delivered.
         """
-        return f"{self._run.run_id}:{self.superstep}:{self.executor_id}:{self.position}"
+        stamp = ".".join(map(str, self._stamp))
+        return f"{self._run.run_id}:{self.executor_id}:{stamp}"
 
     # -- messages and outputs -----------------------------------------------------
     def send_message(self, message: SendT, target: str | Executor | None = None) -> None:
@@ -130,6 +158,162 @@ class WorkflowContext(Generic[SendT]):
     def state_ops(self) -> list[Op]:
         """The writes this invocation buffered (empty if it never wrote)."""
         return self._state.ops if self._state is not None else []
+
+    # -- durable steps and waits ----------------------------------------------------------
+    def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
+        """The recorded result of the next journal entry, if re-executing."""
+        if self._cursor < len(self._journal):
+            recorded_kind, recorded_name, value = self._journal[self._cursor]
+            if (recorded_kind, recorded_name) != (kind, name):
+                raise JournalMismatchError(
+                    self.executor_id,
+                    self._cursor,
+                    f"{recorded_kind} {recorded_name!r}",
+                    f"{kind} {name!r}",
+                )
+            self._cursor += 1
+            return True, value
+        return False, None
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the handler is re-executing recorded steps after a wait."""
+        return self._cursor < len(self._journal)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once per invocation, however often it re-executes.
+
+        The result is recorded in the invocation's journal (it must be
+        serializable); when the handler re-executes after a durable wait,
+        the recorded result is returned and ``fn`` is not called again — so
+        an external job submitted in a step is submitted once.
+
+        Raises:
+            JournalMismatchError: re-executing, the handler reached a step
+                other than the one recorded at this point.
+        """
+        replayed, value = self._replayed("step", name)
+        if replayed:
+            return value
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        self._journal.append(("step", name, value))
+        self._cursor += 1
+        return value
+
+    def _wait(self, kind: WaitKind, **fields: Any) -> Any:
+        key = wait_key(kind, self._run.run_id, self.executor_id, self._stamp, self._cursor)
+        replayed, value = self._replayed("wait", key)
+        if replayed:
+            return value
+        raise Suspend(Wait(kind, key, **fields))
+
+    async def request(self, payload: Any, response_type: type[ResponseT]) -> ResponseT:
+        """Ask a human (or any outside party) and wait durably for the answer.
+
+        The run surfaces a ``RequestEvent`` and a ``PendingRequest``, and
+        rests as ``AWAITING_INPUT`` — for as long as it takes, across
+        restarts. ``Workflow.respond(run_id, {request_id: answer})`` checks
+        the answer against ``response_type`` and resumes the handler, which
+        re-executes from the top; this call then returns the answer.
+        """
+        name = self._run.type_name(response_type)
+        answer: ResponseT = self._wait("request", payload=payload, response_type=name)
+        return answer
+
+    async def wait_for_input(self) -> Any:
+        """Wait durably for the next message of a session.
+
+        The run rests as ``AWAITING_INPUT`` until
+        ``Workflow.send_message(run_id, message)``; this call then returns it.
+        """
+        return self._wait("input")
+
+    async def sleep(self, delay: dt.timedelta | float) -> None:
+        """Wait durably for ``delay`` (a ``timedelta`` or seconds).
+
+        The invocation suspends; the run rests as ``WAITING`` (its result
+        says when it wakes) and may be resumed by another process.
+        """
+        seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
+        if self.replaying:
+            self._wait("timer")  # returns the recorded wake-up, computes no new time
+            return
+        self._wait("timer", due_at=self._run.clock.now() + max(seconds, 0.0))
+
+    async def sleep_until(self, when: dt.datetime | float) -> None:
+        """Wait durably until ``when`` (an aware ``datetime`` or epoch seconds)."""
+        self._wait("timer", due_at=_epoch(when))
+
+    async def poll_until_complete(
+        self,
+        check: Callable[[], Any],
+        is_complete: Callable[[Any], bool],
+        *,
+        backoff: ExponentialBackoff | None = None,
+        max_duration: dt.timedelta | float | None = None,
+    ) -> Any:
+        """Poll an external job until ``is_complete(check())``, durably.
+
+        Each poll is a journaled step and each pause a durable timer, so the
+        run is checkpointed between polls, holds no thread while waiting,
+        and survives restarts; a progress event is raised per poll.
+
+        Raises:
+            PollTimeout: the job was still incomplete after ``max_duration``.
+        """
+        backoff = backoff or ExponentialBackoff(initial=1.0, maximum=60.0)
+        limit = (
+            max_duration.total_seconds() if isinstance(max_duration, dt.timedelta) else max_duration
+        )
+        started = await self.step("poll:started", self._run.clock.now)
+        attempt = 0
+        while True:
+            attempt += 1
+            fresh = not self.replaying
+            result = await self.step(f"poll:{attempt}", check)
+            if fresh:
+                self.report_progress(attempt, None, f"poll {attempt}")
+            if is_complete(result):
+                return result
+            expired = await self.step(
+                f"poll:{attempt}:expired",
+                lambda: limit is not None and self._run.clock.now() - started >= limit,
+            )
+            if expired:
+                msg = f"executor {self.executor_id!r}: job incomplete after {attempt} polls"
+                raise PollTimeout(msg)
+            await self.sleep(backoff.delay(attempt))
+
+    def schedule_message(
+        self,
+        message: Any,
+        *,
+        after: dt.timedelta | float | None = None,
+        at: dt.datetime | float | None = None,
+        target: str | Executor | None = None,
+    ) -> None:
+        """Send ``message`` later: a durable timer that does not suspend the sender.
+
+        Routed like ``send_message`` (now, so routing errors surface here),
+        delivered in the first superstep after it falls due.
+        """
+        if (after is None) == (at is None):
+            msg = "schedule_message takes exactly one of after= or at="
+            raise TypeError(msg)
+        if after is not None:
+            seconds = after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
+            due = self._run.clock.now() + seconds
+        else:
+            assert at is not None  # noqa: S101 - an invariant, narrows the type for mypy
+            due = _epoch(at)
+        target_id = target.id if isinstance(target, Executor) else target
+        for delivered, fan_in in self._run.router.route(self.executor_id, message, target_id):
+            if fan_in >= 0:
+                msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
+                raise RoutingError(msg)
+            self._scheduled.append((due, delivered, message))
 
     # -- events -----------------------------------------------------------------------
     def add_event(self, data: Any) -> None:

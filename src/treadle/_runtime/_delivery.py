@@ -37,15 +37,23 @@ class HandoffContext:
 class Envelope:
     """A message in flight, with the stamp that fixes its delivery order."""
 
-    __slots__ = ("handoff", "payload", "source", "stamp")
+    __slots__ = ("handoff", "journal", "payload", "source", "stamp")
 
     def __init__(
-        self, stamp: Stamp, source: str, payload: Any, handoff: HandoffContext | None = None
+        self,
+        stamp: Stamp,
+        source: str,
+        payload: Any,
+        handoff: HandoffContext | None = None,
+        journal: list[Any] | None = None,
     ) -> None:
         self.stamp = stamp
         self.source = source
         self.payload = payload
         self.handoff = handoff
+        # For a message re-delivered after a durable wait: the journal of the
+        # suspended invocation (see _runtime/_waits.py).
+        self.journal = journal
 
     def __repr__(self) -> str:
         return f"Envelope({self.stamp}, {self.source!r}, {self.payload!r})"
@@ -56,7 +64,8 @@ class Envelope:
             self.source,
             self.payload,
             self.handoff,
-        ) == (other.stamp, other.source, other.payload, other.handoff)
+            self.journal,
+        ) == (other.stamp, other.source, other.payload, other.handoff, other.journal)
 
     __hash__ = None  # type: ignore[assignment] # payloads may be unhashable
 

@@ -76,6 +76,28 @@ class ExecutorFailed(WorkflowEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class ExecutorSuspended(WorkflowEvent):
+    """A handler reached a durable wait (``"request"``, ``"input"``, ``"timer"``).
+
+    What it sent or wrote is discarded; it re-executes once the wait is
+    satisfied.
+    """
+
+    position: int = 0
+    wait: str = ""
+    key: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestEvent(WorkflowEvent):
+    """A handler asked a question (``ctx.request``); answer with ``respond``."""
+
+    request_id: str = ""
+    payload: Any = None
+    response_type: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class OutputEvent(WorkflowEvent):
     """A value passed to ``ctx.yield_output``, published once committed."""
 

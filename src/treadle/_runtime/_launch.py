@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from treadle._durable._checkpoint import RestoredRun
     from treadle._durable._store import Store
-    from treadle._runtime._loop import EventSink
+    from treadle._runtime._barrier import EventSink
     from treadle._runtime._workflow import Workflow
 
 _NO_INPUT: Any = object()
@@ -40,6 +40,10 @@ class Launch:
         overrides: Per-run options (``max_supersteps``, ...), ``None`` = default.
         store: Where to checkpoint (``None``: the workflow's store, if any).
         keep_last: Checkpoints kept per run (``None``: the store's setting).
+        answers: Request id → answer, applied to a restored run before it
+            steps (``respond``).
+        inputs: (message, target executor or None) pairs delivered to
+            invocations waiting for session input (``send_message``).
     """
 
     message: Any = _NO_INPUT
@@ -49,6 +53,8 @@ class Launch:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     store: Store | None = None
     keep_last: int | None = None
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    inputs: tuple[tuple[Any, str | None], ...] = ()
 
 
 async def open_run(
@@ -76,6 +82,10 @@ async def open_run(
         loop = RunLoop(workflow, run_id, options, sink, pool, launch.state, checkpointer)
         if restored is not None:
             loop.restore(restored)
+            for request_id, answer in launch.answers.items():
+                loop.answer(request_id, answer)
+            for message, target in launch.inputs:
+                loop.send_input(message, target)
             if checkpointer is not None and loop.status is RunStatus.RUNNING:
                 await checkpointer.record_status(run_id, loop.status.value)
         else:

@@ -11,16 +11,22 @@ committed point as one plain value, which is what a checkpoint persists.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import (
     ExecutorFailedError,
     IterationLimitExceeded,
+    RequestError,
+    RunTimeoutError,
     TreadleError,
     WorkflowRunError,
 )
-from treadle._runtime._clock import Clock, SystemClock
+from treadle._runtime._barrier import (
+    BarrierState,
+    Checkpointing,
+    EventSink,
+    RunOptions,
+)
 from treadle._runtime._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
 from treadle._runtime._events import (
     CheckpointSaved,
@@ -35,89 +41,18 @@ from treadle._runtime._events import (
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._runner import Planned, run_superstep
 from treadle._runtime._state import commit_state, initial_state
+from treadle._runtime._waits import ScheduledMessage, WaitBook
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Callable, Mapping
 
     from treadle._durable._checkpoint import RestoredRun
     from treadle._runtime._context import WorkflowContext
-    from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._pool import ExecutorPool
     from treadle._runtime._workflow import Workflow
 
 INPUT_SOURCE = "__input__"
 """The ``source`` of the envelope that carries the run's input."""
-
-
-class EventSink(Protocol):
-    """Where a run's events go.
-
-    ``live`` sinks get events the moment they are raised, from any thread's
-    point of view via the loop; other sinks get each superstep's events at
-    its barrier, in canonical order. ``backpressure``, when set, is awaited
-    before each invocation and barrier so a slow consumer slows the run.
-    """
-
-    live: bool
-    backpressure: Callable[[], Awaitable[None]] | None
-
-    def publish(self, event: WorkflowEvent) -> None:
-        """Take one event (and number it)."""
-
-
-class Checkpointing(Protocol):
-    """What the loop needs from durability: save barriers, record statuses."""
-
-    last_checkpoint_id: str | None
-
-    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str:
-        """Persist one committed barrier; return its checkpoint id."""
-        ...
-
-    async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Persist a status that commits no superstep."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """Per-run limits and scheduling, fixed when the run starts."""
-
-    max_supersteps: int = 1000
-    max_node_iterations: int | None = None
-    max_concurrency: int | None = None
-    deterministic: bool = False
-    retry: RetryPolicy | None = None
-    clock: Clock = field(default_factory=SystemClock)
-
-    def __post_init__(self) -> None:
-        if self.max_supersteps < 1:
-            msg = f"max_supersteps must be at least 1, got {self.max_supersteps}"
-            raise ValueError(msg)
-        if self.max_node_iterations is not None and self.max_node_iterations < 1:
-            msg = f"max_node_iterations must be at least 1, got {self.max_node_iterations}"
-            raise ValueError(msg)
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            msg = f"max_concurrency must be at least 1, got {self.max_concurrency}"
-            raise ValueError(msg)
-
-
-@dataclass(frozen=True, slots=True)
-class BarrierState:
-    """Everything one barrier committed: the content of a checkpoint.
-
-    All fields are values the loop never mutates after the barrier, so this
-    object may be kept, compared or persisted while the run goes on.
-    """
-
-    run_id: str
-    superstep: int
-    status: RunStatus
-    pending: Mapping[str, tuple[Envelope, ...]]
-    fan_in_buffers: tuple[FanInBuffer, ...]
-    state: Mapping[str, Any]
-    iterations: Mapping[str, int]
-    outputs: tuple[Any, ...]
 
 
 class RunLoop:
@@ -146,6 +81,7 @@ class RunLoop:
         self.fan_in_buffers: tuple[FanInBuffer, ...] = tuple({} for _ in workflow.router.fan_ins)
         self.iterations: dict[str, int] = {}
         self.outputs: list[Any] = []
+        self.waits = WaitBook()
         self.error: TreadleError | None = None
         self.pool = pool
         self.checkpointer = checkpointer
@@ -162,6 +98,7 @@ class RunLoop:
         )
         self._loop = asyncio.get_running_loop()
         self.clock = options.clock
+        self.deadline_at = self.clock.now() + options.timeout if options.timeout else None
 
     # -- events ---------------------------------------------------------------
     def _discard(self, event: WorkflowEvent) -> None:
@@ -192,26 +129,41 @@ class RunLoop:
             self.publish(StatusChanged(run_id=self.run_id, superstep=0, status=RunStatus.RUNNING))
 
     async def run_to_end(self) -> RunResult:
-        """Run supersteps until the run is no longer ``RUNNING``."""
-        while await self.step():
-            pass
-        return self.result()
+        """Run supersteps until the run rests or ends.
+
+        With ``sleep_through_timers`` a ``WAITING`` run sleeps on the clock
+        until its next timer (or its deadline) and goes on, instead of
+        returning.
+        """
+        while True:
+            while await self.step():
+                pass
+            wake = self.waits.next_wake_at()
+            if not (self.options.sleep_through_timers and self.status is RunStatus.WAITING):
+                return self.result()
+            assert wake is not None  # noqa: S101 - WAITING means a timer is pending
+            await self.clock.sleep_until(min(wake, self.deadline_at or wake))
+            self._set_status(RunStatus.RUNNING)
 
     async def step(self) -> bool:
-        """Run one superstep and its barrier; ``False`` once nothing is left.
+        """Run one superstep and its barrier; ``False`` once the run rests or ends.
 
         Raises:
-            WorkflowRunError: the superstep failed; the run is ``FAILED``.
+            WorkflowRunError: the superstep failed (or the run passed its
+                deadline); the run is ``FAILED``.
             DurabilityError: the barrier could not be checkpointed; the run
                 is ``FAILED`` and resumes from the previous checkpoint.
         """
         if self.status is not RunStatus.RUNNING:
             return False
-        if not self.pending:
-            await self._conclude(self._final_status())
-            return False
         superstep = self.superstep + 1
+        self._wake_due()
         try:
+            self._check_deadline(superstep)
+            if not self.pending:
+                # Restored and still resting: its last checkpoint says it all.
+                self._set_status(self._resting_status())
+                return False
             plan = self._plan(superstep)
             contexts = await run_superstep(self, superstep, plan)
             if self.backpressure is not None:
@@ -224,12 +176,38 @@ class RunLoop:
         except asyncio.CancelledError:
             await self.cancel()
             raise
-        status = self._final_status() if not self.pending else RunStatus.RUNNING
+        status = self._resting_status() if not self.pending else RunStatus.RUNNING
         await self._conclude(status)
         return status is RunStatus.RUNNING
 
-    def _final_status(self) -> RunStatus:
+    def _resting_status(self) -> RunStatus:
+        """Where a run with no message pending stands."""
+        if self.waits.awaits_input:
+            return RunStatus.AWAITING_INPUT
+        if self.waits:
+            return RunStatus.WAITING
         return RunStatus.STALLED if any(self.fan_in_buffers) else RunStatus.COMPLETED
+
+    def _wake_due(self) -> bool:
+        """Deliver the timers and scheduled messages that have fallen due."""
+        if not self.waits:
+            return False
+        due = self.waits.take_due(self.clock.now())
+        for executor_id, envelope in due:
+            self.deliver(executor_id, envelope)
+        return bool(due)
+
+    def deliver(self, executor_id: str, envelope: Envelope) -> None:
+        """Add a message to the next superstep's inbox, in stamp order."""
+        box = self.pending.setdefault(executor_id, [])
+        box.append(envelope)
+        if len(box) > 1:
+            box.sort(key=lambda e: e.stamp)
+
+    def _check_deadline(self, superstep: int) -> None:
+        deadline = self.deadline_at
+        if deadline is not None and self.clock.now() >= deadline:
+            raise RunTimeoutError(self.run_id, deadline, superstep)
 
     async def _conclude(self, status: RunStatus) -> None:
         """Checkpoint the barrier (with its resulting status), then announce it."""
@@ -294,7 +272,15 @@ class RunLoop:
     def _commit(
         self, superstep: int, plan: list[Planned], contexts: list[WorkflowContext[Any]]
     ) -> None:
-        """The barrier: compute everything, then assign everything."""
+        """The barrier: compute everything, then assign everything.
+
+        Suspended invocations commit nothing but their suspension; their
+        events are still published (they did happen).
+        """
+        everything = contexts
+        suspended = [c.suspension for c in contexts if c.suspension is not None]
+        if suspended:
+            contexts = [c for c in contexts if c.suspension is None]
         writes = [(c.executor_id, c._state.ops) for c in contexts if c._state is not None]
         state = (
             commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
@@ -311,17 +297,22 @@ class RunLoop:
         self.state = state
         self.pending = inboxes
         self.fan_in_buffers = buffers
+        if suspended:
+            self.waits.suspended.extend(suspended)
+        for ctx in contexts:
+            if ctx._scheduled:
+                self._schedule(superstep, ctx)
         iterations = self.iterations
         for executor, _, inbox in plan:
             iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
         outputs = self.outputs
         listening = self.listening
         publish = self.publish
-        for ctx in contexts:
+        for ctx in everything:
             if ctx._events:
                 for event in ctx._events:
                     publish(event)
-            if ctx._outputs:
+            if ctx._outputs and ctx.suspension is None:
                 outputs.extend(ctx._outputs)
                 if listening:
                     for value in ctx._outputs:
@@ -341,6 +332,42 @@ class RunLoop:
         if self.status is RunStatus.RUNNING:
             self._set_status(RunStatus.CANCELLED)
             await self._record_status(RunStatus.CANCELLED)
+
+    def _schedule(self, superstep: int, ctx: WorkflowContext[Any]) -> None:
+        first = len(ctx._outbox)  # stamps continue the invocation's send sequence
+        for offset, (due, target, payload) in enumerate(ctx._scheduled):
+            stamp = (superstep, ctx.rank, ctx.position, first + offset)
+            envelope = Envelope(stamp, ctx.executor_id, payload)
+            self.waits.scheduled.append(ScheduledMessage(due, target, envelope))
+
+    # -- answers from outside ------------------------------------------------------
+    def type_name(self, cls: type) -> str:
+        """The name a request's response type is stored under."""
+        return self.workflow.response_type_name(cls)
+
+    def answer(self, request_id: str, value: Any) -> None:
+        """Apply the answer to a pending request (validated), before stepping.
+
+        Raises:
+            UnknownRequestError: no such request is waiting.
+            InvalidResponseError: the answer does not have the asked type.
+        """
+        suspension = self.waits.find_request(request_id)
+        checked = self.workflow.validate_response(request_id, suspension.wait.response_type, value)
+        self.deliver(*self.waits.answer(suspension, checked))
+
+    def send_input(self, message: Any, target: str | None = None) -> None:
+        """Deliver a session message to the invocation waiting for input.
+
+        Raises:
+            RequestError: nothing in the run waits for input.
+        """
+        suspension = self.waits.input_waiter(target)
+        if suspension is None:
+            where = f"executor {target!r} of run" if target else "run"
+            msg = f"{where} {self.run_id!r} is not waiting for input ({self.status.value})"
+            raise RequestError(msg)
+        self.deliver(*self.waits.answer(suspension, message))
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         if self.listening and not self.live and isinstance(error, ExecutorFailedError):
@@ -377,6 +404,10 @@ class RunLoop:
             state=self.state,
             iterations=dict(self.iterations),
             outputs=tuple(self.outputs),
+            waits=WaitBook(
+                list(self.waits.suspended), list(self.waits.scheduled), set(self.waits.answered)
+            ),
+            deadline_at=self.deadline_at,
         )
 
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
@@ -394,6 +425,8 @@ class RunLoop:
             superstep=self.superstep,
             events=events if events is not None else [],
             stalled=stalled,
+            pending_requests=self.waits.pending_requests(),
+            wake_at=self.waits.next_wake_at(),
             last_checkpoint_id=(
                 self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
             ),
@@ -408,6 +441,12 @@ class RunLoop:
         self.fan_in_buffers = restored.fan_in_buffers
         self.iterations = dict(restored.iterations)
         self.outputs = list(restored.outputs)
+        self.waits = WaitBook(
+            list(restored.waits.suspended),
+            list(restored.waits.scheduled),
+            set(restored.waits.answered),
+        )
+        self.deadline_at = restored.deadline_at
         self.pool.restore(restored.snapshots)
         if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
             self.status = RunStatus(restored.status)  # nothing left to run

@@ -9,12 +9,63 @@ that checkpoints keep of executors with per-run fields.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from treadle._exceptions import ExecutorInUseError
 from treadle._graph._executor import Executor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorNode:
+    """One executor of the graph: its rank, and how a run gets an instance.
+
+    ``prototype`` answers questions about handlers; with a ``factory`` each
+    run calls it for a fresh instance, without one the prototype is shared.
+    """
+
+    id: str
+    rank: int
+    prototype: Executor
+    factory: Callable[[], Executor] | None
+
+
+class InstanceClaims:
+    """Which run holds each non-shareable instance given directly to the builder.
+
+    Instances keep fields between messages, so two concurrent runs sharing
+    one would corrupt each other: a second run that needs one is refused.
+    """
+
+    __slots__ = ("_busy", "_exclusive")
+
+    def __init__(self, exclusive: Iterable[str]) -> None:
+        self._exclusive = tuple(exclusive)
+        self._busy: dict[str, str] = {}
+
+    def claim(self, run_id: str) -> Callable[[], None]:
+        """Claim every exclusive instance for ``run_id``; return the release.
+
+        Raises:
+            ExecutorInUseError: one is busy in another run (nothing is claimed).
+        """
+        for executor_id in self._exclusive:
+            holder = self._busy.get(executor_id)
+            if holder is not None:
+                raise ExecutorInUseError(executor_id, holder)
+        for executor_id in self._exclusive:
+            self._busy[executor_id] = run_id
+        claimed = list(self._exclusive)
+
+        def release() -> None:
+            for executor_id in claimed:
+                self._busy.pop(executor_id, None)
+            claimed.clear()
+
+        return release
 
 
 class ExecutorPool:
@@ -30,6 +81,18 @@ class ExecutorPool:
         self._instances: dict[str, Executor] = dict(shared)
         self._factories = factories
         self._snapshotting: list[Executor] | None = None
+
+    @classmethod
+    def for_nodes(cls, nodes: Iterable[ExecutorNode]) -> ExecutorPool:
+        """A pool for one run: shared prototypes and per-run factories."""
+        shared: dict[str, Executor] = {}
+        factories: dict[str, Callable[[], Executor]] = {}
+        for node in nodes:
+            if node.factory is None:
+                shared[node.id] = node.prototype
+            else:
+                factories[node.id] = node.factory
+        return cls(shared, factories)
 
     def get(self, executor_id: str) -> Executor:
         """The run's instance of an executor, built on first use."""

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from treadle._exceptions import TreadleError
     from treadle._runtime._delivery import StalledFanIn
     from treadle._runtime._events import WorkflowEvent
+    from treadle._runtime._waits import PendingRequest
 
 
 class RunStatus(enum.StrEnum):
@@ -48,7 +49,8 @@ class RunResult:
         state: The committed shared state.
         superstep: The last committed superstep.
         stalled: For a ``STALLED`` run, each fan-in and the sources it lacks.
-        pending_requests: Requests waiting for an answer.
+        pending_requests: Requests waiting for an answer (``PendingRequest``).
+        wake_at: For a ``WAITING`` run, when its next timer fires.
         last_checkpoint_id: The newest checkpoint, when a store is configured.
         error: For a ``FAILED`` run, the error that failed it.
     """
@@ -60,7 +62,8 @@ class RunResult:
     superstep: int
     events: list[WorkflowEvent] = field(default_factory=list)
     stalled: list[StalledFanIn] = field(default_factory=list)
-    pending_requests: list[Any] = field(default_factory=list)
+    pending_requests: list[PendingRequest] = field(default_factory=list)
+    wake_at: float | None = None
     last_checkpoint_id: str | None = None
     error: TreadleError | None = None
 

@@ -23,8 +23,15 @@ from typing import TYPE_CHECKING
 from treadle._exceptions import ExecutorFailedError, HandlerTimeoutError, RoutingError
 from treadle._runtime._clock import sleep_for
 from treadle._runtime._context import WorkflowContext
-from treadle._runtime._events import ExecutorCompleted, ExecutorFailed, ExecutorInvoked
+from treadle._runtime._events import (
+    ExecutorCompleted,
+    ExecutorFailed,
+    ExecutorInvoked,
+    ExecutorSuspended,
+    RequestEvent,
+)
 from treadle._runtime._policies import NO_RETRY
+from treadle._runtime._waits import Suspend, Suspension
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -92,7 +99,7 @@ async def _drain(
         for position, envelope in enumerate(inbox):
             ctx = await _invoke(run, superstep, executor, rank, position, envelope, earlier)
             contexts.append(ctx)
-            if ctx._state is not None and ctx._state.ops:
+            if ctx._state is not None and ctx._state.ops and ctx.suspension is None:
                 earlier.append(ctx._state.ops)
         return contexts
     slots = asyncio.Semaphore(executor.concurrency)
@@ -102,7 +109,7 @@ async def _drain(
         async with slots:
             ctx = await _invoke(run, superstep, executor, rank, position, envelope, earlier)
         done[position] = ctx
-        if ctx._state is not None and ctx._state.ops:
+        if ctx._state is not None and ctx._state.ops and ctx.suspension is None:
             earlier.append(ctx._state.ops)
 
     async with asyncio.TaskGroup() as group:
@@ -135,7 +142,7 @@ async def _invoke(
     attempt = 1
     while True:
         ctx: WorkflowContext[object] = WorkflowContext(
-            run, executor_id, rank, position, superstep, envelope.handoff, earlier
+            run, executor_id, rank, position, superstep, envelope, earlier
         )
         ctx._events = carried
         if run.backpressure is not None:
@@ -155,6 +162,31 @@ async def _invoke(
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
                 raise RoutingError(msg)  # noqa: TRY301 - reported like a handler error
             await _call_bounded(run, executor, spec, payload, ctx, timeout)
+        except Suspend as suspend:
+            ctx.suspension = Suspension(executor_id, envelope, ctx._journal, suspend.wait)
+            if listening:
+                ctx.emit(
+                    ExecutorSuspended(
+                        run_id=run.run_id,
+                        superstep=superstep,
+                        executor_id=executor_id,
+                        position=position,
+                        wait=suspend.wait.kind,
+                        key=suspend.wait.key,
+                    )
+                )
+                if suspend.wait.kind == "request":
+                    ctx.emit(
+                        RequestEvent(
+                            run_id=run.run_id,
+                            superstep=superstep,
+                            executor_id=executor_id,
+                            request_id=suspend.wait.key,
+                            payload=suspend.wait.payload,
+                            response_type=suspend.wait.response_type,
+                        )
+                    )
+            return ctx
         except Exception as error:
             retrying = policy.should_retry(error, attempt)
             if listening and (retrying or run.live):  # a batch reports the final failure itself

@@ -10,7 +10,6 @@ concurrent run that would use one is refused.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._checkpoint import CheckpointCodec
@@ -18,11 +17,13 @@ from treadle._durable._graph_description import describe_graph, fingerprint
 from treadle._durable._registry import TypeRegistry
 from treadle._durable._runs import RunHistory, fork_run, load_restored, run_history
 from treadle._durable._serialization import JsonSerializer
-from treadle._exceptions import ExecutorInUseError, TreadleError, WorkflowRunError
-from treadle._graph._edges import Edge, edge_sources, edge_targets
+from treadle._exceptions import RequestError, TreadleError, WorkflowRunError
+from treadle._graph._cycles import cycle_members
+from treadle._runtime._answers import response_type_name, validate_response
+from treadle._runtime._barrier import RunOptions
 from treadle._runtime._launch import Launch, open_run
-from treadle._runtime._loop import RunOptions
-from treadle._runtime._pool import ExecutorPool
+from treadle._runtime._pool import ExecutorNode, ExecutorPool, InstanceClaims
+from treadle._runtime._result import RunStatus
 from treadle._runtime._routing import Router
 from treadle._runtime._stream import EventBatch, ExecutionMode, WorkflowStream
 from treadle._runtime._sync import SyncEventStream, run_in_thread
@@ -32,24 +33,11 @@ if TYPE_CHECKING:
 
     from treadle._durable._serialization import Serializer
     from treadle._durable._store import Store
+    from treadle._graph._edges import Edge
     from treadle._graph._executor import Executor
     from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
     from treadle._runtime._state import StateKey
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorNode:
-    """One executor of the graph: its rank, and how a run gets an instance.
-
-    ``prototype`` answers questions about handlers; with a ``factory`` each
-    run calls it for a fresh instance, without one the prototype is shared.
-    """
-
-    id: str
-    rank: int
-    prototype: Executor
-    factory: Callable[[], Executor] | None
 
 
 class Workflow:
@@ -81,9 +69,10 @@ class Workflow:
         self._nodes = {node.id: node for node in nodes}
         self.ranks: Mapping[str, int] = {node.id: node.rank for node in nodes}
         self.router = Router(self.edges, self._can_handle)
-        self._loops = _strongly_connected(self.ranks, self.edges)
-        self._exclusive = tuple(n for n in nodes if n.factory is None and not n.prototype.shareable)
-        self._busy: dict[str, str] = {}
+        self._loops = cycle_members(self.ranks, self.edges)
+        self._claims = InstanceClaims(
+            n.id for n in nodes if n.factory is None and not n.prototype.shareable
+        )
         self.store = store
         self._serializer = serializer
         self._checkpoint_key = checkpoint_key
@@ -91,6 +80,7 @@ class Workflow:
         self._description: dict[str, Any] | None = None
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None
+        self._registry: TypeRegistry | None = None
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
@@ -136,21 +126,34 @@ class Workflow:
         return self._fingerprint
 
     @property
+    def type_registry(self) -> TypeRegistry:
+        """The allowlist: classes named by handler annotations, plus registered ones."""
+        if self._registry is None:
+            registry = TypeRegistry()
+            for node in self._nodes.values():
+                for spec in node.prototype.handler_specs():
+                    for annotation in spec.annotations:
+                        registry.register_annotation(annotation)
+            for cls in self._types:
+                registry.register(cls)
+            self._registry = registry
+        return self._registry
+
+    @property
     def codec(self) -> CheckpointCodec:
         """Encodes this workflow's checkpoints, with its type allowlist."""
         if self._codec is None:
-            serializer = self._serializer
-            if serializer is None:
-                registry = TypeRegistry()
-                for node in self._nodes.values():
-                    for spec in node.prototype.handler_specs():
-                        for annotation in spec.annotations:
-                            registry.register_annotation(annotation)
-                for cls in self._types:
-                    registry.register(cls)
-                serializer = JsonSerializer(registry)
+            serializer = self._serializer or JsonSerializer(self.type_registry)
             self._codec = CheckpointCodec(serializer, self._checkpoint_key)
         return self._codec
+
+    def response_type_name(self, cls: type) -> str:
+        """The stored name of a ``ctx.request`` response type (see ``_answers``)."""
+        return response_type_name(self.type_registry, cls)
+
+    def validate_response(self, request_id: str, type_name: str | None, value: Any) -> Any:
+        """An answer checked against the type its request asked for."""
+        return validate_response(self.type_registry, request_id, type_name, value)
 
     def store_for(self, store: Store | None) -> Store:
         """The store a runner method uses: the one given, else the workflow's."""
@@ -179,6 +182,8 @@ class Workflow:
             deterministic=bool(overrides.get("deterministic") or d.deterministic),
             retry=d.retry,
             clock=pick("clock", d.clock),
+            timeout=pick("timeout", d.timeout),
+            sleep_through_timers=bool(overrides.get("sleep_through_timers")),
         )
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
@@ -187,24 +192,8 @@ class Workflow:
         Raises:
             ExecutorInUseError: a non-shareable instance serves another run.
         """
-        claimed: list[str] = []
-        for node in self._exclusive:
-            holder = self._busy.get(node.id)
-            if holder is not None:
-                self._release(claimed)
-                raise ExecutorInUseError(node.id, holder)
-            self._busy[node.id] = run_id
-            claimed.append(node.id)
-        pool = ExecutorPool(
-            {n.id: n.prototype for n in self._nodes.values() if n.factory is None},
-            {n.id: n.factory for n in self._nodes.values() if n.factory is not None},
-        )
-        return pool, lambda: self._release(claimed)
-
-    def _release(self, claimed: list[str]) -> None:
-        for executor_id in claimed:
-            self._busy.pop(executor_id, None)
-        claimed.clear()
+        release = self._claims.claim(run_id)
+        return ExecutorPool.for_nodes(self._nodes.values()), release
 
     async def run(
         self,
@@ -220,8 +209,9 @@ class Workflow:
         max_concurrency: int | None = None,
         deterministic: bool = False,
         clock: Clock | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline, not asyncio's
     ) -> RunResult:
-        """Run to the end and return the result.
+        """Run until the run ends or rests, and return the result.
 
         Args:
             message: The input, delivered to the start executor in superstep 1.
@@ -240,20 +230,30 @@ class Workflow:
                 rank order, for reproducible side effects.
             clock: Where timers, backoff and timeouts read the time (default:
                 the workflow's, else the system clock).
+            timeout: The run's wall-clock deadline in seconds, stored with it
+                and enforced across restarts (``RunTimeoutError``).
+
+        A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
+        for requests and session input, ``WAITING`` for timers when it has a
+        store (a ``Runtime`` or ``resume`` continues it). Without a store
+        there is nothing to resume from, so it sleeps through its timers.
 
         Raises:
             WorkflowRunError: The run failed; ``error.result`` has what was
                 committed before the failing superstep.
         """
+        overrides = _overrides(
+            max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
+        )
+        overrides["timeout"] = timeout
+        overrides["sleep_through_timers"] = (store or self.store) is None
         launch = Launch(
             message=message,
             run_id=run_id,
             state=state,
             store=store,
             keep_last=keep_last,
-            overrides=_overrides(
-                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
-            ),
+            overrides=overrides,
         )
         return await self._drive(launch, record_events=record_events)
 
@@ -383,6 +383,80 @@ class Workflow:
         chosen = self.store_for(store)
         return await fork_run(self, chosen, run_id, checkpoint_id, state_patch, new_run_id)
 
+    async def respond(
+        self,
+        run_id: str,
+        responses: Mapping[str, Any],
+        *,
+        store: Store | None = None,
+        record_events: bool = True,
+        clock: Clock | None = None,
+    ) -> RunResult:
+        """Answer pending requests of a stored run and continue it.
+
+        Every answer is checked first (the request must be waiting, the value
+        must have the asked type); if any is refused nothing changes.
+
+        Raises:
+            UnknownRequestError: a request id is not waiting (unknown, or
+                answered already).
+            InvalidResponseError: an answer has the wrong type.
+        """
+        if not responses:
+            msg = "respond() needs at least one {request_id: answer}"
+            raise ValueError(msg)
+        return await self._continue(run_id, store, record_events, clock, answers=dict(responses))
+
+    async def send_message(
+        self,
+        run_id: str,
+        message: Any,
+        *,
+        target: str | None = None,
+        store: Store | None = None,
+        record_events: bool = True,
+        clock: Clock | None = None,
+    ) -> RunResult:
+        """Deliver the next message of a session to a stored run and continue it.
+
+        It goes to the invocation waiting in ``ctx.wait_for_input()`` (the
+        first in delivery order, or the one of executor ``target``).
+
+        Raises:
+            RequestError: the run is not waiting for input.
+        """
+        return await self._continue(
+            run_id, store, record_events, clock, inputs=((message, target),)
+        )
+
+    async def _continue(
+        self,
+        run_id: str,
+        store: Store | None,
+        record_events: bool,
+        clock: Clock | None,
+        **changes: Any,
+    ) -> RunResult:
+        chosen = self.store_for(store)
+        restored = await load_restored(self, chosen, run_id, None)
+        overrides = _overrides(None, None, None, deterministic=False, clock=clock)
+        launch = Launch(restored=restored, store=chosen, overrides=overrides, **changes)
+        return await self._drive(launch, record_events=record_events)
+
+    async def cancel(self, run_id: str, *, store: Store | None = None) -> None:
+        """Cancel a stored run that is resting (waiting or awaiting input).
+
+        Its last checkpoint stays intact; it is never invoked again (timer
+        services skip it, and ``resume`` refuses it). To cancel a run that
+        is executing in this process, cancel its task or its stream.
+        """
+        chosen = self.store_for(store)
+        row = await chosen.get_run(run_id)
+        if RunStatus(row.status) in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STALLED):
+            msg = f"run {run_id!r} has ended ({row.status}); there is nothing to cancel"
+            raise RequestError(msg)
+        await chosen.set_status(run_id, RunStatus.CANCELLED.value)
+
     async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
         """A stored run's checkpoints, oldest first, with its lineage (time travel)."""
         return await run_history(self.store_for(store), run_id)
@@ -410,57 +484,3 @@ def _overrides(
         "deterministic": deterministic,
         "clock": clock,
     }
-
-
-def _strongly_connected(
-    ranks: Mapping[str, int], edges: Sequence[Edge]
-) -> dict[str, tuple[str, ...]]:
-    """Map each executor on a cycle to the members of its cycle (Tarjan)."""
-    successors: dict[str, set[str]] = {node: set() for node in ranks}
-    for edge in edges:
-        for source in edge_sources(edge):
-            successors[source].update(edge_targets(edge))
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    result: dict[str, tuple[str, ...]] = {}
-    counter = 0
-    for root in ranks:
-        if root in index:
-            continue
-        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(successors[root])))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(successors[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component: list[str] = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in successors[node]:
-                    members = tuple(sorted(component, key=ranks.__getitem__))
-                    for member in component:
-                        result[member] = members
-    return result
