@@ -150,3 +150,24 @@ async def test_events_raised_from_a_worker_thread_reach_the_stream():
         kinds = [type(e).__name__ for e in [e async for e in events]]
     assert "ProgressEvent" in kinds
     assert "CustomEvent" in kinds
+
+
+async def test_ints_reach_float_handlers_but_an_exact_handler_wins():
+    @executor
+    async def halve(x: float, ctx: WorkflowContext) -> None:
+        ctx.yield_output(x / 2)
+
+    assert (await WorkflowBuilder(start=halve).build().run(3)).outputs == [1.5]
+
+    class Both(Executor):
+        @handler
+        async def on_float(self, x: float, ctx: WorkflowContext) -> None:
+            ctx.yield_output("float")
+
+        @handler
+        async def on_int(self, x: int, ctx: WorkflowContext) -> None:
+            ctx.yield_output("int")
+
+    wf = WorkflowBuilder(start=Both).build()
+    assert (await wf.run(1)).outputs == ["int"]
+    assert (await wf.run(1.0)).outputs == ["float"]

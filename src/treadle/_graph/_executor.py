@@ -24,7 +24,7 @@ from typing import (
     overload,
 )
 
-from treadle._graph._typing import resolve_hints, runtime_classes
+from treadle._graph._typing import promotions, resolve_hints, runtime_classes
 
 if TYPE_CHECKING:
     from treadle._runtime._context import WorkflowContext
@@ -269,7 +269,7 @@ class Executor:
             for candidate in self.handler_specs():
                 for accepted in candidate.accepts:
                     by_type.setdefault(accepted, candidate)
-            for klass in message_type.__mro__:
+            for klass in (*message_type.__mro__, *promotions(message_type)):
                 if klass in by_type:
                     spec = by_type[klass]
                     break
@@ -325,7 +325,8 @@ class FunctionExecutor(Executor):
         spec = self._own_cache.get(message_type)
         if spec is None:
             accepts = self._spec.accepts
-            if not any(klass in accepts for klass in message_type.__mro__):
+            candidates = (*message_type.__mro__, *promotions(message_type))
+            if not any(klass in accepts for klass in candidates):
                 return None
             spec = self._own_cache[message_type] = self._spec
         return spec

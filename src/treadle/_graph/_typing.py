@@ -62,8 +62,26 @@ def resolve_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         raise TypeError(msg) from exc
 
 
+def promotions(message_type: type) -> tuple[type, ...]:
+    """Classes a message may also be handled as, per PEP 484's numeric tower.
+
+    An ``int`` is acceptable where a ``float`` is annotated, and both where a
+    ``complex`` is; these are tried only after the message's own MRO, so an
+    exact handler always wins.
+    """
+    if issubclass(message_type, int):
+        return (float, complex)
+    if issubclass(message_type, float):
+        return (complex,)
+    return ()
+
+
 def accepts_any_of(accepted: tuple[type, ...], offered: tuple[type, ...]) -> bool:
     """Whether some offered class can be handled by some accepted class."""
     if object in accepted or object in offered:
         return True
-    return any(issubclass(o, a) or issubclass(a, o) for o in offered for a in accepted)
+    return any(
+        issubclass(o, a) or issubclass(a, o) or a in promotions(o)
+        for o in offered
+        for a in accepted
+    )

@@ -1,0 +1,195 @@
+"""Durable waits across processes and restarts, on real SQLite files."""
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from treadle import RunStatus, Runtime, RunTimeoutError, WorkflowBuilder, WorkflowContext, executor
+from treadle.stores import SqliteStore
+from treadle.testing import FakeClock
+
+HERE = Path(__file__).parent
+
+
+class App:
+    """Drives long_running_app.py in subprocesses sharing files and a clock."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.store = tmp_path / "runs.sqlite"
+        self.side = tmp_path / "side.sqlite"
+        self.clock = tmp_path / "clock"
+        self.set_time(1_000_000.0)
+
+    def set_time(self, now: float) -> None:
+        self.clock.write_text(repr(now))
+
+    def argv(self, *args: str) -> list[str]:
+        script = str(HERE / "long_running_app.py")
+        paths = (str(self.store), str(self.side), str(self.clock))
+        return [sys.executable, script, *paths, *args]
+
+    def run(self, *args: str) -> tuple[int, list[str]]:
+        done = subprocess.run(
+            self.argv(*args), capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode in (0, 2), done.stderr
+        return done.returncode, done.stdout.strip().splitlines()
+
+    def run_then_kill(self, *args: str) -> list[dict]:
+        """Run until the app says it is idle, then SIGKILL it; return its reports."""
+        with subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            reports = []
+            for line in child.stdout:
+                if line.strip() == "idle":
+                    break
+                reports.append(json.loads(line))
+            os.kill(child.pid, signal.SIGKILL)
+            child.communicate()
+        return reports
+
+    def side_events(self, kind: str) -> int:
+        with sqlite3.connect(self.side) as db:
+            db.execute("CREATE TABLE IF NOT EXISTS events (kind TEXT, detail TEXT)")
+            return db.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0]
+
+
+@pytest.mark.integration
+def test_a_question_asked_in_one_process_is_answered_in_another(tmp_path):
+    app = App(tmp_path)
+    code, lines = app.run("hitl-start", "r1")
+    asked = json.loads(lines[0])
+    assert asked["status"] == "awaiting_input"
+    (request_id,) = asked["requests"]
+    # The first process has exited. A new one answers with the wrong type...
+    code, lines = app.run("hitl-answer", "r1", request_id, json.dumps("yes"))
+    assert code == 2
+    assert lines[0].startswith(f"refused: InvalidResponseError: request {request_id!r}")
+    # ... an unknown id ...
+    code, lines = app.run(
+        "hitl-answer", "r1", "req-000000000000", json.dumps({"approve": True, "note": ""})
+    )
+    assert (code, lines[0].split(":")[1].strip()) == (2, "UnknownRequestError")
+    # ... then properly, which completes the run.
+    answer = json.dumps({"approve": True, "note": "fine by legal"})
+    code, lines = app.run("hitl-answer", "r1", request_id, answer)
+    assert json.loads(lines[0]) == {
+        "status": "completed",
+        "outputs": ["contract.pdf: approved (fine by legal)"],
+        "requests": [],
+    }
+    # Answering twice is refused.
+    code, lines = app.run("hitl-answer", "r1", request_id, answer)
+    assert code == 2
+    assert "was answered already" in lines[0]
+
+
+@pytest.mark.integration
+def test_a_job_submitted_in_a_step_is_submitted_once_across_kills_between_polls(tmp_path):
+    app = App(tmp_path)
+    now = 1_000_000.0
+    (first,) = app.run_then_kill("poll-start", "p1")
+    assert first["status"] == "waiting"
+    wakes = 0
+    while True:
+        now += 3600  # well past any backoff
+        app.set_time(now)
+        reports = app.run_then_kill("poll-wake")  # a fresh process each time, killed after
+        wakes += 1
+        assert len(reports) == 1
+        if reports[0]["status"] == "completed":
+            break
+        assert reports[0]["status"] == "waiting"
+    assert reports[0]["outputs"] == ["job-video done after 5 polls"]
+    assert app.side_events("submit") == 1
+    assert app.side_events("poll") == 5
+    assert wakes == 4
+
+
+@executor
+async def nap(seconds: float, ctx: WorkflowContext) -> None:
+    due = await ctx.step("due", lambda: ctx_clock().now() + seconds)
+    await ctx.sleep(seconds)
+    WOKEN.append((ctx.run_id, ctx_clock().now(), due))
+
+
+WOKEN: list[tuple[str, float, float]] = []
+CLOCK = FakeClock(start=0.0)
+
+
+def ctx_clock() -> FakeClock:
+    return CLOCK
+
+
+async def test_a_thousand_timers_wake_exactly_once_never_early_across_three_restarts(tmp_path):
+    WOKEN.clear()
+    path = tmp_path / "runs.sqlite"
+    rng = random.Random(7)
+
+    def make() -> tuple[SqliteStore, Runtime]:
+        store = SqliteStore(path)
+        workflow = WorkflowBuilder(start=nap, name="naps", store=store, clock=CLOCK).build()
+        return store, Runtime(store, [workflow], clock=CLOCK)
+
+    store, runtime = make()
+    delays = {f"n{i}": rng.uniform(1, 4000) for i in range(1000)}
+    for run_id, delay in delays.items():
+        result = await runtime.start("naps", delay, run_id=run_id, record_events=False)
+        assert result.status is RunStatus.WAITING
+    # Three restarts: each time the old runtime and its store go away and a
+    # new one on the same file takes over the timers the old one set.
+    for until in (1000.0, 2500.0, 3999.0, 4001.0):
+        await CLOCK.advance_to(until)
+        await runtime.wake_due()
+        await store.close()
+        store, runtime = make()
+    await store.close()
+    woken = {run_id: (at, due) for run_id, at, due in WOKEN}
+    assert len(WOKEN) == 1000, "a timer woke twice, or not at all"
+    assert set(woken) == set(delays)
+    for run_id, (at, due) in woken.items():
+        assert at >= due, f"{run_id} woke early"
+
+
+async def test_a_run_deadline_fails_a_run_waiting_on_a_later_timer_across_a_restart(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    clock = FakeClock(start=0.0)
+
+    @executor
+    async def slow_nap(seconds: float, ctx: WorkflowContext) -> None:
+        await ctx.sleep(seconds)
+        ctx.yield_output("woke")
+
+    def make():
+        store = SqliteStore(path)
+        workflow = WorkflowBuilder(start=slow_nap, name="sla", store=store, clock=clock).build()
+        return store, Runtime(store, [workflow], clock=clock)
+
+    store, runtime = make()
+    resting = await runtime.start("sla", 7200, run_id="r1", timeout=3600)
+    assert resting.status is RunStatus.WAITING
+    await store.close()
+    store, runtime = make()  # the process that set the deadline is gone
+    await clock.advance_to(3599)
+    assert await runtime.wake_due() == []
+    await clock.advance_to(3600)
+    (failed,) = await runtime.wake_due()
+    assert failed.status is RunStatus.FAILED
+    assert isinstance(failed.error, RunTimeoutError)
+    row = await store.get_run("r1")
+    assert row.status == "failed"
+    assert "deadline" in (row.error or "")
+    await store.close()
+
+
+def test_runtime_refuses_two_workflows_with_one_name():
+    wf = WorkflowBuilder(start=nap, name="same").build()
+    with pytest.raises(ValueError, match="two workflows are named 'same'"):
+        Runtime(None, [wf, wf])  # type: ignore[arg-type]

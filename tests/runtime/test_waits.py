@@ -1,0 +1,345 @@
+"""Durable waits in one process: requests, sessions, timers, polling, journals."""
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass
+
+import pytest
+
+from treadle import (
+    Executor,
+    ExponentialBackoff,
+    InvalidResponseError,
+    JournalMismatchError,
+    PollTimeout,
+    RequestError,
+    RequestEvent,
+    RunCancelledError,
+    RunStatus,
+    UnknownRequestError,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+)
+from treadle.stores import MemoryStore
+from treadle.testing import FakeClock
+
+
+@dataclass(frozen=True)
+class Approval:
+    approved: bool
+    reviewer: str
+
+
+def approval_workflow(store, submissions: list):
+    @executor
+    async def review(doc: str, ctx: WorkflowContext) -> None:
+        ctx.state.set("seen", doc)  # discarded while suspended, committed at the end
+        ticket = await ctx.step("open ticket", lambda: submissions.append(doc) or len(submissions))
+        verdict = await ctx.request({"doc": doc, "ticket": ticket}, Approval)
+        ctx.yield_output((ticket, verdict.approved, verdict.reviewer))
+
+    return WorkflowBuilder(start=review, store=store).register_type(Approval).build()
+
+
+async def test_a_request_rests_the_run_until_answered_and_steps_run_once():
+    store, submissions = MemoryStore(), []
+    wf = approval_workflow(store, submissions)
+    asked = await wf.run("contract.pdf", run_id="r1")
+    assert asked.status is RunStatus.AWAITING_INPUT
+    assert asked.state == {}  # the suspended invocation's write was discarded
+    (pending,) = asked.pending_requests
+    assert (pending.executor_id, pending.payload) == (
+        "review",
+        {"doc": "contract.pdf", "ticket": 1},
+    )
+    assert pending.response_type.endswith("Approval")
+    assert [e.request_id for e in asked.events if isinstance(e, RequestEvent)] == [
+        pending.request_id
+    ]
+    assert (await store.get_run("r1")).status == "awaiting_input"
+
+    done = await wf.respond("r1", {pending.request_id: {"approved": True, "reviewer": "ann"}})
+    assert done.status is RunStatus.COMPLETED
+    assert done.outputs == [(1, True, "ann")]
+    assert done.state == {"seen": "contract.pdf"}
+    assert submissions == ["contract.pdf"], "the step ran again on re-execution"
+
+
+async def test_bad_answers_are_refused_and_change_nothing():
+    store = MemoryStore()
+    wf = approval_workflow(store, [])
+    asked = await wf.run("x", run_id="r1")
+    request_id = asked.pending_requests[0].request_id
+    with pytest.raises(InvalidResponseError, match=request_id):
+        await wf.respond("r1", {request_id: "yes please"})
+    with pytest.raises(UnknownRequestError, match="no request 'req-nope' is waiting"):
+        await wf.respond("r1", {"req-nope": {"approved": True, "reviewer": "x"}})
+    assert (await store.get_run("r1")).status == "awaiting_input"
+    await wf.respond("r1", {request_id: Approval(approved=False, reviewer="bob")})
+    with pytest.raises(UnknownRequestError, match="answered already"):
+        await wf.respond("r1", {request_id: {"approved": True, "reviewer": "x"}})
+
+
+async def test_builtin_response_types_must_match_exactly():
+    @executor
+    async def ask(q: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(await ctx.request(q, int))
+
+    store = MemoryStore()
+    wf = WorkflowBuilder(start=ask, store=store).build()
+    request_id = (await wf.run("how many?", run_id="r1")).pending_requests[0].request_id
+    for wrong in ("3", 3.0, True):
+        with pytest.raises(InvalidResponseError, match="expects int"):
+            await wf.respond("r1", {request_id: wrong})
+    assert (await wf.respond("r1", {request_id: 3})).outputs == [3]
+
+
+async def test_an_unregistered_response_type_is_a_clear_error_at_the_request():
+    @dataclass
+    class Secret:
+        code: str
+
+    @executor
+    async def ask(q: str, ctx: WorkflowContext) -> None:
+        await ctx.request(q, Secret)
+
+    wf = WorkflowBuilder(start=ask, store=MemoryStore()).build()
+    with pytest.raises(Exception) as caught:
+        await wf.run("?")
+    assert "register_type(Secret)" in str(caught.value.__cause__)
+
+
+@dataclass(frozen=True)
+class Listen:
+    pass
+
+
+class Chat(Executor):
+    """A session: reply to each message, then wait for the next one.
+
+    Replies are yielded by a completed invocation (``reply``); the waiting
+    happens in another (``listen``), so nothing is lost to suspension.
+    """
+
+    @handler
+    async def reply(self, text: str, ctx: WorkflowContext[Listen]) -> None:
+        ctx.state.update("turns", lambda n: n + 1)
+        ctx.yield_output(f"you said {text!r}")
+        ctx.send_message(Listen())
+
+    @handler
+    async def listen(self, _: Listen, ctx: WorkflowContext[str]) -> None:
+        ctx.send_message(await ctx.wait_for_input())
+
+
+async def test_three_session_rounds_give_three_replies_in_order():
+    store = MemoryStore()
+    wf = (
+        WorkflowBuilder(start=Chat, store=store)
+        .add_edge("Chat", "Chat")
+        .add_state("turns", default=0)
+        .build()
+    )
+    first = await wf.run("hello", run_id="s1")
+    assert (first.status, first.outputs) == (RunStatus.AWAITING_INPUT, ["you said 'hello'"])
+    second = await wf.send_message("s1", "how are you")
+    third = await wf.send_message("s1", "bye")
+    assert third.outputs == ["you said 'hello'", "you said 'how are you'", "you said 'bye'"]
+    assert third.state["turns"] == 3
+    assert second.status is third.status is RunStatus.AWAITING_INPUT
+
+
+async def test_send_message_to_a_run_not_waiting_for_input_is_refused():
+    store = MemoryStore()
+    wf = approval_workflow(store, [])
+    await wf.run("x", run_id="r1")
+    with pytest.raises(RequestError, match="not waiting for input"):
+        await wf.send_message("r1", "hi")
+
+
+async def test_without_a_store_a_run_sleeps_through_its_timers_on_the_clock():
+    clock = FakeClock(start=0)
+
+    @executor
+    async def nap(hours: int, ctx: WorkflowContext) -> None:
+        await ctx.sleep(dt.timedelta(hours=hours))
+        ctx.yield_output(clock.now())
+
+    wf = WorkflowBuilder(start=nap, clock=clock).build()
+    result = await clock.run(wf.run(2))
+    assert result.outputs == [7200.0]
+
+
+async def test_with_a_store_a_timer_rests_the_run_as_waiting_with_its_wake_time():
+    clock, store = FakeClock(start=100.0), MemoryStore()
+
+    @executor
+    async def nap(seconds: int, ctx: WorkflowContext) -> None:
+        await ctx.sleep(seconds)
+        ctx.yield_output(clock.now())
+
+    wf = WorkflowBuilder(start=nap, clock=clock, store=store).build()
+    resting = await wf.run(50, run_id="t1")
+    assert (resting.status, resting.wake_at) == (RunStatus.WAITING, 150.0)
+    assert (await store.get_run("t1")).wake_at == 150.0
+    early = await wf.resume("t1")  # not due: nothing runs, nothing is written
+    assert early.status is RunStatus.WAITING
+    assert len((await wf.history("t1")).checkpoints) == 2
+    await clock.advance(50)
+    assert (await wf.resume("t1")).outputs == [150.0]
+
+
+async def test_sleep_until_an_aware_datetime_and_naive_ones_are_refused():
+    clock = FakeClock(start=0)
+    when = dt.datetime(1970, 1, 1, 1, tzinfo=dt.UTC)
+
+    @executor
+    async def wait(kind: str, ctx: WorkflowContext) -> None:
+        await ctx.sleep_until(when if kind == "aware" else when.replace(tzinfo=None))
+        ctx.yield_output(clock.now())
+
+    wf = WorkflowBuilder(start=wait, clock=clock).build()
+    assert (await clock.run(wf.run("aware"))).outputs == [3600.0]
+    with pytest.raises(Exception, match="no time zone"):
+        await clock.run(wf.run("naive"))
+
+
+async def test_poll_until_complete_checkpoints_between_polls_and_reports_progress():
+    clock, store = FakeClock(start=0), MemoryStore()
+    submitted, polls = [], []
+
+    @executor
+    async def job(name: str, ctx: WorkflowContext) -> None:
+        job_id = await ctx.step("submit", lambda: submitted.append(name) or f"job-{name}")
+
+        def check():
+            polls.append(clock.now())
+            return len(polls)
+
+        done = await ctx.poll_until_complete(
+            check, lambda n: n >= 4, backoff=ExponentialBackoff(initial=10, jitter=0)
+        )
+        ctx.yield_output((job_id, done))
+
+    wf = WorkflowBuilder(start=job, clock=clock, store=store).build()
+    result = await wf.run("render", run_id="p1")
+    while result.status is RunStatus.WAITING:
+        await clock.advance_to(result.wake_at)
+        result = await wf.resume("p1")
+    assert result.outputs == [("job-render", 4)]
+    assert submitted == ["render"]
+    assert polls == [0, 10, 30, 70]  # backoff 10, 20, 40 between polls
+    checkpoints = (await wf.history("p1")).checkpoints
+    assert [c.status for c in checkpoints].count("waiting") == 3
+
+
+async def test_poll_until_complete_gives_up_at_max_duration():
+    clock = FakeClock(start=0)
+
+    @executor
+    async def job(name: str, ctx: WorkflowContext) -> None:
+        await ctx.poll_until_complete(
+            lambda: "pending",
+            lambda s: s == "done",
+            backoff=ExponentialBackoff(initial=60, maximum=60, jitter=0),
+            max_duration=dt.timedelta(minutes=5),
+        )
+
+    wf = WorkflowBuilder(start=job, clock=clock).build()
+    with pytest.raises(Exception) as caught:
+        await clock.run(wf.run("x"))
+    assert isinstance(caught.value.__cause__, PollTimeout)
+    assert clock.now() == 300
+
+
+async def test_scheduled_messages_arrive_when_due_without_suspending_the_sender():
+    clock = FakeClock(start=0)
+
+    @executor
+    async def plan(n: int, ctx: WorkflowContext[str]) -> None:
+        ctx.schedule_message("reminder", after=dt.timedelta(hours=1))
+        ctx.send_message("now")
+
+    @executor
+    async def inbox(text: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output((text, clock.now()))
+
+    wf = WorkflowBuilder(start=plan, clock=clock).add_edge(plan, inbox).build()
+    result = await clock.run(wf.run(1))
+    assert result.outputs == [("now", 0), ("reminder", 3600.0)]
+
+
+async def test_a_handler_that_takes_another_path_on_re_execution_is_a_clear_error():
+    store = MemoryStore()
+    flip = {"first": True}
+
+    @executor
+    async def fickle(doc: str, ctx: WorkflowContext) -> None:
+        name = "a" if flip["first"] else "b"
+        await ctx.step(name, lambda: 1)
+        await ctx.request("ok?", bool)
+
+    wf = WorkflowBuilder(start=fickle, store=store).build()
+    request_id = (await wf.run("x", run_id="r1")).pending_requests[0].request_id
+    flip["first"] = False
+    with pytest.raises(Exception) as caught:
+        await wf.respond("r1", {request_id: True})
+    assert isinstance(caught.value.__cause__, JournalMismatchError)
+    assert "journal has step 'a' at position 0, but the handler now called step 'b'" in str(
+        caught.value.__cause__
+    )
+
+
+async def test_the_idempotency_key_is_stable_across_re_executions():
+    store, keys = MemoryStore(), []
+
+    @executor
+    async def pay(amount: int, ctx: WorkflowContext) -> None:
+        keys.append(ctx.idempotency_key)
+        await ctx.request("confirm?", bool)
+
+    wf = WorkflowBuilder(start=pay, store=store).build()
+    request_id = (await wf.run(10, run_id="r1")).pending_requests[0].request_id
+    await wf.respond("r1", {request_id: True})
+    assert len(keys) == 2
+    assert keys[0] == keys[1]
+
+
+async def test_cancelling_a_waiting_run_keeps_its_checkpoint_and_invokes_nothing():
+    store, submissions = MemoryStore(), []
+    wf = approval_workflow(store, submissions)
+    asked = await wf.run("x", run_id="r1")
+    before = (await wf.history("r1")).checkpoints
+    await wf.cancel("r1")
+    assert (await store.get_run("r1")).status == "cancelled"
+    with pytest.raises(RunCancelledError):
+        await wf.respond(
+            "r1", {asked.pending_requests[0].request_id: {"approved": True, "reviewer": "a"}}
+        )
+    assert (await wf.history("r1")).checkpoints == before
+    assert submissions == ["x"]
+
+
+async def test_cancelling_a_running_run_stops_it_and_records_cancelled():
+    store, calls = MemoryStore(), []
+
+    @executor
+    async def tick(n: int, ctx: WorkflowContext[int]) -> None:
+        calls.append(n)
+        await asyncio.sleep(0)
+        ctx.send_message(n + 1)
+
+    wf = WorkflowBuilder(start=tick, store=store).add_edge(tick, tick).build()
+    async with wf.stream(0, run_id="r1") as events:
+        async for event in events:
+            if event.superstep >= 3:
+                await events.cancel()
+    count = len(calls)
+    await asyncio.sleep(0.01)
+    assert len(calls) == count
+    row = await store.get_run("r1")
+    assert row.status == "cancelled"
+    history = await wf.history("r1")
+    assert history.checkpoints[-1].superstep == row.superstep
