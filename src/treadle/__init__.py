@@ -37,7 +37,7 @@ from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, executor, handler
 from treadle._runtime._clock import Clock, SystemClock
 from treadle._runtime._context import WorkflowContext
-from treadle._runtime._delivery import HandoffContext, StalledFanIn
+from treadle._runtime._delivery import HandoffContext, HandoffRefused, StalledFanIn
 from treadle._runtime._events import (
     CheckpointSaved,
     CustomEvent,
@@ -57,6 +57,7 @@ from treadle._runtime._events import (
 from treadle._runtime._policies import ExponentialBackoff, RetryPolicy
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._service import Runtime
+from treadle._runtime._spawn import SpawnResult
 from treadle._runtime._state import SharedState
 from treadle._runtime._stream import ExecutionMode, WorkflowStream
 from treadle._runtime._sync import SyncEventStream
@@ -84,6 +85,7 @@ __all__ = [
     "GraphChangedError",
     "HandlerTimeoutError",
     "HandoffContext",
+    "HandoffRefused",
     "InvalidResponseError",
     "IterationLimitExceeded",
     "JournalMismatchError",
@@ -106,6 +108,7 @@ __all__ = [
     "Runtime",
     "SerializationError",
     "SharedState",
+    "SpawnResult",
     "StalledFanIn",
     "StateConflictError",
     "StatusChanged",

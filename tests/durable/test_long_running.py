@@ -1,5 +1,6 @@
 """Durable waits across processes and restarts, on real SQLite files."""
 
+import asyncio
 import json
 import os
 import random
@@ -193,3 +194,22 @@ def test_runtime_refuses_two_workflows_with_one_name():
     wf = WorkflowBuilder(start=nap, name="same").build()
     with pytest.raises(ValueError, match="two workflows are named 'same'"):
         Runtime(None, [wf, wf])  # type: ignore[arg-type]
+
+
+@pytest.mark.integration
+def test_spawned_work_lost_to_a_crash_is_reported_to_its_executor(tmp_path):
+    sys.path.insert(0, str(HERE))
+    import spawn_app  # noqa: PLC0415 - the script doubles as the workflow definition
+
+    path = tmp_path / "runs.sqlite"
+    with subprocess.Popen(
+        [sys.executable, str(HERE / "spawn_app.py"), str(path)], stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "working"
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate()
+    store = SqliteStore(path)
+    result = spawn_app.build(store).resume_sync("s1")
+    assert (result.status, result.outputs) == (RunStatus.COMPLETED, [("forever", True)])
+    asyncio.run(store.close())

@@ -9,6 +9,7 @@ import pytest
 from treadle import (
     Executor,
     ExponentialBackoff,
+    HandoffRefused,
     InvalidResponseError,
     JournalMismatchError,
     PollTimeout,
@@ -343,3 +344,64 @@ async def test_cancelling_a_running_run_stops_it_and_records_cancelled():
     assert row.status == "cancelled"
     history = await wf.history("r1")
     assert history.checkpoints[-1].superstep == row.superstep
+
+
+def handoff_workflow(store):
+    class Triage(Executor):
+        @handler
+        async def route(self, ticket: str, ctx: WorkflowContext) -> None:
+            ctx.handoff("refunds", ticket, reason="asks for money back")
+
+        @handler
+        async def refused(self, refusal: HandoffRefused, ctx: WorkflowContext) -> None:
+            ctx.yield_output(f"handled by triage after refusal ({refusal.target})")
+
+    @executor
+    async def refunds(ticket: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(f"refunded {ticket} (from {ctx.handoff_context.source})")
+
+    return (
+        WorkflowBuilder(start=Triage, store=store)
+        .add_handoff("Triage", [refunds], require_approval=True)
+        .build()
+    )
+
+
+async def test_a_handoff_that_needs_approval_waits_and_routes_once_approved():
+    store = MemoryStore()
+    wf = handoff_workflow(store)
+    paused = await wf.run("ticket-7", run_id="h1")
+    assert paused.status is RunStatus.AWAITING_INPUT
+    (request,) = paused.pending_requests
+    assert request.payload == {
+        "handoff_from": "Triage",
+        "handoff_to": "refunds",
+        "reason": "asks for money back",
+        "payload": "ticket-7",
+    }
+    assert request.response_type == "bool"
+    with pytest.raises(InvalidResponseError):
+        await wf.respond("h1", {request.request_id: "sure"})
+    done = await wf.respond("h1", {request.request_id: True})
+    assert done.outputs == ["refunded ticket-7 (from Triage)"]
+
+
+async def test_a_refused_handoff_comes_back_to_its_source_as_a_message():
+    store = MemoryStore()
+    wf = handoff_workflow(store)
+    request = (await wf.run("ticket-8", run_id="h2")).pending_requests[0]
+    done = await wf.respond("h2", {request.request_id: False})
+    assert done.outputs == ["handled by triage after refusal (refunds)"]
+
+
+def test_a_source_that_cannot_take_a_refusal_is_a_build_error():
+    @executor
+    async def triage(ticket: str, ctx: WorkflowContext) -> None:
+        ctx.handoff("refunds", ticket)
+
+    @executor
+    async def refunds(ticket: str, ctx: WorkflowContext) -> None:
+        pass
+
+    with pytest.raises(Exception, match="no handler for HandoffRefused"):
+        WorkflowBuilder(start=triage).add_handoff(triage, [refunds], require_approval=True).build()

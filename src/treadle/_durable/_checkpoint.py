@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 from treadle._durable._blob import seal, unseal
 from treadle._exceptions import CheckpointCorruptError, SerializationError
 from treadle._runtime._delivery import Envelope, FanInBuffer, HandoffContext
-from treadle._runtime._waits import ScheduledMessage, Suspension, Wait, WaitBook
+from treadle._runtime._spawn import SpawnRecord
+from treadle._runtime._waits import (
+    HandoffApproval,
+    ScheduledMessage,
+    Suspension,
+    Wait,
+    WaitBook,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -49,6 +56,7 @@ class RestoredRun:
     snapshots: dict[str, Any]
     waits: WaitBook
     deadline_at: float | None
+    spawned: tuple[SpawnRecord, ...]
 
 
 def _envelope_out(envelope: Envelope) -> list[Any]:
@@ -87,6 +95,9 @@ def _waits_out(waits: WaitBook) -> dict[str, Any]:
         ],
         "scheduled": [[m.due_at, m.target, _envelope_out(m.envelope)] for m in waits.scheduled],
         "answered": sorted(waits.answered),
+        "approvals": [
+            [a.key, a.source, a.target, _envelope_out(a.envelope)] for a in waits.approvals
+        ],
     }
 
 
@@ -104,7 +115,11 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
         ScheduledMessage(float(due), target, _envelope_in(envelope))
         for due, target, envelope in raw["scheduled"]
     ]
-    return WaitBook(suspended, scheduled, set(raw["answered"]))
+    approvals = [
+        HandoffApproval(key, source, target, _envelope_in(envelope))
+        for key, source, target, envelope in raw["approvals"]
+    ]
+    return WaitBook(suspended, scheduled, set(raw["answered"]), approvals)
 
 
 class CheckpointCodec:
@@ -154,6 +169,7 @@ class CheckpointCodec:
             "snapshots": dict(snapshots),
             "waits": _waits_out(barrier.waits),
             "deadline_at": barrier.deadline_at,
+            "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
         }
         try:
             payload = self._serializer.dumps(document)
@@ -202,6 +218,7 @@ class CheckpointCodec:
                 snapshots=dict(document["snapshots"]),
                 waits=_waits_in(document["waits"]),
                 deadline_at=document["deadline_at"],
+                spawned=tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"]),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointCorruptError(

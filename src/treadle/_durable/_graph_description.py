@@ -52,12 +52,12 @@ def describe_graph(workflow: Workflow) -> dict[str, Any]:
     executors = {}
     for executor_id in workflow.executor_ids:
         prototype = workflow.prototype(executor_id)
+        # Qualified names without modules: the same workflow run as a script
+        # (``__main__``) and imported by a worker must match.
         executors[executor_id] = {
             "rank": workflow.ranks[executor_id],
-            "class": f"{type(prototype).__module__}.{type(prototype).__qualname__}",
-            "accepts": sorted(
-                f"{t.__module__}.{t.__qualname__}" for t in prototype.accepted_types()
-            ),
+            "class": type(prototype).__qualname__,
+            "accepts": sorted(t.__qualname__ for t in prototype.accepted_types()),
         }
     return {
         "name": workflow.name,

@@ -101,6 +101,7 @@ async def fork_run(
         outputs=tuple(restored.outputs),
         waits=restored.waits,
         deadline_at=restored.deadline_at,
+        spawned=restored.spawned,
     )
     checkpointer = Checkpointer(
         store, workflow.codec, workflow.fingerprint, parent_checkpoint_id=restored.checkpoint_id

@@ -37,6 +37,7 @@ from treadle._graph._executor import Executor
 from treadle._graph._typing import accepts_any_of
 from treadle._runtime._barrier import RunOptions
 from treadle._runtime._clock import SystemClock
+from treadle._runtime._delivery import HandoffRefused
 from treadle._runtime._pool import ExecutorNode
 from treadle._runtime._state import MISSING, Reducer, StateKey
 from treadle._runtime._workflow import Workflow
@@ -228,14 +229,26 @@ class WorkflowBuilder:
         self._edges.append((where, SwitchEdge(s, tuple(compiled), default)))
         return self
 
-    def add_handoff(self, source: ExecutorRef, targets: Sequence[ExecutorRef]) -> Self:
-        """Allow ``source`` to hand control to any of ``targets`` (``ctx.handoff``)."""
+    def add_handoff(
+        self,
+        source: ExecutorRef,
+        targets: Sequence[ExecutorRef],
+        *,
+        require_approval: bool = False,
+    ) -> Self:
+        """Allow ``source`` to hand control to any of ``targets`` (``ctx.handoff``).
+
+        With ``require_approval=True`` every such handoff pauses the run as a
+        request (``AWAITING_INPUT``); ``respond(run_id, {request_id: True})``
+        delivers it, ``False`` sends a ``HandoffRefused`` back to the source,
+        which must therefore have a handler for it.
+        """
         s = self._resolve(source, "add_handoff")
         ts = tuple(self._resolve(t, "add_handoff") for t in targets)
         where = f"add_handoff({s!r} -> {list(ts)!r})"
         if not ts:
             self._problems.append(f"{where}: a handoff needs at least one target")
-        self._edges.append((where, HandoffEdge(s, ts)))
+        self._edges.append((where, HandoffEdge(s, ts, require_approval)))
         return self
 
     # -- state ------------------------------------------------------------------------
@@ -343,6 +356,14 @@ def _type_problems(edges: list[tuple[str, Edge]], known: dict[str, _Entry]) -> l
     for where, edge in edges:
         if any(e not in known for e in (*edge_sources(edge), *edge_targets(edge))):
             continue  # reported as unknown or broken already
+        if isinstance(edge, HandoffEdge) and edge.require_approval:
+            source = known[edge.source].prototype
+            if source.find_handler(HandoffRefused) is None:
+                problems.append(
+                    f"{where}: handoffs that require approval may be refused, and {edge.source!r} "
+                    f"has no handler for HandoffRefused"
+                )
+            continue
         if isinstance(edge, FanInEdge):
             accepted = known[edge.target].prototype.accepted_types()
             if not accepts_any_of(accepted, (list,)):

@@ -73,10 +73,16 @@ class SwitchEdge:
 
 @dataclass(frozen=True, slots=True)
 class HandoffEdge:
-    """Executors ``source`` may hand control to with ``ctx.handoff``."""
+    """Executors ``source`` may hand control to with ``ctx.handoff``.
+
+    With ``require_approval`` each handoff waits as a request until someone
+    approves it (then it is delivered) or refuses it (then the source gets a
+    ``HandoffRefused`` message).
+    """
 
     source: str
     targets: tuple[str, ...]
+    require_approval: bool = False
 
 
 Edge: TypeAlias = DirectEdge | FanOutEdge | FanInEdge | SwitchEdge | HandoffEdge

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._result import RunStatus
+    from treadle._runtime._spawn import SpawnRecord
 
 
 class EventSink(Protocol):
@@ -96,6 +97,7 @@ class BarrierState:
     outputs: tuple[Any, ...]
     waits: WaitBook = field(default_factory=WaitBook)
     deadline_at: float | None = None
+    spawned: tuple[SpawnRecord, ...] = ()
 
     @property
     def wake_at(self) -> float | None:

@@ -17,11 +17,12 @@ from treadle._graph._executor import Executor
 from treadle._runtime._delivery import Envelope, HandoffContext, Outgoing
 from treadle._runtime._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._runtime._policies import ExponentialBackoff
+from treadle._runtime._spawn import SpawnRecord, SpawnResult
 from treadle._runtime._state import Op, SharedState
 from treadle._runtime._waits import JournalEntry, Suspend, Suspension, Wait, WaitKind, wait_key
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from treadle._runtime._loop import RunLoop
 
@@ -47,6 +48,7 @@ class WorkflowContext(Generic[SendT]):
     """
 
     __slots__ = (
+        "_approvals",
         "_cursor",
         "_earlier",
         "_events",
@@ -55,6 +57,7 @@ class WorkflowContext(Generic[SendT]):
         "_outputs",
         "_run",
         "_scheduled",
+        "_spawns",
         "_stamp",
         "_state",
         "executor_id",
@@ -90,6 +93,8 @@ class WorkflowContext(Generic[SendT]):
         self._outputs: list[Any] = []
         self._events: list[WorkflowEvent] = []
         self._scheduled: list[tuple[float, str, Any]] = []
+        self._approvals: list[tuple[str, Any, HandoffContext]] = []
+        self._spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
         self._state: SharedState | None = None
         self.suspension: Suspension | None = None
         self.threaded = False
@@ -141,8 +146,13 @@ class WorkflowContext(Generic[SendT]):
         ``WorkflowBuilder.add_handoff``.
         """
         target_id = target.id if isinstance(target, Executor) else target
-        delivered, fan_in = self._run.router.handoff(self.executor_id, target_id, payload)
-        self._outbox.append((delivered, fan_in, payload, HandoffContext(self.executor_id, reason)))
+        router = self._run.router
+        delivered, fan_in = router.handoff(self.executor_id, target_id, payload)
+        handoff = HandoffContext(self.executor_id, reason)
+        if router.needs_approval(self.executor_id, delivered):
+            self._approvals.append((delivered, payload, handoff))
+        else:
+            self._outbox.append((delivered, fan_in, payload, handoff))
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -314,6 +324,28 @@ class WorkflowContext(Generic[SendT]):
                 msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
                 raise RoutingError(msg)
             self._scheduled.append((due, delivered, message))
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> str:
+        """Start ``fn(*args)`` as background work owned by the run; return its key.
+
+        It starts when this invocation commits (nothing starts if it fails
+        or suspends); the run does not complete while it is pending; its
+        outcome arrives at this executor as a ``SpawnResult`` message, which
+        the executor must have a handler for. If the process dies first, a
+        resumed run delivers ``SpawnResult(lost=True)`` instead.
+        """
+        prototype = self._run.workflow.prototype(self.executor_id)
+        if prototype.find_handler(SpawnResult) is None:
+            msg = (
+                f"executor {self.executor_id!r} spawns work but has no handler for SpawnResult, "
+                f"where its outcome is delivered"
+            )
+            raise TypeError(msg)
+        label: str = name or getattr(fn, "__name__", None) or "work"
+        stamp = ".".join(map(str, self._stamp))
+        key = f"{self.executor_id}:{stamp}:{len(self._spawns)}"
+        self._spawns.append((SpawnRecord(key, self.executor_id, label), fn, args))
+        return key
 
     # -- events -----------------------------------------------------------------------
     def add_event(self, data: Any) -> None:

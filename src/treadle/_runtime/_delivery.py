@@ -34,6 +34,21 @@ class HandoffContext:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HandoffRefused:
+    """Sent back to an executor whose handoff was refused by a human.
+
+    Attributes:
+        target: Where it wanted to hand off.
+        payload: What it wanted to hand over.
+        reason: The reason it gave.
+    """
+
+    target: str
+    payload: Any
+    reason: str | None = None
+
+
 class Envelope:
     """A message in flight, with the stamp that fixes its delivery order."""
 

@@ -40,8 +40,15 @@ from treadle._runtime._events import (
 )
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._runner import Planned, run_superstep
+from treadle._runtime._spawn import SpawnedWork, SpawnResult, lost
 from treadle._runtime._state import commit_state, initial_state
-from treadle._runtime._waits import ScheduledMessage, WaitBook
+from treadle._runtime._waits import (
+    HandoffApproval,
+    ScheduledMessage,
+    Suspension,
+    WaitBook,
+    wait_key,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -53,6 +60,9 @@ if TYPE_CHECKING:
 
 INPUT_SOURCE = "__input__"
 """The ``source`` of the envelope that carries the run's input."""
+
+SPAWN_SOURCE = "__spawn__"
+"""The ``source`` of envelopes carrying ``SpawnResult`` messages."""
 
 
 class RunLoop:
@@ -82,6 +92,7 @@ class RunLoop:
         self.iterations: dict[str, int] = {}
         self.outputs: list[Any] = []
         self.waits = WaitBook()
+        self.spawned = SpawnedWork()
         self.error: TreadleError | None = None
         self.pool = pool
         self.checkpointer = checkpointer
@@ -159,6 +170,9 @@ class RunLoop:
         superstep = self.superstep + 1
         self._wake_due()
         try:
+            if not self.pending and self.spawned:
+                for executor_id, result in await self.spawned.wait_any():
+                    self._deliver_spawn_result(superstep, executor_id, result)
             self._check_deadline(superstep)
             if not self.pending:
                 # Restored and still resting: its last checkpoint says it all.
@@ -171,6 +185,7 @@ class RunLoop:
             self._commit(superstep, plan, contexts)
         except WorkflowRunError as error:
             self._fail(error, superstep)
+            await self.spawned.cancel_all()
             await self._record_status(RunStatus.FAILED, error)
             raise
         except asyncio.CancelledError:
@@ -182,6 +197,8 @@ class RunLoop:
 
     def _resting_status(self) -> RunStatus:
         """Where a run with no message pending stands."""
+        if self.spawned:
+            return RunStatus.RUNNING  # its background work will send messages
         if self.waits.awaits_input:
             return RunStatus.AWAITING_INPUT
         if self.waits:
@@ -302,6 +319,13 @@ class RunLoop:
         for ctx in contexts:
             if ctx._scheduled:
                 self._schedule(superstep, ctx)
+            for record, fn, args in ctx._spawns:
+                self.spawned.start(record, fn, args)
+            for offset, (target, payload, handoff) in enumerate(ctx._approvals):
+                stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox) + offset)
+                key = wait_key("handoff", self.run_id, ctx.executor_id, stamp, 0)
+                envelope = Envelope(stamp, ctx.executor_id, payload, handoff)
+                self.waits.approvals.append(HandoffApproval(key, ctx.executor_id, target, envelope))
         iterations = self.iterations
         for executor, _, inbox in plan:
             iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
@@ -329,9 +353,14 @@ class RunLoop:
 
     async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""
+        await self.spawned.cancel_all()
         if self.status is RunStatus.RUNNING:
             self._set_status(RunStatus.CANCELLED)
             await self._record_status(RunStatus.CANCELLED)
+
+    def _deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
+        stamp = (superstep - 1, self.ranks[executor_id], -1, 0)
+        self.deliver(executor_id, Envelope(stamp, SPAWN_SOURCE, result))
 
     def _schedule(self, superstep: int, ctx: WorkflowContext[Any]) -> None:
         first = len(ctx._outbox)  # stamps continue the invocation's send sequence
@@ -352,9 +381,10 @@ class RunLoop:
             UnknownRequestError: no such request is waiting.
             InvalidResponseError: the answer does not have the asked type.
         """
-        suspension = self.waits.find_request(request_id)
-        checked = self.workflow.validate_response(request_id, suspension.wait.response_type, value)
-        self.deliver(*self.waits.answer(suspension, checked))
+        waiting = self.waits.find_request(request_id)
+        asked = waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
+        checked = self.workflow.validate_response(request_id, asked, value)
+        self.deliver(*self.waits.answer(waiting, checked))
 
     def send_input(self, message: Any, target: str | None = None) -> None:
         """Deliver a session message to the invocation waiting for input.
@@ -404,10 +434,9 @@ class RunLoop:
             state=self.state,
             iterations=dict(self.iterations),
             outputs=tuple(self.outputs),
-            waits=WaitBook(
-                list(self.waits.suspended), list(self.waits.scheduled), set(self.waits.answered)
-            ),
+            waits=self.waits.copy(),
             deadline_at=self.deadline_at,
+            spawned=tuple(self.spawned.records()),
         )
 
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
@@ -441,12 +470,10 @@ class RunLoop:
         self.fan_in_buffers = restored.fan_in_buffers
         self.iterations = dict(restored.iterations)
         self.outputs = list(restored.outputs)
-        self.waits = WaitBook(
-            list(restored.waits.suspended),
-            list(restored.waits.scheduled),
-            set(restored.waits.answered),
-        )
+        self.waits = restored.waits.copy()
         self.deadline_at = restored.deadline_at
+        for executor_id, result in lost(list(restored.spawned)):
+            self._deliver_spawn_result(self.superstep + 1, executor_id, result)
         self.pool.restore(restored.snapshots)
         if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
             self.status = RunStatus(restored.status)  # nothing left to run

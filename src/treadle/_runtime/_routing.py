@@ -52,18 +52,29 @@ class Router:
             has a handler for messages of class ``cls``.
     """
 
-    __slots__ = ("_by_source", "_can_handle", "_compiled", "_fan_ins", "_handoffs", "_neighbours")
+    __slots__ = (
+        "_approvals",
+        "_by_source",
+        "_can_handle",
+        "_compiled",
+        "_fan_ins",
+        "_handoffs",
+        "_neighbours",
+    )
 
     def __init__(self, edges: Sequence[Edge], can_handle: Callable[[str, type], bool]) -> None:
         self._can_handle = can_handle
         self._by_source: dict[str, list[Edge]] = {}
         self._handoffs: dict[str, frozenset[str]] = {}
+        self._approvals: set[tuple[str, str]] = set()
         self._neighbours: dict[str, dict[str, int]] = {}
         fan_ins: list[FanInEdge] = []
         for edge in edges:
             if isinstance(edge, HandoffEdge):
                 known = self._handoffs.get(edge.source, frozenset())
                 self._handoffs[edge.source] = known | frozenset(edge.targets)
+                if edge.require_approval:
+                    self._approvals.update((edge.source, t) for t in edge.targets)
                 continue
             if isinstance(edge, FanInEdge):
                 index = len(fan_ins)
@@ -135,6 +146,10 @@ class Router:
             raise RoutingError(msg)
         self._require_handler(source, target, type(message))
         return (target, NOT_FAN_IN)
+
+    def needs_approval(self, source: str, target: str) -> bool:
+        """Whether a handoff from ``source`` to ``target`` waits for approval."""
+        return (source, target) in self._approvals
 
     def _explicit(self, source: str, cls: type, target: str) -> Delivery:
         fan_in = self._neighbours.get(source, {}).get(target)

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._exceptions import UnknownRequestError
+from treadle._runtime._delivery import HandoffRefused
+
+APPROVAL_SOURCE = "__approval__"
+"""The ``source`` of a ``HandoffRefused`` message."""
 
 if TYPE_CHECKING:
     from treadle._runtime._delivery import Envelope
@@ -68,6 +72,27 @@ class ScheduledMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class HandoffApproval:
+    """A handoff waiting for a human to approve (``True``) or refuse it."""
+
+    key: str
+    source: str
+    target: str
+    envelope: Envelope
+
+    @property
+    def question(self) -> dict[str, Any]:
+        """What a person deciding on it needs to see."""
+        handoff = self.envelope.handoff
+        return {
+            "handoff_from": self.source,
+            "handoff_to": self.target,
+            "reason": handoff.reason if handoff else None,
+            "payload": self.envelope.payload,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PendingRequest:
     """A question a run is waiting on; answer it with ``Workflow.respond``.
 
@@ -115,25 +140,33 @@ class WaitBook:
     deliver, each carrying its journal with the wait's value appended.
     """
 
-    __slots__ = ("answered", "scheduled", "suspended")
+    __slots__ = ("answered", "approvals", "scheduled", "suspended")
 
     def __init__(
         self,
         suspended: list[Suspension] | None = None,
         scheduled: list[ScheduledMessage] | None = None,
         answered: set[str] | None = None,
+        approvals: list[HandoffApproval] | None = None,
     ) -> None:
         self.suspended: list[Suspension] = suspended or []
         self.scheduled: list[ScheduledMessage] = scheduled or []
         self.answered: set[str] = answered or set()
+        self.approvals: list[HandoffApproval] = approvals or []
 
     def __bool__(self) -> bool:
-        return bool(self.suspended or self.scheduled)
+        return bool(self.suspended or self.scheduled or self.approvals)
+
+    def copy(self) -> WaitBook:
+        """An independent copy (the entries themselves are never mutated)."""
+        return WaitBook(
+            list(self.suspended), list(self.scheduled), set(self.answered), list(self.approvals)
+        )
 
     @property
     def awaits_input(self) -> bool:
-        """Whether something waits for a request's answer or session input."""
-        return any(s.wait.kind != "timer" for s in self.suspended)
+        """Whether something waits for an answer, an approval or session input."""
+        return bool(self.approvals) or any(s.wait.kind != "timer" for s in self.suspended)
 
     def next_wake_at(self) -> float | None:
         """When the earliest timer or scheduled message falls due."""
@@ -159,14 +192,16 @@ class WaitBook:
 
     def pending_requests(self) -> list[PendingRequest]:
         """The questions waiting for an answer, in the order they were asked."""
-        return [
+        asked = [
             PendingRequest(s.wait.key, s.executor_id, s.wait.payload, s.wait.response_type)
             for s in self.suspended
             if s.wait.kind == "request"
         ]
+        asked.extend(PendingRequest(a.key, a.source, a.question, "bool") for a in self.approvals)
+        return asked
 
-    def find_request(self, request_id: str) -> Suspension:
-        """The suspension waiting on ``request_id``.
+    def find_request(self, request_id: str) -> Suspension | HandoffApproval:
+        """The suspension or handoff approval waiting on ``request_id``.
 
         Raises:
             UnknownRequestError: no such request is waiting (or it was
@@ -175,6 +210,9 @@ class WaitBook:
         for suspension in self.suspended:
             if suspension.wait.kind == "request" and suspension.wait.key == request_id:
                 return suspension
+        for approval in self.approvals:
+            if approval.key == request_id:
+                return approval
         if request_id in self.answered:
             msg = f"request {request_id!r} was answered already"
             raise UnknownRequestError(msg)
@@ -182,12 +220,26 @@ class WaitBook:
         msg = f"no request {request_id!r} is waiting; waiting: {waiting or 'none'}"
         raise UnknownRequestError(msg)
 
-    def answer(self, suspension: Suspension, value: Any) -> tuple[str, Envelope]:
-        """Satisfy a request or input wait; return the delivery that resumes it."""
-        self.suspended.remove(suspension)
-        if suspension.wait.kind == "request":
-            self.answered.add(suspension.wait.key)
-        return _resumed(suspension, value)
+    def answer(self, waiting: Suspension | HandoffApproval, value: Any) -> tuple[str, Envelope]:
+        """Satisfy a request, approval or input wait; return the delivery it causes.
+
+        A suspended invocation is re-delivered with the value in its journal;
+        an approved handoff goes to its target; a refused one comes back to
+        its source as a ``HandoffRefused`` message.
+        """
+        if isinstance(waiting, HandoffApproval):
+            self.approvals.remove(waiting)
+            self.answered.add(waiting.key)
+            if value:
+                return waiting.target, waiting.envelope
+            envelope = waiting.envelope
+            reason = envelope.handoff.reason if envelope.handoff else None
+            refusal = HandoffRefused(waiting.target, envelope.payload, reason)
+            return waiting.source, type(envelope)(envelope.stamp, APPROVAL_SOURCE, refusal)
+        self.suspended.remove(waiting)
+        if waiting.wait.kind == "request":
+            self.answered.add(waiting.wait.key)
+        return _resumed(waiting, value)
 
     def input_waiter(self, target: str | None) -> Suspension | None:
         """The first invocation (in stamp order) waiting for session input."""

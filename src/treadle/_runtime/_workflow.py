@@ -21,10 +21,12 @@ from treadle._exceptions import RequestError, TreadleError, WorkflowRunError
 from treadle._graph._cycles import cycle_members
 from treadle._runtime._answers import response_type_name, validate_response
 from treadle._runtime._barrier import RunOptions
+from treadle._runtime._delivery import HandoffRefused
 from treadle._runtime._launch import Launch, open_run
 from treadle._runtime._pool import ExecutorNode, ExecutorPool, InstanceClaims
 from treadle._runtime._result import RunStatus
 from treadle._runtime._routing import Router
+from treadle._runtime._spawn import SpawnResult
 from treadle._runtime._stream import EventBatch, ExecutionMode, WorkflowStream
 from treadle._runtime._sync import SyncEventStream, run_in_thread
 
@@ -134,6 +136,8 @@ class Workflow:
                 for spec in node.prototype.handler_specs():
                     for annotation in spec.annotations:
                         registry.register_annotation(annotation)
+            registry.register(SpawnResult)
+            registry.register(HandoffRefused)
             for cls in self._types:
                 registry.register(cls)
             self._registry = registry

@@ -1,0 +1,109 @@
+"""Background work owned by a run: ``ctx.spawn``.
+
+A handler may start work that outlives its invocation (a long download, a
+model call in the background). The work belongs to the run, not to the
+handler: it starts when the invocation commits (so a failed or suspended
+invocation starts nothing), the run does not complete while it is pending,
+and its outcome comes back to the spawning executor as a
+:class:`SpawnResult` message. A checkpoint records what is in flight; if the
+process dies, the work is gone, and a resumed run tells the executor so with
+a ``SpawnResult(lost=True)`` rather than forgetting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnResult:
+    """How a piece of spawned background work ended, delivered to its spawner.
+
+    Attributes:
+        name: The name given to ``ctx.spawn``.
+        key: Unique within the run.
+        value: What the work returned (``None`` if it failed or was lost).
+        error: ``"ExceptionType: message"`` if it raised.
+        lost: ``True`` when the process running it died before it finished.
+    """
+
+    name: str
+    key: str
+    value: Any = None
+    error: str | None = None
+    lost: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the work finished without error."""
+        return self.error is None and not self.lost
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnRecord:
+    """What a checkpoint keeps of work in flight (the coroutine cannot be kept)."""
+
+    key: str
+    executor_id: str
+    name: str
+
+
+class SpawnedWork:
+    """The run's background tasks; their results become messages."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: dict[asyncio.Task[Any], SpawnRecord] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._tasks)
+
+    def records(self) -> list[SpawnRecord]:
+        """The work in flight, for a checkpoint."""
+        return sorted(self._tasks.values(), key=lambda r: r.key)
+
+    def start(
+        self,
+        record: SpawnRecord,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+    ) -> None:
+        """Start one piece of work, owned by the run."""
+        task = asyncio.ensure_future(fn(*args))
+        self._tasks[task] = record
+
+    async def wait_any(self) -> list[tuple[str, SpawnResult]]:
+        """Wait until some work finishes; return (executor id, result) for each done."""
+        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        finished = []
+        for task in sorted(done, key=lambda t: self._tasks[t].key):
+            record = self._tasks.pop(task)
+            if task.cancelled():
+                result = SpawnResult(record.name, record.key, error="CancelledError: cancelled")
+            elif (error := task.exception()) is not None:
+                result = SpawnResult(
+                    record.name, record.key, error=f"{type(error).__name__}: {error}"
+                )
+            else:
+                result = SpawnResult(record.name, record.key, value=task.result())
+            finished.append((record.executor_id, result))
+        return finished
+
+    async def cancel_all(self) -> None:
+        """Stop everything still running (the run ended, failed or was cancelled)."""
+        tasks = list(self._tasks)
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def lost(records: list[SpawnRecord]) -> list[tuple[str, SpawnResult]]:
+    """The messages telling executors their work died with its process."""
+    return [(r.executor_id, SpawnResult(r.name, r.key, lost=True)) for r in records]
