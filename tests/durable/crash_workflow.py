@@ -1,7 +1,7 @@
 """A 20-superstep workflow for the crash-and-resume tests, run as a script.
 
-    python crash_workflow.py run    STORE SIDE RUN_ID   # prints "started", runs
-    python crash_workflow.py resume STORE SIDE RUN_ID   # resumes in a new process
+    python crash_workflow.py run    STORE SIDE RUN_ID [DURABILITY]  # prints "started", runs
+    python crash_workflow.py resume STORE SIDE RUN_ID [DURABILITY]  # resumes in a new process
 
 Every invocation records (run, superstep, executor) in a side table of its
 own SQLite file before doing its work, so the test can count how many times
@@ -52,10 +52,10 @@ def make_step(name: str):
     return step
 
 
-def build(store=None):
+def build(store=None, durability="sync"):
     ping, pong = make_step("ping"), make_step("pong")
     return (
-        WorkflowBuilder(start=ping, name="crash-test", store=store)
+        WorkflowBuilder(start=ping, name="crash-test", store=store, durability=durability)
         .add_edge(ping, pong)
         .add_edge(pong, ping)
         .add_state("total", default=0)
@@ -70,9 +70,9 @@ def outcome(result) -> str:
     )
 
 
-async def main(mode: str, store_path: str, run_id: str) -> None:
+async def main(mode: str, store_path: str, run_id: str, durability: str = "sync") -> None:
     store = SqliteStore(store_path)
-    workflow = build(store)
+    workflow = build(store, durability)
     try:
         if mode == "run":
             print("started", flush=True)
@@ -85,5 +85,5 @@ async def main(mode: str, store_path: str, run_id: str) -> None:
 
 
 if __name__ == "__main__":
-    _, mode, store_path, SIDE_PATH, run_id = sys.argv
-    asyncio.run(main(mode, store_path, run_id))
+    _, mode, store_path, SIDE_PATH, run_id, *durability = sys.argv
+    asyncio.run(main(mode, store_path, run_id, *durability))

@@ -332,3 +332,15 @@ def test_resume_sync_from_plain_code(tmp_path):
         wf.run_sync(Count(1), run_id="r1", max_supersteps=2)
     assert wf.resume_sync("r1").outputs == [10]
     asyncio.run(store.close())
+
+
+async def test_background_durability_gives_the_same_outcome_and_every_checkpoint(store):
+    calls: Counter = Counter()
+    sync_result = await counting_workflow(store, calls).run(Count(1), run_id="sync")
+    background = await counting_workflow(store, calls).run(
+        Count(1), run_id="background", durability="background"
+    )
+    assert (background.outputs, background.state) == (sync_result.outputs, sync_result.state)
+    history = await counting_workflow(store, calls).history("background")
+    assert [c.superstep for c in history.checkpoints] == list(range(11))
+    assert history.run.status == "completed"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._edges import (
@@ -81,6 +81,8 @@ class WorkflowBuilder:
         retry: The retry policy of handlers whose executor declares none.
         clock: Where timers, backoff and timeouts read the time
             (``treadle.testing.FakeClock`` in tests).
+        durability: ``"sync"`` or ``"background"`` checkpoint commits (see
+            ``Workflow.run``).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class WorkflowBuilder:
         serializer: Serializer | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
+        durability: Literal["sync", "background"] = "sync",
     ) -> None:
         self._name = name
         self._store = store
@@ -110,6 +113,7 @@ class WorkflowBuilder:
             deterministic=deterministic,
             retry=retry,
             clock=clock if clock is not None else SystemClock(),
+            durability=durability,
         )
         self._entries: dict[str, _Entry] = {}
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)

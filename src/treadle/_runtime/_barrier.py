@@ -9,7 +9,7 @@ small ports the loop talks through.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from treadle._runtime._clock import Clock, SystemClock
 from treadle._runtime._waits import WaitBook
@@ -66,6 +66,7 @@ class RunOptions:
     clock: Clock = field(default_factory=SystemClock)
     timeout: float | None = None
     sleep_through_timers: bool = False
+    durability: Literal["sync", "background"] = "sync"
 
     def __post_init__(self) -> None:
         if self.max_supersteps < 1:

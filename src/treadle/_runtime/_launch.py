@@ -78,6 +78,7 @@ async def open_run(
                 workflow.fingerprint,
                 parent_checkpoint_id=restored.checkpoint_id if restored else None,
                 keep_last=launch.keep_last,
+                durability=options.durability,
             )
         loop = RunLoop(workflow, run_id, options, sink, pool, launch.state, checkpointer)
         if restored is not None:

@@ -10,7 +10,7 @@ concurrent run that would use one is refused.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from treadle._durable._checkpoint import CheckpointCodec
 from treadle._durable._graph_description import describe_graph, fingerprint
@@ -188,6 +188,7 @@ class Workflow:
             clock=pick("clock", d.clock),
             timeout=pick("timeout", d.timeout),
             sleep_through_timers=bool(overrides.get("sleep_through_timers")),
+            durability=pick("durability", d.durability),
         )
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
@@ -214,6 +215,7 @@ class Workflow:
         deterministic: bool = False,
         clock: Clock | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline, not asyncio's
+        durability: Literal["sync", "background"] | None = None,
     ) -> RunResult:
         """Run until the run ends or rests, and return the result.
 
@@ -236,6 +238,10 @@ class Workflow:
                 the workflow's, else the system clock).
             timeout: The run's wall-clock deadline in seconds, stored with it
                 and enforced across restarts (``RunTimeoutError``).
+            durability: ``"sync"`` (default): each superstep starts once the
+                previous checkpoint is durable. ``"background"``: commits
+                overlap the next superstep; a crash loses at most the last
+                superstep's checkpoint (see ``docs/durability.md``).
 
         A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
         for requests and session input, ``WAITING`` for timers when it has a
@@ -250,6 +256,7 @@ class Workflow:
             max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
         )
         overrides["timeout"] = timeout
+        overrides["durability"] = durability
         overrides["sleep_through_timers"] = (store or self.store) is None
         launch = Launch(
             message=message,
