@@ -93,7 +93,9 @@ class Model:
         if run.run_id in self.runs:
             raise RunExistsError(run.run_id)
         self._check_free(first.info.checkpoint_id)
-        self.runs[run.run_id] = dataclasses.replace(run, checkpoint_id=first.info.checkpoint_id)
+        self.runs[run.run_id] = dataclasses.replace(
+            run, checkpoint_id=first.info.checkpoint_id, wake_at=first.info.wake_at
+        )
         self.graphs[run.run_id], self.commits[run.run_id] = graph, [first]
 
     def commit(self, record, keep_last=None):
@@ -106,6 +108,7 @@ class Model:
             superstep=info.superstep,
             checkpoint_id=info.checkpoint_id,
             updated_at=info.created_at,
+            wake_at=info.wake_at,
             error=None,
         )
         keep = self.keep_last if keep_last is None else keep_last
@@ -148,6 +151,17 @@ class Model:
             and parent_run_id in {None, run.parent_run_id}
         ]
         return found[slice(limit)]
+
+    def due_runs(self, now, limit=None):
+        def due(run):
+            return [t for t in (run.wake_at, run.deadline_at) if t is not None and t <= now]
+
+        found = [
+            run
+            for run in self.runs.values()  # in creation order, which breaks ties
+            if run.status in {"waiting", "awaiting_input"} and due(run)
+        ]
+        return sorted(found, key=lambda run: min(due(run)))[slice(limit)]
 
     def prune(self, run_id, keep_last):
         latest, records = self._run(run_id).checkpoint_id, self.commits[run_id]

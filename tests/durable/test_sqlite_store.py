@@ -11,13 +11,31 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from test_store_suite import checkpoint, commit_many, kept_ids, new_run
+from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
 from treadle._durable import _sql
 from treadle._durable._sqlite import SqliteStore
+from treadle._durable._store import CheckpointInfo, RunRecord
 from treadle._exceptions import CheckpointNotFoundError, DurabilityError
 
 KNOWN = len(_sql.MIGRATIONS)
+
+# The schema that version 1 (treadle cead48e..1f81ddc) made, spelled out: files
+# made by it exist, so neither this nor migration step 1 may ever change.
+VERSION_1 = (
+    """CREATE TABLE treadle_runs (
+        run_id TEXT NOT NULL PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL,
+        superstep BIGINT NOT NULL, checkpoint_id TEXT, parent_run_id TEXT,
+        parent_checkpoint_id TEXT, created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL, error TEXT, graph BLOB NOT NULL)""",
+    "CREATE INDEX treadle_runs_status ON treadle_runs (status)",
+    "CREATE INDEX treadle_runs_parent ON treadle_runs (parent_run_id)",
+    """CREATE TABLE treadle_checkpoints (
+        checkpoint_id TEXT NOT NULL PRIMARY KEY, run_id TEXT NOT NULL,
+        superstep BIGINT NOT NULL, status TEXT NOT NULL, parent_checkpoint_id TEXT,
+        created_at DOUBLE PRECISION NOT NULL, blob BLOB NOT NULL)""",
+    "CREATE INDEX treadle_checkpoints_run ON treadle_checkpoints (run_id, superstep, created_at)",
+)
 
 
 def connect(path):
@@ -105,6 +123,72 @@ async def test_a_version_0_file_made_by_hand_is_migrated_and_keeps_other_tables(
     with connect(path) as connection:
         assert connection.execute("SELECT body FROM notes").fetchall() == [("keep me",)]
         assert connection.execute("SELECT count(*) FROM treadle_checkpoints").fetchone() == (2,)
+
+
+def words(sql):
+    return " ".join(sql.replace("(", " ( ").replace(")", " ) ").replace(",", " , ").split())
+
+
+def test_migration_step_1_is_still_the_version_1_schema():
+    assert [words(_sql.SQLITE.render(step)) for step in _sql.MIGRATIONS[0]] == [
+        words(statement) for statement in VERSION_1
+    ]
+
+
+async def test_a_version_1_file_is_migrated_with_its_runs_and_checkpoints(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    with connect(path) as connection:
+        connection.execute("PRAGMA journal_mode = WAL")
+        for statement in VERSION_1:
+            connection.execute(statement)
+        connection.execute("CREATE TABLE treadle_schema (version INTEGER NOT NULL)")
+        connection.execute("INSERT INTO treadle_schema (version) VALUES (1)")
+        connection.executemany(
+            "INSERT INTO treadle_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("held", "wf", "waiting", 1, "held/1", None, None, T0, T0 + 1, None, b"graph"),
+                ("done", "wf", "failed", 0, "done/0", None, None, T0 + 2, T0 + 3, "boom", b""),
+            ],
+        )
+        connection.executemany(
+            "INSERT INTO treadle_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("held/0", "held", 0, "running", None, T0, b"zero"),
+                ("held/1", "held", 1, "waiting", "held/0", T0 + 1, b"one"),
+                ("done/0", "done", 0, "running", None, T0 + 2, b"d"),
+            ],
+        )
+    store = SqliteStore(path)
+    try:
+        held = RunRecord("held", "wf", "waiting", 1, "held/1", None, None, T0, T0 + 1)
+        done = RunRecord("done", "wf", "failed", 0, "done/0", None, None, T0 + 2, T0 + 3, "boom")
+        assert await store.list_runs() == [done, held]  # new fields: None
+        latest = CheckpointInfo("held/1", "held", 1, "waiting", "held/0", T0 + 1)
+        assert (await store.list_checkpoints("held"))[1] == latest
+        assert (await store.load_checkpoint("held")).blob == b"one"
+        assert (await store.get_graph("held"), await store.get_graph("done")) == (b"graph", b"")
+        assert await store.due_runs(T0 + 99) == []  # no run had a timer
+        await store.commit(checkpoint("held", "held/2", 2, status="waiting", wake_at=T0 + 5))
+        await new_run(store, "late", status="awaiting_input", deadline_at=T0 + 4, created_at=T0)
+        assert [run.run_id for run in await store.due_runs(T0 + 5)] == ["late", "held"]
+        assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
+    finally:
+        await store.close()
+    assert schema_version(path) == [KNOWN] == [2]
+
+
+async def test_due_runs_read_one_index_that_also_gives_their_order(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    query, parameters = _sql.select_due_runs(T0, 10)
+
+    def plan(connection):
+        rows = connection.execute(f"EXPLAIN QUERY PLAN {_sql.SQLITE.render(query)}", parameters)
+        return " | ".join(row[3] for row in rows)
+
+    steps = await store._call(plan, write=False)
+    await store.close()
+    assert "USING INDEX treadle_runs_due" in steps
+    assert "TEMP B-TREE" not in steps  # no sort: the index is in due order
 
 
 async def test_a_newer_treadle_upgrades_an_older_file_and_keeps_its_data(tmp_path, monkeypatch):
@@ -202,6 +286,58 @@ async def test_a_lock_held_past_busy_timeout_is_a_clear_error(tmp_path):
     await store.commit(checkpoint("run-1", "c2", 2))
     assert await kept_ids(store) == ["c0", "c2"]
     await store.close()
+
+
+async def test_an_operation_cancelled_before_its_turn_is_not_run(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=5)
+    await new_run(store)
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")
+        running = asyncio.create_task(store.commit(checkpoint("run-1", "c1", 1)))
+        queued = asyncio.create_task(store.commit(checkpoint("run-1", "c2", 2)))
+        await asyncio.sleep(0)  # both are handed over; the first waits for the lock
+        queued.cancel()
+        other_connection.execute("ROLLBACK")
+        await running
+    assert queued.cancelled()
+    assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()
+
+
+def test_an_operation_outliving_its_event_loop_completes_and_the_store_goes_on(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=5)
+    asyncio.run(new_run(store))
+
+    async def give_up():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(store.commit(checkpoint("run-1", "c1", 1)), 0.05)
+
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")
+        asyncio.run(give_up())  # that loop is closed while the commit waits for the lock
+        other_connection.execute("ROLLBACK")
+    assert asyncio.run(kept_ids(store)) == ["c0", "c1"]  # it was running, so it finished
+    asyncio.run(store.close())
+
+
+def test_event_loops_in_several_threads_share_one_store_at_once(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    run_ids = [f"thread-{n}" for n in range(4)]
+    asyncio.run(new_run(store))  # opens the file before the threads race for it
+
+    async def work(run_id):
+        await new_run(store, run_id, first=f"{run_id}/c0")
+        await commit_many(store, run_id, [f"{run_id}/c{n}" for n in range(1, 51)])
+
+    threads = [threading.Thread(target=asyncio.run, args=[work(run_id)]) for run_id in run_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [len(asyncio.run(kept_ids(store, run_id))) for run_id in run_ids] == [51] * 4
+    asyncio.run(store.close())
 
 
 async def test_close_closes_the_connection_and_stops_the_thread(tmp_path):
@@ -307,3 +443,7 @@ def test_sql_templates_render_for_another_dialect():
     created = other.render(_sql.MIGRATIONS[0][0])
     assert "seq BIGINT GENERATED ALWAYS AS IDENTITY," in created
     assert "graph BYTEA NOT NULL" in created
+    query, parameters = _sql.select_due_runs(T0, 5)
+    assert parameters == (T0, 5)
+    assert other.render(query).count("%s") == 2
+    assert other.render(query).endswith(", seq LIMIT %s")

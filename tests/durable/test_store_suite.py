@@ -23,22 +23,27 @@ from treadle._exceptions import (
 T0 = 1_700_000_000.0
 
 
-def run_record(run_id="run-1", *, workflow="wf", created_at=T0, parent=None):
+def run_record(
+    run_id="run-1", *, workflow="wf", created_at=T0, parent=None, status="running", **timers
+):
     branched_from = None if parent is None else f"{parent}/c0"
     return RunRecord(
-        run_id, workflow, "running", 0, None, parent, branched_from, created_at, created_at
+        run_id, workflow, status, 0, None, parent, branched_from, created_at, created_at, **timers
     )
 
 
-def checkpoint(run_id, checkpoint_id, superstep, *, created_at=T0, status="running", parent=None):
-    info = CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at)
+def checkpoint(
+    run_id, checkpoint_id, superstep, *, created_at=T0, status="running", parent=None, wake_at=None
+):
+    info = CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at, wake_at)
     return CheckpointRecord(info, f"blob of {checkpoint_id}".encode())
 
 
-async def new_run(store, run_id="run-1", *, first="c0", **fields):
+async def new_run(store, run_id="run-1", *, first="c0", wake_at=None, **fields):
     record = run_record(run_id, **fields)
-    await store.create_run(record, b"graph of " + run_id.encode(), checkpoint(run_id, first, 0))
-    return record
+    first_checkpoint = checkpoint(run_id, first, 0, wake_at=wake_at)
+    await store.create_run(record, b"graph of " + run_id.encode(), first_checkpoint)
+    return dataclasses.replace(record, checkpoint_id=first, wake_at=wake_at)
 
 
 async def commit_many(store, run_id, ids, **commit_options):
@@ -92,6 +97,58 @@ async def test_commit_makes_the_checkpoint_latest_and_moves_the_run_row(store):
     assert await store.get_run("run-1") == expected
     assert await store.load_checkpoint("run-1") == resumed
     assert await store.load_checkpoint("run-1", "c0") == checkpoint("run-1", "c0", 0)
+
+
+async def test_timers_and_deadlines_are_kept_and_each_commit_sets_wake_at(store):
+    # The run row's wake_at is its first checkpoint's, whatever the record says.
+    record = run_record(status="waiting", wake_at=T0 + 99, deadline_at=T0 + 60)
+    first = checkpoint("run-1", "c0", 0, status="waiting", wake_at=T0 + 5)
+    await store.create_run(record, b"g", first)
+    row = dataclasses.replace(record, checkpoint_id="c0", wake_at=T0 + 5)
+    assert (await store.get_run("run-1"), await store.list_runs()) == (row, [row])
+    assert await store.load_checkpoint("run-1") == first
+    for step, wake_at in enumerate([T0 + 30, None, T0 + 1], start=1):
+        await store.commit(checkpoint("run-1", f"c{step}", step, status="waiting", wake_at=wake_at))
+        row = dataclasses.replace(row, superstep=step, checkpoint_id=f"c{step}", wake_at=wake_at)
+        assert await store.get_run("run-1") == row
+    wakes = [info.wake_at for info in await store.list_checkpoints("run-1")]
+    assert wakes == [T0 + 5, T0 + 30, None, T0 + 1]
+    assert (await store.load_checkpoint("run-1", "c1")).info.wake_at == T0 + 30
+    await store.set_status("run-1", "cancelled")  # changes neither time
+    run = await store.get_run("run-1")
+    assert (run.wake_at, run.deadline_at) == (T0 + 1, T0 + 60)
+
+
+async def test_due_runs_are_waiting_runs_whose_timer_or_deadline_has_come(store):
+    cases = [  # run id, status, wake_at, deadline_at
+        ("wake", "waiting", T0 + 3, None),
+        ("deadline", "awaiting_input", None, T0 + 2),
+        ("deadline-first", "waiting", T0 + 5, T0 + 1),
+        ("wake-first", "awaiting_input", T0 + 1, T0 + 9),  # due with the one above: a tie
+        ("never", "waiting", None, None),
+        *[(status, status, T0, T0) for status in ["running", "completed", "failed", "stalled"]],
+    ]
+    for n, (run_id, status, wake_at, deadline_at) in enumerate(cases):
+        # created_at falls as runs are created: ties go by creation, not by created_at.
+        fields = {"status": status, "deadline_at": deadline_at, "created_at": T0 - n}
+        await new_run(store, run_id, first=run_id, wake_at=wake_at, **fields)
+
+    async def due(now, **limit):
+        return [run.run_id for run in await store.due_runs(now, **limit)]
+
+    assert await due(T0 + 0.999) == []
+    assert await due(T0 + 1) == ["deadline-first", "wake-first"]  # at now, not only before
+    assert await due(T0 + 2.5) == ["deadline-first", "wake-first", "deadline"]
+    assert await due(T0 + 99) == ["deadline-first", "wake-first", "deadline", "wake"]
+    assert await due(T0 + 99, limit=3) == ["deadline-first", "wake-first", "deadline"]
+    assert await due(T0 + 99, limit=0) == []
+    assert (await store.due_runs(T0 + 99))[2] == await store.get_run("deadline")
+    # A commit moves or clears a run's timer; a status change moves it in or out.
+    await store.commit(checkpoint("wake", "w1", 1, status="waiting", wake_at=None))
+    await store.commit(checkpoint("never", "n1", 1, status="awaiting_input", wake_at=T0 + 4))
+    await store.set_status("deadline-first", "running")
+    await store.set_status("running", "waiting")
+    assert await due(T0 + 99) == ["running", "wake-first", "deadline", "never"]
 
 
 async def test_a_refused_commit_changes_nothing(store):
@@ -215,8 +272,9 @@ async def test_retention_below_one_and_negative_limits_are_refused(store, make_s
         await store.commit(checkpoint("run-1", "c1", 1), keep_last=0)
     with pytest.raises(ValueError, match="keep_last must be at least 1"):
         await store.prune("run-1", 0)
-    with pytest.raises(ValueError, match="limit must be 0 or more"):
-        await store.list_runs(limit=-1)
+    for listing in [store.list_runs(limit=-1), store.due_runs(T0, limit=-1)]:
+        with pytest.raises(ValueError, match="limit must be 0 or more"):
+            await listing
     assert await kept_ids(store) == ["c0"]
 
 
@@ -266,6 +324,7 @@ async def test_a_closed_store_refuses_every_operation(store):
         store.list_checkpoints("run-1"),
         store.list_runs(),
         store.prune("run-1", 1),
+        store.due_runs(T0),
     ]
     for operation in operations:
         with pytest.raises(RuntimeError, match="closed"):
@@ -288,9 +347,11 @@ def test_one_store_serves_several_event_loops_and_threads(make_store):
 run_ids = st.sampled_from(["a", "b", "c"])
 checkpoint_ids = st.sampled_from([f"k{n}" for n in range(12)])
 times = st.sampled_from([T0, T0 + 1, T0 + 2])
-statuses = st.sampled_from(["running", "completed", "failed"])
+timers = st.none() | times
+statuses = st.sampled_from(["running", "completed", "failed", "waiting", "awaiting_input"])
 workflows = st.sampled_from(["w1", "w2"])
 keep_lasts = st.none() | st.integers(1, 3)
+limits = st.none() | st.integers(0, 3)
 
 
 def op(name, *args, **kwargs):
@@ -299,18 +360,17 @@ def op(name, *args, **kwargs):
 
 @st.composite
 def checkpoints(draw, run_id=run_ids):
-    superstep = draw(st.integers(0, 3))
-    info = CheckpointInfo(
-        draw(checkpoint_ids), draw(run_id), superstep, draw(statuses), None, draw(times)
-    )
+    fields = draw(st.integers(0, 3)), draw(statuses), None, draw(times), draw(timers)
+    info = CheckpointInfo(draw(checkpoint_ids), draw(run_id), *fields)
     return CheckpointRecord(info, draw(st.binary(max_size=8)))
 
 
 @st.composite
 def creations(draw):
     run_id = draw(run_ids)
-    parent = draw(st.none() | run_ids)
-    record = run_record(run_id, workflow=draw(workflows), created_at=draw(times), parent=parent)
+    fields = {"workflow": draw(workflows), "created_at": draw(times), "status": draw(statuses)}
+    timed = {"wake_at": draw(timers), "deadline_at": draw(timers)}
+    record = run_record(run_id, parent=draw(st.none() | run_ids), **fields, **timed)
     first = draw(checkpoints(run_id=st.just(run_id)))
     return "create_run", (record, draw(st.binary(max_size=8)), first), {}
 
@@ -329,9 +389,10 @@ operations = st.one_of(
         status=st.none() | statuses,
         workflow=st.none() | workflows,
         parent_run_id=st.none() | run_ids,
-        limit=st.none() | st.integers(0, 3),
+        limit=limits,
     ),
     op("prune", run_ids, st.integers(1, 3)),
+    op("due_runs", st.sampled_from([T0 - 1, T0, T0 + 0.5, T0 + 1, T0 + 2]), limit=limits),
 )
 
 
@@ -374,6 +435,7 @@ async def test_every_store_behaves_like_the_model(
                 stamped = (await store.get_run(args[0])).updated_at
                 model.runs[args[0]] = dataclasses.replace(model.runs[args[0]], updated_at=stamped)
         assert await store.list_runs() == model.list_runs()
+        assert await store.due_runs(T0 + 2) == model.due_runs(T0 + 2)
         for run_id in model.runs:
             infos = model.list_checkpoints(run_id)
             assert await store.list_checkpoints(run_id) == infos

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle._durable._sql import check_keep_last, check_limit, first_checkpoint_id
+from treadle._durable._sql import check_keep_last, check_limit, due_at, first_checkpoint_id
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ class MemoryStore:
     async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
         """Insert a new run with its graph description and first checkpoint.
 
-        The stored row names ``first`` as the run's latest checkpoint.
+        The stored row names ``first`` as the run's latest checkpoint and takes
+        its ``wake_at``.
 
         Raises:
             RunExistsError: A run with this id exists already.
@@ -70,15 +71,15 @@ class MemoryStore:
             if run.run_id in self._runs:
                 raise RunExistsError(run.run_id)
             self._check_new_checkpoint(first.info)
-            record = dataclasses.replace(run, checkpoint_id=latest)
+            record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             self._runs[run.run_id] = _Run(record, graph, {latest: first})
             self._owners[latest] = run.run_id
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and make it the run's latest, then apply retention.
 
-        The run row takes the checkpoint's status and superstep, its
-        ``created_at`` as ``updated_at``, and loses any ``error``.
+        The run row takes the checkpoint's status, superstep and ``wake_at``,
+        its ``created_at`` as ``updated_at``, and loses any ``error``.
 
         Raises:
             RunNotFoundError: No such run.
@@ -98,6 +99,7 @@ class MemoryStore:
                 superstep=info.superstep,
                 checkpoint_id=info.checkpoint_id,
                 updated_at=info.created_at,
+                wake_at=info.wake_at,
                 error=None,
             )
             retention = keep_last if keep_last is not None else self._keep_last
@@ -195,6 +197,27 @@ class MemoryStore:
         # Stable, so runs with equal created_at stay newest-created first.
         matching.sort(key=lambda record: record.created_at, reverse=True)
         return matching if limit is None else matching[:limit]
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
+
+        Ordered by the earlier of the two, oldest first (then by creation).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            in_creation_order = [run.record for run in self._runs.values()]
+        due = [
+            (when, record)
+            for record in in_creation_order
+            if (when := due_at(record)) is not None and when <= now
+        ]
+        # Stable, so runs due at the same time stay in creation order.
+        due.sort(key=lambda pair: pair[0])
+        return [record for _, record in due[:limit]]
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.

@@ -12,8 +12,9 @@ timestamps, and retention keeps the most recently *committed* checkpoints,
 which is the order a run actually moved in even when it was resumed from an
 older point and so went back to a smaller superstep.
 
-The argument checks at the end are the port's own rules, shared by every
-store (``MemoryStore`` included) so that all refuse the same calls alike.
+The port's own rules come at the end: the argument checks and when a run is
+due, shared by every store (``MemoryStore`` included) so that all refuse the
+same calls and wake the same runs alike.
 """
 
 from __future__ import annotations
@@ -98,14 +99,38 @@ CREATE TABLE treadle_checkpoints (
     blob {blob} NOT NULL
 )"""
 
+# When due_runs counts a run as due: for a waiting or awaiting_input run, the
+# earlier of its wake_at and deadline_at that is set (LEAST() in PostgreSQL,
+# which SQLite lacks); NULL for any other run, or one with neither.
+#
+# Migration 2 indexes this very expression, and due_runs asks for
+# ``_DUE_AT <= ?`` ordered by it, so the index holds only runs that can fall
+# due, already in due order: due_runs reads it from its start and stops at
+# ``now`` or at its limit, sorting nothing. Nothing else can serve that query,
+# so even SQLite's planner without statistics picks this index (with the status
+# spelled outside, it takes the status index and sorts). A planner only matches
+# an index on an expression to the same expression, hence one constant; as
+# migration 2 is made of it, changing it takes a migration of its own.
+_DUE_AT = (
+    "(CASE WHEN status IN ('waiting', 'awaiting_input') THEN"
+    " (CASE WHEN wake_at IS NULL OR deadline_at < wake_at THEN deadline_at ELSE wake_at END)"
+    " END)"
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
+    (  # 1: runs and checkpoints
         _CREATE_RUNS,
         "CREATE INDEX treadle_runs_status ON treadle_runs (status)",
         "CREATE INDEX treadle_runs_parent ON treadle_runs (parent_run_id)",
         _CREATE_CHECKPOINTS,
         "CREATE INDEX treadle_checkpoints_run"  # noqa: ISC004 - one statement, split for width
         " ON treadle_checkpoints (run_id, superstep, created_at)",
+    ),
+    (  # 2: durable timers and deadlines
+        "ALTER TABLE treadle_runs ADD COLUMN wake_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN deadline_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_checkpoints ADD COLUMN wake_at DOUBLE PRECISION",
+        f"CREATE INDEX treadle_runs_due ON treadle_runs ({_DUE_AT}) WHERE {_DUE_AT} IS NOT NULL",
     ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
@@ -119,23 +144,23 @@ store applies the missing steps in one transaction on open (see :func:`upgrade`)
 
 _RUN_COLUMNS = (
     "run_id, workflow, status, superstep, checkpoint_id, parent_run_id,"
-    " parent_checkpoint_id, created_at, updated_at, error"
+    " parent_checkpoint_id, created_at, updated_at, error, wake_at, deadline_at"
 )
 
 INSERT_RUN = f"""
 INSERT INTO treadle_runs ({_RUN_COLUMNS}, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 INSERT_CHECKPOINT = """
 INSERT INTO treadle_checkpoints
-    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, blob)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, wake_at, blob)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (checkpoint_id) DO NOTHING"""
 
 ADVANCE_RUN = """
 UPDATE treadle_runs
-SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, error = NULL
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
 WHERE run_id = ?"""
 
 SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
@@ -149,14 +174,15 @@ SELECT_GRAPH = "SELECT graph FROM treadle_runs WHERE run_id = ?"
 # The left join tells "no such run" (no row) from "no such checkpoint" (NULLs)
 # in one statement, so the answer comes from a single consistent read.
 SELECT_CHECKPOINT = """
-SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.blob
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
+    c.blob
 FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c
     ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
 WHERE r.run_id = ?"""
 
 SELECT_CHECKPOINTS = """
-SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at
 FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c ON c.run_id = r.run_id
 WHERE r.run_id = ?
@@ -174,34 +200,40 @@ WHERE run_id = ?
     AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)"""
 
 
-def select_runs(*, status: bool, workflow: bool, parent_run_id: bool, limit: bool) -> str:
-    """The ``list_runs`` template for the filters given, newest first.
+def select_runs(
+    *, status: str | None, workflow: str | None, parent_run_id: str | None, limit: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The ``list_runs`` template for the filters given, newest first, with its parameters.
 
-    Args:
-        status: Filter on ``status``.
-        workflow: Filter on ``workflow``.
-        parent_run_id: Filter on ``parent_run_id``.
-        limit: Add a ``LIMIT``.
-
-    Returns:
-        A template whose parameters are the filters' values in the order of
-        the arguments, then the limit.
+    Each argument but ``limit`` that is not ``None`` is a column's wanted
+    value; ``limit``, when given, caps the number of rows.
     """
-    filters = [
-        f"{column} = ?"
-        for column, wanted in (
-            ("status", status),
-            ("workflow", workflow),
-            ("parent_run_id", parent_run_id),
-        )
-        if wanted
-    ]
-    where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    tail = " LIMIT ?" if limit else ""
-    return (
+    given = {"status": status, "workflow": workflow, "parent_run_id": parent_run_id}
+    wanted = {column: value for column, value in given.items() if value is not None}
+    filters = " AND ".join(f"{column} = ?" for column in wanted)
+    where = f" WHERE {filters}" if filters else ""
+    template = (
         f"SELECT {_RUN_COLUMNS} FROM treadle_runs{where}"  # noqa: S608 - constant column names only
-        f" ORDER BY created_at DESC, {{order}} DESC{tail}"
+        f" ORDER BY created_at DESC, {{order}} DESC"
     )
+    return _limited(template, tuple(wanted.values()), limit)
+
+
+def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The ``due_runs`` template, due first (then by creation), with its parameters."""
+    template = (
+        f"SELECT {_RUN_COLUMNS} FROM treadle_runs"  # noqa: S608 - constant column names only
+        f" WHERE {_DUE_AT} <= ? ORDER BY {_DUE_AT}, {{order}}"
+    )
+    return _limited(template, (now,), limit)
+
+
+def _limited(
+    template: str, parameters: tuple[Any, ...], limit: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    if limit is None:
+        return template, parameters
+    return f"{template} LIMIT ?", (*parameters, limit)
 
 
 def run_from_row(row: Sequence[Any]) -> RunRecord:
@@ -210,9 +242,9 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
 
 
 def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
-    """A :class:`CheckpointInfo` from the first five columns of a checkpoint query."""
-    checkpoint_id, superstep, status, parent, created_at = row[:5]
-    return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at)
+    """A :class:`CheckpointInfo` from the first six columns of a checkpoint query."""
+    checkpoint_id, superstep, status, parent, created_at, wake_at = row[:6]
+    return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at, wake_at)
 
 
 def upgrade(
@@ -252,20 +284,34 @@ def upgrade(
 # --- parameters and rows ------------------------------------------------------
 
 
-def run_parameters(run: RunRecord, checkpoint_id: str, graph: bytes) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_RUN``."""
+def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_RUN``: ``run``, but latest and ``wake_at`` from ``first``."""
     return (
         run.run_id,
         run.workflow,
         run.status,
         run.superstep,
-        checkpoint_id,
+        first.checkpoint_id,
         run.parent_run_id,
         run.parent_checkpoint_id,
         run.created_at,
         run.updated_at,
         run.error,
+        first.wake_at,
+        run.deadline_at,
         graph,
+    )
+
+
+def advance_parameters(info: CheckpointInfo) -> tuple[Any, ...]:
+    """The parameters of ``ADVANCE_RUN``: the run row follows checkpoint ``info``."""
+    return (
+        info.status,
+        info.superstep,
+        info.checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        info.run_id,
     )
 
 
@@ -279,11 +325,24 @@ def checkpoint_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
         info.status,
         info.parent_checkpoint_id,
         info.created_at,
+        info.wake_at,
         checkpoint.blob,
     )
 
 
-# --- argument checks every store makes ------------------------------------------
+# --- the port's rules, which every store applies ------------------------------
+
+
+def due_at(run: RunRecord) -> float | None:
+    """When ``due_runs`` counts ``run`` as due; ``None``: never, as it stands.
+
+    The earlier of its ``wake_at`` and ``deadline_at`` that is set, for a run
+    that is ``waiting`` or ``awaiting_input``: ``_DUE_AT`` in Python.
+    """
+    if run.status not in {"waiting", "awaiting_input"}:
+        return None
+    times = [time for time in (run.wake_at, run.deadline_at) if time is not None]
+    return min(times, default=None)
 
 
 def check_keep_last(keep_last: int | None) -> None:
@@ -299,7 +358,7 @@ def check_keep_last(keep_last: int | None) -> None:
 
 
 def check_limit(limit: int | None) -> None:
-    """Refuse a negative ``list_runs`` limit.
+    """Refuse a negative ``list_runs`` or ``due_runs`` limit.
 
     Raises:
         ValueError: ``limit`` is negative.

@@ -21,10 +21,13 @@ import asyncio
 import contextlib
 import functools
 import os
+import queue
 import sqlite3
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from treadle._durable import _sql
 from treadle._durable._sql import SQLITE
@@ -36,11 +39,11 @@ from treadle._exceptions import (
     RunNotFoundError,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
+_Work = Callable[[sqlite3.Connection], _T]  # an operation, given the store's connection
+# A call for the store's thread, with the future that awaits it and that future's loop.
+_Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
 
 # Each template is rendered once; the driver then caches the prepared statement.
 _render = functools.cache(SQLITE.render)
@@ -63,7 +66,8 @@ class SqliteStore:
     time, in the order they were called.
 
     A coroutine cancelled while its operation runs does not stop it: the
-    operation completes (or not) as one transaction.
+    operation completes (or not) as one transaction. One cancelled while its
+    operation still waits for its turn takes it out of the queue.
     """
 
     def __init__(
@@ -93,10 +97,11 @@ class SqliteStore:
         self._path = os.fspath(path)
         self._keep_last = keep_last
         self._busy_timeout = busy_timeout
-        # The executor starts its one thread on the first submit, not here.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="treadle-sqlite")
-        self._closed = False  # set by close(): no new operations
-        self._shut = False  # set on the store's thread once the connection is closed
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None  # started by the first operation
+        # Guards _closed, _thread and the queue's tail: no job is queued after close's.
+        self._lock = threading.Lock()
+        self._closed = False
         self._connection: sqlite3.Connection | None = None  # touched on the store's thread only
 
     @property
@@ -117,8 +122,8 @@ class SqliteStore:
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        latest = _sql.first_checkpoint_id(run, first.info)
-        run_row = _sql.run_parameters(run, latest, graph)
+        _sql.first_checkpoint_id(run, first.info)
+        run_row = _sql.run_parameters(run, first.info, graph)
 
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
@@ -130,8 +135,8 @@ class SqliteStore:
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint, make it the run's latest, and apply retention.
 
-        The run row takes the checkpoint's status and superstep, its
-        ``created_at`` as ``updated_at``, and loses any ``error``. One
+        The run row takes the checkpoint's status, superstep and ``wake_at``,
+        its ``created_at`` as ``updated_at``, and loses any ``error``. One
         transaction, one fsync.
 
         Raises:
@@ -150,10 +155,8 @@ class SqliteStore:
         """
 
         def work(connection: sqlite3.Connection) -> None:
-            cursor = connection.execute(
-                _render(_sql.SET_STATUS), (status, error, time.time(), run_id)
-            )
-            if cursor.rowcount == 0:
+            stamped = (status, error, time.time(), run_id)
+            if connection.execute(_render(_sql.SET_STATUS), stamped).rowcount == 0:
                 raise RunNotFoundError(run_id)
 
         await self._call(work, write=True)
@@ -195,7 +198,7 @@ class SqliteStore:
             raise RunNotFoundError(run_id)
         if rows[0][0] is None:
             raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][5])
+        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][6])
 
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
@@ -223,16 +226,23 @@ class SqliteStore:
             ValueError: ``limit`` is negative.
         """
         _sql.check_limit(limit)
-        query = _render(
-            _sql.select_runs(
-                status=status is not None,
-                workflow=workflow is not None,
-                parent_run_id=parent_run_id is not None,
-                limit=limit is not None,
-            )
+        query, parameters = _sql.select_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
         )
-        parameters = tuple(p for p in (status, workflow, parent_run_id, limit) if p is not None)
-        return [_sql.run_from_row(row) for row in await self._read(query, parameters)]
+        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
+
+        Ordered by the earlier of the two, oldest first (then by creation), and
+        read from an index holding only such runs, in that order.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        _sql.check_limit(limit)
+        query, parameters = _sql.select_due_runs(now, limit)
+        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -260,14 +270,17 @@ class SqliteStore:
 
         Operations already called finish first.
         """
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._shut_down)
-        finally:
-            # The thread's queue is empty by now, so this join returns at once.
-            self._executor.shutdown(wait=True)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            if thread is None:
+                return  # never used: nothing was opened
+            done = self._submit(self._shut_down)
+            self._jobs.put(None)  # tells the thread to stop
+        await asyncio.shield(done)  # even if this close is cancelled, the connection closes
+        thread.join()  # at once: the stop is the thread's last job
 
     # --- the store's thread -------------------------------------------------------
 
@@ -275,15 +288,28 @@ class SqliteStore:
         # One SELECT is one consistent read, so reads need no explicit transaction.
         return await self._call(functools.partial(_select, query, parameters), write=False)
 
-    async def _call(self, work: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed")
-        loop = asyncio.get_running_loop()  # whichever loop awaits; none is cached
-        return await loop.run_in_executor(self._executor, self._run, work, write)
+    async def _call(self, work: _Work[_T], *, write: bool) -> _T:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=_serve, args=(self._jobs,), name="treadle-sqlite", daemon=True
+                )
+                self._thread.start()
+                weakref.finalize(self, self._jobs.put, None)  # a store never closed: stop anyway
+            done: asyncio.Future[_T] = self._submit(functools.partial(self._run, work, write))
+        return await done
 
-    def _run(self, work: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
-        if self._shut:
-            raise RuntimeError(f"{self!r} is closed")
+    def _submit(self, call: Callable[[], _T]) -> asyncio.Future[_T]:
+        # The future belongs to whichever loop awaits it; none is cached, so the
+        # store serves one loop after another (run_sync) or several at once.
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put((call, done, loop))
+        return done
+
+    def _run(self, work: _Work[_T], write: bool) -> _T:
         try:
             connection = self._open() if self._connection is None else self._connection
             return self._retrying(connection, work, write=write)
@@ -320,13 +346,7 @@ class SqliteStore:
         for template, parameters in _sql.upgrade(found, repr(self), _sql.MIGRATIONS):
             connection.execute(_render(template), parameters)
 
-    def _retrying(
-        self,
-        connection: sqlite3.Connection,
-        work: Callable[[sqlite3.Connection], _T],
-        *,
-        write: bool,
-    ) -> _T:
+    def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
         # SQLite waits up to busy_timeout by itself in most cases; the few where it
         # answers "locked" at once (a WAL reset or recovery by another process) are
         # retried here, against the same deadline.
@@ -347,15 +367,39 @@ class SqliteStore:
             pause = min(pause * 2, _LONGEST_PAUSE)
 
     def _shut_down(self) -> None:
-        self._shut = True
         if self._connection is not None:
             self._connection.close()
             self._connection = None
 
 
-def _transaction(
-    connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T], *, write: bool
-) -> _T:
+def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    # The store's thread, one job at a time in queue order. Daemonic, so a store
+    # nobody closed cannot keep the process alive: SQLite's journal makes a
+    # transaction cut short at exit as if it had never begun.
+    while (job := jobs.get()) is not None:
+        call, done, loop = job
+        if done.cancelled():  # its caller gave up before it started: skip it
+            continue
+        try:
+            result, error = call(), None
+        except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, error = None, raised
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(_settle, done, result, error)
+        del job, call, done, result, error  # hold nothing until the next job arrives
+
+
+def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    # On the awaiting loop's thread, where the future may be touched.
+    if done.cancelled():
+        return
+    if error is None:
+        done.set_result(result)
+    else:
+        done.set_exception(error)
+
+
+def _transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
     if not write:
         return work(connection)
     connection.execute("BEGIN IMMEDIATE")
@@ -391,8 +435,7 @@ def _commit(
     checkpoint: CheckpointRecord, keep_last: int | None, connection: sqlite3.Connection
 ) -> None:
     info = checkpoint.info
-    advance = (info.status, info.superstep, info.checkpoint_id, info.created_at, info.run_id)
-    if connection.execute(_render(_sql.ADVANCE_RUN), advance).rowcount == 0:
+    if connection.execute(_render(_sql.ADVANCE_RUN), _sql.advance_parameters(info)).rowcount == 0:
         raise RunNotFoundError(info.run_id)
     _insert_checkpoint(connection, checkpoint)
     if keep_last is not None:
@@ -400,7 +443,5 @@ def _commit(
 
 
 def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
-    cursor = connection.execute(
-        _render(_sql.DELETE_OLD_CHECKPOINTS), (run_id, run_id, keep_last - 1, run_id)
-    )
-    return cursor.rowcount
+    parameters = (run_id, run_id, keep_last - 1, run_id)
+    return connection.execute(_render(_sql.DELETE_OLD_CHECKPOINTS), parameters).rowcount
