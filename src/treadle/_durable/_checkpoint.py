@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._blob import seal, unseal
+from treadle._durable._serialization import dump_plain
 from treadle._exceptions import CheckpointCorruptError, SerializationError
 from treadle._runtime._delivery import Envelope, FanInBuffer, HandoffContext
 from treadle._runtime._spawn import SpawnRecord
@@ -30,7 +31,7 @@ from treadle._runtime._waits import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from treadle._durable._serialization import Serializer
     from treadle._runtime._barrier import BarrierState
@@ -59,14 +60,19 @@ class RestoredRun:
     spawned: tuple[SpawnRecord, ...]
 
 
-def _envelope_out(envelope: Envelope) -> list[Any]:
+def _same(value: Any) -> Any:
+    return value
+
+
+def _envelope_out(envelope: Envelope, enc: Callable[[Any], Any] = _same) -> list[Any]:
     handoff = envelope.handoff
+    journal = envelope.journal
     return [
         list(envelope.stamp),
         envelope.source,
-        envelope.payload,
+        enc(envelope.payload),
         None if handoff is None else [handoff.source, handoff.reason],
-        None if envelope.journal is None else [list(entry) for entry in envelope.journal],
+        None if journal is None else [[kind, name, enc(value)] for kind, name, value in journal],
     ]
 
 
@@ -82,23 +88,55 @@ def _envelope_in(raw: list[Any]) -> Envelope:
     )
 
 
-def _waits_out(waits: WaitBook) -> dict[str, Any]:
+def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
     return {
         "suspended": [
             [
                 s.executor_id,
-                _envelope_out(s.envelope),
-                [list(entry) for entry in s.journal],
-                [s.wait.kind, s.wait.key, s.wait.due_at, s.wait.payload, s.wait.response_type],
+                _envelope_out(s.envelope, enc),
+                [[kind, name, enc(value)] for kind, name, value in s.journal],
+                [s.wait.kind, s.wait.key, s.wait.due_at, enc(s.wait.payload), s.wait.response_type],
             ]
             for s in waits.suspended
         ],
-        "scheduled": [[m.due_at, m.target, _envelope_out(m.envelope)] for m in waits.scheduled],
+        "scheduled": [
+            [m.due_at, m.target, _envelope_out(m.envelope, enc)] for m in waits.scheduled
+        ],
         "answered": sorted(waits.answered),
         "approvals": [
-            [a.key, a.source, a.target, _envelope_out(a.envelope)] for a in waits.approvals
+            [a.key, a.source, a.target, _envelope_out(a.envelope, enc)] for a in waits.approvals
         ],
     }
+
+
+class EncodeCache:
+    """What one run's previous checkpoint already encoded.
+
+    State is a new mapping only when a superstep wrote to it, and outputs
+    only grow, so most barriers can reuse both instead of encoding them again.
+    """
+
+    __slots__ = ("_outputs", "_state", "_state_json")
+
+    def __init__(self) -> None:
+        self._state: Any = None
+        self._state_json: Any = None
+        self._outputs: list[Any] = []
+
+    def state(self, state: Any, enc: Callable[[Any], Any]) -> Any:
+        """The encoded state, reused while it is the same object."""
+        if state is not self._state:
+            self._state_json = enc(dict(state))
+            self._state = state
+        return self._state_json
+
+    def outputs(self, outputs: tuple[Any, ...], enc: Callable[[Any], Any]) -> list[Any]:
+        """The encoded outputs, encoding only those added since last time."""
+        done = self._outputs
+        if len(outputs) < len(done):
+            done.clear()
+        done.extend(enc(value) for value in outputs[len(done) :])
+        return done
 
 
 def _waits_in(raw: dict[str, Any]) -> WaitBook:
@@ -137,15 +175,46 @@ class CheckpointCodec:
         self._key = key
 
     def encode(
-        self, barrier: BarrierState, fingerprint: str, snapshots: Mapping[str, Any]
+        self,
+        barrier: BarrierState,
+        fingerprint: str,
+        snapshots: Mapping[str, Any],
+        cache: EncodeCache | None = None,
     ) -> bytes:
         """The sealed bytes of one barrier.
+
+        With a serializer that can encode single values (``to_json``), only
+        user values go through it and the checkpoint's own structure is
+        dumped as plain JSON; ``cache`` (one per run) then saves re-encoding
+        unchanged state and earlier outputs.
 
         Raises:
             SerializationError: a message, state value, output or snapshot
                 cannot be encoded; the error names where it sits.
         """
-        document = {
+        to_json: Callable[[Any], Any] | None = getattr(self._serializer, "to_json", None)
+        try:
+            if to_json is None:
+                payload = self._serializer.dumps(self._document(barrier, fingerprint, snapshots))
+            else:
+                cache = cache or EncodeCache()
+                document = self._document(barrier, fingerprint, snapshots, to_json, cache)
+                payload = dump_plain(document)
+        except SerializationError as error:
+            where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
+            msg = f"cannot checkpoint {where}: {error}"
+            raise SerializationError(msg) from error
+        return seal(payload, key=self._key)
+
+    def _document(
+        self,
+        barrier: BarrierState,
+        fingerprint: str,
+        snapshots: Mapping[str, Any],
+        enc: Callable[[Any], Any] = _same,
+        cache: EncodeCache | None = None,
+    ) -> dict[str, Any]:
+        return {
             "format": FORMAT,
             "serializer": self._serializer.name,
             "run_id": barrier.run_id,
@@ -153,31 +222,24 @@ class CheckpointCodec:
             "status": barrier.status.value,
             "fingerprint": fingerprint,
             "pending": [
-                [target, [_envelope_out(e) for e in inbox]]
+                [target, [_envelope_out(e, enc) for e in inbox]]
                 for target, inbox in barrier.pending.items()
             ],
             "fan_in": [
                 [
-                    [source, [_envelope_out(e) for e in envelopes]]
+                    [source, [_envelope_out(e, enc) for e in envelopes]]
                     for source, envelopes in buffer.items()
                 ]
                 for buffer in barrier.fan_in_buffers
             ],
-            "state": dict(barrier.state),
+            "state": cache.state(barrier.state, enc) if cache else enc(dict(barrier.state)),
             "iterations": dict(barrier.iterations),
-            "outputs": list(barrier.outputs),
-            "snapshots": dict(snapshots),
-            "waits": _waits_out(barrier.waits),
+            "outputs": cache.outputs(barrier.outputs, enc) if cache else enc(list(barrier.outputs)),
+            "snapshots": enc(dict(snapshots)),
+            "waits": _waits_out(barrier.waits, enc),
             "deadline_at": barrier.deadline_at,
             "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
         }
-        try:
-            payload = self._serializer.dumps(document)
-        except SerializationError as error:
-            where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
-            msg = f"cannot checkpoint {where}: {error}"
-            raise SerializationError(msg) from error
-        return seal(payload, key=self._key)
 
     def decode(self, blob: bytes, *, run_id: str, checkpoint_id: str) -> RestoredRun:
         """Verify, unseal and decode one checkpoint.

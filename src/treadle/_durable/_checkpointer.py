@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from treadle._durable._checkpoint import EncodeCache
 from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class Checkpointer:
         self.last_checkpoint_id = parent_checkpoint_id
         self._keep_last = keep_last
         self._background = durability == "background"
+        self._cache = EncodeCache()
         self._in_flight: asyncio.Future[None] | None = None
 
     def _record(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> CheckpointRecord:
@@ -86,7 +88,8 @@ class Checkpointer:
             created_at=time.time(),
             wake_at=barrier.wake_at,
         )
-        return CheckpointRecord(info, self._codec.encode(barrier, self._fingerprint, snapshots))
+        blob = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
+        return CheckpointRecord(info, blob)
 
     async def create(
         self,

@@ -199,16 +199,25 @@ class JsonSerializer:
             SerializationError: ``value`` holds something this serializer cannot
                 store; the message names its type and where it sits in ``value``.
         """
+        return dump_plain(self.to_json(value))
+
+    def to_json(self, value: Any) -> Any:
+        """``value`` as plain JSON data (tagged where JSON alone is ambiguous).
+
+        :meth:`dumps` is ``to_json`` plus ``json.dumps``. Callers that embed
+        user values in a document of their own (checkpoints) encode just the
+        values with this and dump the document once; :meth:`loads` decodes
+        the tags wherever they sit.
+
+        Raises:
+            SerializationError: as :meth:`dumps`.
+        """
         try:
-            doc = self._encode(value)
-            text = json.dumps(doc, separators=(",", ":"), check_circular=False, allow_nan=False)
+            return self._encode(value)
         except _UnsupportedError as exc:
             raise SerializationError(_unsupported_message(value, exc, self.registry)) from None
         except RecursionError:
             raise SerializationError("value is nested too deeply or contains a cycle") from None
-        except ValueError as exc:  # ints beyond sys.get_int_max_str_digits()
-            raise SerializationError(f"cannot serialize value: {exc}") from exc
-        return text.encode("ascii")
 
     def loads(self, data: bytes) -> Any:
         """Decode bytes written by :meth:`dumps`.
@@ -223,6 +232,15 @@ class JsonSerializer:
             raise
         except (ValueError, RecursionError) as exc:
             raise SerializationError(f"stored data is not valid treadle JSON: {exc}") from exc
+
+
+def dump_plain(document: Any) -> bytes:
+    """Plain JSON data (as :meth:`JsonSerializer.to_json` returns) as compact bytes."""
+    try:
+        text = json.dumps(document, separators=(",", ":"), check_circular=False, allow_nan=False)
+    except ValueError as exc:  # ints beyond sys.get_int_max_str_digits()
+        raise SerializationError(f"cannot serialize value: {exc}") from exc
+    return text.encode("ascii")
 
 
 def _refuse_constant(name: str) -> Any:
