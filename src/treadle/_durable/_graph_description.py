@@ -30,6 +30,13 @@ from treadle._graph._edges import (
 if TYPE_CHECKING:
     from treadle._runtime._workflow import Workflow
 
+ORIGIN = "origin"
+"""Key of the import path (``pkg.module:attr``) a workflow was loaded from.
+
+Stored with each run so tools (the CLI, workers) can load the workflow that
+wrote it; not part of the fingerprint, which is about the graph's shape.
+"""
+
 
 def _edge_text(edge: Edge) -> str:
     if isinstance(edge, DirectEdge):
@@ -59,7 +66,7 @@ def describe_graph(workflow: Workflow) -> dict[str, Any]:
             "class": type(prototype).__qualname__,
             "accepts": sorted(t.__qualname__ for t in prototype.accepted_types()),
         }
-    return {
+    description: dict[str, Any] = {
         "name": workflow.name,
         "start": workflow.start_id,
         "executors": executors,
@@ -69,6 +76,9 @@ def describe_graph(workflow: Workflow) -> dict[str, Any]:
             for key, spec in sorted(workflow.state_specs.items())
         },
     }
+    if workflow.origin is not None:
+        description[ORIGIN] = workflow.origin
+    return description
 
 
 def encode_description(description: dict[str, Any]) -> bytes:
@@ -77,8 +87,9 @@ def encode_description(description: dict[str, Any]) -> bytes:
 
 
 def fingerprint(description: dict[str, Any]) -> str:
-    """A short, stable hash of a description."""
-    return hashlib.blake2b(encode_description(description), digest_size=12).hexdigest()
+    """A short, stable hash of a description (where it was imported from aside)."""
+    shape = {k: v for k, v in description.items() if k != ORIGIN}
+    return hashlib.blake2b(encode_description(shape), digest_size=12).hexdigest()
 
 
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -83,6 +83,8 @@ class Workflow:
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None
         self._registry: TypeRegistry | None = None
+        self.origin: str | None = None
+        """Where the workflow was imported from (``pkg.module:attr``), when known."""
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
