@@ -83,8 +83,7 @@ class Workflow:
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None
         self._registry: TypeRegistry | None = None
-        self.origin: str | None = None
-        """Where the workflow was imported from (``pkg.module:attr``), when known."""
+        self._origin: str | None = None
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
@@ -113,6 +112,20 @@ class Workflow:
                 members[member] = None
         found = members or dict.fromkeys(given)
         return tuple(sorted(found, key=self.ranks.__getitem__))
+
+    @property
+    def origin(self) -> str | None:
+        """Where the workflow was imported from (``pkg.module:attr``), when known.
+
+        Stored with each run so tools (the CLI, workers) can load the workflow
+        that wrote it; not part of the fingerprint.
+        """
+        return self._origin
+
+    @origin.setter
+    def origin(self, value: str | None) -> None:
+        self._origin = value
+        self._description = None  # the stored description carries it
 
     # -- durability configuration ------------------------------------------------
     @property
