@@ -18,7 +18,12 @@ from treadle._durable._graph_description import (
     encode_description,
     fingerprint,
 )
-from treadle._exceptions import CheckpointCorruptError, GraphChangedError, RunCancelledError
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    GraphChangedError,
+    RequestError,
+    RunCancelledError,
+)
 from treadle._runtime._barrier import BarrierState
 from treadle._runtime._result import RunStatus
 
@@ -124,3 +129,16 @@ async def run_history(store: Store, run_id: str) -> RunHistory:
         checkpoints=await store.list_checkpoints(run_id),
         forks=await store.list_runs(parent_run_id=run_id),
     )
+
+
+async def cancel_run(store: Store, run_id: str) -> None:
+    """Mark a resting run ``CANCELLED``; its last checkpoint stays intact.
+
+    Raises:
+        RequestError: the run has ended already.
+    """
+    row = await store.get_run(run_id)
+    if RunStatus(row.status) in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STALLED):
+        msg = f"run {run_id!r} has ended ({row.status}); there is nothing to cancel"
+        raise RequestError(msg)
+    await store.set_status(run_id, RunStatus.CANCELLED.value)

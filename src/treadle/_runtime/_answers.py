@@ -74,5 +74,8 @@ def validate_response(
     try:
         return TypeAdapter(cls).validate_python(value)
     except ValidationError as error:
-        msg = f"request {request_id!r} expects {type_name}: {error}"
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()
+        )
+        msg = f"request {request_id!r} expects {type_name}: {problems}"
         raise InvalidResponseError(msg) from error

@@ -15,16 +15,21 @@ from typing import TYPE_CHECKING, Any, Literal
 from treadle._durable._checkpoint import CheckpointCodec
 from treadle._durable._graph_description import describe_graph, fingerprint
 from treadle._durable._registry import TypeRegistry
-from treadle._durable._runs import RunHistory, fork_run, load_restored, run_history
+from treadle._durable._runs import (
+    RunHistory,
+    cancel_run,
+    fork_run,
+    load_restored,
+    run_history,
+)
 from treadle._durable._serialization import JsonSerializer
-from treadle._exceptions import RequestError, TreadleError, WorkflowRunError
+from treadle._exceptions import TreadleError, WorkflowRunError
 from treadle._graph._cycles import cycle_members
 from treadle._runtime._answers import response_type_name, validate_response
 from treadle._runtime._barrier import RunOptions
 from treadle._runtime._delivery import HandoffRefused
 from treadle._runtime._launch import Launch, open_run
 from treadle._runtime._pool import ExecutorNode, ExecutorPool, InstanceClaims
-from treadle._runtime._result import RunStatus
 from treadle._runtime._routing import Router
 from treadle._runtime._spawn import SpawnResult
 from treadle._runtime._stream import EventBatch, ExecutionMode, WorkflowStream
@@ -476,12 +481,7 @@ class Workflow:
         services skip it, and ``resume`` refuses it). To cancel a run that
         is executing in this process, cancel its task or its stream.
         """
-        chosen = self.store_for(store)
-        row = await chosen.get_run(run_id)
-        if RunStatus(row.status) in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STALLED):
-            msg = f"run {run_id!r} has ended ({row.status}); there is nothing to cancel"
-            raise RequestError(msg)
-        await chosen.set_status(run_id, RunStatus.CANCELLED.value)
+        await cancel_run(self.store_for(store), run_id)
 
     async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
         """A stored run's checkpoints, oldest first, with its lineage (time travel)."""

@@ -1,0 +1,1 @@
+"""The `treadle` command: a thin typer app over the commands layer."""

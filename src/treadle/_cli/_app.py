@@ -1,0 +1,416 @@
+"""The ``treadle`` command line: argument parsing and printing, nothing else.
+
+Each command parses its arguments, calls the commands layer
+(:mod:`treadle._cli._commands`) on the chosen store, and prints the result
+with rich (or as JSON with ``--json``). Exit codes:
+
+* 0 — done (a run that completed, a listing);
+* 1 — the run failed, stalled or was cancelled;
+* 2 — bad input: unknown run or request, malformed JSON, an import path
+  that does not load, a refused answer (nothing was changed);
+* 3 — the run rests: it awaits input or waits on a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from treadle._cli import _commands as commands
+from treadle._cli._live import stream_run
+from treadle._exceptions import TreadleError, WorkflowRunError
+from treadle._runtime._result import RunStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._durable._store import Store
+    from treadle._runtime._result import RunResult
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="treadle",
+    help="Run, inspect and steer durable treadle workflows.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# soft_wrap: long lines (run ids, the command to answer a request) must stay copyable.
+# Piped output is not cut to 80 columns: ids must survive to the next command.
+_WIDTH = None if sys.stdout.isatty() else 240
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="TREADLE_STORE",
+        help="A SQLite file (default: treadle.sqlite here) or a postgresql:// URL.",
+    ),
+]
+AppOption = Annotated[
+    str | None,
+    typer.Option("--app", help="pkg.module:workflow, when the run does not record it."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+EXIT_FOR_STATUS = {
+    RunStatus.COMPLETED: 0,
+    RunStatus.AWAITING_INPUT: 3,
+    RunStatus.WAITING: 3,
+    RunStatus.FAILED: 1,
+    RunStatus.STALLED: 1,
+    RunStatus.CANCELLED: 1,
+    RunStatus.RUNNING: 0,
+}
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON-ready data (dataclasses, models, datetimes included)."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
+
+    return to_jsonable_python(value, fallback=repr)
+
+
+def when(epoch: float | None) -> str:
+    """An epoch time as an ISO string (UTC), or an empty string."""
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+
+
+def execute(store_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run one command against the store, turning errors into one line and an exit code."""
+
+    async def main() -> T:
+        store = commands.open_store(store_url)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except WorkflowRunError as error:
+        err.print(f"[red]run failed:[/red] {error}")
+        raise typer.Exit(1) from None
+    except TreadleError as error:
+        err.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+def report(result: RunResult, *, as_json: bool = False) -> None:
+    """Print a run's outcome (and how to answer it) and exit with its status code."""
+    if as_json:
+        out.print_json(data=plain(_result_data(result)))
+    else:
+        style = "green" if result.status is RunStatus.COMPLETED else "yellow"
+        out.print(f"run [bold]{result.run_id}[/bold]: [{style}]{result.status.value}[/{style}]")
+        for value in result.outputs:
+            out.print(f"  output: {json.dumps(plain(value))}")
+        for request in result.pending_requests:
+            payload = json.dumps(plain(request.payload))
+            out.print(
+                f"  waiting for {request.response_type} on request {request.request_id}: {payload}"
+            )
+            out.print(f"    answer: treadle respond {result.run_id} {request.request_id} '<json>'")
+        if result.status is RunStatus.WAITING:
+            out.print(f"  next timer: {when(result.wake_at)}; `treadle worker` wakes it")
+    raise typer.Exit(EXIT_FOR_STATUS[result.status])
+
+
+def _result_data(result: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": result.run_id,
+        "status": result.status.value,
+        "superstep": result.superstep,
+        "outputs": result.outputs,
+        "state": dict(result.state),
+        "pending_requests": [
+            {
+                "request_id": r.request_id,
+                "executor_id": r.executor_id,
+                "payload": r.payload,
+                "response_type": r.response_type,
+            }
+            for r in result.pending_requests
+        ],
+        "wake_at": result.wake_at,
+    }
+
+
+@app.command()
+def run(
+    workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
+    input_: Annotated[
+        str, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
+    ] = "null",
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a run and watch it live: supersteps, progress, outputs."""
+    loaded, value = execute_sync(lambda: commands.prepare_run(workflow, input_))
+
+    async def work(chosen: Store) -> RunResult:
+        return await stream_run(loaded, value, chosen, run_id, out, quiet=as_json)
+
+    report(execute(store, work), as_json=as_json)
+
+
+def execute_sync(work: Callable[[], T]) -> T:
+    """Run a synchronous step of a command, with the same error handling."""
+    try:
+        return work()
+    except TreadleError as error:
+        err.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def runs(
+    status: Annotated[str | None, typer.Option("--status", help="e.g. awaiting_input")] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="A workflow name.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first."""
+    if status is not None and status not in {s.value for s in RunStatus}:
+        valid = ", ".join(s.value for s in RunStatus)
+        err.print(f"[red]error:[/red] unknown status {status!r}; use one of {valid}")
+        raise typer.Exit(2)
+    rows = execute(store, lambda s: s.list_runs(status=status, workflow=workflow, limit=limit))
+    if as_json:
+        out.print_json(data=[_run_data(r) for r in rows])
+        return
+    table = Table("run", "workflow", "status", "superstep", "updated", box=None)
+    for row in rows:
+        table.add_row(
+            row.run_id, row.workflow, row.status, str(row.superstep), when(row.updated_at)
+        )
+    out.print(table)
+
+
+def _run_data(row: Any) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "workflow": row.workflow,
+        "status": row.status,
+        "superstep": row.superstep,
+        "checkpoint_id": row.checkpoint_id,
+        "parent_run_id": row.parent_run_id,
+        "parent_checkpoint_id": row.parent_checkpoint_id,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "error": row.error,
+        "wake_at": row.wake_at,
+        "deadline_at": row.deadline_at,
+    }
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run: status, pending requests and timers, outputs, state."""
+    view = execute(store, lambda s: commands.show_run(s, run_id, app_))
+    data = {
+        **_run_data(view.run),
+        "outputs": view.outputs,
+        "state": view.state,
+        "pending_requests": view.pending_requests,
+        "next_timer": view.wake_at,
+    }
+    if as_json:
+        out.print_json(data=plain(data))
+        return
+    out.print(f"run [bold]{view.run.run_id}[/bold] ({view.run.workflow}): {view.run.status}")
+    out.print(f"  superstep {view.run.superstep}, checkpoint {view.run.checkpoint_id}")
+    if view.run.error:
+        out.print(f"  error: {view.run.error}")
+    if view.detail:
+        out.print(f"  [yellow]{view.detail}[/yellow]")
+        return
+    for request in view.pending_requests:
+        out.print(
+            f"  request {request['request_id']} from {request['executor_id']} "
+            f"({request['response_type']}): {json.dumps(plain(request['payload']))}"
+        )
+    if view.wake_at is not None:
+        out.print(f"  next timer: {when(view.wake_at)}")
+    out.print(f"  outputs: {json.dumps(plain(view.outputs))}")
+    out.print(f"  state: {json.dumps(plain(view.state))}")
+
+
+@app.command()
+def history(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's checkpoints (time travel) and its lineage."""
+    row, checkpoints, forks = execute(store, lambda s: commands.history(s, run_id))
+    if as_json:
+        out.print_json(
+            data={
+                "run": _run_data(row),
+                "checkpoints": [
+                    {
+                        "checkpoint_id": c.checkpoint_id,
+                        "superstep": c.superstep,
+                        "status": c.status,
+                        "created_at": c.created_at,
+                        "parent_checkpoint_id": c.parent_checkpoint_id,
+                    }
+                    for c in checkpoints
+                ],
+                "forks": [_run_data(f) for f in forks],
+            }
+        )
+        return
+    if row.parent_run_id:
+        out.print(f"forked from run {row.parent_run_id} at checkpoint {row.parent_checkpoint_id}")
+    table = Table("checkpoint", "superstep", "status", "created", "parent", box=None)
+    for c in checkpoints:
+        table.add_row(
+            c.checkpoint_id,
+            str(c.superstep),
+            c.status,
+            when(c.created_at),
+            c.parent_checkpoint_id or "",
+        )
+    out.print(table)
+    for fork_row in forks:
+        out.print(f"fork: {fork_row.run_id} (from checkpoint {fork_row.parent_checkpoint_id})")
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="Resume from here.")
+    ] = None,
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a run from its latest checkpoint, or from --checkpoint."""
+    report(execute(store, lambda s: commands.resume(s, run_id, checkpoint, app_)), as_json=as_json)
+
+
+@app.command()
+def respond(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    request_id: Annotated[str, typer.Argument(help="The request id (see `treadle show`).")],
+    value: Annotated[str, typer.Argument(help="The answer as JSON, or @file.json.")],
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer a pending request and continue the run."""
+    result = execute(store, lambda s: commands.respond(s, run_id, request_id, value, app_))
+    report(result, as_json=as_json)
+
+
+@app.command()
+def send(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    message: Annotated[str, typer.Argument(help="The message as JSON, or @file.json.")],
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Send the next message of a session and continue the run."""
+    report(execute(store, lambda s: commands.send(s, run_id, message, app_)), as_json=as_json)
+
+
+@app.command()
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The run to branch from.")],
+    checkpoint: Annotated[str, typer.Option("--checkpoint", help="The checkpoint to branch at.")],
+    patch: Annotated[
+        str | None, typer.Option("--patch", help="State changes as a JSON object.")
+    ] = None,
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Branch a new run from a checkpoint (continue it with `treadle resume`)."""
+    new_id = execute(store, lambda s: commands.fork(s, run_id, checkpoint, patch, app_))
+    if as_json:
+        out.print_json(
+            data={"run_id": new_id, "parent_run_id": run_id, "checkpoint_id": checkpoint}
+        )
+    else:
+        out.print(f"forked run [bold]{new_id}[/bold]; continue it with: treadle resume {new_id}")
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    store: StoreOption = None,
+) -> None:
+    """Cancel a resting run; its last checkpoint stays intact."""
+    execute(store, lambda s: commands.cancel(s, run_id))
+    out.print(f"run {run_id} cancelled")
+
+
+@app.command()
+def graph(
+    workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
+    fmt: Annotated[str, typer.Option("--format", help="mermaid or dot")] = "mermaid",
+) -> None:
+    """Print a workflow's graph for Mermaid or Graphviz."""
+    loaded = execute_sync(lambda: commands.load_workflow(workflow))
+    if fmt not in ("mermaid", "dot"):
+        err.print(f"[red]error:[/red] unknown format {fmt!r}; use mermaid or dot")
+        raise typer.Exit(2)
+    render = getattr(loaded, "to_mermaid" if fmt == "mermaid" else "to_dot", None)
+    if render is None:
+        err.print("[red]error:[/red] this version of treadle cannot draw graphs yet")
+        raise typer.Exit(2)
+    print(render())  # noqa: T201 - raw text for piping into mmdc or dot
+
+
+@app.command()
+def worker(
+    apps: Annotated[list[str], typer.Option("--app", help="pkg.module:workflow (repeatable).")],
+    poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.01)] = 1.0,
+    store: StoreOption = None,
+) -> None:
+    """Wake runs whose timers fall due, until SIGTERM or Ctrl-C."""
+    from treadle._runtime._service import Runtime  # noqa: PLC0415 - only for workers
+
+    workflows = [execute_sync(lambda spec=spec: commands.load_workflow(spec)) for spec in apps]  # type: ignore[misc]
+
+    async def work(chosen: Store) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        runtime = Runtime(chosen, workflows, poll_interval=poll_interval)
+        out.print(f"worker serving {', '.join(w.name for w in workflows)}")
+        async with runtime:
+            await stop.wait()
+        out.print("worker stopped")
+
+    execute(store, work)
+
+
+def main() -> None:
+    """Entry point of the ``treadle`` console script."""
+    app()
