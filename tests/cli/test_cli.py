@@ -1,0 +1,161 @@
+"""The `treadle` command as a user drives it: subprocesses on a real SQLite file."""
+
+import json
+import os
+import pty
+import select
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+TREADLE = str(Path(sys.executable).parent / "treadle")
+
+pytestmark = pytest.mark.integration
+
+
+class Cli:
+    def __init__(self, tmp_path: Path) -> None:
+        self.cwd = tmp_path
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(HERE),
+            "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
+        }
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TREADLE, *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def json(self, *args: str):
+        done = self(*args, "--json")
+        assert done.returncode in (0, 3), done.stderr
+        return json.loads(done.stdout)
+
+    def store_snapshot(self) -> list:
+        path = self.cwd / "runs.sqlite"
+        if not path.exists():
+            return []
+        with sqlite3.connect(path) as db:
+            runs = db.execute(
+                "SELECT run_id, status, superstep FROM treadle_runs ORDER BY run_id"
+            ).fetchall()
+            count = db.execute("SELECT COUNT(*) FROM treadle_checkpoints").fetchone()
+        return [runs, count]
+
+
+def test_ask_answer_show_fork_and_every_listing_as_json(tmp_path):
+    cli = Cli(tmp_path)
+    started = cli.json("run", "cli_app:review", "--input", '{"topic": "otters", "words": 300}')
+    assert started["status"] == "awaiting_input"
+    run_id = started["run_id"]
+    (request,) = started["pending_requests"]
+    assert request["payload"] == {"text": "300 words about otters"}
+
+    shown = cli.json("show", run_id)
+    assert shown["status"] == "awaiting_input"
+    assert shown["pending_requests"][0]["request_id"] == request["request_id"]
+
+    answered = cli("respond", run_id, request["request_id"], '{"ok": true, "note": "ship it"}')
+    assert answered.returncode == 0, answered.stderr
+    assert "completed" in answered.stdout
+
+    shown = cli.json("show", run_id)
+    assert shown["status"] == "completed"
+    assert shown["outputs"] == [
+        {"text": "300 words about otters", "approved": True, "note": "ship it"}
+    ]
+    assert shown["state"] == {"topic": "otters"}
+
+    history = cli.json("history", run_id)
+    assert [c["superstep"] for c in history["checkpoints"]] == [0, 1, 2, 3]
+    waiting = history["checkpoints"][2]["checkpoint_id"]
+    forked = cli.json("fork", run_id, "--checkpoint", waiting, "--patch", '{"topic": "seals"}')
+    child = forked["run_id"]
+    child_shown = cli.json("show", child)
+    assert child_shown["parent_run_id"] == run_id
+    assert child_shown["state"] == {"topic": "seals"}
+    assert cli.json("history", run_id)["forks"][0]["run_id"] == child
+
+    runs = cli.json("runs")
+    assert {r["run_id"] for r in runs} == {run_id, child}
+    assert [r["run_id"] for r in cli.json("runs", "--status", "completed")] == [run_id]
+
+
+def test_a_long_run_shows_a_progress_bar_advancing_in_a_terminal(tmp_path):
+    cli = Cli(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on a pseudo-terminal
+        os.chdir(cli.cwd)
+        os.execve(  # noqa: S606 - the CLI itself, on a pseudo-terminal
+            TREADLE,
+            [TREADLE, "run", "cli_app:long_job", "--input", "6"],
+            {**cli.env, "COLUMNS": "100", "TERM": "xterm"},
+        )
+    screen = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.waitpid(pid, 0)
+    text = screen.decode(errors="replace")
+    percents = [p for p in ("17%", "33%", "50%", "67%", "83%", "100%") if p in text]
+    assert len(percents) >= 4, text[-2000:]
+    assert "crunching" in text
+    assert "completed" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("show", "no-such-run"), "no run 'no-such-run'"),
+        (("respond", "no-such-run", "req-1", "true"), "no run 'no-such-run'"),
+        (("run", "cli_app:review", "--input", "{not json"), "not valid JSON"),
+        (("run", "missing_module:wf", "--input", "1"), "cannot import 'missing_module'"),
+        (("run", "cli_app", "--input", "1"), "write it as pkg.module:workflow"),
+        (("run", "cli_app:review", "--input", '{"topic": 3}'), "does not fit the start executor"),
+        (("runs", "--status", "sleepy"), "unknown status 'sleepy'"),
+    ],
+)
+def test_bad_input_fails_with_one_line_and_changes_nothing(tmp_path, args, message):
+    cli = Cli(tmp_path)
+    started = cli.json("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}')
+    before = cli.store_snapshot()
+    done = cli(*args)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert message in lines[0]
+    assert "Traceback" not in done.stderr
+    assert cli.store_snapshot() == before
+    assert started["status"] == "awaiting_input"
+
+
+def test_a_wrong_answer_is_refused_and_the_run_still_waits(tmp_path):
+    cli = Cli(tmp_path)
+    started = cli.json("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}')
+    request_id = started["pending_requests"][0]["request_id"]
+    before = cli.store_snapshot()
+    done = cli("respond", started["run_id"], request_id, '"yes"')
+    assert done.returncode == 2
+    assert "expects" in done.stderr
+    assert cli.store_snapshot() == before
