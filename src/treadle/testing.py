@@ -94,16 +94,23 @@ class FakeClock:
         to drive a run through retries, timeouts and timers in no real time.
         """
         task = asyncio.ensure_future(awaitable)
+        seen: tuple[float | None, int] = (None, -1)
         for _ in range(step_limit):
             for _ in range(20):
                 if task.done():
                     return task.result()
                 await asyncio.sleep(0)
             deadline = self.next_deadline
-            if deadline is None:
-                await asyncio.sleep(0.001)  # waiting on real I/O: give it real time
+            # Jump only when the same earliest deadline is seen twice in a row
+            # with nothing else registering meanwhile: a task that has just
+            # woken from real I/O may be about to set an earlier timer.
+            state = (deadline, len(self._sleepers))
+            if deadline is None or state != seen:
+                seen = state
+                await asyncio.sleep(0.001)  # real I/O, or a settling task: give it real time
             else:
                 await self.advance_to(max(deadline, self._now))
+                seen = (None, -1)
         task.cancel()
         msg = f"FakeClock.run gave up after {step_limit} steps"
         raise RuntimeError(msg)

@@ -320,7 +320,10 @@ def _unsupported_message(root: Any, exc: _UnsupportedError, registry: TypeRegist
     if exc.reason is not None:
         hint = exc.reason
     elif _kind_of(cls) is not None:
-        hint = f"register it with TypeRegistry.register({cls.__qualname__}) or annotate a handler"
+        hint = (
+            f"register it with WorkflowBuilder.register_type({cls.__qualname__}) "
+            f"or name it in a handler annotation"
+        )
     else:
         hint = (
             "the JSON serializer stores primitives, containers, bytes, datetimes, Decimal, "
