@@ -4,9 +4,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := $(wildcard src tests examples benchmarks)
+CODE := $(wildcard src tests examples benchmarks scripts)
 
-.PHONY: demo test lint format typecheck bench soak clean
+.PHONY: demo test lint format typecheck bench soak clean renderers
+
+# Graphviz (`dot`) and the Mermaid CLI (`mmdc`) draw workflow graphs in the
+# rendering tests. Only the package registries are reachable, so puppeteer
+# must not fetch a browser of its own: it drives Debian's chromium instead.
+# mermaid-cli 12 needs Node 22; the machines have Node 20.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+TOOLS := .tools
+MMDC := $(TOOLS)/node_modules/.bin/mmdc
+PUPPETEER_CONFIG := $(TOOLS)/puppeteer.json
+NODE_PACKAGES := @mermaid-js/mermaid-cli@11.17.0 puppeteer@24.43.1
+CHROMIUM := /usr/bin/chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +40,7 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint
+test: lint renderers
 	$(BIN)/pytest
 
 bench: $(STAMP)
@@ -37,6 +48,31 @@ bench: $(STAMP)
 
 soak: $(STAMP)
 	$(BIN)/pytest -m soak --timeout 3600
+
+# Installs only what is missing, so it is quick to run again; the logs of a
+# failed install are printed, those of a good one stay in $(TOOLS)/.
+renderers: $(PUPPETEER_CONFIG)
+	@packages=""; \
+	command -v dot >/dev/null || packages="$$packages graphviz"; \
+	test -x $(CHROMIUM) || packages="$$packages chromium"; \
+	if [ -n "$$packages" ]; then \
+		echo "renderers: installing$$packages from Debian"; \
+		{ $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q $$packages; } >$(TOOLS)/apt.log 2>&1 \
+			|| { cat $(TOOLS)/apt.log; exit 1; }; \
+	fi
+	@test -x $(MMDC) || { \
+		echo "renderers: installing $(NODE_PACKAGES) into $(TOOLS)"; \
+		PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix $(TOOLS) --no-audit --no-fund \
+			$(NODE_PACKAGES) >$(TOOLS)/npm.log 2>&1 || { cat $(TOOLS)/npm.log; exit 1; }; }
+
+$(PUPPETEER_CONFIG): Makefile
+	@mkdir -p $(TOOLS)
+	@printf '%s\n' '{' \
+		'  "executablePath": "$(CHROMIUM)",' \
+		'  "args": ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",' \
+		'           "--disable-component-update", "--disable-sync"]' \
+		'}' >$@
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
