@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._durable._store import Store
     from treadle._runtime._clock import Clock
     from treadle._runtime._policies import RetryPolicy
+    from treadle._runtime._tracing import Tracing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -83,6 +84,8 @@ class WorkflowBuilder:
             (``treadle.testing.FakeClock`` in tests).
         durability: ``"sync"`` or ``"background"`` checkpoint commits (see
             ``Workflow.run``).
+        tracing: Spans for every run, superstep and invocation, e.g.
+            ``treadle.otel.OpenTelemetryTracing()`` (see ``docs/tracing.md``).
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class WorkflowBuilder:
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         durability: Literal["sync", "background"] = "sync",
+        tracing: Tracing[Any] | None = None,
     ) -> None:
         self._name = name
         self._store = store
@@ -114,6 +118,7 @@ class WorkflowBuilder:
             retry=retry,
             clock=clock if clock is not None else SystemClock(),
             durability=durability,
+            tracing=tracing,
         )
         self._entries: dict[str, _Entry] = {}
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._result import RunStatus
     from treadle._runtime._spawn import SpawnRecord
+    from treadle._runtime._tracing import Tracing
 
 
 class EventSink(Protocol):
@@ -67,6 +68,7 @@ class RunOptions:
     timeout: float | None = None
     sleep_through_timers: bool = False
     durability: Literal["sync", "background"] = "sync"
+    tracing: Tracing[Any] | None = None
 
     def __post_init__(self) -> None:
         if self.max_supersteps < 1:

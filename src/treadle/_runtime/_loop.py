@@ -42,6 +42,7 @@ from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._runner import Planned, run_superstep
 from treadle._runtime._spawn import SpawnedWork, SpawnResult, lost
 from treadle._runtime._state import commit_state, initial_state
+from treadle._runtime._tracing import RunTrace
 from treadle._runtime._waits import (
     HandoffApproval,
     ScheduledMessage,
@@ -110,6 +111,8 @@ class RunLoop:
         self._loop = asyncio.get_running_loop()
         self.clock = options.clock
         self.deadline_at = self.clock.now() + options.timeout if options.timeout else None
+        tracing = options.tracing
+        self.trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
 
     # -- events ---------------------------------------------------------------
     def _discard(self, event: WorkflowEvent) -> None:
@@ -178,6 +181,8 @@ class RunLoop:
                 # Restored and still resting: its last checkpoint says it all.
                 self._set_status(self._resting_status())
                 return False
+            if self.trace is not None:
+                self.trace.start_superstep(superstep)
             plan = self._plan(superstep)
             contexts = await run_superstep(self, superstep, plan)
             if self.backpressure is not None:
@@ -193,6 +198,8 @@ class RunLoop:
             raise
         status = self._resting_status() if not self.pending else RunStatus.RUNNING
         await self._conclude(status)
+        if self.trace is not None:
+            self.trace.end_superstep()
         return status is RunStatus.RUNNING
 
     def _resting_status(self) -> RunStatus:
@@ -357,6 +364,8 @@ class RunLoop:
         if self.status is RunStatus.RUNNING:
             self._set_status(RunStatus.CANCELLED)
             await self._record_status(RunStatus.CANCELLED)
+        elif self.trace is not None:
+            self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
 
     def _deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
         stamp = (superstep - 1, self.ranks[executor_id], -1, 0)
@@ -415,6 +424,13 @@ class RunLoop:
 
     def _set_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         self.status = status
+        # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
+        if (
+            self.trace is not None
+            and status.is_final
+            and not (status is RunStatus.WAITING and self.options.sleep_through_timers)
+        ):
+            self.trace.end(status, error)
         if self.listening:
             self.publish(
                 StatusChanged(

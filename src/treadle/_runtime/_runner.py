@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._loop import RunLoop
     from treadle._runtime._state import Op
+    from treadle._runtime._tracing import RunTrace
 
 Planned = tuple["Executor", int, "list[Envelope]"]
 """One executor's share of a superstep: (instance, rank, inbox)."""
@@ -138,6 +139,7 @@ async def _invoke(
     policy = (spec.retry if spec else None) or executor.retry or run.options.retry or NO_RETRY
     timeout = (spec.timeout if spec else None) or executor.timeout
     listening = run.listening
+    trace = run.trace
     carried: list[WorkflowEvent] = []
     attempt = 1
     while True:
@@ -161,7 +163,10 @@ async def _invoke(
             if spec is None:
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
                 raise RoutingError(msg)  # noqa: TRY301 - reported like a handler error
-            await _call_bounded(run, executor, spec, payload, ctx, timeout)
+            if trace is None:
+                await _call_bounded(run, executor, spec, payload, ctx, timeout)
+            else:
+                await _call_traced(trace, run, executor, spec, payload, ctx, timeout, attempt)
         except Suspend as suspend:
             ctx.suspension = Suspension(executor_id, envelope, ctx._journal, suspend.wait)
             if listening:
@@ -217,6 +222,32 @@ async def _invoke(
                 )
             )
         return ctx
+
+
+async def _call_traced(
+    trace: RunTrace,
+    run: RunLoop,
+    executor: Executor,
+    spec: HandlerSpec,
+    payload: object,
+    ctx: WorkflowContext[object],
+    timeout: float | None,  # noqa: ASYNC109 - enforced on the injected clock, not asyncio's
+    attempt: int,
+) -> None:
+    """:func:`_call_bounded` in the attempt's span, current while the handler runs."""
+    with trace.invocation(ctx.superstep, executor.id, ctx.position, attempt) as span:
+        try:
+            await _call_bounded(run, executor, spec, payload, ctx, timeout)
+        except Suspend:
+            span.set_outcome("suspended")
+            raise
+        except asyncio.CancelledError:
+            span.set_outcome("cancelled")
+            raise
+        except Exception as error:
+            span.set_outcome("failed", error)
+            raise
+        span.set_outcome("completed")
 
 
 async def _call_bounded(

@@ -209,6 +209,7 @@ class Workflow:
             timeout=pick("timeout", d.timeout),
             sleep_through_timers=bool(overrides.get("sleep_through_timers")),
             durability=pick("durability", d.durability),
+            tracing=d.tracing,
         )
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
@@ -494,6 +495,35 @@ class Workflow:
             raise ValueError(msg)
         removed: int = await self.store_for(store).prune(run_id, keep_last)
         return removed
+
+    # -- pictures -------------------------------------------------------------------
+    def to_mermaid(self, *, marks: Mapping[str, str] | None = None) -> str:
+        """The graph as a Mermaid flowchart, each edge kind drawn its own way.
+
+        Args:
+            marks: Executor id → ``"ran"``, ``"running"``, ``"waiting"`` or
+                ``"failed"``, to colour the executors of a run.
+
+        Raises:
+            ValueError: ``marks`` names an unknown executor or mark.
+        """
+        from treadle._graph._render import render_mermaid  # noqa: PLC0415 - only pictures need it
+
+        return render_mermaid(self, marks)
+
+    def to_dot(self, *, marks: Mapping[str, str] | None = None) -> str:
+        """The graph as a Graphviz ``digraph``; the same picture as :meth:`to_mermaid`.
+
+        Args:
+            marks: Executor id → ``"ran"``, ``"running"``, ``"waiting"`` or
+                ``"failed"``, to colour the executors of a run.
+
+        Raises:
+            ValueError: ``marks`` names an unknown executor or mark.
+        """
+        from treadle._graph._render import render_dot  # noqa: PLC0415 - only pictures need it
+
+        return render_dot(self, marks)
 
 
 def _overrides(
