@@ -54,6 +54,10 @@ class Checkpointing(Protocol):
         """Persist a status that commits no superstep."""
         ...
 
+    async def flush(self) -> None:
+        """Wait until every barrier handed to :meth:`save` is durable."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:

@@ -328,8 +328,9 @@ class WorkflowContext(Generic[SendT]):
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> str:
         """Start ``fn(*args)`` as background work owned by the run; return its key.
 
-        It starts when this invocation commits (nothing starts if it fails
-        or suspends); the run does not complete while it is pending; its
+        It starts once the barrier that commits this invocation is durable
+        (nothing starts if the invocation fails or suspends, and a superstep
+        re-run after a crash never started it before); the run does not complete while it is pending; its
         outcome arrives at this executor as a ``SpawnResult`` message, which
         the executor must have a handler for. If the process dies first, a
         resumed run delivers ``SpawnResult(lost=True)`` instead.

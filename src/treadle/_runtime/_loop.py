@@ -245,12 +245,16 @@ class RunLoop:
                 self._set_status(RunStatus.FAILED, error)
                 await self._record_status(RunStatus.FAILED, error)
                 raise
+            if self.spawned.queued:
+                await self.checkpointer.flush()  # background mode: make it durable first
             if self.listening:
                 self.publish(
                     CheckpointSaved(
                         run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
                     )
                 )
+        if self.spawned.queued:
+            self.spawned.start_queued()
         if status is not RunStatus.RUNNING:
             self._set_status(status)
 
@@ -327,7 +331,7 @@ class RunLoop:
             if ctx._scheduled:
                 self._schedule(superstep, ctx)
             for record, fn, args in ctx._spawns:
-                self.spawned.start(record, fn, args)
+                self.spawned.queue(record, fn, args)
             for offset, (target, payload, handoff) in enumerate(ctx._approvals):
                 stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox) + offset)
                 key = wait_key("handoff", self.run_id, ctx.executor_id, stamp, 0)

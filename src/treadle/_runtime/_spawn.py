@@ -2,8 +2,9 @@
 
 A handler may start work that outlives its invocation (a long download, a
 model call in the background). The work belongs to the run, not to the
-handler: it starts when the invocation commits (so a failed or suspended
-invocation starts nothing), the run does not complete while it is pending,
+handler: it starts once the barrier committing the invocation is durable (so
+a failed or suspended invocation starts nothing, and a superstep re-run after
+a crash never started it), the run does not complete while it is pending,
 and its outcome comes back to the spawning executor as a
 :class:`SpawnResult` message. A checkpoint records what is in flight; if the
 process dies, the work is gone, and a resumed run tells the executor so with
@@ -56,27 +57,43 @@ class SpawnRecord:
 class SpawnedWork:
     """The run's background tasks; their results become messages."""
 
-    __slots__ = ("_tasks",)
+    __slots__ = ("_queued", "_tasks")
 
     def __init__(self) -> None:
         self._tasks: dict[asyncio.Task[Any], SpawnRecord] = {}
+        self._queued: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
 
     def __bool__(self) -> bool:
-        return bool(self._tasks)
+        return bool(self._tasks or self._queued)
+
+    @property
+    def queued(self) -> bool:
+        """Whether committed work is waiting for its checkpoint to be durable."""
+        return bool(self._queued)
 
     def records(self) -> list[SpawnRecord]:
-        """The work in flight, for a checkpoint."""
-        return sorted(self._tasks.values(), key=lambda r: r.key)
+        """The work in flight or about to start, for a checkpoint."""
+        records = [*self._tasks.values(), *(record for record, _, _ in self._queued)]
+        return sorted(records, key=lambda r: r.key)
 
-    def start(
+    def queue(
         self,
         record: SpawnRecord,
         fn: Callable[..., Awaitable[Any]],
         args: tuple[Any, ...],
     ) -> None:
-        """Start one piece of work, owned by the run."""
-        task = asyncio.ensure_future(fn(*args))
-        self._tasks[task] = record
+        """Accept work committed at a barrier; it starts with :meth:`start_queued`.
+
+        The loop starts it only once the barrier's checkpoint is durable, so
+        a superstep re-run after a crash never started work before.
+        """
+        self._queued.append((record, fn, args))
+
+    def start_queued(self) -> None:
+        """Start every piece of queued work, owned by the run."""
+        for record, fn, args in self._queued:
+            self._tasks[asyncio.ensure_future(fn(*args))] = record
+        self._queued.clear()
 
     async def wait_any(self) -> list[tuple[str, SpawnResult]]:
         """Wait until some work finishes; return (executor id, result) for each done."""
@@ -97,6 +114,7 @@ class SpawnedWork:
 
     async def cancel_all(self) -> None:
         """Stop everything still running (the run ended, failed or was cancelled)."""
+        self._queued.clear()
         tasks = list(self._tasks)
         self._tasks.clear()
         for task in tasks:
