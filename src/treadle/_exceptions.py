@@ -37,7 +37,7 @@ and is never exported: user ``except Exception`` blocks must not swallow it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -151,6 +151,10 @@ class ExecutorFailedError(WorkflowRunError):
         self.executor_id = executor_id
         self.superstep = superstep
         self.error = error
+        self.attempt = 1
+        """Which attempt failed last (a retry policy may have tried several)."""
+        self.events: list[Any] = []
+        """The events the failed invocation raised (for runs reporting in batches)."""
         super().__init__(
             f"executor {executor_id!r} failed in superstep {superstep}: "
             f"{type(error).__name__}: {error}"

@@ -175,3 +175,20 @@ def test_policies_reject_nonsense():
         ExponentialBackoff(multiplier=0.5)
     with pytest.raises(ValueError, match="timeout"):
         executor(timeout=0)(lambda m, c: None)
+
+
+async def test_a_batch_result_keeps_every_attempt_of_a_handler_that_finally_fails():
+    clock = FakeClock()
+
+    @executor(retry=RetryPolicy(max_attempts=3, backoff=ExponentialBackoff(jitter=0)))
+    async def doomed(msg: str, ctx: WorkflowContext) -> None:
+        raise ValueError("always")
+
+    wf = WorkflowBuilder(start=doomed, clock=clock).build()
+    with pytest.raises(ExecutorFailedError) as caught:
+        await clock.run(wf.run("go"))
+    events = caught.value.result.events
+    invoked = [e.attempt for e in events if type(e).__name__ == "ExecutorInvoked"]
+    failed = [(e.attempt, e.retrying) for e in events if type(e).__name__ == "ExecutorFailed"]
+    assert invoked == [1, 2, 3]
+    assert failed == [(1, True), (2, True), (3, False)]

@@ -169,6 +169,16 @@ class WorkflowContext(Generic[SendT]):
         """The writes this invocation buffered (empty if it never wrote)."""
         return self._state.ops if self._state is not None else []
 
+    def now(self) -> float:
+        """The run's clock, in epoch seconds (a ``FakeClock`` under test).
+
+        Read time through this rather than ``time.time()`` so that tests of
+        time-dependent handlers stay exact; inside a handler that suspends,
+        record it with ``ctx.step("now", ctx.now)`` if re-executions must see
+        the same value.
+        """
+        return self._run.clock.now()
+
     # -- durable steps and waits ----------------------------------------------------------
     def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
         """The recorded result of the next journal entry, if re-executing."""
@@ -330,10 +340,11 @@ class WorkflowContext(Generic[SendT]):
 
         It starts once the barrier that commits this invocation is durable
         (nothing starts if the invocation fails or suspends, and a superstep
-        re-run after a crash never started it before); the run does not complete while it is pending; its
-        outcome arrives at this executor as a ``SpawnResult`` message, which
-        the executor must have a handler for. If the process dies first, a
-        resumed run delivers ``SpawnResult(lost=True)`` instead.
+        re-run after a crash never started it before); the run does not
+        complete while it is pending; its outcome arrives at this executor
+        as a ``SpawnResult`` message, which the executor must have a handler
+        for. If the process dies first, a resumed run delivers
+        ``SpawnResult(lost=True)`` instead.
         """
         prototype = self._run.workflow.prototype(self.executor_id)
         if prototype.find_handler(SpawnResult) is None:

@@ -414,12 +414,15 @@ class RunLoop:
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         if self.listening and not self.live and isinstance(error, ExecutorFailedError):
+            for event in error.events:  # earlier attempts' events, in the order raised
+                self.publish(event)
             self.publish(
                 ExecutorFailed(
                     run_id=self.run_id,
                     superstep=superstep,
                     executor_id=error.executor_id,
                     error=error.error,
+                    attempt=error.attempt,
                 )
             )
         self.error = error

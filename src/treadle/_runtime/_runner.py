@@ -207,7 +207,10 @@ async def _invoke(
                     )
                 )
             if not retrying:
-                raise ExecutorFailedError(executor_id, superstep, error) from error
+                failure = ExecutorFailedError(executor_id, superstep, error)
+                failure.attempt = attempt
+                failure.events = ctx._events  # for a batch: what this invocation raised
+                raise failure from error
             carried = ctx._events
             await sleep_for(run.clock, policy.backoff.delay(attempt))
             attempt += 1

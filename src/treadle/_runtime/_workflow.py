@@ -10,6 +10,7 @@ concurrent run that would use one is refused.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import TYPE_CHECKING, Any, Literal
 
 from treadle._durable._checkpoint import CheckpointCodec
@@ -235,7 +236,7 @@ class Workflow:
         max_concurrency: int | None = None,
         deterministic: bool = False,
         clock: Clock | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline, not asyncio's
+        timeout: float | dt.timedelta | None = None,  # noqa: ASYNC109 - the run's stored deadline
         durability: Literal["sync", "background"] | None = None,
     ) -> RunResult:
         """Run until the run ends or rests, and return the result.
@@ -257,8 +258,10 @@ class Workflow:
                 rank order, for reproducible side effects.
             clock: Where timers, backoff and timeouts read the time (default:
                 the workflow's, else the system clock).
-            timeout: The run's wall-clock deadline in seconds, stored with it
-                and enforced across restarts (``RunTimeoutError``).
+            timeout: The run's deadline (seconds or a ``timedelta`` from now),
+                stored with it and enforced across restarts: checked before
+                every superstep and while the run rests (``RunTimeoutError``);
+                a superstep already running is not interrupted.
             durability: ``"sync"`` (default): each superstep starts once the
                 previous checkpoint is durable. ``"background"``: commits
                 overlap the next superstep; a crash loses at most the last
@@ -276,7 +279,9 @@ class Workflow:
         overrides = _overrides(
             max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
         )
-        overrides["timeout"] = timeout
+        overrides["timeout"] = (
+            timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
+        )
         overrides["durability"] = durability
         overrides["sleep_through_timers"] = (store or self.store) is None
         launch = Launch(
