@@ -3,9 +3,10 @@
 Every statement is written once, in the subset of SQL that SQLite and
 PostgreSQL agree on (``TEXT``, ``BIGINT``, ``DOUBLE PRECISION``,
 ``INSERT ... ON CONFLICT DO NOTHING``, ``LIMIT``), as a template. A
-:class:`Dialect` fills in the few parts that differ: the bytes column type,
-the driver's parameter marker, and the column that records insertion order.
-A backend renders the templates it needs once, with its own dialect.
+:class:`Dialect` (:data:`SQLITE`, :data:`POSTGRES`) fills in the few parts
+that differ: the bytes column type, the driver's parameter marker, and the
+column that records insertion order. A backend renders the templates it
+needs once, with its own dialect.
 
 Insertion order matters twice: it breaks ties between rows with equal
 timestamps, and retention keeps the most recently *committed* checkpoints,
@@ -40,7 +41,8 @@ class Dialect:
         insertion_order: A column that grows with every insert, in both
             tables (SQLite's implicit ``rowid``; an identity column elsewhere).
         insertion_order_column: DDL declaring that column, followed by a
-            comma; empty when the database provides it implicitly.
+            comma; empty when the database provides it implicitly, as then
+            (SQLite's ``rowid``) every index ends with it implicitly too.
     """
 
     blob_type: str
@@ -50,10 +52,13 @@ class Dialect:
 
     def render(self, template: str) -> str:
         """Turn a template of this module into SQL for this dialect."""
+        # An explicit order column must be named where an index breaks ties by it.
+        tiebreak = f", {self.insertion_order}" if self.insertion_order_column else ""
         sql = template.format(
             blob=self.blob_type,
             order=self.insertion_order,
             order_column=self.insertion_order_column,
+            tiebreak=tiebreak,
         )
         # Templates hold no literal question marks, so the rewrite is exact.
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
@@ -63,6 +68,14 @@ SQLITE = Dialect(
     blob_type="BLOB", placeholder="?", insertion_order="rowid", insertion_order_column=""
 )
 """SQLite: ``rowid`` never decreases here because the newest row of a run is never deleted."""
+
+POSTGRES = Dialect(
+    blob_type="BYTEA",
+    placeholder="%s",
+    insertion_order="seq",
+    insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
+)
+"""PostgreSQL: an identity column, in commit order per run (a commit locks its run row first)."""
 
 # --- schema -----------------------------------------------------------------
 
@@ -108,9 +121,11 @@ CREATE TABLE treadle_checkpoints (
 # due, already in due order: due_runs reads it from its start and stops at
 # ``now`` or at its limit, sorting nothing. Nothing else can serve that query,
 # so even SQLite's planner without statistics picks this index (with the status
-# spelled outside, it takes the status index and sorts). A planner only matches
-# an index on an expression to the same expression, hence one constant; as
-# migration 2 is made of it, changing it takes a migration of its own.
+# spelled outside, it takes the status index and sorts). Ties go by insertion
+# order, which ends every SQLite index implicitly and this one explicitly in
+# PostgreSQL. A planner only matches an index on an expression to the same
+# expression, hence one constant; as migration 2 is made of it, changing it
+# takes a migration of its own.
 _DUE_AT = (
     "(CASE WHEN status IN ('waiting', 'awaiting_input') THEN"
     " (CASE WHEN wake_at IS NULL OR deadline_at < wake_at THEN deadline_at ELSE wake_at END)"
@@ -130,7 +145,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE treadle_runs ADD COLUMN wake_at DOUBLE PRECISION",
         "ALTER TABLE treadle_runs ADD COLUMN deadline_at DOUBLE PRECISION",
         "ALTER TABLE treadle_checkpoints ADD COLUMN wake_at DOUBLE PRECISION",
-        f"CREATE INDEX treadle_runs_due ON treadle_runs ({_DUE_AT}) WHERE {_DUE_AT} IS NOT NULL",
+        f"CREATE INDEX treadle_runs_due ON treadle_runs ({_DUE_AT}{{tiebreak}})"  # noqa: ISC004 - one statement
+        f" WHERE {_DUE_AT} IS NOT NULL",
     ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -363,30 +363,25 @@ class WorkflowContext(Generic[SendT]):
     def add_event(self, data: Any) -> None:
         """Publish ``data`` to whoever streams the run, as a ``CustomEvent``."""
         if self._run.listening:
-            self.emit(
-                CustomEvent(
-                    run_id=self._run.run_id,
-                    superstep=self.superstep,
-                    executor_id=self.executor_id,
-                    data=data,
-                )
-            )
+            self.announce(CustomEvent, data=data)
 
     def report_progress(
         self, current: float, total: float | None = None, message: str | None = None
     ) -> None:
         """Publish a ``ProgressEvent`` (``current`` out of ``total``)."""
         if self._run.listening:
-            self.emit(
-                ProgressEvent(
-                    run_id=self._run.run_id,
-                    superstep=self.superstep,
-                    executor_id=self.executor_id,
-                    current=current,
-                    total=total,
-                    message=message,
-                )
+            self.announce(ProgressEvent, current=current, total=total, message=message)
+
+    def announce(self, kind: type[WorkflowEvent], **fields: Any) -> None:
+        """Emit an event of ``kind`` about this invocation (run, superstep, executor filled in)."""
+        self.emit(
+            kind(
+                run_id=self._run.run_id,
+                superstep=self.superstep,
+                executor_id=self.executor_id,
+                **fields,
             )
+        )
 
     def emit(self, event: WorkflowEvent) -> None:
         """Route an event to the live stream or to this invocation's batch."""

@@ -150,15 +150,7 @@ async def _invoke(
         if run.backpressure is not None:
             await run.backpressure()
         if listening:
-            ctx.emit(
-                ExecutorInvoked(
-                    run_id=run.run_id,
-                    superstep=superstep,
-                    executor_id=executor_id,
-                    position=position,
-                    attempt=attempt,
-                )
-            )
+            ctx.announce(ExecutorInvoked, position=position, attempt=attempt)
         try:
             if spec is None:
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
@@ -170,41 +162,25 @@ async def _invoke(
         except Suspend as suspend:
             ctx.suspension = Suspension(executor_id, envelope, ctx._journal, suspend.wait)
             if listening:
-                ctx.emit(
-                    ExecutorSuspended(
-                        run_id=run.run_id,
-                        superstep=superstep,
-                        executor_id=executor_id,
-                        position=position,
-                        wait=suspend.wait.kind,
-                        key=suspend.wait.key,
-                    )
-                )
+                wait = suspend.wait
+                ctx.announce(ExecutorSuspended, position=position, wait=wait.kind, key=wait.key)
                 if suspend.wait.kind == "request":
-                    ctx.emit(
-                        RequestEvent(
-                            run_id=run.run_id,
-                            superstep=superstep,
-                            executor_id=executor_id,
-                            request_id=suspend.wait.key,
-                            payload=suspend.wait.payload,
-                            response_type=suspend.wait.response_type,
-                        )
+                    ctx.announce(
+                        RequestEvent,
+                        request_id=wait.key,
+                        payload=wait.payload,
+                        response_type=wait.response_type,
                     )
             return ctx
         except Exception as error:
             retrying = policy.should_retry(error, attempt)
             if listening and (retrying or run.live):  # a batch reports the final failure itself
-                ctx.emit(
-                    ExecutorFailed(
-                        run_id=run.run_id,
-                        superstep=superstep,
-                        executor_id=executor_id,
-                        position=position,
-                        error=error,
-                        attempt=attempt,
-                        retrying=retrying,
-                    )
+                ctx.announce(
+                    ExecutorFailed,
+                    position=position,
+                    error=error,
+                    attempt=attempt,
+                    retrying=retrying,
                 )
             if not retrying:
                 failure = ExecutorFailedError(executor_id, superstep, error)
@@ -216,14 +192,7 @@ async def _invoke(
             attempt += 1
             continue
         if listening:
-            ctx.emit(
-                ExecutorCompleted(
-                    run_id=run.run_id,
-                    superstep=superstep,
-                    executor_id=executor_id,
-                    position=position,
-                )
-            )
+            ctx.announce(ExecutorCompleted, position=position)
         return ctx
 
 

@@ -1,0 +1,190 @@
+"""One psycopg connection pool per event loop, for ``PostgresStore``.
+
+psycopg's async connections and its pool belong to the event loop that
+opened them, while a store may outlive a loop (``run_sync`` runs every call in
+a fresh one) or serve loops in several threads at once. So :class:`LoopPools`
+keeps one pool per event loop using it, opened by that loop's first operation
+and closed by :meth:`LoopPools.close` or, when the loop ends first, as the
+loop shuts down: ``asyncio.run`` and ``asyncio.Runner`` cancel what is left
+on it, and that is the pool's cue to close. (A loop closed without that
+shutdown leaves its connections to the garbage collector.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+Connection = psycopg.AsyncConnection[Any]
+Pool = AsyncConnectionPool[Connection]
+
+
+@dataclass(eq=False)
+class _LoopPool:
+    """The pool serving one event loop, and what it takes to close it with the loop."""
+
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pool: Pool | None = None
+    keeper: asyncio.Task[None] | None = None  # closes the pool when cancelled
+    # Every connection the pool made, so none is left open if the pool cannot close.
+    connections: weakref.WeakSet[Connection] = field(default_factory=weakref.WeakSet)
+
+
+class LoopPools:
+    """A pool for each event loop that asks, until :meth:`close`.
+
+    Connections are in autocommit mode: a statement is a transaction of its
+    own unless the caller opens one with ``connection.transaction()``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        configure: Callable[[Connection], Awaitable[None]],
+        before_open: Callable[[], Awaitable[None]],
+        owner: str,
+    ) -> None:
+        """Describe the pools; none is opened before :meth:`get`.
+
+        Args:
+            dsn: The libpq connection string.
+            min_size: Connections each pool keeps open.
+            max_size: Connections each pool may open at most.
+            configure: Prepares every new connection (``SET search_path``).
+            before_open: Awaited before each pool opens; failing, it fails
+                that :meth:`get`, and the next one tries again.
+            owner: Names the owner in the error raised once closed.
+        """
+        self._dsn = dsn
+        self._sizes = (min_size, max_size)
+        self._configure = configure
+        self._before_open = before_open
+        self._owner = owner
+        self._lock = threading.Lock()  # guards _pools and _closed
+        self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    async def get(self) -> Pool:
+        """The running loop's pool, opened now if it has none.
+
+        Raises:
+            RuntimeError: The pools are closed.
+            psycopg.Error: ``before_open`` or the pool failed to open.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._owner} is closed")
+            loop_pool = self._pools.get(loop)
+            if loop_pool is None:
+                for gone in [other for other in self._pools if other.is_closed()]:
+                    del self._pools[gone]  # its keeper closed its pool, if it had one
+                loop_pool = self._pools[loop] = _LoopPool()
+        if (pool := loop_pool.pool) is not None:
+            return pool
+        async with loop_pool.opening:  # the loop's other first operations wait for this one
+            if (pool := loop_pool.pool) is not None:
+                return pool
+            return await self._open(loop, loop_pool)
+
+    async def close(self) -> None:
+        """Close every pool; closing again does nothing.
+
+        Operations holding a connection finish first; those waiting for one
+        fail with ``PoolClosed``. The pool of another event loop that is still
+        running closes on that loop, soon after.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pools = list(self._pools.items())
+            self._pools.clear()
+        current = asyncio.get_running_loop()
+        for loop, loop_pool in pools:
+            keeper = loop_pool.keeper
+            if keeper is None:
+                continue  # never opened; one still opening sees the pools closed
+            if loop is current:
+                keeper.cancel()
+                await asyncio.wait([keeper])  # the keeper closes the pool even if we are cancelled
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(keeper.cancel)
+
+    async def _open(self, loop: asyncio.AbstractEventLoop, loop_pool: _LoopPool) -> Pool:
+        await self._before_open()
+        min_size, max_size = self._sizes
+        pool: Pool = AsyncConnectionPool(
+            self._dsn,
+            kwargs={"autocommit": True},
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            configure=functools.partial(_configure, self._configure, loop_pool.connections),
+            name="treadle",
+        )
+        # Waiting for min_size connections leaves none half-open should the loop
+        # end soon: one cut short by its loop lingers until garbage collection.
+        try:
+            await pool.open(wait=True)
+        except BaseException:
+            await pool.close()
+            raise
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                loop_pool.pool = pool
+                loop_pool.keeper = loop.create_task(_keep(loop_pool), name="treadle-pool-keeper")
+        if closed:  # close() ran while this loop's pool was opening
+            await pool.close()
+            raise RuntimeError(f"{self._owner} is closed")
+        return pool
+
+
+async def _configure(
+    configure: Callable[[Connection], Awaitable[None]],
+    connections: weakref.WeakSet[Connection],
+    connection: Connection,
+) -> None:
+    connections.add(connection)
+    await configure(connection)
+
+
+async def _keep(loop_pool: _LoopPool) -> None:
+    # Owns an open pool until cancelled: by close(), or by its loop shutting down
+    # (or by whoever cancels every task; then the loop's next operation reopens).
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        await _close_pool(loop_pool)
+        loop_pool.pool = loop_pool.keeper = None
+
+
+async def _close_pool(loop_pool: _LoopPool) -> None:
+    assert loop_pool.pool is not None  # noqa: S101 - a keeper starts with an open pool
+    try:
+        await loop_pool.pool.close()
+    except asyncio.CancelledError:
+        # The loop is shutting down and has cancelled the pool's own tasks too, so
+        # close() gave up waiting for them before closing the idle connections.
+        for connection in list(loop_pool.connections):
+            if not connection.closed:
+                await connection.close()
