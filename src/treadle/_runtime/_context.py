@@ -238,7 +238,7 @@ class WorkflowContext(Generic[SendT]):
         the answer against ``response_type`` and resumes the handler, which
         re-executes from the top; this call then returns the answer.
         """
-        name = self._run.type_name(response_type)
+        name = self._run.workflow.response_type_name(response_type)
         answer: ResponseT = self._wait("request", payload=payload, response_type=name)
         return answer
 

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._durable._checkpointer import Checkpointer
 from treadle._durable._graph_description import encode_description
-from treadle._runtime._loop import RunLoop
+from treadle._runtime._delivery import Envelope
+from treadle._runtime._events import RunStarted, StatusChanged
+from treadle._runtime._loop import INPUT_SOURCE, RunLoop
 from treadle._runtime._result import RunStatus
+from treadle._runtime._spawn import lost
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -82,7 +85,7 @@ async def open_run(
             )
         loop = RunLoop(workflow, run_id, options, sink, pool, launch.state, checkpointer)
         if restored is not None:
-            loop.restore(restored)
+            _restore(loop, restored)
             for request_id, answer in launch.answers.items():
                 loop.answer(request_id, answer)
             for message, target in launch.inputs:
@@ -90,7 +93,7 @@ async def open_run(
             if checkpointer is not None and loop.status is RunStatus.RUNNING:
                 await checkpointer.record_status(run_id, loop.status.value)
         else:
-            loop.start(launch.message)
+            _deliver_input(loop, launch.message)
             if checkpointer is not None:
                 await checkpointer.create(
                     workflow.name,
@@ -102,3 +105,50 @@ async def open_run(
         release()
         raise
     return loop, release
+
+
+def _deliver_input(loop: RunLoop, message: Any) -> None:
+    """Deliver the run's input to the start executor for superstep 1.
+
+    Raises:
+        TypeError: the start executor has no handler for the input's type.
+    """
+    workflow = loop.workflow
+    start = workflow.start_id
+    prototype = workflow.prototype(start)
+    if prototype.find_handler(type(message)) is None:
+        accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
+        msg = (
+            f"the start executor {start!r} has no handler for the input "
+            f"{type(message).__qualname__} (it accepts: {accepted})"
+        )
+        raise TypeError(msg)
+    loop.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
+    _announce_start(loop)
+
+
+def _restore(loop: RunLoop, restored: RestoredRun) -> None:
+    """Seed the loop with a checkpoint instead of a fresh input."""
+    loop.superstep = restored.superstep
+    loop.state = restored.state
+    loop.pending = restored.pending
+    loop.fan_in_buffers = restored.fan_in_buffers
+    loop.iterations = dict(restored.iterations)
+    loop.outputs = list(restored.outputs)
+    loop.waits = restored.waits.copy()
+    loop.deadline_at = restored.deadline_at
+    for executor_id, result in lost(list(restored.spawned)):
+        loop.deliver_spawn_result(loop.superstep + 1, executor_id, result)
+    loop.pool.restore(restored.snapshots)
+    if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
+        loop.status = RunStatus(restored.status)  # nothing left to run
+    else:
+        _announce_start(loop)
+
+
+def _announce_start(loop: RunLoop) -> None:
+    if loop.listening:
+        loop.publish(RunStarted(run_id=loop.run_id, superstep=loop.superstep))
+        loop.publish(
+            StatusChanged(run_id=loop.run_id, superstep=loop.superstep, status=RunStatus.RUNNING)
+        )

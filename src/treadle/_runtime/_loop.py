@@ -32,7 +32,6 @@ from treadle._runtime._events import (
     CheckpointSaved,
     ExecutorFailed,
     OutputEvent,
-    RunStarted,
     StatusChanged,
     SuperstepCompleted,
     SuperstepStarted,
@@ -40,21 +39,17 @@ from treadle._runtime._events import (
 )
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._runner import Planned, run_superstep
-from treadle._runtime._spawn import SpawnedWork, SpawnResult, lost
-from treadle._runtime._state import commit_state, initial_state
+from treadle._runtime._spawn import SpawnedWork, SpawnResult
+from treadle._runtime._state import Op, commit_state, initial_state
 from treadle._runtime._tracing import RunTrace
 from treadle._runtime._waits import (
-    HandoffApproval,
-    ScheduledMessage,
     Suspension,
     WaitBook,
-    wait_key,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from treadle._durable._checkpoint import RestoredRun
     from treadle._runtime._context import WorkflowContext
     from treadle._runtime._pool import ExecutorPool
     from treadle._runtime._workflow import Workflow
@@ -126,22 +121,6 @@ class RunLoop:
             self.publish(event)
 
     # -- lifecycle ----------------------------------------------------------------
-    def start(self, message: Any) -> None:
-        """Deliver the run's input to the start executor in superstep 1."""
-        start = self.workflow.start_id
-        prototype = self.workflow.prototype(start)
-        if prototype.find_handler(type(message)) is None:
-            accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
-            msg = (
-                f"the start executor {start!r} has no handler for the input "
-                f"{type(message).__qualname__} (it accepts: {accepted})"
-            )
-            raise TypeError(msg)
-        self.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
-        if self.listening:
-            self.publish(RunStarted(run_id=self.run_id, superstep=0))
-            self.publish(StatusChanged(run_id=self.run_id, superstep=0, status=RunStatus.RUNNING))
-
     async def run_to_end(self) -> RunResult:
         """Run supersteps until the run rests or ends.
 
@@ -171,12 +150,15 @@ class RunLoop:
         if self.status is not RunStatus.RUNNING:
             return False
         superstep = self.superstep + 1
-        self._wake_due()
+        waits = self.waits
+        if waits.suspended or waits.scheduled:
+            self._wake_due()
         try:
             if not self.pending and self.spawned:
                 for executor_id, result in await self.spawned.wait_any():
-                    self._deliver_spawn_result(superstep, executor_id, result)
-            self._check_deadline(superstep)
+                    self.deliver_spawn_result(superstep, executor_id, result)
+            if self.deadline_at is not None:
+                self._check_deadline(superstep)
             if not self.pending:
                 # Restored and still resting: its last checkpoint says it all.
                 self._set_status(self._resting_status())
@@ -305,20 +287,27 @@ class RunLoop:
         Suspended invocations commit nothing but their suspension; their
         events are still published (they did happen).
         """
+        # One pass sorts out what each invocation hands to the barrier.
         everything = contexts
-        suspended = [c.suspension for c in contexts if c.suspension is not None]
+        suspended: list[Suspension] = []
+        writes: list[tuple[str, list[Op]]] = []
+        sent = []
+        extras = False
+        for c in contexts:
+            if c.suspension is not None:
+                suspended.append(c.suspension)
+                continue
+            if c._state is not None:
+                writes.append((c.executor_id, c._state.ops))
+            sent.append((c.executor_id, c.rank, c.position, c._outbox))
+            extras = extras or bool(c._scheduled or c._spawns or c._approvals)
         if suspended:
             contexts = [c for c in contexts if c.suspension is None]
-        writes = [(c.executor_id, c._state.ops) for c in contexts if c._state is not None]
         state = (
             commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
         )
         inboxes, buffers = build_inboxes(
-            superstep,
-            [(c.executor_id, c.rank, c.position, c._outbox) for c in contexts],
-            self.router.fan_ins,
-            self.fan_in_buffers,
-            self.ranks,
+            superstep, sent, self.router.fan_ins, self.fan_in_buffers, self.ranks
         )
         # Nothing below can fail: the superstep is committed from here on.
         self.superstep = superstep
@@ -327,16 +316,8 @@ class RunLoop:
         self.fan_in_buffers = buffers
         if suspended:
             self.waits.suspended.extend(suspended)
-        for ctx in contexts:
-            if ctx._scheduled:
-                self._schedule(superstep, ctx)
-            for record, fn, args in ctx._spawns:
-                self.spawned.queue(record, fn, args)
-            for offset, (target, payload, handoff) in enumerate(ctx._approvals):
-                stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox) + offset)
-                key = wait_key("handoff", self.run_id, ctx.executor_id, stamp, 0)
-                envelope = Envelope(stamp, ctx.executor_id, payload, handoff)
-                self.waits.approvals.append(HandoffApproval(key, ctx.executor_id, target, envelope))
+        if extras:
+            self._commit_durable_work(superstep, contexts)
         iterations = self.iterations
         for executor, _, inbox in plan:
             iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
@@ -371,22 +352,22 @@ class RunLoop:
         elif self.trace is not None:
             self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
 
-    def _deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
+    def _commit_durable_work(self, superstep: int, contexts: list[WorkflowContext[Any]]) -> None:
+        """Scheduled messages, spawned work and handoffs awaiting approval."""
+        for ctx in contexts:
+            # Their stamps continue the invocation's send sequence.
+            stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox))
+            self.waits.commit_later(
+                self.run_id, ctx.executor_id, stamp, ctx._scheduled, ctx._approvals
+            )
+            for record, fn, args in ctx._spawns:
+                self.spawned.queue(record, fn, args)
+
+    def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
         stamp = (superstep - 1, self.ranks[executor_id], -1, 0)
         self.deliver(executor_id, Envelope(stamp, SPAWN_SOURCE, result))
 
-    def _schedule(self, superstep: int, ctx: WorkflowContext[Any]) -> None:
-        first = len(ctx._outbox)  # stamps continue the invocation's send sequence
-        for offset, (due, target, payload) in enumerate(ctx._scheduled):
-            stamp = (superstep, ctx.rank, ctx.position, first + offset)
-            envelope = Envelope(stamp, ctx.executor_id, payload)
-            self.waits.scheduled.append(ScheduledMessage(due, target, envelope))
-
     # -- answers from outside ------------------------------------------------------
-    def type_name(self, cls: type) -> str:
-        """The name a request's response type is stored under."""
-        return self.workflow.response_type_name(cls)
-
     def answer(self, request_id: str, value: Any) -> None:
         """Apply the answer to a pending request (validated), before stepping.
 
@@ -484,26 +465,3 @@ class RunLoop:
             ),
             error=self.error,
         )
-
-    def restore(self, restored: RestoredRun) -> None:
-        """Continue from a checkpoint instead of a fresh input."""
-        self.superstep = restored.superstep
-        self.state = restored.state
-        self.pending = restored.pending
-        self.fan_in_buffers = restored.fan_in_buffers
-        self.iterations = dict(restored.iterations)
-        self.outputs = list(restored.outputs)
-        self.waits = restored.waits.copy()
-        self.deadline_at = restored.deadline_at
-        for executor_id, result in lost(list(restored.spawned)):
-            self._deliver_spawn_result(self.superstep + 1, executor_id, result)
-        self.pool.restore(restored.snapshots)
-        if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
-            self.status = RunStatus(restored.status)  # nothing left to run
-        elif self.listening:
-            self.publish(RunStarted(run_id=self.run_id, superstep=self.superstep))
-            self.publish(
-                StatusChanged(
-                    run_id=self.run_id, superstep=self.superstep, status=RunStatus.RUNNING
-                )
-            )

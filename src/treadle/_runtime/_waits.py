@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._exceptions import UnknownRequestError
-from treadle._runtime._delivery import HandoffRefused
+from treadle._runtime._delivery import Envelope, HandoffContext, HandoffRefused
 
 APPROVAL_SOURCE = "__approval__"
 """The ``source`` of a ``HandoffRefused`` message."""
 
 if TYPE_CHECKING:
-    from treadle._runtime._delivery import Envelope
+    from collections.abc import Sequence
 
 WaitKind: TypeAlias = Literal["request", "input", "timer"]
 
@@ -167,6 +167,33 @@ class WaitBook:
     def awaits_input(self) -> bool:
         """Whether something waits for an answer, an approval or session input."""
         return bool(self.approvals) or any(s.wait.kind != "timer" for s in self.suspended)
+
+    def commit_later(
+        self,
+        run_id: str,
+        source: str,
+        stamp: tuple[int, int, int, int],
+        scheduled: Sequence[tuple[float, str, Any]],
+        approvals: Sequence[tuple[str, Any, HandoffContext]],
+    ) -> None:
+        """Take what a committed invocation left for later.
+
+        ``scheduled``: (due, target, payload) messages for ``schedule_message``;
+        ``approvals``: (target, payload, handoff) handoffs awaiting approval.
+        ``stamp`` is the invocation's next free stamp; each item takes the
+        next sequence number, so delivery order stays deterministic.
+        """
+        superstep, rank, position, seq = stamp
+        for due, target, payload in scheduled:
+            envelope = Envelope((superstep, rank, position, seq), source, payload)
+            self.scheduled.append(ScheduledMessage(due, target, envelope))
+            seq += 1
+        for target, payload, handoff in approvals:
+            item_stamp = (superstep, rank, position, seq)
+            key = wait_key("handoff", run_id, source, item_stamp, 0)
+            envelope = Envelope(item_stamp, source, payload, handoff)
+            self.approvals.append(HandoffApproval(key, source, target, envelope))
+            seq += 1
 
     def next_wake_at(self) -> float | None:
         """When the earliest timer or scheduled message falls due."""
