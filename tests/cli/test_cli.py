@@ -159,3 +159,28 @@ def test_a_wrong_answer_is_refused_and_the_run_still_waits(tmp_path):
     assert done.returncode == 2
     assert "expects" in done.stderr
     assert cli.store_snapshot() == before
+
+
+ROOT = HERE.parents[1]
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot"])
+def test_treadle_graph_output_renders_with_the_real_tools(tmp_path, fmt):
+    cli = Cli(tmp_path)
+    cli.env["PYTHONPATH"] = str(ROOT / "examples")
+    done = cli("graph", "every_edge_kind:workflow", "--format", fmt)
+    assert done.returncode == 0, done.stderr
+    source = tmp_path / ("graph.mmd" if fmt == "mermaid" else "graph.dot")
+    source.write_text(done.stdout)
+    picture = tmp_path / "graph.svg"
+    if fmt == "mermaid":
+        mmdc = ROOT / ".tools" / "node_modules" / ".bin" / "mmdc"
+        config = ROOT / ".tools" / "puppeteer.json"
+        assert mmdc.exists(), "run `make renderers`"
+        command = [str(mmdc), "--quiet", "-i", str(source), "-o", str(picture), "-p", str(config)]
+    else:
+        command = ["dot", "-Tsvg", str(source), "-o", str(picture)]
+    rendered = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    drawn = picture.read_text().replace("&#45;", "-")  # Graphviz escapes dashes in SVG text
+    assert "fan-in" in drawn
