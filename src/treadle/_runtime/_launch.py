@@ -90,8 +90,10 @@ async def open_run(
                 loop.answer(request_id, answer)
             for message, target in launch.inputs:
                 loop.send_input(message, target)
-            if checkpointer is not None and loop.status is RunStatus.RUNNING:
-                await checkpointer.record_status(run_id, loop.status.value)
+            # No status write here: the next barrier's commit records
+            # ``running`` (or wherever the run rests) in the same transaction.
+            # Until then the row keeps its resting status, so a run whose
+            # process dies before that commit is still found due and resumed.
         else:
             _deliver_input(loop, launch.message)
             if checkpointer is not None:
