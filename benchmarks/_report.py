@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 FLOOR = "raw-asyncio"
 TREADLE = "treadle"
 TIMES = "\N{MULTIPLICATION SIGN}"
+TIME_KEYS = ("value", "wake_s", "park_us")  # the other figures are sizes
 NONE = "\N{EN DASH}"
 
 Cell = dict[str, Any]
@@ -54,31 +55,39 @@ def _ok(cell: Cell | None) -> bool:
 def _value(cell: Cell | None, engine: str, workload: str, notes: Notes, key: str = "value") -> str:
     if cell is None:
         return "not run"
+    if key != "value" and (not _ok(cell) or key not in cell):
+        return NONE  # the workload's own row says why
     if not _ok(cell):
         label = {"absent": "absent", "unavailable": "not available", "error": "FAILED"}
         where = engine if cell["status"] == "unavailable" else f"{engine}, `{workload}`"
         ref = notes.ref(f"{where}: {cell['reason']}")
         return f"{label[cell['status']]} {ref}"
     text = _num(cell[key])
-    if "note" in cell:
+    if "note" in cell and key == "value":  # once per cell, on the workload's own row
         text += " " + notes.ref(f"{engine}, `{workload}`: {cell['note']}")
     return text
 
 
 def _ratio(cell: Cell | None, ref: Cell | None, key: str = "value") -> str:
-    if _ok(cell) and _ok(ref):
+    if _ok(cell) and _ok(ref) and key in cell and ref.get(key, 0) > 0:
         return f"{cell[key] / ref[key]:.2f}{TIMES}"
     return NONE
 
 
-def _rows(medians: Medians) -> list[tuple[str, str, str]]:
-    """(label, workload, key) for every row: one per workload, plus runs/s and RSS."""
+def _rows(medians: Medians, ratios: bool = False) -> list[tuple[str, str, str]]:
+    """(label, workload, key) for every row: one per workload, plus its extra figures.
+
+    With ``ratios``, only the rows whose ratio to the floor means something.
+    """
     rows = []
     for workload in medians:
-        rows.append((f"`{workload}` ({WORKLOADS[workload].unit})", workload, "value"))
-        if workload == "many_runs":
-            rows.append(("`many_runs` (runs/s)", workload, "runs_per_s"))
-            rows.append(("`many_runs` (peak RSS, MB)", workload, "maxrss_mb"))
+        spec = WORKLOADS[workload]
+        rows.append((f"`{workload}` ({spec.unit})", workload, "value"))
+        rows += [
+            (f"`{workload}` ({label})", workload, key)
+            for key, label, has_ratio in spec.extra
+            if has_ratio or not ratios
+        ]
     return rows
 
 
@@ -93,8 +102,7 @@ def _medians_table(medians: Medians, engines: list[str], notes: Notes) -> list[s
 def _floor_table(medians: Medians, engines: list[str]) -> list[str]:
     rows = [
         [label] + [_ratio(medians[w].get(e), medians[w].get(FLOOR), key) for e in engines]
-        for label, w, key in _rows(medians)
-        if key != "runs_per_s"  # the inverse of the µs/run row: it adds nothing
+        for label, w, key in _rows(medians, ratios=True)
     ]
     return _table(["workload", *engines], rows)
 
@@ -104,20 +112,21 @@ def _treadle_table(medians: Medians, engines: list[str]) -> list[str]:
     if TREADLE not in engines or not peers:
         return ["treadle or its peers were not part of this run."]
     rows = []
-    for workload, cells in medians.items():
-        row = [f"`{workload}`"]
+    for label, workload, key in _rows(medians, ratios=True):
+        row = [label]
+        less, more = ("faster", "slower") if key in TIME_KEYS else ("less", "more")
         for peer in peers:
-            t, p = cells.get(TREADLE), cells.get(peer)
-            if _ok(t) and _ok(p):
-                r = t["value"] / p["value"]
-                verdict = f"{1 / r:.1f}{TIMES} faster" if r < 1 else f"{r:.1f}{TIMES} slower"
+            t, p = medians[workload].get(TREADLE), medians[workload].get(peer)
+            if _ok(t) and _ok(p) and key in t and p.get(key, 0) > 0 and t[key] > 0:
+                r = t[key] / p[key]
+                verdict = f"{1 / r:.1f}{TIMES} {less}" if r < 1 else f"{r:.1f}{TIMES} {more}"
                 row.append(f"{r:.3f} ({verdict})")
             else:
                 row.append(NONE)
         rows.append(row)
     return [
-        "treadle's median divided by the peer's (below 1: treadle is faster; the words say by",
-        "how much). A dash means one of the two has no figure for that workload.",
+        "treadle's median divided by the peer's (below 1: treadle is faster, or uses less; the",
+        "words say by how much). A dash means one of the two has no figure for that row.",
         "",
         *_table(["workload", *peers], rows),
     ]
@@ -129,12 +138,45 @@ def _spread_table(medians: Medians, engines: list[str]) -> list[str]:
         row = [f"`{workload}`"]
         for e in engines:
             c = cells.get(e)
-            if _ok(c):
+            if _ok(c) and c["repetitions"] == 1:
+                row.append("1 repetition")
+            elif _ok(c):
                 row.append(f"\N{PLUS-MINUS SIGN}{50 * (c['max'] - c['min']) / c['value']:.0f}%")
             else:
                 row.append(NONE)
         rows.append(row)
     return _table(["workload", *engines], rows)
+
+
+def _durability_notes(medians: Medians) -> list[str]:
+    if not {"ckpt_chain", "ckpt_chain_background", "idle_runs"} & set(medians):
+        return []
+    out = ["## Durability modes and parked runs", ""]
+    if "ckpt_chain" in medians:
+        out.append(
+            '- `ckpt_chain` is the default mode, `durability="sync"` in treadle and '
+            "LangGraph: a step starts only once the previous step's checkpoint is fsync'd, "
+            "so a crash loses nothing committed."
+        )
+    if "ckpt_chain_background" in medians:
+        out.append(
+            "- `ckpt_chain_background` is treadle's `durability=\"background\"` (LangGraph's "
+            'row: `durability="async"`): a step\'s commit overlaps the next step, at most '
+            "one commit in flight, so a crash loses at most the last superstep's checkpoint. "
+            "The floor's row is the same fsync'd insert per step as in `ckpt_chain`."
+        )
+    if "idle_runs" in medians:
+        spec = WORKLOADS["idle_runs"]
+        out.append(
+            f"- `idle_runs` is measured once per engine ({spec.max_repeat} repetition, no "
+            "warm-up) whatever the repetition count above, because parking and waking "
+            f"{spec.units:,} runs takes minutes. Its parked-runs row gives each engine's N; "
+            "per-run times are comparable across engines, totals only at equal N. Peak RSS "
+            "growth is sampled after every batch and includes one-time costs (the store's "
+            "connection, its page cache, its thread), which weigh more per run at a smaller "
+            "N; the last-90% row is the slope."
+        )
+    return [*out, ""]
 
 
 def write_report(results: dict[str, Any], path: Path) -> None:
@@ -152,6 +194,27 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         f"- Date: {results['date']} (the run took {results['duration_s']:.0f} s)",
         f"- Machine: {machine['cores']} cores, {machine['cpu']}, {machine['memory_gib']} GiB RAM",
         f"- OS: {machine['platform']}; Python {machine['python']}",
+        *(
+            [
+                (
+                    "- Load average (1 min) when the run started and ended: "
+                    f"{results['load_start']:.2f}, {results['load_end']:.2f} (other work on "
+                    "the machine widens the spread)"
+                )
+            ]
+            if "load_start" in results
+            else []
+        ),
+        *(
+            [
+                (
+                    "- Every SQLite file (the floor's, treadle's, LangGraph's) is made in one "
+                    f"scratch directory on {machine['scratch_filesystem']}."
+                )
+            ]
+            if "scratch_filesystem" in machine
+            else []
+        ),
         (
             f"- Repetitions per cell: {results['repeat']}{quick}. Each repetition is a fresh "
             "subprocess reporting the median of its timed runs after warm-up; repetitions are "
@@ -181,6 +244,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         "",
         *_treadle_table(medians, engines),
         "",
+        *_durability_notes(medians),
         "## Spread across repetitions (half the max-min range, as % of the median)",
         "",
         *_spread_table(medians, engines),

@@ -8,6 +8,10 @@ and a module-level ``ABSENT = {"workload": "why this engine cannot express it"}`
 The factory's node bodies do ``calls.n += 1``; the harness resets the counter before
 every run and fails loudly when the count differs from the workload's expectation.
 
+``idle_runs`` is not a timed run but a park-then-wake cycle: its factory returns a
+:class:`Parking` (start run *i* until it rests durably; wake every parked run), and the
+harness measures memory, store size and time around it (:func:`_idle`).
+
 A child process is started by ``run.py`` as::
 
     benchmarks/.venv/bin/python -c "import _workload; _workload.main()" ENGINE WORKLOAD [--quick]
@@ -21,8 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import importlib
 import json
+import os
 import resource
 import statistics
 import sys
@@ -41,6 +47,10 @@ MANY_RUNS = 1_000
 MANY_RUNS_CHAIN = 3
 CKPT_NODES = 100
 CKPT_BLOB_BYTES = 300
+IDLE_RUNS = 100_000
+IDLE_SLEEP_S = 3_600
+IDLE_BATCH = 100  # runs started at once (asyncio.gather) while parking
+IDLE_CALLS_PER_RUN = 2  # the handler runs once to park and once more when woken
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,11 @@ class Workload:
     warmup: int = 3
     budget_s: float = 3.0  # stop timing early once this much time is spent (min 3 runs)
     description: str = ""
+    kind: str = "timed"  # "timed": warm-up then timed runs; "idle": one park-then-wake cycle
+    max_repeat: int | None = None  # repetitions at most, whatever --repeat says
+    timeout_s: int = 300  # the runner kills a child after this long
+    # Figures beyond ``value`` shown as rows of their own: (key, unit label, ratio to floor?)
+    extra: tuple[tuple[str, str, bool], ...] = ()
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -96,6 +111,7 @@ WORKLOADS: dict[str, Workload] = {
             warmup=2,
             description=f"{MANY_RUNS} concurrent runs (asyncio.gather) of a "
             f"{MANY_RUNS_CHAIN}-node chain on one workflow object",
+            extra=(("runs_per_s", "runs/s", False), ("maxrss_mb", "peak RSS, MB", True)),
         ),
         Workload(
             "ckpt_chain",
@@ -105,10 +121,64 @@ WORKLOADS: dict[str, Workload] = {
             runs=10,
             quick_runs=3,
             description=f"`chain` of {CKPT_NODES} nodes, durably checkpointed (fsync'd SQLite, "
-            "WAL, synchronous=FULL) after every step",
+            "WAL, synchronous=FULL) after every step; each step waits for its commit",
+        ),
+        Workload(
+            "ckpt_chain_background",
+            CKPT_NODES,
+            "µs/node step",
+            CKPT_NODES,
+            runs=10,
+            quick_runs=3,
+            description="`ckpt_chain` with the commit of a step's checkpoint overlapping the "
+            'next step (at most one commit in flight; treadle `durability="background"`, '
+            'LangGraph `durability="async"`); the floor is the same fsync\'d insert per step',
+        ),
+        Workload(
+            "idle_runs",
+            IDLE_RUNS,
+            "µs/run to wake",
+            IDLE_CALLS_PER_RUN,  # per parked run
+            runs=1,
+            quick_runs=1,
+            warmup=0,
+            description=f"{IDLE_RUNS:,} runs (a tenth with --quick) parked on a durable "
+            f"{IDLE_SLEEP_S} s timer in a SQLite store, started {IDLE_BATCH} at a time; "
+            "memory and store size while parked, then the time to wake and complete them all "
+            "(one cycle, no warm-up)",
+            kind="idle",
+            max_repeat=1,
+            timeout_s=1_800,
+            extra=(
+                ("wake_s", "s to wake all", False),
+                ("park_us", "µs/run to park", True),
+                ("peak_rss_b", "peak RSS growth while parking, bytes/parked run", True),
+                ("marginal_rss_b", "RSS growth over the last 90% parked, bytes/parked run", False),
+                ("store_b", "store file size, bytes/parked run", True),
+                ("n", "parked runs", False),
+            ),
         ),
     )
 }
+
+
+@dataclass(frozen=True)
+class Parking:
+    """What an engine gives ``idle_runs``: how to park run *i*, how to wake them all.
+
+    ``park(i)`` starts run *i* and returns once it rests in the store, raising
+    ``WorkloadError`` if it did not. ``wake_all(n)`` moves time past the timers, wakes
+    the ``n`` parked runs and returns how many completed. ``store_path`` is the store's
+    file (its ``-wal`` file is counted too). ``n`` is how many runs this engine parks
+    (the harness parks a tenth of it with ``--quick``).
+    ``stored_completed()``, if given, counts the completed runs in the store (untimed).
+    """
+
+    park: Callable[[int], Awaitable[None]]
+    wake_all: Callable[[int], Awaitable[int]]
+    store_path: str
+    n: int = IDLE_RUNS
+    stored_completed: Callable[[], Awaitable[int]] | None = None
 
 
 class Calls:
@@ -129,11 +199,21 @@ async def enter(cm: contextlib.AbstractAsyncContextManager[Any]) -> Any:
     return await _exit_stack.enter_async_context(cm)
 
 
+def on_exit(callback: Callable[[], Awaitable[Any]]) -> None:
+    """Await ``callback()`` when the child finishes (before scratch files are removed)."""
+    _exit_stack.push_async_callback(callback)
+
+
 def scratch_path(name: str) -> str:
-    """A file path inside a temporary directory removed when the child finishes."""
+    """A file path in a temporary directory removed when the child finishes.
+
+    The directory is made inside ``$BENCH_SCRATCH`` (the runner's one scratch directory
+    for the whole run), so every engine's store and the floor's file share a filesystem.
+    """
     import tempfile  # noqa: PLC0415
 
-    tmp = _exit_stack.enter_context(tempfile.TemporaryDirectory(prefix="treadle-bench-"))
+    root = os.environ.get("BENCH_SCRATCH") or None
+    tmp = _exit_stack.enter_context(tempfile.TemporaryDirectory(prefix="child-", dir=root))
     return f"{tmp}/{name}"
 
 
@@ -167,6 +247,60 @@ async def _measure(factory: Factory, spec: Workload, runs: int) -> list[int]:
         return timings
 
 
+def _rss_bytes() -> int:
+    """The process's resident set size now (``ru_maxrss`` only ever grows)."""
+    with open("/proc/self/statm") as f:  # noqa: PTH123
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _store_bytes(path: str) -> int:
+    return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))  # noqa: PTH110, PTH202
+
+
+async def _idle(factory: Factory, spec: Workload, quick: bool) -> dict[str, Any]:
+    """Park every run, measure memory and store size while they rest, time waking them."""
+    async with _exit_stack:
+        parking: Parking = await factory()  # type: ignore[assignment]
+        n = parking.n // 10 if quick else parking.n
+        calls.n = 0
+        gc.collect()
+        rss_before = _rss_bytes()
+        samples: list[int] = []
+        t0 = time.perf_counter_ns()
+        for first in range(0, n, IDLE_BATCH):
+            batch = range(first, min(n, first + IDLE_BATCH))
+            await asyncio.gather(*(parking.park(i) for i in batch))
+            samples.append(_rss_bytes())
+        park_ns = time.perf_counter_ns() - t0
+        expect(calls.n, n, "handler invocations while parking")
+        gc.collect()
+        rss_parked = _rss_bytes()
+        tenth = samples[len(samples) // 10 - 1] if len(samples) >= 10 else rss_before
+        store = _store_bytes(parking.store_path)
+        t0 = time.perf_counter_ns()
+        completed = await parking.wake_all(n)
+        wake_ns = time.perf_counter_ns() - t0
+        expect(completed, n, "runs completed after waking")
+        if parking.stored_completed is not None:
+            expect(await parking.stored_completed(), n, "runs the store says completed")
+        if calls.n != spec.expected_calls * n:
+            raise WorkloadError(
+                f"{spec.name}: expected {spec.expected_calls * n} handler invocations, "
+                f"counted {calls.n}"
+            )
+        return {
+            "value": wake_ns / 1_000 / n,
+            "wake_s": wake_ns / 1e9,
+            "park_us": park_ns / 1_000 / n,
+            "peak_rss_b": (max([*samples, rss_parked]) - rss_before) / n,
+            "marginal_rss_b": (rss_parked - tenth) / (n - n // 10),
+            "held_rss_b": (rss_parked - rss_before) / n,
+            "store_b": store / n,
+            "n": n,
+            "runs": 1,
+        }
+
+
 def _check(spec: Workload, when: str) -> None:
     if calls.n != spec.expected_calls:
         raise WorkloadError(
@@ -196,19 +330,22 @@ def main() -> None:
         line |= {"status": "absent", "reason": reason}
         print(json.dumps(line))
         return
-    runs = spec.quick_runs if args.quick else spec.runs
-    timings = asyncio.run(_measure(factory, spec, runs))
-    median_ns = statistics.median(timings)
-    line |= {
-        "status": "ok",
-        "unit": spec.unit,
-        "value": median_ns / 1_000 / spec.units,
-        "runs": len(timings),
-        "median_run_ms": median_ns / 1e6,
-        "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    }
-    if spec.name == "many_runs":
-        line["runs_per_s"] = spec.units / (median_ns / 1e9)
+    if spec.kind == "idle":
+        line |= {"status": "ok", "unit": spec.unit} | asyncio.run(_idle(factory, spec, args.quick))
+    else:
+        runs = spec.quick_runs if args.quick else spec.runs
+        timings = asyncio.run(_measure(factory, spec, runs))
+        median_ns = statistics.median(timings)
+        line |= {
+            "status": "ok",
+            "unit": spec.unit,
+            "value": median_ns / 1_000 / spec.units,
+            "runs": len(timings),
+            "median_run_ms": median_ns / 1e6,
+        }
+        if spec.name == "many_runs":
+            line["runs_per_s"] = spec.units / (median_ns / 1e9)
+    line["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     note = getattr(module, "NOTES", {}).get(spec.name)
     if note:
         line["note"] = note

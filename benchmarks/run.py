@@ -18,11 +18,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _report import FLOOR, write_report
+from _workload import WORKLOADS as SPECS
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -46,8 +48,7 @@ ENGINES = {
     "pydantic-graph": ("pydantic_graph", "pydantic-graph"),
 }
 OTHER_DISTRIBUTIONS = ["langgraph-checkpoint", "langgraph-checkpoint-sqlite", "pydantic"]
-WORKLOADS = ["chain", "fanout", "loop", "many_runs", "ckpt_chain"]
-CHILD_TIMEOUT_S = 300
+WORKLOADS = list(SPECS)
 
 
 def ensure_venv() -> None:
@@ -84,6 +85,18 @@ def probe(code: str) -> Any:
     return json.loads(done.stdout)
 
 
+def filesystem_of(path: str) -> str:
+    """``device (type)`` of the mount holding ``path``, from /proc/mounts."""
+    best = ("", "unknown", "unknown")
+    with open("/proc/mounts") as f:  # noqa: PTH123
+        for line in f:
+            device, mount, fstype = line.split()[:3]
+            inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) >= len(best[0]):
+                best = (mount, device, fstype)
+    return f"{best[1]} ({best[2]}, mounted on {best[0]})"
+
+
 def machine_facts() -> dict[str, Any]:
     cpu = "unknown"
     mem_kb = 0
@@ -111,11 +124,12 @@ def installed_versions(distributions: list[str]) -> dict[str, str]:
     return probe(code)
 
 
-def run_child(engine: str, workload: str, quick: bool) -> dict[str, Any]:
+def run_child(engine: str, workload: str, quick: bool, scratch: str) -> dict[str, Any]:
     cmd = [str(PY), "-c", "import _workload; _workload.main()", ENGINES[engine][0], workload]
     if quick:
         cmd.append("--quick")
-    env = os.environ | {"PYTHONHASHSEED": "0"}
+    env = os.environ | {"PYTHONHASHSEED": "0", "BENCH_SCRATCH": scratch}
+    timeout = SPECS[workload].timeout_s
     try:
         done = subprocess.run(
             cmd,
@@ -123,11 +137,11 @@ def run_child(engine: str, workload: str, quick: bool) -> dict[str, Any]:
             env=env,
             capture_output=True,
             text=True,
-            timeout=CHILD_TIMEOUT_S,
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return {"status": "error", "reason": f"timed out after {CHILD_TIMEOUT_S} s"}
+        return {"status": "error", "reason": f"timed out after {timeout} s"}
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         sys.stderr.write(f"\n!!! {engine} / {workload} FAILED\n{done.stderr}\n")
@@ -142,24 +156,29 @@ def describe(result: dict[str, Any]) -> str:
     return f"{result['status']}: {result['reason']}"
 
 
-def measure(engines: list[str], workloads: list[str], repeat: int, quick: bool) -> list[dict]:
+def measure(
+    engines: list[str], workloads: list[str], repeat: int, quick: bool, scratch: str
+) -> list[dict]:
     """Repetition by repetition, workload by workload, engine by engine (round-robin)."""
     raw: list[dict[str, Any]] = []
     settled: dict[tuple[str, str], dict[str, Any]] = {}  # absent/unavailable/error: not retried
     for rep in range(1, repeat + 1):
         for workload in workloads:
+            if rep > (SPECS[workload].max_repeat or repeat):
+                continue
             for engine in engines:
                 key = (engine, workload)
                 if key in settled:
                     continue
                 t0 = time.monotonic()
-                result = run_child(engine, workload, quick) | {"engine": engine, "rep": rep}
+                result = run_child(engine, workload, quick, scratch)
+                result |= {"engine": engine, "rep": rep}
                 result["workload"] = workload
                 raw.append(result)
                 if result["status"] != "ok":
                     settled[key] = result
                 took = time.monotonic() - t0
-                where = f"[{rep}/{repeat}] {workload:<10} {engine:<22}"
+                where = f"[{rep}/{repeat}] {workload:<21} {engine:<22}"
                 print(f"{where} {describe(result)}  ({took:.1f} s)", flush=True)
     return raw
 
@@ -185,8 +204,9 @@ def summarize(raw: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]
                 "repetitions": len(ok),
                 "maxrss_mb": statistics.median(r["maxrss_kb"] for r in ok) / 1024,
             }
-            if "runs_per_s" in ok[0]:
-                cell["runs_per_s"] = statistics.median(r["runs_per_s"] for r in ok)
+            for key, _, _ in SPECS[workload].extra:
+                if key in ok[0]:
+                    cell[key] = statistics.median(r[key] for r in ok)
             if "note" in ok[0]:
                 cell["note"] = ok[0]["note"]
         out.setdefault(workload, {})[engine] = cell
@@ -211,13 +231,19 @@ def main() -> int:
     ensure_venv()
 
     started = dt.datetime.now(dt.UTC)
-    raw = measure(engines, workloads, repeat, args.quick)
+    load_start = os.getloadavg()[0]
+    # One scratch directory for every child, so all SQLite files share one filesystem.
+    with tempfile.TemporaryDirectory(prefix="treadle-bench-") as scratch:
+        scratch_fs = filesystem_of(os.path.realpath(scratch))
+        raw = measure(engines, workloads, repeat, args.quick, scratch)
     dists = [d for _, d in ENGINES.values() if d]
     versions = installed_versions(dists + OTHER_DISTRIBUTIONS)
     results = {
         "date": started.isoformat(timespec="seconds"),
         "duration_s": round((dt.datetime.now(dt.UTC) - started).total_seconds(), 1),
-        "machine": machine_facts(),
+        "load_start": load_start,
+        "load_end": os.getloadavg()[0],
+        "machine": machine_facts() | {"scratch_filesystem": scratch_fs},
         "engine_versions": {
             e: versions[dist] if dist else "hand-written floor"
             for e, (_, dist) in ENGINES.items()

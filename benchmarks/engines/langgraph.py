@@ -4,7 +4,14 @@ State is a TypedDict; nodes return partial updates. Fan-in uses LangGraph's join
 edge (``add_edge([b0, ..., b99], "sink")``: sink waits for every branch) with an
 ``operator.add`` reducer so the parallel writes merge. ``ckpt_chain`` compiles the
 same chain with ``AsyncSqliteSaver`` and ``durability="sync"`` so every step's
-checkpoint is committed before the next step starts.
+checkpoint is committed before the next step starts; ``ckpt_chain_background`` uses
+``durability="async"`` (a step's checkpoint is written while the next step runs).
+
+``idle_runs``: LangGraph has no durable timer. The closest durable parked run is a
+node calling ``interrupt()`` on a SQLite checkpointer: the run's thread rests in the
+store, and ``Command(resume=...)`` on the same thread id continues it (the node runs
+again from its start and ``interrupt()`` returns the resume value). Nothing records
+when a thread is due, so the adapter resumes every thread by id, one after another.
 """
 
 import asyncio
@@ -18,10 +25,14 @@ from _workload import (
     CHAIN_NODES,
     CKPT_NODES,
     FANOUT_WIDTH,
+    IDLE_RUNS,
+    IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Parking,
     RunFn,
+    WorkloadError,
     calls,
     enter,
     expect,
@@ -29,8 +40,17 @@ from _workload import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
 LIMIT = {"recursion_limit": 2 * LOOP_ITERATIONS + 10}
+IDLE_RUNS_HERE = IDLE_RUNS // 10
+
+NOTES = {
+    "idle_runs": f"N = {IDLE_RUNS_HERE:,}, a tenth of the others', to keep the default run "
+    "short; no durable timer: each run parks on `interrupt()` (AsyncSqliteSaver, "
+    '`durability="sync"`) and the adapter resumes every thread by id with '
+    "`Command(resume=True)`",
+}
 
 
 class ChainState(TypedDict):
@@ -119,14 +139,65 @@ async def many_runs() -> RunFn:
     return lambda: asyncio.gather(*(graph.ainvoke({"x": 0}) for _ in range(MANY_RUNS)))
 
 
-async def ckpt_chain() -> RunFn:
-    saver = await enter(AsyncSqliteSaver.from_conn_string(scratch_path("langgraph.sqlite")))
+async def _saver(path: str) -> AsyncSqliteSaver:
+    saver = await enter(AsyncSqliteSaver.from_conn_string(path))
     await saver.setup()  # creates the tables and sets journal_mode=WAL
     await saver.conn.execute("PRAGMA synchronous=FULL")  # the floor's setting, stated explicitly
+    return saver
+
+
+async def _ckpt_chain(durability: Any) -> RunFn:
+    saver = await _saver(scratch_path("langgraph.sqlite"))
     graph = _chain_builder(CKPT_NODES).compile(checkpointer=saver)
 
     def run() -> Awaitable[Any]:
         config: Any = LIMIT | {"configurable": {"thread_id": uuid.uuid4().hex}}
-        return graph.ainvoke({"x": 0}, config, durability="sync")
+        return graph.ainvoke({"x": 0}, config, durability=durability)
 
     return run
+
+
+async def ckpt_chain() -> RunFn:
+    return await _ckpt_chain("sync")
+
+
+async def ckpt_chain_background() -> RunFn:
+    return await _ckpt_chain("async")
+
+
+class NapState(TypedDict):
+    x: int
+    woken: bool
+
+
+async def idle_runs() -> Parking:
+    path = scratch_path("langgraph-idle.sqlite")
+    saver = await _saver(path)
+
+    async def nap(state: NapState) -> dict[str, bool]:
+        calls.n += 1
+        woken = interrupt({"sleep": IDLE_SLEEP_S})  # raises while parking; the value on resume
+        return {"woken": woken}
+
+    g = StateGraph(NapState)
+    g.add_node("nap", nap)
+    g.add_edge(START, "nap")
+    g.add_edge("nap", END)
+    graph = g.compile(checkpointer=saver)
+
+    def config(i: int) -> Any:
+        return {"configurable": {"thread_id": f"t{i}"}}
+
+    async def park(i: int) -> None:
+        out = await graph.ainvoke({"x": i, "woken": False}, config(i), durability="sync")
+        if "__interrupt__" not in out:
+            raise WorkloadError(f"run {i} did not park: {out!r}")
+
+    async def wake_all(n: int) -> int:
+        completed = 0
+        for i in range(n):
+            out = await graph.ainvoke(Command(resume=True), config(i), durability="sync")
+            completed += out["woken"] is True and out["x"] == i and "__interrupt__" not in out
+        return completed
+
+    return Parking(park, wake_all, path, n=IDLE_RUNS_HERE)

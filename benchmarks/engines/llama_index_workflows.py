@@ -32,6 +32,10 @@ from workflows.events import Event, StartEvent, StopEvent
 ABSENT = {
     "ckpt_chain": "no per-step durable store in the library: a run's context can be "
     "serialized by hand, SQLite persistence exists only in the separate workflow server",
+    "ckpt_chain_background": "no per-step durable store in the library (see `ckpt_chain`)",
+    "idle_runs": "no durable timer or store in the library: `ctx.wait_for_event` waits inside "
+    "the live process (the run stays in memory, with a timeout), and its SQLite store is in "
+    "the separate llama-agents-server package",
 }
 NOTES = {"fanout": "one `work` step with num_workers=100 handling 100 events"}
 

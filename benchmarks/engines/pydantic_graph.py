@@ -28,6 +28,9 @@ from pydantic_graph import Graph, GraphBuilder, StepContext, reduce_sum
 ABSENT = {
     "ckpt_chain": "pydantic-graph 2.x ships no state-persistence module (earlier "
     "releases had `pydantic_graph.persistence`): nothing to checkpoint to",
+    "ckpt_chain_background": "no state persistence in 2.x (see `ckpt_chain`)",
+    "idle_runs": "no state persistence and no timer in 2.x: a run exists only while its "
+    "coroutine runs, so it cannot rest outside the process",
 }
 
 Ctx = StepContext[None, None, int]

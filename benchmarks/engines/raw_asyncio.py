@@ -4,6 +4,12 @@ A dict of inboxes; each superstep runs every node that has messages in one
 ``asyncio.TaskGroup``; what nodes send is delivered in the next superstep. Fan-in
 targets buffer until every source has sent, then get one list. Every ratio in
 RESULTS.md is computed against these figures.
+
+The durable floors use one SQLite connection on the event loop's thread (WAL,
+``synchronous=FULL``), one fsync'd transaction per write: ``ckpt_chain`` (and
+``ckpt_chain_background``, the same figure) inserts a 300-byte blob per superstep;
+``idle_runs`` inserts one timer row per parked run, then selects the due rows and
+completes each with one update.
 """
 
 import asyncio
@@ -17,9 +23,11 @@ from _workload import (
     CKPT_BLOB_BYTES,
     CKPT_NODES,
     FANOUT_WIDTH,
+    IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Parking,
     RunFn,
     calls,
     expect,
@@ -134,11 +142,23 @@ async def many_runs() -> RunFn:
     return lambda: asyncio.gather(*(graph.run("n0", 0) for _ in range(MANY_RUNS)))
 
 
-async def ckpt_chain() -> RunFn:
-    """`chain` plus one fsync'd SQLite transaction per superstep: the durability floor."""
-    conn = sqlite3.connect(scratch_path("floor.sqlite"), isolation_level=None)
+NOTES = {
+    "ckpt_chain_background": "the same fsync'd insert per step as `ckpt_chain`",
+    "idle_runs": "one fsync'd insert per parked run; waking: one select of the due rows, "
+    "then per run the handler and one fsync'd update",
+}
+
+
+def _durable_connection(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+async def ckpt_chain() -> RunFn:
+    """`chain` plus one fsync'd SQLite transaction per superstep: the durability floor."""
+    conn = _durable_connection(scratch_path("floor.sqlite"))
     conn.execute("CREATE TABLE checkpoints (run INTEGER, superstep INTEGER, blob BLOB)")
     blob = os.urandom(CKPT_BLOB_BYTES)
     run_no = 0
@@ -156,3 +176,53 @@ async def ckpt_chain() -> RunFn:
         return await graph.run("n0", 0)
 
     return run
+
+
+ckpt_chain_background = ckpt_chain  # the floor has one durable mode: commit, then go on
+
+
+async def idle_runs() -> Parking:
+    """A durable timer table: insert a row to park, select the due rows and update to wake."""
+    path = scratch_path("floor-idle.sqlite")
+    conn = _durable_connection(path)
+    conn.execute(
+        "CREATE TABLE timers (id INTEGER PRIMARY KEY, wake_at REAL, status TEXT, blob BLOB)"
+    )
+    conn.execute("CREATE INDEX due ON timers (wake_at) WHERE status = 'waiting'")
+    blob = os.urandom(CKPT_BLOB_BYTES)
+    now = 0.0
+
+    def handler(i: int, woken: bool) -> int | None:
+        calls.n += 1
+        return i if woken else None  # first call: sleep; second call: the output
+
+    async def park(i: int) -> None:
+        handler(i, woken=False)
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO timers VALUES (?, ?, 'waiting', ?)", (i, now + IDLE_SLEEP_S, blob)
+        )
+        conn.execute("COMMIT")
+
+    async def wake_all(n: int) -> int:
+        nonlocal now
+        now += IDLE_SLEEP_S
+        due = conn.execute(
+            "SELECT id FROM timers WHERE status = 'waiting' AND wake_at <= ? ORDER BY wake_at",
+            (now,),
+        ).fetchall()
+        completed = 0
+        for (i,) in due:
+            output = handler(i, woken=True)
+            conn.execute("BEGIN")
+            conn.execute(
+                "UPDATE timers SET status = 'completed', blob = ? WHERE id = ?", (output, i)
+            )
+            conn.execute("COMMIT")
+            completed += 1
+        return completed
+
+    async def stored_completed() -> int:
+        return conn.execute("SELECT COUNT(*) FROM timers WHERE status = 'completed'").fetchone()[0]
+
+    return Parking(park, wake_all, path, stored_completed=stored_completed)

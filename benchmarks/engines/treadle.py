@@ -3,6 +3,11 @@
 ``ctx.send_message`` is synchronous (buffered until the barrier). The loop needs
 ``max_supersteps`` above the default 1,000. Function executors are stateless and
 shareable, so ``many_runs`` gathers 1,000 runs on one workflow object.
+
+``ckpt_chain`` runs the chain with ``store=SqliteStore(...)`` (one checkpoint per
+superstep, each run a fresh UUID run id); ``ckpt_chain_background`` adds
+``durability="background"``. ``idle_runs`` parks runs on ``ctx.sleep(3600)`` with a
+``FakeClock`` and wakes them with one ``Runtime(...).wake_due()``.
 """
 
 import asyncio
@@ -10,22 +15,30 @@ from typing import Any
 
 from _workload import (
     CHAIN_NODES,
+    CKPT_NODES,
     FANOUT_WIDTH,
+    IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Parking,
     RunFn,
+    WorkloadError,
     calls,
     expect,
+    on_exit,
+    scratch_path,
 )
 
-from treadle import WorkflowBuilder, WorkflowContext, executor
+from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.stores import SqliteStore
+from treadle.testing import FakeClock
 
 MAX_SUPERSTEPS = 2 * LOOP_ITERATIONS + 10
 
-ABSENT = {
-    "ckpt_chain": "adapter not written yet: it comes with treadle's durable store "
-    "(SqliteStore, checkpoint per superstep)",
+NOTES = {
+    "idle_runs": "one `Runtime(store, [wf], clock=FakeClock).wake_due()` resumes every due "
+    "run, one after another",
 }
 
 
@@ -98,3 +111,49 @@ async def loop() -> RunFn:
 async def many_runs() -> RunFn:
     wf = _chain_workflow(MANY_RUNS_CHAIN)
     return lambda: asyncio.gather(*(wf.run(0) for _ in range(MANY_RUNS)))
+
+
+def _store(name: str) -> SqliteStore:
+    store = SqliteStore(scratch_path(name))
+    on_exit(store.close)
+    return store
+
+
+async def ckpt_chain() -> RunFn:
+    store = _store("treadle.sqlite")
+    wf = _chain_workflow(CKPT_NODES)
+    return lambda: wf.run(0, store=store)
+
+
+async def ckpt_chain_background() -> RunFn:
+    store = _store("treadle.sqlite")
+    wf = _chain_workflow(CKPT_NODES)
+    return lambda: wf.run(0, store=store, durability="background")
+
+
+async def idle_runs() -> Parking:
+    store = _store("treadle-idle.sqlite")
+    clock = FakeClock(start=0.0)
+
+    @executor(id="nap")
+    async def nap(i: int, ctx: WorkflowContext[int]) -> None:
+        calls.n += 1
+        await ctx.sleep(IDLE_SLEEP_S)
+        ctx.yield_output(i)
+
+    wf = WorkflowBuilder(start=nap, name="idle").build()
+
+    async def park(i: int) -> None:
+        result = await wf.run(i, store=store, clock=clock, record_events=False)
+        if result.status is not RunStatus.WAITING:
+            raise WorkloadError(f"run {i} rests as {result.status}, not waiting")
+
+    async def wake_all(n: int) -> int:
+        await clock.advance(IDLE_SLEEP_S)
+        results = await Runtime(store, [wf], clock=clock).wake_due()
+        return sum(r.status is RunStatus.COMPLETED and len(r.outputs) == 1 for r in results)
+
+    async def stored_completed() -> int:
+        return len(await store.list_runs(status=RunStatus.COMPLETED.value, workflow="idle"))
+
+    return Parking(park, wake_all, store.path, stored_completed=stored_completed)
