@@ -28,7 +28,7 @@ from treadle._graph._edges import (
 )
 
 if TYPE_CHECKING:
-    from treadle._runtime._workflow import Workflow
+    from treadle._runtime._workflow_graph import WorkflowGraph
 
 ORIGIN = "origin"
 """Key of the import path (``pkg.module:attr``) a workflow was loaded from.
@@ -54,7 +54,7 @@ def _edge_text(edge: Edge) -> str:
     return f"handoff {edge.source!r} -> {list(edge.targets)!r}"
 
 
-def describe_graph(workflow: Workflow) -> dict[str, Any]:
+def describe_graph(workflow: WorkflowGraph) -> dict[str, Any]:
     """The routing-relevant shape of a workflow as JSON-ready data."""
     executors = {}
     for executor_id in workflow.executor_ids:
