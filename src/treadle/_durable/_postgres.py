@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -29,9 +29,8 @@ from psycopg_pool import PoolClosed
 from treadle._durable import _sql
 from treadle._durable._postgres_pools import Connection, LoopPools
 from treadle._durable._sql import POSTGRES
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._durable._sql_reads import SqlReads
 from treadle._exceptions import (
-    CheckpointNotFoundError,
     DurabilityError,
     RunExistsError,
     RunNotFoundError,
@@ -39,6 +38,8 @@ from treadle._exceptions import (
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
+
+    from treadle._durable._store import CheckpointRecord, RunRecord
 
 _T = TypeVar("_T")
 _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled connection
@@ -56,7 +57,7 @@ _KEYWORD_SECRET = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\
 _HIDDEN = "***"
 
 
-class PostgresStore:
+class PostgresStore(SqlReads):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema
@@ -183,89 +184,6 @@ class PostgresStore:
 
         await self._run(work, write=False)  # one statement: a transaction of its own
 
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The run row.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_RUN), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        return _sql.run_from_row(rows[0])
-
-    async def get_graph(self, run_id: str) -> bytes:
-        """The graph description stored when the run was created.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_GRAPH), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        graph: bytes = rows[0][0]
-        return graph
-
-    async def load_checkpoint(
-        self, run_id: str, checkpoint_id: str | None = None
-    ) -> CheckpointRecord:
-        """One checkpoint of a run; its latest when ``checkpoint_id`` is None.
-
-        Raises:
-            RunNotFoundError: No such run.
-            CheckpointNotFoundError: The run has no such checkpoint.
-        """
-        rows = await self._read(_render(_sql.SELECT_CHECKPOINT), (checkpoint_id, run_id))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        if rows[0][0] is None:
-            raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][6])
-
-    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
-        """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_CHECKPOINTS), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        # A run always has a checkpoint; the left join's NULL row is only defensive.
-        return [_sql.info_from_row(run_id, row) for row in rows if row[0] is not None]
-
-    async def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[RunRecord]:
-        """Runs matching every filter given, newest first (by ``created_at``, then creation).
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
-        )
-        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
-
-    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
-        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
-
-        Ordered by the earlier of the two, oldest first (then by creation), and
-        read from an index holding only such runs, in that order.
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_due_runs(now, limit)
-        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
-
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
 
@@ -298,6 +216,9 @@ class PostgresStore:
         await self._pools.close()
 
     # --- connections ------------------------------------------------------------
+
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        return list(await self._read(_render(template), parameters))
 
     async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[TupleRow]:
         async def work(connection: Connection) -> list[TupleRow]:

@@ -26,18 +26,20 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._durable import _sql
 from treadle._durable._sql import SQLITE
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._durable._sql_reads import SqlReads
 from treadle._exceptions import (
-    CheckpointNotFoundError,
     DurabilityError,
     RunExistsError,
     RunNotFoundError,
 )
+
+if TYPE_CHECKING:
+    from treadle._durable._store import CheckpointRecord, RunRecord
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
@@ -56,7 +58,7 @@ _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
 
 
-class SqliteStore:
+class SqliteStore(SqlReads):
     """Runs and checkpoints in one SQLite file, safe across processes.
 
     All SQLite work happens on one thread owned by the store, with its own
@@ -161,89 +163,6 @@ class SqliteStore:
 
         await self._call(work, write=True)
 
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The run row.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_RUN), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        return _sql.run_from_row(rows[0])
-
-    async def get_graph(self, run_id: str) -> bytes:
-        """The graph description stored when the run was created.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_GRAPH), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        graph: bytes = rows[0][0]
-        return graph
-
-    async def load_checkpoint(
-        self, run_id: str, checkpoint_id: str | None = None
-    ) -> CheckpointRecord:
-        """One checkpoint of a run; its latest when ``checkpoint_id`` is None.
-
-        Raises:
-            RunNotFoundError: No such run.
-            CheckpointNotFoundError: The run has no such checkpoint.
-        """
-        rows = await self._read(_render(_sql.SELECT_CHECKPOINT), (checkpoint_id, run_id))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        if rows[0][0] is None:
-            raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][6])
-
-    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
-        """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        rows = await self._read(_render(_sql.SELECT_CHECKPOINTS), (run_id,))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        # A run always has a checkpoint; the left join's NULL row is only defensive.
-        return [_sql.info_from_row(run_id, row) for row in rows if row[0] is not None]
-
-    async def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[RunRecord]:
-        """Runs matching every filter given, newest first (by ``created_at``, then creation).
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
-        )
-        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
-
-    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
-        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
-
-        Ordered by the earlier of the two, oldest first (then by creation), and
-        read from an index holding only such runs, in that order.
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_due_runs(now, limit)
-        return [_sql.run_from_row(row) for row in await self._read(_render(query), parameters)]
-
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
 
@@ -283,6 +202,9 @@ class SqliteStore:
         thread.join()  # at once: the stop is the thread's last job
 
     # --- the store's thread -------------------------------------------------------
+
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        return list(await self._read(_render(template), parameters))
 
     async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
         # One SELECT is one consistent read, so reads need no explicit transaction.
