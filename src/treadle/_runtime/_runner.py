@@ -155,7 +155,10 @@ async def _invoke(
             if spec is None:
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
                 raise RoutingError(msg)  # noqa: TRY301 - reported like a handler error
-            if trace is None:
+            if trace is None and timeout is None and run.limiter is None and spec.is_async:
+                # The common case, awaited directly: each coroutine layer costs.
+                await executor.invoke(spec, payload, ctx)
+            elif trace is None:
                 await _call_bounded(run, executor, spec, payload, ctx, timeout)
             else:
                 await _call_traced(trace, run, executor, spec, payload, ctx, timeout, attempt)
