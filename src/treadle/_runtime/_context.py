@@ -164,11 +164,6 @@ class WorkflowContext(Generic[SendT]):
             state = self._state = SharedState(run.state, run.state_specs, self._earlier)
         return state
 
-    @property
-    def state_ops(self) -> list[Op]:
-        """The writes this invocation buffered (empty if it never wrote)."""
-        return self._state.ops if self._state is not None else []
-
     def now(self) -> float:
         """The run's clock, in epoch seconds (a ``FakeClock`` under test).
 

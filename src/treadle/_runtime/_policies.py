@@ -53,10 +53,6 @@ class ExponentialBackoff:
         return (rng or random).uniform(low, high)
 
 
-def _retry_everything(error: BaseException) -> bool:
-    return isinstance(error, Exception)
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often, and on what, a failing handler is tried again.

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from treadle._runtime._delivery import Envelope
     from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._loop import RunLoop
+    from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._state import Op
     from treadle._runtime._tracing import RunTrace
 
@@ -136,7 +137,6 @@ async def _invoke(
     executor_id = executor.id
     payload = envelope.payload
     spec = executor.find_handler(type(payload))
-    policy = (spec.retry if spec else None) or executor.retry or run.options.retry or NO_RETRY
     timeout = (spec.timeout if spec else None) or executor.timeout
     listening = run.listening
     trace = run.trace
@@ -176,6 +176,7 @@ async def _invoke(
                     )
             return ctx
         except Exception as error:
+            policy = _retry_policy(run, executor, spec)  # read only when something failed
             retrying = policy.should_retry(error, attempt)
             if listening and (retrying or run.live):  # a batch reports the final failure itself
                 ctx.announce(
@@ -223,6 +224,11 @@ async def _call_traced(
             span.set_outcome("failed", error)
             raise
         span.set_outcome("completed")
+
+
+def _retry_policy(run: RunLoop, executor: Executor, spec: HandlerSpec | None) -> RetryPolicy:
+    """The most specific retry policy: the handler's, the executor's, the workflow's."""
+    return (spec.retry if spec else None) or executor.retry or run.options.retry or NO_RETRY
 
 
 async def _call_bounded(
