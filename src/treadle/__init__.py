@@ -18,6 +18,7 @@ from treadle._exceptions import (
     InvalidResponseError,
     IterationLimitExceeded,
     JournalMismatchError,
+    LeaseLostError,
     PollTimeout,
     RequestError,
     RoutingError,
@@ -63,12 +64,17 @@ from treadle._runtime._stream import ExecutionMode, WorkflowStream
 from treadle._runtime._sync import SyncEventStream
 from treadle._runtime._waits import PendingRequest
 from treadle._runtime._workflow import Workflow
+from treadle._scaleout._apps import AppLoadError
+from treadle._scaleout._client import Client, connect
+from treadle._scaleout._worker import Worker, WorkerStoppingError
 
 __all__ = [
+    "AppLoadError",
     "Case",
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "CheckpointSaved",
+    "Client",
     "Clock",
     "CustomEvent",
     "Default",
@@ -89,6 +95,7 @@ __all__ = [
     "InvalidResponseError",
     "IterationLimitExceeded",
     "JournalMismatchError",
+    "LeaseLostError",
     "OutputEvent",
     "PendingRequest",
     "PollTimeout",
@@ -118,6 +125,8 @@ __all__ = [
     "SystemClock",
     "TreadleError",
     "UnknownRequestError",
+    "Worker",
+    "WorkerStoppingError",
     "Workflow",
     "WorkflowBuilder",
     "WorkflowContext",
@@ -125,6 +134,7 @@ __all__ = [
     "WorkflowRunError",
     "WorkflowStream",
     "WorkflowValidationError",
+    "connect",
     "executor",
     "handler",
 ]

@@ -256,6 +256,24 @@ class RunExistsError(DurabilityError):
         super().__init__(f"a run {run_id!r} exists already")
 
 
+class LeaseLostError(DurabilityError):
+    """A worker's lease on a run is gone: another worker took the run over, or it was cancelled.
+
+    Raised instead of committing: the run row's lease epoch no longer matches
+    the one the worker claimed with (fencing), so nothing this worker computed
+    since is written. The run continues from its last checkpoint wherever it
+    is now leased.
+    """
+
+    def __init__(self, run_id: str, epoch: int) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(
+            f"lease epoch {epoch} on run {run_id!r} is no longer current "
+            f"(taken over or cancelled); nothing was committed"
+        )
+
+
 class GraphChangedError(DurabilityError):
     """The stored run was made by a different graph; nothing was executed.
 

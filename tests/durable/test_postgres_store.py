@@ -130,7 +130,7 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(post
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN] == [2]
+    assert await schema_version(postgres, schema) == [KNOWN] == [3]
 
 
 async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
@@ -138,7 +138,7 @@ async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
 ):
     schema = new_schema()
     await make_schema(postgres, schema)
-    broken = ("ALTER TABLE treadle_runs ADD COLUMN owner TEXT", "CREATE INDEX o ON missing (x)")
+    broken = ("ALTER TABLE treadle_runs ADD COLUMN later TEXT", "CREATE INDEX o ON missing (x)")
     monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, broken))
     store = PostgresStore(postgres, schema=schema)
     with pytest.raises(DurabilityError, match='relation "missing" does not exist'):
@@ -151,7 +151,7 @@ async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
     await store.close()
     async with await connect(postgres, schema) as connection:
         with pytest.raises(psycopg.errors.UndefinedColumn):
-            await connection.execute("SELECT owner FROM treadle_runs")
+            await connection.execute("SELECT later FROM treadle_runs")
 
 
 async def test_a_schema_from_a_newer_treadle_is_refused_untouched(postgres, new_schema):

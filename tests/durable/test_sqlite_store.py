@@ -174,7 +174,7 @@ async def test_a_version_1_file_is_migrated_with_its_runs_and_checkpoints(tmp_pa
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert schema_version(path) == [KNOWN] == [2]
+    assert schema_version(path) == [KNOWN] == [3]
 
 
 async def test_due_runs_read_one_index_that_also_gives_their_order(tmp_path):
@@ -195,8 +195,8 @@ async def test_a_newer_treadle_upgrades_an_older_file_and_keeps_its_data(tmp_pat
     path = tmp_path / "runs.sqlite"
     await make_file(path)
     step = (
-        "ALTER TABLE treadle_runs ADD COLUMN owner TEXT",
-        "CREATE INDEX o ON treadle_runs (owner)",
+        "ALTER TABLE treadle_runs ADD COLUMN later TEXT",
+        "CREATE INDEX o ON treadle_runs (later)",
     )
     monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, step))
     store = SqliteStore(path)
@@ -204,13 +204,13 @@ async def test_a_newer_treadle_upgrades_an_older_file_and_keeps_its_data(tmp_pat
     await store.close()
     assert schema_version(path) == [KNOWN + 1]
     with connect(path) as connection:
-        assert connection.execute("SELECT owner FROM treadle_runs").fetchall() == [(None,)]
+        assert connection.execute("SELECT later FROM treadle_runs").fetchall() == [(None,)]
 
 
 async def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     path = tmp_path / "runs.sqlite"
     await make_file(path)
-    broken = ("ALTER TABLE treadle_runs ADD COLUMN owner TEXT", "CREATE INDEX o ON missing (x)")
+    broken = ("ALTER TABLE treadle_runs ADD COLUMN later TEXT", "CREATE INDEX o ON missing (x)")
     monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, broken))
     store = SqliteStore(path)
     with pytest.raises(DurabilityError, match=r"no such table: main\.missing"):
@@ -219,7 +219,7 @@ async def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, monkey
     assert schema_version(path) == [KNOWN]
     with connect(path) as connection:
         columns = [row[1] for row in connection.execute("PRAGMA table_info(treadle_runs)")]
-    assert "owner" not in columns
+    assert "later" not in columns
     monkeypatch.undo()
     store = SqliteStore(path)
     assert await kept_ids(store) == ["c0", "c1"]

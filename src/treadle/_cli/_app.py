@@ -72,6 +72,7 @@ EXIT_FOR_STATUS = {
     RunStatus.STALLED: 1,
     RunStatus.CANCELLED: 1,
     RunStatus.RUNNING: 0,
+    RunStatus.PENDING: 0,
 }
 
 

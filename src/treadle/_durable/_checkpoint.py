@@ -174,6 +174,11 @@ class CheckpointCodec:
         self._serializer = serializer
         self._key = key
 
+    @property
+    def serializer(self) -> Serializer:
+        """The serializer user values go through."""
+        return self._serializer
+
     def encode(
         self,
         barrier: BarrierState,

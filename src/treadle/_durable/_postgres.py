@@ -217,6 +217,15 @@ class PostgresStore(SqlReads):
 
     # --- connections ------------------------------------------------------------
 
+    async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
+        """Run ``work`` on a pooled connection, in one transaction when ``write``.
+
+        For the run queue (:mod:`treadle._durable._postgres_queue`), which adds
+        its own statements to this store's tables; errors come out as this
+        store's (``DurabilityError`` naming the database, password hidden).
+        """
+        return await self._run(work, write=write)
+
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
         return list(await self._read(_render(template), parameters))
 

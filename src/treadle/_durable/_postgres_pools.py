@@ -138,6 +138,9 @@ class LoopPools:
             min_size=min_size,
             max_size=max_size,
             open=False,
+            # A connection that died while idle (the server restarted, a proxy
+            # cut it) is replaced at checkout rather than handed to an operation.
+            check=AsyncConnectionPool.check_connection,
             configure=functools.partial(_configure, self._configure, loop_pool.connections),
             name="treadle",
         )

@@ -112,12 +112,25 @@ CREATE TABLE treadle_checkpoints (
     blob {blob} NOT NULL
 )"""
 
+# What clients deliver to a run while no worker holds it (or while one does):
+# its start input, answers to requests, session messages. A worker applies a
+# run's items and deletes them in the transaction of the run's next commit.
+_CREATE_INBOX = """
+CREATE TABLE treadle_inbox (
+    {order_column}
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    payload {blob} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+
 # When due_runs counts a run as due: for a waiting or awaiting_input run, the
 # earlier of its wake_at and deadline_at that is set (LEAST() in PostgreSQL,
 # which SQLite lacks); NULL for any other run, or one with neither.
 #
 # Migration 2 indexes this very expression, and due_runs asks for
-# ``_DUE_AT <= ?`` ordered by it, so the index holds only runs that can fall
+# ``DUE_AT <= ?`` ordered by it, so the index holds only runs that can fall
 # due, already in due order: due_runs reads it from its start and stops at
 # ``now`` or at its limit, sorting nothing. Nothing else can serve that query,
 # so even SQLite's planner without statistics picks this index (with the status
@@ -126,7 +139,7 @@ CREATE TABLE treadle_checkpoints (
 # PostgreSQL. A planner only matches an index on an expression to the same
 # expression, hence one constant; as migration 2 is made of it, changing it
 # takes a migration of its own.
-_DUE_AT = (
+DUE_AT = (
     "(CASE WHEN status IN ('waiting', 'awaiting_input') THEN"
     " (CASE WHEN wake_at IS NULL OR deadline_at < wake_at THEN deadline_at ELSE wake_at END)"
     " END)"
@@ -145,8 +158,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE treadle_runs ADD COLUMN wake_at DOUBLE PRECISION",
         "ALTER TABLE treadle_runs ADD COLUMN deadline_at DOUBLE PRECISION",
         "ALTER TABLE treadle_checkpoints ADD COLUMN wake_at DOUBLE PRECISION",
-        f"CREATE INDEX treadle_runs_due ON treadle_runs ({_DUE_AT}{{tiebreak}})"  # noqa: ISC004 - one statement
-        f" WHERE {_DUE_AT} IS NOT NULL",
+        f"CREATE INDEX treadle_runs_due ON treadle_runs ({DUE_AT}{{tiebreak}})"  # noqa: ISC004 - one statement
+        f" WHERE {DUE_AT} IS NOT NULL",
+    ),
+    (  # 3: runs as a queue for workers (leases, fencing) and their inbox
+        "ALTER TABLE treadle_runs ADD COLUMN owner TEXT",
+        "ALTER TABLE treadle_runs ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE treadle_runs ADD COLUMN lease_until DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN ready_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX treadle_runs_ready ON treadle_runs (ready_at) WHERE ready_at IS NOT NULL",
+        _CREATE_INBOX,
+        "CREATE INDEX treadle_inbox_run ON treadle_inbox (run_id)",
     ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
@@ -239,7 +262,7 @@ def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]
     """The ``due_runs`` template, due first (then by creation), with its parameters."""
     template = (
         f"SELECT {_RUN_COLUMNS} FROM treadle_runs"  # noqa: S608 - constant column names only
-        f" WHERE {_DUE_AT} <= ? ORDER BY {_DUE_AT}, {{order}}"
+        f" WHERE {DUE_AT} <= ? ORDER BY {DUE_AT}, {{order}}"
     )
     return _limited(template, (now,), limit)
 
@@ -353,7 +376,7 @@ def due_at(run: RunRecord) -> float | None:
     """When ``due_runs`` counts ``run`` as due; ``None``: never, as it stands.
 
     The earlier of its ``wake_at`` and ``deadline_at`` that is set, for a run
-    that is ``waiting`` or ``awaiting_input``: ``_DUE_AT`` in Python.
+    that is ``waiting`` or ``awaiting_input``: ``DUE_AT`` in Python.
     """
     if run.status not in {"waiting", "awaiting_input"}:
         return None

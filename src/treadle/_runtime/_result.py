@@ -20,9 +20,11 @@ class RunStatus(enum.StrEnum):
 
     ``COMPLETED`` means nothing is pending; ``AWAITING_INPUT`` that requests or
     session input are; ``WAITING`` that only durable timers are; ``STALLED``
-    that nothing can move but a fan-in is partly filled.
+    that nothing can move but a fan-in is partly filled. ``PENDING`` is a run
+    started through a client (``treadle.connect``) that no worker has begun.
     """
 
+    PENDING = "pending"
     RUNNING = "running"
     COMPLETED = "completed"
     AWAITING_INPUT = "awaiting_input"
@@ -34,7 +36,7 @@ class RunStatus(enum.StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether the run can no longer move without outside action."""
-        return self is not RunStatus.RUNNING
+        return self not in (RunStatus.RUNNING, RunStatus.PENDING)
 
 
 @dataclass(frozen=True, slots=True)

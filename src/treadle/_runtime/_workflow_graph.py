@@ -153,6 +153,11 @@ class WorkflowGraph:
             self._codec = CheckpointCodec(serializer, self._checkpoint_key)
         return self._codec
 
+    @property
+    def serializer(self) -> Serializer:
+        """How this workflow turns values into bytes (checkpoints, clients' inbox items)."""
+        return self._serializer or self.codec.serializer
+
     def response_type_name(self, cls: type) -> str:
         """The stored name of a ``ctx.request`` response type (see ``_answers``)."""
         return response_type_name(self.type_registry, cls)

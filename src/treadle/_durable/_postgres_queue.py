@@ -1,0 +1,532 @@
+"""Runs as a queue in PostgreSQL: claims, leases, fencing, and the inbox.
+
+A worker *claims* runnable runs (new, an answer or message arrived, a timer
+or deadline due, or their worker's lease expired) with ``FOR UPDATE SKIP
+LOCKED``, so concurrent workers never claim one run twice and never wait on
+each other. Each claim bumps the run's ``lease_epoch``; every write the
+worker then makes goes through a :class:`LeasedStore` whose statements carry
+``owner = me AND lease_epoch = mine`` (the fencing token). A worker that was
+paused or partitioned past its lease finds its epoch gone and commits
+nothing: :class:`~treadle.LeaseLostError`.
+
+Clients do not need workflow code to talk to runs: they write to the run's
+**inbox** (its start input, answers, session messages) and mark the run
+ready in one transaction; the worker that claims it applies the items and
+deletes them in the transaction of the run's next commit, so an item is
+applied exactly once even if workers die in between.
+
+Times: leases run on the database's clock (one clock for every worker);
+timers are compared with the worker's clock, as the run itself does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._durable import _sql
+from treadle._durable._sql import DUE_AT, POSTGRES
+from treadle._exceptions import (
+    DurabilityError,
+    LeaseLostError,
+    RequestError,
+    RunExistsError,
+    RunNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from treadle._durable._postgres import PostgresStore
+    from treadle._durable._postgres_pools import Connection
+    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+_DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
+_ENDED = ("completed", "failed", "cancelled", "stalled")
+_ENDED_SQL = "('completed', 'failed', 'cancelled', 'stalled')"
+_FENCE = " AND owner = %s AND lease_epoch = %s"
+_DUE = POSTGRES.render(DUE_AT)
+
+# Expired leases first (their runs were already under way), then by how long
+# the run has been ready. ``ready_at`` is set while a run is owned, so a run
+# whose worker died mid-superstep stays claimable whatever its status.
+_CLAIM = f"""
+WITH chosen AS (
+    SELECT run_id FROM treadle_runs
+    WHERE workflow = ANY(%(workflows)s)
+        AND (ready_at <= %(now)s OR {_DUE} <= %(now)s)
+        AND (owner IS NULL OR lease_until < {_DB_NOW})
+    ORDER BY (owner IS NULL), COALESCE(ready_at, {_DUE})
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE treadle_runs AS r
+SET owner = %(owner)s,
+    lease_epoch = r.lease_epoch + 1,
+    lease_until = {_DB_NOW} + %(lease)s,
+    ready_at = COALESCE(r.ready_at, %(now)s),
+    recoveries = r.recoveries + (CASE WHEN r.owner IS NULL THEN 0 ELSE 1 END)
+FROM chosen
+WHERE r.run_id = chosen.run_id
+RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries"""  # noqa: S608 - constants only
+
+_HEARTBEAT = f"""
+UPDATE treadle_runs AS r
+SET lease_until = {_DB_NOW} + %s
+FROM unnest(%s::TEXT[], %s::BIGINT[]) AS held(run_id, epoch)
+WHERE r.run_id = held.run_id AND r.lease_epoch = held.epoch AND r.owner = %s
+RETURNING r.run_id"""  # noqa: S608 - constants only
+
+_LOCK_LEASED = "SELECT status FROM treadle_runs WHERE run_id = %s" + _FENCE + " FOR UPDATE"  # noqa: S608 - constants only
+
+_RELEASE = """
+UPDATE treadle_runs
+SET owner = NULL, lease_until = NULL, recoveries = %s, ready_at = %s
+WHERE run_id = %s"""
+
+_ADOPT = f"""
+UPDATE treadle_runs
+SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
+    deadline_at = %s, graph = %s, error = NULL
+WHERE run_id = %s{_FENCE}"""  # noqa: S608 - constants only
+_FENCED_ADVANCE = POSTGRES.render(_sql.ADVANCE_RUN) + _FENCE
+_FENCED_SET_STATUS = POSTGRES.render(_sql.SET_STATUS) + _FENCE
+_INSERT_CHECKPOINT = POSTGRES.render(_sql.INSERT_CHECKPOINT)
+_DELETE_OLD = POSTGRES.render(_sql.DELETE_OLD_CHECKPOINTS)
+
+_SELECT_INBOX = (
+    "SELECT seq, kind, target, payload FROM treadle_inbox WHERE run_id = %s ORDER BY seq"
+)
+_CONSUME_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s"
+_INSERT_INBOX = (
+    "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at)"
+    " VALUES (%s, %s, %s, %s, %s)"
+)
+
+_MAKE_READY = (
+    "UPDATE treadle_runs SET ready_at = LEAST(COALESCE(ready_at, %s), %s) WHERE run_id = %s"
+)
+
+_ENQUEUE = """
+INSERT INTO treadle_runs
+    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at)
+VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id) DO NOTHING"""
+
+_CANCEL = f"""
+UPDATE treadle_runs
+SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
+    lease_epoch = lease_epoch + 1, updated_at = %s, error = NULL
+WHERE run_id = %s AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run a worker holds: its id and the lease epoch that fences its writes.
+
+    Attributes:
+        run_id: The run.
+        workflow: Its workflow's name.
+        status: Its status when claimed (``pending``: never started).
+        checkpoint_id: Its latest checkpoint; ``None`` for a pending run.
+        epoch: The lease epoch this claim holds; every write checks it.
+        recoveries: How many times in a row the run was taken over from a
+            worker whose lease expired (0 for a run released cleanly).
+    """
+
+    run_id: str
+    workflow: str
+    status: str
+    checkpoint_id: str | None
+    epoch: int
+    recoveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """Something a client delivered to a run.
+
+    Attributes:
+        seq: Its position in the inbox (delivery order).
+        kind: ``"start"`` (the input), ``"answer"`` or ``"message"``.
+        target: The request id of an answer; the executor id a message is
+            for, or ``None``.
+        payload: The value, encoded by the client's serializer.
+    """
+
+    seq: int
+    kind: str
+    target: str | None
+    payload: bytes
+
+
+class RunQueue:
+    """One worker's view of the queue: claim, heartbeat, release.
+
+    Args:
+        store: The PostgreSQL store holding the runs.
+        owner: This worker's id, written into the rows it leases.
+        lease: Seconds a claim lasts without a heartbeat.
+    """
+
+    def __init__(self, store: PostgresStore, owner: str, *, lease: float) -> None:
+        if lease <= 0:
+            msg = f"lease must be a positive number of seconds, got {lease}"
+            raise ValueError(msg)
+        self.store = store
+        self.owner = owner
+        self.lease = lease
+
+    async def claim(self, workflows: Sequence[str], now: float, limit: int) -> list[Claim]:
+        """Lease up to ``limit`` runnable runs of these workflows; none blocks on another worker."""
+        if limit <= 0 or not workflows:
+            return []
+        parameters = {
+            "workflows": list(workflows),
+            "now": now,
+            "limit": limit,
+            "owner": self.owner,
+            "lease": self.lease,
+        }
+
+        async def work(connection: Connection) -> list[Claim]:
+            rows = await (await connection.execute(_CLAIM, parameters)).fetchall()
+            return [Claim(*row) for row in rows]
+
+        return await self.store.transact(work)
+
+    async def heartbeat(self, held: Mapping[str, int]) -> set[str]:
+        """Extend the leases held (run id → epoch); return the runs whose lease is gone."""
+        if not held:
+            return set()
+        ids, epochs = list(held), list(held.values())
+
+        async def work(connection: Connection) -> set[str]:
+            cursor = await connection.execute(_HEARTBEAT, (self.lease, ids, epochs, self.owner))
+            return {row[0] for row in await cursor.fetchall()}
+
+        kept = await self.store.transact(work, write=False)
+        return set(held) - kept
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """What clients delivered to the run and no commit has consumed yet, in order."""
+
+        async def work(connection: Connection) -> list[InboxItem]:
+            rows = await (await connection.execute(_SELECT_INBOX, (run_id,))).fetchall()
+            return [
+                InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows
+            ]
+
+        return await self.store.transact(work, write=False)
+
+    async def release(self, claim: Claim, now: float, *, recovered: bool = True) -> bool:
+        """Give the run back; ``False`` when the lease was gone already.
+
+        The run is ready again at once if it is still under way (the worker
+        stopped mid-run) or its inbox holds items; otherwise it waits for its
+        timer or a client. ``recovered=False`` keeps the takeover count, for a
+        worker giving up on a run it could not store (an outage), so a run
+        that always breaks its worker is still parked in the end.
+        """
+
+        async def work(connection: Connection) -> bool:
+            locked = await connection.execute(_LOCK_LEASED, (claim.run_id, self.owner, claim.epoch))
+            row = await locked.fetchone()
+            if row is None:
+                return False
+            waiting = await connection.execute(
+                "SELECT 1 FROM treadle_inbox WHERE run_id = %s LIMIT 1", (claim.run_id,)
+            )
+            has_inbox = await waiting.fetchone() is not None
+            status = row[0]
+            ready = status not in _ENDED and (status in ("running", "pending") or has_inbox)
+            recoveries = 0 if recovered else claim.recoveries
+            await connection.execute(_RELEASE, (recoveries, now if ready else None, claim.run_id))
+            return True
+
+        return await self.store.transact(work)
+
+    async def drop_inbox(self, claim: Claim, upto: int) -> bool:
+        """Delete a run's refused inbox items up to ``upto``; ``False``: the lease is gone."""
+
+        async def work(connection: Connection) -> bool:
+            locked = await connection.execute(_LOCK_LEASED, (claim.run_id, self.owner, claim.epoch))
+            if await locked.fetchone() is None:
+                return False
+            await connection.execute(_CONSUME_INBOX, (claim.run_id, upto))
+            return True
+
+        return await self.store.transact(work)
+
+    def leased(self, claim: Claim, consumed: int | None) -> LeasedStore:
+        """The store as seen through ``claim``: every write fenced by its epoch.
+
+        ``consumed``: the last inbox item applied to the run, deleted with its
+        next commit (``None``: none).
+        """
+        return LeasedStore(self.store, self.owner, claim, consumed)
+
+
+class LeasedStore:
+    """A ``Store`` whose writes succeed only while its lease is current.
+
+    Reads go straight to the store. ``commit``, ``set_status`` and (for a
+    pending run) ``create_run`` lock the run row with ``owner`` and
+    ``lease_epoch`` in the condition, in the same transaction as the
+    checkpoint: a stale worker's write changes nothing and raises
+    ``LeaseLostError``. After a write fails for any other reason (the
+    database went away), later status writes are refused without trying,
+    so an outage never records a run as failed: the run is released, or its
+    lease expires, and it continues from its last checkpoint.
+    """
+
+    def __init__(
+        self, store: PostgresStore, owner: str, claim: Claim, consumed: int | None
+    ) -> None:
+        self.store = store
+        self.claim = claim
+        self._fence = (owner, claim.epoch)
+        self._consumed = consumed
+        self.detached: DurabilityError | None = None  # set: write nothing more
+        self._stop_after: DurabilityError | None = None
+
+    def consume(self, seq: int) -> None:
+        """Delete the run's inbox items up to ``seq`` with the next write (applied by then)."""
+        self._consumed = seq
+
+    def stop_after_commit(self, reason: DurabilityError) -> None:
+        """Let the next write through, then refuse everything with ``reason``.
+
+        The run then stops at a barrier that is committed: its superstep is
+        not lost, and whoever leases it next continues from there.
+        """
+        self._stop_after = reason
+
+    def detach(self, reason: DurabilityError) -> None:
+        """Refuse every later write with ``reason`` (lease lost, worker stopping)."""
+        if self.detached is None:
+            self.detached = reason
+
+    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+        """Turn the pending row a client enqueued into the started run."""
+        _sql.first_checkpoint_id(run, first.info)
+        info = first.info
+        adopt = (
+            run.status,
+            run.superstep,
+            info.checkpoint_id,
+            info.created_at,
+            info.wake_at,
+            run.deadline_at,
+            graph,
+            run.run_id,
+            *self._fence,
+        )
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_ADOPT, adopt)).rowcount == 0:
+                raise await self._lost(connection, run.run_id)
+            await _insert_checkpoint(connection, first)
+            await self._consume(connection, run.run_id)
+
+        await self._write(work)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Add a checkpoint and advance the run row, only under the current lease."""
+        _sql.check_keep_last(keep_last)
+        info = checkpoint.info
+        advance = (*_sql.advance_parameters(info), *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_FENCED_ADVANCE, advance)).rowcount == 0:
+                raise await self._lost(connection, info.run_id)
+            await _insert_checkpoint(connection, checkpoint)
+            if keep_last is not None:
+                parameters = (info.run_id, info.run_id, keep_last - 1, info.run_id)
+                await connection.execute(_DELETE_OLD, parameters)
+            await self._consume(connection, info.run_id)
+
+        await self._write(work)
+
+    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Record a status without a checkpoint, only under the current lease."""
+        stamped = (status, error, time.time(), run_id, *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_FENCED_SET_STATUS, stamped)).rowcount == 0:
+                raise await self._lost(connection, run_id)
+
+        await self._write(work)
+
+    async def _write(self, work: Any) -> None:
+        if self.detached is not None:
+            raise self.detached
+        try:
+            await self.store.transact(work)
+        except LeaseLostError as lost:
+            self.detach(lost)
+            raise
+        except DurabilityError as error:
+            self.detach(error)
+            raise
+        if self._stop_after is not None:
+            self.detach(self._stop_after)
+            raise self._stop_after
+
+    async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
+        found = await connection.execute(_sql_exists(), (run_id,))
+        if await found.fetchone() is None:
+            return RunNotFoundError(run_id)
+        return LeaseLostError(run_id, self.claim.epoch)
+
+    async def _consume(self, connection: Connection, run_id: str) -> None:
+        if self._consumed is not None:
+            await connection.execute(_CONSUME_INBOX, (run_id, self._consumed))
+            self._consumed = None
+
+    # --- reads and the rest of the port: the store's own ---------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row."""
+        return await self.store.get_run(run_id)
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The run's graph description."""
+        return await self.store.get_graph(run_id)
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run."""
+        return await self.store.load_checkpoint(run_id, checkpoint_id)
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """A run's checkpoints."""
+        return await self.store.list_checkpoints(run_id)
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching the filters."""
+        return await self.store.list_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+        )
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """Due runs (the store's)."""
+        return await self.store.due_runs(now, limit=limit)
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Retention (the store's)."""
+        return await self.store.prune(run_id, keep_last)
+
+    async def close(self) -> None:
+        """Nothing: the worker owns the store."""
+
+
+def _sql_exists() -> str:
+    return POSTGRES.render(_sql.SELECT_RUN_EXISTS)
+
+
+async def _insert_checkpoint(connection: Connection, checkpoint: CheckpointRecord) -> None:
+    parameters = _sql.checkpoint_parameters(checkpoint)
+    if (await connection.execute(_INSERT_CHECKPOINT, parameters)).rowcount == 0:
+        msg = f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken"
+        raise ValueError(msg)
+
+
+# --- what clients write -----------------------------------------------------------
+
+
+async def enqueue_run(
+    store: PostgresStore,
+    run_id: str,
+    workflow: str,
+    payload: bytes,
+    *,
+    deadline_at: float | None = None,
+) -> bool:
+    """Create a pending run with its input; ``False`` if the id exists for this workflow.
+
+    Idempotent: a second start with the same id (also a concurrent one)
+    creates nothing and returns ``False``.
+
+    Raises:
+        RunExistsError: The id belongs to a run of another workflow.
+    """
+    now = time.time()
+
+    async def work(connection: Connection) -> bool:
+        row = (run_id, workflow, now, now, deadline_at, b"", now)
+        if (await connection.execute(_ENQUEUE, row)).rowcount == 0:
+            found = await connection.execute(
+                "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)
+            )
+            existing = await found.fetchone()
+            if existing is not None and existing[0] != workflow:
+                raise RunExistsError(run_id)
+            return False
+        await connection.execute(_INSERT_INBOX, (run_id, "start", None, payload, now))
+        return True
+
+    return await store.transact(work)
+
+
+async def deliver(
+    store: PostgresStore, run_id: str, items: Iterable[tuple[str, str | None, bytes]]
+) -> None:
+    """Put (kind, target, payload) items in a run's inbox and make it ready, atomically.
+
+    Raises:
+        RunNotFoundError: No such run.
+        RequestError: The run has ended; nothing can be delivered to it.
+    """
+    now = time.time()
+    rows = [(run_id, kind, target, payload, now) for kind, target, payload in items]
+
+    async def work(connection: Connection) -> None:
+        # Lock the row first: a worker releasing the run at this moment then
+        # either sees these items or runs before them and leaves ready_at set.
+        locked = await connection.execute(
+            "SELECT status FROM treadle_runs WHERE run_id = %s FOR UPDATE", (run_id,)
+        )
+        row = await locked.fetchone()
+        if row is None:
+            raise RunNotFoundError(run_id)
+        if row[0] in _ENDED:
+            msg = f"run {run_id!r} has ended ({row[0]}); nothing can be delivered to it"
+            raise RequestError(msg)
+        for values in rows:
+            await connection.execute(_INSERT_INBOX, values)
+        await connection.execute(_MAKE_READY, (now, now, run_id))
+
+    await store.transact(work)
+
+
+async def cancel_queued(store: PostgresStore, run_id: str) -> None:
+    """Cancel a run wherever it is, fencing out a worker that holds it.
+
+    Raises:
+        RunNotFoundError: No such run.
+        RequestError: It has ended already.
+    """
+
+    async def work(connection: Connection) -> None:
+        if (await connection.execute(_CANCEL, (time.time(), run_id))).rowcount == 0:
+            found = await connection.execute(
+                "SELECT status FROM treadle_runs WHERE run_id = %s", (run_id,)
+            )
+            row = await found.fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            msg = f"run {run_id!r} has ended ({row[0]}); there is nothing to cancel"
+            raise RequestError(msg)
+        await connection.execute("DELETE FROM treadle_inbox WHERE run_id = %s", (run_id,))
+
+    await store.transact(work)

@@ -1,0 +1,1 @@
+"""Scale-out on PostgreSQL: workers that lease runs, and the client that feeds them."""

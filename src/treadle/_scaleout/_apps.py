@@ -1,0 +1,84 @@
+"""Finding workflows by import path and by name, for workers and clients.
+
+A worker is told where its workflows live (``--app pkg.module`` or
+``--app pkg.module:workflow``) and serves runs by the name each workflow was
+built with. A name is also its version: a changed graph is a new workflow,
+so deploy it under a new name (``"review@2"``) while runs of the old one
+finish on workers that still load it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import TreadleError
+from treadle._runtime._workflow import Workflow
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+class AppLoadError(TreadleError, LookupError):
+    """An ``--app`` import path does not load, or holds no workflow."""
+
+
+def load_app(spec: str) -> list[Workflow]:
+    """The workflows an import path names.
+
+    ``pkg.module:attribute`` names one workflow; ``pkg.module`` every
+    ``Workflow`` at the module's top level. The current directory is
+    importable, as it is for ``python -m``.
+
+    Raises:
+        AppLoadError: The module does not import, the attribute is missing or
+            not a ``Workflow``, or the module holds none.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name:
+        msg = f"{spec!r} is not an import path: write pkg.module or pkg.module:workflow"
+        raise AppLoadError(msg)
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        msg = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
+        raise AppLoadError(msg) from error
+    if attribute:
+        found = getattr(module, attribute, None)
+        if not isinstance(found, Workflow):
+            what = "no such attribute" if found is None else f"a {type(found).__name__}"
+            msg = f"{spec!r} is not a Workflow ({what}); name one built with .build()"
+            raise AppLoadError(msg)
+        chosen = {attribute: found}
+    else:
+        chosen = {name: v for name, v in vars(module).items() if isinstance(v, Workflow)}
+        if not chosen:
+            msg = f"module {module_name!r} defines no Workflow at its top level"
+            raise AppLoadError(msg)
+    for name, workflow in chosen.items():
+        if workflow.origin is None:
+            workflow.origin = f"{module_name}:{name}"
+    return list(chosen.values())
+
+
+def by_name(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
+    """Workflows keyed by name.
+
+    Raises:
+        ValueError: Two different workflows share a name.
+    """
+    named: dict[str, Workflow] = {}
+    for workflow in workflows:
+        other = named.setdefault(workflow.name, workflow)
+        if other is not workflow:
+            msg = (
+                f"two workflows are named {workflow.name!r}; runs find their workflow "
+                f"by name, so give each its own (a new version a new name: 'name@2')"
+            )
+            raise ValueError(msg)
+    return named

@@ -1,0 +1,249 @@
+"""``treadle.connect``: the client of runs served by workers.
+
+A client needs no workflow code to start, feed, cancel or watch runs: it
+writes rows (a pending run with its input, inbox items) and reads run rows.
+Only decoding a run's outputs and state (:meth:`Client.result`) needs the
+workflow, given to :func:`connect` or imported from where the run's graph
+says it lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from treadle._durable._postgres_queue import cancel_queued, deliver, enqueue_run
+from treadle._durable._serialization import JsonSerializer
+from treadle._runtime._result import RunResult, RunStatus
+from treadle._scaleout._apps import AppLoadError, by_name, load_app
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Mapping
+    from types import TracebackType
+
+    from treadle._durable._postgres import PostgresStore
+    from treadle._durable._serialization import Serializer
+    from treadle._durable._store import RunRecord
+    from treadle._runtime._workflow import Workflow
+
+_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
+_RESTING = _ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
+
+
+def connect(
+    dsn: str,
+    *,
+    schema: str | None = None,
+    workflows: Iterable[Workflow] = (),
+    max_size: int = 4,
+) -> Client:
+    """A client of the runs in the PostgreSQL database ``dsn``.
+
+    Args:
+        dsn: A libpq connection string (``postgresql://user@host/db``).
+        schema: The schema holding treadle's tables, as the workers use it.
+        workflows: Workflows whose values the client encodes and decodes
+            with their own serializers (typed inputs, :meth:`Client.result`);
+            without them, inputs and answers go as plain JSON and the worker
+            turns them into the types its handlers take.
+        max_size: Connections the client's pool may open.
+    """
+    from treadle._durable._postgres import PostgresStore  # noqa: PLC0415 - psycopg on demand
+
+    return Client(PostgresStore(dsn, schema=schema, max_size=max_size), workflows)
+
+
+class Client:
+    """Starts, feeds, cancels, watches and lists runs served by ``treadle worker``s.
+
+    Use as ``async with treadle.connect(dsn) as client:``, or call
+    :meth:`close`.
+    """
+
+    def __init__(self, store: PostgresStore, workflows: Iterable[Workflow] = ()) -> None:
+        self.store = store
+        self._workflows = by_name(workflows)
+        self._plain = JsonSerializer()
+
+    async def start(
+        self,
+        workflow: str | Workflow,
+        message: Any,
+        *,
+        run_id: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline
+    ) -> str:
+        """Start a run of the workflow named ``workflow``; return its id.
+
+        With ``run_id``, starting is idempotent: if that run exists already
+        (started by this or another client, even at the same moment), nothing
+        new is created and the same id is returned.
+
+        Args:
+            workflow: The workflow's name (or the workflow itself).
+            message: The input, for the start executor.
+            run_id: The run's id; a fresh one when omitted.
+            timeout: Seconds from now to the run's deadline, enforced by workers.
+
+        Raises:
+            RunExistsError: ``run_id`` belongs to a run of another workflow.
+        """
+        name = workflow if isinstance(workflow, str) else workflow.name
+        chosen = run_id or uuid.uuid4().hex
+        payload = self._serializer(name).dumps(message)
+        deadline = None if timeout is None else time.time() + timeout
+        await enqueue_run(self.store, chosen, name, payload, deadline_at=deadline)
+        return chosen
+
+    async def get(self, run_id: str) -> RunRecord:
+        """The run's row: status, superstep, error, timers.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        return await self.store.get_run(run_id)
+
+    async def wait(
+        self,
+        run_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a bound on waiting, as asyncio's
+        until_rest: bool = False,
+        poll_interval: float = 0.1,
+    ) -> RunRecord:
+        """Wait until the run has ended (or, ``until_rest``, rests awaiting something).
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        wanted = _RESTING if until_rest else _ENDED
+        async with asyncio.timeout(timeout):
+            async for row in self.watch(run_id, poll_interval=poll_interval):
+                if RunStatus(row.status) in wanted:
+                    return row
+        raise AssertionError  # pragma: no cover - watch ends only at an ended run
+
+    async def watch(self, run_id: str, *, poll_interval: float = 0.1) -> AsyncIterator[RunRecord]:
+        """The run's row each time it changes (a superstep committed, a new status).
+
+        Ends after yielding an ended run. Events inside a superstep are not
+        kept across processes; this is the stream a client can have of a run
+        that runs elsewhere: one item per committed barrier it sees.
+        """
+        seen: tuple[Any, ...] | None = None
+        while True:
+            row = await self.get(run_id)
+            marker = (row.status, row.superstep, row.checkpoint_id, row.error)
+            if marker != seen:
+                seen = marker
+                yield row
+                if RunStatus(row.status) in _ENDED:
+                    return
+            await asyncio.sleep(poll_interval)
+
+    async def result(self, run_id: str) -> RunResult:
+        """What the run has committed: outputs, state, pending requests.
+
+        Decoded with the workflow given to :func:`connect`, or imported from
+        where the run's graph says it lives.
+
+        Raises:
+            AppLoadError: The workflow is neither given nor importable here.
+        """
+        row = await self.get(run_id)
+        status = RunStatus(row.status)
+        if row.checkpoint_id is None:
+            return RunResult(run_id=run_id, status=status, outputs=[], state={}, superstep=0)
+        workflow = await self._workflow_of(row)
+        record = await self.store.load_checkpoint(run_id)
+        restored = workflow.codec.decode(
+            record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
+        )
+        return RunResult(
+            run_id=run_id,
+            status=status,
+            outputs=list(restored.outputs),
+            state=restored.state,
+            superstep=restored.superstep,
+            pending_requests=restored.waits.pending_requests(),
+            wake_at=restored.waits.next_wake_at(),
+            last_checkpoint_id=record.info.checkpoint_id,
+        )
+
+    async def respond(self, run_id: str, responses: Mapping[str, Any]) -> None:
+        """Answer pending requests (request id → answer); a worker applies them once.
+
+        Delivered even while no worker runs: the answers wait in the run's
+        inbox and are applied, exactly once, by the worker that next claims it.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: The run has ended.
+        """
+        row = await self.get(run_id)
+        serializer = self._serializer(row.workflow)
+        items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
+        await deliver(self.store, run_id, items)
+
+    async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:
+        """Deliver the next message of a session to the run (see :meth:`respond`)."""
+        row = await self.get(run_id)
+        payload = self._serializer(row.workflow).dumps(message)
+        await deliver(self.store, run_id, [("message", target, payload)])
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel the run wherever it is; a worker running it commits nothing more.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended already.
+        """
+        await cancel_queued(self.store, run_id)
+
+    async def list_runs(
+        self,
+        *,
+        status: str | RunStatus | None = None,
+        workflow: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching every filter given, newest first."""
+        wanted = None if status is None else RunStatus(status).value
+        return await self.store.list_runs(status=wanted, workflow=workflow, limit=limit)
+
+    async def close(self) -> None:
+        """Close the client's connections."""
+        await self.store.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _serializer(self, name: str) -> Serializer:
+        known = self._workflows.get(name)
+        return known.serializer if known is not None else self._plain
+
+    async def _workflow_of(self, row: RunRecord) -> Workflow:
+        known = self._workflows.get(row.workflow)
+        if known is not None:
+            return known
+        origin = json.loads(await self.store.get_graph(row.run_id)).get("origin")
+        if not origin:
+            msg = (
+                f"run {row.run_id!r} of workflow {row.workflow!r} does not record where "
+                f"its workflow lives; pass it to treadle.connect(..., workflows=[...])"
+            )
+            raise AppLoadError(msg)
+        (workflow,) = load_app(origin)
+        self._workflows[workflow.name] = workflow
+        return workflow

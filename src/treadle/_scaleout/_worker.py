@@ -1,0 +1,345 @@
+"""``Worker``: one of many processes sharing runs through PostgreSQL.
+
+The loop: claim as many runnable runs as there are free slots (see
+:mod:`treadle._durable._postgres_queue`), run each to its next rest on a
+fenced view of the store, release it; heartbeat every lease held a third of
+a lease apart; when nothing is runnable, wait a poll interval. Each run is
+driven by the ordinary engine (``Workflow.run`` / ``resume``), so a run on a
+worker keeps every guarantee of ``docs/semantics.md``; what the worker adds
+is who may commit.
+
+Failure handling, by cause:
+
+* the lease is lost (a heartbeat finds it taken, a commit is fenced off, or
+  a client cancelled): the run's task is cancelled and nothing more is
+  written; the run goes on wherever it is now leased;
+* the store fails (an outage): the run is released (or its lease expires)
+  and continues from its last checkpoint; it is not marked failed;
+* the run fails (a handler raised, a deadline passed): it is ``FAILED`` in
+  the store, as in one process;
+* the run keeps killing its worker: each takeover of an expired lease
+  counts, and past ``max_recoveries`` the run is parked ``FAILED`` with the
+  reason instead of being claimed again.
+
+Shutdown (``stop()``, or SIGTERM in ``treadle worker``): no new claims; each
+run finishes its current superstep, commits it and is released, so another
+worker continues it at once. Runs still computing after ``shutdown_grace``
+seconds are cancelled and released without committing their superstep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._cli._commands import coerce_input
+from treadle._durable._postgres_queue import Claim, InboxItem, LeasedStore, RunQueue
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    DurabilityError,
+    GraphChangedError,
+    LeaseLostError,
+    RequestError,
+    RunCancelledError,
+    SerializationError,
+    WorkflowRunError,
+)
+from treadle._runtime._clock import SystemClock
+from treadle._scaleout._apps import by_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from treadle._durable._postgres import PostgresStore
+    from treadle._runtime._clock import Clock
+    from treadle._runtime._workflow import Workflow
+
+logger = logging.getLogger("treadle.worker")
+
+_ENDED = frozenset({"completed", "failed", "cancelled", "stalled"})
+
+
+class WorkerStoppingError(DurabilityError):
+    """The worker is shutting down: the run was released after its last commit."""
+
+
+@dataclass(eq=False)
+class _Held:
+    claim: Claim
+    view: LeasedStore
+    task: asyncio.Task[Any] | None = None
+
+
+class Worker:
+    """Serves the runs of some workflows from a ``PostgresStore``, alongside other workers.
+
+    Args:
+        store: The shared store.
+        workflows: The workflows this worker runs, found by name.
+        worker_id: Written into the rows it leases (default: host:pid:random).
+        concurrency: Runs driven at once.
+        lease: Seconds a claim lasts without a heartbeat; a dead worker's
+            runs are taken over this long after its last heartbeat (plus a
+            poll interval).
+        poll_interval: Seconds between claims when nothing was runnable.
+        max_recoveries: Takeovers of one run in a row before it is parked
+            ``FAILED`` as crash-looping.
+        shutdown_grace: Seconds :meth:`serve` waits for runs to reach their
+            next barrier after :meth:`stop` (default: the lease).
+        clock: The time source for timers (the system clock by default).
+    """
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        workflows: Iterable[Workflow],
+        *,
+        worker_id: str | None = None,
+        concurrency: int = 8,
+        lease: float = 30.0,
+        poll_interval: float = 1.0,
+        max_recoveries: int = 3,
+        shutdown_grace: float | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if concurrency < 1:
+            msg = f"concurrency must be at least 1, got {concurrency}"
+            raise ValueError(msg)
+        if poll_interval <= 0 or lease <= poll_interval:
+            msg = (
+                f"need 0 < poll_interval < lease, got poll_interval={poll_interval}, lease={lease}"
+            )
+            raise ValueError(msg)
+        self.store = store
+        self.workflows = by_name(workflows)
+        if not self.workflows:
+            msg = "a worker needs at least one workflow to serve"
+            raise ValueError(msg)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.max_recoveries = max_recoveries
+        self.shutdown_grace = lease if shutdown_grace is None else shutdown_grace
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.queue = RunQueue(store, self.worker_id, lease=lease)
+        self._held: dict[str, _Held] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop claiming; runs finish their current superstep and are released."""
+        self._stopping.set()
+        self._slot_freed.set()
+        for held in self._held.values():
+            held.view.stop_after_commit(WorkerStoppingError(f"worker {self.worker_id} is stopping"))
+
+    async def serve(self) -> None:
+        """Claim and run until :meth:`stop`, then drain (see the module docstring)."""
+        logger.info("worker %s serving %s", self.worker_id, ", ".join(sorted(self.workflows)))
+        async with asyncio.TaskGroup() as group:
+            beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
+            while not self._stopping.is_set():
+                claimed = await self._claim_free_slots(group)
+                if claimed == 0 or len(self._held) >= self.concurrency:
+                    self._slot_freed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._slot_freed.wait(), self.poll_interval)
+            await self._drain()
+            beating.cancel()
+        logger.info("worker %s stopped", self.worker_id)
+
+    async def run_until_idle(self) -> int:
+        """Claim and run until nothing is runnable; return how many claims were served.
+
+        For tests and batch jobs: the same claims, leases and fencing as
+        :meth:`serve`, without waiting for timers that are not yet due.
+        """
+        served = 0
+        async with asyncio.TaskGroup() as group:
+            beating = group.create_task(self._heartbeats())
+            while True:
+                claimed = await self._claim_free_slots(group)
+                served += claimed
+                if claimed == 0 and not self._held:
+                    break
+                if claimed == 0:
+                    self._slot_freed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._slot_freed.wait(), self.poll_interval)
+            beating.cancel()
+        return served
+
+    async def _claim_free_slots(self, group: asyncio.TaskGroup) -> int:
+        free = self.concurrency - len(self._held)
+        if free <= 0:
+            return 0
+        try:
+            claims = await self.queue.claim(list(self.workflows), self.clock.now(), free)
+        except DurabilityError as error:
+            logger.warning("worker %s cannot claim: %s", self.worker_id, error)
+            return 0
+        for claim in claims:
+            logger.info(
+                "claimed run %s epoch %d status %s recoveries %d",
+                claim.run_id,
+                claim.epoch,
+                claim.status,
+                claim.recoveries,
+            )
+            held = _Held(claim, self.queue.leased(claim, None))
+            self._held[claim.run_id] = held
+            group.create_task(self._serve_claim(held), name=f"treadle-run-{claim.run_id}")
+        return len(claims)
+
+    async def _drain(self) -> None:
+        if not self._held:
+            return
+        pending = [held.task for held in self._held.values() if held.task is not None]
+        _, late = await asyncio.wait(pending, timeout=self.shutdown_grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.queue.lease / 3)
+            held = {run_id: h.claim.epoch for run_id, h in self._held.items()}
+            try:
+                lost = await self.queue.heartbeat(held)
+            except DurabilityError as error:
+                logger.warning("worker %s cannot heartbeat: %s", self.worker_id, error)
+                continue
+            for run_id in lost:
+                gone = self._held.get(run_id)
+                if gone is None:
+                    continue
+                logger.warning("lease lost on run %s (epoch %d)", run_id, gone.claim.epoch)
+                gone.view.detach(LeaseLostError(run_id, gone.claim.epoch))
+                if gone.task is not None:
+                    gone.task.cancel()
+
+    async def _serve_claim(self, held: _Held) -> None:
+        claim = held.claim
+        try:
+            inner = asyncio.create_task(self._execute(held))
+            held.task = inner
+            if self._stopping.is_set():
+                held.view.stop_after_commit(
+                    WorkerStoppingError(f"worker {self.worker_id} is stopping")
+                )
+            try:
+                await asyncio.wait([inner])
+            except asyncio.CancelledError:
+                inner.cancel()
+                await asyncio.wait([inner])
+                raise
+            await self._settle(held, inner)
+        finally:
+            self._held.pop(claim.run_id, None)
+            self._slot_freed.set()
+
+    async def _execute(self, held: _Held) -> None:
+        claim = held.claim
+        workflow = self.workflows[claim.workflow]
+        if claim.status in _ENDED:
+            return  # its worker died between the last commit and the release
+        if claim.recoveries > self.max_recoveries:
+            reason = (
+                f"parked: its worker was lost {claim.recoveries} times in a row while "
+                f"running it (max_recoveries={self.max_recoveries}); resume it by hand"
+            )
+            logger.error("run %s %s", claim.run_id, reason)
+            await held.view.set_status(claim.run_id, "failed", reason)
+            return
+        items = await self.queue.inbox(claim.run_id)
+        if claim.checkpoint_id is None:
+            await self._start(workflow, held, items)
+        else:
+            await self._continue(workflow, held, items)
+
+    async def _start(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
+        start = next((item for item in items if item.kind == "start"), None)
+        if start is None:
+            msg = f"pending run {held.claim.run_id!r} has no start input in its inbox"
+            raise DurabilityError(msg)
+        held.view.consume(start.seq)
+        message = coerce_input(workflow, workflow.serializer.loads(start.payload))
+        await workflow.run(
+            message,
+            run_id=held.claim.run_id,
+            store=held.view,
+            clock=self.clock,
+            record_events=False,
+        )
+
+    async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
+        run_id = held.claim.run_id
+        answers: dict[str, Any] = {}
+        inputs: list[tuple[Any, str | None]] = []
+        for item in items:
+            value = workflow.serializer.loads(item.payload)
+            if item.kind == "answer" and item.target is not None:
+                answers[item.target] = value
+            elif item.kind == "message":
+                inputs.append((value, item.target))
+        if items:
+            held.view.consume(items[-1].seq)
+        await workflow._continue(
+            run_id,
+            held.view,
+            record_events=False,
+            clock=self.clock,
+            answers=answers,
+            inputs=tuple(inputs),
+        )
+
+    async def _settle(self, held: _Held, task: asyncio.Task[None]) -> None:
+        """Release the run, or not, according to how its task ended."""
+        claim, view = held.claim, held.view
+        error = None if task.cancelled() else task.exception()
+        detached = view.detached
+        if isinstance(detached, LeaseLostError):
+            logger.warning("run %s: lease lost, left to its new owner", claim.run_id)
+            return
+        outage = detached is not None and not isinstance(detached, WorkerStoppingError)
+        if error is not None and detached is None:
+            if isinstance(error, RequestError):
+                logger.warning("run %s: inbox items refused and dropped: %s", claim.run_id, error)
+                await self._drop_inbox(held)
+            elif isinstance(error, RunCancelledError):
+                return
+            elif isinstance(error, GraphChangedError | CheckpointCorruptError | SerializationError):
+                # This worker cannot load the run (another graph under its name,
+                # a corrupt checkpoint, a type it does not allow): park it, naming why.
+                logger.error("run %s cannot run here: %s", claim.run_id, error)
+                await self._park(held, f"{type(error).__name__}: {error}")
+            elif isinstance(error, DurabilityError):
+                outage = True  # a read failed: the store is unreachable
+            elif not isinstance(error, WorkflowRunError):
+                logger.error("run %s: worker error", claim.run_id, exc_info=error)
+        try:
+            released = await self.queue.release(claim, self.clock.now(), recovered=not outage)
+        except DurabilityError as failure:
+            logger.warning(
+                "run %s: release failed (%s); its lease will expire", claim.run_id, failure
+            )
+            return
+        if released:
+            logger.info("released run %s epoch %d", claim.run_id, claim.epoch)
+
+    async def _park(self, held: _Held, reason: str) -> None:
+        with contextlib.suppress(DurabilityError):
+            await held.view.set_status(held.claim.run_id, "failed", reason)
+
+    async def _drop_inbox(self, held: _Held) -> None:
+        items = await self.queue.inbox(held.claim.run_id)
+        if items:
+            with contextlib.suppress(DurabilityError):
+                await self.queue.drop_inbox(held.claim, items[-1].seq)
