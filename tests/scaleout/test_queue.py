@@ -1,0 +1,249 @@
+"""Claims, leases, fencing and the inbox, against the real PostgreSQL, in one process.
+
+Workers here are real ``Worker`` objects (and bare ``RunQueue``s where a
+test must hold a lease without running anything); the chaos campaign with
+worker processes killed and paused is in ``test_chaos.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+import scale_app
+from psycopg import sql
+
+import treadle
+from treadle import LeaseLostError, RequestError, RunExistsError, RunStatus, Worker
+from treadle._durable._postgres_queue import RunQueue
+from treadle.stores import PostgresStore
+
+WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]
+
+
+async def install_commit_log(dsn: str, schema: str) -> None:
+    """Log every checkpoint insert in a table with no unique key, by trigger."""
+    import psycopg  # noqa: PLC0415
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        await db.execute("CREATE TABLE commit_log (run_id TEXT, superstep BIGINT)")
+        await db.execute(
+            "CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN INSERT INTO commit_log VALUES (NEW.run_id, NEW.superstep); RETURN NEW; END $$"
+        )
+        await db.execute(
+            "CREATE TRIGGER log_commit AFTER INSERT ON treadle_checkpoints"
+            " FOR EACH ROW EXECUTE FUNCTION log_commit()"
+        )
+
+
+async def query(dsn: str, schema: str, statement: str) -> list[tuple[object, ...]]:
+    import psycopg  # noqa: PLC0415
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return await (await db.execute(statement)).fetchall()  # type: ignore[arg-type]
+
+
+def worker(store: PostgresStore, **options: object) -> Worker:
+    settings: dict[str, object] = {"lease": 2.0, "poll_interval": 0.05, **options}
+    return Worker(store, WORKFLOWS, **settings)  # type: ignore[arg-type]
+
+
+async def test_a_worker_runs_a_client_started_run_to_the_same_outputs_as_one_process(store):
+    client = treadle.Client(store, WORKFLOWS)
+    run_id = await client.start("counter", {"total": 20}, run_id="c-1")
+    assert (await client.get(run_id)).status == "pending"
+    assert await worker(store).run_until_idle() == 1
+    result = await client.result(run_id)
+    alone = await scale_app.counter.run(scale_app.Job(20))
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == alone.outputs
+    assert result.superstep == alone.superstep == 21
+
+
+async def test_two_clients_starting_one_run_id_at_once_produce_one_run(dsn, schema, store):
+    await store.list_runs()  # create the tables
+    clients = [treadle.connect(dsn, schema=schema) for _ in range(2)]
+    try:
+        ids = [f"same-{n}" for n in range(10)]
+        started = await asyncio.gather(
+            *(client.start("counter", {"total": 2}, run_id=i) for i in ids for client in clients)
+        )
+        assert sorted(set(started)) == sorted(ids)
+        with pytest.raises(RunExistsError):
+            await clients[0].start("asker", "other workflow, same id", run_id="same-0")
+    finally:
+        for client in clients:
+            await client.close()
+    assert await query(dsn, schema, "SELECT count(*) FROM treadle_runs") == [(10,)]
+    assert await query(dsn, schema, "SELECT count(*) FROM treadle_inbox") == [(10,)]
+    await worker(store).run_until_idle()
+    outputs = await query(
+        dsn, schema, "SELECT count(*) FROM treadle_runs WHERE status = 'completed'"
+    )
+    assert outputs == [(10,)]
+
+
+async def test_concurrent_claims_never_hand_one_run_to_two_workers(dsn, schema, store):
+    client = treadle.Client(store)
+    for n in range(60):
+        await client.start("counter", {"total": 1}, run_id=f"r{n}")
+    stores = [PostgresStore(dsn, schema=schema) for _ in range(4)]
+    queues = [RunQueue(s, f"w{n}", lease=30) for n, s in enumerate(stores)]
+    try:
+        rounds = await asyncio.gather(
+            *(q.claim(["counter"], time.time(), 10) for q in queues for _ in range(3))
+        )
+    finally:
+        for s in stores:
+            await s.close()
+    claimed = [claim.run_id for batch in rounds for claim in batch]
+    assert len(claimed) == len(set(claimed)) == 60
+
+
+async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_over(
+    dsn, schema, store
+):
+    await store.list_runs()  # create the tables
+    await install_commit_log(dsn, schema)
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="stale")
+    stale = RunQueue(store, "stale-worker", lease=0.2)
+    (claim,) = await stale.claim(["asker"], time.time(), 1)
+    view = stale.leased(claim, None)
+    # The stale worker starts the run under its lease: the run rests on its request.
+    (start,) = await stale.inbox("stale")
+    view.consume(start.seq)
+    await scale_app.asker.run("colour?", run_id="stale", store=view)
+    before = await store.list_checkpoints("stale")
+    (request,) = (await client.result("stale")).pending_requests
+    await asyncio.sleep(0.3)  # its lease lapses without a heartbeat
+    fresh = RunQueue(store, "fresh-worker", lease=30)
+    (taken,) = await fresh.claim(["asker"], time.time(), 1)
+    assert (taken.run_id, taken.epoch, taken.recoveries) == ("stale", claim.epoch + 1, 1)
+    # The stale worker, resumed, tries to go on: answer and commit. Refused.
+    with pytest.raises(LeaseLostError, match="nothing was committed"):
+        await scale_app.asker.respond("stale", {request.request_id: "x"}, store=view)
+    assert await store.list_checkpoints("stale") == before
+    assert (await store.get_run("stale")).status == "awaiting_input"
+    assert not await stale.release(claim, time.time())  # nor can it release the run
+    log = await query(
+        dsn, schema, "SELECT superstep, count(*) FROM commit_log GROUP BY 1 ORDER BY 1"
+    )
+    assert log == [(0, 1), (1, 1)]
+
+
+async def test_a_response_delivered_while_no_worker_runs_is_applied_exactly_once(
+    dsn, schema, store
+):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="hitl")
+    await worker(store).run_until_idle()  # the worker parks the run on its request, then stops
+    rested = await client.result("hitl")
+    assert rested.status is RunStatus.AWAITING_INPUT
+    (request,) = rested.pending_requests
+    # No worker runs now. The answer waits in the run's inbox.
+    await client.respond("hitl", {request.request_id: "blue"})
+    assert (await client.get("hitl")).status == "awaiting_input"
+    assert await query(dsn, schema, "SELECT kind, target FROM treadle_inbox") == [
+        ("answer", request.request_id)
+    ]
+    # A worker starts: it applies the answer, once.
+    assert await worker(store).run_until_idle() == 1
+    done = await client.result("hitl")
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["colour? -> blue"])
+    assert await query(dsn, schema, "SELECT count(*) FROM treadle_inbox") == [(0,)]
+    assert await worker(store).run_until_idle() == 0  # nothing left to apply
+    assert (await client.result("hitl")).outputs == ["colour? -> blue"]
+    with pytest.raises(RequestError, match="has ended"):
+        await client.respond("hitl", {request.request_id: "again"})
+
+
+async def test_a_run_that_keeps_losing_its_worker_is_parked_failed_with_the_reason(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("counter", {"total": 3}, run_id="loop")
+    for n in range(4):  # four workers in a row die holding it (their leases lapse)
+        dying = RunQueue(store, f"dying-{n}", lease=0.05)
+        (claim,) = await dying.claim(["counter"], time.time(), 1)
+        assert claim.recoveries == n
+        await asyncio.sleep(0.08)
+    assert await worker(store, max_recoveries=3).run_until_idle() == 1
+    row = await client.get("loop")
+    assert row.status == "failed"
+    assert row.error is not None
+    assert "lost 4 times in a row" in row.error
+    assert "max_recoveries=3" in row.error
+    assert await worker(store).run_until_idle() == 0  # parked: not claimed again
+
+
+async def test_cancelling_a_run_a_worker_holds_fences_the_worker_out(store, caplog):
+    caplog.set_level(logging.INFO, logger="treadle.worker")
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("counter", {"total": 200, "pause": 0.01}, run_id="doomed")
+    busy = worker(store, lease=0.6, poll_interval=0.05)
+    serving = asyncio.create_task(busy.serve())
+    try:
+        async with asyncio.timeout(10):
+            async for row in client.watch("doomed", poll_interval=0.02):
+                if row.superstep >= 5:
+                    break
+        await client.cancel("doomed")
+        cancelled_at = (await client.get("doomed")).superstep
+        await asyncio.sleep(0.5)  # the worker's next commit (or heartbeat) finds the fence
+    finally:
+        busy.stop()
+        await serving
+    row = await client.get("doomed")
+    assert row.status == "cancelled"
+    assert row.superstep == cancelled_at  # nothing committed after the cancel
+    assert "lease lost" in caplog.text
+
+
+async def test_a_stopping_worker_commits_its_superstep_and_hands_the_run_on(dsn, schema, store):
+    await store.list_runs()
+    await install_commit_log(dsn, schema)
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("counter", {"total": 40, "pause": 0.01}, run_id="handed")
+    first = worker(store)
+    serving = asyncio.create_task(first.serve())
+    async with asyncio.timeout(10):
+        async for row in client.watch("handed", poll_interval=0.02):
+            if row.superstep >= 5:
+                break
+    first.stop()
+    await serving
+    row = await client.get("handed")
+    assert row.status == "running"
+    assert 5 <= row.superstep < 41
+    # Released, not left to its lease: the next worker takes it at once.
+    await worker(store).run_until_idle()
+    result = await client.result("handed")
+    alone = await scale_app.counter.run(scale_app.Job(40))
+    assert result.outputs == alone.outputs
+    dupes = await query(
+        dsn, schema, "SELECT superstep FROM commit_log GROUP BY 1 HAVING count(*) > 1"
+    )
+    assert dupes == []
+    assert await query(dsn, schema, "SELECT count(*) FROM commit_log") == [(42,)]
+
+
+async def test_a_worker_started_run_records_where_its_workflow_lives_for_clients(dsn, schema):
+    from treadle._scaleout._apps import load_app  # noqa: PLC0415
+
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        served = load_app("scale_app")
+        assert sorted(w.name for w in served) == ["asker", "counter", "napper"]
+        await treadle.Client(store).start("counter", {"total": 3}, run_id="o")
+        await Worker(store, served, lease=2, poll_interval=0.05).run_until_idle()
+    finally:
+        await store.close()
+    async with treadle.connect(dsn, schema=schema) as client:  # knows no workflow
+        result = await client.result("o")
+        assert result.outputs == (await scale_app.counter.run(scale_app.Job(3))).outputs
+        assert [r.run_id for r in await client.list_runs(status="completed")] == ["o"]
+        assert await client.list_runs(workflow="asker") == []
