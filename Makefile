@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint renderers
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not soak"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -60,7 +60,7 @@ class Nap:
 
 @executor(id="nap")
 async def nap(request: Nap, ctx: WorkflowContext) -> None:
-    started = ctx.now()
+    started = await ctx.step("started", ctx.now)
     await ctx.sleep(request.seconds)
     ctx.yield_output({"started": started, "woke": ctx.now()})
 
