@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 from datetime import UTC, datetime
@@ -389,24 +390,61 @@ def graph(
 
 @app.command()
 def worker(
-    apps: Annotated[list[str], typer.Option("--app", help="pkg.module:workflow (repeatable).")],
+    apps: Annotated[
+        list[str],
+        typer.Option("--app", help="pkg.module (every workflow in it) or pkg.module:workflow."),
+    ],
     poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.01)] = 1.0,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    lease: Annotated[float, typer.Option("--lease", help="Seconds a claim lasts.")] = 30.0,
+    max_recoveries: Annotated[int, typer.Option("--max-recoveries", min=0)] = 3,
+    worker_id: Annotated[str | None, typer.Option("--worker-id")] = None,
     store: StoreOption = None,
 ) -> None:
-    """Wake runs whose timers fall due, until SIGTERM or Ctrl-C."""
-    from treadle._runtime._service import Runtime  # noqa: PLC0415 - only for workers
+    """Serve runs until SIGTERM or Ctrl-C.
 
-    workflows = [execute_sync(lambda spec=spec: commands.load_workflow(spec)) for spec in apps]  # type: ignore[misc]
+    On PostgreSQL: claim runs with leases alongside other workers, run them,
+    and on SIGTERM finish each run's current superstep and release it. On
+    SQLite: wake runs whose timers fall due (one such worker per file).
+    """
+    from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
+    from treadle._runtime._service import Runtime  # noqa: PLC0415
+    from treadle._scaleout._apps import load_app  # noqa: PLC0415
+    from treadle._scaleout._worker import Worker  # noqa: PLC0415
+
+    workflows = [w for spec in apps for w in execute_sync(lambda spec=spec: load_app(spec))]  # type: ignore[misc]
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(created).3f %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
 
     async def work(chosen: Store) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        runtime = Runtime(chosen, workflows, poll_interval=poll_interval)
-        out.print(f"worker serving {', '.join(w.name for w in workflows)}")
-        async with runtime:
+        names = ", ".join(w.name for w in workflows)
+        if isinstance(chosen, SqliteStore):  # embedded: the timer service of one file
+            out.print(f"worker serving {names}")
+            async with Runtime(chosen, workflows, poll_interval=poll_interval):
+                await stop.wait()
+            out.print("worker stopped")
+            return
+        serving = Worker(
+            chosen,  # type: ignore[arg-type]
+            workflows,
+            worker_id=worker_id,
+            concurrency=concurrency,
+            lease=lease,
+            poll_interval=poll_interval,
+            max_recoveries=max_recoveries,
+        )
+        out.print(f"worker {serving.worker_id} serving {names}")
+        async with asyncio.TaskGroup() as group:
+            group.create_task(serving.serve())
             await stop.wait()
+            serving.stop()
         out.print("worker stopped")
 
     execute(store, work)

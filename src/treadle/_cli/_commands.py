@@ -33,7 +33,10 @@ class CommandError(TreadleError):
 
 
 def open_store(url: str | None) -> Store:
-    """The store a URL names: a SQLite path (default) or ``postgresql://...``."""
+    """The store a URL names: a SQLite path (default) or ``postgresql://...``.
+
+    For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables.
+    """
     url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
     if url.startswith(("postgresql://", "postgres://")):
         from treadle import stores  # noqa: PLC0415 - psycopg only when asked for
@@ -42,7 +45,7 @@ def open_store(url: str | None) -> Store:
         if postgres is None:
             msg = "PostgreSQL stores need the postgres extra: pip install 'treadle[postgres]'"
             raise CommandError(msg)
-        store: Store = postgres(url)
+        store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None)
         return store
     from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
