@@ -12,25 +12,22 @@ guarantees; :class:`Outcome` keeps the figures (takeover delays, wall time).
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import scale_app
+from processes import start_worker
 from psycopg import sql
 
 import treadle
 from durable.conftest import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore
 
-HERE = Path(__file__).parent
-TREADLE = str(Path(sys.executable).with_name("treadle"))
 LEASE = 1.5
 POLL = 0.1
 COUNTERS = 200
@@ -94,14 +91,6 @@ async def _prepare(dsn: str, schema: str) -> None:
     )
 
 
-def _start_worker(dsn: str, schema: str, name: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}"}
-    command = [TREADLE, "worker", "--app", "scale_app", "--store", dsn, "--worker-id", name]
-    command += ["--lease", str(LEASE), "--poll-interval", str(POLL), "--concurrency", "8"]
-    with log.open("wb") as sink:
-        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)
-
-
 def _claims(log: str) -> list[tuple[float, str, str]]:
     found = []
     for line in log.splitlines():
@@ -119,7 +108,10 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
     names = [f"w{n}" for n in range(4)]
     logs = {name: scratch / f"{seed}-{name}.log" for name in names}
     started = time.time()
-    workers = {name: _start_worker(dsn, schema, name, logs[name]) for name in names}
+    workers = {
+        name: start_worker(dsn, schema, logs[name], name=name, lease=LEASE, poll=POLL)
+        for name in names
+    }
     try:
         total = COUNTERS * SUPERSTEPS + NAPS * 2
         threshold = rng.uniform(0.15, 0.45) * total

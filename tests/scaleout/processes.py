@@ -1,0 +1,33 @@
+"""Worker processes and polling, shared by the multi-process scale-out tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+HERE = Path(__file__).parent
+TREADLE = str(Path(sys.executable).with_name("treadle"))
+
+
+def start_worker(
+    dsn: str, schema: str, log: Path, *, name: str, lease: float, poll: float
+) -> subprocess.Popen[bytes]:
+    """``treadle worker --app scale_app`` on ``dsn``/``schema``, logging to ``log``."""
+    env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}"}
+    command = [TREADLE, "worker", "--app", "scale_app", "--store", dsn, "--worker-id", name]
+    command += ["--lease", str(lease), "--poll-interval", str(poll), "--concurrency", "8"]
+    with log.open("wb") as sink:
+        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+
+
+async def wait_until(done: Callable[[], Awaitable[bool]], *, interval: float = 0.02) -> None:
+    """Poll ``done`` until it is true (what another process does has no event to await)."""
+    while not await done():  # noqa: ASYNC110 - no event crosses processes
+        await asyncio.sleep(interval)
