@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import scale_app
 from processes import start_worker
@@ -27,6 +27,9 @@ from psycopg import sql
 import treadle
 from durable.conftest import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LEASE = 1.5
 POLL = 0.1
