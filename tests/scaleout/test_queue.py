@@ -247,3 +247,28 @@ async def test_a_worker_started_run_records_where_its_workflow_lives_for_clients
         assert result.outputs == (await scale_app.counter.run(scale_app.Job(3))).outputs
         assert [r.run_id for r in await client.list_runs(status="completed")] == ["o"]
         assert await client.list_runs(workflow="asker") == []
+
+
+async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_the_change(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="moved")
+    await worker(store).run_until_idle()
+    (request,) = (await client.result("moved")).pending_requests
+    await client.respond("moved", {request.request_id: "blue"})
+
+    @treadle.executor(id="ask")
+    async def ask_twice(question: str, ctx: treadle.WorkflowContext) -> None:
+        ctx.send_message(question)
+
+    @treadle.executor(id="echo")
+    async def echo(question: str, ctx: treadle.WorkflowContext) -> None:
+        ctx.yield_output(question)
+
+    changed = treadle.WorkflowBuilder(ask_twice, name="asker").add_edge(ask_twice, echo).build()
+    assert await Worker(store, [changed], lease=2, poll_interval=0.05).run_until_idle() == 1
+    row = await client.get("moved")
+    assert row.status == "failed"
+    assert row.error is not None
+    assert row.error.startswith("GraphChangedError")
+    assert "echo" in row.error
+    assert await worker(store).run_until_idle() == 0  # parked: no worker takes it again

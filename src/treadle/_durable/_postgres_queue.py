@@ -66,7 +66,7 @@ SET owner = %(owner)s,
     lease_epoch = r.lease_epoch + 1,
     lease_until = {_DB_NOW} + %(lease)s,
     ready_at = COALESCE(r.ready_at, %(now)s),
-    recoveries = r.recoveries + (CASE WHEN r.owner IS NULL THEN 0 ELSE 1 END)
+    recoveries = (CASE WHEN r.owner IS NULL THEN 0 ELSE r.recoveries + 1 END)
 FROM chosen
 WHERE r.run_id = chosen.run_id
 RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries"""  # noqa: S608 - constants only
@@ -82,7 +82,7 @@ _LOCK_LEASED = "SELECT status FROM treadle_runs WHERE run_id = %s" + _FENCE + " 
 
 _RELEASE = """
 UPDATE treadle_runs
-SET owner = NULL, lease_until = NULL, recoveries = %s, ready_at = %s
+SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s
 WHERE run_id = %s"""
 
 _ADOPT = f"""
@@ -220,14 +220,13 @@ class RunQueue:
 
         return await self.store.transact(work, write=False)
 
-    async def release(self, claim: Claim, now: float, *, recovered: bool = True) -> bool:
+    async def release(self, claim: Claim, now: float) -> bool:
         """Give the run back; ``False`` when the lease was gone already.
 
         The run is ready again at once if it is still under way (the worker
         stopped mid-run) or its inbox holds items; otherwise it waits for its
-        timer or a client. ``recovered=False`` keeps the takeover count, for a
-        worker giving up on a run it could not store (an outage), so a run
-        that always breaks its worker is still parked in the end.
+        timer or a client. Only a takeover of an *expired* lease counts
+        towards crash-loop parking; a run given back starts counting afresh.
         """
 
         async def work(connection: Connection) -> bool:
@@ -241,8 +240,7 @@ class RunQueue:
             has_inbox = await waiting.fetchone() is not None
             status = row[0]
             ready = status not in _ENDED and (status in ("running", "pending") or has_inbox)
-            recoveries = 0 if recovered else claim.recoveries
-            await connection.execute(_RELEASE, (recoveries, now if ready else None, claim.run_id))
+            await connection.execute(_RELEASE, (now if ready else None, claim.run_id))
             return True
 
         return await self.store.transact(work)

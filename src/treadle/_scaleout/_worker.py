@@ -200,9 +200,11 @@ class Worker:
     async def _drain(self) -> None:
         if not self._held:
             return
-        pending = [held.task for held in self._held.values() if held.task is not None]
-        _, late = await asyncio.wait(pending, timeout=self.shutdown_grace)
+        running = {held.task: held for held in self._held.values() if held.task is not None}
+        _, late = await asyncio.wait(running, timeout=self.shutdown_grace)
         for task in late:
+            # Detached first: cancelling would otherwise record the run CANCELLED.
+            running[task].view.detach(WorkerStoppingError(f"worker {self.worker_id} stopped"))
             task.cancel()
         if late:
             await asyncio.wait(late)
@@ -308,7 +310,8 @@ class Worker:
         if isinstance(detached, LeaseLostError):
             logger.warning("run %s: lease lost, left to its new owner", claim.run_id)
             return
-        outage = detached is not None and not isinstance(detached, WorkerStoppingError)
+        if detached is not None and not isinstance(detached, WorkerStoppingError):
+            logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, detached)
         if error is not None and detached is None:
             if isinstance(error, RequestError):
                 logger.warning("run %s: inbox items refused and dropped: %s", claim.run_id, error)
@@ -321,11 +324,11 @@ class Worker:
                 logger.error("run %s cannot run here: %s", claim.run_id, error)
                 await self._park(held, f"{type(error).__name__}: {error}")
             elif isinstance(error, DurabilityError):
-                outage = True  # a read failed: the store is unreachable
+                logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, error)
             elif not isinstance(error, WorkflowRunError):
                 logger.error("run %s: worker error", claim.run_id, exc_info=error)
         try:
-            released = await self.queue.release(claim, self.clock.now(), recovered=not outage)
+            released = await self.queue.release(claim, self.clock.now())
         except DurabilityError as failure:
             logger.warning(
                 "run %s: release failed (%s); its lease will expire", claim.run_id, failure
