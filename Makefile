@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests examples benchmarks scripts)
 
-.PHONY: demo test lint format typecheck bench soak clean renderers
+.PHONY: demo test lint format typecheck bench bench-scaleout soak clean renderers
 
 # Graphviz (`dot`) and the Mermaid CLI (`mmdc`) draw workflow graphs in the
 # rendering tests. Only the package registries are reachable, so puppeteer
@@ -45,6 +45,12 @@ test: lint renderers
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/scaleout.py
+
+# 1, 2 and 4 `treadle worker` processes on one PostgreSQL (TREADLE_BENCH_POSTGRES_DSN,
+# else the local server); writes benchmarks/SCALEOUT.md, about 2 minutes on 2 cores.
+bench-scaleout: $(STAMP)
+	$(BIN)/python benchmarks/scaleout.py
 
 soak: $(STAMP)
 	$(BIN)/pytest -m soak --timeout 3600
