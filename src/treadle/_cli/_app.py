@@ -323,9 +323,9 @@ def respond(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Answer a pending request and continue the run."""
+    """Answer a pending request and continue the run (on PostgreSQL: a worker does)."""
     result = execute(store, lambda s: commands.respond(s, run_id, request_id, value, app_))
-    report(result, as_json=as_json)
+    report_delivery(run_id, result, as_json=as_json)
 
 
 @app.command()
@@ -336,8 +336,40 @@ def send(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Send the next message of a session and continue the run."""
-    report(execute(store, lambda s: commands.send(s, run_id, message, app_)), as_json=as_json)
+    """Send the next message of a session and continue the run (on PostgreSQL: a worker does)."""
+    result = execute(store, lambda s: commands.send(s, run_id, message, app_))
+    report_delivery(run_id, result, as_json=as_json)
+
+
+def report_delivery(run_id: str, result: RunResult | None, *, as_json: bool) -> None:
+    """The run's new state, or (``None``) that its inbox holds the delivery for a worker."""
+    if result is not None:
+        report(result, as_json=as_json)
+        return
+    if as_json:
+        out.print_json(data={"run_id": run_id, "delivered": True})
+    else:
+        out.print(f"delivered to run {run_id}; a worker applies it when it next claims the run")
+
+
+@app.command()
+def start(
+    workflow: Annotated[str, typer.Argument(help="The workflow's name, as workers serve it.")],
+    input_: Annotated[
+        str, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
+    ] = "null",
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Choose the run id (idempotent).")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue a run for `treadle worker`s on PostgreSQL; print its id."""
+    started = execute(store, lambda s: commands.start(s, workflow, input_, run_id))
+    if as_json:
+        out.print_json(data={"run_id": started, "workflow": workflow})
+    else:
+        out.print(started)
 
 
 @app.command()
@@ -366,7 +398,7 @@ def cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     store: StoreOption = None,
 ) -> None:
-    """Cancel a resting run; its last checkpoint stays intact."""
+    """Cancel a run (on SQLite a resting one); its last checkpoint stays intact."""
     execute(store, lambda s: commands.cancel(s, run_id))
     out.print(f"run {run_id} cancelled")
 

@@ -23,6 +23,7 @@ from treadle._runtime._workflow import Workflow
 if TYPE_CHECKING:
     from treadle._durable._store import CheckpointInfo, RunRecord, Store
     from treadle._runtime._result import RunResult
+    from treadle._scaleout._client import Client
 
 DEFAULT_STORE = "treadle.sqlite"
 """The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
@@ -199,20 +200,51 @@ async def resume(
     return await workflow.resume(run_id, checkpoint_id, store=store)
 
 
+def served_by_workers(store: Store) -> bool:
+    """Whether ``treadle worker`` processes run this store's runs (PostgreSQL), not this one.
+
+    Then commands that would continue a run here deliver to its inbox
+    instead, so a run is only ever driven under a worker's lease.
+    """
+    postgres = sys.modules.get("treadle._durable._postgres")
+    return postgres is not None and isinstance(store, postgres.PostgresStore)
+
+
+def client_of(store: Store) -> Client:
+    """A client over the store (PostgreSQL) of this command."""
+    from treadle._scaleout._client import Client  # noqa: PLC0415 - PostgreSQL commands only
+
+    return Client(store)  # type: ignore[arg-type]
+
+
+async def start(store: Store, workflow: str, raw_input: str, run_id: str | None) -> str:
+    """Queue a run for the workers; return its id (idempotent with ``run_id``)."""
+    if not served_by_workers(store):
+        msg = "treadle start queues runs for workers on PostgreSQL; on SQLite use treadle run"
+        raise CommandError(msg)
+    return await client_of(store).start(workflow, parse_json(raw_input, "input"), run_id=run_id)
+
+
 async def respond(
     store: Store, run_id: str, request_id: str, raw_value: str, app: str | None
-) -> RunResult:
-    """Answer one pending request and continue the run."""
+) -> RunResult | None:
+    """Answer one pending request and continue the run (``None``: a worker will)."""
     await get_run(store, run_id)
     value = parse_json(raw_value, "answer")
+    if served_by_workers(store):
+        await client_of(store).respond(run_id, {request_id: value})
+        return None
     workflow = await workflow_of(store, run_id, app)
     return await workflow.respond(run_id, {request_id: value}, store=store)
 
 
-async def send(store: Store, run_id: str, raw_message: str, app: str | None) -> RunResult:
-    """Deliver a session message and continue the run."""
+async def send(store: Store, run_id: str, raw_message: str, app: str | None) -> RunResult | None:
+    """Deliver a session message and continue the run (``None``: a worker will)."""
     await get_run(store, run_id)
     message = parse_json(raw_message, "message")
+    if served_by_workers(store):
+        await client_of(store).send_message(run_id, message)
+        return None
     workflow = await workflow_of(store, run_id, app)
     return await workflow.send_message(run_id, message, store=store)
 
@@ -231,6 +263,9 @@ async def fork(
 
 
 async def cancel(store: Store, run_id: str) -> None:
-    """Cancel a resting run."""
+    """Cancel a run: a resting one here; on PostgreSQL, wherever it runs."""
     await get_run(store, run_id)
+    if served_by_workers(store):
+        await client_of(store).cancel(run_id)
+        return
     await cancel_run(store, run_id)
