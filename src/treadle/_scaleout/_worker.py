@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._cli._commands import coerce_input
-from treadle._durable._postgres_queue import Claim, InboxItem, LeasedStore, RunQueue
+from treadle._durable._postgres_queue import Claim, InboxItem, RunQueue
 from treadle._exceptions import (
     CheckpointCorruptError,
     DurabilityError,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from treadle._durable._postgres import PostgresStore
+    from treadle._durable._postgres_leases import LeasedStore
     from treadle._runtime._clock import Clock
     from treadle._runtime._workflow import Workflow
 

@@ -1,0 +1,209 @@
+"""The store as a worker holding a lease sees it: every write fenced by the lease epoch.
+
+See :mod:`treadle._durable._postgres_queue` for claims and leases; this is
+the other half of fencing, :class:`LeasedStore`, the ``Store`` a worker
+hands the engine for the run it holds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from treadle._durable import _sql
+from treadle._durable._sql import POSTGRES
+from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
+
+if TYPE_CHECKING:
+    from treadle._durable._postgres import PostgresStore
+    from treadle._durable._postgres_pools import Connection
+    from treadle._durable._postgres_queue import Claim
+    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+FENCE = " AND owner = %s AND lease_epoch = %s"
+"""The condition every leased write carries: this worker, this lease epoch."""
+
+CONSUME_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s"
+
+_ADOPT = f"""
+UPDATE treadle_runs
+SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
+    deadline_at = %s, graph = %s, error = NULL
+WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
+FENCED_ADVANCE = POSTGRES.render(_sql.ADVANCE_RUN) + FENCE
+FENCED_SET_STATUS = POSTGRES.render(_sql.SET_STATUS) + FENCE
+_INSERT_CHECKPOINT = POSTGRES.render(_sql.INSERT_CHECKPOINT)
+_DELETE_OLD = POSTGRES.render(_sql.DELETE_OLD_CHECKPOINTS)
+
+
+class LeasedStore:
+    """A ``Store`` whose writes succeed only while its lease is current.
+
+    Reads go straight to the store. ``commit``, ``set_status`` and (for a
+    pending run) ``create_run`` lock the run row with ``owner`` and
+    ``lease_epoch`` in the condition, in the same transaction as the
+    checkpoint: a stale worker's write changes nothing and raises
+    ``LeaseLostError``. After a write fails for any other reason (the
+    database went away), later status writes are refused without trying,
+    so an outage never records a run as failed: the run is released, or its
+    lease expires, and it continues from its last checkpoint.
+    """
+
+    def __init__(
+        self, store: PostgresStore, owner: str, claim: Claim, consumed: int | None
+    ) -> None:
+        self.store = store
+        self.claim = claim
+        self._fence = (owner, claim.epoch)
+        self._consumed = consumed
+        self.detached: DurabilityError | None = None  # set: write nothing more
+        self._stop_after: DurabilityError | None = None
+
+    def consume(self, seq: int) -> None:
+        """Delete the run's inbox items up to ``seq`` with the next write (applied by then)."""
+        self._consumed = seq
+
+    def stop_after_commit(self, reason: DurabilityError) -> None:
+        """Let the next write through, then refuse everything with ``reason``.
+
+        The run then stops at a barrier that is committed: its superstep is
+        not lost, and whoever leases it next continues from there.
+        """
+        self._stop_after = reason
+
+    def detach(self, reason: DurabilityError) -> None:
+        """Refuse every later write with ``reason`` (lease lost, worker stopping)."""
+        if self.detached is None:
+            self.detached = reason
+
+    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+        """Turn the pending row a client enqueued into the started run."""
+        _sql.first_checkpoint_id(run, first.info)
+        info = first.info
+        adopt = (
+            run.status,
+            run.superstep,
+            info.checkpoint_id,
+            info.created_at,
+            info.wake_at,
+            run.deadline_at,
+            graph,
+            run.run_id,
+            *self._fence,
+        )
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_ADOPT, adopt)).rowcount == 0:
+                raise await self._lost(connection, run.run_id)
+            await _insert_checkpoint(connection, first)
+            await self._consume(connection, run.run_id)
+
+        await self._write(work)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Add a checkpoint and advance the run row, only under the current lease."""
+        _sql.check_keep_last(keep_last)
+        info = checkpoint.info
+        advance = (*_sql.advance_parameters(info), *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(FENCED_ADVANCE, advance)).rowcount == 0:
+                raise await self._lost(connection, info.run_id)
+            await _insert_checkpoint(connection, checkpoint)
+            if keep_last is not None:
+                parameters = (info.run_id, info.run_id, keep_last - 1, info.run_id)
+                await connection.execute(_DELETE_OLD, parameters)
+            await self._consume(connection, info.run_id)
+
+        await self._write(work)
+
+    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Record a status without a checkpoint, only under the current lease."""
+        stamped = (status, error, time.time(), run_id, *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(FENCED_SET_STATUS, stamped)).rowcount == 0:
+                raise await self._lost(connection, run_id)
+
+        await self._write(work)
+
+    async def _write(self, work: Any) -> None:
+        if self.detached is not None:
+            raise self.detached
+        try:
+            await self.store.transact(work)
+        except LeaseLostError as lost:
+            self.detach(lost)
+            raise
+        except DurabilityError as error:
+            self.detach(error)
+            raise
+        if self._stop_after is not None:
+            self.detach(self._stop_after)
+            raise self._stop_after
+
+    async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
+        found = await connection.execute(_sql_exists(), (run_id,))
+        if await found.fetchone() is None:
+            return RunNotFoundError(run_id)
+        return LeaseLostError(run_id, self.claim.epoch)
+
+    async def _consume(self, connection: Connection, run_id: str) -> None:
+        if self._consumed is not None:
+            await connection.execute(CONSUME_INBOX, (run_id, self._consumed))
+            self._consumed = None
+
+    # --- reads and the rest of the port: the store's own ---------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row."""
+        return await self.store.get_run(run_id)
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The run's graph description."""
+        return await self.store.get_graph(run_id)
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run."""
+        return await self.store.load_checkpoint(run_id, checkpoint_id)
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """A run's checkpoints."""
+        return await self.store.list_checkpoints(run_id)
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching the filters."""
+        return await self.store.list_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+        )
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """Due runs (the store's)."""
+        return await self.store.due_runs(now, limit=limit)
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Retention (the store's)."""
+        return await self.store.prune(run_id, keep_last)
+
+    async def close(self) -> None:
+        """Nothing: the worker owns the store."""
+
+
+def _sql_exists() -> str:
+    return POSTGRES.render(_sql.SELECT_RUN_EXISTS)
+
+
+async def _insert_checkpoint(connection: Connection, checkpoint: CheckpointRecord) -> None:
+    parameters = _sql.checkpoint_parameters(checkpoint)
+    if (await connection.execute(_INSERT_CHECKPOINT, parameters)).rowcount == 0:
+        msg = f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken"
+        raise ValueError(msg)
