@@ -274,7 +274,9 @@ class RunLoop:
                 SuperstepStarted(
                     run_id=self.run_id,
                     superstep=superstep,
-                    executor_ids=tuple(p[0].id for p in plan),
+                    executor_ids=(plan[0][0].id,)
+                    if len(plan) == 1
+                    else tuple(p[0].id for p in plan),
                 )
             )
         return plan

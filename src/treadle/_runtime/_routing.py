@@ -94,7 +94,7 @@ class Router:
         """The fan-in edges, in the order their buffers are indexed."""
         return self._fan_ins
 
-    def route(self, source: str, message: Any, target: str | None = None) -> list[Delivery]:
+    def route(self, source: str, message: Any, target: str | None = None) -> Sequence[Delivery]:
         """The deliveries of one message sent by ``source``.
 
         Args:
@@ -113,7 +113,8 @@ class Router:
         if routes is None:
             routes = self._compile(source, cls)
         if len(routes) == 1 and routes[0][0] == "always":
-            return list(routes[0][1])
+            always: tuple[Delivery, ...] = routes[0][1]
+            return always  # compiled once and never mutated: no copy per message
         deliveries: list[Delivery] = []
         for route in routes:
             kind = route[0]

@@ -62,15 +62,12 @@ async def run_superstep(
             contexts.extend(await _drain(run, superstep, executor, rank, inbox))
         return contexts
     results: list[list[WorkflowContext[object]]] = [[] for _ in plan]
-
-    async def drain_into(index: int, executor: Executor, rank: int, inbox: list[Envelope]) -> None:
-        results[index] = await _drain(run, superstep, executor, rank, inbox)
-
     failure: ExecutorFailedError | None = None
     try:
         async with asyncio.TaskGroup() as group:
             for index, (executor, rank, inbox) in enumerate(plan):
-                group.create_task(drain_into(index, executor, rank, inbox))
+                # No wrapper coroutine: _drain files its contexts under ``index`` itself.
+                group.create_task(_drain(run, superstep, executor, rank, inbox, results, index))
     except BaseExceptionGroup as errors:
         failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
         if not failures or len(failures) != len(_leaves(errors)):
@@ -92,9 +89,18 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 async def _drain(
-    run: RunLoop, superstep: int, executor: Executor, rank: int, inbox: list[Envelope]
+    run: RunLoop,
+    superstep: int,
+    executor: Executor,
+    rank: int,
+    inbox: list[Envelope],
+    into: list[list[WorkflowContext[object]]] | None = None,
+    index: int = 0,
 ) -> list[WorkflowContext[object]]:
-    """Handle one executor's inbox: in order, or ``concurrency`` at a time."""
+    """Handle one executor's inbox: in order, or ``concurrency`` at a time.
+
+    The contexts are returned, and also stored at ``into[index]`` when given.
+    """
     earlier: list[Sequence[Op]] = []
     if executor.concurrency == 1 or len(inbox) == 1:
         contexts = []
@@ -103,6 +109,8 @@ async def _drain(
             contexts.append(ctx)
             if ctx._state is not None and ctx._state.ops and ctx.suspension is None:
                 earlier.append(ctx._state.ops)
+        if into is not None:
+            into[index] = contexts
         return contexts
     slots = asyncio.Semaphore(executor.concurrency)
     done: list[WorkflowContext[object] | None] = [None] * len(inbox)
@@ -117,7 +125,10 @@ async def _drain(
     async with asyncio.TaskGroup() as group:
         for position, envelope in enumerate(inbox):
             group.create_task(one(position, envelope))
-    return [ctx for ctx in done if ctx is not None]
+    finished = [ctx for ctx in done if ctx is not None]
+    if into is not None:
+        into[index] = finished
+    return finished
 
 
 async def _invoke(
@@ -149,8 +160,16 @@ async def _invoke(
         ctx._events = carried
         if run.backpressure is not None:
             await run.backpressure()
-        if listening:
-            ctx.announce(ExecutorInvoked, position=position, attempt=attempt)
+        if listening:  # built directly: announce()'s keyword packing costs on every step
+            ctx.emit(
+                ExecutorInvoked(
+                    run_id=run.run_id,
+                    superstep=superstep,
+                    executor_id=executor_id,
+                    position=position,
+                    attempt=attempt,
+                )
+            )
         try:
             if spec is None:
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
@@ -196,7 +215,14 @@ async def _invoke(
             attempt += 1
             continue
         if listening:
-            ctx.announce(ExecutorCompleted, position=position)
+            ctx.emit(
+                ExecutorCompleted(
+                    run_id=run.run_id,
+                    superstep=superstep,
+                    executor_id=executor_id,
+                    position=position,
+                )
+            )
         return ctx
 
 
