@@ -7,11 +7,13 @@ from dataclasses import dataclass
 import pytest
 
 from treadle import (
+    ExecutionMode,
     Executor,
     ExponentialBackoff,
     HandoffRefused,
     InvalidResponseError,
     JournalMismatchError,
+    OutputEvent,
     PollTimeout,
     RequestError,
     RequestEvent,
@@ -171,6 +173,24 @@ async def test_without_a_store_a_run_sleeps_through_its_timers_on_the_clock():
     wf = WorkflowBuilder(start=nap, clock=clock).build()
     result = await clock.run(wf.run(2))
     assert result.outputs == [7200.0]
+
+
+@pytest.mark.parametrize("mode", list(ExecutionMode))
+async def test_without_a_store_a_stream_sleeps_through_its_timers_too(mode):
+    clock = FakeClock(start=0)
+
+    @executor
+    async def nap(hours: int, ctx: WorkflowContext) -> None:
+        await ctx.sleep(dt.timedelta(hours=hours))
+        ctx.yield_output(clock.now())
+
+    wf = WorkflowBuilder(start=nap, clock=clock).build()
+
+    async def watch() -> list[object]:
+        async with wf.stream(2, mode=mode) as events:
+            return [e.value async for e in events if isinstance(e, OutputEvent)]
+
+    assert await clock.run(watch()) == [7200.0]
 
 
 async def test_with_a_store_a_timer_rests_the_run_as_waiting_with_its_wake_time():

@@ -121,8 +121,8 @@ class RunLoop:
             self.publish(event)
 
     # -- lifecycle ----------------------------------------------------------------
-    async def run_to_end(self) -> RunResult:
-        """Run supersteps until the run rests or ends.
+    async def run_to_end(self) -> None:
+        """Run supersteps until the run rests or ends (``result()`` then says how).
 
         With ``sleep_through_timers`` a ``WAITING`` run sleeps on the clock
         until its next timer (or its deadline) and goes on, instead of
@@ -131,12 +131,22 @@ class RunLoop:
         while True:
             while await self.step():
                 pass
-            wake = self.waits.next_wake_at()
-            if not (self.options.sleep_through_timers and self.status is RunStatus.WAITING):
-                return self.result()
-            assert wake is not None  # noqa: S101 - WAITING means a timer is pending
-            await self.clock.sleep_until(min(wake, self.deadline_at or wake))
-            self._set_status(RunStatus.RUNNING)
+            if not await self.sleep_through_timer():
+                return
+
+    async def sleep_through_timer(self) -> bool:
+        """For a ``WAITING`` run with nowhere to rest, sleep until its timer; ``True`` if it did.
+
+        The run is ``RUNNING`` again afterwards. Runs with a store rest
+        instead (``False``): their timers are woken by a ``Runtime`` or worker.
+        """
+        if not (self.options.sleep_through_timers and self.status is RunStatus.WAITING):
+            return False
+        wake = self.waits.next_wake_at()
+        assert wake is not None  # noqa: S101 - WAITING means a timer is pending
+        await self.clock.sleep_until(min(wake, self.deadline_at or wake))
+        self._set_status(RunStatus.RUNNING)
+        return True
 
     async def step(self) -> bool:
         """Run one superstep and its barrier; ``False`` once the run rests or ends.

@@ -227,7 +227,7 @@ class WorkflowStream:
         batch = self._batch
         assert batch is not None  # noqa: S101 - an invariant, narrows the type for mypy
         while self._cursor >= len(batch.events):
-            if loop.status.is_final:
+            if loop.status.is_final and not await loop.sleep_through_timer():
                 self._finish()
                 self._raise_if_failed()
                 raise StopAsyncIteration
