@@ -38,7 +38,7 @@ MAX_SUPERSTEPS = 2 * LOOP_ITERATIONS + 10
 
 NOTES = {
     "idle_runs": "one `Runtime(store, [wf], clock=FakeClock).wake_due()` resumes every due "
-    "run, one after another",
+    "run, 16 at a time (their commits share fsyncs: group commit)",
 }
 
 

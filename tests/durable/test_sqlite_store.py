@@ -16,7 +16,7 @@ from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 from treadle._durable import _sql
 from treadle._durable._sqlite import SqliteStore
 from treadle._durable._store import CheckpointInfo, RunRecord
-from treadle._exceptions import CheckpointNotFoundError, DurabilityError
+from treadle._exceptions import CheckpointNotFoundError, DurabilityError, RunNotFoundError
 
 KNOWN = len(_sql.MIGRATIONS)
 
@@ -302,6 +302,56 @@ async def test_an_operation_cancelled_before_its_turn_is_not_run(tmp_path):
         await running
     assert queued.cancelled()
     assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()
+
+
+async def test_commits_queued_together_share_one_transaction_and_fail_alone(tmp_path, monkeypatch):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=5)
+    for n in range(6):
+        await new_run(store, f"run-{n}", first=f"r{n}/0")
+    groups: list[int] = []
+    run_group = SqliteStore._run_group
+
+    def recorded(self, works):
+        groups.append(len(works))
+        return run_group(self, works)
+
+    monkeypatch.setattr(SqliteStore, "_run_group", recorded)
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")  # the store's thread waits on the first
+        first = asyncio.create_task(store.commit(checkpoint("run-0", "r0/1", 1)))
+        await asyncio.sleep(0.05)
+        queued = {
+            "ok-1": store.commit(checkpoint("run-1", "r1/1", 1)),
+            "unknown run": store.commit(checkpoint("nobody", "x/1", 1)),
+            "ok-2": store.commit(checkpoint("run-2", "r2/1", 1)),
+            "taken id": store.commit(checkpoint("run-3", "r0/1", 1)),
+            "cancelled": store.commit(checkpoint("run-4", "r4/1", 1)),
+            "ok-5": store.commit(checkpoint("run-5", "r5/1", 1)),
+        }
+        tasks = {name: asyncio.create_task(commit) for name, commit in queued.items()}
+        await asyncio.sleep(0)  # all handed over, behind the first
+        tasks["cancelled"].cancel()
+        other_connection.execute("ROLLBACK")
+        await first
+        outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    by_name = dict(zip(tasks, outcomes, strict=True))
+    # The five still wanted went in one transaction, in the order they were called.
+    assert groups == [5]
+    assert [by_name[name] for name in ("ok-1", "ok-2", "ok-5")] == [None, None, None]
+    assert isinstance(by_name["unknown run"], RunNotFoundError)
+    assert isinstance(by_name["taken id"], ValueError)
+    assert isinstance(by_name["cancelled"], asyncio.CancelledError)
+    latest = {run.run_id: run.checkpoint_id for run in await store.list_runs()}
+    assert latest == {
+        "run-0": "r0/1",
+        "run-1": "r1/1",
+        "run-2": "r2/1",
+        "run-3": "r3/0",  # its refused commit rolled back to its own savepoint, row included
+        "run-4": "r4/0",  # cancelled before its turn: not run
+        "run-5": "r5/1",
+    }
     await store.close()
 
 

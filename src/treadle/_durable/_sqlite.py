@@ -56,6 +56,8 @@ _WAL_SIZE_LIMIT = 16 * 1024 * 1024
 # Backoff between retries of a lock SQLite refused without waiting (seconds).
 _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
+# At most this many queued commits share one transaction.
+_GROUP_MAX = 64
 
 
 class SqliteStore(SqlReads):
@@ -147,7 +149,7 @@ class SqliteStore(SqlReads):
         """
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        await self._call(functools.partial(_commit, checkpoint, retention), write=True)
+        await self._call(functools.partial(_commit, checkpoint, retention), write=True, group=True)
 
     async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
@@ -210,7 +212,7 @@ class SqliteStore(SqlReads):
         # One SELECT is one consistent read, so reads need no explicit transaction.
         return await self._call(functools.partial(_select, query, parameters), write=False)
 
-    async def _call(self, work: _Work[_T], *, write: bool) -> _T:
+    async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self!r} is closed")
@@ -220,7 +222,8 @@ class SqliteStore(SqlReads):
                 )
                 self._thread.start()
                 weakref.finalize(self, self._jobs.put, None)  # a store never closed: stop anyway
-            done: asyncio.Future[_T] = self._submit(functools.partial(self._run, work, write))
+            call = _Groupable(self, work) if group else functools.partial(self._run, work, write)
+            done: asyncio.Future[_T] = self._submit(call)
         return await done
 
     def _submit(self, call: Callable[[], _T]) -> asyncio.Future[_T]:
@@ -237,6 +240,23 @@ class SqliteStore(SqlReads):
             return self._retrying(connection, work, write=write)
         except sqlite3.Error as error:
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _run_group(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
+        """Several writes in one transaction, one savepoint each: one fsync for all.
+
+        A write that refuses (unknown run, a taken id) rolls back to its own
+        savepoint and fails alone; a database error fails the whole group,
+        which then committed nothing.
+        """
+        try:
+            connection = self._open() if self._connection is None else self._connection
+            return self._retrying(connection, functools.partial(_each_saved, works), write=True)
+        except sqlite3.Error as error:
+            failure = DurabilityError(f"SQLite store {self._path}: {error}")
+            failure.__cause__ = error
+            return [(None, failure)] * len(works)
+        except BaseException as error:  # noqa: BLE001 - handed to every awaiting coroutine
+            return [(None, error)] * len(works)
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: the driver starts no transactions; we do, explicitly.
@@ -294,21 +314,108 @@ class SqliteStore(SqlReads):
             self._connection = None
 
 
+class _Groupable:
+    """A commit that may share its transaction (and fsync) with the commits queued after it."""
+
+    __slots__ = ("store", "work")
+
+    def __init__(self, store: SqliteStore, work: _Work[Any]) -> None:
+        self.store = store
+        self.work = work
+
+    def __call__(self) -> Any:
+        return self.store._run(self.work, write=True)
+
+
 def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
     # The store's thread, one job at a time in queue order. Daemonic, so a store
     # nobody closed cannot keep the process alive: SQLite's journal makes a
     # transaction cut short at exit as if it had never begun.
-    while (job := jobs.get()) is not None:
+    #
+    # Group commit: commits waiting back to back in the queue (concurrent runs)
+    # go into one transaction, so they share one fsync. Each caller still hears
+    # back only once its commit is durable, and queue order is kept.
+    job = jobs.get()
+    while job is not None:
         call, done, loop = job
-        if done.cancelled():  # its caller gave up before it started: skip it
-            continue
+        job = None
+        if isinstance(call, _Groupable):
+            group, job = _gather_group(call, done, loop, jobs)
+            if len(group) > 1:
+                outcomes = call.store._run_group([queued[0].work for queued in group])
+                for (_, waiting, its_loop), (result, error) in zip(group, outcomes, strict=True):
+                    _reply(its_loop, waiting, result, error)
+                del group, outcomes
+                job = job if job is not None else jobs.get()
+                continue
+            if group:  # a group of one: the plain path
+                call, done, loop = group[0]
+        if not done.cancelled():  # else its caller gave up before it started: skip it
+            try:
+                result, error = call(), None
+            except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
+                result, error = None, raised
+            _reply(loop, done, result, error)
+            del result, error
+        del call, done, loop  # hold nothing until the next job arrives
+        if job is None:
+            job = jobs.get()
+
+
+_Grouped = tuple[_Groupable, asyncio.Future[Any], asyncio.AbstractEventLoop]
+
+
+def _gather_group(
+    first: _Groupable,
+    done: asyncio.Future[Any],
+    loop: asyncio.AbstractEventLoop,
+    jobs: queue.SimpleQueue[_Job | None],
+) -> tuple[list[_Grouped], _Job | None]:
+    """The commits queued right behind ``first`` (its group), and the job after them."""
+    group: list[_Grouped] = [(first, done, loop)]
+    after: _Job | None = None
+    while len(group) < _GROUP_MAX:
         try:
-            result, error = call(), None
-        except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
-            result, error = None, raised
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-            loop.call_soon_threadsafe(_settle, done, result, error)
-        del job, call, done, result, error  # hold nothing until the next job arrives
+            after = jobs.get_nowait()
+        except queue.Empty:
+            after = None
+            break
+        if after is None:  # the stop, queued last: back in the queue, to end the thread next
+            jobs.put(None)
+            break
+        call, waiting, its_loop = after
+        if not isinstance(call, _Groupable):
+            break  # handled next, after the group
+        group.append((call, waiting, its_loop))
+        after = None
+    return [g for g in group if not g[1].cancelled()], after
+
+
+def _reply(
+    loop: asyncio.AbstractEventLoop,
+    done: asyncio.Future[Any],
+    result: object,
+    error: BaseException | None,
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+        loop.call_soon_threadsafe(_settle, done, result, error)
+
+
+def _each_saved(
+    works: list[_Work[Any]], connection: sqlite3.Connection
+) -> list[tuple[Any, BaseException | None]]:
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for work in works:
+        connection.execute("SAVEPOINT treadle_commit")
+        try:
+            outcomes.append((work(connection), None))
+        except sqlite3.Error:
+            raise  # the database itself failed: the whole group rolls back
+        except Exception as refused:  # noqa: BLE001 - this commit's own refusal, reported to it
+            connection.execute("ROLLBACK TO treadle_commit")
+            outcomes.append((None, refused))
+        connection.execute("RELEASE treadle_commit")
+    return outcomes
 
 
 def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:

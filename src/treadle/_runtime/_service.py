@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from types import TracebackType
 
-    from treadle._durable._store import Store
+    from treadle._durable._store import RunRecord, Store
     from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
     from treadle._runtime._workflow import Workflow
@@ -74,26 +74,46 @@ class Runtime:
         chosen = self.workflow(workflow) if isinstance(workflow, str) else workflow
         return await chosen.run(message, store=self.store, clock=self.clock, **options)
 
-    async def wake_due(self, *, limit: int | None = None) -> list[RunResult]:
+    async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
         """Resume every run whose timer or deadline is due now; return their results.
+
+        Up to ``concurrency`` runs resume at once (each is its own run, so
+        they share nothing but the store), which keeps the store busy rather
+        than waiting on each run's round trips in turn. Results come in the
+        order the store listed the runs, earliest due first.
 
         A run that fails (its deadline passed, a handler raised) is recorded
         as ``FAILED`` in the store and reported in the list like any other.
         """
-        results: list[RunResult] = []
-        for row in await self.store.due_runs(self.clock.now(), limit=limit):
-            workflow = self.workflow(row.workflow)
-            try:
-                results.append(
-                    await workflow.resume(
+        if concurrency < 1:
+            msg = f"concurrency must be at least 1, got {concurrency}"
+            raise ValueError(msg)
+        due = await self.store.due_runs(self.clock.now(), limit=limit)
+        results: list[RunResult | None] = [None] * len(due)
+        slots = asyncio.Semaphore(concurrency)
+
+        async def wake(index: int, row: RunRecord) -> None:
+            async with slots:
+                workflow = self.workflow(row.workflow)
+                try:
+                    results[index] = await workflow.resume(
                         row.run_id, store=self.store, clock=self.clock, record_events=False
                     )
-                )
-            except WorkflowRunError as error:
-                results.append(error.result)
-            except RunCancelledError:
-                continue  # cancelled between the query and the resume
-        return results
+                except WorkflowRunError as error:
+                    results[index] = error.result
+                except RunCancelledError:
+                    pass  # cancelled between the query and the resume
+                except TreadleError as error:
+                    # Not raised here: siblings cancelled mid-run would be recorded CANCELLED.
+                    problems.append(error)
+
+        problems: list[TreadleError] = []
+        async with asyncio.TaskGroup() as group:
+            for index, row in enumerate(due):
+                group.create_task(wake(index, row))
+        if problems:
+            raise problems[0]  # the others' runs went on; their results are in the store
+        return [result for result in results if result is not None]
 
     async def serve(self) -> None:
         """Wake due runs forever, every ``poll_interval`` seconds (cancel to stop)."""
