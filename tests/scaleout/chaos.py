@@ -52,6 +52,9 @@ class Outcome:
     paused: str = ""
     held_at_kill: set[str] = field(default_factory=set)
     takeover_delays: list[float] = field(default_factory=list)
+    # Held at the kill yet finished by the killed worker: its last commit came first.
+    finished_before_kill: set[str] = field(default_factory=set)
+    last_commit_at: dict[str, float] = field(default_factory=dict)
     naps_started_by_killed: int = 0
     logs: dict[str, str] = field(default_factory=dict)
     rows: list[tuple[object, ...]] = field(default_factory=list)
@@ -79,12 +82,15 @@ async def _prepare(dsn: str, schema: str) -> None:
             await client.start("counter", job, run_id=f"count-{n:03}")
     finally:
         await store.close()
-    await _sql(dsn, schema, "CREATE TABLE commit_log (run_id TEXT, superstep BIGINT)")
+    await _sql(
+        dsn, schema, "CREATE TABLE commit_log (run_id TEXT, superstep BIGINT, at DOUBLE PRECISION)"
+    )
     await _sql(
         dsn,
         schema,
         "CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
-        " BEGIN INSERT INTO commit_log VALUES (NEW.run_id, NEW.superstep); RETURN NEW; END $$",
+        " BEGIN INSERT INTO commit_log VALUES (NEW.run_id, NEW.superstep,"
+        " EXTRACT(EPOCH FROM clock_timestamp())); RETURN NEW; END $$",
     )
     await _sql(
         dsn,
@@ -160,6 +166,8 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
                 "SELECT run_id, superstep, count(*) FROM commit_log GROUP BY 1, 2"
                 " HAVING count(*) > 1",
             )
+            last = "SELECT run_id, max(at) FROM commit_log GROUP BY 1"
+            outcome.last_commit_at = {str(r): float(t) for r, t in await _sql(dsn, schema, last)}  # type: ignore[arg-type]
             outcome.commits = int(
                 (await _sql(dsn, schema, "SELECT count(*) FROM commit_log"))[0][0]
             )  # type: ignore[call-overload]
@@ -192,6 +200,8 @@ def _takeovers(outcome: Outcome, kill_at: float) -> None:
         after = [t for t, what, r in others if r == run and what == "claimed" and t > kill_at]
         if after:
             outcome.takeover_delays.append(min(after) - kill_at)
+        elif outcome.last_commit_at.get(run, float("inf")) <= kill_at:
+            outcome.finished_before_kill.add(run)
 
 
 async def uninterrupted() -> list[object]:
@@ -224,7 +234,8 @@ def check(outcome: Outcome, expected: list[object]) -> list[str]:
         problems.append("the killed worker had set no timer (the campaign tests nothing of timers)")
     if not outcome.held_at_kill:
         problems.append("the killed worker held no run when it was killed")
-    if len(outcome.takeover_delays) != len(outcome.held_at_kill):
+    taken_over = len(outcome.takeover_delays) + len(outcome.finished_before_kill)
+    if taken_over != len(outcome.held_at_kill):
         problems.append("some runs of the killed worker were never taken over")
     late = [d for d in outcome.takeover_delays if d > LEASE + POLL + 0.5]
     if late:
