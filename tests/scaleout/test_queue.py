@@ -272,3 +272,14 @@ async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_t
     assert row.error.startswith("GraphChangedError")
     assert "echo" in row.error
     assert await worker(store).run_until_idle() == 0  # parked: no worker takes it again
+
+
+async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(store):
+    client = treadle.Client(store)
+    await client.start("counter", {"totl": 3}, run_id="typo")
+    assert await worker(store).run_until_idle() == 1
+    row = await client.get("typo")
+    assert row.status == "failed"
+    assert row.error is not None
+    assert "does not fit the start executor 'begin'" in row.error
+    assert await worker(store).run_until_idle() == 0  # parked, not claimed in a loop

@@ -8,7 +8,6 @@ import path that does not load) or the runtime's own ``TreadleError``s.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -19,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from treadle._durable._runs import cancel_run
 from treadle._exceptions import RunNotFoundError, TreadleError
 from treadle._runtime._workflow import Workflow
+from treadle._scaleout import _apps as apps
+from treadle._scaleout._apps import AppLoadError, import_here
 
 if TYPE_CHECKING:
     from treadle._durable._store import CheckpointInfo, RunRecord, Store
@@ -60,14 +61,10 @@ def load_workflow(spec: str) -> Workflow:
     if not module_name or not attribute:
         msg = f"{spec!r} is not an import path: write it as pkg.module:workflow"
         raise CommandError(msg)
-    here = str(Path.cwd())
-    if here not in sys.path:
-        sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
-    except Exception as error:
-        msg = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
-        raise CommandError(msg) from error
+        module = import_here(module_name)
+    except AppLoadError as error:
+        raise CommandError(str(error)) from error
     try:
         workflow = getattr(module, attribute)
     except AttributeError:
@@ -97,20 +94,10 @@ def parse_json(text: str, what: str) -> Any:
 
 def coerce_input(workflow: Workflow, value: Any) -> Any:
     """Turn JSON into the type the start executor accepts (a dataclass, a model...)."""
-    accepted = workflow.prototype(workflow.start_id).accepted_types()
-    if any(isinstance(value, cls) for cls in accepted) or object in accepted:
-        return value
-    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only for typed inputs
-
-    problems = []
-    for cls in accepted:
-        try:
-            return TypeAdapter(cls).validate_python(value)
-        except ValidationError as error:
-            problems.append(f"{cls.__qualname__}: {error.error_count()} error(s)")
-    names = ", ".join(c.__qualname__ for c in accepted)
-    msg = f"the input does not fit the start executor {workflow.start_id!r} (accepts {names})"
-    raise CommandError(msg)
+    try:
+        return apps.coerce_input(workflow, value)
+    except AppLoadError as error:
+        raise CommandError(str(error)) from None
 
 
 async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:

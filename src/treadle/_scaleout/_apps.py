@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
 from treadle._runtime._workflow import Workflow
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from types import ModuleType
 
 
 class AppLoadError(TreadleError, LookupError):
@@ -40,14 +41,7 @@ def load_app(spec: str) -> list[Workflow]:
     if not module_name:
         msg = f"{spec!r} is not an import path: write pkg.module or pkg.module:workflow"
         raise AppLoadError(msg)
-    here = str(Path.cwd())
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:
-        msg = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
-        raise AppLoadError(msg) from error
+    module = import_here(module_name)
     if attribute:
         found = getattr(module, attribute, None)
         if not isinstance(found, Workflow):
@@ -64,6 +58,44 @@ def load_app(spec: str) -> list[Workflow]:
         if workflow.origin is None:
             workflow.origin = f"{module_name}:{name}"
     return list(chosen.values())
+
+
+def import_here(module_name: str) -> ModuleType:
+    """Import a module, the current directory importable as for ``python -m``.
+
+    Raises:
+        AppLoadError: It does not import; the message says why.
+    """
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        return importlib.import_module(module_name)
+    except Exception as error:
+        msg = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
+        raise AppLoadError(msg) from error
+
+
+def coerce_input(workflow: Workflow, value: Any) -> Any:
+    """Turn JSON into the type the start executor accepts (a dataclass, a model...).
+
+    Raises:
+        AppLoadError: The value fits none of the types the start executor takes.
+    """
+    accepted = workflow.prototype(workflow.start_id).accepted_types()
+    if any(isinstance(value, cls) for cls in accepted) or object in accepted:
+        return value
+    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only for typed inputs
+
+    problems = []
+    for cls in accepted:
+        try:
+            return TypeAdapter(cls).validate_python(value)
+        except ValidationError as error:
+            problems.append(f"{cls.__qualname__}: {error.error_count()} error(s)")
+    names = ", ".join(c.__qualname__ for c in accepted)
+    msg = f"the input does not fit the start executor {workflow.start_id!r} (accepts {names})"
+    raise AppLoadError(msg)
 
 
 def by_name(workflows: Iterable[Workflow]) -> dict[str, Workflow]:

@@ -38,7 +38,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from treadle._cli._commands import coerce_input
 from treadle._durable._postgres_queue import Claim, InboxItem, RunQueue
 from treadle._exceptions import (
     CheckpointCorruptError,
@@ -51,7 +50,7 @@ from treadle._exceptions import (
     WorkflowRunError,
 )
 from treadle._runtime._clock import SystemClock
-from treadle._scaleout._apps import by_name
+from treadle._scaleout._apps import AppLoadError, by_name, coerce_input
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -319,9 +318,13 @@ class Worker:
                 await self._drop_inbox(held)
             elif isinstance(error, RunCancelledError):
                 return
-            elif isinstance(error, GraphChangedError | CheckpointCorruptError | SerializationError):
-                # This worker cannot load the run (another graph under its name,
-                # a corrupt checkpoint, a type it does not allow): park it, naming why.
+            elif isinstance(
+                error,
+                GraphChangedError | CheckpointCorruptError | SerializationError | AppLoadError,
+            ):
+                # This worker cannot load the run (another graph under its name, a
+                # corrupt checkpoint, a type it does not allow, an input that fits
+                # no handler): park it, naming why, rather than claim it again.
                 logger.error("run %s cannot run here: %s", claim.run_id, error)
                 await self._park(held, f"{type(error).__name__}: {error}")
             elif isinstance(error, DurabilityError):
