@@ -162,29 +162,27 @@ async def test_send_message_to_a_run_not_waiting_for_input_is_refused():
         await wf.send_message("r1", "hi")
 
 
-async def test_without_a_store_a_run_sleeps_through_its_timers_on_the_clock():
-    clock = FakeClock(start=0)
+def storeless_napper(clock: FakeClock):
+    """A workflow with no store whose one executor sleeps ``hours`` on ``clock``."""
 
     @executor
     async def nap(hours: int, ctx: WorkflowContext) -> None:
         await ctx.sleep(dt.timedelta(hours=hours))
         ctx.yield_output(clock.now())
 
-    wf = WorkflowBuilder(start=nap, clock=clock).build()
-    result = await clock.run(wf.run(2))
+    return WorkflowBuilder(start=nap, clock=clock).build()
+
+
+async def test_without_a_store_a_run_sleeps_through_its_timers_on_the_clock():
+    clock = FakeClock(start=0)
+    result = await clock.run(storeless_napper(clock).run(2))
     assert result.outputs == [7200.0]
 
 
 @pytest.mark.parametrize("mode", list(ExecutionMode))
 async def test_without_a_store_a_stream_sleeps_through_its_timers_too(mode):
     clock = FakeClock(start=0)
-
-    @executor
-    async def nap(hours: int, ctx: WorkflowContext) -> None:
-        await ctx.sleep(dt.timedelta(hours=hours))
-        ctx.yield_output(clock.now())
-
-    wf = WorkflowBuilder(start=nap, clock=clock).build()
+    wf = storeless_napper(clock)
 
     async def watch() -> list[object]:
         async with wf.stream(2, mode=mode) as events:
