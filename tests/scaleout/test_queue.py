@@ -283,3 +283,17 @@ async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(stor
     assert row.error is not None
     assert "does not fit the start executor 'begin'" in row.error
     assert await worker(store).run_until_idle() == 0  # parked, not claimed in a loop
+
+
+async def test_a_client_deadline_is_kept_by_the_worker_and_fails_the_run_when_passed(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("counter", {"total": 100, "pause": 0.02}, run_id="late", timeout=0.3)
+    await client.start("counter", {"total": 3}, run_id="in-time", timeout=60)
+    await worker(store).run_until_idle()
+    late, in_time = await client.get("late"), await client.get("in-time")
+    assert late.deadline_at is not None
+    assert in_time.deadline_at is not None
+    assert (late.status, in_time.status) == ("failed", "completed")
+    assert late.error is not None
+    assert "passed its deadline" in late.error
+    assert 5 < late.superstep < 101

@@ -267,18 +267,23 @@ class Worker:
             await self._continue(workflow, held, items)
 
     async def _start(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
+        run_id = held.claim.run_id
         start = next((item for item in items if item.kind == "start"), None)
         if start is None:
-            msg = f"pending run {held.claim.run_id!r} has no start input in its inbox"
-            raise DurabilityError(msg)
+            reason = "parked: a pending run with no start input in its inbox"
+            await held.view.set_status(run_id, "failed", reason)
+            return
         held.view.consume(start.seq)
         message = coerce_input(workflow, workflow.serializer.loads(start.payload))
+        # The client's deadline, on this worker's clock (run() counts from now).
+        deadline_at = (await held.view.get_run(run_id)).deadline_at
         await workflow.run(
             message,
-            run_id=held.claim.run_id,
+            run_id=run_id,
             store=held.view,
             clock=self.clock,
             record_events=False,
+            timeout=None if deadline_at is None else deadline_at - self.clock.now(),
         )
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
