@@ -297,3 +297,22 @@ async def test_a_client_deadline_is_kept_by_the_worker_and_fails_the_run_when_pa
     assert late.error is not None
     assert "passed its deadline" in late.error
     assert 5 < late.superstep < 101
+
+
+async def test_an_idle_worker_takes_new_runs_and_answers_at_once_not_a_poll_later(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await store.list_runs()  # the tables exist before the worker listens
+    idle = worker(store, lease=120.0, poll_interval=60.0)  # a poll would come a minute later
+    serving = asyncio.create_task(idle.serve())
+    try:
+        await asyncio.sleep(1.0)  # the worker has claimed nothing and listens
+        await client.start("asker", "colour?", run_id="prompt")
+        rested = await client.wait("prompt", timeout=20, until_rest=True)
+        assert rested.status == "awaiting_input"
+        (request,) = (await client.result("prompt")).pending_requests
+        await client.respond("prompt", {request.request_id: "green"})
+        assert (await client.wait("prompt", timeout=20)).status == "completed"
+    finally:
+        idle.stop()
+        await serving
+    assert (await client.result("prompt")).outputs == ["colour? -> green"]

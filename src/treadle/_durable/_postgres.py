@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -214,6 +214,32 @@ class PostgresStore(SqlReads):
         still running closes on that loop, soon after.
         """
         await self._pools.close()
+
+    async def notifications(self, channel: str) -> AsyncIterator[str]:
+        """Payloads ``NOTIFY``-ed on ``channel`` by writers using this store's schema.
+
+        Runs on a connection of its own, outside the pools, for as long as the
+        caller iterates. Writers send ``pg_notify(channel, current_schema())``,
+        so stores on other schemas of the database do not wake each other.
+
+        Raises:
+            DurabilityError: The connection failed or was lost (the server
+                restarted); iterate again to listen again.
+        """
+        try:
+            async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as db:
+                await self._configure(db)
+                found = await (await db.execute("SELECT current_schema()")).fetchone()
+                mine = found[0] if found else None
+                await db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                async for notify in db.notifies():
+                    if notify.payload == mine:
+                        yield notify.payload
+        except psycopg.Error as error:
+            failure = DurabilityError(f"{self._where}: {self._hide(error)}")
+            if any(secret in str(error) for secret in self._secrets):
+                raise failure from None
+            raise failure from error
 
     # --- connections ------------------------------------------------------------
 

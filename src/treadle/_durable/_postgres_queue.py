@@ -89,6 +89,11 @@ _INSERT_INBOX = (
     " VALUES (%s, %s, %s, %s, %s)"
 )
 
+READY_CHANNEL = "treadle_ready"
+"""Where a run becoming ready is announced, so idle workers claim it at once."""
+
+_NOTIFY_READY = f"SELECT pg_notify('{READY_CHANNEL}', current_schema())"
+
 _MAKE_READY = (
     "UPDATE treadle_runs SET ready_at = LEAST(COALESCE(ready_at, %s), %s) WHERE run_id = %s"
 )
@@ -226,6 +231,8 @@ class RunQueue:
             status = row[0]
             ready = status not in _ENDED and (status in ("running", "pending") or has_inbox)
             await connection.execute(_RELEASE, (now if ready else None, claim.run_id))
+            if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
+                await connection.execute(_NOTIFY_READY)
             return True
 
         return await self.store.transact(work)
@@ -283,6 +290,7 @@ async def enqueue_run(
                 raise RunExistsError(run_id)
             return False
         await connection.execute(_INSERT_INBOX, (run_id, "start", None, payload, now))
+        await connection.execute(_NOTIFY_READY)  # sent when the transaction commits
         return True
 
     return await store.transact(work)
@@ -315,6 +323,7 @@ async def deliver(
         for values in rows:
             await connection.execute(_INSERT_INBOX, values)
         await connection.execute(_MAKE_READY, (now, now, run_id))
+        await connection.execute(_NOTIFY_READY)
 
     await store.transact(work)
 

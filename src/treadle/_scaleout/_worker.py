@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._postgres_queue import Claim, InboxItem, RunQueue
+from treadle._durable._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._exceptions import (
     CheckpointCorruptError,
     DurabilityError,
@@ -130,12 +130,12 @@ class Worker:
         self.queue = RunQueue(store, self.worker_id, lease=lease)
         self._held: dict[str, _Held] = {}
         self._stopping = asyncio.Event()
-        self._slot_freed = asyncio.Event()
+        self._wake = asyncio.Event()  # a slot freed, or a run became ready: claim now
 
     def stop(self) -> None:
         """Stop claiming; runs finish their current superstep and are released."""
         self._stopping.set()
-        self._slot_freed.set()
+        self._wake.set()
         for held in self._held.values():
             held.view.stop_after_commit(WorkerStoppingError(f"worker {self.worker_id} is stopping"))
 
@@ -144,15 +144,31 @@ class Worker:
         logger.info("worker %s serving %s", self.worker_id, ", ".join(sorted(self.workflows)))
         async with asyncio.TaskGroup() as group:
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
+            listening = group.create_task(self._listen(), name="treadle-listen")
             while not self._stopping.is_set():
                 claimed = await self._claim_free_slots(group)
                 if claimed == 0 or len(self._held) >= self.concurrency:
-                    self._slot_freed.clear()
+                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._slot_freed.wait(), self.poll_interval)
+                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             await self._drain()
             beating.cancel()
+            listening.cancel()
         logger.info("worker %s stopped", self.worker_id)
+
+    async def _listen(self) -> None:
+        """Claim as soon as a client starts or feeds a run, not a poll later.
+
+        Timers and expired leases are still found by polling; so is
+        everything while the listening connection is down.
+        """
+        while True:
+            try:
+                async for _ in self.store.notifications(READY_CHANNEL):
+                    self._wake.set()
+            except DurabilityError as error:
+                logger.warning("worker %s cannot listen (polling only): %s", self.worker_id, error)
+            await asyncio.sleep(self.poll_interval)
 
     async def run_until_idle(self) -> int:
         """Claim and run until nothing is runnable; return how many claims were served.
@@ -169,9 +185,9 @@ class Worker:
                 if claimed == 0 and not self._held:
                     break
                 if claimed == 0:
-                    self._slot_freed.clear()
+                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._slot_freed.wait(), self.poll_interval)
+                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             beating.cancel()
         return served
 
@@ -245,7 +261,7 @@ class Worker:
             await self._settle(held, inner)
         finally:
             self._held.pop(claim.run_id, None)
-            self._slot_freed.set()
+            self._wake.set()
 
     async def _execute(self, held: _Held) -> None:
         claim = held.claim
