@@ -173,6 +173,7 @@ async def test_a_missing_run_or_checkpoint_is_named(store):
         store.get_graph("ghost"),
         store.load_checkpoint("ghost"),
         store.load_checkpoint("ghost", "c0"),
+        store.load_resumable("ghost"),
         store.list_checkpoints("ghost"),
         store.prune("ghost", 1),
     ]
@@ -185,6 +186,20 @@ async def test_a_missing_run_or_checkpoint_is_named(store):
     for missing in ["nope", "theirs"]:
         with pytest.raises(CheckpointNotFoundError, match=f"'run-1' has no checkpoint '{missing}'"):
             await store.load_checkpoint("run-1", missing)
+
+
+async def test_load_resumable_reads_what_the_three_reads_would_in_one(store):
+    await new_run(store)
+    await new_run(store, "run-2", first="theirs")
+    await commit_many(store, "run-1", ["c1", "c2"])
+    for wanted in [None, "c0", "c2"]:
+        row, graph, record = await store.load_resumable("run-1", wanted)
+        assert row == await store.get_run("run-1")
+        assert graph == await store.get_graph("run-1") == b"graph of run-1"
+        assert record == await store.load_checkpoint("run-1", wanted)
+    for missing in ["nope", "theirs"]:  # a checkpoint of no run, of another run
+        _, _, record = await store.load_resumable("run-1", missing)
+        assert record is None
 
 
 async def test_checkpoints_are_listed_by_superstep_then_time_then_commit(store):

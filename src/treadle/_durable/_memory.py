@@ -139,6 +139,21 @@ class MemoryStore:
         with self._lock:
             return self._run(run_id).graph
 
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """The run row, its graph and one checkpoint (``None``: no such checkpoint), read at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            wanted = checkpoint_id if checkpoint_id is not None else run.record.checkpoint_id
+            found = run.checkpoints.get(wanted) if wanted is not None else None
+            return run.record, run.graph, found
+
     async def load_checkpoint(
         self, run_id: str, checkpoint_id: str | None = None
     ) -> CheckpointRecord:

@@ -169,6 +169,12 @@ class LeasedStore:
         """One checkpoint of a run."""
         return await self.store.load_checkpoint(run_id, checkpoint_id)
 
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """A resume's reads, at once."""
+        return await self.store.load_resumable(run_id, checkpoint_id)
+
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """A run's checkpoints."""
         return await self.store.list_checkpoints(run_id)

@@ -7,6 +7,7 @@ every executor and edge that changed.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from treadle._durable._graph_description import (
 )
 from treadle._exceptions import (
     CheckpointCorruptError,
+    CheckpointNotFoundError,
     GraphChangedError,
     RequestError,
     RunCancelledError,
@@ -63,16 +65,18 @@ async def load_restored(
         CheckpointCorruptError: the checkpoint fails its checksum.
         SerializationError: it names a type this workflow does not allow.
     """
-    row = await store.get_run(run_id)
+    row, graph, record = await store.load_resumable(run_id, checkpoint_id)
     if row.status == RunStatus.CANCELLED.value:
         raise RunCancelledError(run_id)
     try:
-        stored_graph = json.loads(await store.get_graph(run_id))
+        stored = _stored_fingerprint(graph)
     except ValueError as error:
         raise CheckpointCorruptError(run_id, "<graph>", f"unreadable graph: {error}") from error
-    if fingerprint(stored_graph) != workflow.fingerprint:
-        raise GraphChangedError(run_id, describe_changes(stored_graph, workflow.description))
-    record = await store.load_checkpoint(run_id, checkpoint_id)
+    if stored != workflow.fingerprint:
+        changes = describe_changes(json.loads(graph), workflow.description)
+        raise GraphChangedError(run_id, changes)
+    if record is None:
+        raise CheckpointNotFoundError(run_id, checkpoint_id)
     restored = workflow.codec.decode(
         record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
     )
@@ -82,6 +86,16 @@ async def load_restored(
             [f"checkpoint {restored.checkpoint_id!r} was written by graph {restored.fingerprint}"],
         )
     return restored
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_fingerprint(graph: bytes) -> str:
+    """The fingerprint of a stored graph description; every run of a workflow stores the same.
+
+    Raises:
+        ValueError: The bytes are not a JSON graph description.
+    """
+    return fingerprint(json.loads(graph))
 
 
 async def fork_run(

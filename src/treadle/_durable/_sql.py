@@ -181,10 +181,23 @@ store applies the missing steps in one transaction on open (see :func:`upgrade`)
 
 # --- statements ---------------------------------------------------------------
 
-_RUN_COLUMNS = (
-    "run_id, workflow, status, superstep, checkpoint_id, parent_run_id,"
-    " parent_checkpoint_id, created_at, updated_at, error, wake_at, deadline_at"
+RUN_FIELDS = (
+    "run_id",
+    "workflow",
+    "status",
+    "superstep",
+    "checkpoint_id",
+    "parent_run_id",
+    "parent_checkpoint_id",
+    "created_at",
+    "updated_at",
+    "error",
+    "wake_at",
+    "deadline_at",
 )
+"""The run columns every run query selects, in ``RunRecord``'s field order."""
+
+_RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
 INSERT INTO treadle_runs ({_RUN_COLUMNS}, graph)
@@ -219,6 +232,16 @@ FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c
     ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
 WHERE r.run_id = ?"""
+
+# Everything a resume reads, in one statement: one round trip, one snapshot.
+SELECT_RESUMABLE = f"""
+SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
+    c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
+    c.blob
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c
+    ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
+WHERE r.run_id = ?"""  # noqa: S608 - column names are constants
 
 SELECT_CHECKPOINTS = """
 SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at

@@ -64,6 +64,24 @@ class SqlReads(ABC):
             raise CheckpointNotFoundError(run_id, checkpoint_id)
         return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][6])
 
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """The run row, its graph and one checkpoint (``None``: no such checkpoint), read at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._select(_sql.SELECT_RESUMABLE, (checkpoint_id, run_id))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        row = rows[0]
+        width = len(_sql.RUN_FIELDS)
+        run, graph, found = _sql.run_from_row(row[:width]), row[width], row[width + 1 :]
+        if found[0] is None:
+            return run, graph, None
+        return run, graph, CheckpointRecord(_sql.info_from_row(run_id, found), found[6])
+
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
 

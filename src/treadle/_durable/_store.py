@@ -142,6 +142,20 @@ class Store(Protocol):
         """
         ...
 
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """``get_run``, ``get_graph`` and ``load_checkpoint`` in one consistent read.
+
+        What a resume needs, in one round trip. The checkpoint is ``None``
+        when the run has no such checkpoint (rather than raising, so the
+        caller can check the run's status and graph first).
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ...
+
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first (by superstep, then time).
 
