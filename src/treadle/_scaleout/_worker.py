@@ -146,9 +146,9 @@ class Worker:
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
             listening = group.create_task(self._listen(), name="treadle-listen")
             while not self._stopping.is_set():
+                self._wake.clear()  # before claiming: a wake-up meanwhile is not lost
                 claimed = await self._claim_free_slots(group)
                 if claimed == 0 or len(self._held) >= self.concurrency:
-                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             await self._drain()
@@ -180,12 +180,12 @@ class Worker:
         async with asyncio.TaskGroup() as group:
             beating = group.create_task(self._heartbeats())
             while True:
+                self._wake.clear()
                 claimed = await self._claim_free_slots(group)
                 served += claimed
                 if claimed == 0 and not self._held:
                     break
                 if claimed == 0:
-                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             beating.cancel()
