@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
 _ENDED = ("completed", "failed", "cancelled", "stalled")
-_ENDED_SQL = "('completed', 'failed', 'cancelled', 'stalled')"
+_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in _ENDED) + ")"
 _DUE = POSTGRES.render(DUE_AT)
 
 # Expired leases first (their runs were already under way), then by how long
