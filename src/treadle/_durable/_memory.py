@@ -163,11 +163,7 @@ class MemoryStore:
             RunNotFoundError: No such run.
             CheckpointNotFoundError: The run has no such checkpoint.
         """
-        self._check_open()
-        with self._lock:
-            run = self._run(run_id)
-            wanted = checkpoint_id if checkpoint_id is not None else run.record.checkpoint_id
-            found = run.checkpoints.get(wanted) if wanted is not None else None
+        _, _, found = await self.load_resumable(run_id, checkpoint_id)
         if found is None:
             raise CheckpointNotFoundError(run_id, checkpoint_id)
         return found

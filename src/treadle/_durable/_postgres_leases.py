@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 FENCE = " AND owner = %s AND lease_epoch = %s"
 """The condition every leased write carries: this worker, this lease epoch."""
 
+_RUN_EXISTS = POSTGRES.render(_sql.SELECT_RUN_EXISTS)
 CONSUME_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s"
 
 _ADOPT = f"""
@@ -132,10 +133,7 @@ class LeasedStore:
             raise self.detached
         try:
             await self.store.transact(work)
-        except LeaseLostError as lost:
-            self.detach(lost)
-            raise
-        except DurabilityError as error:
+        except DurabilityError as error:  # the lease lost, or the store failed
             self.detach(error)
             raise
         if self._stop_after is not None:
@@ -143,7 +141,7 @@ class LeasedStore:
             raise self._stop_after
 
     async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
-        found = await connection.execute(_sql_exists(), (run_id,))
+        found = await connection.execute(_RUN_EXISTS, (run_id,))
         if await found.fetchone() is None:
             return RunNotFoundError(run_id)
         return LeaseLostError(run_id, self.claim.epoch)
@@ -202,10 +200,6 @@ class LeasedStore:
 
     async def close(self) -> None:
         """Nothing: the worker owns the store."""
-
-
-def _sql_exists() -> str:
-    return POSTGRES.render(_sql.SELECT_RUN_EXISTS)
 
 
 async def _insert_checkpoint(connection: Connection, checkpoint: CheckpointRecord) -> None:

@@ -32,6 +32,7 @@ from treadle._exceptions import (
     RunExistsError,
     RunNotFoundError,
 )
+from treadle._runtime._result import ENDED
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -40,8 +41,7 @@ if TYPE_CHECKING:
     from treadle._durable._postgres_pools import Connection
 
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
-_ENDED = ("completed", "failed", "cancelled", "stalled")
-_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in _ENDED) + ")"
+_ENDED_SQL = "(" + ", ".join(sorted(f"'{status}'" for status in ENDED)) + ")"
 _DUE = POSTGRES.render(DUE_AT)
 
 # Expired leases first (their runs were already under way), then by how long
@@ -229,7 +229,7 @@ class RunQueue:
             )
             has_inbox = await waiting.fetchone() is not None
             status = row[0]
-            ready = status not in _ENDED and (status in ("running", "pending") or has_inbox)
+            ready = status not in ENDED and (status in ("running", "pending") or has_inbox)
             await connection.execute(_RELEASE, (now if ready else None, claim.run_id))
             if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
                 await connection.execute(_NOTIFY_READY)
@@ -317,7 +317,7 @@ async def deliver(
         row = await locked.fetchone()
         if row is None:
             raise RunNotFoundError(run_id)
-        if row[0] in _ENDED:
+        if row[0] in ENDED:
             msg = f"run {run_id!r} has ended ({row[0]}); nothing can be delivered to it"
             raise RequestError(msg)
         for values in rows:

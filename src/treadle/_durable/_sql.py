@@ -309,6 +309,11 @@ def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
     return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at, wake_at)
 
 
+def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
+    """A :class:`CheckpointRecord` from the info columns then the blob, as the selects give them."""
+    return CheckpointRecord(info_from_row(run_id, row), row[6])
+
+
 def upgrade(
     found: int | None, location: str, steps: Sequence[Sequence[str]]
 ) -> list[tuple[str, tuple[int, ...]]]:

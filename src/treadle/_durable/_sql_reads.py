@@ -11,11 +11,12 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable import _sql
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 
 class SqlReads(ABC):
@@ -62,7 +63,7 @@ class SqlReads(ABC):
             raise RunNotFoundError(run_id)
         if rows[0][0] is None:
             raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return CheckpointRecord(_sql.info_from_row(run_id, rows[0]), rows[0][6])
+        return _sql.checkpoint_from_row(run_id, rows[0])
 
     async def load_resumable(
         self, run_id: str, checkpoint_id: str | None = None
@@ -80,7 +81,7 @@ class SqlReads(ABC):
         run, graph, found = _sql.run_from_row(row[:width]), row[width], row[width + 1 :]
         if found[0] is None:
             return run, graph, None
-        return run, graph, CheckpointRecord(_sql.info_from_row(run_id, found), found[6])
+        return run, graph, _sql.checkpoint_from_row(run_id, found)
 
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.

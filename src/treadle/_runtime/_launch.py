@@ -64,7 +64,9 @@ async def open_run(
     workflow: Workflow, launch: Launch, sink: EventSink | None
 ) -> tuple[RunLoop, Callable[[], None]]:
     """A loop ready to step, and the callable that releases its executors."""
-    options = workflow.options(launch.overrides)
+    store = launch.store if launch.store is not None else workflow.store
+    # With nowhere to rest, a run sleeps through its timers (whatever opened it).
+    options = workflow.options({**launch.overrides, "sleep_through_timers": store is None})
     restored = launch.restored
     if restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
@@ -72,7 +74,6 @@ async def open_run(
     run_id = launch.run_id or (restored.run_id if restored else None) or uuid.uuid4().hex
     pool, release = workflow.claim(run_id)
     try:
-        store = launch.store if launch.store is not None else workflow.store
         checkpointer = None
         if store is not None:
             checkpointer = Checkpointer(

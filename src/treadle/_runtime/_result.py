@@ -39,6 +39,10 @@ class RunStatus(enum.StrEnum):
         return self not in (RunStatus.RUNNING, RunStatus.PENDING)
 
 
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
+"""Statuses a run never leaves by itself: nothing more will be delivered to it."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """What a run committed, as of its last barrier.

@@ -104,7 +104,6 @@ class Workflow(WorkflowGraph):
             timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
         )
         overrides["durability"] = durability
-        overrides["sleep_through_timers"] = (store or self.store) is None
         launch = Launch(
             message=message,
             run_id=run_id,
@@ -154,18 +153,15 @@ class Workflow(WorkflowGraph):
         events: ...``. Arguments are those of :meth:`run`, plus ``mode`` and
         ``max_buffered_events`` (OFF_THREAD backpressure).
         """
-        overrides = _overrides(
-            max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
-        )
-        # As run(): with nowhere to rest, a run sleeps through its timers.
-        overrides["sleep_through_timers"] = (store or self.store) is None
         launch = Launch(
             message=message,
             run_id=run_id,
             state=state,
             store=store,
             keep_last=keep_last,
-            overrides=overrides,
+            overrides=_overrides(
+                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
+            ),
         )
         return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
 

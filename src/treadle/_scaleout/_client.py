@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._durable._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._durable._serialization import JsonSerializer
-from treadle._runtime._result import RunResult, RunStatus
+from treadle._runtime._result import ENDED, RunResult, RunStatus
 from treadle._scaleout._apps import AppLoadError, by_name, load_app
 
 if TYPE_CHECKING:
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
     from treadle._durable._store import RunRecord
     from treadle._runtime._workflow import Workflow
 
-_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
-_RESTING = _ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
+_RESTING = ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
 
 
 def connect(
@@ -119,7 +118,7 @@ class Client:
         Raises:
             TimeoutError: ``timeout`` seconds passed first.
         """
-        wanted = _RESTING if until_rest else _ENDED
+        wanted = _RESTING if until_rest else ENDED
         async with asyncio.timeout(timeout):
             async for row in self.watch(run_id, poll_interval=poll_interval):
                 if RunStatus(row.status) in wanted:
@@ -140,7 +139,7 @@ class Client:
             if marker != seen:
                 seen = marker
                 yield row
-                if RunStatus(row.status) in _ENDED:
+                if RunStatus(row.status) in ENDED:
                     return
             await asyncio.sleep(poll_interval)
 

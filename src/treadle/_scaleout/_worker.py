@@ -50,6 +50,7 @@ from treadle._exceptions import (
     WorkflowRunError,
 )
 from treadle._runtime._clock import SystemClock
+from treadle._runtime._result import ENDED
 from treadle._scaleout._apps import AppLoadError, by_name, coerce_input
 
 if TYPE_CHECKING:
@@ -61,8 +62,6 @@ if TYPE_CHECKING:
     from treadle._runtime._workflow import Workflow
 
 logger = logging.getLogger("treadle.worker")
-
-_ENDED = frozenset({"completed", "failed", "cancelled", "stalled"})
 
 
 class WorkerStoppingError(DurabilityError):
@@ -266,7 +265,7 @@ class Worker:
     async def _execute(self, held: _Held) -> None:
         claim = held.claim
         workflow = self.workflows[claim.workflow]
-        if claim.status in _ENDED:
+        if claim.status in ENDED:
             return  # its worker died between the last commit and the release
         if claim.recoveries > self.max_recoveries:
             reason = (
