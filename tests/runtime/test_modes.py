@@ -66,6 +66,55 @@ async def test_lockstep_batches_are_canonical_and_numbered_in_order():
     assert kinds == [type(e).__name__ for e in again.events]
 
 
+async def test_recorded_events_are_numbered_in_order_in_results_and_failures():
+    # A result's events are numbered when handed out, not when published: check both
+    # ways out, the returned result and the one carried by a failure.
+    result = await counting_chain(3, []).run(1)
+    assert [e.sequence for e in result.events] == list(range(len(result.events)))
+
+    @executor
+    async def breaks(msg: int, ctx: WorkflowContext[int]) -> None:
+        ctx.add_event("about to fail")
+        if msg == 2:
+            raise ValueError("two")
+        ctx.send_message(msg + 1)
+
+    wf = WorkflowBuilder(start=breaks).add_edge(breaks, breaks).build()
+    with pytest.raises(ExecutorFailedError) as failed:
+        await wf.run(1)
+    events = failed.value.result.events
+    assert len(events) > 5
+    assert [e.sequence for e in events] == list(range(len(events)))
+
+
+def test_the_per_superstep_events_built_fast_equal_their_dataclass_construction():
+    from dataclasses import fields
+
+    from treadle._runtime import _events as ev
+
+    pairs = [
+        (
+            ev.superstep_started("r", 3, ("a", "b")),
+            ev.SuperstepStarted(run_id="r", superstep=3, executor_ids=("a", "b")),
+        ),
+        (ev.superstep_completed("r", 3), ev.SuperstepCompleted(run_id="r", superstep=3)),
+        (
+            ev.executor_invoked("r", 3, "x", 2, 4),
+            ev.ExecutorInvoked(run_id="r", superstep=3, executor_id="x", position=2, attempt=4),
+        ),
+        (
+            ev.executor_completed("r", 3, "x", 2),
+            ev.ExecutorCompleted(run_id="r", superstep=3, executor_id="x", position=2),
+        ),
+    ]
+    for fast, slow in pairs:
+        assert type(fast) is type(slow)
+        # Every field set (an unset slot raises AttributeError), each to the same value.
+        assert {f.name: getattr(fast, f.name) for f in fields(fast)} == {
+            f.name: getattr(slow, f.name) for f in fields(slow)
+        }
+
+
 async def test_off_thread_publishes_an_event_while_a_slow_sibling_still_runs():
     release_slow = asyncio.Event()
     slow_finished = []

@@ -78,6 +78,7 @@ class WorkflowContext(Generic[SendT]):
         superstep: int,
         envelope: Envelope,
         earlier: Sequence[Sequence[Op]],
+        events: list[WorkflowEvent],
     ) -> None:
         self._run = run
         self.executor_id = executor_id
@@ -91,7 +92,7 @@ class WorkflowContext(Generic[SendT]):
         self._earlier = earlier
         self._outbox: list[Outgoing] = []
         self._outputs: list[Any] = []
-        self._events: list[WorkflowEvent] = []
+        self._events = events  # shared by a retried invocation's attempts
         self._scheduled: list[tuple[float, str, Any]] = []
         self._approvals: list[tuple[str, Any, HandoffContext]] = []
         self._spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []

@@ -133,3 +133,64 @@ class StatusChanged(WorkflowEvent):
 
     status: RunStatus
     error: BaseException | None = None
+
+
+# --- the four events of every superstep, built without keyword handling --------
+#
+# A superstep publishes SuperstepStarted, SuperstepCompleted and, per invocation,
+# ExecutorInvoked and ExecutorCompleted. Calling a keyword-only dataclass costs
+# about three times setting its slots directly, and these four are built on the
+# hot path of every run that records events; each function below sets every
+# field of its class (tests/runtime/test_events.py compares them with __init__).
+
+_new = object.__new__
+
+
+def superstep_started(
+    run_id: str, superstep: int, executor_ids: tuple[str, ...]
+) -> SuperstepStarted:
+    """``SuperstepStarted(run_id=..., superstep=..., executor_ids=...)``."""
+    event: SuperstepStarted = _new(SuperstepStarted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    event.executor_ids = executor_ids
+    return event
+
+
+def superstep_completed(run_id: str, superstep: int) -> SuperstepCompleted:
+    """``SuperstepCompleted(run_id=..., superstep=...)``."""
+    event: SuperstepCompleted = _new(SuperstepCompleted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    return event
+
+
+def executor_invoked(
+    run_id: str, superstep: int, executor_id: str, position: int, attempt: int
+) -> ExecutorInvoked:
+    """``ExecutorInvoked(run_id=..., superstep=..., executor_id=..., ...)``."""
+    event: ExecutorInvoked = _new(ExecutorInvoked)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = executor_id
+    event.sequence = -1
+    event.position = position
+    event.attempt = attempt
+    return event
+
+
+def executor_completed(
+    run_id: str, superstep: int, executor_id: str, position: int
+) -> ExecutorCompleted:
+    """``ExecutorCompleted(run_id=..., superstep=..., executor_id=..., position=...)``."""
+    event: ExecutorCompleted = _new(ExecutorCompleted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = executor_id
+    event.sequence = -1
+    event.position = position
+    return event

@@ -33,9 +33,9 @@ from treadle._runtime._events import (
     ExecutorFailed,
     OutputEvent,
     StatusChanged,
-    SuperstepCompleted,
-    SuperstepStarted,
     WorkflowEvent,
+    superstep_completed,
+    superstep_started,
 )
 from treadle._runtime._result import RunResult, RunStatus
 from treadle._runtime._runner import Planned, run_superstep
@@ -189,7 +189,10 @@ class RunLoop:
             await self.cancel()
             raise
         status = self._resting_status() if not self.pending else RunStatus.RUNNING
-        await self._conclude(status)
+        if self.checkpointer is not None or self.spawned.queued:
+            await self._conclude(status)
+        if status is not RunStatus.RUNNING:
+            self._set_status(status)
         if self.trace is not None:
             self.trace.end_superstep()
         return status is RunStatus.RUNNING
@@ -226,7 +229,11 @@ class RunLoop:
             raise RunTimeoutError(self.run_id, deadline, superstep)
 
     async def _conclude(self, status: RunStatus) -> None:
-        """Checkpoint the barrier (with its resulting status), then announce it."""
+        """Checkpoint the barrier (with its resulting status), then start queued work.
+
+        The caller moves the run to ``status`` afterwards, so a status is
+        announced only once the barrier that led to it is durable.
+        """
         if self.checkpointer is not None:
             try:
                 checkpoint_id = await self.checkpointer.save(
@@ -247,8 +254,6 @@ class RunLoop:
                 )
         if self.spawned.queued:
             self.spawned.start_queued()
-        if status is not RunStatus.RUNNING:
-            self._set_status(status)
 
     async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         if self.checkpointer is not None:
@@ -280,15 +285,8 @@ class RunLoop:
         get = self.pool.get
         plan: list[Planned] = [(get(eid), ranks[eid], inbox) for eid, inbox in ordered]
         if self.listening:
-            self.publish(
-                SuperstepStarted(
-                    run_id=self.run_id,
-                    superstep=superstep,
-                    executor_ids=(plan[0][0].id,)
-                    if len(plan) == 1
-                    else tuple(p[0].id for p in plan),
-                )
-            )
+            ids = (plan[0][0].id,) if len(plan) == 1 else tuple(p[0].id for p in plan)
+            self.publish(superstep_started(self.run_id, superstep, ids))
         return plan
 
     def _commit(
@@ -353,7 +351,7 @@ class RunLoop:
                             )
                         )
         if listening:
-            publish(SuperstepCompleted(run_id=self.run_id, superstep=superstep))
+            publish(superstep_completed(self.run_id, superstep))
 
     async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""

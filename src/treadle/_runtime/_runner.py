@@ -24,11 +24,11 @@ from treadle._exceptions import ExecutorFailedError, HandlerTimeoutError, Routin
 from treadle._runtime._clock import sleep_for
 from treadle._runtime._context import WorkflowContext
 from treadle._runtime._events import (
-    ExecutorCompleted,
     ExecutorFailed,
-    ExecutorInvoked,
     ExecutorSuspended,
     RequestEvent,
+    executor_completed,
+    executor_invoked,
 )
 from treadle._runtime._policies import NO_RETRY
 from treadle._runtime._waits import Suspend, Suspension
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from treadle._runtime._policies import RetryPolicy
     from treadle._runtime._state import Op
     from treadle._runtime._tracing import RunTrace
+    from treadle._runtime._waits import Wait
 
 Planned = tuple["Executor", int, "list[Envelope]"]
 """One executor's share of a superstep: (instance, rank, inbox)."""
@@ -56,18 +57,27 @@ async def run_superstep(
     Raises:
         ExecutorFailedError: a handler raised (the lowest-ranked failure).
     """
+    if len(plan) == 1 and len(plan[0][2]) == 1:  # one invocation: no inbox to drain
+        executor, rank, inbox = plan[0]
+        return [await _invoke(run, superstep, executor, rank, 0, inbox[0], ())]
     if len(plan) == 1 or run.options.deterministic:
         contexts: list[WorkflowContext[object]] = []
         for executor, rank, inbox in plan:
             contexts.extend(await _drain(run, superstep, executor, rank, inbox))
         return contexts
-    results: list[list[WorkflowContext[object]]] = [[] for _ in plan]
+    tasks: list[asyncio.Task[WorkflowContext[object] | list[WorkflowContext[object]]]] = []
     failure: ExecutorFailedError | None = None
     try:
         async with asyncio.TaskGroup() as group:
-            for index, (executor, rank, inbox) in enumerate(plan):
-                # No wrapper coroutine: _drain files its contexts under ``index`` itself.
-                group.create_task(_drain(run, superstep, executor, rank, inbox, results, index))
+            for executor, rank, inbox in plan:
+                # One message: the invocation itself is the task, with no inbox to drain.
+                tasks.append(
+                    group.create_task(
+                        _invoke(run, superstep, executor, rank, 0, inbox[0], ())
+                        if len(inbox) == 1
+                        else _drain(run, superstep, executor, rank, inbox)
+                    )
+                )
     except BaseExceptionGroup as errors:
         failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
         if not failures or len(failures) != len(_leaves(errors)):
@@ -75,7 +85,14 @@ async def run_superstep(
         failure = min(failures, key=lambda e: run.ranks[e.executor_id])
     if failure is not None:
         raise failure
-    return [ctx for contexts in results for ctx in contexts]
+    contexts = []
+    for task in tasks:
+        done = task.result()
+        if isinstance(done, list):
+            contexts.extend(done)
+        else:
+            contexts.append(done)
+    return contexts
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -94,13 +111,8 @@ async def _drain(
     executor: Executor,
     rank: int,
     inbox: list[Envelope],
-    into: list[list[WorkflowContext[object]]] | None = None,
-    index: int = 0,
 ) -> list[WorkflowContext[object]]:
-    """Handle one executor's inbox: in order, or ``concurrency`` at a time.
-
-    The contexts are returned, and also stored at ``into[index]`` when given.
-    """
+    """Handle one executor's inbox: in order, or ``concurrency`` at a time."""
     earlier: list[Sequence[Op]] = []
     if executor.concurrency == 1 or len(inbox) == 1:
         contexts = []
@@ -109,8 +121,6 @@ async def _drain(
             contexts.append(ctx)
             if ctx._state is not None and ctx._state.ops and ctx.suspension is None:
                 earlier.append(ctx._state.ops)
-        if into is not None:
-            into[index] = contexts
         return contexts
     slots = asyncio.Semaphore(executor.concurrency)
     done: list[WorkflowContext[object] | None] = [None] * len(inbox)
@@ -125,10 +135,7 @@ async def _drain(
     async with asyncio.TaskGroup() as group:
         for position, envelope in enumerate(inbox):
             group.create_task(one(position, envelope))
-    finished = [ctx for ctx in done if ctx is not None]
-    if into is not None:
-        into[index] = finished
-    return finished
+    return [ctx for ctx in done if ctx is not None]
 
 
 async def _invoke(
@@ -155,21 +162,12 @@ async def _invoke(
     attempt = 1
     while True:
         ctx: WorkflowContext[object] = WorkflowContext(
-            run, executor_id, rank, position, superstep, envelope, earlier
+            run, executor_id, rank, position, superstep, envelope, earlier, carried
         )
-        ctx._events = carried
         if run.backpressure is not None:
             await run.backpressure()
-        if listening:  # built directly: announce()'s keyword packing costs on every step
-            ctx.emit(
-                ExecutorInvoked(
-                    run_id=run.run_id,
-                    superstep=superstep,
-                    executor_id=executor_id,
-                    position=position,
-                    attempt=attempt,
-                )
-            )
+        if listening:
+            ctx.emit(executor_invoked(run.run_id, superstep, executor_id, position, attempt))
         try:
             if spec is None:
                 msg = f"executor {executor_id!r} has no handler for {type(payload).__qualname__}"
@@ -182,48 +180,52 @@ async def _invoke(
             else:
                 await _call_traced(trace, run, executor, spec, payload, ctx, timeout, attempt)
         except Suspend as suspend:
-            ctx.suspension = Suspension(executor_id, envelope, ctx._journal, suspend.wait)
-            if listening:
-                wait = suspend.wait
-                ctx.announce(ExecutorSuspended, position=position, wait=wait.kind, key=wait.key)
-                if suspend.wait.kind == "request":
-                    ctx.announce(
-                        RequestEvent,
-                        request_id=wait.key,
-                        payload=wait.payload,
-                        response_type=wait.response_type,
-                    )
+            _suspended(ctx, envelope, suspend.wait)
             return ctx
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - retried, or raised wrapped by _failed
             policy = _retry_policy(run, executor, spec)  # read only when something failed
-            retrying = policy.should_retry(error, attempt)
-            if listening and (retrying or run.live):  # a batch reports the final failure itself
-                ctx.announce(
-                    ExecutorFailed,
-                    position=position,
-                    error=error,
-                    attempt=attempt,
-                    retrying=retrying,
-                )
-            if not retrying:
-                failure = ExecutorFailedError(executor_id, superstep, error)
-                failure.attempt = attempt
-                failure.events = ctx._events  # for a batch: what this invocation raised
-                raise failure from error
+            _failed(ctx, error, attempt, retrying=policy.should_retry(error, attempt))
             carried = ctx._events
             await sleep_for(run.clock, policy.backoff.delay(attempt))
             attempt += 1
             continue
         if listening:
-            ctx.emit(
-                ExecutorCompleted(
-                    run_id=run.run_id,
-                    superstep=superstep,
-                    executor_id=executor_id,
-                    position=position,
-                )
-            )
+            ctx.emit(executor_completed(run.run_id, superstep, executor_id, position))
         return ctx
+
+
+def _suspended(ctx: WorkflowContext[object], envelope: Envelope, wait: Wait) -> None:
+    """Record that the invocation reached a durable wait, and announce it."""
+    ctx.suspension = Suspension(ctx.executor_id, envelope, ctx._journal, wait)
+    if ctx._run.listening:
+        ctx.announce(ExecutorSuspended, position=ctx.position, wait=wait.kind, key=wait.key)
+        if wait.kind == "request":
+            ctx.announce(
+                RequestEvent,
+                request_id=wait.key,
+                payload=wait.payload,
+                response_type=wait.response_type,
+            )
+
+
+def _failed(
+    ctx: WorkflowContext[object], error: Exception, attempt: int, *, retrying: bool
+) -> None:
+    """Announce a failed attempt; unless it is retried, raise it as the executor's failure.
+
+    Raises:
+        ExecutorFailedError: ``error`` ends the invocation (no retry left).
+    """
+    run = ctx._run
+    if run.listening and (retrying or run.live):  # a batch reports the final failure itself
+        ctx.announce(
+            ExecutorFailed, position=ctx.position, error=error, attempt=attempt, retrying=retrying
+        )
+    if not retrying:
+        failure = ExecutorFailedError(ctx.executor_id, ctx.superstep, error)
+        failure.attempt = attempt
+        failure.events = ctx._events  # for a batch: what this invocation raised
+        raise failure from error
 
 
 async def _call_traced(

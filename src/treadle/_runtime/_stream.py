@@ -104,20 +104,29 @@ class EventChannel:
 
 
 class EventBatch:
-    """Collects events in canonical order, for lockstep batches and results."""
+    """Collects events in canonical order, for lockstep batches and results.
+
+    An event's ``sequence`` is its index in ``events``, so it is written when
+    the event is handed out (:meth:`numbered`) rather than when published:
+    a run publishes several events per superstep, and on that path
+    ``publish`` is nothing but the list's own ``append``.
+    """
 
     live = False
     backpressure: Callable[[], Awaitable[None]] | None = None
 
     def __init__(self) -> None:
         self.events: list[WorkflowEvent] = []
-        self._sequence = 0
+        self.publish: Callable[[WorkflowEvent], None] = self.events.append
+        self._numbered = 0
 
-    def publish(self, event: WorkflowEvent) -> None:
-        """Append an event, numbering it."""
-        event.sequence = self._sequence
-        self._sequence += 1
-        self.events.append(event)
+    def numbered(self) -> list[WorkflowEvent]:
+        """Every event so far, each with its ``sequence`` set."""
+        events = self.events
+        for index in range(self._numbered, len(events)):
+            events[index].sequence = index
+        self._numbered = len(events)
+        return events
 
 
 class WorkflowStream:
@@ -163,7 +172,7 @@ class WorkflowStream:
     def result(self) -> RunResult:
         """The run as of its last committed barrier."""
         loop = self._opened()
-        return loop.result(self._batch.events if self._batch is not None else None)
+        return loop.result(self._batch.numbered() if self._batch is not None else None)
 
     def _opened(self) -> RunLoop:
         if self._loop is None:
@@ -239,6 +248,7 @@ class WorkflowStream:
                 self._finish()
                 raise
         event = batch.events[self._cursor]
+        event.sequence = self._cursor
         self._cursor += 1
         return event
 

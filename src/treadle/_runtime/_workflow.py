@@ -117,19 +117,18 @@ class Workflow(WorkflowGraph):
     async def _drive(self, launch: Launch, *, record_events: bool) -> RunResult:
         batch = EventBatch() if record_events else None
         loop, release = await open_run(self, launch, batch)
-        events = batch.events if batch is not None else None
         try:
             await loop.run_to_end()
         except TreadleError as error:
             if isinstance(error, WorkflowRunError):
-                error.result = loop.result(events)
+                error.result = loop.result(batch.numbered() if batch is not None else None)
             raise
         except asyncio.CancelledError:
             await loop.cancel()
             raise
         finally:
             release()
-        return loop.result(events)
+        return loop.result(batch.numbered() if batch is not None else None)
 
     def stream(
         self,
