@@ -39,6 +39,22 @@ def _epoch(when: dt.datetime | float) -> float:
     return float(when)
 
 
+class LaterWork:
+    """What an invocation leaves for after its barrier; made only if it leaves any.
+
+    ``scheduled``: (due, target, payload) from ``schedule_message``;
+    ``approvals``: (target, payload, handoff) handoffs awaiting approval;
+    ``spawns``: (record, function, arguments) background work to start.
+    """
+
+    __slots__ = ("approvals", "scheduled", "spawns")
+
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[float, str, Any]] = []
+        self.approvals: list[tuple[str, Any, HandoffContext]] = []
+        self.spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
+
+
 class WorkflowContext(Generic[SendT]):
     """What a handler may do; parameterize it with the types it sends.
 
@@ -48,16 +64,14 @@ class WorkflowContext(Generic[SendT]):
     """
 
     __slots__ = (
-        "_approvals",
         "_cursor",
         "_earlier",
         "_events",
         "_journal",
+        "_later",
         "_outbox",
         "_outputs",
         "_run",
-        "_scheduled",
-        "_spawns",
         "_stamp",
         "_state",
         "executor_id",
@@ -87,15 +101,16 @@ class WorkflowContext(Generic[SendT]):
         self.superstep = superstep
         self.handoff_context: HandoffContext | None = envelope.handoff
         self._stamp = envelope.stamp
-        self._journal: list[JournalEntry] = list(envelope.journal) if envelope.journal else []
+        # Made on first use, like _later and _outputs: most invocations need none of them.
+        self._journal: list[JournalEntry] | None = (
+            list(envelope.journal) if envelope.journal else None
+        )
         self._cursor = 0
         self._earlier = earlier
         self._outbox: list[Outgoing] = []
-        self._outputs: list[Any] = []
+        self._outputs: list[Any] | None = None
         self._events = events  # shared by a retried invocation's attempts
-        self._scheduled: list[tuple[float, str, Any]] = []
-        self._approvals: list[tuple[str, Any, HandoffContext]] = []
-        self._spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
+        self._later: LaterWork | None = None
         self._state: SharedState | None = None
         self.suspension: Suspension | None = None
         self.threaded = False
@@ -118,6 +133,11 @@ class WorkflowContext(Generic[SendT]):
         stamp = ".".join(map(str, self._stamp))
         return f"{self._run.run_id}:{self.executor_id}:{stamp}"
 
+    def _later_work(self) -> LaterWork:
+        if self._later is None:
+            self._later = LaterWork()
+        return self._later
+
     # -- messages and outputs -----------------------------------------------------
     def send_message(self, message: SendT, target: str | Executor | None = None) -> None:
         """Send ``message`` along this executor's edges, for the next superstep.
@@ -137,7 +157,10 @@ class WorkflowContext(Generic[SendT]):
 
     def yield_output(self, value: Any) -> None:
         """Add ``value`` to the run's outputs when this superstep commits."""
-        self._outputs.append(value)
+        if self._outputs is None:
+            self._outputs = [value]
+        else:
+            self._outputs.append(value)
 
     def handoff(self, target: str | Executor, payload: Any, reason: str | None = None) -> None:
         """Hand control to ``target``, which receives ``payload`` next superstep.
@@ -151,7 +174,7 @@ class WorkflowContext(Generic[SendT]):
         delivered, fan_in = router.handoff(self.executor_id, target_id, payload)
         handoff = HandoffContext(self.executor_id, reason)
         if router.needs_approval(self.executor_id, delivered):
-            self._approvals.append((delivered, payload, handoff))
+            self._later_work().approvals.append((delivered, payload, handoff))
         else:
             self._outbox.append((delivered, fan_in, payload, handoff))
 
@@ -178,8 +201,9 @@ class WorkflowContext(Generic[SendT]):
     # -- durable steps and waits ----------------------------------------------------------
     def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
         """The recorded result of the next journal entry, if re-executing."""
-        if self._cursor < len(self._journal):
-            recorded_kind, recorded_name, value = self._journal[self._cursor]
+        journal = self._journal
+        if journal is not None and self._cursor < len(journal):
+            recorded_kind, recorded_name, value = journal[self._cursor]
             if (recorded_kind, recorded_name) != (kind, name):
                 raise JournalMismatchError(
                     self.executor_id,
@@ -194,7 +218,7 @@ class WorkflowContext(Generic[SendT]):
     @property
     def replaying(self) -> bool:
         """Whether the handler is re-executing recorded steps after a wait."""
-        return self._cursor < len(self._journal)
+        return self._journal is not None and self._cursor < len(self._journal)
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` once per invocation, however often it re-executes.
@@ -214,6 +238,8 @@ class WorkflowContext(Generic[SendT]):
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
+        if self._journal is None:
+            self._journal = []
         self._journal.append(("step", name, value))
         self._cursor += 1
         return value
@@ -329,7 +355,7 @@ class WorkflowContext(Generic[SendT]):
             if fan_in >= 0:
                 msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
                 raise RoutingError(msg)
-            self._scheduled.append((due, delivered, message))
+            self._later_work().scheduled.append((due, delivered, message))
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> str:
         """Start ``fn(*args)`` as background work owned by the run; return its key.
@@ -351,8 +377,9 @@ class WorkflowContext(Generic[SendT]):
             raise TypeError(msg)
         label: str = name or getattr(fn, "__name__", None) or "work"
         stamp = ".".join(map(str, self._stamp))
-        key = f"{self.executor_id}:{stamp}:{len(self._spawns)}"
-        self._spawns.append((SpawnRecord(key, self.executor_id, label), fn, args))
+        spawns = self._later_work().spawns
+        key = f"{self.executor_id}:{stamp}:{len(spawns)}"
+        spawns.append((SpawnRecord(key, self.executor_id, label), fn, args))
         return key
 
     # -- events -----------------------------------------------------------------------

@@ -310,7 +310,7 @@ class RunLoop:
             if c._state is not None:
                 writes.append((c.executor_id, c._state.ops))
             sent.append((c.executor_id, c.rank, c.position, c._outbox))
-            extras = extras or bool(c._scheduled or c._spawns or c._approvals)
+            extras = extras or c._later is not None
         if suspended:
             contexts = [c for c in contexts if c.suspension is None]
         state = (
@@ -338,7 +338,7 @@ class RunLoop:
             if ctx._events:
                 for event in ctx._events:
                     publish(event)
-            if ctx._outputs and ctx.suspension is None:
+            if ctx._outputs is not None and ctx.suspension is None:
                 outputs.extend(ctx._outputs)
                 if listening:
                     for value in ctx._outputs:
@@ -365,12 +365,15 @@ class RunLoop:
     def _commit_durable_work(self, superstep: int, contexts: list[WorkflowContext[Any]]) -> None:
         """Scheduled messages, spawned work and handoffs awaiting approval."""
         for ctx in contexts:
+            later = ctx._later
+            if later is None:
+                continue
             # Their stamps continue the invocation's send sequence.
             stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox))
             self.waits.commit_later(
-                self.run_id, ctx.executor_id, stamp, ctx._scheduled, ctx._approvals
+                self.run_id, ctx.executor_id, stamp, later.scheduled, later.approvals
             )
-            for record, fn, args in ctx._spawns:
+            for record, fn, args in later.spawns:
                 self.spawned.queue(record, fn, args)
 
     def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:

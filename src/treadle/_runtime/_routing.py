@@ -196,6 +196,9 @@ class Router:
                     routes.append(("switch", cases, default))
         if always:
             routes.insert(0, ("always", tuple(always)))
+        if routes and all(_is_static(route) for route in routes):
+            # Nothing depends on the message: deliver one precomputed tuple, in route order.
+            routes = [("always", tuple(d for route in routes for d in _static_deliveries(route)))]
         if not routes:
             msg = (
                 f"executor {source!r} sent a {cls.__qualname__}, but no edge from {source!r} "
@@ -205,6 +208,22 @@ class Router:
         compiled = tuple(routes)
         self._compiled[(source, cls)] = compiled
         return compiled
+
+
+def _is_static(route: _Route) -> bool:
+    """Whether a route delivers the same way whatever the message."""
+    kind = route[0]
+    return kind in {"always", "fan_in"} or (kind == "fan_out" and route[2] is None)
+
+
+def _static_deliveries(route: _Route) -> tuple[Delivery, ...]:
+    kind = route[0]
+    if kind == "always":
+        deliveries: tuple[Delivery, ...] = route[1]
+        return deliveries
+    if kind == "fan_in":
+        return ((route[1], route[2]),)
+    return tuple((t, NOT_FAN_IN) for t in route[1])  # a fan-out without selector
 
 
 def _select(source: str, targets: tuple[str, ...], selector: Any, message: Any) -> list[Delivery]:

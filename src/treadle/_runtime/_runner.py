@@ -158,7 +158,8 @@ async def _invoke(
     timeout = (spec.timeout if spec else None) or executor.timeout
     listening = run.listening
     trace = run.trace
-    carried: list[WorkflowEvent] = []
+    carried: list[WorkflowEvent] = []  # every attempt's events, kept for the barrier's batch
+    batched = listening and not run.live  # else events go out live, through ctx.emit
     attempt = 1
     while True:
         ctx: WorkflowContext[object] = WorkflowContext(
@@ -166,7 +167,9 @@ async def _invoke(
         )
         if run.backpressure is not None:
             await run.backpressure()
-        if listening:
+        if batched:  # what ctx.emit comes to, without the call: this runs every invocation
+            carried.append(executor_invoked(run.run_id, superstep, executor_id, position, attempt))
+        elif listening:
             ctx.emit(executor_invoked(run.run_id, superstep, executor_id, position, attempt))
         try:
             if spec is None:
@@ -185,18 +188,19 @@ async def _invoke(
         except Exception as error:  # noqa: BLE001 - retried, or raised wrapped by _failed
             policy = _retry_policy(run, executor, spec)  # read only when something failed
             _failed(ctx, error, attempt, retrying=policy.should_retry(error, attempt))
-            carried = ctx._events
             await sleep_for(run.clock, policy.backoff.delay(attempt))
             attempt += 1
             continue
-        if listening:
+        if batched:
+            carried.append(executor_completed(run.run_id, superstep, executor_id, position))
+        elif listening:
             ctx.emit(executor_completed(run.run_id, superstep, executor_id, position))
         return ctx
 
 
 def _suspended(ctx: WorkflowContext[object], envelope: Envelope, wait: Wait) -> None:
     """Record that the invocation reached a durable wait, and announce it."""
-    ctx.suspension = Suspension(ctx.executor_id, envelope, ctx._journal, wait)
+    ctx.suspension = Suspension(ctx.executor_id, envelope, ctx._journal or [], wait)
     if ctx._run.listening:
         ctx.announce(ExecutorSuspended, position=ctx.position, wait=wait.kind, key=wait.key)
         if wait.kind == "request":
