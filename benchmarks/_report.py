@@ -149,7 +149,9 @@ def _spread_table(medians: Medians, engines: list[str]) -> list[str]:
 
 
 def _durability_notes(medians: Medians) -> list[str]:
-    if not {"ckpt_chain", "ckpt_chain_background", "idle_runs"} & set(medians):
+    if not {"ckpt_chain", "ckpt_chain_background", "ckpt_chain_batched", "idle_runs"} & set(
+        medians
+    ):
         return []
     out = ["## Durability modes and parked runs", ""]
     if "ckpt_chain" in medians:
@@ -164,6 +166,13 @@ def _durability_notes(medians: Medians) -> list[str]:
             'row: `durability="async"`): a step\'s commit overlaps the next step, at most '
             "one commit in flight, so a crash loses at most the last superstep's checkpoint. "
             "The floor's row is the same fsync'd insert per step as in `ckpt_chain`."
+        )
+    if "ckpt_chain_batched" in medians:
+        out.append(
+            '- `ckpt_chain_batched` is treadle\'s `durability="batched"`: steps go on while up '
+            "to 16 commits queue, and the store writes what has queued in one transaction "
+            "(one fsync), so a crash loses at most the last 16 steps' checkpoints. The floor "
+            "inserts a checkpoint every step and commits every 16th."
         )
     if "idle_runs" in medians:
         spec = WORKLOADS["idle_runs"]

@@ -135,6 +135,18 @@ WORKLOADS: dict[str, Workload] = {
             'LangGraph `durability="async"`); the floor is the same fsync\'d insert per step',
         ),
         Workload(
+            "ckpt_chain_batched",
+            CKPT_NODES,
+            "µs/node step",
+            CKPT_NODES,
+            runs=10,
+            quick_runs=3,
+            description="`ckpt_chain` with steps going on while up to 16 commits queue, written "
+            'in shared fsync\'d transactions (treadle `durability="batched"`: a crash loses at '
+            "most the last 16 steps' checkpoints); the floor inserts every step and commits "
+            "(fsync) every 16th",
+        ),
+        Workload(
             "idle_runs",
             IDLE_RUNS,
             "µs/run to wake",

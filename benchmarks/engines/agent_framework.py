@@ -39,6 +39,7 @@ ABSENT = {
     "ckpt_chain": "no comparable store: checkpoints go to memory or to FileCheckpointStorage "
     "(JSON files, atomic rename, no fsync), there is no SQLite store",
     "ckpt_chain_background": "no comparable store (see `ckpt_chain`)",
+    "ckpt_chain_batched": "no comparable store (see `ckpt_chain`)",
     "idle_runs": "no durable timer and no fsync'd store: a run can pause on "
     "`ctx.request_info` and be checkpointed to FileCheckpointStorage (no fsync), but nothing "
     "records a wake-up time or finds the runs that are due",

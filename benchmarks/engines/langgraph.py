@@ -43,6 +43,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 LIMIT = {"recursion_limit": 2 * LOOP_ITERATIONS + 10}
+
+ABSENT = {
+    "ckpt_chain_batched": 'no mode with a loss window of a few steps: `durability="async"` '
+    '(one step, the `ckpt_chain_background` row) or `"exit"` (the whole run, nothing '
+    "written until it ends)",
+}
 IDLE_RUNS_HERE = IDLE_RUNS // 10
 
 NOTES = {

@@ -33,6 +33,7 @@ ABSENT = {
     "ckpt_chain": "no per-step durable store in the library: a run's context can be "
     "serialized by hand, SQLite persistence exists only in the separate workflow server",
     "ckpt_chain_background": "no per-step durable store in the library (see `ckpt_chain`)",
+    "ckpt_chain_batched": "no per-step durable store in the library (see `ckpt_chain`)",
     "idle_runs": "no durable timer or store in the library: `ctx.wait_for_event` waits inside "
     "the live process (the run stays in memory, with a timeout), and its SQLite store is in "
     "the separate llama-agents-server package",

@@ -29,6 +29,7 @@ ABSENT = {
     "ckpt_chain": "pydantic-graph 2.x ships no state-persistence module (earlier "
     "releases had `pydantic_graph.persistence`): nothing to checkpoint to",
     "ckpt_chain_background": "no state persistence in 2.x (see `ckpt_chain`)",
+    "ckpt_chain_batched": "no state persistence in 2.x (see `ckpt_chain`)",
     "idle_runs": "no state persistence and no timer in 2.x: a run exists only while its "
     "coroutine runs, so it cannot rest outside the process",
 }

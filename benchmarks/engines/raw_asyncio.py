@@ -144,6 +144,7 @@ async def many_runs() -> RunFn:
 
 NOTES = {
     "ckpt_chain_background": "the same fsync'd insert per step as `ckpt_chain`",
+    "ckpt_chain_batched": "an insert per step, committed (fsync) every 16th step",
     "idle_runs": "one fsync'd insert per parked run; waking: one select of the due rows, "
     "then per run the handler and one fsync'd update",
 }
@@ -179,6 +180,32 @@ async def ckpt_chain() -> RunFn:
 
 
 ckpt_chain_background = ckpt_chain  # the floor has one durable mode: commit, then go on
+
+BATCH = 16  # treadle's durability="batched" loss window, in supersteps
+
+
+async def ckpt_chain_batched() -> RunFn:
+    """`chain` inserting a checkpoint per superstep, committed (fsync) every 16th and at the end."""
+    conn = _durable_connection(scratch_path("floor-batched.sqlite"))
+    conn.execute("CREATE TABLE checkpoints (run INTEGER, superstep INTEGER, blob BLOB)")
+    blob = os.urandom(CKPT_BLOB_BYTES)
+    run_no = 0
+
+    def checkpoint(superstep: int) -> None:
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
+        conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (run_no, superstep, blob))
+        if superstep % BATCH == 0 or superstep == CKPT_NODES:
+            conn.execute("COMMIT")
+
+    graph = _chain_graph(CKPT_NODES, on_barrier=checkpoint)
+
+    async def run() -> list[Any]:
+        nonlocal run_no
+        run_no += 1
+        return await graph.run("n0", 0)
+
+    return run
 
 
 async def idle_runs() -> Parking:

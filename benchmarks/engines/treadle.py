@@ -131,6 +131,12 @@ async def ckpt_chain_background() -> RunFn:
     return lambda: wf.run(0, store=store, durability="background")
 
 
+async def ckpt_chain_batched() -> RunFn:
+    store = _store("treadle.sqlite")
+    wf = _chain_workflow(CKPT_NODES)
+    return lambda: wf.run(0, store=store, durability="batched")
+
+
 async def idle_runs() -> Parking:
     store = _store("treadle-idle.sqlite")
     clock = FakeClock(start=0.0)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from treadle._durable._checkpointer import BATCHED_IN_FLIGHT
 from treadle.stores import SqliteStore
 
 HERE = Path(__file__).parent
@@ -25,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import crash_workflow  # noqa: E402 - the script doubles as the reference workflow
 
 TRIALS = 50
+LOSS_WINDOW = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}  # supersteps
 
 
 def spawn(
@@ -68,13 +70,17 @@ async def committed_superstep(store_path: Path, run_id: str) -> int | None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(("durability", "trials"), [("sync", TRIALS), ("background", 20)])
+@pytest.mark.parametrize(
+    ("durability", "trials"), [("sync", TRIALS), ("background", 20), ("batched", 20)]
+)
 def test_sigkill_at_a_random_superstep_then_resume_completes_exactly(tmp_path, durability, trials):
-    """In both modes no superstep whose checkpoint was durable at the kill runs again.
+    """In every mode no superstep whose checkpoint was durable at the kill runs again.
 
-    (In background mode fewer supersteps are durable at any moment: the
-    last one's commit may still be in flight, and is then re-run.)
+    In the background and batched modes fewer supersteps are durable at any
+    moment: commits still in flight are lost and their supersteps re-run,
+    but never more than the mode's loss window plus the superstep under way.
     """
+    rerun_limit = LOSS_WINDOW[durability] + 1
     expected = reference_outcome()
     rng = random.Random(20261121)
     store_path, side = tmp_path / "runs.sqlite", tmp_path / "side.sqlite"
@@ -102,6 +108,8 @@ def test_sigkill_at_a_random_superstep_then_resume_completes_exactly(tmp_path, d
         assert resumed.returncode == 0, err
         assert out.strip().splitlines()[-1] == expected, f"trial {trial}"
 
+        rerun = [superstep for superstep in before if superstep > (committed or 0)]
+        assert len(rerun) <= rerun_limit, (trial, committed, sorted(before))
         after = invocation_counts(side, run_id)
         assert set(after) == set(range(1, crash_workflow.SUPERSTEPS + 1))
         for superstep in range(1, (committed or 0) + 1):

@@ -1,5 +1,6 @@
 """Durable runs through the public API, on a real SQLite file."""
 
+import asyncio
 import json
 import pickle
 import sqlite3
@@ -334,13 +335,58 @@ def test_resume_sync_from_plain_code(tmp_path):
     asyncio.run(store.close())
 
 
-async def test_background_durability_gives_the_same_outcome_and_every_checkpoint(store):
+@pytest.mark.parametrize("durability", ["background", "batched"])
+async def test_each_durability_mode_gives_the_same_outcome_and_every_checkpoint(store, durability):
     calls: Counter = Counter()
     sync_result = await counting_workflow(store, calls).run(Count(1), run_id="sync")
-    background = await counting_workflow(store, calls).run(
-        Count(1), run_id="background", durability="background"
+    other = await counting_workflow(store, calls).run(
+        Count(1), run_id=durability, durability=durability
     )
-    assert (background.outputs, background.state) == (sync_result.outputs, sync_result.state)
-    history = await counting_workflow(store, calls).history("background")
+    assert (other.outputs, other.state) == (sync_result.outputs, sync_result.state)
+    history = await counting_workflow(store, calls).history(durability)
     assert [c.superstep for c in history.checkpoints] == list(range(11))
+    ids = [c.checkpoint_id for c in history.checkpoints]
+    assert [c.parent_checkpoint_id for c in history.checkpoints] == [None, *ids[:-1]]
     assert history.run.status == "completed"
+    assert other.last_checkpoint_id == ids[-1]
+
+
+class HeldStore:
+    """A real SqliteStore whose writes of checkpoints wait until the test lets them through."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.gate = asyncio.Event()
+        self.called = asyncio.Event()
+        self.batches: list[list[int]] = []  # the supersteps of each commit_many call
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    async def commit_many(self, checkpoints, *, keep_last=None):
+        self.batches.append([c.info.superstep for c in checkpoints])
+        self.called.set()
+        await self.gate.wait()
+        await self.store.commit_many(checkpoints, keep_last=keep_last)
+
+
+async def test_batched_durability_runs_ahead_of_16_unwritten_checkpoints_and_no_further(store):
+    calls: Counter = Counter()
+    held = HeldStore(store)
+    wf = counting_workflow(held, calls, last=40)
+    run = asyncio.create_task(wf.run(Count(1), run_id="held", durability="batched"))
+    async with asyncio.timeout(10):
+        await held.called.wait()  # the run row is created on the store's thread first
+    for _ in range(300):  # then every chance to run further than it may
+        await asyncio.sleep(0)
+    # Superstep 1's write hangs; 2..16 queue behind it; 17 computes, then waits.
+    assert max(calls) == 17
+    assert held.batches == [[1]]
+    assert (await store.get_run("held")).superstep == 0  # nothing durable past the input
+    held.gate.set()
+    result = await run
+    assert result.outputs == [sum(range(1, 41))]
+    assert held.batches[1] == list(range(2, 18))  # what queued went over in one call
+    assert [s for batch in held.batches for s in batch] == list(range(1, 41))
+    history = await wf.history("held")
+    assert [c.superstep for c in history.checkpoints] == list(range(41))

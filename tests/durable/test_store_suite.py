@@ -164,6 +164,37 @@ async def test_a_refused_commit_changes_nothing(store):
     assert await kept_ids(store, "run-2") == ["theirs"]
 
 
+async def test_commit_many_adds_one_runs_checkpoints_in_order_all_or_none(store):
+    record = await new_run(store)
+    await new_run(store, "run-2", first="theirs")
+    batch = [checkpoint("run-1", f"c{n}", n, created_at=T0 + n) for n in (1, 2)]
+    batch.append(checkpoint("run-1", "c3", 3, status="completed", created_at=T0 + 3))
+    await store.commit_many(batch)
+    assert await kept_ids(store) == ["c0", "c1", "c2", "c3"]
+    row = dataclasses.replace(
+        record, status="completed", superstep=3, checkpoint_id="c3", updated_at=T0 + 3
+    )
+    assert await store.get_run("run-1") == row
+    assert [await store.load_checkpoint("run-1", c.info.checkpoint_id) for c in batch] == batch
+    # One id taken (by another run) refuses the whole batch.
+    refused = [checkpoint("run-1", "c4", 4), checkpoint("run-1", "theirs", 5)]
+    with pytest.raises(ValueError, match="'theirs'"):
+        await store.commit_many(refused)
+    assert (await store.get_run("run-1"), await kept_ids(store)) == (row, ["c0", "c1", "c2", "c3"])
+    # Batches that cannot be one run's next checkpoints are refused before any write.
+    unfit = [
+        ([], "at least one"),
+        ([checkpoint("run-1", "c5", 5), checkpoint("run-2", "c6", 1)], "one run"),
+        ([checkpoint("run-1", "c5", 5), checkpoint("run-1", "c5", 6)], "repeat an id"),
+    ]
+    for checkpoints, words in unfit:
+        with pytest.raises(ValueError, match=words):
+            await store.commit_many(checkpoints)
+    with pytest.raises(RunNotFoundError):
+        await store.commit_many([checkpoint("ghost", "g1", 1)])
+    assert await kept_ids(store) == ["c0", "c1", "c2", "c3"]
+
+
 async def test_a_missing_run_or_checkpoint_is_named(store):
     await new_run(store)
     lookups = [

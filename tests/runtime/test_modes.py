@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+from dataclasses import fields
 
 import pytest
 
@@ -17,6 +18,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
+from treadle._runtime import _events as ev
 
 
 def counting_chain(length: int, calls: list):
@@ -88,10 +90,6 @@ async def test_recorded_events_are_numbered_in_order_in_results_and_failures():
 
 
 def test_the_per_superstep_events_built_fast_equal_their_dataclass_construction():
-    from dataclasses import fields
-
-    from treadle._runtime import _events as ev
-
     pairs = [
         (
             ev.superstep_started("r", 3, ("a", "b")),

@@ -8,10 +8,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle._durable._sql import check_keep_last, check_limit, due_at, first_checkpoint_id
+from treadle._durable._sql import (
+    check_keep_last,
+    check_limit,
+    due_at,
+    first_checkpoint_id,
+    last_of_one_run,
+)
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 
@@ -85,14 +93,28 @@ class MemoryStore:
             RunNotFoundError: No such run.
             ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
         """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+    ) -> None:
+        """:meth:`commit` for several checkpoints of one run, in order, all or none.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: An id is taken; the checkpoints are none, of several
+                runs, or repeat an id; ``keep_last`` is below 1.
+        """
         self._check_open()
+        info = last_of_one_run(checkpoints)
         check_keep_last(keep_last)
-        info = checkpoint.info
         with self._lock:
             run = self._run(info.run_id)
-            self._check_new_checkpoint(info)
-            run.checkpoints[info.checkpoint_id] = checkpoint
-            self._owners[info.checkpoint_id] = info.run_id
+            for checkpoint in checkpoints:  # every check before any change
+                self._check_new_checkpoint(checkpoint.info)
+            for checkpoint in checkpoints:
+                run.checkpoints[checkpoint.info.checkpoint_id] = checkpoint
+                self._owners[checkpoint.info.checkpoint_id] = info.run_id
             run.record = dataclasses.replace(
                 run.record,
                 status=info.status,

@@ -28,6 +28,7 @@ from psycopg_pool import PoolClosed
 
 from treadle._durable import _sql
 from treadle._durable._postgres_pools import Connection, LoopPools
+from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._sql_reads import SqlReads
 from treadle._exceptions import (
@@ -151,7 +152,7 @@ class PostgresStore(SqlReads):
             inserted = await connection.execute(_render(_sql.INSERT_RUN), run_row)
             if inserted.rowcount == 0:
                 raise RunExistsError(run.run_id)
-            await _insert_checkpoint(connection, first)
+            await insert_checkpoints(connection, (first,))
 
         await self._run(work, write=True)
 
@@ -166,9 +167,22 @@ class PostgresStore(SqlReads):
             RunNotFoundError: No such run.
             ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
         """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+    ) -> None:
+        """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: An id is taken; the checkpoints are none, of several
+                runs, or repeat an id; ``keep_last`` is below 1.
+        """
+        _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        await self._run(functools.partial(_commit, checkpoint, retention), write=True)
+        await self._run(functools.partial(_commit, tuple(checkpoints), retention), write=True)
 
     async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
@@ -354,21 +368,15 @@ def _redact(dsn: str) -> tuple[str, tuple[str, ...]]:
     return shown, secrets
 
 
-async def _insert_checkpoint(connection: Connection, checkpoint: CheckpointRecord) -> None:
-    parameters = _sql.checkpoint_parameters(checkpoint)
-    if (await connection.execute(_render(_sql.INSERT_CHECKPOINT), parameters)).rowcount == 0:
-        raise ValueError(f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken")
-
-
 async def _commit(
-    checkpoint: CheckpointRecord, keep_last: int | None, connection: Connection
+    checkpoints: Sequence[CheckpointRecord], keep_last: int | None, connection: Connection
 ) -> None:
-    info = checkpoint.info
+    info = checkpoints[-1].info
     # The run row first: its lock makes concurrent commits to one run take turns.
     advanced = await connection.execute(_render(_sql.ADVANCE_RUN), _sql.advance_parameters(info))
     if advanced.rowcount == 0:
         raise RunNotFoundError(info.run_id)
-    await _insert_checkpoint(connection, checkpoint)
+    await insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
         await _delete_old(connection, info.run_id, keep_last)
 

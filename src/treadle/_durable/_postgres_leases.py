@@ -11,10 +11,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable import _sql
+from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._durable._postgres import PostgresStore
     from treadle._durable._postgres_pools import Connection
     from treadle._durable._postgres_queue import Claim
@@ -33,7 +36,6 @@ SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = 
 WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
 FENCED_ADVANCE = POSTGRES.render(_sql.ADVANCE_RUN) + FENCE
 FENCED_SET_STATUS = POSTGRES.render(_sql.SET_STATUS) + FENCE
-_INSERT_CHECKPOINT = POSTGRES.render(_sql.INSERT_CHECKPOINT)
 _DELETE_OLD = POSTGRES.render(_sql.DELETE_OLD_CHECKPOINTS)
 
 
@@ -96,21 +98,27 @@ class LeasedStore:
         async def work(connection: Connection) -> None:
             if (await connection.execute(_ADOPT, adopt)).rowcount == 0:
                 raise await self._lost(connection, run.run_id)
-            await _insert_checkpoint(connection, first)
+            await insert_checkpoints(connection, (first,))
             await self._consume(connection, run.run_id)
 
         await self._write(work)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and advance the run row, only under the current lease."""
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+    ) -> None:
+        """Add checkpoints of the run in order, in one transaction, under the current lease."""
+        info = _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
-        info = checkpoint.info
         advance = (*_sql.advance_parameters(info), *self._fence)
 
         async def work(connection: Connection) -> None:
             if (await connection.execute(FENCED_ADVANCE, advance)).rowcount == 0:
                 raise await self._lost(connection, info.run_id)
-            await _insert_checkpoint(connection, checkpoint)
+            await insert_checkpoints(connection, checkpoints)
             if keep_last is not None:
                 parameters = (info.run_id, info.run_id, keep_last - 1, info.run_id)
                 await connection.execute(_DELETE_OLD, parameters)
@@ -200,10 +208,3 @@ class LeasedStore:
 
     async def close(self) -> None:
         """Nothing: the worker owns the store."""
-
-
-async def _insert_checkpoint(connection: Connection, checkpoint: CheckpointRecord) -> None:
-    parameters = _sql.checkpoint_parameters(checkpoint)
-    if (await connection.execute(_INSERT_CHECKPOINT, parameters)).rowcount == 0:
-        msg = f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken"
-        raise ValueError(msg)

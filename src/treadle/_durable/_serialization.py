@@ -234,10 +234,14 @@ class JsonSerializer:
             raise SerializationError(f"stored data is not valid treadle JSON: {exc}") from exc
 
 
+# One encoder for every dump: json.dumps with options builds a new one per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+
+
 def dump_plain(document: Any) -> bytes:
     """Plain JSON data (as :meth:`JsonSerializer.to_json` returns) as compact bytes."""
     try:
-        text = json.dumps(document, separators=(",", ":"), check_circular=False, allow_nan=False)
+        text = _COMPACT.encode(document)
     except ValueError as exc:  # ints beyond sys.get_int_max_str_digits()
         raise SerializationError(f"cannot serialize value: {exc}") from exc
     return text.encode("ascii")

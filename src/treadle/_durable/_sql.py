@@ -20,6 +20,7 @@ same calls and wake the same runs alike.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -210,10 +211,29 @@ INSERT INTO treadle_checkpoints
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (checkpoint_id) DO NOTHING"""
 
+_ONE_CHECKPOINT = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+@functools.cache
+def insert_checkpoints(count: int) -> str:
+    """``INSERT_CHECKPOINT`` for ``count`` checkpoints at once: one statement, one round trip."""
+    return INSERT_CHECKPOINT.replace(_ONE_CHECKPOINT, ", ".join([_ONE_CHECKPOINT] * count))
+
+
 ADVANCE_RUN = """
 UPDATE treadle_runs
 SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
 WHERE run_id = ?"""
+
+# ADVANCE_RUN in two statements, for SQLite: it rewrites an index entry (one more
+# page in the write-ahead log, on every commit) whenever the SET list names an
+# indexed column, changed or not, and most commits leave the status as it was.
+ADVANCE_RUN_POSITION = """
+UPDATE treadle_runs
+SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
+WHERE run_id = ?"""
+
+CHANGE_STATUS = "UPDATE treadle_runs SET status = ? WHERE run_id = ? AND status <> ?"
 
 SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
 
@@ -432,6 +452,32 @@ def check_limit(limit: int | None) -> None:
     """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be 0 or more, got {limit}")
+
+
+def last_of_one_run(checkpoints: Sequence[CheckpointRecord]) -> CheckpointInfo:
+    """The last of checkpoints that ``commit_many`` takes, once they are found fit to take.
+
+    Raises:
+        ValueError: there are none, they belong to more than one run, or an
+            id appears twice.
+    """
+    if not checkpoints:
+        raise ValueError("commit_many needs at least one checkpoint")
+    last = checkpoints[-1].info
+    runs = {c.info.run_id for c in checkpoints}
+    if len(runs) > 1:
+        raise ValueError(f"checkpoints committed together belong to one run, not {sorted(runs)}")
+    if len({c.info.checkpoint_id for c in checkpoints}) < len(checkpoints):
+        raise ValueError(f"checkpoints committed together to run {last.run_id!r} repeat an id")
+    return last
+
+
+def taken_ids_message(checkpoints: Sequence[CheckpointRecord]) -> str:
+    """What a store says when an insert of ``checkpoints`` found an id already taken."""
+    if len(checkpoints) == 1:
+        return f"checkpoint id {checkpoints[0].info.checkpoint_id!r} is taken"
+    ids = ", ".join(repr(c.info.checkpoint_id) for c in checkpoints)
+    return f"one of the checkpoint ids {ids} is taken"
 
 
 def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:

@@ -132,7 +132,7 @@ class SqliteStore(SqlReads):
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
                 raise RunExistsError(run.run_id)
-            _insert_checkpoint(connection, first)
+            _insert_checkpoints(connection, (first,))
 
         await self._call(work, write=True)
 
@@ -147,9 +147,28 @@ class SqliteStore(SqlReads):
             RunNotFoundError: No such run.
             ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
         """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+    ) -> asyncio.Future[None]:
+        """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
+
+        The run row follows the last of them. The work is queued for the
+        store's thread when called, and the future returned settles once it
+        is durable, so a caller that awaits it later (background and batched
+        durability) has the disk busy meanwhile.
+
+        Raises:
+            RunNotFoundError: No such run (from the future).
+            ValueError: An id is taken (from the future); the checkpoints are
+                none, of several runs, or repeat an id; ``keep_last`` is below 1.
+        """
+        _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        await self._call(functools.partial(_commit, checkpoint, retention), write=True, group=True)
+        work = functools.partial(_commit, tuple(checkpoints), retention)
+        return self._queue(work, write=True, group=True)
 
     async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
@@ -213,6 +232,10 @@ class SqliteStore(SqlReads):
         return await self._call(functools.partial(_select, query, parameters), write=False)
 
     async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
+        return await self._queue(work, write=write, group=group)
+
+    def _queue(self, work: _Work[_T], *, write: bool, group: bool = False) -> asyncio.Future[_T]:
+        """Hand ``work`` to the store's thread now; the future settles with its outcome."""
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self!r} is closed")
@@ -223,8 +246,7 @@ class SqliteStore(SqlReads):
                 self._thread.start()
                 weakref.finalize(self, self._jobs.put, None)  # a store never closed: stop anyway
             call = _Groupable(self, work) if group else functools.partial(self._run, work, write)
-            done: asyncio.Future[_T] = self._submit(call)
-        return await done
+            return self._submit(call)
 
     def _submit(self, call: Callable[[], _T]) -> asyncio.Future[_T]:
         # The future belongs to whichever loop awaits it; none is cached, so the
@@ -375,9 +397,11 @@ def _gather_group(
     group: list[_Grouped] = [(first, done, loop)]
     after: _Job | None = None
     while len(group) < _GROUP_MAX:
+        if jobs.empty():  # the usual case for one run: asked first, as raising Empty costs
+            break
         try:
             after = jobs.get_nowait()
-        except queue.Empty:
+        except queue.Empty:  # taken by no one else (one consumer), but never assume
             after = None
             break
         if after is None:  # the stop, queued last: back in the queue, to end the thread next
@@ -454,19 +478,25 @@ def _select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connect
     return connection.execute(query, parameters).fetchall()
 
 
-def _insert_checkpoint(connection: sqlite3.Connection, checkpoint: CheckpointRecord) -> None:
-    parameters = _sql.checkpoint_parameters(checkpoint)
-    if connection.execute(_render(_sql.INSERT_CHECKPOINT), parameters).rowcount == 0:
-        raise ValueError(f"checkpoint id {checkpoint.info.checkpoint_id!r} is taken")
+def _insert_checkpoints(
+    connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]
+) -> None:
+    # One statement for them all: each statement costs the store's thread the GIL twice.
+    parameters = [value for c in checkpoints for value in _sql.checkpoint_parameters(c)]
+    query = _render(_sql.insert_checkpoints(len(checkpoints)))
+    if connection.execute(query, parameters).rowcount < len(checkpoints):
+        raise ValueError(_sql.taken_ids_message(checkpoints))
 
 
 def _commit(
-    checkpoint: CheckpointRecord, keep_last: int | None, connection: sqlite3.Connection
+    checkpoints: Sequence[CheckpointRecord], keep_last: int | None, connection: sqlite3.Connection
 ) -> None:
-    info = checkpoint.info
-    if connection.execute(_render(_sql.ADVANCE_RUN), _sql.advance_parameters(info)).rowcount == 0:
+    info = checkpoints[-1].info
+    position = (info.superstep, info.checkpoint_id, info.created_at, info.wake_at, info.run_id)
+    if connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position).rowcount == 0:
         raise RunNotFoundError(info.run_id)
-    _insert_checkpoint(connection, checkpoint)
+    connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
+    _insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
         _delete_old(connection, info.run_id, keep_last)
 

@@ -14,7 +14,10 @@ on a thread of its own so the event loop never waits on disk.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,27 @@ class Store(Protocol):
 
         Raises:
             RunNotFoundError: no such run.
+        """
+        ...
+
+    def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+    ) -> Awaitable[None]:
+        """:meth:`commit` for several checkpoints of one run, in order, atomically.
+
+        All of them are added or none is; the run row follows the last. This
+        is how a run's checkpointer writes, every barrier: in batched mode
+        several at once, those that queued while the previous call wrote.
+
+        An ``async def`` fits. A store may also start the work when called
+        and return an awaitable of its outcome (``SqliteStore`` does), so
+        that a caller which awaits it later overlaps it with its own work
+        from the start; either way the checkpoints are durable once awaited.
+
+        Raises:
+            RunNotFoundError: no such run (when awaited).
+            ValueError: an id is taken; the checkpoints are none, of several
+                runs, or repeat an id.
         """
         ...
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._edges import (
@@ -43,6 +43,7 @@ from treadle._runtime._state import MISSING, Reducer, StateKey
 from treadle._runtime._workflow import Workflow
 
 if TYPE_CHECKING:
+    from treadle._durable._checkpointer import Durability
     from treadle._durable._serialization import Serializer
     from treadle._durable._store import Store
     from treadle._runtime._clock import Clock
@@ -82,8 +83,8 @@ class WorkflowBuilder:
         retry: The retry policy of handlers whose executor declares none.
         clock: Where timers, backoff and timeouts read the time
             (``treadle.testing.FakeClock`` in tests).
-        durability: ``"sync"`` or ``"background"`` checkpoint commits (see
-            ``Workflow.run``).
+        durability: ``"sync"``, ``"background"`` or ``"batched"`` checkpoint
+            commits (see ``Workflow.run``).
         tracing: Spans for every run, superstep and invocation, e.g.
             ``treadle.otel.OpenTelemetryTracing()`` (see ``docs/tracing.md``).
     """
@@ -102,7 +103,7 @@ class WorkflowBuilder:
         serializer: Serializer | None = None,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
-        durability: Literal["sync", "background"] = "sync",
+        durability: Durability = "sync",
         tracing: Tracing[Any] | None = None,
     ) -> None:
         self._name = name

@@ -9,7 +9,7 @@ small ports the loop talks through.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from treadle._runtime._clock import Clock, SystemClock
 from treadle._runtime._waits import WaitBook
@@ -17,6 +17,7 @@ from treadle._runtime._waits import WaitBook
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
+    from treadle._durable._checkpointer import Durability
     from treadle._runtime._delivery import Envelope, FanInBuffer
     from treadle._runtime._events import WorkflowEvent
     from treadle._runtime._policies import RetryPolicy
@@ -71,7 +72,7 @@ class RunOptions:
     clock: Clock = field(default_factory=SystemClock)
     timeout: float | None = None
     sleep_through_timers: bool = False
-    durability: Literal["sync", "background"] = "sync"
+    durability: Durability = "sync"
     tracing: Tracing[Any] | None = None
 
     def __post_init__(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from treadle._durable._runs import (
     RunHistory,
@@ -29,6 +29,7 @@ from treadle._runtime._workflow_graph import WorkflowGraph
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from treadle._durable._checkpointer import Durability
     from treadle._durable._store import Store
     from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
@@ -58,7 +59,7 @@ class Workflow(WorkflowGraph):
         deterministic: bool = False,
         clock: Clock | None = None,
         timeout: float | dt.timedelta | None = None,  # noqa: ASYNC109 - the run's stored deadline
-        durability: Literal["sync", "background"] | None = None,
+        durability: Durability | None = None,
     ) -> RunResult:
         """Run until the run ends or rests, and return the result.
 
@@ -84,9 +85,11 @@ class Workflow(WorkflowGraph):
                 every superstep and while the run rests (``RunTimeoutError``);
                 a superstep already running is not interrupted.
             durability: ``"sync"`` (default): each superstep starts once the
-                previous checkpoint is durable. ``"background"``: commits
-                overlap the next superstep; a crash loses at most the last
-                superstep's checkpoint (see ``docs/durability.md``).
+                previous checkpoint is durable. ``"background"``: a commit
+                overlaps the next superstep; a crash loses at most the last
+                superstep's checkpoint. ``"batched"``: supersteps go on while
+                up to 16 commits queue, written in shared transactions; a
+                crash loses at most the last 16 (see ``docs/durability.md``).
 
         A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
         for requests and session input, ``WAITING`` for timers when it has a
