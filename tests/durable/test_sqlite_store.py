@@ -274,6 +274,25 @@ async def test_a_write_waiting_for_another_connection_leaves_the_event_loop_free
     await store.close()
 
 
+async def test_reads_do_not_wait_behind_a_write_and_see_what_had_committed(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path, busy_timeout=5)
+    await new_run(store)
+    with connect(path) as other_connection:
+        other_connection.execute("BEGIN IMMEDIATE")  # the store's next write must wait
+        waiting = asyncio.create_task(store.commit(checkpoint("run-1", "c1", 1)))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        # One writer thread, but reads have their own: they answer while it waits.
+        async with asyncio.timeout(2):
+            assert await kept_ids(store) == ["c0"]
+            assert (await store.get_run("run-1")).checkpoint_id == "c0"
+        other_connection.execute("ROLLBACK")
+        await waiting
+    assert await kept_ids(store) == ["c0", "c1"]  # read after the write returned: seen
+    await store.close()
+
+
 async def test_a_lock_held_past_busy_timeout_is_a_clear_error(tmp_path):
     path = tmp_path / "runs.sqlite"
     store = SqliteStore(path, busy_timeout=0.1)
@@ -368,7 +387,10 @@ def test_an_operation_outliving_its_event_loop_completes_and_the_store_goes_on(t
         other_connection.execute("BEGIN IMMEDIATE")
         asyncio.run(give_up())  # that loop is closed while the commit waits for the lock
         other_connection.execute("ROLLBACK")
-    assert asyncio.run(kept_ids(store)) == ["c0", "c1"]  # it was running, so it finished
+    # Writes run in call order, so once a later one returns the abandoned one is done:
+    # it was running, so it finished.
+    asyncio.run(store.commit(checkpoint("run-1", "c2", 2)))
+    assert asyncio.run(kept_ids(store)) == ["c0", "c1", "c2"]
     asyncio.run(store.close())
 
 

@@ -5,9 +5,12 @@ returned only once it is fsync'd into the write-ahead log, and every store
 operation is one transaction (a checkpoint, its run row and retention move
 together or not at all).
 
-Speed: a commit is one fsync'd transaction of three statements, prepared once
+Speed: a commit is one fsync'd transaction of a few statements, prepared once
 and cached by the driver, on a thread that never waits for anything but the
-disk. The event loop only hands the work over and awaits the result.
+disk; commits queued together share one transaction (group commit). Reads go
+to a second thread with a connection of its own, so they never wait behind a
+commit's fsync. The event loop only hands the work over and awaits the result
+(see ``_sqlite_lanes``).
 
 Several processes may share one file: writers take SQLite's write lock up
 front (``BEGIN IMMEDIATE``), wait up to ``busy_timeout`` for it, and retry the
@@ -17,21 +20,19 @@ contention surfaces only if some writer holds the lock for longer than that.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
-import queue
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._durable import _sql
 from treadle._durable._sql import SQLITE
 from treadle._durable._sql_reads import SqlReads
+from treadle._durable._sqlite_lanes import Groupable, Lane
 from treadle._exceptions import (
     DurabilityError,
     RunExistsError,
@@ -39,13 +40,13 @@ from treadle._exceptions import (
 )
 
 if TYPE_CHECKING:
+    import asyncio
+
     from treadle._durable._store import CheckpointRecord, RunRecord
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
 _Work = Callable[[sqlite3.Connection], _T]  # an operation, given the store's connection
-# A call for the store's thread, with the future that awaits it and that future's loop.
-_Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
 
 # Each template is rendered once; the driver then caches the prepared statement.
 _render = functools.cache(SQLITE.render)
@@ -56,8 +57,6 @@ _WAL_SIZE_LIMIT = 16 * 1024 * 1024
 # Backoff between retries of a lock SQLite refused without waiting (seconds).
 _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
-# At most this many queued commits share one transaction.
-_GROUP_MAX = 64
 
 
 class SqliteStore(SqlReads):
@@ -68,6 +67,10 @@ class SqliteStore(SqlReads):
     schema migrated forward to this version of treadle. Coroutines from any
     event loop or thread may use the store; their operations run one at a
     time, in the order they were called.
+
+    Writes run one at a time, in the order they were called, on the store's
+    writer thread; reads run on its reader thread and see every write that
+    had returned when they were called (not one still in flight).
 
     A coroutine cancelled while its operation runs does not stop it: the
     operation completes (or not) as one transaction. One cancelled while its
@@ -101,12 +104,14 @@ class SqliteStore(SqlReads):
         self._path = os.fspath(path)
         self._keep_last = keep_last
         self._busy_timeout = busy_timeout
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None  # started by the first operation
-        # Guards _closed, _thread and the queue's tail: no job is queued after close's.
+        self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
+        self._reader = Lane(self, "treadle-sqlite-reader")
+        # Guards _closed and the lanes' queues: nothing is queued after close's last call.
         self._lock = threading.Lock()
         self._closed = False
-        self._connection: sqlite3.Connection | None = None  # touched on the store's thread only
+        self._connection: sqlite3.Connection | None = None  # the writer thread's
+        self._read_connection: sqlite3.Connection | None = None  # the reader thread's
+        self._migrated = threading.Event()  # set once the writer has opened the file
 
     @property
     def path(self) -> str:
@@ -214,52 +219,60 @@ class SqliteStore(SqlReads):
             if self._closed:
                 return
             self._closed = True
-            thread = self._thread
-            if thread is None:
-                return  # never used: nothing was opened
-            done = self._submit(self._shut_down)
-            self._jobs.put(None)  # tells the thread to stop
-        await asyncio.shield(done)  # even if this close is cancelled, the connection closes
-        thread.join()  # at once: the stop is the thread's last job
+        await self._reader.stop(self._close_reader)
+        await self._writer.stop(self._close_writer)
 
-    # --- the store's thread -------------------------------------------------------
+    # --- the store's threads --------------------------------------------------------
 
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
         return list(await self._read(_render(template), parameters))
 
     async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
         # One SELECT is one consistent read, so reads need no explicit transaction.
-        return await self._call(functools.partial(_select, query, parameters), write=False)
+        work = functools.partial(_select, query, parameters)
+        if not self._migrated.is_set():  # the first use opens the file, on the writer
+            return await self._call(work, write=False)
+        with self._lock:
+            self._check_open()
+            done: asyncio.Future[list[_Row]] = self._reader.submit(
+                functools.partial(self._run_read, work)
+            )
+        return await done
 
     async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
         return await self._queue(work, write=write, group=group)
 
     def _queue(self, work: _Work[_T], *, write: bool, group: bool = False) -> asyncio.Future[_T]:
-        """Hand ``work`` to the store's thread now; the future settles with its outcome."""
+        """Hand ``work`` to the writer thread now; the future settles with its outcome."""
         with self._lock:
-            if self._closed:
-                raise RuntimeError(f"{self!r} is closed")
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=_serve, args=(self._jobs,), name="treadle-sqlite", daemon=True
-                )
-                self._thread.start()
-                weakref.finalize(self, self._jobs.put, None)  # a store never closed: stop anyway
-            call = _Groupable(self, work) if group else functools.partial(self._run, work, write)
-            return self._submit(call)
+            self._check_open()
+            if group:
+                return self._writer.submit(Groupable(work, self._run_write, self._run_group))
+            return self._writer.submit(functools.partial(self._run, work, write))
 
-    def _submit(self, call: Callable[[], _T]) -> asyncio.Future[_T]:
-        # The future belongs to whichever loop awaits it; none is cached, so the
-        # store serves one loop after another (run_sync) or several at once.
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[_T] = loop.create_future()
-        self._jobs.put((call, done, loop))
-        return done
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
 
     def _run(self, work: _Work[_T], write: bool) -> _T:
         try:
             connection = self._open() if self._connection is None else self._connection
             return self._retrying(connection, work, write=write)
+        except sqlite3.Error as error:
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _run_write(self, work: _Work[_T]) -> _T:
+        return self._run(work, write=True)
+
+    def _run_read(self, work: _Work[_T]) -> _T:
+        try:
+            connection = self._read_connection
+            if connection is None:  # the file exists and is migrated: the writer opened it
+                connection = sqlite3.connect(
+                    self._path, timeout=self._busy_timeout, isolation_level=None
+                )
+                self._read_connection = connection
+            return self._retrying(connection, work, write=False)
         except sqlite3.Error as error:
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
 
@@ -290,6 +303,7 @@ class SqliteStore(SqlReads):
             connection.close()
             raise
         self._connection = connection
+        self._migrated.set()
         return connection
 
     def _configure(self, connection: sqlite3.Connection) -> None:
@@ -330,99 +344,15 @@ class SqliteStore(SqlReads):
             time.sleep(pause)  # on the store's thread, never the event loop's
             pause = min(pause * 2, _LONGEST_PAUSE)
 
-    def _shut_down(self) -> None:
+    def _close_writer(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
 
-
-class _Groupable:
-    """A commit that may share its transaction (and fsync) with the commits queued after it."""
-
-    __slots__ = ("store", "work")
-
-    def __init__(self, store: SqliteStore, work: _Work[Any]) -> None:
-        self.store = store
-        self.work = work
-
-    def __call__(self) -> Any:
-        return self.store._run(self.work, write=True)
-
-
-def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
-    # The store's thread, one job at a time in queue order. Daemonic, so a store
-    # nobody closed cannot keep the process alive: SQLite's journal makes a
-    # transaction cut short at exit as if it had never begun.
-    #
-    # Group commit: commits waiting back to back in the queue (concurrent runs)
-    # go into one transaction, so they share one fsync. Each caller still hears
-    # back only once its commit is durable, and queue order is kept.
-    job = jobs.get()
-    while job is not None:
-        call, done, loop = job
-        job = None
-        if isinstance(call, _Groupable):
-            group, job = _gather_group(call, done, loop, jobs)
-            if len(group) > 1:
-                outcomes = call.store._run_group([queued[0].work for queued in group])
-                for (_, waiting, its_loop), (result, error) in zip(group, outcomes, strict=True):
-                    _reply(its_loop, waiting, result, error)
-                del group, outcomes
-                job = job if job is not None else jobs.get()
-                continue
-            if group:  # a group of one: the plain path
-                call, done, loop = group[0]
-        if not done.cancelled():  # else its caller gave up before it started: skip it
-            try:
-                result, error = call(), None
-            except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
-                result, error = None, raised
-            _reply(loop, done, result, error)
-            del result, error
-        del call, done, loop  # hold nothing until the next job arrives
-        if job is None:
-            job = jobs.get()
-
-
-_Grouped = tuple[_Groupable, asyncio.Future[Any], asyncio.AbstractEventLoop]
-
-
-def _gather_group(
-    first: _Groupable,
-    done: asyncio.Future[Any],
-    loop: asyncio.AbstractEventLoop,
-    jobs: queue.SimpleQueue[_Job | None],
-) -> tuple[list[_Grouped], _Job | None]:
-    """The commits queued right behind ``first`` (its group), and the job after them."""
-    group: list[_Grouped] = [(first, done, loop)]
-    after: _Job | None = None
-    while len(group) < _GROUP_MAX:
-        if jobs.empty():  # the usual case for one run: asked first, as raising Empty costs
-            break
-        try:
-            after = jobs.get_nowait()
-        except queue.Empty:  # taken by no one else (one consumer), but never assume
-            after = None
-            break
-        if after is None:  # the stop, queued last: back in the queue, to end the thread next
-            jobs.put(None)
-            break
-        call, waiting, its_loop = after
-        if not isinstance(call, _Groupable):
-            break  # handled next, after the group
-        group.append((call, waiting, its_loop))
-        after = None
-    return [g for g in group if not g[1].cancelled()], after
-
-
-def _reply(
-    loop: asyncio.AbstractEventLoop,
-    done: asyncio.Future[Any],
-    result: object,
-    error: BaseException | None,
-) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-        loop.call_soon_threadsafe(_settle, done, result, error)
+    def _close_reader(self) -> None:
+        if self._read_connection is not None:
+            self._read_connection.close()
+            self._read_connection = None
 
 
 def _each_saved(
@@ -440,16 +370,6 @@ def _each_saved(
             outcomes.append((None, refused))
         connection.execute("RELEASE treadle_commit")
     return outcomes
-
-
-def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
-    # On the awaiting loop's thread, where the future may be touched.
-    if done.cancelled():
-        return
-    if error is None:
-        done.set_result(result)
-    else:
-        done.set_exception(error)
 
 
 def _transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
