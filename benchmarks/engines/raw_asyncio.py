@@ -157,36 +157,9 @@ def _durable_connection(path: str) -> sqlite3.Connection:
     return conn
 
 
-async def ckpt_chain() -> RunFn:
-    """`chain` plus one fsync'd SQLite transaction per superstep: the durability floor."""
-    conn = _durable_connection(scratch_path("floor.sqlite"))
-    conn.execute("CREATE TABLE checkpoints (run INTEGER, superstep INTEGER, blob BLOB)")
-    blob = os.urandom(CKPT_BLOB_BYTES)
-    run_no = 0
-
-    def checkpoint(superstep: int) -> None:
-        conn.execute("BEGIN")
-        conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (run_no, superstep, blob))
-        conn.execute("COMMIT")
-
-    graph = _chain_graph(CKPT_NODES, on_barrier=checkpoint)
-
-    async def run() -> list[Any]:
-        nonlocal run_no
-        run_no += 1
-        return await graph.run("n0", 0)
-
-    return run
-
-
-ckpt_chain_background = ckpt_chain  # the floor has one durable mode: commit, then go on
-
-BATCH = 16  # treadle's durability="batched" loss window, in supersteps
-
-
-async def ckpt_chain_batched() -> RunFn:
-    """`chain` inserting a checkpoint per superstep, committed (fsync) every 16th and at the end."""
-    conn = _durable_connection(scratch_path("floor-batched.sqlite"))
+def _checkpointed_chain(filename: str, commit_every: int) -> RunFn:
+    """`chain` inserting a checkpoint per superstep, committed (fsync) every nth and at the end."""
+    conn = _durable_connection(scratch_path(filename))
     conn.execute("CREATE TABLE checkpoints (run INTEGER, superstep INTEGER, blob BLOB)")
     blob = os.urandom(CKPT_BLOB_BYTES)
     run_no = 0
@@ -195,7 +168,7 @@ async def ckpt_chain_batched() -> RunFn:
         if not conn.in_transaction:
             conn.execute("BEGIN")
         conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (run_no, superstep, blob))
-        if superstep % BATCH == 0 or superstep == CKPT_NODES:
+        if superstep % commit_every == 0 or superstep == CKPT_NODES:
             conn.execute("COMMIT")
 
     graph = _chain_graph(CKPT_NODES, on_barrier=checkpoint)
@@ -206,6 +179,21 @@ async def ckpt_chain_batched() -> RunFn:
         return await graph.run("n0", 0)
 
     return run
+
+
+async def ckpt_chain() -> RunFn:
+    """`chain` plus one fsync'd SQLite transaction per superstep: the durability floor."""
+    return _checkpointed_chain("floor.sqlite", commit_every=1)
+
+
+ckpt_chain_background = ckpt_chain  # the floor has one durable mode: commit, then go on
+
+BATCH = 16  # treadle's durability="batched" loss window, in supersteps
+
+
+async def ckpt_chain_batched() -> RunFn:
+    """`chain` inserting a checkpoint per superstep, committed (fsync) every 16th and at the end."""
+    return _checkpointed_chain("floor-batched.sqlite", commit_every=BATCH)
 
 
 async def idle_runs() -> Parking:
