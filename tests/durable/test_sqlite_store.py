@@ -16,7 +16,12 @@ from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 from treadle._durable import _sql
 from treadle._durable._sqlite import SqliteStore
 from treadle._durable._store import CheckpointInfo, RunRecord
-from treadle._exceptions import CheckpointNotFoundError, DurabilityError, RunNotFoundError
+from treadle._exceptions import (
+    CheckpointNotFoundError,
+    DurabilityError,
+    RunExistsError,
+    RunNotFoundError,
+)
 
 KNOWN = len(_sql.MIGRATIONS)
 
@@ -324,7 +329,7 @@ async def test_an_operation_cancelled_before_its_turn_is_not_run(tmp_path):
     await store.close()
 
 
-async def test_commits_queued_together_share_one_transaction_and_fail_alone(tmp_path, monkeypatch):
+async def test_writes_queued_together_share_one_transaction_and_fail_alone(tmp_path, monkeypatch):
     path = tmp_path / "runs.sqlite"
     store = SqliteStore(path, busy_timeout=5)
     for n in range(6):
@@ -348,6 +353,18 @@ async def test_commits_queued_together_share_one_transaction_and_fail_alone(tmp_
             "taken id": store.commit(checkpoint("run-3", "r0/1", 1)),
             "cancelled": store.commit(checkpoint("run-4", "r4/1", 1)),
             "ok-5": store.commit(checkpoint("run-5", "r5/1", 1)),
+            # Run creations and status changes group with commits too.
+            "created": store.create_run(
+                RunRecord("run-6", "wf", "running", 0, None, None, None, T0, T0),
+                b"g",
+                checkpoint("run-6", "r6/0", 0),
+            ),
+            "exists": store.create_run(
+                RunRecord("run-1", "wf", "running", 0, None, None, None, T0, T0),
+                b"g",
+                checkpoint("run-1", "again/0", 0),
+            ),
+            "status": store.set_status("run-2", "failed", "boom"),
         }
         tasks = {name: asyncio.create_task(commit) for name, commit in queued.items()}
         await asyncio.sleep(0)  # all handed over, behind the first
@@ -356,9 +373,11 @@ async def test_commits_queued_together_share_one_transaction_and_fail_alone(tmp_
         await first
         outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
     by_name = dict(zip(tasks, outcomes, strict=True))
-    # The five still wanted went in one transaction, in the order they were called.
-    assert groups == [5]
-    assert [by_name[name] for name in ("ok-1", "ok-2", "ok-5")] == [None, None, None]
+    # The eight still wanted went in one transaction, in the order they were called.
+    assert groups == [8]
+    wanted = ("ok-1", "ok-2", "ok-5", "created", "status")
+    assert [by_name[name] for name in wanted] == [None] * 5
+    assert isinstance(by_name["exists"], RunExistsError)
     assert isinstance(by_name["unknown run"], RunNotFoundError)
     assert isinstance(by_name["taken id"], ValueError)
     assert isinstance(by_name["cancelled"], asyncio.CancelledError)
@@ -370,7 +389,11 @@ async def test_commits_queued_together_share_one_transaction_and_fail_alone(tmp_
         "run-3": "r3/0",  # its refused commit rolled back to its own savepoint, row included
         "run-4": "r4/0",  # cancelled before its turn: not run
         "run-5": "r5/1",
+        "run-6": "r6/0",
     }
+    assert await kept_ids(store, "run-1") == ["r1/0", "r1/1"]  # the second creation left nothing
+    failed = await store.get_run("run-2")
+    assert (failed.status, failed.error, failed.checkpoint_id) == ("failed", "boom", "r2/1")
     await store.close()
 
 

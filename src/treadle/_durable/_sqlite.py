@@ -139,7 +139,8 @@ class SqliteStore(SqlReads):
                 raise RunExistsError(run.run_id)
             _insert_checkpoints(connection, (first,))
 
-        await self._call(work, write=True)
+        # Groupable like a commit: runs started together share a transaction and an fsync.
+        await self._call(work, write=True, group=True)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint, make it the run's latest, and apply retention.
@@ -187,7 +188,7 @@ class SqliteStore(SqlReads):
             if connection.execute(_render(_sql.SET_STATUS), stamped).rowcount == 0:
                 raise RunNotFoundError(run_id)
 
-        await self._call(work, write=True)
+        await self._call(work, write=True, group=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
