@@ -204,6 +204,21 @@ class Model:
         if keep is not None:
             self.prune(info.run_id, keep)
 
+    def commit_many(self, records, keep_last=None):
+        if not records:
+            raise ValueError("none")
+        if len({r.info.run_id for r in records}) > 1:
+            raise ValueError("several runs")
+        if len({r.info.checkpoint_id for r in records}) < len(records):
+            raise ValueError("an id twice")
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(keep_last)
+        self._run(records[0].info.run_id)
+        for record in records:  # all or none
+            self._check_free(record.info.checkpoint_id)
+        for record in records:
+            self.commit(record, keep_last=keep_last)
+
     def set_status(self, run_id, status, error=None):
         self.runs[run_id] = dataclasses.replace(self._run(run_id), status=status, error=error)
 
