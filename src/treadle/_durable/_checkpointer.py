@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 Durability: TypeAlias = Literal["sync", "background", "batched"]
 
-DURABILITY_MODES: tuple[Durability, ...] = ("sync", "background", "batched")
-
 BATCHED_IN_FLIGHT = 16
 """How many checkpoints ``durability="batched"`` lets be not yet durable (its loss window)."""
 
@@ -90,8 +88,8 @@ class Checkpointer:
         keep_last: int | None = None,
         durability: Durability = "sync",
     ) -> None:
-        if durability not in DURABILITY_MODES:
-            modes = ", ".join(map(repr, DURABILITY_MODES))
+        if durability not in _IN_FLIGHT:
+            modes = ", ".join(map(repr, _IN_FLIGHT))
             msg = f"durability must be one of {modes}, got {durability!r}"
             raise ValueError(msg)
         self.store = store
@@ -181,8 +179,7 @@ class Checkpointer:
 
     async def _finish_writing(self) -> None:
         writing, self._writing = self._writing, None
-        if writing is None:
-            return
+        assert writing is not None  # noqa: S101 - called only while a write is in flight
         try:
             await writing
         except BaseException:

@@ -159,7 +159,7 @@ async def _invoke(
     listening = run.listening
     trace = run.trace
     carried: list[WorkflowEvent] = []  # every attempt's events, kept for the barrier's batch
-    batched = listening and not run.live  # else events go out live, through ctx.emit
+    for_barrier = listening and not run.live  # else events go out live, through ctx.emit
     attempt = 1
     while True:
         ctx: WorkflowContext[object] = WorkflowContext(
@@ -167,7 +167,7 @@ async def _invoke(
         )
         if run.backpressure is not None:
             await run.backpressure()
-        if batched:  # what ctx.emit comes to, without the call: this runs every invocation
+        if for_barrier:  # what ctx.emit comes to, without the call: this runs every invocation
             carried.append(executor_invoked(run.run_id, superstep, executor_id, position, attempt))
         elif listening:
             ctx.emit(executor_invoked(run.run_id, superstep, executor_id, position, attempt))
@@ -191,7 +191,7 @@ async def _invoke(
             await sleep_for(run.clock, policy.backoff.delay(attempt))
             attempt += 1
             continue
-        if batched:
+        if for_barrier:
             carried.append(executor_completed(run.run_id, superstep, executor_id, position))
         elif listening:
             ctx.emit(executor_completed(run.run_id, superstep, executor_id, position))

@@ -247,8 +247,7 @@ class WorkflowStream:
             except asyncio.CancelledError:
                 self._finish()
                 raise
-        event = batch.events[self._cursor]
-        event.sequence = self._cursor
+        event = batch.numbered()[self._cursor]
         self._cursor += 1
         return event
 
