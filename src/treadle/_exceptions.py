@@ -15,8 +15,10 @@ calling code rather than conditions of a run.
     ├── PollTimeout                  poll_until_complete ran past max_duration
     ├── JournalMismatchError         a re-executed handler took another path
     ├── RequestError                 respond / send_message cannot be applied
-    │   ├── UnknownRequestError      no such request (or already answered)
-    │   └── InvalidResponseError     the answer has the wrong type
+    │   ├── UnknownRequestError      no such request is waiting
+    │   │   └── RequestAlreadyAnsweredError  another answer won; names it
+    │   ├── InvalidResponseError     the answer has the wrong type
+    │   └── RunBusyError             another process owns the run now
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
     │   ├── StateConflictError       two executors set one key in a superstep
@@ -29,6 +31,7 @@ calling code rather than conditions of a run.
         ├── RunNotFoundError         the store has no run with that id
         ├── CheckpointNotFoundError  the run has no checkpoint with that id
         ├── RunExistsError           a run with that id exists already
+        ├── LeaseLostError           this process no longer owns the run
         └── GraphChangedError        the stored run was made by another graph
 
 Internal control flow (suspension, cancellation) derives from ``BaseException``
@@ -131,6 +134,61 @@ class UnknownRequestError(RequestError, LookupError):
 
 class InvalidResponseError(RequestError, TypeError):
     """The answer to a request does not have the type the request asked for."""
+
+
+class RequestAlreadyAnsweredError(UnknownRequestError):
+    """Another answer to this request was accepted first; this one changed nothing.
+
+    The first valid answer to a request wins, decided once by the store
+    (``docs/semantics.md``, "One owner per run"). The error names the answer
+    that won and when it arrived, so a caller can tell a lost race from a
+    mistake.
+
+    Attributes:
+        run_id: The run.
+        request_id: The request.
+        answer: The winning answer, as stored (JSON, cut to 200 characters).
+        answered_at: When it was accepted (seconds since the epoch).
+    """
+
+    def __init__(self, run_id: str, request_id: str, answer: str, answered_at: float) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.answer = answer
+        self.answered_at = answered_at
+        super().__init__(
+            f"request {request_id!r} of run {run_id!r} was already answered "
+            f"at {_iso(answered_at)} with {answer}; this answer changed nothing"
+        )
+
+
+class RunBusyError(RequestError):
+    """Another process owns the run: it holds the run's lease and may be advancing it.
+
+    Nothing was changed. Wait for the owner (``wait=True``, ``--wait``), or
+    try again once the lease ends; a lease that ends without being renewed
+    means the owner died, and the run can then be taken over.
+
+    Attributes:
+        run_id: The run.
+        owner: Who holds the lease (``host:pid:tag``).
+        lease_until: When the lease ends unless renewed (seconds since the epoch).
+    """
+
+    def __init__(self, run_id: str, owner: str, lease_until: float) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.lease_until = lease_until
+        super().__init__(
+            f"run {run_id!r} is owned by {owner} (lease until {_iso(lease_until)}); "
+            f"nothing was changed: wait for it, or try again later"
+        )
+
+
+def _iso(epoch: float) -> str:
+    import datetime as dt  # noqa: PLC0415 - only when an error is built
+
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat(timespec="seconds")
 
 
 class WorkflowRunError(TreadleError):
@@ -257,12 +315,12 @@ class RunExistsError(DurabilityError):
 
 
 class LeaseLostError(DurabilityError):
-    """A worker's lease on a run is gone: another worker took the run over, or it was cancelled.
+    """This process's lease on a run is gone: another owner took it over, or it was cancelled.
 
     Raised instead of committing: the run row's lease epoch no longer matches
-    the one the worker claimed with (fencing), so nothing this worker computed
-    since is written. The run continues from its last checkpoint wherever it
-    is now leased.
+    the one this owner acquired (fencing), so nothing it computed since is
+    written. The run continues from its last checkpoint wherever it is now
+    leased.
     """
 
     def __init__(self, run_id: str, epoch: int) -> None:

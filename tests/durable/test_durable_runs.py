@@ -363,11 +363,11 @@ class HeldStore:
     def __getattr__(self, name: str):
         return getattr(self.store, name)
 
-    async def commit_many(self, checkpoints, *, keep_last=None):
+    async def commit_many(self, checkpoints, *, keep_last=None, **owned):
         self.batches.append([c.info.superstep for c in checkpoints])
         self.called.set()
         await self.gate.wait()
-        await self.store.commit_many(checkpoints, keep_last=keep_last)
+        await self.store.commit_many(checkpoints, keep_last=keep_last, **owned)
 
 
 async def test_batched_durability_runs_ahead_of_16_unwritten_checkpoints_and_no_further(store):

@@ -89,7 +89,7 @@ def test_a_question_asked_in_one_process_is_answered_in_another(tmp_path):
     # Answering twice is refused.
     code, lines = app.run("hitl-answer", "r1", request_id, answer)
     assert code == 2
-    assert "was answered already" in lines[0]
+    assert "was already answered" in lines[0]
 
 
 @pytest.mark.integration

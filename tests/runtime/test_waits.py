@@ -81,7 +81,7 @@ async def test_bad_answers_are_refused_and_change_nothing():
         await wf.respond("r1", {"req-nope": {"approved": True, "reviewer": "x"}})
     assert (await store.get_run("r1")).status == "awaiting_input"
     await wf.respond("r1", {request_id: Approval(approved=False, reviewer="bob")})
-    with pytest.raises(UnknownRequestError, match="answered already"):
+    with pytest.raises(UnknownRequestError, match="already answered"):
         await wf.respond("r1", {request_id: {"approved": True, "reviewer": "x"}})
 
 

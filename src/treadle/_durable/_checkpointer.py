@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from treadle._durable._checkpoint import CheckpointCodec
+    from treadle._durable._ownership import Ownership
     from treadle._durable._store import Store
     from treadle._runtime._barrier import BarrierState
 
@@ -76,6 +77,8 @@ class Checkpointer:
         keep_last: Retention for this run (``None``: the store's setting).
         durability: ``"sync"``, ``"background"`` or ``"batched"`` (see the
             module docstring).
+        ownership: The lease the run is held under: every write carries it,
+            and the commit that brings the run to rest gives it up.
     """
 
     def __init__(
@@ -87,12 +90,14 @@ class Checkpointer:
         parent_checkpoint_id: str | None = None,
         keep_last: int | None = None,
         durability: Durability = "sync",
+        ownership: Ownership | None = None,
     ) -> None:
         if durability not in _IN_FLIGHT:
             modes = ", ".join(map(repr, _IN_FLIGHT))
             msg = f"durability must be one of {modes}, got {durability!r}"
             raise ValueError(msg)
         self.store = store
+        self.ownership = ownership
         self._codec = codec
         self._fingerprint = fingerprint
         self.last_checkpoint_id = parent_checkpoint_id
@@ -143,7 +148,10 @@ class Checkpointer:
             wake_at=barrier.wake_at,
             deadline_at=barrier.deadline_at,
         )
-        await self.store.create_run(run, graph, record)
+        if self.ownership is not None:
+            await self.ownership.create_run(run, graph, record)
+        else:
+            await self.store.create_run(run, graph, record)
         self.last_checkpoint_id = record.info.checkpoint_id
         return record.info.checkpoint_id
 
@@ -173,7 +181,12 @@ class Checkpointer:
 
     def _start_writing(self) -> None:
         batch, self._queued = self._queued, []
-        commit = self.store.commit_many(batch, keep_last=self._keep_last)
+        ownership = self.ownership
+        if ownership is None:
+            commit = self.store.commit_many(batch, keep_last=self._keep_last)
+        else:  # a run that comes to rest lets go of its lease with the same transaction
+            rests = batch[-1].info.status != "running"
+            commit = ownership.commit_many(batch, keep_last=self._keep_last, release=rests)
         self._writing = asyncio.ensure_future(commit)
         self._writing_count = len(batch)
 
@@ -198,4 +211,7 @@ class Checkpointer:
         try:
             await self.flush()
         finally:
-            await self.store.set_status(run_id, status, error)
+            if self.ownership is not None:
+                await self.ownership.set_status(status, error, release=status != "running")
+            else:
+                await self.store.set_status(run_id, status, error)

@@ -1,14 +1,22 @@
-"""Runner methods over stored runs: load for resume, fork, history.
+"""Runner methods over stored runs: take over, answer, load, fork, history.
 
 Loading refuses a run written by another graph *before* decoding anything,
 so no executor runs and no unknown type is even looked up; the error names
 every executor and edge that changed.
+
+Continuing a stored run always starts by taking its lease
+(:func:`take_over`), and only then reads its checkpoint and its inbox, so
+the checkpoint read is the latest and no one else moves the run meanwhile.
+Answers and session messages from a caller are first *delivered* to the
+run's inbox (:func:`deliverable_answers` checks them), which is where the
+store decides, once, which answer to a request wins.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,15 +27,20 @@ from treadle._durable._graph_description import (
     encode_description,
     fingerprint,
 )
+from treadle._durable._ownership import Ownership
 from treadle._exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
     GraphChangedError,
+    RequestAlreadyAnsweredError,
     RequestError,
+    RunBusyError,
     RunCancelledError,
+    UnknownRequestError,
 )
 from treadle._runtime._barrier import BarrierState
 from treadle._runtime._result import RunStatus
+from treadle._runtime._waits import Suspension
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -52,6 +65,121 @@ class RunHistory:
     run: RunRecord
     checkpoints: list[CheckpointInfo]
     forks: list[RunRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """A stored run this process now owns, read after its lease was taken.
+
+    Attributes:
+        restored: Its checkpoint, decoded.
+        ownership: The lease it is held under.
+        answers: Answers from its inbox to requests the checkpoint has pending.
+        inputs: Session messages from its inbox, in delivery order.
+        consumed: The last inbox item read (marked applied with the next commit).
+    """
+
+    restored: RestoredRun
+    ownership: Ownership
+    answers: dict[str, Any]
+    inputs: tuple[tuple[Any, str | None], ...]
+    consumed: int | None
+
+
+async def take_over(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    wait: bool = False,
+    ownership: Ownership | None = None,
+) -> TakenOver:
+    """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
+
+    Raises:
+        RunBusyError: another process owns the run (without ``wait``).
+        RunNotFoundError, CheckpointNotFoundError, GraphChangedError,
+        CheckpointCorruptError, SerializationError, RunCancelledError: as
+            :func:`load_restored`; the lease is given up again.
+    """
+    owned = (
+        ownership if ownership is not None else await Ownership.acquire(store, run_id, wait=wait)
+    )
+    try:
+        restored = await load_restored(workflow, store, run_id, checkpoint_id)
+        # Resuming from an older checkpoint branches the run: its inbox waits for the head.
+        items = await store.inbox(run_id) if checkpoint_id is None else []
+    except BaseException:
+        await owned.close()
+        raise
+    answers: dict[str, Any] = {}
+    inputs: list[tuple[Any, str | None]] = []
+    pending = {request.request_id for request in restored.waits.pending_requests()}
+    for item in items:
+        value = workflow.serializer.loads(item.payload)
+        if item.kind == "answer" and item.target in pending:
+            answers[item.target] = value
+        elif item.kind == "message":
+            inputs.append((value, item.target))
+    return TakenOver(restored, owned, answers, tuple(inputs), items[-1].seq if items else None)
+
+
+async def deliverable_answers(
+    workflow: Workflow, store: Store, run_id: str, responses: Mapping[str, Any], *, wait: bool
+) -> list[tuple[str, str | None, bytes]]:
+    """Check answers against the run's latest checkpoint; return them as inbox items.
+
+    Nothing is written. The store decides between concurrent answers when
+    they are delivered; this refuses what can be refused before that.
+
+    Raises:
+        RunBusyError: another process owns the run now (without ``wait``).
+        RequestAlreadyAnsweredError: a request was answered (names the answer).
+        UnknownRequestError: a request id is not waiting and never was answered.
+        InvalidResponseError: an answer has the wrong type.
+    """
+    restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    items: list[tuple[str, str | None, bytes]] = []
+    for request_id, value in responses.items():
+        try:
+            waiting = restored.waits.find_request(request_id)
+        except UnknownRequestError:
+            kept = await store.answer_of(run_id, request_id)
+            if kept is not None:
+                raise RequestAlreadyAnsweredError(run_id, request_id, *kept) from None
+            raise
+        asked = waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
+        checked = workflow.validate_response(request_id, asked, value)
+        items.append(("answer", request_id, workflow.serializer.dumps(checked)))
+    return items
+
+
+async def deliverable_message(
+    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None, *, wait: bool
+) -> list[tuple[str, str | None, bytes]]:
+    """Check a session message against the run's latest checkpoint; return it as an inbox item.
+
+    Raises:
+        RunBusyError: another process owns the run now (without ``wait``).
+        RequestError: the run is not waiting for input.
+    """
+    restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    if restored.waits.input_waiter(target) is None:
+        where = f"executor {target!r} of run" if target else "run"
+        msg = f"{where} {run_id!r} is not waiting for input ({restored.status})"
+        raise RequestError(msg)
+    return [("message", target, workflow.serializer.dumps(message))]
+
+
+async def _latest_if_free(
+    workflow: Workflow, store: Store, run_id: str, *, wait: bool
+) -> RestoredRun:
+    if not wait:
+        row = await store.get_run(run_id)
+        if row.owned(time.time()) and row.owner is not None and row.lease_until is not None:
+            raise RunBusyError(run_id, row.owner, row.lease_until)
+    return await load_restored(workflow, store, run_id, None)
 
 
 async def load_restored(
@@ -146,13 +274,12 @@ async def run_history(store: Store, run_id: str) -> RunHistory:
 
 
 async def cancel_run(store: Store, run_id: str) -> None:
-    """Mark a resting run ``CANCELLED``; its last checkpoint stays intact.
+    """Mark a run ``CANCELLED`` wherever it is; its last checkpoint stays intact.
+
+    Decided by the store in one transaction that also moves the lease epoch
+    on, so an owner still computing commits nothing more.
 
     Raises:
         RequestError: the run has ended already.
     """
-    row = await store.get_run(run_id)
-    if RunStatus(row.status) in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STALLED):
-        msg = f"run {run_id!r} has ended ({row.status}); there is nothing to cancel"
-        raise RequestError(msg)
-    await store.set_status(run_id, RunStatus.CANCELLED.value)
+    await store.cancel(run_id)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
-from treadle._exceptions import DurabilityError
+from treadle._exceptions import DurabilityError, RequestError, RunNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -172,6 +172,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_INBOX,
         "CREATE INDEX treadle_inbox_run ON treadle_inbox (run_id)",
     ),
+    (  # 4: one owner per run on every store; answers decided once; parked runs
+        "ALTER TABLE treadle_runs ADD COLUMN parked TEXT",
+        "ALTER TABLE treadle_inbox ADD COLUMN consumed_at DOUBLE PRECISION",
+        # The first answer to a request is the only one, applied or not.
+        "CREATE UNIQUE INDEX treadle_inbox_answers"  # noqa: ISC004 - one statement
+        " ON treadle_inbox (run_id, target) WHERE kind = 'answer'",
+    ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
 
@@ -195,14 +202,17 @@ RUN_FIELDS = (
     "error",
     "wake_at",
     "deadline_at",
+    "owner",
+    "lease_until",
+    "parked",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
-INSERT INTO treadle_runs ({_RUN_COLUMNS}, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 INSERT_CHECKPOINT = """
@@ -236,6 +246,108 @@ WHERE run_id = ?"""
 CHANGE_STATUS = "UPDATE treadle_runs SET status = ? WHERE run_id = ? AND status <> ?"
 
 SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
+
+# --- ownership: leases, fencing, the inbox -----------------------------------
+
+FENCE = " AND owner = ? AND lease_epoch = ?"
+"""Appended to a run-row write made under a lease: it changes nothing once the lease is gone."""
+
+# A lease is free when nobody holds one, or the holder's ran out (it died).
+_FREE = "(owner IS NULL OR lease_until IS NULL OR lease_until <= ?)"
+
+ACQUIRE = f"""
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
+WHERE run_id = ? AND {_FREE}
+RETURNING lease_epoch"""  # noqa: S608 - constants only
+
+# Taking a lease over from an owner known to be dead (its process is gone), however long it had.
+ACQUIRE_FROM = """
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
+WHERE run_id = ? AND owner = ?
+RETURNING lease_epoch"""
+
+SELECT_OWNER = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
+
+RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE
+
+_UNAPPLIED = (
+    "EXISTS (SELECT 1 FROM treadle_inbox AS i"
+    " WHERE i.run_id = treadle_runs.run_id AND i.consumed_at IS NULL)"
+)
+
+# Giving a lease up leaves the run ready when its inbox holds unapplied items,
+# so a timer service or worker applies what arrived while it was owned.
+RELEASE = f"""
+UPDATE treadle_runs
+SET owner = NULL, lease_until = NULL,
+    ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
+WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
+
+CONSUME_INBOX = (
+    "UPDATE treadle_inbox SET consumed_at = ?"
+    " WHERE run_id = ? AND {order} <= ? AND consumed_at IS NULL"
+)
+
+SELECT_INBOX = (
+    "SELECT {order}, kind, target, payload FROM treadle_inbox"
+    " WHERE run_id = ? AND consumed_at IS NULL ORDER BY {order}"
+)
+
+SELECT_ANSWER = (
+    "SELECT payload, created_at FROM treadle_inbox"
+    " WHERE run_id = ? AND kind = 'answer' AND target = ?"
+)
+
+INSERT_INBOX = (
+    "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+
+MAKE_READY = "UPDATE treadle_runs SET ready_at = COALESCE(ready_at, ?) WHERE run_id = ?"
+
+ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
+"""The statuses after which a run never moves again (``RunStatus.ENDED``), as the store sees them."""
+
+_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
+
+CANCEL = f"""
+UPDATE treadle_runs
+SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
+    lease_epoch = lease_epoch + 1, updated_at = ?, error = NULL
+WHERE run_id = ? AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
+
+CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
+
+SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
+
+PARK = (
+    "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"
+    " WHERE run_id = ?" + FENCE
+)
+
+# What a timer service takes up, each served by its own index: a due timer or
+# deadline (due), something delivered and not applied (ready), or an orphan
+# (running, with nobody's current lease: its owner died mid-run).
+_CLAIMABLE = " AND parked IS NULL AND " + _FREE
+CLAIMABLE_DUE = (
+    f"SELECT run_id FROM treadle_runs WHERE {DUE_AT} <= ?{_CLAIMABLE}"  # noqa: S608 - constants
+    f" ORDER BY {DUE_AT} LIMIT ?"
+)
+CLAIMABLE_READY = (
+    f"SELECT run_id FROM treadle_runs WHERE ready_at <= ?{_CLAIMABLE}"  # noqa: S608 - constants
+    f" AND status NOT IN {_ENDED_SQL} ORDER BY ready_at LIMIT ?"
+)
+CLAIMABLE_ORPHANS = (
+    f"SELECT run_id FROM treadle_runs WHERE status = 'running' AND ? > 0{_CLAIMABLE}"  # noqa: S608 - constants
+    " LIMIT ?"
+)
+
+CLAIM = f"""
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
+WHERE run_id = ? AND parked IS NULL AND status NOT IN {_ENDED_SQL} AND {_FREE}
+RETURNING lease_epoch, workflow"""  # noqa: S608 - constants only
 
 SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants
 
@@ -386,6 +498,10 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         run.error,
         first.wake_at,
         run.deadline_at,
+        run.owner,
+        run.lease_until,
+        None,
+        1 if run.owner is not None else 0,
         graph,
     )
 
@@ -444,6 +560,16 @@ def check_keep_last(keep_last: int | None) -> None:
         )
 
 
+def check_lease(lease: float) -> None:
+    """Refuse a lease duration that is not a positive number of seconds.
+
+    Raises:
+        ValueError: ``lease`` is zero or negative.
+    """
+    if not lease > 0:
+        raise ValueError(f"lease must be a positive number of seconds, got {lease}")
+
+
 def check_limit(limit: int | None) -> None:
     """Refuse a negative ``list_runs`` or ``due_runs`` limit.
 
@@ -498,3 +624,16 @@ def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:
             f"but its first checkpoint is {first.checkpoint_id!r}"
         )
     return first.checkpoint_id
+
+
+def answer_preview(payload: bytes) -> str:
+    """A stored answer as an error shows it: its JSON, cut to 200 characters."""
+    text = bytes(payload).decode("utf-8", errors="replace")
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def not_cancellable(run_id: str, found: Sequence[Any] | None) -> Exception:
+    """Why ``CANCEL`` changed no row: no such run, or it has ended (``found``: its status row)."""
+    if found is None:
+        return RunNotFoundError(run_id)
+    return RequestError(f"run {run_id!r} has ended ({found[0]}); there is nothing to cancel")

@@ -21,6 +21,7 @@ contention surfaces only if some writer holds the lock for longer than that.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -33,8 +34,13 @@ from treadle._durable import _sql
 from treadle._durable._sql import SQLITE
 from treadle._durable._sql_reads import SqlReads
 from treadle._durable._sqlite_lanes import Groupable, Lane
+from treadle._durable._store import InboxItem, Lease
 from treadle._exceptions import (
     DurabilityError,
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RunBusyError,
     RunExistsError,
     RunNotFoundError,
 )
@@ -83,6 +89,7 @@ class SqliteStore(SqlReads):
         *,
         keep_last: int | None = None,
         busy_timeout: float = 30.0,
+        lease: float = 30.0,
     ) -> None:
         """Describe the store; nothing is opened until the first operation.
 
@@ -94,11 +101,17 @@ class SqliteStore(SqlReads):
                 overrides it.
             busy_timeout: Seconds an operation waits for another connection's
                 write lock before failing with ``DurabilityError``.
+            lease: Seconds a process's lease on a run lasts without a
+                heartbeat: how long a run whose owner died waits before a
+                timer service or ``resume`` takes it over.
 
         Raises:
-            ValueError: ``keep_last`` is below 1 or ``busy_timeout`` negative.
+            ValueError: ``keep_last`` is below 1, ``busy_timeout`` negative
+                or ``lease`` not positive.
         """
         _sql.check_keep_last(keep_last)
+        _sql.check_lease(lease)
+        self.lease = lease
         if busy_timeout < 0:
             raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
         self._path = os.fspath(path)
@@ -122,16 +135,21 @@ class SqliteStore(SqlReads):
         """Name the file, which is what tells two stores apart."""
         return f"SqliteStore({self._path!r})"
 
-    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+    async def create_run(
+        self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
+    ) -> None:
         """Insert a new run with its graph description and first checkpoint.
 
-        The stored row names ``first`` as the run's latest checkpoint.
+        The stored row names ``first`` as the run's latest checkpoint; with
+        ``lease`` it is owned by it (epoch 1).
 
         Raises:
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
         _sql.first_checkpoint_id(run, first.info)
+        if lease is not None:
+            run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql.run_parameters(run, first.info, graph)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -156,39 +174,216 @@ class SqliteStore(SqlReads):
         await self.commit_many((checkpoint,), keep_last=keep_last)
 
     def commit_many(
-        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,
+        consumed: int | None = None,
+        release: bool = False,
     ) -> asyncio.Future[None]:
         """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
 
         The run row follows the last of them. The work is queued for the
         store's thread when called, and the future returned settles once it
         is durable, so a caller that awaits it later (background and batched
-        durability) has the disk busy meanwhile.
+        durability) has the disk busy meanwhile. With ``lease`` it commits
+        only while the lease is current; ``consumed`` and ``release`` mark
+        inbox items applied and give the lease up in the same transaction.
 
         Raises:
             RunNotFoundError: No such run (from the future).
+            LeaseLostError: ``lease`` is no longer current (from the future).
             ValueError: An id is taken (from the future); the checkpoints are
                 none, of several runs, or repeat an id; ``keep_last`` is below 1.
         """
         _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        work = functools.partial(_commit, tuple(checkpoints), retention)
+        owned = _Owned(lease, consumed, release) if lease is not None or consumed else None
+        work = functools.partial(_commit, tuple(checkpoints), retention, owned)
         return self._queue(work, write=True, group=True)
 
-    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+    ) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
 
         Raises:
             RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
         """
 
         def work(connection: sqlite3.Connection) -> None:
-            stamped = (status, error, time.time(), run_id)
-            if connection.execute(_render(_sql.SET_STATUS), stamped).rowcount == 0:
-                raise RunNotFoundError(run_id)
+            now = time.time()
+            stamped: tuple[Any, ...] = (status, error, now, run_id)
+            query = _sql.SET_STATUS
+            if lease is not None:
+                query, stamped = query + _sql.FENCE, (*stamped, lease.owner, lease.epoch)
+            if connection.execute(_render(query), stamped).rowcount == 0:
+                raise _refused(connection, run_id, lease)
+            if lease is not None and release:
+                connection.execute(_render(_sql.RELEASE), (now, run_id, lease.owner, lease.epoch))
 
         await self._call(work, write=True, group=True)
+
+    # --- ownership ------------------------------------------------------------------
+
+    async def acquire(
+        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+    ) -> Lease:
+        """Take the run's lease for ``duration`` seconds if no one holds a current one.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another owner's lease is current.
+        """
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            now = time.time()
+            until = now + duration
+            if replacing is None:
+                taken = connection.execute(_render(_sql.ACQUIRE), (owner, until, run_id, now))
+            else:
+                taken = connection.execute(
+                    _render(_sql.ACQUIRE_FROM), (owner, until, run_id, replacing)
+                )
+            row = taken.fetchone()
+            if row is None:
+                found = connection.execute(_render(_sql.SELECT_OWNER), (run_id,)).fetchone()
+                if found is None:
+                    raise RunNotFoundError(run_id)
+                raise RunBusyError(run_id, found[0], found[1])
+            return Lease(run_id, owner, row[0], until)
+
+        return await self._call(work, write=True, group=True)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """Extend a current lease by ``duration`` seconds from now.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            until = time.time() + duration
+            renewed = (until, lease.run_id, lease.owner, lease.epoch)
+            if connection.execute(_render(_sql.RENEW), renewed).rowcount == 0:
+                raise LeaseLostError(lease.run_id, lease.epoch)
+            return dataclasses.replace(lease, until=until)
+
+        return await self._call(work, write=True, group=True)
+
+    async def release(self, lease: Lease) -> bool:
+        """Give a lease up; ``False`` when it was no longer current."""
+
+        def work(connection: sqlite3.Connection) -> bool:
+            released = (time.time(), lease.run_id, lease.owner, lease.epoch)
+            return bool(connection.execute(_render(_sql.RELEASE), released).rowcount)
+
+        return await self._call(work, write=True, group=True)
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Put items in the run's inbox, all or none; the first answer to a request wins.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: The run has ended.
+            RequestAlreadyAnsweredError: A request was answered already.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            found = connection.execute(_render(_sql.SELECT_STATUS), (run_id,)).fetchone()
+            _check_deliverable(run_id, found)
+            now = time.time()
+            for kind, target, payload in items:
+                if kind == "answer":
+                    answer = connection.execute(
+                        _render(_sql.SELECT_ANSWER), (run_id, target)
+                    ).fetchone()
+                    if answer is not None:
+                        raise RequestAlreadyAnsweredError(
+                            run_id, str(target), _sql.answer_preview(answer[0]), answer[1]
+                        )
+                connection.execute(_render(_sql.INSERT_INBOX), (run_id, kind, target, payload, now))
+            connection.execute(_render(_sql.MAKE_READY), (now, run_id))
+
+        await self._call(work, write=True, group=True)
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """The run's inbox items not yet applied, in delivery order."""
+        rows = await self._select(_sql.SELECT_INBOX, (run_id,))
+        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
+        rows = await self._select(_sql.SELECT_ANSWER, (run_id, request_id))
+        return (_sql.answer_preview(rows[0][0]), rows[0][1]) if rows else None
+
+    async def cancel(self, run_id: str) -> None:
+        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended already.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            now = time.time()
+            if connection.execute(_render(_sql.CANCEL), (now, run_id)).rowcount == 0:
+                found = connection.execute(_render(_sql.SELECT_STATUS), (run_id,)).fetchone()
+                raise _sql.not_cancellable(run_id, found)
+            connection.execute(_render(_sql.CONSUME_ALL), (now, run_id))
+
+        await self._call(work, write=True, group=True)
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set a run aside with ``reason`` and give its lease up.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            parked = (reason, lease.run_id, lease.owner, lease.epoch)
+            if connection.execute(_render(_sql.PARK), parked).rowcount == 0:
+                raise _refused(connection, lease.run_id, lease)
+
+        await self._call(work, write=True, group=True)
+
+    async def claim(
+        self, owner: str, duration: float, now: float, *, limit: int
+    ) -> list[tuple[Lease, str]]:
+        """Lease up to ``limit`` runs a timer service should take up (see the port)."""
+        _sql.check_limit(limit)
+
+        def work(connection: sqlite3.Connection) -> list[tuple[Lease, str]]:
+            wall = time.time()
+            chosen: dict[str, None] = {}
+            for query, first in (
+                (_sql.CLAIMABLE_DUE, now),
+                (_sql.CLAIMABLE_READY, wall),
+                (_sql.CLAIMABLE_ORPHANS, 1),
+            ):
+                for (run_id,) in connection.execute(_render(query), (first, wall, limit)):
+                    chosen.setdefault(run_id)
+            claimed: list[tuple[Lease, str]] = []
+            until = wall + duration
+            for run_id in list(chosen)[:limit]:
+                row = connection.execute(
+                    _render(_sql.CLAIM), (owner, until, run_id, wall)
+                ).fetchone()
+                if row is not None:
+                    claimed.append((Lease(run_id, owner, row[0], until), row[1]))
+            return claimed
+
+        return await self._call(work, write=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -409,17 +604,68 @@ def _insert_checkpoints(
         raise ValueError(_sql.taken_ids_message(checkpoints))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Owned:
+    """What a commit made under a lease does besides committing."""
+
+    lease: Lease | None
+    consumed: int | None
+    release: bool
+
+
+_ADVANCE_FENCED = _sql.ADVANCE_RUN_POSITION + _sql.FENCE
+
+
 def _commit(
-    checkpoints: Sequence[CheckpointRecord], keep_last: int | None, connection: sqlite3.Connection
+    checkpoints: Sequence[CheckpointRecord],
+    keep_last: int | None,
+    owned: _Owned | None,
+    connection: sqlite3.Connection,
 ) -> None:
     info = checkpoints[-1].info
-    position = (info.superstep, info.checkpoint_id, info.created_at, info.wake_at, info.run_id)
-    if connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position).rowcount == 0:
-        raise RunNotFoundError(info.run_id)
+    position: tuple[Any, ...] = (
+        info.superstep,
+        info.checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        info.run_id,
+    )
+    lease = owned.lease if owned is not None else None
+    if lease is None:
+        advanced = connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position)
+    else:
+        advanced = connection.execute(
+            _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
+        )
+    if advanced.rowcount == 0:
+        raise _refused(connection, info.run_id, lease)
     connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
     _insert_checkpoints(connection, checkpoints)
+    if owned is not None:
+        now = time.time()
+        if owned.consumed is not None:
+            connection.execute(_render(_sql.CONSUME_INBOX), (now, info.run_id, owned.consumed))
+        if lease is not None and owned.release:
+            connection.execute(_render(_sql.RELEASE), (now, info.run_id, lease.owner, lease.epoch))
     if keep_last is not None:
         _delete_old(connection, info.run_id, keep_last)
+
+
+def _refused(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -> DurabilityError:
+    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
+    if (
+        lease is None
+        or connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None
+    ):
+        return RunNotFoundError(run_id)
+    return LeaseLostError(run_id, lease.epoch)
+
+
+def _check_deliverable(run_id: str, found: Sequence[Any] | None) -> None:
+    if found is None:
+        raise RunNotFoundError(run_id)
+    if found[0] in _sql.ENDED_STATUSES:
+        raise RequestError(f"run {run_id!r} has ended ({found[0]}); nothing can be delivered to it")
 
 
 def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:

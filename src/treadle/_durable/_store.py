@@ -9,6 +9,16 @@ every backend to the same behaviour.
 
 Every method is a coroutine; a backend whose driver blocks (sqlite3) runs it
 on a thread of its own so the event loop never waits on disk.
+
+**One owner per run.** A run advances only in the process holding its
+*lease* (:class:`Lease`): ``create_run`` takes one for a new run,
+``acquire`` takes one over a run with no live owner, and every write given
+a lease (``commit_many``, ``set_status``) happens only while that lease is
+current (the *fencing token* is its ``epoch``); otherwise it changes
+nothing and raises ``LeaseLostError``. Others reach a run through its
+**inbox** (``deliver``): answers, session messages. The store decides there,
+once, which answer to a request wins. Leases are kept on the wall clock
+(``time.time()``) of the processes sharing the store.
 """
 
 from __future__ import annotations
@@ -39,6 +49,12 @@ class RunRecord:
             seconds), for ``WAITING`` runs and runs with scheduled messages.
         deadline_at: The run's wall-clock deadline (its ``timeout=``), kept
             so that it is enforced across restarts.
+        owner: The process that holds the run's lease (``host:pid:tag``), or
+            ``None``. Its lease may have ended: see :meth:`orphaned`.
+        lease_until: When the owner's lease ends unless renewed.
+        parked: Why a timer service or worker set the run aside (it could
+            not load it), or ``None``. A parked run is not woken until a
+            ``resume`` takes it up.
     """
 
     run_id: str
@@ -53,6 +69,58 @@ class RunRecord:
     error: str | None = None
     wake_at: float | None = None
     deadline_at: float | None = None
+    owner: str | None = None
+    lease_until: float | None = None
+    parked: str | None = None
+
+    def owned(self, now: float) -> bool:
+        """Whether a process holds a current lease on the run at ``now``."""
+        return self.owner is not None and self.lease_until is not None and self.lease_until > now
+
+    def orphaned(self, now: float) -> bool:
+        """Whether the run was left mid-run: ``running``, but nobody holds a current lease.
+
+        Its owner died (or was detached by Ctrl-C) between two barriers. Any
+        timer service, worker or ``resume`` takes it over from its last
+        checkpoint.
+        """
+        return self.status == "running" and not self.owned(now)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to advance one run, held by one process until ``until``.
+
+    Attributes:
+        run_id: The run.
+        owner: Who holds it (``host:pid:tag``), as written in the run row.
+        epoch: The fencing token: it grows with every new lease on the run,
+            and a write under an older epoch changes nothing.
+        until: When it ends unless renewed (seconds since the epoch).
+    """
+
+    run_id: str
+    owner: str
+    epoch: int
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """Something delivered to a run for its owner to apply.
+
+    Attributes:
+        seq: Its position in the store's inbox (delivery order).
+        kind: ``"start"`` (a queued run's input), ``"answer"`` or ``"message"``.
+        target: The request id of an answer; the executor a message is for,
+            or ``None``.
+        payload: The value, encoded by the deliverer's serializer.
+    """
+
+    seq: int
+    kind: str
+    target: str | None
+    payload: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +157,12 @@ class Store(Protocol):
     (the embedded default), ``PostgresStore`` (many workers).
     """
 
-    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+    async def create_run(
+        self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
+    ) -> None:
         """Insert a new run with its graph description and first checkpoint.
+
+        With ``lease`` (epoch 1) the run is created owned by it.
 
         Raises:
             RunExistsError: a run with this id exists already.
@@ -111,9 +183,20 @@ class Store(Protocol):
         ...
 
     def commit_many(
-        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,
+        consumed: int | None = None,
+        release: bool = False,
     ) -> Awaitable[None]:
         """:meth:`commit` for several checkpoints of one run, in order, atomically.
+
+        With ``lease``, only while it is current (else ``LeaseLostError``);
+        ``consumed`` marks the run's inbox items up to that ``seq`` applied,
+        and ``release`` gives the lease up, both in the same transaction (a
+        run that comes to rest releases its lease with its last commit).
 
         All of them are added or none is; the run row follows the last. This
         is how a run's checkpointer writes, every barrier: in batched mode
@@ -126,16 +209,117 @@ class Store(Protocol):
 
         Raises:
             RunNotFoundError: no such run (when awaited).
+            LeaseLostError: ``lease`` is no longer current (when awaited).
             ValueError: an id is taken; the checkpoints are none, of several
                 runs, or repeat an id.
         """
         ...
 
-    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+    ) -> None:
         """Change a run's status without a new checkpoint (failure, cancel).
+
+        With ``lease``, only while it is current; ``release`` gives it up too.
 
         Raises:
             RunNotFoundError: no such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        ...
+
+    async def acquire(
+        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+    ) -> Lease:
+        """Take the run's lease for ``duration`` seconds, if no one else holds a current one.
+
+        With ``replacing``, take it from that owner whatever its lease says
+        (the caller knows it is dead: its process is gone). The new lease's epoch is one more than any before it, so writes
+        under an earlier lease (a presumed-dead owner) change nothing. A
+        parked run is taken up (its ``parked`` reason is cleared).
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunBusyError: another owner's lease is current (names it and its end).
+        """
+        ...
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """Extend a lease by ``duration`` seconds from now (a heartbeat).
+
+        Raises:
+            LeaseLostError: the lease is no longer current.
+        """
+        ...
+
+    async def release(self, lease: Lease) -> bool:
+        """Give a lease up so another process may take the run at once.
+
+        Returns ``False`` when it was no longer current (nothing changed).
+        """
+        ...
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Put (kind, target, payload) items in the run's inbox, all or none.
+
+        This is where an answer to a request is decided, once: the first
+        answer to a request id is kept; a later one raises and changes
+        nothing. The run is marked ready, so a timer service or worker
+        applies the items if no caller does.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RequestError: the run has ended.
+            RequestAlreadyAnsweredError: a request was answered already.
+        """
+        ...
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """The run's inbox items not yet applied, in delivery order."""
+        ...
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
+        ...
+
+    async def cancel(self, run_id: str) -> None:
+        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
+
+        The lease epoch moves on, so an owner still computing commits
+        nothing more. Its last checkpoint stays intact.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RequestError: it has ended already.
+        """
+        ...
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set a run aside with ``reason`` and give its lease up: services stop waking it.
+
+        A parked run rests as it was; a ``resume`` (which acquires it) takes it up.
+
+        Raises:
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        ...
+
+    async def claim(
+        self, owner: str, duration: float, now: float, *, limit: int
+    ) -> list[tuple[Lease, str]]:
+        """Lease up to ``limit`` runs a timer service should take up; each with its workflow.
+
+        A run is taken when nobody holds a current lease on it, it is not
+        parked or ended, and: its timer or deadline is due at ``now`` (the
+        service's clock, as in :meth:`due_runs`); or it was delivered
+        something no owner has applied; or it is orphaned (``running`` with
+        no current lease: its owner died or was detached mid-run).
         """
         ...
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._durable._checkpointer import Checkpointer
 from treadle._durable._graph_description import encode_description
+from treadle._durable._ownership import Ownership
 from treadle._runtime._delivery import Envelope
 from treadle._runtime._events import RunStarted, StatusChanged
 from treadle._runtime._loop import INPUT_SOURCE, RunLoop
@@ -21,7 +22,7 @@ from treadle._runtime._result import RunStatus
 from treadle._runtime._spawn import lost
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from treadle._durable._checkpoint import RestoredRun
     from treadle._durable._store import Store
@@ -47,6 +48,10 @@ class Launch:
             steps (``respond``).
         inputs: (message, target executor or None) pairs delivered to
             invocations waiting for session input (``send_message``).
+        ownership: The lease a stored run is continued under, taken before
+            its checkpoint was read (a new run takes one as it is created).
+        consumed: The last inbox item among ``answers`` and ``inputs``,
+            marked applied with the run's next commit.
     """
 
     message: Any = _NO_INPUT
@@ -58,12 +63,18 @@ class Launch:
     keep_last: int | None = None
     answers: Mapping[str, Any] = field(default_factory=dict)
     inputs: tuple[tuple[Any, str | None], ...] = ()
+    ownership: Ownership | None = None
+    consumed: int | None = None
 
 
 async def open_run(
     workflow: Workflow, launch: Launch, sink: EventSink | None
-) -> tuple[RunLoop, Callable[[], None]]:
-    """A loop ready to step, and the callable that releases its executors."""
+) -> tuple[RunLoop, Callable[[], Awaitable[None]]]:
+    """A loop ready to step, and the coroutine function that lets go of it.
+
+    Letting go releases the run's executors and, for a stored run, stops
+    its lease's heartbeat and gives the lease up if the last commit did not.
+    """
     store = launch.store if launch.store is not None else workflow.store
     # With nowhere to rest, a run sleeps through its timers (whatever opened it).
     options = workflow.options({**launch.overrides, "sleep_through_timers": store is None})
@@ -72,10 +83,21 @@ async def open_run(
         msg = "a new run needs an input message"
         raise TypeError(msg)
     run_id = launch.run_id or (restored.run_id if restored else None) or uuid.uuid4().hex
-    pool, release = workflow.claim(run_id)
+    ownership = launch.ownership
+    if store is not None and ownership is None and restored is None:
+        ownership = Ownership.new(store, run_id)
+    pool, free_executors = workflow.claim(run_id)
+
+    async def release() -> None:
+        free_executors()
+        if ownership is not None:
+            await ownership.close()
+
     try:
         checkpointer = None
         if store is not None:
+            if ownership is not None:
+                ownership.consumed = launch.consumed
             checkpointer = Checkpointer(
                 store,
                 workflow.codec,
@@ -83,6 +105,7 @@ async def open_run(
                 parent_checkpoint_id=restored.checkpoint_id if restored else None,
                 keep_last=launch.keep_last,
                 durability=options.durability,
+                ownership=ownership,
             )
         loop = RunLoop(workflow, run_id, options, sink, pool, launch.state, checkpointer)
         if restored is not None:
@@ -105,8 +128,10 @@ async def open_run(
                     pool.snapshots(),
                 )
     except BaseException:
-        release()
+        await release()
         raise
+    if ownership is not None:
+        ownership.start_heartbeat()
     return loop, release
 
 

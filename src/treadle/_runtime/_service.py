@@ -3,28 +3,51 @@
 A run that rests on a durable timer lives only in its store; something must
 wake it when the timer falls due — also if the process that set the timer
 has died since. ``Runtime`` is that something for the embedded set-up: it
-knows the workflows by name, asks the store which runs are due (timers and
-deadlines), and resumes each. ``treadle worker`` processes play the same
-part on PostgreSQL.
+knows the workflows by name, *claims* from the store the runs that need
+taking up (a due timer or deadline, an answer delivered and not applied, or
+an orphan whose owner died mid-run), each with a lease, and continues each
+under it. ``treadle worker`` processes play the same part on PostgreSQL.
+
+A claimed run it cannot load (a workflow it was not given, a changed graph,
+a corrupt checkpoint) is *parked*: set aside with the reason, logged once,
+and not claimed again until a ``resume`` takes it up; every other run goes
+on being served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import RunCancelledError, TreadleError, WorkflowRunError
+from treadle._durable._ownership import Ownership, lease_duration, new_owner
+from treadle._durable._runs import take_over
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    DurabilityError,
+    GraphChangedError,
+    RunCancelledError,
+    SerializationError,
+    TreadleError,
+    WorkflowRunError,
+)
 from treadle._runtime._clock import SystemClock
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from types import TracebackType
 
-    from treadle._durable._store import RunRecord, Store
+    from treadle._durable._store import Lease, Store
     from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
     from treadle._runtime._workflow import Workflow
+
+logger = logging.getLogger("treadle.runtime")
+
+# What makes a run impossible to continue here, whatever is retried: park it.
+_UNLOADABLE = (GraphChangedError, CheckpointCorruptError, SerializationError)
+_CLAIM_BATCH = 1000
 
 
 class Runtime:
@@ -75,52 +98,84 @@ class Runtime:
         return await chosen.run(message, store=self.store, clock=self.clock, **options)
 
     async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
-        """Resume every run whose timer or deadline is due now; return their results.
+        """Continue every run that needs taking up now; return their results.
 
-        Up to ``concurrency`` runs resume at once (each is its own run, so
-        they share nothing but the store), which keeps the store busy rather
-        than waiting on each run's round trips in turn. Results come in the
-        order the store listed the runs, earliest due first.
+        That is: runs whose timer or deadline is due, runs delivered an
+        answer or message nobody applied, and orphans (``running`` with no
+        current owner). Each is claimed with a lease first, so two services
+        (or a service and a ``resume``) never continue one run twice. Up to
+        ``concurrency`` runs continue at once. Results come in claim order,
+        earliest due first.
 
         A run that fails (its deadline passed, a handler raised) is recorded
         as ``FAILED`` in the store and reported in the list like any other.
+        A run this runtime cannot load is parked with the reason (see the
+        module docstring) and left out of the list.
         """
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
             raise ValueError(msg)
-        due = await self.store.due_runs(self.clock.now(), limit=limit)
-        results: list[RunResult | None] = [None] * len(due)
+        duration = lease_duration(self.store)
+        claimed = await self.store.claim(
+            new_owner(), duration, self.clock.now(), limit=_CLAIM_BATCH if limit is None else limit
+        )
+        results: list[RunResult | None] = [None] * len(claimed)
         slots = asyncio.Semaphore(concurrency)
 
-        async def wake(index: int, row: RunRecord) -> None:
+        async def wake(index: int, lease: Lease, name: str) -> None:
             async with slots:
-                workflow = self.workflow(row.workflow)
-                try:
-                    results[index] = await workflow.resume(
-                        row.run_id, store=self.store, clock=self.clock, record_events=False
-                    )
-                except WorkflowRunError as error:
-                    results[index] = error.result
-                except RunCancelledError:
-                    pass  # cancelled between the query and the resume
-                except TreadleError as error:
-                    # Not raised here: siblings cancelled mid-run would be recorded CANCELLED.
-                    problems.append(error)
+                results[index] = await self._continue_claimed(lease, name, duration)
 
-        problems: list[TreadleError] = []
         async with asyncio.TaskGroup() as group:
-            for index, row in enumerate(due):
-                group.create_task(wake(index, row))
-        if problems:
-            raise problems[0]  # the others' runs went on; their results are in the store
+            for index, (lease, name) in enumerate(claimed):
+                group.create_task(wake(index, lease, name))
         return [result for result in results if result is not None]
+
+    async def _continue_claimed(self, lease: Lease, name: str, duration: float) -> RunResult | None:
+        ownership = Ownership(self.store, lease, duration)
+        workflow = self._workflows.get(name)
+        try:
+            if workflow is None:
+                known = ", ".join(sorted(self._workflows)) or "none"
+                await self._park(
+                    ownership, f"no workflow {name!r} here (this runtime has: {known})"
+                )
+                return None
+            try:
+                taken = await take_over(workflow, self.store, lease.run_id, ownership=ownership)
+            except _UNLOADABLE as error:
+                await self._park(ownership, f"{type(error).__name__}: {error}")
+                return None
+            except RunCancelledError:
+                return None  # cancelled between the claim and the read
+            overrides = {"clock": self.clock}
+            try:
+                return await workflow._continue_owned(  # noqa: SLF001 - the runtime's own entry
+                    taken, self.store, record_events=False, overrides=overrides
+                )
+            except WorkflowRunError as error:
+                return error.result
+            except TreadleError as error:
+                # Not raised: the other runs go on; what went wrong is in the store and the log.
+                logger.warning("run %s: %s", lease.run_id, error)
+                return None
+        finally:
+            await ownership.close()
+
+    async def _park(self, ownership: Ownership, reason: str) -> None:
+        run_id = ownership.lease.run_id
+        logger.error("parked run %s: %s; `treadle resume %s` takes it up", run_id, reason, run_id)
+        with contextlib.suppress(DurabilityError):
+            await self.store.park(ownership.lease, reason)
+            ownership.released = True
 
     async def serve(self) -> None:
         """Wake due runs forever, every ``poll_interval`` seconds (cancel to stop)."""
         while True:
-            # A broken run must not stop the others' timers; its failure is in the store.
-            with contextlib.suppress(TreadleError):
+            try:
                 await self.wake_due()
+            except DurabilityError as error:  # the store is down: try again next time
+                logger.warning("cannot claim runs: %s", error)
             await self.clock.sleep_until(self.clock.now() + self.poll_interval)
 
     async def __aenter__(self) -> Runtime:

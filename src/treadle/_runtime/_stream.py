@@ -141,7 +141,8 @@ class WorkflowStream:
     def __init__(
         self,
         open_run: Callable[
-            [EventChannel | EventBatch], Awaitable[tuple[RunLoop, Callable[[], None]]]
+            [EventChannel | EventBatch],
+            Awaitable[tuple[RunLoop, Callable[[], Awaitable[None]]]],
         ],
         mode: ExecutionMode,
         max_buffered_events: int | None,
@@ -153,7 +154,7 @@ class WorkflowStream:
         self._mode = mode
         self._bound = max_buffered_events
         self._loop: RunLoop | None = None
-        self._release: Callable[[], None] | None = None
+        self._release: Callable[[], Awaitable[None]] | None = None
         self._channel: EventChannel | None = None
         self._batch: EventBatch | None = None
         self._cursor = 0
@@ -199,13 +200,13 @@ class WorkflowStream:
         except asyncio.CancelledError:
             await loop.cancel()
         finally:
-            self._finish()
+            await self._finish()
             channel.close()
 
-    def _finish(self) -> None:
-        if self._release is not None:
-            self._release()
-            self._release = None
+    async def _finish(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            await release()
 
     # -- iteration ------------------------------------------------------------
     async def __aenter__(self) -> WorkflowStream:
@@ -237,7 +238,7 @@ class WorkflowStream:
         assert batch is not None  # noqa: S101 - an invariant, narrows the type for mypy
         while self._cursor >= len(batch.events):
             if loop.status.is_final and not await loop.sleep_through_timer():
-                self._finish()
+                await self._finish()
                 self._raise_if_failed()
                 raise StopAsyncIteration
             try:
@@ -245,7 +246,7 @@ class WorkflowStream:
             except WorkflowRunError as error:
                 self._error = error
             except asyncio.CancelledError:
-                self._finish()
+                await self._finish()
                 raise
         event = batch.numbered()[self._cursor]
         self._cursor += 1
@@ -265,7 +266,7 @@ class WorkflowStream:
                 await self._task
         elif self._task is None:
             await loop.cancel()
-            self._finish()
+            await self._finish()
 
     async def aclose(self) -> None:
         """Cancel the run if it is still going and release its executors."""
@@ -276,4 +277,4 @@ class WorkflowStream:
         elif self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._finish()
+        await self._finish()

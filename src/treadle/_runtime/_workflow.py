@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._durable._runs import (
     RunHistory,
+    TakenOver,
     cancel_run,
+    deliverable_answers,
+    deliverable_message,
     fork_run,
-    load_restored,
     run_history,
+    take_over,
 )
 from treadle._exceptions import TreadleError, WorkflowRunError
 from treadle._runtime._launch import Launch, open_run
@@ -130,7 +133,7 @@ class Workflow(WorkflowGraph):
             await loop.cancel()
             raise
         finally:
-            release()
+            await release()
         return loop.result(batch.numbered() if batch is not None else None)
 
     def stream(
@@ -192,14 +195,20 @@ class Workflow(WorkflowGraph):
         max_concurrency: int | None = None,
         deterministic: bool = False,
         clock: Clock | None = None,
+        wait: bool = False,
     ) -> RunResult:
         """Continue a stored run from its latest checkpoint, or from ``checkpoint_id``.
 
         Only supersteps after the checkpoint run again. Resuming a run whose
         latest checkpoint is final returns its result and runs nothing;
         resuming from an older checkpoint branches the run's history there.
+        The run is taken over first (its lease): while another process owns
+        it, this raises ``RunBusyError``, or with ``wait=True`` waits until
+        the owner lets go (its run rests, or its lease runs out). Answers
+        and messages delivered to the run and not yet applied are applied.
 
         Raises:
+            RunBusyError: another process owns the run (without ``wait``).
             GraphChangedError: the run was written by a different graph
                 (nothing runs; the error lists what changed).
             CheckpointCorruptError: the checkpoint fails its checksum.
@@ -207,14 +216,33 @@ class Workflow(WorkflowGraph):
             WorkflowRunError: the resumed run failed.
         """
         chosen = self.store_for(store)
-        restored = await load_restored(self, chosen, run_id, checkpoint_id)
+        taken = await take_over(self, chosen, run_id, checkpoint_id, wait=wait)
+        overrides = _overrides(
+            max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
+        )
+        return await self._continue_owned(
+            taken, chosen, record_events=record_events, overrides=overrides, keep_last=keep_last
+        )
+
+    async def _continue_owned(
+        self,
+        taken: TakenOver,
+        store: Store,
+        *,
+        record_events: bool,
+        overrides: dict[str, Any],
+        keep_last: int | None = None,
+    ) -> RunResult:
+        """Drive a run this process has taken over, applying what its inbox held."""
         launch = Launch(
-            restored=restored,
-            store=chosen,
+            restored=taken.restored,
+            store=store,
             keep_last=keep_last,
-            overrides=_overrides(
-                max_supersteps, max_node_iterations, max_concurrency, deterministic, clock
-            ),
+            overrides=overrides,
+            answers=taken.answers,
+            inputs=taken.inputs,
+            ownership=taken.ownership,
+            consumed=taken.consumed,
         )
         return await self._drive(launch, record_events=record_events)
 
@@ -250,21 +278,41 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         record_events: bool = True,
         clock: Clock | None = None,
+        wait: bool = False,
     ) -> RunResult:
         """Answer pending requests of a stored run and continue it.
 
         Every answer is checked first (the request must be waiting, the value
-        must have the asked type); if any is refused nothing changes.
+        must have the asked type); if any is refused nothing changes. The
+        answers are then delivered to the run's inbox, where the store keeps
+        the first answer to each request and refuses any later one; this
+        call then takes the run over (waiting for a current owner to let
+        go) and continues it. A caller is told it succeeded only if its
+        answers were the ones applied.
+
+        Args:
+            run_id: The run.
+            responses: Request id → answer.
+            store: Where the run lives (default: the workflow's store).
+            record_events: Keep the continued run's events in the result.
+            clock: The continued run's clock.
+            wait: While another process owns the run, wait for it instead
+                of raising ``RunBusyError``.
 
         Raises:
-            UnknownRequestError: a request id is not waiting (unknown, or
-                answered already).
+            RequestAlreadyAnsweredError: another answer to a request won
+                (the error names it).
+            UnknownRequestError: a request id is not waiting.
             InvalidResponseError: an answer has the wrong type.
+            RunBusyError: another process owns the run (without ``wait``).
         """
         if not responses:
             msg = "respond() needs at least one {request_id: answer}"
             raise ValueError(msg)
-        return await self._continue(run_id, store, record_events, clock, answers=dict(responses))
+        chosen = self.store_for(store)
+        items = await deliverable_answers(self, chosen, run_id, responses, wait=wait)
+        await chosen.deliver(run_id, items)
+        return await self._continue_delivered(run_id, chosen, record_events, clock)
 
     async def send_message(
         self,
@@ -275,39 +323,40 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         record_events: bool = True,
         clock: Clock | None = None,
+        wait: bool = False,
     ) -> RunResult:
         """Deliver the next message of a session to a stored run and continue it.
 
         It goes to the invocation waiting in ``ctx.wait_for_input()`` (the
-        first in delivery order, or the one of executor ``target``).
+        first in delivery order, or the one of executor ``target``). Like
+        :meth:`respond`, it is delivered to the run's inbox first, then the
+        run is taken over and continued.
 
         Raises:
             RequestError: the run is not waiting for input.
+            RunBusyError: another process owns the run (without ``wait``).
         """
-        return await self._continue(
-            run_id, store, record_events, clock, inputs=((message, target),)
+        chosen = self.store_for(store)
+        items = await deliverable_message(self, chosen, run_id, message, target, wait=wait)
+        await chosen.deliver(run_id, items)
+        return await self._continue_delivered(run_id, chosen, record_events, clock)
+
+    async def _continue_delivered(
+        self, run_id: str, store: Store, record_events: bool, clock: Clock | None
+    ) -> RunResult:
+        # Delivered: whoever owns the run now applies it, or this caller once it may.
+        taken = await take_over(self, store, run_id, wait=True)
+        overrides = _overrides(None, None, None, deterministic=False, clock=clock)
+        return await self._continue_owned(
+            taken, store, record_events=record_events, overrides=overrides
         )
 
-    async def _continue(
-        self,
-        run_id: str,
-        store: Store | None,
-        record_events: bool,
-        clock: Clock | None,
-        **changes: Any,
-    ) -> RunResult:
-        chosen = self.store_for(store)
-        restored = await load_restored(self, chosen, run_id, None)
-        overrides = _overrides(None, None, None, deterministic=False, clock=clock)
-        launch = Launch(restored=restored, store=chosen, overrides=overrides, **changes)
-        return await self._drive(launch, record_events=record_events)
-
     async def cancel(self, run_id: str, *, store: Store | None = None) -> None:
-        """Cancel a stored run that is resting (waiting or awaiting input).
+        """Cancel a stored run, wherever it is.
 
         Its last checkpoint stays intact; it is never invoked again (timer
-        services skip it, and ``resume`` refuses it). To cancel a run that
-        is executing in this process, cancel its task or its stream.
+        services skip it, and ``resume`` refuses it). A process advancing it
+        right now commits nothing more: its caller gets ``RunCancelledError``.
         """
         await cancel_run(self.store_for(store), run_id)
 

@@ -302,24 +302,11 @@ class Worker:
         )
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
-        run_id = held.claim.run_id
-        answers: dict[str, Any] = {}
-        inputs: list[tuple[Any, str | None]] = []
-        for item in items:
-            value = workflow.serializer.loads(item.payload)
-            if item.kind == "answer" and item.target is not None:
-                answers[item.target] = value
-            elif item.kind == "message":
-                inputs.append((value, item.target))
+        # The engine reads and applies the inbox itself, under this claim's lease.
         if items:
             held.view.consume(items[-1].seq)
-        await workflow._continue(
-            run_id,
-            held.view,
-            record_events=False,
-            clock=self.clock,
-            answers=answers,
-            inputs=tuple(inputs),
+        await workflow.resume(
+            held.claim.run_id, store=held.view, record_events=False, clock=self.clock
         )
 
     async def _settle(self, held: _Held, task: asyncio.Task[None]) -> None:

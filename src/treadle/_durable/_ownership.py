@@ -1,0 +1,238 @@
+"""One owner per run: the lease a process holds while it advances a run.
+
+Every run with a store advances under an :class:`Ownership`: a lease taken
+from the store (``create_run`` for a new run, ``acquire`` for a stored
+one, or handed over by a timer service's ``claim``), renewed by a heartbeat
+while the run computes, and given up with the commit that brings the run to
+rest. Every write the run makes carries the lease, so a process that lost
+it (paused past its lease, cancelled, taken over) commits nothing.
+
+The CLI detaches the runs of its process on Ctrl-C (:func:`detach_all`):
+their writes are refused from then on, so nothing is recorded as cancelled,
+and their leases are given up so that ``resume`` or a timer service takes
+each run over at once from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import (
+    DurabilityError,
+    LeaseLostError,
+    RunBusyError,
+    RunCancelledError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    from treadle._durable._store import CheckpointRecord, Lease, RunRecord, Store
+
+DEFAULT_LEASE = 30.0
+"""Seconds a lease lasts without a heartbeat: how long a dead owner's run waits to be taken over."""
+
+_HELD: weakref.WeakSet[Ownership] = weakref.WeakSet()
+
+
+def new_owner() -> str:
+    """An owner name for one lease: ``host:pid:tag``, so ``treadle runs`` can say who holds it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(24):06x}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """Whether ``owner`` names a process on this host that no longer exists.
+
+    Only ever ``True`` when that is certain, so a lease is never taken from
+    a live process; an owner on another host is judged by its lease alone.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by someone else
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed child its parent has not reaped yet is dead too (state ``Z``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:  # noqa: PTH123 - one small read
+            return stat.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def lease_duration(store: Store) -> float:
+    """The lease a store's runs are held with (its ``lease`` attribute, else 30 s)."""
+    duration = getattr(store, "lease", None)
+    return float(duration) if duration is not None else DEFAULT_LEASE
+
+
+def detach_all(reason: str) -> list[str]:
+    """Detach every run this process owns (Ctrl-C); return their ids.
+
+    Their further writes are refused, so the runs stay as last committed
+    and resumable; :meth:`Ownership.close` then gives each lease up.
+    """
+    detached = []
+    for ownership in list(_HELD):
+        ownership.detach(DurabilityError(reason))
+        detached.append(ownership.lease.run_id)
+    return detached
+
+
+class Ownership:
+    """A held lease on one run and the writes made under it.
+
+    Args:
+        store: The store the run lives in.
+        lease: The lease held.
+        duration: Seconds each renewal extends it by.
+    """
+
+    def __init__(self, store: Store, lease: Lease, duration: float) -> None:
+        self.store = store
+        self.lease = lease
+        self.duration = duration
+        self.consumed: int | None = None  # inbox items applied, marked with the next commit
+        self.detached: DurabilityError | None = None
+        self.released = False
+        self._heartbeat: asyncio.Task[None] | None = None
+        _HELD.add(self)
+
+    def __repr__(self) -> str:
+        """Name the run, the owner and the epoch: what tells two ownerships apart."""
+        lease = self.lease
+        return f"Ownership({lease.run_id!r}, owner={lease.owner!r}, epoch={lease.epoch})"
+
+    @classmethod
+    async def acquire(cls, store: Store, run_id: str, *, wait: bool = False) -> Ownership:
+        """Take the run's lease; with ``wait``, until its current owner lets go.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another process holds a current lease (without ``wait``).
+        """
+        duration = lease_duration(store)
+        replacing = None
+        while True:
+            try:
+                lease = await store.acquire(run_id, new_owner(), duration, replacing=replacing)
+            except RunBusyError as busy:
+                if replacing != busy.owner and owner_is_dead(busy.owner):
+                    replacing = busy.owner  # its process is gone: no need to wait out the lease
+                    continue
+                replacing = None
+                if not wait:
+                    raise
+                # The owner releases when its run rests, or its lease runs out.
+                pause = min(max(busy.lease_until - time.time(), 0.01), 0.05)
+                await asyncio.sleep(pause)
+                continue
+            return cls(store, lease, duration)
+
+    @classmethod
+    def new(cls, store: Store, run_id: str) -> Ownership:
+        """The lease a new run is created with (epoch 1), before ``create_run`` writes it."""
+        from treadle._durable._store import Lease  # noqa: PLC0415 - a cycle at import time
+
+        duration = lease_duration(store)
+        return cls(store, Lease(run_id, new_owner(), 1, time.time() + duration), duration)
+
+    def start_heartbeat(self) -> None:
+        """Renew the lease every third of its duration until :meth:`close`."""
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._beat(), name="treadle-lease")
+
+    async def _beat(self) -> None:
+        while not (self.released or self.detached):
+            await asyncio.sleep(self.duration / 3)
+            try:
+                self.lease = await self.store.renew(self.lease, self.duration)
+            except LeaseLostError as lost:
+                self.detach(lost)
+            except DurabilityError:
+                continue  # the store is down: the next beat tries again
+
+    def detach(self, reason: DurabilityError) -> None:
+        """Refuse every later write with ``reason``: the run stays as last committed."""
+        if self.detached is None:
+            self.detached = reason
+
+    # --- writes under the lease ------------------------------------------------------
+
+    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+        """Create the run owned by this lease."""
+        self._check()
+        await self.store.create_run(run, graph, first, lease=self.lease)
+
+    def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None, release: bool
+    ) -> Awaitable[None]:
+        """Commit under the lease, marking applied inbox items; ``release``: give it up too."""
+        self._check()
+        consumed, self.consumed = self.consumed, None
+        done = self.store.commit_many(
+            checkpoints, keep_last=keep_last, lease=self.lease, consumed=consumed, release=release
+        )
+        return self._settle(done, release=release)
+
+    async def set_status(self, status: str, error: str | None, *, release: bool) -> None:
+        """Record a status under the lease (refused quietly once detached: nothing to record)."""
+        if self.detached is not None:
+            return
+        await self._settle(
+            self.store.set_status(
+                self.lease.run_id, status, error, lease=self.lease, release=release
+            ),
+            release=release,
+        )
+
+    async def _settle(self, done: Awaitable[None], *, release: bool) -> None:
+        try:
+            await done
+        except LeaseLostError as lost:
+            self.detach(lost)
+            raise await self._why_lost(lost) from None
+        if release:
+            self.released = True
+
+    async def _why_lost(self, lost: LeaseLostError) -> DurabilityError | RunCancelledError:
+        with contextlib.suppress(DurabilityError):
+            if (await self.store.get_run(self.lease.run_id)).status == "cancelled":
+                return RunCancelledError(self.lease.run_id)
+        return lost
+
+    def _check(self) -> None:
+        if self.detached is not None:
+            raise self.detached
+
+    async def close(self) -> None:
+        """Stop the heartbeat and give the lease up, unless that happened already."""
+        _HELD.discard(self)
+        beat, self._heartbeat = self._heartbeat, None
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        if self.released or isinstance(self.detached, LeaseLostError):
+            return
+        self.released = True
+        with contextlib.suppress(DurabilityError):  # the lease then simply runs out
+            await self.store.release(self.lease)

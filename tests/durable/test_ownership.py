@@ -1,0 +1,273 @@
+"""One owner per run: callers racing on one run, as coroutines and as processes.
+
+Exactly-once holds against concurrency as it does against crashes: of N
+answers to one request exactly one is applied and its caller alone is told
+so; the others get a specific error; the step after the answer runs once
+and the history holds one checkpoint per superstep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import race_workflow
+from conftest import fresh_schema, postgres_dsn
+
+from treadle import (
+    RequestAlreadyAnsweredError,
+    RunBusyError,
+    RunResult,
+    RunStatus,
+    Runtime,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+)
+from treadle.stores import MemoryStore, SqliteStore
+from treadle.testing import FakeClock
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "race_workflow.py"
+
+
+def calls(side: Path) -> dict[tuple[str, int], int]:
+    """How often each executor ran in each superstep, from the side table."""
+    with sqlite3.connect(side) as db:
+        rows = db.execute(
+            "SELECT executor_id, superstep, COUNT(*) FROM calls GROUP BY executor_id, superstep"
+        ).fetchall()
+    return {(executor_id, superstep): count for executor_id, superstep, count in rows}
+
+
+async def assert_one_checkpoint_per_superstep(store, run_id: str) -> None:
+    checkpoints = await store.list_checkpoints(run_id)
+    supersteps = [c.superstep for c in checkpoints]
+    assert supersteps == sorted(set(supersteps)), supersteps  # no sibling checkpoints
+    for parent, child in zip(checkpoints, checkpoints[1:], strict=False):
+        assert child.parent_checkpoint_id == parent.checkpoint_id  # one chain
+
+
+def open_store(kind: str, tmp_path: Path):
+    if kind == "memory":
+        return MemoryStore()
+    return SqliteStore(tmp_path / "runs.sqlite")
+
+
+# --- answers racing, as coroutines -------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("racers", [2, 4, 8])
+@pytest.mark.parametrize("wait", [False, True])
+async def test_concurrent_answers_to_one_request_apply_exactly_one(tmp_path, kind, racers, wait):
+    store, side = open_store(kind, tmp_path), tmp_path / "side.sqlite"
+    workflow = race_workflow.build(store, str(side), "ask")
+    try:
+        asked = await workflow.run("r1", run_id="r1")
+        (request,) = asked.pending_requests
+        outcomes = await asyncio.gather(
+            *(
+                workflow.respond("r1", {request.request_id: race_workflow.Decision(f"a{i}")}, wait=wait)
+                for i in range(racers)
+            ),
+            return_exceptions=True,
+        )
+        wins = [o for o in outcomes if isinstance(o, RunResult)]
+        losses = [o for o in outcomes if not isinstance(o, RunResult)]
+        assert len(wins) == 1, outcomes
+        (won,) = wins
+        assert won.status is RunStatus.COMPLETED
+        (answer,) = won.outputs
+        refused = (RequestAlreadyAnsweredError,) if wait else (RequestAlreadyAnsweredError, RunBusyError)
+        assert all(isinstance(loss, refused) for loss in losses), losses
+        for loss in losses:
+            if isinstance(loss, RequestAlreadyAnsweredError):
+                assert answer in loss.answer  # it names the answer that won
+        # The steps after the answer ran once each, and the history is one chain.
+        counted = calls(side)
+        assert set(counted.values()) == {1}, counted
+        assert len(counted) == 1 + race_workflow.CHAIN
+        await assert_one_checkpoint_per_superstep(store, "r1")
+        assert (await store.get_run("r1")).owner is None  # released with its last commit
+    finally:
+        await store.close()
+
+
+# --- answers and resumes racing, as processes -------------------------------------
+
+
+def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+        env=env,
+    )
+
+
+def race(commands: list[list[str]], side: Path, env: dict[str, str] | None) -> list[dict]:
+    """Start every command, wait until each is ready, let them go at once; their JSON lines."""
+    children = [spawn(*command, env=env) for command in commands]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            line = child.stdout.readline()
+            assert "ready" in line, (line, child.stderr.read() if child.stderr else "")
+        Path(str(side) + ".go").touch()
+        results = []
+        for child in children:
+            out, err = child.communicate(timeout=60)
+            assert child.returncode == 0, err
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+    finally:
+        for child in children:
+            child.kill()
+
+
+def start(spec: str, side: Path, kind: str, run_id: str, env: dict[str, str] | None) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "start", spec, str(side), kind, run_id],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
+def backend(request, tmp_path):
+    """(store spec for the script, env, a store for the test to read with)."""
+    import os
+
+    if request.param == "sqlite":
+        path = str(tmp_path / "runs.sqlite")
+        yield path, None, lambda: SqliteStore(path)
+        return
+    from treadle.stores import PostgresStore
+
+    dsn, schema = postgres_dsn(), fresh_schema()
+    env = {**os.environ, "RACE_SCHEMA": schema}
+    yield dsn, env, lambda: PostgresStore(dsn, schema=schema)
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("racers", [2, 4, 8])
+async def test_concurrent_answers_from_separate_processes_apply_exactly_one(
+    tmp_path, backend, racers
+):
+    spec, env, reader = backend
+    side = tmp_path / "side.sqlite"
+    asked = start(spec, side, "ask", "p1", env)
+    (request_id,) = asked["requests"]
+    commands = [
+        ["respond", spec, str(side), "ask", "p1", request_id, f"a{i}"] for i in range(racers)
+    ]
+    results = race(commands, side, env)
+    wins = [r for r in results if "ok" in r]
+    assert len(wins) == 1, results
+    assert wins[0]["ok"] == "completed"
+    (answer,) = wins[0]["outputs"]
+    losses = [r for r in results if "error" in r]
+    assert {r["error"] for r in losses} <= {"RequestAlreadyAnsweredError", "RunBusyError"}
+    assert len(losses) == racers - 1
+    counted = calls(side)
+    assert set(counted.values()) == {1}, counted
+    store = reader()
+    try:
+        await assert_one_checkpoint_per_superstep(store, "p1")
+        assert (await store.answer_of("p1", request_id))[0].count(answer) == 1
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("wait", [False, True])
+async def test_two_processes_resuming_one_run_advance_it_once(tmp_path, backend, wait):
+    spec, env, reader = backend
+    side = tmp_path / "side.sqlite"
+    napping = start(spec, side, "nap", "n1", env)
+    assert napping["ok"] == "waiting"
+    time.sleep(0.01)  # the 1 ms timer is due
+    extra = ["wait"] if wait else []
+    results = race([["resume", spec, str(side), "nap", "n1", *extra]] * 2, side, env)
+    done = [r for r in results if r.get("ok") == "completed"]
+    if wait:
+        # The second waits for the first, then finds the run completed and runs nothing.
+        assert len(done) == 2, results
+    else:
+        assert len(done) == 1, results
+        (busy,) = [r for r in results if "error" in r]
+        assert busy["error"] == "RunBusyError"
+        assert "is owned by" in busy["message"]
+    # Every superstep after the resume point committed once, every executor invoked once.
+    counted = calls(side)
+    assert set(counted.values()) == {1}, counted
+    assert len(counted) == 1 + race_workflow.CHAIN
+    store = reader()
+    try:
+        await assert_one_checkpoint_per_superstep(store, "n1")
+    finally:
+        await store.close()
+
+
+# --- a timer service that meets runs it cannot load --------------------------------
+
+
+def napper(name: str, store, clock):
+    @executor(id="nap")
+    async def nap(seconds: int, ctx: WorkflowContext) -> None:
+        await ctx.sleep(seconds)
+        ctx.yield_output(f"{name} woke")
+
+    return WorkflowBuilder(start=nap, store=store, clock=clock, name=name).build()
+
+
+async def test_a_runtime_parks_runs_it_cannot_load_and_keeps_waking_its_own(tmp_path, caplog):
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    known, unknown = napper("known", store, clock), napper("unknown", store, clock)
+    try:
+        for i in range(3):
+            await unknown.run(10, run_id=f"b{i}")
+            await known.run(10 + i, run_id=f"a{i}")
+        runtime = Runtime(store, [known], clock=clock)
+        caplog.set_level(logging.ERROR, logger="treadle.runtime")
+        for tick in range(3):
+            await clock.advance(10 if tick == 0 else 1)
+            woken = await runtime.wake_due()
+            # Each of A's timers fires at the wake that follows it falling due.
+            assert [r.run_id for r in woken] == [f"a{tick}"]
+            assert woken[0].outputs == ["known woke"]
+        for i in range(3):
+            row = await store.get_run(f"b{i}")
+            assert row.status == "waiting"  # nothing lost: it rests as it was
+            assert row.parked is not None
+            assert "no workflow 'unknown'" in row.parked
+        parked_lines = [r for r in caplog.records if "parked run" in r.getMessage()]
+        assert len(parked_lines) == 3  # once each, though the service woke three times
+        # A resume by someone who has the workflow takes a parked run up.
+        done = await unknown.resume("b0")
+        assert done.status is RunStatus.COMPLETED
+        assert (await store.get_run("b0")).parked is None
+    finally:
+        await store.close()
