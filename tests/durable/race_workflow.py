@@ -23,8 +23,10 @@ import sqlite3
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from treadle import TreadleError, WorkflowBuilder, WorkflowContext, executor
+from treadle.stores import PostgresStore, SqliteStore
 
 CHAIN = 4  # steps after the wait
 
@@ -79,18 +81,14 @@ def build(store, side: str, kind: str):
 
 def open_store(spec: str):
     if spec.startswith("postgresql://"):
-        from treadle.stores import PostgresStore
-
         return PostgresStore(spec, schema=os.environ["RACE_SCHEMA"])
-    from treadle.stores import SqliteStore
-
     return SqliteStore(spec)
 
 
 def wait_for_go(side: str) -> None:
     print(json.dumps({"ready": os.getpid()}), flush=True)
     deadline = time.monotonic() + 30
-    while not os.path.exists(side + ".go"):
+    while not Path(side + ".go").exists():
         if time.monotonic() > deadline:
             raise SystemExit("no go signal")
         time.sleep(0.001)

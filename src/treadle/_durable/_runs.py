@@ -27,7 +27,7 @@ from treadle._durable._graph_description import (
     encode_description,
     fingerprint,
 )
-from treadle._durable._ownership import Ownership
+from treadle._durable._ownership import Ownership, owner_is_dead
 from treadle._exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -177,8 +177,10 @@ async def _latest_if_free(
 ) -> RestoredRun:
     if not wait:
         row = await store.get_run(run_id)
-        if row.owned(time.time()) and row.owner is not None and row.lease_until is not None:
-            raise RunBusyError(run_id, row.owner, row.lease_until)
+        owner, until = row.owner, row.lease_until
+        # An owner whose process is gone holds nothing: the answer may go in.
+        if row.owned(time.time()) and owner and until and not owner_is_dead(owner):
+            raise RunBusyError(run_id, owner, until)
     return await load_restored(workflow, store, run_id, None)
 
 

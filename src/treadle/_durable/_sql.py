@@ -270,7 +270,7 @@ RETURNING lease_epoch"""
 
 SELECT_OWNER = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
 
-RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE
+RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE  # noqa: S608 - constants
 
 _UNAPPLIED = (
     "EXISTS (SELECT 1 FROM treadle_inbox AS i"
@@ -307,7 +307,7 @@ INSERT_INBOX = (
 MAKE_READY = "UPDATE treadle_runs SET ready_at = COALESCE(ready_at, ?) WHERE run_id = ?"
 
 ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
-"""The statuses after which a run never moves again (``RunStatus.ENDED``), as the store sees them."""
+"""The statuses after which a run never moves again (``RunStatus.ENDED``), as stored."""
 
 _ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
 
@@ -322,7 +322,7 @@ CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND con
 SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
 
 PARK = (
-    "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"
+    "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"  # noqa: S608 - constants
     " WHERE run_id = ?" + FENCE
 )
 
@@ -626,10 +626,13 @@ def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:
     return first.checkpoint_id
 
 
+_PREVIEW = 200
+
+
 def answer_preview(payload: bytes) -> str:
     """A stored answer as an error shows it: its JSON, cut to 200 characters."""
     text = bytes(payload).decode("utf-8", errors="replace")
-    return text if len(text) <= 200 else text[:199] + "…"
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
 def not_cancellable(run_id: str, found: Sequence[Any] | None) -> Exception:

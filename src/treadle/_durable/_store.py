@@ -240,9 +240,10 @@ class Store(Protocol):
         """Take the run's lease for ``duration`` seconds, if no one else holds a current one.
 
         With ``replacing``, take it from that owner whatever its lease says
-        (the caller knows it is dead: its process is gone). The new lease's epoch is one more than any before it, so writes
-        under an earlier lease (a presumed-dead owner) change nothing. A
-        parked run is taken up (its ``parked`` reason is cleared).
+        (the caller knows it is dead: its process is gone). The new lease's
+        epoch is one more than any before it, so writes under an earlier
+        lease (a presumed-dead owner) change nothing. A parked run is taken
+        up (its ``parked`` reason is cleared).
 
         Raises:
             RunNotFoundError: no such run.

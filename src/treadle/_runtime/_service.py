@@ -116,19 +116,23 @@ class Runtime:
             msg = f"concurrency must be at least 1, got {concurrency}"
             raise ValueError(msg)
         duration = lease_duration(self.store)
-        claimed = await self.store.claim(
-            new_owner(), duration, self.clock.now(), limit=_CLAIM_BATCH if limit is None else limit
-        )
-        results: list[RunResult | None] = [None] * len(claimed)
+        batch = _CLAIM_BATCH if limit is None else limit
         slots = asyncio.Semaphore(concurrency)
+        results: list[RunResult | None] = []
 
         async def wake(index: int, lease: Lease, name: str) -> None:
             async with slots:
                 results[index] = await self._continue_claimed(lease, name, duration)
 
-        async with asyncio.TaskGroup() as group:
-            for index, (lease, name) in enumerate(claimed):
-                group.create_task(wake(index, lease, name))
+        while True:  # without a limit, batch after batch until nothing more is due
+            claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
+            offset = len(results)
+            results.extend([None] * len(claimed))
+            async with asyncio.TaskGroup() as group:
+                for index, (lease, name) in enumerate(claimed, start=offset):
+                    group.create_task(wake(index, lease, name))
+            if limit is not None or len(claimed) < batch:
+                break
         return [result for result in results if result is not None]
 
     async def _continue_claimed(self, lease: Lease, name: str, duration: float) -> RunResult | None:
@@ -150,7 +154,7 @@ class Runtime:
                 return None  # cancelled between the claim and the read
             overrides = {"clock": self.clock}
             try:
-                return await workflow._continue_owned(  # noqa: SLF001 - the runtime's own entry
+                return await workflow._continue_owned(
                     taken, self.store, record_events=False, overrides=overrides
                 )
             except WorkflowRunError as error:
