@@ -199,6 +199,7 @@ async def main(store_path: str = "treadle-demo.sqlite") -> int:
     steps = ", ".join(str(c.superstep) for c in history.checkpoints)
     print(f"checkpoints: {len(history.checkpoints)} (supersteps {steps})")
     print(f"time travel: workflow.resume({result.run_id!r}, checkpoint_id=...) or .fork(...)")
+    print(f"  from a shell: treadle history {result.run_id} --store {store_path}")
     return 0 if result.status is RunStatus.COMPLETED else 1
 
 

@@ -130,7 +130,7 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(post
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN] == [3]
+    assert await schema_version(postgres, schema) == [KNOWN] == [4]
 
 
 async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
@@ -386,3 +386,35 @@ def test_run_sync_and_resume_sync_each_in_a_fresh_loop(postgres, new_schema):
         wf.run_sync(Count(1), run_id="r1", max_supersteps=2)
     assert wf.resume_sync("r1").outputs == [10]
     asyncio.run(store.close())
+
+
+async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_items(
+    postgres, new_schema
+):
+    # A delivery holds the run row while a release comes in: the release must
+    # see the delivered item once it gets the row, or nothing would apply it.
+    schema = new_schema()
+    store = PostgresStore(postgres, schema=schema)
+    try:
+        await new_run(store, status="awaiting_input")
+        lease = await store.acquire("run-1", "owner", 30)
+        async with await connect(postgres, schema) as delivering, delivering.transaction():
+            await delivering.execute("SELECT 1 FROM treadle_runs WHERE run_id = 'run-1' FOR UPDATE")
+            await delivering.execute(
+                "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at)"
+                " VALUES ('run-1', 'answer', 'q', '\"a\"', %s)",
+                (time.time(),),
+            )
+            await delivering.execute(
+                "UPDATE treadle_runs SET ready_at = %s WHERE run_id = 'run-1'", (time.time(),)
+            )
+            releasing = asyncio.create_task(store.release(lease))
+            await asyncio.sleep(0.3)  # the release now waits for the row
+            assert not releasing.done()
+        assert await releasing is True
+        row = await store.get_run("run-1")
+        assert (row.owner, row.lease_until) == (None, None)
+        ((claimed, _),) = await store.claim("service", 30, T0, limit=5)  # ready: taken up
+        assert claimed.run_id == "run-1"
+    finally:
+        await store.close()

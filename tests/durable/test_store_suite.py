@@ -12,10 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 from treadle._exceptions import (
     CheckpointNotFoundError,
     DurabilityError,
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RunBusyError,
     RunExistsError,
     RunNotFoundError,
 )
@@ -385,6 +389,292 @@ def test_one_store_serves_several_event_loops_and_threads(make_store):
     thread.start()
     thread.join()
     assert asyncio.run(kept_ids(store)) == ["c0", "c1", "c2"]
+
+
+# --- one owner per run: leases, fencing, the inbox, claims ---------------------
+
+
+async def expired_lease(store, run_id, owner):
+    """A lease ``owner`` took on ``run_id`` and let run out (as a dead process would)."""
+    lease = await store.acquire(run_id, owner, 0.01)
+    await asyncio.sleep(0.05)
+    return lease
+
+
+async def test_acquire_takes_a_free_run_and_refuses_others_naming_the_owner(store):
+    await new_run(store)
+    before = time.time()
+    lease = await store.acquire("run-1", "host:1:a", 30)
+    assert (lease.run_id, lease.owner) == ("run-1", "host:1:a")
+    assert before + 30 <= lease.until <= time.time() + 30
+    row = await store.get_run("run-1")
+    assert (row.owner, row.lease_until, row.parked) == ("host:1:a", lease.until, None)
+    assert row.owned(time.time())
+    assert not row.orphaned(time.time())
+    with pytest.raises(RunBusyError, match="host:1:a") as busy:
+        await store.acquire("run-1", "host:2:b", 30)
+    assert (busy.value.run_id, busy.value.owner, busy.value.lease_until) == (
+        "run-1",
+        "host:1:a",
+        lease.until,
+    )
+    assert (await store.get_run("run-1")).owner == "host:1:a"  # the refusal changed nothing
+    with pytest.raises(RunNotFoundError, match="'ghost'"):
+        await store.acquire("ghost", "host:1:a", 30)
+
+
+async def test_a_lease_taken_over_after_it_ran_out_fences_the_old_owner_out(store):
+    await new_run(store)
+    old = await expired_lease(store, "run-1", "dead")
+    assert (await store.get_run("run-1")).orphaned(time.time())
+    new = await store.acquire("run-1", "alive", 30)
+    assert new.epoch > old.epoch
+    # Everything the presumed-dead owner tries now changes nothing.
+    with pytest.raises(LeaseLostError, match="'run-1'"):
+        await store.commit_many([checkpoint("run-1", "c1", 1, status="completed")], lease=old)
+    with pytest.raises(LeaseLostError):
+        await store.set_status("run-1", "failed", "late", lease=old)
+    with pytest.raises(LeaseLostError):
+        await store.renew(old, 30)
+    with pytest.raises(LeaseLostError):
+        await store.park(old, "late")
+    assert await store.release(old) is False
+    row = await store.get_run("run-1")
+    assert (row.status, row.checkpoint_id, row.owner, row.lease_until, row.parked) == (
+        "running",
+        "c0",
+        "alive",
+        new.until,
+        None,
+    )
+    assert await kept_ids(store) == ["c0"]
+    # The new owner's writes go through; a fenced write to no run names the run.
+    await store.commit_many([checkpoint("run-1", "c1", 1)], lease=new)
+    assert await kept_ids(store) == ["c0", "c1"]
+    with pytest.raises(RunNotFoundError):
+        await store.commit_many([checkpoint("ghost", "g1", 1)], lease=new)
+
+
+async def test_renew_extends_a_current_lease_from_now(store):
+    await new_run(store)
+    lease = await store.acquire("run-1", "a", 5)
+    before = time.time()
+    renewed = await store.renew(lease, 60)
+    assert (renewed.run_id, renewed.owner, renewed.epoch) == (lease.run_id, "a", lease.epoch)
+    assert before + 60 <= renewed.until <= time.time() + 60
+    assert (await store.get_run("run-1")).lease_until == renewed.until
+    await store.commit_many([checkpoint("run-1", "c1", 1)], lease=renewed)
+    assert (await store.get_run("run-1")).checkpoint_id == "c1"
+
+
+async def test_a_released_run_is_free_for_another_owner_at_once(store):
+    await new_run(store)
+    first = await store.acquire("run-1", "a", 30)
+    assert await store.release(first) is True
+    row = await store.get_run("run-1")
+    assert (row.owner, row.lease_until) == (None, None)
+    second = await store.acquire("run-1", "b", 30)
+    assert second.epoch > first.epoch
+    assert await store.release(first) is False  # given up already: nothing changes
+    assert (await store.get_run("run-1")).owner == "b"
+
+
+async def test_create_run_with_a_lease_creates_the_run_owned(store):
+    lease = Lease("run-1", "host:1:a", 1, time.time() + 30)
+    record = run_record()
+    await store.create_run(record, b"g", checkpoint("run-1", "c0", 0), lease=lease)
+    owned = dataclasses.replace(
+        record, checkpoint_id="c0", owner="host:1:a", lease_until=lease.until
+    )
+    assert await store.get_run("run-1") == owned
+    with pytest.raises(RunBusyError, match="host:1:a"):
+        await store.acquire("run-1", "b", 30)
+    await store.commit_many([checkpoint("run-1", "c1", 1)], lease=lease)  # its first commit
+    assert (await store.get_run("run-1")).checkpoint_id == "c1"
+
+
+async def test_a_last_commit_or_status_with_release_gives_the_lease_up_with_it(store):
+    await new_run(store)
+    await new_run(store, "run-2", first="d0")
+    lease = await store.acquire("run-1", "a", 30)
+    batch = [checkpoint("run-1", "c1", 1), checkpoint("run-1", "c2", 2, status="waiting")]
+    await store.commit_many(batch, lease=lease, release=True)
+    row = await store.get_run("run-1")
+    assert (row.status, row.checkpoint_id, row.owner, row.lease_until) == (
+        "waiting",
+        "c2",
+        None,
+        None,
+    )
+    assert await store.release(lease) is False
+    other = await store.acquire("run-2", "a", 30)
+    await store.set_status("run-2", "failed", "boom", lease=other, release=True)
+    row = await store.get_run("run-2")
+    assert (row.status, row.error, row.owner, row.lease_until) == ("failed", "boom", None, None)
+    assert (await store.acquire("run-1", "b", 30)).owner == "b"
+
+
+async def test_consumed_marks_inbox_items_applied_with_the_commit_and_keeps_answers(store):
+    await new_run(store)
+    await store.deliver("run-1", [("message", "exec", b'"m1"'), ("answer", "req-1", b'"yes"')])
+    message, answer = await store.inbox("run-1")
+    assert (message.kind, message.target, message.payload) == ("message", "exec", b'"m1"')
+    assert (answer.kind, answer.target, answer.payload) == ("answer", "req-1", b'"yes"')
+    assert message.seq < answer.seq
+    lease = await store.acquire("run-1", "a", 30)
+    await store.commit_many([checkpoint("run-1", "c1", 1)], lease=lease, consumed=message.seq)
+    assert await store.inbox("run-1") == [answer]
+    await store.commit_many([checkpoint("run-1", "c2", 2)], lease=lease, consumed=answer.seq)
+    assert await store.inbox("run-1") == []
+    # An applied answer still decides its request.
+    with pytest.raises(RequestAlreadyAnsweredError, match="req-1"):
+        await store.deliver("run-1", [("answer", "req-1", b'"no"')])
+    kept = await store.answer_of("run-1", "req-1")
+    assert kept is not None
+    assert kept[0] == '"yes"'
+    assert await store.answer_of("run-1", "req-2") is None
+
+
+async def test_deliver_is_all_or_none_and_the_first_answer_to_a_request_wins(store):
+    await new_run(store, status="awaiting_input")
+    before = time.time()
+    await store.deliver("run-1", [("answer", "r1", b'"first"')])
+    after = time.time()
+    (first,) = await store.inbox("run-1")
+    late = [("message", None, b'"m"'), ("answer", "r2", b'"ok"'), ("answer", "r1", b'"second"')]
+    with pytest.raises(RequestAlreadyAnsweredError, match="'r1'") as refused:
+        await store.deliver("run-1", late)
+    error = refused.value
+    assert (error.run_id, error.request_id, error.answer) == ("run-1", "r1", '"first"')
+    assert before <= error.answered_at <= after
+    assert '"first"' in str(error)
+    assert await store.inbox("run-1") == [first]  # nothing of the refused batch
+    # One batch answering a request twice is refused whole too.
+    with pytest.raises(RequestAlreadyAnsweredError, match="'r3'"):
+        await store.deliver("run-1", [("answer", "r3", b"1"), ("answer", "r3", b"2")])
+    assert await store.inbox("run-1") == [first]
+    await store.deliver("run-1", [("answer", "r2", b'"ok"')])  # r2 was never answered
+    assert [item.target for item in await store.inbox("run-1")] == ["r1", "r2"]
+    with pytest.raises(RunNotFoundError, match="'ghost'"):
+        await store.deliver("ghost", [("message", None, b"1")])
+
+
+async def test_nothing_can_be_delivered_to_an_ended_run(store):
+    await new_run(store)
+    await new_run(store, "run-2", first="d0")
+    await store.set_status("run-1", "completed")
+    await store.cancel("run-2")
+    for run_id, status in [("run-1", "completed"), ("run-2", "cancelled")]:
+        with pytest.raises(RequestError, match=f"has ended \\({status}\\)") as refused:
+            await store.deliver(run_id, [("answer", "r1", b'"late"')])
+        assert not isinstance(refused.value, RequestAlreadyAnsweredError)
+        assert await store.inbox(run_id) == []
+        assert await store.answer_of(run_id, "r1") is None
+
+
+async def test_cancel_ends_the_run_wherever_it_is_and_fences_out_its_owner(store):
+    await new_run(store)
+    lease = await store.acquire("run-1", "a", 30)
+    await store.deliver("run-1", [("message", None, b'"m"')])
+    await store.cancel("run-1")
+    row = await store.get_run("run-1")
+    assert (row.status, row.owner, row.lease_until, row.checkpoint_id) == (
+        "cancelled",
+        None,
+        None,
+        "c0",
+    )
+    assert await store.inbox("run-1") == []  # nobody will apply it now
+    with pytest.raises(LeaseLostError):
+        await store.commit_many([checkpoint("run-1", "c1", 1, status="completed")], lease=lease)
+    with pytest.raises(LeaseLostError):
+        await store.set_status("run-1", "completed", lease=lease)
+    assert (await store.get_run("run-1")).status == "cancelled"
+    assert await kept_ids(store) == ["c0"]
+    with pytest.raises(RequestError, match="has ended"):
+        await store.cancel("run-1")
+    with pytest.raises(RunNotFoundError, match="'ghost'"):
+        await store.cancel("ghost")
+
+
+async def test_a_parked_run_is_not_claimed_until_someone_acquires_it(store):
+    await new_run(store, status="waiting", wake_at=T0)  # due: a claim would take it
+    lease = await store.acquire("run-1", "service", 30)
+    await store.park(lease, "GraphChangedError: step 'x' is gone")
+    row = await store.get_run("run-1")
+    assert (row.parked, row.owner, row.lease_until) == (
+        "GraphChangedError: step 'x' is gone",
+        None,
+        None,
+    )
+    assert await store.claim("other", 30, T0 + 99, limit=10) == []
+    taken = await store.acquire("run-1", "resumer", 30)  # a resume takes it up
+    assert (await store.get_run("run-1")).parked is None
+    await store.release(taken)
+    ((claimed, workflow),) = await store.claim("other", 30, T0 + 99, limit=10)
+    assert (claimed.run_id, claimed.owner, workflow) == ("run-1", "other", "wf")
+
+
+async def test_claim_takes_due_ready_and_orphaned_runs_never_a_currently_owned_one(store):
+    await new_run(store, "due", first="due/0", status="waiting", wake_at=T0, workflow="timed")
+    await new_run(store, "not-yet", first="n/0", status="waiting", wake_at=T0 + 100)
+    await new_run(store, "ready", first="r/0", status="awaiting_input")
+    await store.deliver("ready", [("answer", "q", b'"a"')])
+    await new_run(store, "idle", first="i/0", status="awaiting_input")
+    await new_run(store, "orphan", first="o/0")
+    dead = await expired_lease(store, "orphan", "dead")
+    await new_run(store, "done", first="d/0", status="completed")
+    for run_id, status, wake_at in [("owned", "running", None), ("owned-due", "waiting", T0)]:
+        await new_run(store, run_id, first=f"{run_id}/0", status=status, wake_at=wake_at)
+        await store.acquire(run_id, "alive", 30)
+    await store.deliver("owned", [("message", None, b'"m"')])  # ready, but owned
+    before = time.time()
+    first = await store.claim("service", 30, T0 + 1, limit=2)
+    rest = await store.claim("service", 30, T0 + 1, limit=10)
+    assert len(first) == 2
+    claimed = {lease.run_id: (lease, workflow) for lease, workflow in first + rest}
+    assert sorted(claimed) == ["due", "orphan", "ready"]
+    assert {run_id: workflow for run_id, (_, workflow) in claimed.items()} == {
+        "due": "timed",
+        "orphan": "wf",
+        "ready": "wf",
+    }
+    assert claimed["orphan"][0].epoch > dead.epoch
+    for run_id, (lease, _) in claimed.items():
+        assert lease.owner == "service"
+        assert before + 30 <= lease.until <= time.time() + 30
+        row = await store.get_run(run_id)
+        assert (row.owner, row.lease_until) == ("service", lease.until)
+    for run_id in ["owned", "owned-due"]:
+        assert (await store.get_run(run_id)).owner == "alive"
+    assert await store.claim("service", 30, T0 + 1, limit=10) == []  # all owned now
+    assert await store.claim("service", 30, T0 + 1, limit=0) == []
+
+
+async def test_concurrent_acquires_of_one_run_let_exactly_one_owner_win(store):
+    await new_run(store)
+    outcomes = await asyncio.gather(
+        *(store.acquire("run-1", f"owner-{n}", 30) for n in range(8)), return_exceptions=True
+    )
+    won = [outcome for outcome in outcomes if isinstance(outcome, Lease)]
+    busy = [outcome for outcome in outcomes if isinstance(outcome, RunBusyError)]
+    assert (len(won), len(busy)) == (1, 7), outcomes
+    (lease,) = won
+    assert {error.owner for error in busy} == {lease.owner}
+    assert (await store.get_run("run-1")).owner == lease.owner
+
+
+async def test_concurrent_claims_never_take_one_run_twice(store):
+    for n in range(30):
+        await new_run(store, f"run-{n}", first=f"c{n}", status="waiting", wake_at=T0)
+    batches = await asyncio.gather(
+        *(store.claim(f"service-{n}", 30, T0 + 1, limit=10) for n in range(6))
+    )
+    claimed = [lease.run_id for batch in batches for lease, _ in batch]
+    assert len(claimed) == len(set(claimed)) == 30
+    for batch in batches:
+        for lease, _ in batch:
+            assert (await store.get_run(lease.run_id)).owner == lease.owner
 
 
 # --- every store against a model, over random sequences of operations ---------

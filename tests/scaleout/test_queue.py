@@ -8,16 +8,23 @@ worker processes killed and paused is in ``test_chaos.py``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
+import os
+import sys
 import time
 
 import pytest
 import scale_app
+from processes import HERE
 from psycopg import sql
 
 import treadle
 from treadle import LeaseLostError, RequestError, RunExistsError, RunStatus, Worker
 from treadle._durable._postgres_queue import RunQueue
+from treadle._durable._store import CheckpointInfo, CheckpointRecord, Lease
+from treadle._exceptions import RequestAlreadyAnsweredError
 from treadle.stores import PostgresStore
 
 WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]
@@ -125,9 +132,10 @@ async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_ove
     fresh = RunQueue(store, "fresh-worker", lease=30)
     (taken,) = await fresh.claim(["asker"], time.time(), 1)
     assert (taken.run_id, taken.epoch, taken.recoveries) == ("stale", claim.epoch + 1, 1)
-    # The stale worker, resumed, tries to go on: answer and commit. Refused.
+    # An answer arrives; the stale worker, resumed, applies it and tries to commit. Refused.
+    await client.respond("stale", {request.request_id: "x"})
     with pytest.raises(LeaseLostError, match="nothing was committed"):
-        await scale_app.asker.respond("stale", {request.request_id: "x"}, store=view)
+        await scale_app.asker.resume("stale", store=view)
     assert await store.list_checkpoints("stale") == before
     assert (await store.get_run("stale")).status == "awaiting_input"
     assert not await stale.release(claim, time.time())  # nor can it release the run
@@ -149,14 +157,20 @@ async def test_a_response_delivered_while_no_worker_runs_is_applied_exactly_once
     # No worker runs now. The answer waits in the run's inbox.
     await client.respond("hitl", {request.request_id: "blue"})
     assert (await client.get("hitl")).status == "awaiting_input"
-    assert await query(dsn, schema, "SELECT kind, target FROM treadle_inbox") == [
-        ("answer", request.request_id)
-    ]
+    unapplied = "SELECT kind, target FROM treadle_inbox WHERE consumed_at IS NULL"
+    assert await query(dsn, schema, unapplied) == [("answer", request.request_id)]
     # A worker starts: it applies the answer, once.
     assert await worker(store).run_until_idle() == 1
     done = await client.result("hitl")
     assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["colour? -> blue"])
-    assert await query(dsn, schema, "SELECT count(*) FROM treadle_inbox") == [(0,)]
+    # Applied, and kept as the ledger of answers (and of the start input).
+    assert (
+        await query(dsn, schema, "SELECT kind FROM treadle_inbox WHERE consumed_at IS NULL") == []
+    )
+    assert await query(dsn, schema, "SELECT kind FROM treadle_inbox ORDER BY seq") == [
+        ("start",),
+        ("answer",),
+    ]
     assert await worker(store).run_until_idle() == 0  # nothing left to apply
     assert (await client.result("hitl")).outputs == ["colour? -> blue"]
     with pytest.raises(RequestError, match="has ended"):
@@ -250,6 +264,7 @@ async def test_a_worker_started_run_records_where_its_workflow_lives_for_clients
 
 
 async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_the_change(store):
+    """Parked, not failed: the run keeps its status and checkpoints for code that can load it."""
     client = treadle.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="moved")
     await worker(store).run_until_idle()
@@ -267,11 +282,17 @@ async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_t
     changed = treadle.WorkflowBuilder(ask_twice, name="asker").add_edge(ask_twice, echo).build()
     assert await Worker(store, [changed], lease=2, poll_interval=0.05).run_until_idle() == 1
     row = await client.get("moved")
-    assert row.status == "failed"
-    assert row.error is not None
-    assert row.error.startswith("GraphChangedError")
-    assert "echo" in row.error
+    assert row.status == "awaiting_input"
+    assert row.parked is not None
+    assert row.parked.startswith("GraphChangedError")
+    assert "echo" in row.parked
+    assert row.owner is None  # released
     assert await worker(store).run_until_idle() == 0  # parked: no worker takes it again
+    # The right code, resumed by hand, takes it up and applies the answer that waited.
+    (asker,) = [w for w in WORKFLOWS if w.name == "asker"]
+    done = await asker.resume("moved", store=store)
+    assert done.status.value == "completed"
+    assert (await client.get("moved")).parked is None
 
 
 async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(store):
@@ -316,3 +337,148 @@ async def test_an_idle_worker_takes_new_runs_and_answers_at_once_not_a_poll_late
         idle.stop()
         await serving
     assert (await client.result("prompt")).outputs == ["colour? -> green"]
+
+
+# One client process: connects, waits for the common start time, answers.
+ANSWERING_CLIENT = """
+import asyncio, json, sys, time
+import treadle
+from treadle._exceptions import RequestAlreadyAnsweredError
+
+async def main(dsn, schema, run_id, request_id, answer, start_at):
+    async with treadle.connect(dsn, schema=schema) as client:
+        await client.get(run_id)  # connected before the start, so all answer at once
+        await asyncio.sleep(max(0.0, float(start_at) - time.time()))
+        try:
+            await client.respond(run_id, {request_id: answer})
+        except RequestAlreadyAnsweredError as refused:
+            print(json.dumps(["refused", refused.answer]))
+        else:
+            print(json.dumps(["accepted", answer]))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.integration
+async def test_eight_client_processes_answering_one_request_at_once_get_one_acceptance(
+    dsn, schema, store
+):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="raced")
+    await worker(store).run_until_idle()
+    (request,) = (await client.result("raced")).pending_requests
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}"}
+    start_at = time.time() + 5  # after every process has imported treadle and connected
+    processes = [
+        await asyncio.create_subprocess_exec(
+            *(sys.executable, "-c", ANSWERING_CLIENT, dsn, schema, "raced"),
+            *(request.request_id, f"colour-{n}", str(start_at)),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for n in range(8)
+    ]
+    outcomes = []
+    for process in processes:
+        out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        outcomes.append(json.loads(out))
+    assert time.time() > start_at  # they did wait for the start
+    accepted = [answer for verdict, answer in outcomes if verdict == "accepted"]
+    refused = [answer for verdict, answer in outcomes if verdict == "refused"]
+    assert (len(accepted), len(refused)) == (1, 7), outcomes
+    (winner,) = accepted
+    assert refused == [json.dumps(winner)] * 7  # each refusal names the answer that won
+    assert await query(
+        dsn, schema, "SELECT convert_from(payload, 'UTF8') FROM treadle_inbox WHERE kind = 'answer'"
+    ) == [(json.dumps(winner),)]
+    await worker(store).run_until_idle()
+    assert (await client.result("raced")).outputs == [f"colour? -> {winner}"]
+    with pytest.raises(RequestError, match="has ended"):  # ended now: refused for that
+        await client.respond("raced", {request.request_id: "late"})
+
+
+async def test_a_second_answer_is_refused_whole_naming_the_first(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="asked")
+    await worker(store).run_until_idle()
+    (request,) = (await client.result("asked")).pending_requests
+    await client.respond("asked", {request.request_id: "blue"})
+    with pytest.raises(RequestAlreadyAnsweredError, match='"blue"') as refused:
+        await client.respond("asked", {"another-request": "x", request.request_id: "red"})
+    assert (refused.value.run_id, refused.value.request_id) == ("asked", request.request_id)
+    (kept,) = await store.inbox("asked")  # nothing of the refused batch landed
+    assert (kept.kind, kept.target, kept.payload) == ("answer", request.request_id, b'"blue"')
+    await worker(store).run_until_idle()
+    assert (await client.result("asked")).outputs == ["colour? -> blue"]
+
+
+async def make_orphan(store, dsn, schema, run_id, *, parked=None):
+    """A counter run left mid-run by an in-process owner that died: no ``ready_at``."""
+    await scale_app.counter.run(scale_app.Job(6), run_id=run_id, store=store)
+    at_two = next(c for c in await store.list_checkpoints(run_id) if c.superstep == 2)
+    await query(
+        dsn,
+        schema,
+        "UPDATE treadle_runs SET status = 'running', superstep = 2,"  # noqa: S608 - the test's own
+        f" checkpoint_id = '{at_two.checkpoint_id}', owner = 'gone:1:x',"
+        " lease_until = 1.0, ready_at = NULL, parked = "
+        + ("NULL" if parked is None else f"'{parked}'")
+        + f" WHERE run_id = '{run_id}' RETURNING run_id",
+    )
+
+
+async def test_a_worker_takes_over_a_run_whose_in_process_owner_died_mid_run(dsn, schema, store):
+    await make_orphan(store, dsn, schema, "orphan")
+    await make_orphan(store, dsn, schema, "parked", parked="GraphChangedError: moved")
+    queue = RunQueue(store, "taker", lease=30)
+    (claim,) = await queue.claim(["counter"], time.time(), 10)  # the parked one is not taken
+    assert (claim.run_id, claim.status, claim.recoveries) == ("orphan", "running", 1)
+    assert await queue.release(claim, time.time())
+    assert await worker(store).run_until_idle() == 1
+    result = await treadle.Client(store, WORKFLOWS).result("orphan")
+    alone = await scale_app.counter.run(scale_app.Job(6))
+    assert (result.status, result.outputs) == (RunStatus.COMPLETED, alone.outputs)
+    row = await store.get_run("parked")
+    assert (row.status, row.superstep, row.parked) == ("running", 2, "GraphChangedError: moved")
+
+
+async def test_a_leased_view_answers_the_ownership_port_from_its_claim(store):
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="held")
+    await client.start("asker", "shape?", run_id="other")
+    queue = RunQueue(store, "holder", lease=30)
+    (claim, _) = sorted(await queue.claim(["asker"], time.time(), 2), key=lambda c: c.run_id)
+    assert claim.run_id == "held"
+    view = queue.leased(claim, None)
+    before = time.time()
+    lease = await view.acquire("held", "ignored", 10)
+    assert (lease.run_id, lease.owner, lease.epoch) == ("held", "holder", claim.epoch)
+    assert before + 10 <= lease.until <= time.time() + 10
+    with pytest.raises(LeaseLostError):
+        await view.acquire("other", "holder", 10)
+    assert (await view.renew(lease, 60)).epoch == claim.epoch
+    assert await view.release(lease) is True
+    row = await store.get_run("held")
+    assert (row.owner, row.parked) == ("holder", None)  # nothing was written
+    # Deliveries, the inbox and answers are the store's.
+    await view.deliver("held", [("message", None, b'"m"')])
+    items = await view.inbox("held")
+    assert [item.kind for item in items] == ["start", "message"]
+    assert await view.answer_of("held", "nope") is None
+    # A commit marks what the engine applied; it does not give the claim up.
+    info = CheckpointInfo("held/1", "held", 1, "running", None, time.time())
+    batch = [CheckpointRecord(info, b"blob")]
+    await view.commit_many(batch, lease=lease, consumed=items[-1].seq, release=True)
+    assert await store.inbox("held") == []
+    assert (await store.get_run("held")).owner == "holder"
+    # Parking is fenced by the claim; once released, no worker takes the run.
+    await view.park(lease, "cannot load it")
+    assert (await store.get_run("held")).parked == "cannot load it"
+    assert await queue.release(claim, time.time())
+    assert await worker(store).run_until_idle() == 0
+    stale = queue.leased(dataclasses.replace(claim, epoch=claim.epoch - 1), None)
+    with pytest.raises(LeaseLostError):
+        await stale.park(Lease("held", "holder", claim.epoch - 1, time.time()), "late")

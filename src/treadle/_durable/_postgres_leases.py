@@ -7,12 +7,14 @@ hands the engine for the run it holds.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable import _sql
 from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
+from treadle._durable._store import Lease
 from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -21,13 +23,22 @@ if TYPE_CHECKING:
     from treadle._durable._postgres import PostgresStore
     from treadle._durable._postgres_pools import Connection
     from treadle._durable._postgres_queue import Claim
-    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+    from treadle._durable._store import (
+        CheckpointInfo,
+        CheckpointRecord,
+        InboxItem,
+        RunRecord,
+    )
 
-FENCE = " AND owner = %s AND lease_epoch = %s"
+FENCE = POSTGRES.render(_sql.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
 
 _RUN_EXISTS = POSTGRES.render(_sql.SELECT_RUN_EXISTS)
-CONSUME_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s"
+# Applied items are kept, marked: the answers among them are the ledger by
+# which a later answer to the same request is refused (``PostgresStore.deliver``).
+CONSUME_INBOX = POSTGRES.render(_sql.CONSUME_INBOX)
+"""Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
+_PARK = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
 
 _ADOPT = f"""
 UPDATE treadle_runs
@@ -41,6 +52,17 @@ _DELETE_OLD = POSTGRES.render(_sql.DELETE_OLD_CHECKPOINTS)
 
 class LeasedStore:
     """A ``Store`` whose writes succeed only while its lease is current.
+
+    The worker holds the lease (its claim), renews it by heartbeat and
+    releases it; so the ownership the port asks of the engine is answered
+    from the claim: ``acquire`` hands the engine a :class:`Lease` for the
+    claimed run without writing, ``renew`` and ``release`` change nothing,
+    and the ``lease`` and ``release`` arguments of writes are ignored, as
+    every write is fenced by the claim. A commit's ``consumed`` is honoured
+    together with what :meth:`consume` named (the further of the two): the
+    engine reads the inbox itself and may have applied items delivered after
+    the worker looked, which must not be applied again. Deliveries, the
+    inbox, cancelling and claims are the store's.
 
     Reads go straight to the store. ``commit``, ``set_status`` and (for a
     pending run) ``create_run`` lock the run row with ``owner`` and
@@ -56,14 +78,15 @@ class LeasedStore:
         self, store: PostgresStore, owner: str, claim: Claim, consumed: int | None
     ) -> None:
         self.store = store
-        self.claim = claim
+        self.held = claim  # not `claim`: that is the port's method
+        self._owner = owner
         self._fence = (owner, claim.epoch)
         self._consumed = consumed
         self.detached: DurabilityError | None = None  # set: write nothing more
         self._stop_after: DurabilityError | None = None
 
     def consume(self, seq: int) -> None:
-        """Delete the run's inbox items up to ``seq`` with the next write (applied by then)."""
+        """Mark the run's inbox items up to ``seq`` applied, with the next write (done by then)."""
         self._consumed = seq
 
     def stop_after_commit(self, reason: DurabilityError) -> None:
@@ -79,7 +102,14 @@ class LeasedStore:
         if self.detached is None:
             self.detached = reason
 
-    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+    async def create_run(
+        self,
+        run: RunRecord,
+        graph: bytes,
+        first: CheckpointRecord,
+        *,
+        lease: Lease | None = None,  # noqa: ARG002 - the claim is the lease
+    ) -> None:
         """Turn the pending row a client enqueued into the started run."""
         _sql.first_checkpoint_id(run, first.info)
         info = first.info
@@ -108,11 +138,22 @@ class LeasedStore:
         await self.commit_many((checkpoint,), keep_last=keep_last)
 
     async def commit_many(
-        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None = None
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
+        consumed: int | None = None,
+        release: bool = False,  # noqa: ARG002 - the worker releases
     ) -> None:
-        """Add checkpoints of the run in order, in one transaction, under the current lease."""
+        """Add checkpoints of the run in order, in one transaction, under the current lease.
+
+        ``consumed`` marks inbox items applied with them, as :meth:`consume` does.
+        """
         info = _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
+        if consumed is not None:
+            self.consume(consumed if self._consumed is None else max(consumed, self._consumed))
         advance = (*_sql.advance_parameters(info), *self._fence)
 
         async def work(connection: Connection) -> None:
@@ -126,7 +167,15 @@ class LeasedStore:
 
         await self._write(work)
 
-    async def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
+        release: bool = False,  # noqa: ARG002 - the worker releases
+    ) -> None:
         """Record a status without a checkpoint, only under the current lease."""
         stamped = (status, error, time.time(), run_id, *self._fence)
 
@@ -135,6 +184,86 @@ class LeasedStore:
                 raise await self._lost(connection, run_id)
 
         await self._write(work)
+
+    # --- ownership: answered from the claim --------------------------------------
+
+    async def acquire(
+        self,
+        run_id: str,
+        owner: str,  # noqa: ARG002 - the worker is the owner
+        duration: float,
+        *,
+        replacing: str | None = None,  # noqa: ARG002 - the claim took it over already
+    ) -> Lease:
+        """The lease the worker's claim holds, as the engine asks for it; nothing is written.
+
+        Its ``until`` is on this process's clock: the worker's heartbeat,
+        on the database's, is what keeps the claim.
+
+        Raises:
+            LeaseLostError: ``run_id`` is not the claimed run.
+            DurabilityError: The view is detached (the reason it was).
+        """
+        if self.detached is not None:
+            raise self.detached
+        if run_id != self.held.run_id:
+            raise LeaseLostError(run_id, self.held.epoch)
+        return Lease(run_id, self._owner, self.held.epoch, time.time() + duration)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """The lease, extended on paper only: the worker's heartbeat renews the claim.
+
+        Raises:
+            LeaseLostError: The heartbeat found the claim gone.
+        """
+        if isinstance(self.detached, LeaseLostError):
+            raise self.detached
+        return dataclasses.replace(lease, until=time.time() + duration)
+
+    async def release(self, lease: Lease) -> bool:  # noqa: ARG002 - the worker releases
+        """Nothing: the worker releases the claim once the run's task has ended."""
+        return True
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set the claimed run aside with ``reason``, fenced by the claim.
+
+        The worker then releases it as usual; no claim takes a parked run.
+
+        Raises:
+            LeaseLostError: The claim is gone, or ``lease`` is of another run.
+        """
+        if lease.run_id != self.held.run_id:
+            raise LeaseLostError(lease.run_id, self.held.epoch)
+
+        parked = (reason, lease.run_id, *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_PARK, parked)).rowcount == 0:
+                raise await self._lost(connection, lease.run_id)
+
+        await self._write(work)
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Deliver to a run (the store's: the one place an answer is decided)."""
+        await self.store.deliver(run_id, items)
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """A run's unapplied inbox items (the store's)."""
+        return await self.store.inbox(run_id)
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (the store's)."""
+        return await self.store.answer_of(run_id, request_id)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
+        await self.store.cancel(run_id)
+
+    async def claim(
+        self, owner: str, duration: float, now: float, *, limit: int
+    ) -> list[tuple[Lease, str]]:
+        """Lease runs a timer service should take up (the store's)."""
+        return await self.store.claim(owner, duration, now, limit=limit)
 
     async def _write(self, work: Any) -> None:
         if self.detached is not None:
@@ -152,11 +281,11 @@ class LeasedStore:
         found = await connection.execute(_RUN_EXISTS, (run_id,))
         if await found.fetchone() is None:
             return RunNotFoundError(run_id)
-        return LeaseLostError(run_id, self.claim.epoch)
+        return LeaseLostError(run_id, self.held.epoch)
 
     async def _consume(self, connection: Connection, run_id: str) -> None:
         if self._consumed is not None:
-            await connection.execute(CONSUME_INBOX, (run_id, self._consumed))
+            await connection.execute(CONSUME_INBOX, (time.time(), run_id, self._consumed))
             self._consumed = None
 
     # --- reads and the rest of the port: the store's own ---------------------------

@@ -12,8 +12,15 @@ nothing: :class:`~treadle.LeaseLostError`.
 Clients do not need workflow code to talk to runs: they write to the run's
 **inbox** (its start input, answers, session messages) and mark the run
 ready in one transaction; the worker that claims it applies the items and
-deletes them in the transaction of the run's next commit, so an item is
-applied exactly once even if workers die in between.
+marks them applied in the transaction of the run's next commit, so an item
+is applied exactly once even if workers die in between. Answers and
+cancellations go through the store's own ``deliver`` and ``cancel``, the
+one place where the first answer to a request wins whoever (a client, an
+in-process caller) answers; applied items are kept as that decision's ledger.
+
+A run left mid-run by an owner that died (a worker, or a process running it
+in-process on this store) is taken over once nobody's lease on it is current,
+whether or not it is marked ready; a parked run is never claimed.
 
 Times: leases run on the database's clock (one clock for every worker);
 timers are compared with the worker's clock, as the run itself does.
@@ -25,13 +32,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle._durable._postgres_leases import CONSUME_INBOX, FENCE, LeasedStore
+from treadle._durable import _sql
+from treadle._durable._postgres_leases import FENCE, LeasedStore
+from treadle._durable._postgres_writes import NOTIFY_READY, READY_CHANNEL
 from treadle._durable._sql import DUE_AT, POSTGRES
-from treadle._exceptions import (
-    RequestError,
-    RunExistsError,
-    RunNotFoundError,
-)
+from treadle._durable._store import InboxItem
+from treadle._exceptions import RunExistsError
 from treadle._runtime._result import ENDED
 
 if TYPE_CHECKING:
@@ -40,19 +46,23 @@ if TYPE_CHECKING:
     from treadle._durable._postgres import PostgresStore
     from treadle._durable._postgres_pools import Connection
 
+__all__ = ["READY_CHANNEL", "Claim", "InboxItem", "RunQueue"]
+
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
-_ENDED_SQL = "(" + ", ".join(sorted(f"'{status}'" for status in ENDED)) + ")"
 _DUE = POSTGRES.render(DUE_AT)
 
 # Expired leases first (their runs were already under way), then by how long
-# the run has been ready. ``ready_at`` is set while a run is owned, so a run
-# whose worker died mid-superstep stays claimable whatever its status.
+# the run has been ready. ``ready_at`` is set while a worker owns a run, so a
+# run whose worker died mid-superstep stays claimable whatever its status; a
+# run ``running`` (or ``pending``) with no current owner is claimable even
+# without it: an in-process owner on this store that died mid-run never set it.
 _CLAIM = f"""
 WITH chosen AS (
     SELECT run_id FROM treadle_runs
     WHERE workflow = ANY(%(workflows)s)
-        AND (ready_at <= %(now)s OR {_DUE} <= %(now)s)
-        AND (owner IS NULL OR lease_until < {_DB_NOW})
+        AND parked IS NULL
+        AND (ready_at <= %(now)s OR {_DUE} <= %(now)s OR status IN ('running', 'pending'))
+        AND (owner IS NULL OR lease_until IS NULL OR lease_until < {_DB_NOW})
     ORDER BY (owner IS NULL), COALESCE(ready_at, {_DUE})
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -81,34 +91,18 @@ UPDATE treadle_runs
 SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s
 WHERE run_id = %s"""
 
-_SELECT_INBOX = (
-    "SELECT seq, kind, target, payload FROM treadle_inbox WHERE run_id = %s ORDER BY seq"
-)
-_INSERT_INBOX = (
-    "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at)"
-    " VALUES (%s, %s, %s, %s, %s)"
-)
-
-READY_CHANNEL = "treadle_ready"
-"""Where a run becoming ready is announced, so idle workers claim it at once."""
-
-_NOTIFY_READY = f"SELECT pg_notify('{READY_CHANNEL}', current_schema())"
-
-_MAKE_READY = (
-    "UPDATE treadle_runs SET ready_at = LEAST(COALESCE(ready_at, %s), %s) WHERE run_id = %s"
-)
+_SELECT_INBOX = POSTGRES.render(_sql.SELECT_INBOX)
+_INSERT_INBOX = POSTGRES.render(_sql.INSERT_INBOX)
+_HAS_INBOX = "SELECT 1 FROM treadle_inbox WHERE run_id = %s AND consumed_at IS NULL LIMIT 1"
+# Refused items (an input or answer the run would not take) are deleted, not
+# marked applied: they never were, and a corrected answer must be acceptable.
+_DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND consumed_at IS NULL"
 
 _ENQUEUE = """
 INSERT INTO treadle_runs
     (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at)
 VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id) DO NOTHING"""
-
-_CANCEL = f"""
-UPDATE treadle_runs
-SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
-    lease_epoch = lease_epoch + 1, updated_at = %s, error = NULL
-WHERE run_id = %s AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,24 +125,6 @@ class Claim:
     checkpoint_id: str | None
     epoch: int
     recoveries: int
-
-
-@dataclass(frozen=True, slots=True)
-class InboxItem:
-    """Something a client delivered to a run.
-
-    Attributes:
-        seq: Its position in the inbox (delivery order).
-        kind: ``"start"`` (the input), ``"answer"`` or ``"message"``.
-        target: The request id of an answer; the executor id a message is
-            for, or ``None``.
-        payload: The value, encoded by the client's serializer.
-    """
-
-    seq: int
-    kind: str
-    target: str | None
-    payload: bytes
 
 
 class RunQueue:
@@ -224,27 +200,28 @@ class RunQueue:
             row = await locked.fetchone()
             if row is None:
                 return False
-            waiting = await connection.execute(
-                "SELECT 1 FROM treadle_inbox WHERE run_id = %s LIMIT 1", (claim.run_id,)
-            )
+            waiting = await connection.execute(_HAS_INBOX, (claim.run_id,))
             has_inbox = await waiting.fetchone() is not None
             status = row[0]
             ready = status not in ENDED and (status in ("running", "pending") or has_inbox)
             await connection.execute(_RELEASE, (now if ready else None, claim.run_id))
             if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
-                await connection.execute(_NOTIFY_READY)
+                await connection.execute(NOTIFY_READY)
             return True
 
         return await self.store.transact(work)
 
     async def drop_inbox(self, claim: Claim, upto: int) -> bool:
-        """Delete a run's refused inbox items up to ``upto``; ``False``: the lease is gone."""
+        """Delete a run's refused inbox items up to ``upto``; ``False``: the lease is gone.
+
+        Only items not yet applied: applied ones stay, as the answers' ledger.
+        """
 
         async def work(connection: Connection) -> bool:
             locked = await connection.execute(_LOCK_LEASED, (claim.run_id, self.owner, claim.epoch))
             if await locked.fetchone() is None:
                 return False
-            await connection.execute(CONSUME_INBOX, (claim.run_id, upto))
+            await connection.execute(_DROP_INBOX, (claim.run_id, upto))
             return True
 
         return await self.store.transact(work)
@@ -252,8 +229,8 @@ class RunQueue:
     def leased(self, claim: Claim, consumed: int | None) -> LeasedStore:
         """The store as seen through ``claim``: every write fenced by its epoch.
 
-        ``consumed``: the last inbox item applied to the run, deleted with its
-        next commit (``None``: none).
+        ``consumed``: the last inbox item applied to the run, marked applied
+        with its next commit (``None``: none).
         """
         return LeasedStore(self.store, self.owner, claim, consumed)
 
@@ -290,7 +267,7 @@ async def enqueue_run(
                 raise RunExistsError(run_id)
             return False
         await connection.execute(_INSERT_INBOX, (run_id, "start", None, payload, now))
-        await connection.execute(_NOTIFY_READY)  # sent when the transaction commits
+        await connection.execute(NOTIFY_READY)  # sent when the transaction commits
         return True
 
     return await store.transact(work)
@@ -301,51 +278,26 @@ async def deliver(
 ) -> None:
     """Put (kind, target, payload) items in a run's inbox and make it ready, atomically.
 
+    The store's :meth:`~treadle.stores.PostgresStore.deliver`: a client's
+    answer and an in-process caller's meet in the same decision, so the first
+    answer to a request wins whoever gave it.
+
     Raises:
         RunNotFoundError: No such run.
         RequestError: The run has ended; nothing can be delivered to it.
+        RequestAlreadyAnsweredError: A request was answered already; nothing
+            was delivered.
     """
-    now = time.time()
-    rows = [(run_id, kind, target, payload, now) for kind, target, payload in items]
-
-    async def work(connection: Connection) -> None:
-        # Lock the row first: a worker releasing the run at this moment then
-        # either sees these items or runs before them and leaves ready_at set.
-        locked = await connection.execute(
-            "SELECT status FROM treadle_runs WHERE run_id = %s FOR UPDATE", (run_id,)
-        )
-        row = await locked.fetchone()
-        if row is None:
-            raise RunNotFoundError(run_id)
-        if row[0] in ENDED:
-            msg = f"run {run_id!r} has ended ({row[0]}); nothing can be delivered to it"
-            raise RequestError(msg)
-        for values in rows:
-            await connection.execute(_INSERT_INBOX, values)
-        await connection.execute(_MAKE_READY, (now, now, run_id))
-        await connection.execute(_NOTIFY_READY)
-
-    await store.transact(work)
+    await store.deliver(run_id, list(items))
 
 
 async def cancel_queued(store: PostgresStore, run_id: str) -> None:
-    """Cancel a run wherever it is, fencing out a worker that holds it.
+    """Cancel a run wherever it is, fencing out a worker or an in-process owner holding it.
+
+    The store's :meth:`~treadle.stores.PostgresStore.cancel`.
 
     Raises:
         RunNotFoundError: No such run.
         RequestError: It has ended already.
     """
-
-    async def work(connection: Connection) -> None:
-        if (await connection.execute(_CANCEL, (time.time(), run_id))).rowcount == 0:
-            found = await connection.execute(
-                "SELECT status FROM treadle_runs WHERE run_id = %s", (run_id,)
-            )
-            row = await found.fetchone()
-            if row is None:
-                raise RunNotFoundError(run_id)
-            msg = f"run {run_id!r} has ended ({row[0]}); there is nothing to cancel"
-            raise RequestError(msg)
-        await connection.execute("DELETE FROM treadle_inbox WHERE run_id = %s", (run_id,))
-
-    await store.transact(work)
+    await store.cancel(run_id)

@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 
 _render = functools.cache(POSTGRES.render)
 
+READY_CHANNEL = "treadle_ready"
+"""Where a run becoming ready is announced, so idle workers claim it at once."""
+
+# Sent when the transaction commits (never for one rolled back), and only to
+# listeners on this schema: writers of other schemas in the database do not wake them.
+NOTIFY_READY = f"SELECT pg_notify('{READY_CHANNEL}', current_schema())"
+"""Announce on :data:`READY_CHANNEL` that a run of this schema became ready."""
+
 
 async def insert_checkpoints(
     connection: Connection, checkpoints: Sequence[CheckpointRecord]

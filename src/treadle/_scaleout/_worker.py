@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
+from treadle._durable._store import Lease
 from treadle._exceptions import (
     CheckpointCorruptError,
     DurabilityError,
@@ -325,15 +326,17 @@ class Worker:
                 await self._drop_inbox(held)
             elif isinstance(error, RunCancelledError):
                 return
-            elif isinstance(
-                error,
-                GraphChangedError | CheckpointCorruptError | SerializationError | AppLoadError,
-            ):
+            elif isinstance(error, GraphChangedError | CheckpointCorruptError | SerializationError):
                 # This worker cannot load the run (another graph under its name, a
-                # corrupt checkpoint, a type it does not allow, an input that fits
-                # no handler): park it, naming why, rather than claim it again.
-                logger.error("run %s cannot run here: %s", claim.run_id, error)
+                # corrupt checkpoint, a type it does not allow): park it, naming why,
+                # rather than claim it again. It keeps its status and checkpoints, so
+                # a resume by code that can load it takes it up.
+                logger.error("parked run %s: it cannot run here: %s", claim.run_id, error)
                 await self._park(held, f"{type(error).__name__}: {error}")
+            elif isinstance(error, AppLoadError):
+                # The run's input fits no handler: the input is at fault, not this code.
+                logger.error("run %s failed: %s", claim.run_id, error)
+                await self._fail(held, f"{type(error).__name__}: {error}")
             elif isinstance(error, DurabilityError):
                 logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, error)
             elif not isinstance(error, WorkflowRunError):
@@ -349,6 +352,11 @@ class Worker:
             logger.info("released run %s epoch %d", claim.run_id, claim.epoch)
 
     async def _park(self, held: _Held, reason: str) -> None:
+        lease = Lease(held.claim.run_id, self.worker_id, held.claim.epoch, 0.0)
+        with contextlib.suppress(DurabilityError):
+            await held.view.park(lease, reason)
+
+    async def _fail(self, held: _Held, reason: str) -> None:
         with contextlib.suppress(DurabilityError):
             await held.view.set_status(held.claim.run_id, "failed", reason)
 
