@@ -14,6 +14,7 @@ from treadle._durable._sql import (
     check_keep_last,
     check_lease,
     check_limit,
+    check_not_ended,
     due_at,
     first_checkpoint_id,
     last_of_one_run,
@@ -253,9 +254,6 @@ class MemoryStore:
         self._check_open()
         with self._lock:
             run = self._run(run_id)
-            if run.record.status in ENDED_STATUSES:
-                msg = f"run {run_id!r} has ended ({run.record.status}); nothing can be delivered"
-                raise RequestError(msg + " to it")
             answers = {item.target: (item, at) for item, at in run.inbox if item.kind == "answer"}
             now = time.time()
             for kind, target, payload in items:
@@ -267,6 +265,7 @@ class MemoryStore:
                         run_id, str(target), answer_preview(first.payload), at
                     )
                 answers[target] = (InboxItem(0, kind, target, bytes(payload)), now)
+            check_not_ended(run_id, run.record.status)
             for kind, target, payload in items:
                 self._inbox_seq += 1
                 run.inbox.append((InboxItem(self._inbox_seq, kind, target, bytes(payload)), now))

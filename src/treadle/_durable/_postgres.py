@@ -47,7 +47,6 @@ from treadle._exceptions import (
     DurabilityError,
     LeaseLostError,
     RequestAlreadyAnsweredError,
-    RequestError,
     RunBusyError,
     RunExistsError,
     RunNotFoundError,
@@ -354,7 +353,7 @@ class PostgresStore(SqlReads):
 
         async def work(connection: Connection) -> None:
             locked = await connection.execute(_render(_LOCK_STATUS), (run_id,))
-            _check_deliverable(run_id, await locked.fetchone())
+            (status,) = _sql.check_found(run_id, await locked.fetchone())
             now = time.time()
             for kind, target, payload in batch:
                 if kind == "answer":
@@ -366,6 +365,7 @@ class PostgresStore(SqlReads):
                         )
                 delivered = (run_id, kind, target, payload, now)
                 await connection.execute(_render(_sql.INSERT_INBOX), delivered)
+            _sql.check_not_ended(run_id, status)  # rolls the inserts back
             await connection.execute(_render(_sql.MAKE_READY), (now, run_id))
             await connection.execute(NOTIFY_READY)
 
@@ -699,13 +699,6 @@ async def _refused(connection: Connection, run_id: str, lease: Lease | None) -> 
         if await found.fetchone() is not None:
             return LeaseLostError(run_id, lease.epoch)
     return RunNotFoundError(run_id)
-
-
-def _check_deliverable(run_id: str, found: Sequence[Any] | None) -> None:
-    if found is None:
-        raise RunNotFoundError(run_id)
-    if found[0] in _sql.ENDED_STATUSES:
-        raise RequestError(f"run {run_id!r} has ended ({found[0]}); nothing can be delivered to it")
 
 
 async def _delete_old(connection: Connection, run_id: str, keep_last: int) -> int:

@@ -640,3 +640,23 @@ def not_cancellable(run_id: str, found: Sequence[Any] | None) -> Exception:
     if found is None:
         return RunNotFoundError(run_id)
     return RequestError(f"run {run_id!r} has ended ({found[0]}); there is nothing to cancel")
+
+
+def check_found(run_id: str, found: Sequence[Any] | None) -> Sequence[Any]:
+    """The row a run's ``SELECT_STATUS`` found, or ``RunNotFoundError``."""
+    if found is None:
+        raise RunNotFoundError(run_id)
+    return found
+
+
+def check_not_ended(run_id: str, status: str) -> None:
+    """Refuse a delivery to a run that has ended.
+
+    Checked after the answers, so that an answer to a request answered
+    already is refused as such (the more useful error), not as too late.
+
+    Raises:
+        RequestError: ``status`` is an ended status.
+    """
+    if status in ENDED_STATUSES:
+        raise RequestError(f"run {run_id!r} has ended ({status}); nothing can be delivered to it")

@@ -39,7 +39,6 @@ from treadle._exceptions import (
     DurabilityError,
     LeaseLostError,
     RequestAlreadyAnsweredError,
-    RequestError,
     RunBusyError,
     RunExistsError,
     RunNotFoundError,
@@ -300,7 +299,7 @@ class SqliteStore(SqlReads):
 
         def work(connection: sqlite3.Connection) -> None:
             found = connection.execute(_render(_sql.SELECT_STATUS), (run_id,)).fetchone()
-            _check_deliverable(run_id, found)
+            (status,) = _sql.check_found(run_id, found)
             now = time.time()
             for kind, target, payload in items:
                 if kind == "answer":
@@ -312,6 +311,7 @@ class SqliteStore(SqlReads):
                             run_id, str(target), _sql.answer_preview(answer[0]), answer[1]
                         )
                 connection.execute(_render(_sql.INSERT_INBOX), (run_id, kind, target, payload, now))
+            _sql.check_not_ended(run_id, status)  # rolls the inserts back
             connection.execute(_render(_sql.MAKE_READY), (now, run_id))
 
         await self._call(work, write=True, group=True)
@@ -659,13 +659,6 @@ def _refused(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -
     ):
         return RunNotFoundError(run_id)
     return LeaseLostError(run_id, lease.epoch)
-
-
-def _check_deliverable(run_id: str, found: Sequence[Any] | None) -> None:
-    if found is None:
-        raise RunNotFoundError(run_id)
-    if found[0] in _sql.ENDED_STATUSES:
-        raise RequestError(f"run {run_id!r} has ended ({found[0]}); nothing can be delivered to it")
 
 
 def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
