@@ -24,8 +24,10 @@ import race_workflow
 from conftest import fresh_schema, postgres_dsn
 
 from treadle import (
+    LeaseLostError,
     RequestAlreadyAnsweredError,
     RunBusyError,
+    RunCancelledError,
     RunResult,
     RunStatus,
     Runtime,
@@ -269,5 +271,83 @@ async def test_a_runtime_parks_runs_it_cannot_load_and_keeps_waking_its_own(tmp_
         done = await unknown.resume("b0")
         assert done.status is RunStatus.COMPLETED
         assert (await store.get_run("b0")).parked is None
+    finally:
+        await store.close()
+
+
+# --- leases: renewed while the owner lives, fencing once it is gone ------------------
+
+
+def gated(store, gate: asyncio.Event, entered: asyncio.Event):
+    @executor(id="slow")
+    async def slow(n: int, ctx: WorkflowContext) -> None:
+        entered.set()
+        await gate.wait()
+        ctx.yield_output(n)
+
+    return WorkflowBuilder(start=slow, store=store, name="gated").build()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_lease_is_renewed_while_its_run_computes_longer_than_the_lease(tmp_path, kind):
+    store = (
+        MemoryStore(lease=0.3) if kind == "memory" else SqliteStore(tmp_path / "r.db", lease=0.3)
+    )
+    gate, entered = asyncio.Event(), asyncio.Event()
+    workflow = gated(store, gate, entered)
+    try:
+        running = asyncio.create_task(workflow.run(1, run_id="long"))
+        await entered.wait()
+        for _ in range(4):  # 1.2 s in all: four times the lease
+            await asyncio.sleep(0.3)
+            with pytest.raises(RunBusyError):
+                await store.acquire("long", "intruder", 30)
+        gate.set()
+        assert (await running).outputs == [1]
+        assert (await store.get_run("long")).owner is None
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_an_owner_whose_run_was_taken_over_commits_nothing_more(tmp_path, kind):
+    store = open_store(kind, tmp_path)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    workflow = gated(store, gate, entered)
+    try:
+        running = asyncio.create_task(workflow.run(1, run_id="stale"))
+        await entered.wait()
+        owner = (await store.get_run("stale")).owner
+        assert owner is not None
+        taken = await store.acquire("stale", "successor", 30, replacing=owner)
+        gate.set()
+        with pytest.raises(LeaseLostError):
+            await running
+        row = await store.get_run("stale")
+        assert (row.status, row.superstep, row.owner) == ("running", 0, "successor")
+        assert [c.superstep for c in await store.list_checkpoints("stale")] == [0]
+        await store.release(taken)
+        # The successor's resume runs the superstep the stale owner's was never committed.
+        assert (await workflow.resume("stale")).outputs == [1]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_cancel_while_another_owner_computes_stops_it_at_its_next_commit(tmp_path, kind):
+    store = open_store(kind, tmp_path)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    workflow = gated(store, gate, entered)
+    try:
+        running = asyncio.create_task(workflow.run(1, run_id="doomed"))
+        await entered.wait()
+        await workflow.cancel("doomed")
+        gate.set()
+        with pytest.raises(RunCancelledError):
+            await running
+        row = await store.get_run("doomed")
+        assert (row.status, row.superstep) == ("cancelled", 0)
+        with pytest.raises(RunCancelledError):
+            await workflow.resume("doomed")
     finally:
         await store.close()

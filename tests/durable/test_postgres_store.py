@@ -414,7 +414,9 @@ async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_item
         assert await releasing is True
         row = await store.get_run("run-1")
         assert (row.owner, row.lease_until) == (None, None)
-        ((claimed, _),) = await store.claim("service", 30, T0, limit=5)  # ready: taken up
-        assert claimed.run_id == "run-1"
+        ((claimed, _, delivered),) = await store.claim(
+            "service", 30, T0, limit=5
+        )  # ready: taken up
+        assert (claimed.run_id, delivered) == ("run-1", True)
     finally:
         await store.close()

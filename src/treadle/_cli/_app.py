@@ -6,34 +6,44 @@ with rich (or as JSON with ``--json``). Exit codes:
 
 * 0 — done (a run that completed, a listing);
 * 1 — the run failed, stalled or was cancelled;
-* 2 — bad input: unknown run or request, malformed JSON, an import path
-  that does not load, a refused answer (nothing was changed);
-* 3 — the run rests: it awaits input or waits on a timer.
+* 2 — bad input: unknown run or request, malformed, oversized or too
+  deeply nested JSON, an import path that does not load, a refused or
+  already given answer, a run another process owns (without ``--wait``);
+  nothing was changed;
+* 3 — the run rests: it awaits input or waits on a timer;
+* 130 — interrupted (Ctrl-C): ``run``, ``resume``, ``respond`` and ``send``
+  *detach* from their run rather than cancel it. It stays as last committed,
+  resumable by ``treadle resume`` or a ``treadle worker``; only ``treadle
+  cancel`` cancels.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
 import sys
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from treadle._cli import _commands as commands
 from treadle._cli._live import stream_run
-from treadle._exceptions import TreadleError, WorkflowRunError
+from treadle._durable._ownership import detach_all
+from treadle._exceptions import RunCancelledError, TreadleError, WorkflowRunError
 from treadle._runtime._result import RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from treadle._durable._store import Store
+    from treadle._durable._store import RunRecord, Store
     from treadle._runtime._result import RunResult
 
 T = TypeVar("T")
@@ -64,6 +74,13 @@ AppOption = Annotated[
     typer.Option("--app", help="pkg.module:workflow, when the run does not record it."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+WaitOption = Annotated[
+    bool,
+    typer.Option("--wait", help="If another process owns the run, wait for it rather than refuse."),
+]
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the command detached from its run (128 + SIGINT, as shells report it)."""
 
 EXIT_FOR_STATUS = {
     RunStatus.COMPLETED: 0,
@@ -81,7 +98,35 @@ def plain(value: Any) -> Any:
     """A value as JSON-ready data (dataclasses, models, datetimes included)."""
     from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
 
-    return to_jsonable_python(value, fallback=repr)
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
+        return _plain_deep(value)
+
+
+def _plain_deep(value: Any) -> Any:
+    """:func:`plain` without recursion: lists, tuples and dicts copied level by level."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
+
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        copied: Any
+        if isinstance(item, dict):
+            named = [(k if isinstance(k, str) else str(plain(k)), v) for k, v in item.items()]
+            copied = dict.fromkeys(k for k, _ in named)
+            stack.extend((copied, k, v) for k, v in named)
+        elif isinstance(item, list | tuple):
+            copied = [None] * len(item)
+            stack.extend((copied, index, v) for index, v in enumerate(item))
+        else:
+            try:
+                copied = to_jsonable_python(item, fallback=repr)
+            except ValueError:  # a deep model or dataclass: its repr will do
+                copied = repr(item)
+        parent[key] = copied
+    return root[0]
 
 
 def when(epoch: float | None) -> str:
@@ -91,24 +136,129 @@ def when(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
 
 
-def execute(store_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
-    """Run one command against the store, turning errors into one line and an exit code."""
+def execute(
+    store_url: str | None,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    drives: str | bool = False,
+    lease: float | None = None,
+) -> T:
+    """Run one command against the store, turning errors into one line and an exit code.
+
+    Args:
+        store_url: ``--store``.
+        work: The command, given the opened store.
+        drives: For commands that advance a run (``True``, or the id of the
+            run they name): Ctrl-C detaches from the runs this process owns
+            instead of cancelling them, says so and exits with 130.
+        lease: The store's lease in seconds (``None``: ``TREADLE_LEASE`` or 30).
+    """
 
     async def main() -> T:
-        store = commands.open_store(store_url)
+        store = commands.open_store(store_url, lease=lease)
         try:
-            return await work(store)
+            if drives is False:
+                return await work(store)
+            return await _detach_on_interrupt(store, work, drives)
         finally:
             await store.close()
 
     try:
         return asyncio.run(main())
+    except Detached as detached:
+        err.print(escape(str(detached)))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:  # a second Ctrl-C while detaching (or one before it could)
+        err.print("interrupted: stopped at once; nothing was cancelled")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except WorkflowRunError as error:
-        err.print(f"[red]run failed:[/red] {error}")
+        err.print(f"[red]run failed:[/red] {escape(str(error))}")
+        raise typer.Exit(1) from None
+    except RunCancelledError as error:
+        if drives is False:  # e.g. fork: a refusal, as any other
+            err.print(f"[red]error:[/red] {escape(str(error))}")
+            raise typer.Exit(2) from None
+        err.print(f"[yellow]cancelled:[/yellow] {escape(str(error))}")  # the run's outcome
         raise typer.Exit(1) from None
     except TreadleError as error:
-        err.print(f"[red]error:[/red] {error}")
+        err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(2) from None
+
+
+class Detached(Exception):  # noqa: N818 - an outcome, not a failure
+    """Ctrl-C detached the command from its run; the message says where the run stands."""
+
+
+async def _detach_on_interrupt(
+    store: Store, work: Callable[[Store], Awaitable[T]], named: str | bool
+) -> T:
+    """``work``, with Ctrl-C detaching from the runs this process owns rather than cancelling.
+
+    The first Ctrl-C detaches every run this process owns (their writes are
+    refused from then on, so nothing, not even ``cancelled``, is recorded)
+    and cancels the work; each run's task unwinds and gives its lease up, so
+    ``resume`` or a worker can take it over at once. A second Ctrl-C stops
+    at once (the lease then runs out by itself).
+
+    Raises:
+        Detached: Ctrl-C came before the work finished.
+    """
+    loop = asyncio.get_running_loop()
+
+    async def command() -> T:
+        return await work(store)
+
+    task = asyncio.create_task(command())
+    detached: list[str] | None = None
+
+    def interrupted() -> None:
+        nonlocal detached
+        loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C: KeyboardInterrupt
+        detached = detach_all("detached by Ctrl-C: the run stays as last committed")
+        task.cancel()
+
+    with contextlib.suppress(NotImplementedError):  # a loop without signal handlers: as before
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    try:
+        return await task
+    except BaseException:
+        if detached is None:
+            raise
+        # The cancellation, or a write refused while unwinding: the runs stay as committed.
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    rows = [await _row_or_none(store, run_id) for run_id in detached]
+    raise Detached(_detached_message(detached, rows, named))
+
+
+async def _row_or_none(store: Store, run_id: str) -> RunRecord | None:
+    try:
+        return await store.get_run(run_id)
+    except TreadleError:  # never stored (interrupted while being created), or the store failed
+        return None
+
+
+def _detached_message(run_ids: list[str], rows: list[RunRecord | None], named: str | bool) -> str:
+    lines = []
+    for run_id, row in zip(run_ids, rows, strict=True):
+        if row is None:
+            lines.append(f"interrupted before run {run_id} was stored; nothing was started")
+        elif RunStatus(row.status).is_final:
+            lines.append(f"run {run_id} is {row.status}; treadle show {run_id} to look at it")
+        else:
+            lines.append(
+                f"detached from run {run_id} at superstep {row.superstep} (its last checkpoint); "
+                f"it stays resumable: treadle resume {run_id} "
+                f"(or let `treadle worker` take it over); treadle show {run_id} to look at it"
+            )
+    if lines:
+        return "\n".join(lines)
+    if isinstance(named, str):
+        return (
+            f"interrupted before this command took run {named} over; nothing was cancelled: "
+            f"treadle show {named} to look at it"
+        )
+    return "interrupted before a run was started; nothing was stored"
 
 
 def report(result: RunResult, *, as_json: bool = False) -> None:
@@ -119,9 +269,9 @@ def report(result: RunResult, *, as_json: bool = False) -> None:
         style = "green" if result.status is RunStatus.COMPLETED else "yellow"
         out.print(f"run [bold]{result.run_id}[/bold]: [{style}]{result.status.value}[/{style}]")
         for value in result.outputs:
-            out.print(f"  output: {json.dumps(plain(value))}")
+            out.print(f"  output: {escape(json.dumps(plain(value)))}")
         for request in result.pending_requests:
-            payload = json.dumps(plain(request.payload))
+            payload = escape(json.dumps(plain(request.payload)))
             out.print(
                 f"  waiting for {request.response_type} on request {request.request_id}: {payload}"
             )
@@ -167,7 +317,7 @@ def run(
     async def work(chosen: Store) -> RunResult:
         return await stream_run(loaded, value, chosen, run_id, out, quiet=as_json)
 
-    report(execute(store, work), as_json=as_json)
+    report(execute(store, work, drives=run_id or True), as_json=as_json)
 
 
 def execute_sync(work: Callable[[], T]) -> T:
@@ -175,7 +325,7 @@ def execute_sync(work: Callable[[], T]) -> T:
     try:
         return work()
     except TreadleError as error:
-        err.print(f"[red]error:[/red] {error}")
+        err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(2) from None
 
 
@@ -193,18 +343,43 @@ def runs(
         err.print(f"[red]error:[/red] unknown status {status!r}; use one of {valid}")
         raise typer.Exit(2)
     rows = execute(store, lambda s: s.list_runs(status=status, workflow=workflow, limit=limit))
+    now = time.time()
     if as_json:
-        out.print_json(data=[_run_data(r) for r in rows])
+        out.print_json(data=[_run_data(r, now) for r in rows])
         return
-    table = Table("run", "workflow", "status", "superstep", "updated", box=None)
+    table = Table("run", "workflow", "status", "superstep", "owner", "updated", box=None)
     for row in rows:
         table.add_row(
-            row.run_id, row.workflow, row.status, str(row.superstep), when(row.updated_at)
+            escape(row.run_id),
+            escape(row.workflow),
+            escape(_status_text(row, now)),
+            str(row.superstep),
+            escape(_owner_text(row, now)),
+            when(row.updated_at),
         )
     out.print(table)
 
 
-def _run_data(row: Any) -> dict[str, Any]:
+def _status_text(row: RunRecord, now: float) -> str:
+    """The status, marked ``(orphaned)`` and with why the run is parked, if it is."""
+    marks = ["orphaned"] if commands.is_orphaned(row, now) else []
+    if row.parked:
+        marks.append(f"parked: {row.parked}")
+    return f"{row.status} ({'; '.join(marks)})" if marks else row.status
+
+
+def _owner_text(row: RunRecord, now: float) -> str:
+    """Who holds the run's lease and until when; empty when nobody does."""
+    if row.owner is None:
+        return ""
+    if row.lease_until is None:
+        return row.owner
+    if row.owned(now):
+        return f"{row.owner} until {when(row.lease_until)}"
+    return f"{row.owner} (lease ended {when(row.lease_until)})"
+
+
+def _run_data(row: RunRecord, now: float) -> dict[str, Any]:
     return {
         "run_id": row.run_id,
         "workflow": row.workflow,
@@ -218,6 +393,10 @@ def _run_data(row: Any) -> dict[str, Any]:
         "error": row.error,
         "wake_at": row.wake_at,
         "deadline_at": row.deadline_at,
+        "owner": row.owner,
+        "lease_until": row.lease_until,
+        "orphaned": commands.is_orphaned(row, now),
+        "parked": row.parked,
     }
 
 
@@ -230,8 +409,9 @@ def show(
 ) -> None:
     """Show a run: status, pending requests and timers, outputs, state."""
     view = execute(store, lambda s: commands.show_run(s, run_id, app_))
+    now = time.time()
     data = {
-        **_run_data(view.run),
+        **_run_data(view.run, now),
         "outputs": view.outputs,
         "state": view.state,
         "pending_requests": view.pending_requests,
@@ -240,22 +420,37 @@ def show(
     if as_json:
         out.print_json(data=plain(data))
         return
-    out.print(f"run [bold]{view.run.run_id}[/bold] ({view.run.workflow}): {view.run.status}")
-    out.print(f"  superstep {view.run.superstep}, checkpoint {view.run.checkpoint_id}")
-    if view.run.error:
-        out.print(f"  error: {view.run.error}")
+    row = view.run
+    shown = escape(row.run_id)
+    status = escape(_status_text(row, now))
+    out.print(f"run [bold]{shown}[/bold] ({escape(row.workflow)}): {status}")
+    out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id}")
+    if row.owner is not None:
+        out.print(f"  owner: {escape(_owner_text(row, now))}")
+    if data["orphaned"] and not row.parked:
+        out.print(
+            f"  [yellow]orphaned:[/yellow] nobody is advancing it (its process died, was detached "
+            f"or stopped renewing its lease); take it over with: treadle resume {shown} "
+            f"(or a running `treadle worker` does)"
+        )
+    if row.parked:
+        out.print(
+            f"  [yellow]parked:[/yellow] {escape(row.parked)}; `treadle resume {shown}` takes it up"
+        )
+    if row.error:
+        out.print(f"  error: {escape(row.error)}")
     if view.detail:
-        out.print(f"  [yellow]{view.detail}[/yellow]")
+        out.print(f"  [yellow]{escape(view.detail)}[/yellow]")
         return
     for request in view.pending_requests:
         out.print(
             f"  request {request['request_id']} from {request['executor_id']} "
-            f"({request['response_type']}): {json.dumps(plain(request['payload']))}"
+            f"({request['response_type']}): {escape(json.dumps(plain(request['payload'])))}"
         )
     if view.wake_at is not None:
         out.print(f"  next timer: {when(view.wake_at)}")
-    out.print(f"  outputs: {json.dumps(plain(view.outputs))}")
-    out.print(f"  state: {json.dumps(plain(view.state))}")
+    out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")
+    out.print(f"  state: {escape(json.dumps(plain(view.state)))}")
 
 
 @app.command()
@@ -269,7 +464,7 @@ def history(
     if as_json:
         out.print_json(
             data={
-                "run": _run_data(row),
+                "run": _run_data(row, time.time()),
                 "checkpoints": [
                     {
                         "checkpoint_id": c.checkpoint_id,
@@ -280,7 +475,7 @@ def history(
                     }
                     for c in checkpoints
                 ],
-                "forks": [_run_data(f) for f in forks],
+                "forks": [_run_data(f, time.time()) for f in forks],
             }
         )
         return
@@ -307,11 +502,17 @@ def resume(
         str | None, typer.Option("--checkpoint", help="Resume from here.")
     ] = None,
     app_: AppOption = None,
+    wait: WaitOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Continue a run from its latest checkpoint, or from --checkpoint."""
-    report(execute(store, lambda s: commands.resume(s, run_id, checkpoint, app_)), as_json=as_json)
+    result = execute(
+        store,
+        lambda s: commands.resume(s, run_id, checkpoint, app_, wait=wait),
+        drives=run_id,
+    )
+    report(result, as_json=as_json)
 
 
 @app.command()
@@ -320,11 +521,16 @@ def respond(
     request_id: Annotated[str, typer.Argument(help="The request id (see `treadle show`).")],
     value: Annotated[str, typer.Argument(help="The answer as JSON, or @file.json.")],
     app_: AppOption = None,
+    wait: WaitOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Answer a pending request and continue the run (on PostgreSQL: a worker does)."""
-    result = execute(store, lambda s: commands.respond(s, run_id, request_id, value, app_))
+    result = execute(
+        store,
+        lambda s: commands.respond(s, run_id, request_id, value, app_, wait=wait),
+        drives=run_id,
+    )
     report_delivery(run_id, result, as_json=as_json)
 
 
@@ -333,11 +539,14 @@ def send(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     message: Annotated[str, typer.Argument(help="The message as JSON, or @file.json.")],
     app_: AppOption = None,
+    wait: WaitOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Send the next message of a session and continue the run (on PostgreSQL: a worker does)."""
-    result = execute(store, lambda s: commands.send(s, run_id, message, app_))
+    result = execute(
+        store, lambda s: commands.send(s, run_id, message, app_, wait=wait), drives=run_id
+    )
     report_delivery(run_id, result, as_json=as_json)
 
 
@@ -398,7 +607,11 @@ def cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     store: StoreOption = None,
 ) -> None:
-    """Cancel a run (on SQLite a resting one); its last checkpoint stays intact."""
+    """Cancel a run wherever it is; its last checkpoint stays intact.
+
+    A process advancing it right now commits nothing more. (Ctrl-C on
+    ``run``, ``resume``, ``respond`` or ``send`` only detaches.)
+    """
     execute(store, lambda s: commands.cancel(s, run_id))
     out.print(f"run {run_id} cancelled")
 
@@ -428,7 +641,14 @@ def worker(
     ],
     poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.01)] = 1.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
-    lease: Annotated[float, typer.Option("--lease", help="Seconds a claim lasts.")] = 30.0,
+    lease: Annotated[
+        float | None,
+        typer.Option(
+            "--lease",
+            min=0.01,
+            help="Seconds a lease on a run lasts unrenewed (default: TREADLE_LEASE, else 30).",
+        ),
+    ] = None,
     max_recoveries: Annotated[int, typer.Option("--max-recoveries", min=0)] = 3,
     worker_id: Annotated[str | None, typer.Option("--worker-id")] = None,
     store: StoreOption = None,
@@ -445,11 +665,8 @@ def worker(
     from treadle._scaleout._worker import Worker  # noqa: PLC0415
 
     workflows = [w for spec in apps for w in execute_sync(lambda spec=spec: load_app(spec))]  # type: ignore[misc]
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(created).3f %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    log_to_stderr()
+    logger = logging.getLogger("treadle.worker")
 
     async def work(chosen: Store) -> None:
         stop = asyncio.Event()
@@ -458,28 +675,58 @@ def worker(
             loop.add_signal_handler(sig, stop.set)
         names = ", ".join(w.name for w in workflows)
         if isinstance(chosen, SqliteStore):  # embedded: the timer service of one file
-            out.print(f"worker serving {names}")
+            logger.info("worker serving %s", names)
             async with Runtime(chosen, workflows, poll_interval=poll_interval):
                 await stop.wait()
-            out.print("worker stopped")
+                # Stopping must not cancel the runs it was advancing: they stay resumable.
+                left = detach_all("the worker stopped: the run stays as last committed")
+            for run_id in left:
+                logger.info(
+                    "left run %s as last committed; `treadle resume %s` or a worker takes it up",
+                    run_id,
+                    run_id,
+                )
+            logger.info("worker stopped")
             return
-        serving = Worker(
+        serving = Worker(  # it logs its own start and stop
             chosen,  # type: ignore[arg-type]
             workflows,
             worker_id=worker_id,
             concurrency=concurrency,
-            lease=lease,
+            lease=lease if lease is not None else commands.lease_from_environment(),
             poll_interval=poll_interval,
             max_recoveries=max_recoveries,
         )
-        out.print(f"worker {serving.worker_id} serving {names}")
         async with asyncio.TaskGroup() as group:
             group.create_task(serving.serve())
             await stop.wait()
             serving.stop()
-        out.print("worker stopped")
 
-    execute(store, work)
+    execute(store, work, lease=lease)
+
+
+class IsoTimeFormatter(logging.Formatter):
+    """Log records stamped with their ISO time (UTC, to the millisecond)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """``2026-11-21T08:20:30.123+00:00``."""
+        del datefmt
+        return datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds")
+
+
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+"""A worker's log line: ISO time, logger, level, message."""
+
+
+def log_to_stderr() -> None:
+    """Print log records (INFO and up) on stderr, each once, with an ISO time.
+
+    Unless the application imported by ``--app`` configured logging itself,
+    in which case its set-up stands.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def main() -> None:

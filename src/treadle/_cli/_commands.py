@@ -4,6 +4,11 @@ Every operation is a coroutine over a store that returns plain data; the
 typer app only parses arguments and prints. Nothing here prints or exits.
 Errors are :class:`CommandError` (bad input: unknown run, malformed JSON, an
 import path that does not load) or the runtime's own ``TreadleError``s.
+
+JSON given on the command line (an input, an answer, a message, a state
+patch; inline or ``@file``) is bounded: at most :data:`MAX_JSON_BYTES` and
+:data:`MAX_JSON_DEPTH` levels of nested arrays and objects. Beyond either it
+is refused as bad input before anything is stored.
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from treadle._durable._ownership import DEFAULT_LEASE, owner_is_dead
 from treadle._durable._runs import cancel_run
-from treadle._exceptions import RunNotFoundError, TreadleError
+from treadle._exceptions import RunBusyError, RunNotFoundError, TreadleError
 from treadle._runtime._workflow import Workflow
 from treadle._scaleout import _apps as apps
 from treadle._scaleout._apps import AppLoadError, import_here
@@ -29,15 +36,31 @@ if TYPE_CHECKING:
 DEFAULT_STORE = "treadle.sqlite"
 """The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
 
+MAX_JSON_BYTES = 16 * 1024 * 1024
+"""The largest JSON document (input, answer, message, state patch) a command accepts: 16 MiB."""
+
+MAX_JSON_DEPTH = 256
+"""How many levels deep arrays and objects may nest in JSON a command accepts."""
+
+# Which argument of its command each kind of JSON comes from, for the error message.
+_ARGUMENT = {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
+
 
 class CommandError(TreadleError):
     """The command cannot be carried out as asked; nothing was changed."""
 
 
-def open_store(url: str | None) -> Store:
+def open_store(url: str | None, *, lease: float | None = None) -> Store:
     """The store a URL names: a SQLite path (default) or ``postgresql://...``.
 
     For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables.
+    On SQLite, ``lease`` (else ``TREADLE_LEASE``, else 30) is how many
+    seconds this process's lease on a run lasts without a heartbeat: how
+    soon a run whose process died counts as orphaned. (PostgreSQL workers
+    take theirs from ``treadle worker --lease``.)
+
+    Raises:
+        CommandError: ``TREADLE_LEASE`` is not a positive number.
     """
     url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
     if url.startswith(("postgresql://", "postgres://")):
@@ -52,7 +75,26 @@ def open_store(url: str | None) -> Store:
     from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
-    return SqliteStore(path)
+    return SqliteStore(path, lease=lease if lease is not None else lease_from_environment())
+
+
+def lease_from_environment() -> float:
+    """``TREADLE_LEASE`` in seconds, or 30.
+
+    Raises:
+        CommandError: It is not a positive number.
+    """
+    raw = os.environ.get("TREADLE_LEASE")
+    if not raw:
+        return DEFAULT_LEASE
+    try:
+        lease = float(raw)
+    except ValueError:
+        lease = 0.0
+    if not lease > 0 or lease == float("inf"):
+        msg = f"TREADLE_LEASE must be a positive number of seconds, got {raw!r}"
+        raise CommandError(msg)
+    return lease
 
 
 def load_workflow(spec: str) -> Workflow:
@@ -78,18 +120,74 @@ def load_workflow(spec: str) -> Workflow:
 
 
 def parse_json(text: str, what: str) -> Any:
-    """JSON from the command line; ``@path`` reads it from a file."""
+    """JSON from the command line; ``@path`` reads it from a file.
+
+    ``what`` is ``"input"``, ``"answer"``, ``"message"`` or ``"state patch"``.
+
+    Raises:
+        CommandError: The file cannot be read, the text is not JSON, or it
+            is larger than :data:`MAX_JSON_BYTES` or nests deeper than
+            :data:`MAX_JSON_DEPTH`.
+    """
+    argument = _ARGUMENT.get(what, what)
+    document: str | bytes = text
     if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text()
-        except OSError as error:
-            msg = f"cannot read the {what} file {text[1:]!r}: {error.strerror}"
-            raise CommandError(msg) from error
+        document = _read_json_file(text[1:], what, argument)
+    elif len(text) > MAX_JSON_BYTES or len(text.encode(errors="replace")) > MAX_JSON_BYTES:
+        raise _too_large(what, argument)
     try:
-        return json.loads(text)
+        value = json.loads(document)
+    except RecursionError:  # deeper than the parser's own stack allows
+        raise _too_deep(what, argument) from None
     except ValueError as error:
-        msg = f"the {what} is not valid JSON ({error}): {text[:60]!r}"
+        head = document[:60]
+        shown = head if isinstance(head, str) else head.decode(errors="replace")
+        msg = f"the {what} is not valid JSON ({error}): {shown!r}"
         raise CommandError(msg) from error
+    if json_depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(what, argument)
+    return value
+
+
+def _read_json_file(path: str, what: str, argument: str) -> bytes:
+    try:
+        with open(path, "rb") as source:  # noqa: PTH123 - one bounded read
+            data = source.read(MAX_JSON_BYTES + 1)
+    except OSError as error:
+        msg = f"cannot read the {what} file {path!r}: {error.strerror}"
+        raise CommandError(msg) from error
+    if len(data) > MAX_JSON_BYTES:
+        raise _too_large(what, argument)
+    return data
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels deep in ``value``.
+
+    An iterative walk (no recursion, whatever the depth); ``[]`` is one level.
+    """
+    stack = [(value, 1)] if isinstance(value, list | dict) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, list | dict))
+    return False
+
+
+def _too_large(what: str, argument: str) -> CommandError:
+    return CommandError(
+        f"the {what} ({argument}) is larger than {MAX_JSON_BYTES // 2**20} MiB, "
+        f"the most a command accepts"
+    )
+
+
+def _too_deep(what: str, argument: str) -> CommandError:
+    return CommandError(
+        f"the {what} ({argument}) nests arrays and objects more than {MAX_JSON_DEPTH} "
+        f"levels deep, the most a command accepts"
+    )
 
 
 def coerce_input(workflow: Workflow, value: Any) -> Any:
@@ -122,6 +220,32 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
     except RunNotFoundError:
         msg = f"no run {run_id!r} in this store"
         raise CommandError(msg) from None
+
+
+def is_orphaned(run: RunRecord, now: float | None = None) -> bool:
+    """Whether the run was left mid-run: ``running`` with nobody advancing it.
+
+    That is :meth:`RunRecord.orphaned` (no current lease), or an owner on
+    this host whose process is gone although its lease has not run out yet
+    (``treadle resume`` takes such a run over at once, too).
+    """
+    if run.orphaned(time.time() if now is None else now):
+        return True
+    return run.status == "running" and run.owner is not None and owner_is_dead(run.owner)
+
+
+def iso(epoch: float) -> str:
+    """An epoch time as an ISO string (UTC, seconds)."""
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+
+
+def _busy(error: RunBusyError) -> CommandError:
+    """The one line a busy run gets on the command line (it names ``--wait``)."""
+    msg = (
+        f"run {error.run_id!r} is owned by {error.owner} (lease until {iso(error.lease_until)}); "
+        f"nothing was changed: add --wait to wait for it, or try again later"
+    )
+    return CommandError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +303,19 @@ def prepare_run(app: str, raw_input: str) -> tuple[Workflow, Any]:
 
 
 async def resume(
-    store: Store, run_id: str, checkpoint_id: str | None, app: str | None
+    store: Store, run_id: str, checkpoint_id: str | None, app: str | None, *, wait: bool = False
 ) -> RunResult:
-    """Continue a stored run."""
+    """Continue a stored run; with ``wait``, once its current owner lets go of it.
+
+    Raises:
+        CommandError: No such run, or (without ``wait``) another process owns it.
+    """
     await get_run(store, run_id)
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.resume(run_id, checkpoint_id, store=store)
+    try:
+        return await workflow.resume(run_id, checkpoint_id, store=store, wait=wait)
+    except RunBusyError as error:
+        raise _busy(error) from None
 
 
 def served_by_workers(store: Store) -> bool:
@@ -213,27 +344,53 @@ async def start(store: Store, workflow: str, raw_input: str, run_id: str | None)
 
 
 async def respond(
-    store: Store, run_id: str, request_id: str, raw_value: str, app: str | None
+    store: Store,
+    run_id: str,
+    request_id: str,
+    raw_value: str,
+    app: str | None,
+    *,
+    wait: bool = False,
 ) -> RunResult | None:
-    """Answer one pending request and continue the run (``None``: a worker will)."""
+    """Answer one pending request and continue the run (``None``: a worker will).
+
+    With ``wait``, a run another process owns is waited for; without, that
+    is refused before anything is delivered.
+
+    Raises:
+        CommandError: No such run, bad JSON, or (without ``wait``) a busy run.
+        RequestAlreadyAnsweredError: Another answer won (the error names it).
+    """
     await get_run(store, run_id)
     value = parse_json(raw_value, "answer")
     if served_by_workers(store):
         await client_of(store).respond(run_id, {request_id: value})
         return None
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.respond(run_id, {request_id: value}, store=store)
+    try:
+        return await workflow.respond(run_id, {request_id: value}, store=store, wait=wait)
+    except RunBusyError as error:
+        raise _busy(error) from None
 
 
-async def send(store: Store, run_id: str, raw_message: str, app: str | None) -> RunResult | None:
-    """Deliver a session message and continue the run (``None``: a worker will)."""
+async def send(
+    store: Store, run_id: str, raw_message: str, app: str | None, *, wait: bool = False
+) -> RunResult | None:
+    """Deliver a session message and continue the run (``None``: a worker will).
+
+    Raises:
+        CommandError: No such run, bad JSON, or (without ``wait``) a busy run.
+    """
     await get_run(store, run_id)
     message = parse_json(raw_message, "message")
     if served_by_workers(store):
         await client_of(store).send_message(run_id, message)
         return None
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.send_message(run_id, message, store=store)
+    try:
+        return await workflow.send_message(run_id, message, store=store, wait=wait)
+    except RunBusyError as error:
+        raise _busy(error) from None
 
 
 async def fork(
@@ -250,7 +407,7 @@ async def fork(
 
 
 async def cancel(store: Store, run_id: str) -> None:
-    """Cancel a run: a resting one here; on PostgreSQL, wherever it runs."""
+    """Cancel a run wherever it is: a process advancing it commits nothing more."""
     await get_run(store, run_id)
     if served_by_workers(store):
         await client_of(store).cancel(run_id)

@@ -19,7 +19,7 @@ from treadle._durable._sql import (
     first_checkpoint_id,
     last_of_one_run,
 )
-from treadle._durable._store import InboxItem, Lease
+from treadle._durable._store import Claimed, InboxItem, Lease
 from treadle._exceptions import (
     CheckpointNotFoundError,
     LeaseLostError,
@@ -330,9 +330,7 @@ class MemoryStore:
                 run.record, owner=None, lease_until=None, parked=reason
             )
 
-    async def claim(
-        self, owner: str, duration: float, now: float, *, limit: int
-    ) -> list[tuple[Lease, str]]:
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease up to ``limit`` runs a timer service should take up (see the store port)."""
         self._check_open()
         check_limit(limit)
@@ -359,9 +357,10 @@ class MemoryStore:
                 if ready or run.record.status == "running":
                     chosen.setdefault(run.record.run_id, run)
             return [
-                (
+                Claimed(
                     self._lease(run, owner, wall + duration, parked=run.record.parked),
                     run.record.workflow,
+                    run.ready_at is not None,
                 )
                 for run in list(chosen.values())[:limit]
             ]

@@ -113,7 +113,8 @@ class Ownership:
         self.consumed: int | None = None  # inbox items applied, marked with the next commit
         self.detached: DurabilityError | None = None
         self.released = False
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._renewing: asyncio.Task[None] | None = None
         _HELD.add(self)
 
     def __repr__(self) -> str:
@@ -156,19 +157,29 @@ class Ownership:
         return cls(store, Lease(run_id, new_owner(), 1, time.time() + duration), duration)
 
     def start_heartbeat(self) -> None:
-        """Renew the lease every third of its duration until :meth:`close`."""
-        if self._heartbeat is None:
-            self._heartbeat = asyncio.create_task(self._beat(), name="treadle-lease")
+        """Renew the lease every third of its duration until :meth:`close`.
 
-    async def _beat(self) -> None:
-        while not (self.released or self.detached):
-            await asyncio.sleep(self.duration / 3)
-            try:
-                self.lease = await self.store.renew(self.lease, self.duration)
-            except LeaseLostError as lost:
-                self.detach(lost)
-            except DurabilityError:
-                continue  # the store is down: the next beat tries again
+        A timer, not a task, waits for each beat: most runs rest long before
+        their first beat is due, and a timer costs them next to nothing.
+        """
+        if self._timer is None and not (self.released or self.detached):
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.duration / 3, self._beat)
+
+    def _beat(self) -> None:
+        self._timer = None
+        if not (self.released or self.detached):
+            self._renewing = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        try:
+            self.lease = await self.store.renew(self.lease, self.duration)
+        except LeaseLostError as lost:
+            self.detach(lost)
+            return
+        except DurabilityError:
+            pass  # the store is down: the next beat tries again
+        self.start_heartbeat()
 
     def detach(self, reason: DurabilityError) -> None:
         """Refuse every later write with ``reason``: the run stays as last committed."""
@@ -226,11 +237,14 @@ class Ownership:
     async def close(self) -> None:
         """Stop the heartbeat and give the lease up, unless that happened already."""
         _HELD.discard(self)
-        beat, self._heartbeat = self._heartbeat, None
-        if beat is not None:
-            beat.cancel()
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        renewing, self._renewing = self._renewing, None
+        if renewing is not None and not renewing.done():
+            renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await beat
+                await renewing
         if self.released or isinstance(self.detached, LeaseLostError):
             return
         self.released = True

@@ -42,7 +42,7 @@ from treadle._durable._postgres_pools import Connection, LoopPools
 from treadle._durable._postgres_writes import NOTIFY_READY, insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._sql_reads import SqlReads
-from treadle._durable._store import InboxItem, Lease
+from treadle._durable._store import Claimed, InboxItem, Lease
 from treadle._exceptions import (
     DurabilityError,
     LeaseLostError,
@@ -415,9 +415,7 @@ class PostgresStore(SqlReads):
 
         await self._run(work, write=True)
 
-    async def claim(
-        self, owner: str, duration: float, now: float, *, limit: int
-    ) -> list[tuple[Lease, str]]:
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease up to ``limit`` runs a timer service should take up (see the port).
 
         Due runs first, then ready ones, then orphans. Candidates are locked
@@ -430,20 +428,22 @@ class PostgresStore(SqlReads):
         """
         _sql.check_limit(limit)
 
-        async def work(connection: Connection) -> list[tuple[Lease, str]]:
+        async def work(connection: Connection) -> list[Claimed]:
             wall = time.time()
             chosen: dict[str, None] = {}
             for query, first in zip(_CLAIMABLE, (now, wall, 1), strict=True):
                 found = await connection.execute(_render(query), (first, wall, limit))
                 for (run_id,) in await found.fetchall():
                     chosen.setdefault(run_id)
-            claimed: list[tuple[Lease, str]] = []
+            claimed: list[Claimed] = []
             until = wall + duration
             for run_id in list(chosen)[:limit]:
                 taking = await connection.execute(_render(_sql.CLAIM), (owner, until, run_id, wall))
                 row = await taking.fetchone()
                 if row is not None:
-                    claimed.append((Lease(run_id, owner, row[0], until), row[1]))
+                    claimed.append(
+                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
+                    )
             return claimed
 
         return await self._run(work, write=True)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from treadle._durable._store import (
         CheckpointInfo,
         CheckpointRecord,
+        Claimed,
         InboxItem,
         RunRecord,
     )
@@ -259,9 +260,7 @@ class LeasedStore:
         """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
         await self.store.cancel(run_id)
 
-    async def claim(
-        self, owner: str, duration: float, now: float, *, limit: int
-    ) -> list[tuple[Lease, str]]:
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease runs a timer service should take up (the store's)."""
         return await self.store.claim(owner, duration, now, limit=limit)
 

@@ -94,8 +94,12 @@ async def take_over(
     *,
     wait: bool = False,
     ownership: Ownership | None = None,
+    read_inbox: bool = True,
 ) -> TakenOver:
     """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
+
+    ``read_inbox=False`` skips the inbox read for a run known to have had
+    nothing delivered (a timer service's claim says so).
 
     Raises:
         RunBusyError: another process owns the run (without ``wait``).
@@ -109,7 +113,7 @@ async def take_over(
     try:
         restored = await load_restored(workflow, store, run_id, checkpoint_id)
         # Resuming from an older checkpoint branches the run: its inbox waits for the head.
-        items = await store.inbox(run_id) if checkpoint_id is None else []
+        items = await store.inbox(run_id) if read_inbox and checkpoint_id is None else []
     except BaseException:
         await owned.close()
         raise

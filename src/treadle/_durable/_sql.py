@@ -347,7 +347,7 @@ CLAIM = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
 WHERE run_id = ? AND parked IS NULL AND status NOT IN {_ENDED_SQL} AND {_FREE}
-RETURNING lease_epoch, workflow"""  # noqa: S608 - constants only
+RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
 
 SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants
 

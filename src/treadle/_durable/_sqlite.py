@@ -34,7 +34,7 @@ from treadle._durable import _sql
 from treadle._durable._sql import SQLITE
 from treadle._durable._sql_reads import SqlReads
 from treadle._durable._sqlite_lanes import Groupable, Lane
-from treadle._durable._store import InboxItem, Lease
+from treadle._durable._store import Claimed, InboxItem, Lease
 from treadle._exceptions import (
     DurabilityError,
     LeaseLostError,
@@ -357,13 +357,11 @@ class SqliteStore(SqlReads):
 
         await self._call(work, write=True, group=True)
 
-    async def claim(
-        self, owner: str, duration: float, now: float, *, limit: int
-    ) -> list[tuple[Lease, str]]:
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease up to ``limit`` runs a timer service should take up (see the port)."""
         _sql.check_limit(limit)
 
-        def work(connection: sqlite3.Connection) -> list[tuple[Lease, str]]:
+        def work(connection: sqlite3.Connection) -> list[Claimed]:
             wall = time.time()
             chosen: dict[str, None] = {}
             for query, first in (
@@ -373,14 +371,16 @@ class SqliteStore(SqlReads):
             ):
                 for (run_id,) in connection.execute(_render(query), (first, wall, limit)):
                     chosen.setdefault(run_id)
-            claimed: list[tuple[Lease, str]] = []
+            claimed: list[Claimed] = []
             until = wall + duration
             for run_id in list(chosen)[:limit]:
                 row = connection.execute(
                     _render(_sql.CLAIM), (owner, until, run_id, wall)
                 ).fetchone()
                 if row is not None:
-                    claimed.append((Lease(run_id, owner, row[0], until), row[1]))
+                    claimed.append(
+                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
+                    )
             return claimed
 
         return await self._call(work, write=True)

@@ -24,7 +24,7 @@ once, which answer to a request wins. Leases are kept on the wall clock
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -103,6 +103,19 @@ class Lease:
     owner: str
     epoch: int
     until: float
+
+
+class Claimed(NamedTuple):
+    """A run a timer service claimed: its lease, its workflow, and whether it was delivered to.
+
+    ``delivered`` says the run's inbox may hold items no owner has applied
+    (it was made ready by a delivery), so the service reads its inbox only
+    when it is set.
+    """
+
+    lease: Lease
+    workflow: str
+    delivered: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,10 +324,8 @@ class Store(Protocol):
         """
         ...
 
-    async def claim(
-        self, owner: str, duration: float, now: float, *, limit: int
-    ) -> list[tuple[Lease, str]]:
-        """Lease up to ``limit`` runs a timer service should take up; each with its workflow.
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
+        """Lease up to ``limit`` runs a timer service should take up.
 
         A run is taken when nobody holds a current lease on it, it is not
         parked or ended, and: its timer or deadline is due at ``now`` (the

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from types import TracebackType
 
-    from treadle._durable._store import Lease, Store
+    from treadle._durable._store import Claimed, Store
     from treadle._runtime._clock import Clock
     from treadle._runtime._result import RunResult
     from treadle._runtime._workflow import Workflow
@@ -120,22 +120,23 @@ class Runtime:
         slots = asyncio.Semaphore(concurrency)
         results: list[RunResult | None] = []
 
-        async def wake(index: int, lease: Lease, name: str) -> None:
+        async def wake(index: int, claimed: Claimed) -> None:
             async with slots:
-                results[index] = await self._continue_claimed(lease, name, duration)
+                results[index] = await self._continue_claimed(claimed, duration)
 
         while True:  # without a limit, batch after batch until nothing more is due
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
             offset = len(results)
             results.extend([None] * len(claimed))
             async with asyncio.TaskGroup() as group:
-                for index, (lease, name) in enumerate(claimed, start=offset):
-                    group.create_task(wake(index, lease, name))
+                for index, one in enumerate(claimed, start=offset):
+                    group.create_task(wake(index, one))
             if limit is not None or len(claimed) < batch:
                 break
         return [result for result in results if result is not None]
 
-    async def _continue_claimed(self, lease: Lease, name: str, duration: float) -> RunResult | None:
+    async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
+        lease, name = claimed.lease, claimed.workflow
         ownership = Ownership(self.store, lease, duration)
         workflow = self._workflows.get(name)
         try:
@@ -146,7 +147,13 @@ class Runtime:
                 )
                 return None
             try:
-                taken = await take_over(workflow, self.store, lease.run_id, ownership=ownership)
+                taken = await take_over(
+                    workflow,
+                    self.store,
+                    lease.run_id,
+                    ownership=ownership,
+                    read_inbox=claimed.delivered,
+                )
             except _UNLOADABLE as error:
                 await self._park(ownership, f"{type(error).__name__}: {error}")
                 return None
