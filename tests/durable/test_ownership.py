@@ -351,3 +351,36 @@ async def test_cancel_while_another_owner_computes_stops_it_at_its_next_commit(t
             await workflow.resume("doomed")
     finally:
         await store.close()
+
+
+async def test_leaving_a_runtime_detaches_the_runs_it_continues_and_the_next_takes_them_up(
+    tmp_path,
+):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    @executor(id="nap")
+    async def nap(n: int, ctx: WorkflowContext) -> None:
+        await ctx.sleep(0)
+        ctx.send_message(n)
+
+    @executor(id="slow")
+    async def slow(n: int, ctx: WorkflowContext) -> None:
+        entered.set()
+        await gate.wait()
+        ctx.yield_output(n)
+
+    workflow = WorkflowBuilder(start=nap, store=store, name="napper").add_edge(nap, slow).build()
+    try:
+        assert (await workflow.run(7, run_id="w1")).status is RunStatus.WAITING
+        async with Runtime(store, [workflow], poll_interval=0.01):
+            await entered.wait()  # the service is continuing the run, inside a superstep
+        row = await store.get_run("w1")
+        assert row.status == "running"  # not cancelled: detached
+        assert row.owner is None  # its lease was given up
+        gate.set()
+        (done,) = await Runtime(store, [workflow]).wake_due()  # an orphan: taken up at once
+        assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
+        await assert_one_checkpoint_per_superstep(store, "w1")
+    finally:
+        await store.close()

@@ -12,6 +12,7 @@ guarantees; :class:`Outcome` keeps the figures (takeover delays, wall time).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import random
 import re
 import signal
@@ -37,9 +38,7 @@ COUNTERS = 200
 SUPERSTEPS = 20  # per counter run: begin + 19 steps
 NAPS = 20
 NAP_SECONDS = 4.0
-_LINE = re.compile(
-    r"^(?P<t>\d+\.\d+) treadle\.worker \w+ (?P<what>claimed|released) run (?P<run>\S+)"
-)
+_LINE = re.compile(r"^(?P<t>\S+) treadle\.worker \w+ (?P<what>claimed|released) run (?P<run>\S+)")
 
 
 @dataclass
@@ -104,7 +103,8 @@ def _claims(log: str) -> list[tuple[float, str, str]]:
     found = []
     for line in log.splitlines():
         if match := _LINE.match(line):
-            found.append((float(match["t"]), match["what"], match["run"]))
+            when = dt.datetime.fromisoformat(match["t"]).timestamp()
+            found.append((when, match["what"], match["run"]))
     return found
 
 

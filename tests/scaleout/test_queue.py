@@ -173,8 +173,10 @@ async def test_a_response_delivered_while_no_worker_runs_is_applied_exactly_once
     ]
     assert await worker(store).run_until_idle() == 0  # nothing left to apply
     assert (await client.result("hitl")).outputs == ["colour? -> blue"]
-    with pytest.raises(RequestError, match="has ended"):
+    with pytest.raises(RequestAlreadyAnsweredError, match="blue"):  # answered, and ended
         await client.respond("hitl", {request.request_id: "again"})
+    with pytest.raises(RequestError, match="has ended"):  # a message: refused as too late
+        await client.send_message("hitl", "more")
 
 
 async def test_a_run_that_keeps_losing_its_worker_is_parked_failed_with_the_reason(store):
@@ -396,7 +398,7 @@ async def test_eight_client_processes_answering_one_request_at_once_get_one_acce
     ) == [(json.dumps(winner),)]
     await worker(store).run_until_idle()
     assert (await client.result("raced")).outputs == [f"colour? -> {winner}"]
-    with pytest.raises(RequestError, match="has ended"):  # ended now: refused for that
+    with pytest.raises(RequestAlreadyAnsweredError):  # answered first, whatever came since
         await client.respond("raced", {request.request_id: "late"})
 
 

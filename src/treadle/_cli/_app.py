@@ -657,7 +657,10 @@ def worker(
 
     On PostgreSQL: claim runs with leases alongside other workers, run them,
     and on SIGTERM finish each run's current superstep and release it. On
-    SQLite: wake runs whose timers fall due (one such worker per file).
+    SQLite: wake runs whose timers fall due, apply deliveries nobody applied
+    and take over orphaned runs (one such worker per file); on SIGTERM or
+    Ctrl-C, the runs it was advancing are left as last committed (not
+    cancelled). Log lines go to stderr, each once, with an ISO time.
     """
     from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
     from treadle._runtime._service import Runtime  # noqa: PLC0415

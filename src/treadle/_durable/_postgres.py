@@ -116,6 +116,7 @@ class PostgresStore(SqlReads):
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        lease: float = 30.0,
     ) -> None:
         """Describe the store; nothing is opened until the first operation.
 
@@ -133,11 +134,17 @@ class PostgresStore(SqlReads):
             min_size: Connections each event loop's pool keeps open.
             max_size: Connections each event loop's pool may open at most.
 
+            lease: Seconds an in-process owner's lease on a run lasts
+                without a heartbeat (workers set their own with ``Worker(lease=)``).
+
         Raises:
             ValueError: ``dsn`` is not a connection string, ``schema`` is
-                empty, ``keep_last`` is below 1, or the sizes do not fit.
+                empty, ``keep_last`` is below 1, the sizes do not fit, or
+                ``lease`` is not positive.
         """
         _sql.check_keep_last(keep_last)
+        _sql.check_lease(lease)
+        self.lease = lease
         if schema is not None and not schema:
             raise ValueError("schema must be a non-empty name, or None for the search_path")
         if not 0 <= min_size <= max_size or max_size < 1:

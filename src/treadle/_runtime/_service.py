@@ -82,6 +82,7 @@ class Runtime:
                 raise ValueError(msg)
             self._workflows[workflow.name] = workflow
         self._service: asyncio.Task[None] | None = None
+        self._driving: set[Ownership] = set()  # the runs it is continuing right now
 
     def workflow(self, name: str) -> Workflow:
         """The workflow registered under ``name``."""
@@ -138,6 +139,7 @@ class Runtime:
     async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
         lease, name = claimed.lease, claimed.workflow
         ownership = Ownership(self.store, lease, duration)
+        self._driving.add(ownership)
         workflow = self._workflows.get(name)
         try:
             if workflow is None:
@@ -171,6 +173,7 @@ class Runtime:
                 logger.warning("run %s: %s", lease.run_id, error)
                 return None
         finally:
+            self._driving.discard(ownership)
             await ownership.close()
 
     async def _park(self, ownership: Ownership, reason: str) -> None:
@@ -200,6 +203,12 @@ class Runtime:
         tb: TracebackType | None,
     ) -> None:
         if self._service is not None:
+            # Leaving the block stops the service, not the runs it was continuing:
+            # they are detached (nothing recorded), their leases given up, so they
+            # stay resumable from their last checkpoint and the next service takes
+            # them up at once.
+            for ownership in self._driving:
+                ownership.detach(DurabilityError("the runtime serving it stopped"))
             self._service.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._service
