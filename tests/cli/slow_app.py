@@ -42,3 +42,18 @@ async def repeat(value: object, ctx: WorkflowContext) -> None:
 
 
 echo = WorkflowBuilder(start=repeat, name="echo").build()
+
+
+def napper(name: str):
+    """A workflow that sleeps ``seconds`` on a durable timer, then says when it woke."""
+
+    @executor(id="nap")
+    async def nap(seconds: float, ctx: WorkflowContext) -> None:
+        await ctx.sleep(seconds)
+        ctx.yield_output(ctx.now())
+
+    return WorkflowBuilder(start=nap, name=name).build()
+
+
+nap_a = napper("nap_a")
+nap_b = napper("nap_b")

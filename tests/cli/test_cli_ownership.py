@@ -401,3 +401,69 @@ def test_stopping_the_sqlite_worker_leaves_the_run_it_advances_resumable(tmp_pat
     resumed = cli("resume", "r8")
     assert resumed.returncode == 0, resumed.stderr
     assert cli.checkpoints("r8") == [0, 1, 2, 3]
+
+
+def test_a_run_whose_owner_was_killed_is_orphaned_after_its_lease_and_a_worker_completes_it(
+    tmp_path,
+):
+    cli = Cli(tmp_path, TREADLE_LEASE="1")
+    gate = gate_of(tmp_path)
+    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "k1")
+    wait_for_file(gate.with_name("gate.reached"), owner)
+    end(owner)  # SIGKILL in superstep 2
+    killed_at = time.time()
+
+    (row,) = cli.json("runs")
+    assert (row["status"], row["orphaned"]) == ("running", True)
+    assert "running (orphaned)" in cli("runs").stdout
+    gate.touch()
+    worker = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        deadline = time.monotonic() + 30
+        while (shown := cli.json("show", "k1"))["status"] != "completed":
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert shown["outputs"] == ["passed gate"]
+    # Taken over once the dead owner's lease had run out, not before.
+    assert shown["updated_at"] >= row["lease_until"] >= killed_at - 1
+    # No superstep committed twice: one checkpoint each, one chain.
+    history = cli.json("history", "k1")["checkpoints"]
+    assert [c["superstep"] for c in history] == [0, 1, 2, 3]
+    parents = [c["parent_checkpoint_id"] for c in history[1:]]
+    assert parents == [c["checkpoint_id"] for c in history[:-1]]
+
+
+def test_a_worker_given_one_workflow_wakes_its_timers_on_time_and_parks_the_others(tmp_path):
+    cli = Cli(tmp_path)
+    for n in range(2):
+        for name in ("nap_a", "nap_b"):
+            started = cli("run", f"slow_app:{name}", "--input", "1", "--run-id", f"{name}-{n}")
+            assert started.returncode == 3, started.stderr  # waiting on its timer
+    due = {r["run_id"]: r["wake_at"] for r in cli.json("runs")}
+    worker = cli.start("worker", "--app", "slow_app:nap_a", "--poll-interval", "0.05")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            rows = {r["run_id"]: r for r in cli.json("runs")}
+            a_done = all(rows[f"nap_a-{n}"]["status"] == "completed" for n in range(2))
+            b_parked = all(rows[f"nap_b-{n}"]["parked"] for n in range(2))
+            if a_done and b_parked:
+                break
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    for n in range(2):
+        woke_at = cli.json("show", f"nap_a-{n}")["outputs"][0]
+        assert due[f"nap_a-{n}"] <= woke_at <= due[f"nap_a-{n}"] + 10  # never early, not late
+        b = rows[f"nap_b-{n}"]
+        assert b["status"] == "waiting"  # parked as it was: nothing lost
+        assert "no workflow 'nap_b' here" in b["parked"]
+        assert len([line for line in err.splitlines() if f"parked run nap_b-{n}" in line]) == 1
