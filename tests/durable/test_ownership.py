@@ -72,11 +72,26 @@ def open_store(kind: str, tmp_path: Path):
 # --- answers racing, as coroutines -------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.integration)]
+)
+def any_store(request, tmp_path):
+    """A fresh store of each backend; PostgreSQL in a schema of its own, dropped afterwards."""
+    if request.param != "postgres":
+        yield open_store(request.param, tmp_path)
+        return
+    dsn, schema = postgres_dsn(), fresh_schema()
+    yield PostgresStore(dsn, schema=schema)
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @pytest.mark.parametrize("racers", [2, 4, 8])
 @pytest.mark.parametrize("wait", [False, True])
-async def test_concurrent_answers_to_one_request_apply_exactly_one(tmp_path, kind, racers, wait):
-    store, side = open_store(kind, tmp_path), tmp_path / "side.sqlite"
+async def test_concurrent_answers_to_one_request_apply_exactly_one(
+    tmp_path, any_store, racers, wait
+):
+    store, side = any_store, tmp_path / "side.sqlite"
     workflow = race_workflow.build(store, str(side), "ask")
     try:
         asked = await workflow.run("r1", run_id="r1")
