@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._postgres_queue import cancel_queued, deliver, enqueue_run
+from treadle._durable._runs import deliverable_answers
 from treadle._durable._serialization import JsonSerializer
 from treadle._runtime._result import ENDED, RunResult, RunStatus
 from treadle._scaleout._apps import AppLoadError, by_name, load_app
@@ -177,14 +178,32 @@ class Client:
 
         Delivered even while no worker runs: the answers wait in the run's
         inbox and are applied, exactly once, by the worker that next claims it.
+        The store keeps the first answer to each request, so of clients
+        answering one request at once exactly one is told it succeeded.
+
+        When the run's workflow is given or importable here, each answer is
+        first checked against the run's latest checkpoint (the request is
+        waiting, the answer has the asked type); otherwise the worker checks
+        it, and drops an answer it cannot apply.
 
         Raises:
             RunNotFoundError: No such run.
             RequestError: The run has ended.
+            RequestAlreadyAnsweredError: Another answer to a request was kept
+                first (the error names it); nothing was delivered.
+            UnknownRequestError, InvalidResponseError: An answer was refused
+                by the check above; nothing was delivered.
         """
         row = await self.get(run_id)
-        serializer = self._serializer(row.workflow)
-        items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
+        items: list[tuple[str, str | None, bytes]]
+        try:
+            workflow = await self._workflow_of(row)
+        except AppLoadError:
+            serializer = self._serializer(row.workflow)
+            items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
+        else:
+            # A worker may own the run right now; the inbox takes the answer meanwhile.
+            items = await deliverable_answers(workflow, self.store, run_id, responses, wait=True)
         await deliver(self.store, run_id, items)
 
     async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:

@@ -1,0 +1,48 @@
+"""What a client is told when it answers a request of a run that workers serve."""
+
+from __future__ import annotations
+
+import pytest
+import scale_app
+
+import treadle
+from treadle import InvalidResponseError, RequestAlreadyAnsweredError, UnknownRequestError, Worker
+
+pytestmark = pytest.mark.integration
+
+WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]
+
+
+async def asked(store) -> tuple[treadle.Client, str]:
+    client = treadle.Client(store, WORKFLOWS)
+    await client.start("asker", "colour?", run_id="q")
+    await Worker(store, WORKFLOWS, lease=2, poll_interval=0.05).run_until_idle()
+    (request,) = (await client.result("q")).pending_requests
+    return client, request.request_id
+
+
+async def test_a_client_that_has_the_workflow_is_refused_what_no_worker_could_apply(store):
+    client, request_id = await asked(store)
+    with pytest.raises(UnknownRequestError, match="req-nope"):
+        await client.respond("q", {"req-nope": "blue"})
+    with pytest.raises(InvalidResponseError, match=request_id):
+        await client.respond("q", {request_id: 42})  # asks for a str
+    assert await client.store.inbox("q") == []  # nothing was delivered
+    await client.respond("q", {request_id: "blue"})
+    with pytest.raises(RequestAlreadyAnsweredError, match="blue"):
+        await client.respond("q", {request_id: "red"})  # not applied yet, but decided
+    await Worker(store, WORKFLOWS, lease=2, poll_interval=0.05).run_until_idle()
+    assert (await client.result("q")).outputs == ["colour? -> blue"]
+    with pytest.raises(RequestAlreadyAnsweredError, match="blue"):
+        await client.respond("q", {request_id: "red"})  # applied, and still decided
+
+
+async def test_a_client_without_the_workflow_still_gets_one_answer_per_request(store):
+    _, request_id = await asked(store)
+    # No workflows given, and the run records no import path: plain JSON, checked by the worker.
+    plain = treadle.Client(store)
+    with pytest.raises(treadle.AppLoadError):
+        await plain.result("q")
+    await plain.respond("q", {request_id: "blue"})
+    with pytest.raises(RequestAlreadyAnsweredError, match="blue"):
+        await plain.respond("q", {request_id: "red"})
