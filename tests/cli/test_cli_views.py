@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from treadle._cli import _app as cli_app
+from treadle._cli import _execute, _views
 from treadle._cli._commands import is_orphaned
 from treadle._durable._store import RunRecord
 
@@ -58,7 +58,7 @@ ELSEWHERE = "another-host:4242:abcdef"
 )
 def test_a_run_is_orphaned_when_running_without_a_current_lease(record, orphaned):
     assert is_orphaned(record, NOW) is orphaned
-    assert ("(orphaned" in cli_app._status_text(record, NOW)) is orphaned
+    assert ("(orphaned" in _views._status_text(record, NOW)) is orphaned
 
 
 def test_a_run_whose_owner_process_is_gone_is_orphaned_before_its_lease_ends():
@@ -69,46 +69,46 @@ def test_a_run_whose_owner_process_is_gone_is_orphaned_before_its_lease_ends():
 
 
 def test_the_owner_column_says_who_holds_the_lease_and_until_when():
-    assert cli_app._owner_text(row(), NOW) == ""
-    assert cli_app._owner_text(row(owner=ELSEWHERE, lease_until=NOW + 30), NOW) == (
-        f"{ELSEWHERE} until {cli_app.when(NOW + 30)}"
+    assert _views._owner_text(row(), NOW) == ""
+    assert _views._owner_text(row(owner=ELSEWHERE, lease_until=NOW + 30), NOW) == (
+        f"{ELSEWHERE} until {_views.when(NOW + 30)}"
     )
-    assert cli_app._owner_text(row(owner=ELSEWHERE, lease_until=NOW - 30), NOW) == (
-        f"{ELSEWHERE} (lease ended {cli_app.when(NOW - 30)})"
+    assert _views._owner_text(row(owner=ELSEWHERE, lease_until=NOW - 30), NOW) == (
+        f"{ELSEWHERE} (lease ended {_views.when(NOW - 30)})"
     )
 
 
 def test_a_parked_run_says_why_in_its_status():
     parked = row(parked="no workflow 'wf' here")
-    assert cli_app._status_text(parked, NOW) == "running (orphaned; parked: no workflow 'wf' here)"
+    assert _views._status_text(parked, NOW) == "running (orphaned; parked: no workflow 'wf' here)"
     resting = row(status="waiting", parked="GraphChangedError: x")
-    assert cli_app._status_text(resting, NOW) == "waiting (parked: GraphChangedError: x)"
-    data = cli_app._run_data(parked, NOW)
+    assert _views._status_text(resting, NOW) == "waiting (parked: GraphChangedError: x)"
+    data = _views._run_data(parked, NOW)
     assert (data["orphaned"], data["parked"], data["owner"]) == (True, parked.parked, None)
 
 
 def test_the_detached_message_names_the_run_its_superstep_and_what_to_do():
-    assert cli_app._detached_message(["r1"], [row()], "r1") == (
+    assert _execute._detached_message(["r1"], [row()], "r1") == (
         "detached from run r1 at superstep 4 (its last checkpoint); it stays resumable: "
         "treadle resume r1 (or let `treadle worker` take it over); treadle show r1 to look at it"
     )
-    assert cli_app._detached_message(["r1"], [None], True) == (
+    assert _execute._detached_message(["r1"], [None], True) == (
         "interrupted before run r1 was stored; nothing was started"
     )
-    assert cli_app._detached_message(["r1"], [row(status="completed")], "r1") == (
+    assert _execute._detached_message(["r1"], [row(status="completed")], "r1") == (
         "run r1 is completed; treadle show r1 to look at it"
     )
-    assert "took run r9 over; nothing was cancelled" in cli_app._detached_message([], [], "r9")
-    assert cli_app._detached_message([], [], True) == (
+    assert "took run r9 over; nothing was cancelled" in _execute._detached_message([], [], "r9")
+    assert _execute._detached_message([], [], True) == (
         "interrupted before a run was started; nothing was stored"
     )
 
 
 def test_values_deeper_than_pydantic_serializes_still_print():
     deep = json.loads("[" * 400 + '{"b": 1, "a": [2, "x"]}' + "]" * 400)
-    assert cli_app.plain({"outputs": [deep], "n": (1, 2)}) == {"outputs": [deep], "n": [1, 2]}
+    assert _views.plain({"outputs": [deep], "n": (1, 2)}) == {"outputs": [deep], "n": [1, 2]}
     keyed = {3: {"z": 1, "y": 2}, "deep": deep}
-    copied = cli_app.plain(keyed)
+    copied = _views.plain(keyed)
     assert list(copied) == ["3", "deep"]
     assert list(copied["3"]) == ["z", "y"]  # key order kept
 
@@ -116,6 +116,6 @@ def test_values_deeper_than_pydantic_serializes_still_print():
 def test_worker_log_lines_carry_an_iso_time():
     record = logging.LogRecord("treadle.worker", logging.INFO, __file__, 1, "hi %s", ("x",), None)
     record.created = NOW + 0.25
-    line = cli_app.IsoTimeFormatter(cli_app.LOG_FORMAT).format(record)
+    line = _views.IsoTimeFormatter(_views.LOG_FORMAT).format(record)
     assert line == "2027-01-15T08:00:00.250+00:00 treadle.worker INFO hi x"
     assert re.match(r"^\d{4}-\d\d-\d\dT", line)

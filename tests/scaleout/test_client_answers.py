@@ -38,9 +38,12 @@ async def test_a_client_that_has_the_workflow_is_refused_what_no_worker_could_ap
 
 
 async def test_a_client_without_the_workflow_still_gets_one_answer_per_request(store):
-    _, request_id = await asked(store)
-    # No workflows given, and the run records no import path: plain JSON, checked by the worker.
-    plain = treadle.Client(store)
+    # A copy of the app's workflow that records no import path: as on a machine without it.
+    private = treadle.WorkflowBuilder(scale_app.ask, name="asker").build()
+    await treadle.Client(store).start("asker", "colour?", run_id="q")
+    await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
+    request_id = (await treadle.Client(store, [private]).result("q")).pending_requests[0].request_id
+    plain = treadle.Client(store)  # no workflows given: plain JSON, checked by the worker
     with pytest.raises(treadle.AppLoadError):
         await plain.result("q")
     await plain.respond("q", {request_id: "blue"})

@@ -408,8 +408,9 @@ async def test_a_second_answer_is_refused_whole_naming_the_first(store):
     await worker(store).run_until_idle()
     (request,) = (await client.result("asked")).pending_requests
     await client.respond("asked", {request.request_id: "blue"})
+    late = [("answer", "another-request", b'"x"'), ("answer", request.request_id, b'"red"')]
     with pytest.raises(RequestAlreadyAnsweredError, match='"blue"') as refused:
-        await client.respond("asked", {"another-request": "x", request.request_id: "red"})
+        await store.deliver("asked", late)  # the store's decision, whoever delivers
     assert (refused.value.run_id, refused.value.request_id) == ("asked", request.request_id)
     (kept,) = await store.inbox("asked")  # nothing of the refused batch landed
     assert (kept.kind, kept.target, kept.payload) == ("answer", request.request_id, b'"blue"')

@@ -5,57 +5,26 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from treadle._durable._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._durable._sql import (
-    ENDED_STATUSES,
-    answer_preview,
     check_keep_last,
-    check_lease,
     check_limit,
-    check_not_ended,
     due_at,
     first_checkpoint_id,
     last_of_one_run,
 )
-from treadle._durable._store import Claimed, InboxItem, Lease
-from treadle._exceptions import (
-    CheckpointNotFoundError,
-    LeaseLostError,
-    RequestAlreadyAnsweredError,
-    RequestError,
-    RunBusyError,
-    RunExistsError,
-    RunNotFoundError,
-)
+from treadle._durable._sql_ownership import check_lease
+from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+    from treadle._durable._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 
 
-@dataclass(slots=True)
-class _Run:
-    record: RunRecord
-    graph: bytes
-    # Insertion order is commit order: retention drops from the front.
-    checkpoints: dict[str, CheckpointRecord]
-    epoch: int = 0
-    ready_at: float | None = None
-    # Every item ever delivered, applied ones too: the answers ledger.
-    inbox: list[tuple[InboxItem, float]] = dataclasses.field(default_factory=list)
-    consumed: int = 0  # items up to this seq are applied
-
-    def free(self, now: float) -> bool:
-        return not self.record.owned(now)
-
-    def unapplied(self) -> bool:
-        return any(item.seq > self.consumed for item, _ in self.inbox)
-
-
-class MemoryStore:
+class MemoryStore(MemoryOwnership):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds
@@ -84,7 +53,7 @@ class MemoryStore:
         check_lease(lease)
         self.lease = lease
         self._keep_last = keep_last
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, MemoryRun] = {}
         # Checkpoint ids are unique store-wide, as in the SQL stores' primary key.
         self._owners: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -112,7 +81,7 @@ class MemoryStore:
             record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
-            self._runs[run.run_id] = _Run(
+            self._runs[run.run_id] = MemoryRun(
                 record, graph, {latest: first}, epoch=1 if lease is not None else 0
             )
             self._owners[latest] = run.run_id
@@ -197,192 +166,6 @@ class MemoryStore:
             )
             if lease is not None and release:
                 self._release(run)
-
-    # --- ownership ------------------------------------------------------------------
-
-    async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
-    ) -> Lease:
-        """Take the run's lease if no one holds a current one (see the store port).
-
-        Raises:
-            RunNotFoundError: No such run.
-            RunBusyError: Another owner's lease is current.
-        """
-        self._check_open()
-        with self._lock:
-            run = self._run(run_id)
-            now = time.time()
-            if not run.free(now) and (replacing is None or run.record.owner != replacing):
-                raise RunBusyError(
-                    run_id, str(run.record.owner), float(run.record.lease_until or 0)
-                )
-            return self._lease(run, owner, now + duration, parked=None)
-
-    async def renew(self, lease: Lease, duration: float) -> Lease:
-        """Extend a current lease by ``duration`` seconds from now.
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-        """
-        self._check_open()
-        with self._lock:
-            run = self._run(lease.run_id)
-            self._check_lease(run, lease)
-            until = time.time() + duration
-            run.record = dataclasses.replace(run.record, lease_until=until)
-            return dataclasses.replace(lease, until=until)
-
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current."""
-        self._check_open()
-        with self._lock:
-            run = self._runs.get(lease.run_id)
-            if run is None or not self._holds(run, lease):
-                return False
-            self._release(run)
-            return True
-
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
-        """Put items in the run's inbox, all or none; the first answer to a request wins.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: The run has ended.
-            RequestAlreadyAnsweredError: A request was answered already.
-        """
-        self._check_open()
-        with self._lock:
-            run = self._run(run_id)
-            answers = {item.target: (item, at) for item, at in run.inbox if item.kind == "answer"}
-            now = time.time()
-            for kind, target, payload in items:
-                if kind != "answer":
-                    continue
-                if target in answers:
-                    first, at = answers[target]
-                    raise RequestAlreadyAnsweredError(
-                        run_id, str(target), answer_preview(first.payload), at
-                    )
-                answers[target] = (InboxItem(0, kind, target, bytes(payload)), now)
-            check_not_ended(run_id, run.record.status)
-            for kind, target, payload in items:
-                self._inbox_seq += 1
-                run.inbox.append((InboxItem(self._inbox_seq, kind, target, bytes(payload)), now))
-            run.ready_at = run.ready_at if run.ready_at is not None else now
-
-    async def inbox(self, run_id: str) -> list[InboxItem]:
-        """The run's inbox items not yet applied, in delivery order."""
-        self._check_open()
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                return []
-            return [item for item, _ in run.inbox if item.seq > run.consumed]
-
-    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
-        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
-        self._check_open()
-        with self._lock:
-            run = self._runs.get(run_id)
-            for item, at in run.inbox if run is not None else ():
-                if item.kind == "answer" and item.target == request_id:
-                    return answer_preview(item.payload), at
-            return None
-
-    async def cancel(self, run_id: str) -> None:
-        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: It has ended already.
-        """
-        self._check_open()
-        with self._lock:
-            run = self._run(run_id)
-            if run.record.status in ENDED_STATUSES:
-                msg = f"run {run_id!r} has ended ({run.record.status}); there is nothing to cancel"
-                raise RequestError(msg)
-            run.epoch += 1
-            run.ready_at = None
-            run.consumed = self._inbox_seq
-            run.record = dataclasses.replace(
-                run.record,
-                status="cancelled",
-                owner=None,
-                lease_until=None,
-                error=None,
-                updated_at=time.time(),
-            )
-
-    async def park(self, lease: Lease, reason: str) -> None:
-        """Set a run aside with ``reason`` and give its lease up.
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-        """
-        self._check_open()
-        with self._lock:
-            run = self._run(lease.run_id)
-            self._check_lease(run, lease)
-            run.ready_at = None
-            run.record = dataclasses.replace(
-                run.record, owner=None, lease_until=None, parked=reason
-            )
-
-    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
-        """Lease up to ``limit`` runs a timer service should take up (see the store port)."""
-        self._check_open()
-        check_limit(limit)
-        with self._lock:
-            wall = time.time()
-            candidates = [
-                run
-                for run in self._runs.values()
-                if run.free(wall)
-                and run.record.parked is None
-                and run.record.status not in ENDED_STATUSES
-            ]
-            due = sorted(
-                (
-                    (when, run)
-                    for run in candidates
-                    if (when := due_at(run.record)) is not None and when <= now
-                ),
-                key=lambda pair: pair[0],
-            )
-            chosen: dict[str, _Run] = {run.record.run_id: run for _, run in due[:limit]}
-            for run in candidates:
-                ready = run.ready_at is not None and run.ready_at <= wall
-                if ready or run.record.status == "running":
-                    chosen.setdefault(run.record.run_id, run)
-            return [
-                Claimed(
-                    self._lease(run, owner, wall + duration, parked=run.record.parked),
-                    run.record.workflow,
-                    run.ready_at is not None,
-                )
-                for run in list(chosen.values())[:limit]
-            ]
-
-    def _lease(self, run: _Run, owner: str, until: float, *, parked: str | None) -> Lease:
-        run.epoch += 1
-        run.record = dataclasses.replace(run.record, owner=owner, lease_until=until, parked=parked)
-        return Lease(run.record.run_id, owner, run.epoch, until)
-
-    def _holds(self, run: _Run, lease: Lease) -> bool:
-        return run.record.owner == lease.owner and run.epoch == lease.epoch
-
-    def _check_lease(self, run: _Run, lease: Lease | None) -> None:
-        if lease is not None and not self._holds(run, lease):
-            raise LeaseLostError(lease.run_id, lease.epoch)
-
-    def _release(self, run: _Run) -> None:
-        if run.unapplied():
-            run.ready_at = run.ready_at if run.ready_at is not None else time.time()
-        else:
-            run.ready_at = None
-        run.record = dataclasses.replace(run.record, owner=None, lease_until=None)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
@@ -520,7 +303,7 @@ class MemoryStore:
         if self._closed:
             raise RuntimeError("this MemoryStore is closed")
 
-    def _run(self, run_id: str) -> _Run:
+    def _run(self, run_id: str) -> MemoryRun:
         try:
             return self._runs[run_id]
         except KeyError:
@@ -531,7 +314,7 @@ class MemoryStore:
         if owner is not None:
             raise ValueError(f"checkpoint id {info.checkpoint_id!r} is taken by run {owner!r}")
 
-    def _drop_oldest(self, run: _Run, keep_last: int) -> int:
+    def _drop_oldest(self, run: MemoryRun, keep_last: int) -> int:
         latest = run.record.checkpoint_id
         doomed = [
             checkpoint_id

@@ -7,15 +7,8 @@ so one consistent snapshot. The SQL is :mod:`treadle._durable._sql`'s, in
 the :data:`~treadle._durable._sql.POSTGRES` dialect, so the store behaves as
 ``SqliteStore`` does, row for row.
 
-Ownership (leases, the inbox) follows the port, with what only PostgreSQL
-adds: a delivery locks its run row, so deliveries from any number of
-processes take turns and exactly one answer to a request is accepted; claims
-lock their candidates ``FOR UPDATE SKIP LOCKED``, so concurrent timer
-services never take one run twice nor wait on each other; and whatever makes
-a run ready (a delivery, a release leaving items unapplied) tells idle
-workers at once (``NOTIFY``, see :mod:`treadle._durable._postgres_queue`).
-In-process owners keep their leases on their wall clock, as the port says;
-workers keep theirs on the database's.
+Ownership (leases, the inbox, claims) follows the port, with what only
+PostgreSQL adds: see :mod:`treadle._durable._postgres_ownership`.
 
 Event loops: a store may outlive an event loop (``run_sync`` runs every call
 in a fresh one) or serve loops in several threads at once, while psycopg's
@@ -37,50 +30,27 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed
 
-from treadle._durable import _sql
+from treadle._durable import _sql, _sql_ownership, _sql_rows
+from treadle._durable._postgres_ownership import Owned, PostgresOwnership, refusal, release_lease
 from treadle._durable._postgres_pools import Connection, LoopPools
-from treadle._durable._postgres_writes import NOTIFY_READY, insert_checkpoints
+from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._sql_reads import SqlReads
-from treadle._durable._store import Claimed, InboxItem, Lease
-from treadle._exceptions import (
-    DurabilityError,
-    LeaseLostError,
-    RequestAlreadyAnsweredError,
-    RunBusyError,
-    RunExistsError,
-    RunNotFoundError,
-)
+from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-    from treadle._durable._store import CheckpointRecord, RunRecord
+    from treadle._durable._store import CheckpointRecord, Lease, RunRecord
 
 _T = TypeVar("_T")
 _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled connection
 
 _render = functools.cache(POSTGRES.render)
 
-# PostgreSQL's additions to the shared templates, where only it can do better.
-# Locking the run row first serialises everything that decides about one run
-# (an acquire that found it busy, a delivery, a release) in one order: the
-# run's, then its inbox's, so two of them never deadlock.
-_LOCK_OWNER = _sql.SELECT_OWNER + " FOR UPDATE"
-_LOCK_LEASE = _sql.SELECT_RUN_EXISTS + _sql.FENCE + " FOR UPDATE"
-_LOCK_STATUS = _sql.SELECT_STATUS + " FOR UPDATE"
-# Whether the released run is left ready (its inbox holds unapplied items): if
-# so, idle workers are told at once, as a delivery would have told them.
-_RELEASE = _sql.RELEASE + " RETURNING ready_at"
-_FENCED_ADVANCE = _sql.ADVANCE_RUN + _sql.FENCE
-_FENCED_SET_STATUS = _sql.SET_STATUS + _sql.FENCE
-# Concurrent claimers skip each other's candidates rather than wait for them,
-# and never take one run twice: a row locked here is leased before commit.
-_SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
-_CLAIMABLE = tuple(
-    query + _SKIP_LOCKED
-    for query in (_sql.CLAIMABLE_DUE, _sql.CLAIMABLE_READY, _sql.CLAIMABLE_ORPHANS)
-)
+# The shared writes, fenced by a lease (see _postgres_ownership).
+_FENCED_ADVANCE = _sql.ADVANCE_RUN + _sql_ownership.FENCE
+_FENCED_SET_STATUS = _sql.SET_STATUS + _sql_ownership.FENCE
 
 # Held while a store migrates, so that stores opening one new database at once
 # take turns: concurrent CREATE ... IF NOT EXISTS can otherwise collide.
@@ -93,7 +63,7 @@ _KEYWORD_SECRET = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\
 _HIDDEN = "***"
 
 
-class PostgresStore(SqlReads):
+class PostgresStore(SqlReads, PostgresOwnership):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema
@@ -143,7 +113,7 @@ class PostgresStore(SqlReads):
                 ``lease`` is not positive.
         """
         _sql.check_keep_last(keep_last)
-        _sql.check_lease(lease)
+        _sql_ownership.check_lease(lease)
         self.lease = lease
         if schema is not None and not schema:
             raise ValueError("schema must be a non-empty name, or None for the search_path")
@@ -194,7 +164,7 @@ class PostgresStore(SqlReads):
         _sql.first_checkpoint_id(run, first.info)
         if lease is not None:
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
-        run_row = _sql.run_parameters(run, first.info, graph)
+        run_row = _sql_rows.run_parameters(run, first.info, graph)
 
         async def work(connection: Connection) -> None:
             inserted = await connection.execute(_render(_sql.INSERT_RUN), run_row)
@@ -242,7 +212,7 @@ class PostgresStore(SqlReads):
         _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        owned = _Owned(lease, consumed, release)
+        owned = Owned(lease, consumed, release)
         await self._run(
             functools.partial(_commit, tuple(checkpoints), retention, owned), write=True
         )
@@ -273,187 +243,12 @@ class PostgresStore(SqlReads):
             if lease is not None:
                 query, stamped = _FENCED_SET_STATUS, (*stamped, lease.owner, lease.epoch)
             if (await connection.execute(_render(query), stamped)).rowcount == 0:
-                raise await _refused(connection, run_id, lease)
+                raise await refusal(connection, run_id, lease)
             if lease is not None and release:
-                await _release(connection, lease, now)
+                await release_lease(connection, lease, now)
 
         # One statement alone is a transaction of its own.
         await self._run(work, write=lease is not None and release)
-
-    # --- ownership ------------------------------------------------------------------
-
-    async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
-    ) -> Lease:
-        """Take the run's lease for ``duration`` seconds if no one holds a current one.
-
-        With ``replacing``, take it from that owner whatever its lease says
-        (the caller knows it is dead). The lease runs on this process's wall
-        clock, as every in-process owner's does (workers keep theirs on the
-        database's).
-
-        Raises:
-            RunNotFoundError: No such run.
-            RunBusyError: Another owner's lease is current.
-        """
-
-        async def work(connection: Connection) -> Lease:
-            now = time.time()
-            until = now + duration
-            taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
-            if taken is None:
-                # Busy, or released just after the attempt: decide again under
-                # the row lock, so the owner named is the one holding it now.
-                locked = await connection.execute(_render(_LOCK_OWNER), (run_id,))
-                found = await locked.fetchone()
-                if found is None:
-                    raise RunNotFoundError(run_id)
-                taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
-                if taken is None:
-                    raise RunBusyError(run_id, found[0], found[1])
-            return Lease(run_id, owner, taken, until)
-
-        return await self._run(work, write=True)
-
-    async def renew(self, lease: Lease, duration: float) -> Lease:
-        """Extend a current lease by ``duration`` seconds from now (a heartbeat).
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-        """
-
-        async def work(connection: Connection) -> Lease:
-            until = time.time() + duration
-            renewed = (until, lease.run_id, lease.owner, lease.epoch)
-            if (await connection.execute(_render(_sql.RENEW), renewed)).rowcount == 0:
-                raise LeaseLostError(lease.run_id, lease.epoch)
-            return dataclasses.replace(lease, until=until)
-
-        return await self._run(work, write=False)
-
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current (nothing changed)."""
-
-        async def work(connection: Connection) -> bool:
-            held = (lease.run_id, lease.owner, lease.epoch)
-            if await (await connection.execute(_render(_LOCK_LEASE), held)).fetchone() is None:
-                return False
-            return await _release(connection, lease, time.time())
-
-        return await self._run(work, write=True)
-
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
-        """Put items in the run's inbox, all or none; the first answer to a request wins.
-
-        The run row is locked first, so deliveries to one run (from any
-        number of processes) take turns and each sees the answers of those
-        before it: exactly one answer to a request is ever accepted. The run
-        is marked ready and idle workers are told, when the transaction commits.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: The run has ended.
-            RequestAlreadyAnsweredError: A request was answered already
-                (names the answer kept); nothing was delivered.
-        """
-        batch = list(items)
-
-        async def work(connection: Connection) -> None:
-            locked = await connection.execute(_render(_LOCK_STATUS), (run_id,))
-            (status,) = _sql.check_found(run_id, await locked.fetchone())
-            now = time.time()
-            for kind, target, payload in batch:
-                if kind == "answer":
-                    kept = await connection.execute(_render(_sql.SELECT_ANSWER), (run_id, target))
-                    answer = await kept.fetchone()
-                    if answer is not None:
-                        raise RequestAlreadyAnsweredError(
-                            run_id, str(target), _sql.answer_preview(answer[0]), answer[1]
-                        )
-                delivered = (run_id, kind, target, payload, now)
-                await connection.execute(_render(_sql.INSERT_INBOX), delivered)
-            _sql.check_not_ended(run_id, status)  # rolls the inserts back
-            await connection.execute(_render(_sql.MAKE_READY), (now, run_id))
-            await connection.execute(NOTIFY_READY)
-
-        await self._run(work, write=True)
-
-    async def inbox(self, run_id: str) -> list[InboxItem]:
-        """The run's inbox items not yet applied, in delivery order."""
-        rows = await self._select(_sql.SELECT_INBOX, (run_id,))
-        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
-
-    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
-        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
-        rows = await self._select(_sql.SELECT_ANSWER, (run_id, request_id))
-        return (_sql.answer_preview(rows[0][0]), rows[0][1]) if rows else None
-
-    async def cancel(self, run_id: str) -> None:
-        """Mark the run ``cancelled`` wherever it is, fencing out any owner or worker.
-
-        Its unapplied inbox items are marked applied: nobody will apply them.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: It has ended already.
-        """
-
-        async def work(connection: Connection) -> None:
-            now = time.time()
-            if (await connection.execute(_render(_sql.CANCEL), (now, run_id))).rowcount == 0:
-                found = await connection.execute(_render(_sql.SELECT_STATUS), (run_id,))
-                raise _sql.not_cancellable(run_id, await found.fetchone())
-            await connection.execute(_render(_sql.CONSUME_ALL), (now, run_id))
-
-        await self._run(work, write=True)
-
-    async def park(self, lease: Lease, reason: str) -> None:
-        """Set a run aside with ``reason`` and give its lease up: services stop waking it.
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-            RunNotFoundError: No such run.
-        """
-
-        async def work(connection: Connection) -> None:
-            parked = (reason, lease.run_id, lease.owner, lease.epoch)
-            if (await connection.execute(_render(_sql.PARK), parked)).rowcount == 0:
-                raise await _refused(connection, lease.run_id, lease)
-
-        await self._run(work, write=True)
-
-    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
-        """Lease up to ``limit`` runs a timer service should take up (see the port).
-
-        Due runs first, then ready ones, then orphans. Candidates are locked
-        with ``SKIP LOCKED``: concurrent claimers (other processes' timer
-        services) pass over each other's rather than wait, and a run is
-        leased to one of them only.
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        _sql.check_limit(limit)
-
-        async def work(connection: Connection) -> list[Claimed]:
-            wall = time.time()
-            chosen: dict[str, None] = {}
-            for query, first in zip(_CLAIMABLE, (now, wall, 1), strict=True):
-                found = await connection.execute(_render(query), (first, wall, limit))
-                for (run_id,) in await found.fetchall():
-                    chosen.setdefault(run_id)
-            claimed: list[Claimed] = []
-            until = wall + duration
-            for run_id in list(chosen)[:limit]:
-                taking = await connection.execute(_render(_sql.CLAIM), (owner, until, run_id, wall))
-                row = await taking.fetchone()
-                if row is not None:
-                    claimed.append(
-                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
-                    )
-            return claimed
-
-        return await self._run(work, write=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -625,19 +420,10 @@ def _redact(dsn: str) -> tuple[str, tuple[str, ...]]:
     return shown, secrets
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Owned:
-    """What a commit does besides committing: fence by a lease, mark items applied, release."""
-
-    lease: Lease | None
-    consumed: int | None
-    release: bool
-
-
 async def _commit(
     checkpoints: Sequence[CheckpointRecord],
     keep_last: int | None,
-    owned: _Owned,
+    owned: Owned,
     connection: Connection,
 ) -> None:
     info = checkpoints[-1].info
@@ -645,67 +431,22 @@ async def _commit(
     # The run row first: its lock makes concurrent commits to one run take turns.
     if lease is None:
         advanced = await connection.execute(
-            _render(_sql.ADVANCE_RUN), _sql.advance_parameters(info)
+            _render(_sql.ADVANCE_RUN), _sql_rows.advance_parameters(info)
         )
     else:
-        fenced = (*_sql.advance_parameters(info), lease.owner, lease.epoch)
+        fenced = (*_sql_rows.advance_parameters(info), lease.owner, lease.epoch)
         advanced = await connection.execute(_render(_FENCED_ADVANCE), fenced)
     if advanced.rowcount == 0:
-        raise await _refused(connection, info.run_id, lease)
+        raise await refusal(connection, info.run_id, lease)
     await insert_checkpoints(connection, checkpoints)
     now = time.time()
     if owned.consumed is not None:
         consumed = (now, info.run_id, owned.consumed)
-        await connection.execute(_render(_sql.CONSUME_INBOX), consumed)
+        await connection.execute(_render(_sql_ownership.CONSUME_INBOX), consumed)
     if lease is not None and owned.release:
-        await _release(connection, lease, now)
+        await release_lease(connection, lease, now)
     if keep_last is not None:
         await _delete_old(connection, info.run_id, keep_last)
-
-
-async def _try_acquire(
-    connection: Connection,
-    run_id: str,
-    owner: str,
-    until: float,
-    now: float,
-    replacing: str | None,
-) -> int | None:
-    """The new lease's epoch if the run was free (or held by ``replacing``); else ``None``."""
-    found = await connection.execute(_render(_sql.ACQUIRE), (owner, until, run_id, now))
-    taken = await found.fetchone()
-    if taken is None and replacing is not None:
-        taking = (owner, until, run_id, replacing)
-        taken = await (await connection.execute(_render(_sql.ACQUIRE_FROM), taking)).fetchone()
-    return None if taken is None else int(taken[0])
-
-
-async def _release(connection: Connection, lease: Lease, now: float) -> bool:
-    """Give ``lease`` up; tell idle workers when items delivered meanwhile leave the run ready.
-
-    The caller's transaction must hold the run row's lock already (an earlier
-    statement of it wrote or locked the row): only then does this statement's
-    snapshot hold every item a delivery committed before it. Were the lock
-    taken here, by this very UPDATE, a delivery it waited for would be
-    missing from its inbox check, and the run left not ready with an item
-    nobody applies.
-    """
-    released = (now, lease.run_id, lease.owner, lease.epoch)
-    row = await (await connection.execute(_render(_RELEASE), released)).fetchone()
-    if row is None:
-        return False
-    if row[0] is not None:
-        await connection.execute(NOTIFY_READY)
-    return True
-
-
-async def _refused(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:
-    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    if lease is not None:
-        found = await connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,))
-        if await found.fetchone() is not None:
-            return LeaseLostError(run_id, lease.epoch)
-    return RunNotFoundError(run_id)
 
 
 async def _delete_old(connection: Connection, run_id: str, keep_last: int) -> int:

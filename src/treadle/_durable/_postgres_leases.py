@@ -11,7 +11,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable import _sql
+from treadle._durable import _sql, _sql_ownership, _sql_rows
 from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._store import Lease
@@ -31,13 +31,13 @@ if TYPE_CHECKING:
         RunRecord,
     )
 
-FENCE = POSTGRES.render(_sql.FENCE)
+FENCE = POSTGRES.render(_sql_ownership.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
 
 _RUN_EXISTS = POSTGRES.render(_sql.SELECT_RUN_EXISTS)
 # Applied items are kept, marked: the answers among them are the ledger by
 # which a later answer to the same request is refused (``PostgresStore.deliver``).
-CONSUME_INBOX = POSTGRES.render(_sql.CONSUME_INBOX)
+CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
 """Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
 _PARK = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
 
@@ -155,7 +155,7 @@ class LeasedStore:
         _sql.check_keep_last(keep_last)
         if consumed is not None:
             self.consume(consumed if self._consumed is None else max(consumed, self._consumed))
-        advance = (*_sql.advance_parameters(info), *self._fence)
+        advance = (*_sql_rows.advance_parameters(info), *self._fence)
 
         async def work(connection: Connection) -> None:
             if (await connection.execute(FENCED_ADVANCE, advance)).rowcount == 0:

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle._durable import _sql
+from treadle._durable import _sql_ownership
 from treadle._durable._postgres_leases import FENCE, LeasedStore
 from treadle._durable._postgres_writes import NOTIFY_READY, READY_CHANNEL
 from treadle._durable._sql import DUE_AT, POSTGRES
@@ -91,8 +91,8 @@ UPDATE treadle_runs
 SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s
 WHERE run_id = %s"""
 
-_SELECT_INBOX = POSTGRES.render(_sql.SELECT_INBOX)
-_INSERT_INBOX = POSTGRES.render(_sql.INSERT_INBOX)
+_SELECT_INBOX = POSTGRES.render(_sql_ownership.SELECT_INBOX)
+_INSERT_INBOX = POSTGRES.render(_sql_ownership.INSERT_INBOX)
 _HAS_INBOX = "SELECT 1 FROM treadle_inbox WHERE run_id = %s AND consumed_at IS NULL LIMIT 1"
 # Refused items (an input or answer the run would not take) are deleted, not
 # marked applied: they never were, and a corrected answer must be acceptable.

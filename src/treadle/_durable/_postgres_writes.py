@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from treadle._durable import _sql
+from treadle._durable import _sql, _sql_rows
 from treadle._durable._sql import POSTGRES
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ async def insert_checkpoints(
     Raises:
         ValueError: an id is taken.
     """
-    parameters = [value for c in checkpoints for value in _sql.checkpoint_parameters(c)]
+    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
     query = _render(_sql.insert_checkpoints(len(checkpoints)))
     if (await connection.execute(query, parameters)).rowcount < len(checkpoints):
         raise ValueError(_sql.taken_ids_message(checkpoints))

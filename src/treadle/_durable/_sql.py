@@ -1,4 +1,4 @@
-"""What the SQL stores share: schema, migrations, statements and row mapping.
+"""What the SQL stores share: schema, migrations and statements.
 
 Every statement is written once, in the subset of SQL that SQLite and
 PostgreSQL agree on (``TEXT``, ``BIGINT``, ``DOUBLE PRECISION``,
@@ -15,7 +15,9 @@ older point and so went back to a smaller superstep.
 
 The port's own rules come at the end: the argument checks and when a run is
 due, shared by every store (``MemoryStore`` included) so that all refuse the
-same calls and wake the same runs alike.
+same calls and wake the same runs alike. Ownership (leases, fencing, the
+inbox) has its statements and rules in :mod:`treadle._durable._sql_ownership`;
+parameters and records from rows are :mod:`treadle._durable._sql_rows`'.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
-from treadle._exceptions import DurabilityError, RequestError, RunNotFoundError
+from treadle._exceptions import DurabilityError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,108 +250,6 @@ CHANGE_STATUS = "UPDATE treadle_runs SET status = ? WHERE run_id = ? AND status 
 
 SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
 
-# --- ownership: leases, fencing, the inbox -----------------------------------
-
-FENCE = " AND owner = ? AND lease_epoch = ?"
-"""Appended to a run-row write made under a lease: it changes nothing once the lease is gone."""
-
-# A lease is free when nobody holds one, or the holder's ran out (it died).
-_FREE = "(owner IS NULL OR lease_until IS NULL OR lease_until <= ?)"
-
-ACQUIRE = f"""
-UPDATE treadle_runs
-SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
-WHERE run_id = ? AND {_FREE}
-RETURNING lease_epoch"""  # noqa: S608 - constants only
-
-# Taking a lease over from an owner known to be dead (its process is gone), however long it had.
-ACQUIRE_FROM = """
-UPDATE treadle_runs
-SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
-WHERE run_id = ? AND owner = ?
-RETURNING lease_epoch"""
-
-SELECT_OWNER = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
-
-RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE  # noqa: S608 - constants
-
-_UNAPPLIED = (
-    "EXISTS (SELECT 1 FROM treadle_inbox AS i"
-    " WHERE i.run_id = treadle_runs.run_id AND i.consumed_at IS NULL)"
-)
-
-# Giving a lease up leaves the run ready when its inbox holds unapplied items,
-# so a timer service or worker applies what arrived while it was owned.
-RELEASE = f"""
-UPDATE treadle_runs
-SET owner = NULL, lease_until = NULL,
-    ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
-WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
-
-CONSUME_INBOX = (
-    "UPDATE treadle_inbox SET consumed_at = ?"
-    " WHERE run_id = ? AND {order} <= ? AND consumed_at IS NULL"
-)
-
-SELECT_INBOX = (
-    "SELECT {order}, kind, target, payload FROM treadle_inbox"
-    " WHERE run_id = ? AND consumed_at IS NULL ORDER BY {order}"
-)
-
-SELECT_ANSWER = (
-    "SELECT payload, created_at FROM treadle_inbox"
-    " WHERE run_id = ? AND kind = 'answer' AND target = ?"
-)
-
-INSERT_INBOX = (
-    "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at) VALUES (?, ?, ?, ?, ?)"
-)
-
-MAKE_READY = "UPDATE treadle_runs SET ready_at = COALESCE(ready_at, ?) WHERE run_id = ?"
-
-ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
-"""The statuses after which a run never moves again (``RunStatus.ENDED``), as stored."""
-
-_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
-
-CANCEL = f"""
-UPDATE treadle_runs
-SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
-    lease_epoch = lease_epoch + 1, updated_at = ?, error = NULL
-WHERE run_id = ? AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
-
-CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
-
-SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
-
-PARK = (
-    "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"  # noqa: S608 - constants
-    " WHERE run_id = ?" + FENCE
-)
-
-# What a timer service takes up, each served by its own index: a due timer or
-# deadline (due), something delivered and not applied (ready), or an orphan
-# (running, with nobody's current lease: its owner died mid-run).
-_CLAIMABLE = " AND parked IS NULL AND " + _FREE
-CLAIMABLE_DUE = (
-    f"SELECT run_id FROM treadle_runs WHERE {DUE_AT} <= ?{_CLAIMABLE}"  # noqa: S608 - constants
-    f" ORDER BY {DUE_AT} LIMIT ?"
-)
-CLAIMABLE_READY = (
-    f"SELECT run_id FROM treadle_runs WHERE ready_at <= ?{_CLAIMABLE}"  # noqa: S608 - constants
-    f" AND status NOT IN {_ENDED_SQL} ORDER BY ready_at LIMIT ?"
-)
-CLAIMABLE_ORPHANS = (
-    f"SELECT run_id FROM treadle_runs WHERE status = 'running' AND ? > 0{_CLAIMABLE}"  # noqa: S608 - constants
-    " LIMIT ?"
-)
-
-CLAIM = f"""
-UPDATE treadle_runs
-SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
-WHERE run_id = ? AND parked IS NULL AND status NOT IN {_ENDED_SQL} AND {_FREE}
-RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
-
 SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants
 
 SELECT_RUN_EXISTS = "SELECT 1 FROM treadle_runs WHERE run_id = ?"
@@ -430,22 +331,6 @@ def _limited(
     return f"{template} LIMIT ?", (*parameters, limit)
 
 
-def run_from_row(row: Sequence[Any]) -> RunRecord:
-    """A :class:`RunRecord` from a row of ``SELECT_RUN`` or ``select_runs``."""
-    return RunRecord(*row)  # the selected columns are the fields, in order
-
-
-def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
-    """A :class:`CheckpointInfo` from the first six columns of a checkpoint query."""
-    checkpoint_id, superstep, status, parent, created_at, wake_at = row[:6]
-    return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at, wake_at)
-
-
-def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
-    """A :class:`CheckpointRecord` from the info columns then the blob, as the selects give them."""
-    return CheckpointRecord(info_from_row(run_id, row), row[6])
-
-
 def upgrade(
     found: int | None, location: str, steps: Sequence[Sequence[str]]
 ) -> list[tuple[str, tuple[int, ...]]]:
@@ -480,59 +365,6 @@ def upgrade(
     return statements
 
 
-# --- parameters and rows ------------------------------------------------------
-
-
-def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_RUN``: ``run``, but latest and ``wake_at`` from ``first``."""
-    return (
-        run.run_id,
-        run.workflow,
-        run.status,
-        run.superstep,
-        first.checkpoint_id,
-        run.parent_run_id,
-        run.parent_checkpoint_id,
-        run.created_at,
-        run.updated_at,
-        run.error,
-        first.wake_at,
-        run.deadline_at,
-        run.owner,
-        run.lease_until,
-        None,
-        1 if run.owner is not None else 0,
-        graph,
-    )
-
-
-def advance_parameters(info: CheckpointInfo) -> tuple[Any, ...]:
-    """The parameters of ``ADVANCE_RUN``: the run row follows checkpoint ``info``."""
-    return (
-        info.status,
-        info.superstep,
-        info.checkpoint_id,
-        info.created_at,
-        info.wake_at,
-        info.run_id,
-    )
-
-
-def checkpoint_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_CHECKPOINT``."""
-    info = checkpoint.info
-    return (
-        info.checkpoint_id,
-        info.run_id,
-        info.superstep,
-        info.status,
-        info.parent_checkpoint_id,
-        info.created_at,
-        info.wake_at,
-        checkpoint.blob,
-    )
-
-
 # --- the port's rules, which every store applies ------------------------------
 
 
@@ -558,16 +390,6 @@ def check_keep_last(keep_last: int | None) -> None:
         raise ValueError(
             f"keep_last must be at least 1 (the latest is always kept), got {keep_last}"
         )
-
-
-def check_lease(lease: float) -> None:
-    """Refuse a lease duration that is not a positive number of seconds.
-
-    Raises:
-        ValueError: ``lease`` is zero or negative.
-    """
-    if not lease > 0:
-        raise ValueError(f"lease must be a positive number of seconds, got {lease}")
 
 
 def check_limit(limit: int | None) -> None:
@@ -624,39 +446,3 @@ def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:
             f"but its first checkpoint is {first.checkpoint_id!r}"
         )
     return first.checkpoint_id
-
-
-_PREVIEW = 200
-
-
-def answer_preview(payload: bytes) -> str:
-    """A stored answer as an error shows it: its JSON, cut to 200 characters."""
-    text = bytes(payload).decode("utf-8", errors="replace")
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
-
-
-def not_cancellable(run_id: str, found: Sequence[Any] | None) -> Exception:
-    """Why ``CANCEL`` changed no row: no such run, or it has ended (``found``: its status row)."""
-    if found is None:
-        return RunNotFoundError(run_id)
-    return RequestError(f"run {run_id!r} has ended ({found[0]}); there is nothing to cancel")
-
-
-def check_found(run_id: str, found: Sequence[Any] | None) -> Sequence[Any]:
-    """The row a run's ``SELECT_STATUS`` found, or ``RunNotFoundError``."""
-    if found is None:
-        raise RunNotFoundError(run_id)
-    return found
-
-
-def check_not_ended(run_id: str, status: str) -> None:
-    """Refuse a delivery to a run that has ended.
-
-    Checked after the answers, so that an answer to a request answered
-    already is refused as such (the more useful error), not as too late.
-
-    Raises:
-        RequestError: ``status`` is an ended status.
-    """
-    if status in ENDED_STATUSES:
-        raise RequestError(f"run {run_id!r} has ended ({status}); nothing can be delivered to it")

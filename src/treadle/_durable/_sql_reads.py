@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable import _sql
+from treadle._durable import _sql, _sql_rows
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class SqlReads(ABC):
         rows = await self._select(_sql.SELECT_RUN, (run_id,))
         if not rows:
             raise RunNotFoundError(run_id)
-        return _sql.run_from_row(rows[0])
+        return _sql_rows.run_from_row(rows[0])
 
     async def get_graph(self, run_id: str) -> bytes:
         """The graph description stored when the run was created.
@@ -63,7 +63,7 @@ class SqlReads(ABC):
             raise RunNotFoundError(run_id)
         if rows[0][0] is None:
             raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return _sql.checkpoint_from_row(run_id, rows[0])
+        return _sql_rows.checkpoint_from_row(run_id, rows[0])
 
     async def load_resumable(
         self, run_id: str, checkpoint_id: str | None = None
@@ -78,10 +78,10 @@ class SqlReads(ABC):
             raise RunNotFoundError(run_id)
         row = rows[0]
         width = len(_sql.RUN_FIELDS)
-        run, graph, found = _sql.run_from_row(row[:width]), row[width], row[width + 1 :]
+        run, graph, found = _sql_rows.run_from_row(row[:width]), row[width], row[width + 1 :]
         if found[0] is None:
             return run, graph, None
-        return run, graph, _sql.checkpoint_from_row(run_id, found)
+        return run, graph, _sql_rows.checkpoint_from_row(run_id, found)
 
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
@@ -93,7 +93,7 @@ class SqlReads(ABC):
         if not rows:
             raise RunNotFoundError(run_id)
         # A run always has a checkpoint; the left join's NULL row is only defensive.
-        return [_sql.info_from_row(run_id, row) for row in rows if row[0] is not None]
+        return [_sql_rows.info_from_row(run_id, row) for row in rows if row[0] is not None]
 
     async def list_runs(
         self,
@@ -112,7 +112,7 @@ class SqlReads(ABC):
         query, parameters = _sql.select_runs(
             status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
         )
-        return [_sql.run_from_row(row) for row in await self._select(query, parameters)]
+        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
@@ -125,4 +125,4 @@ class SqlReads(ABC):
         """
         _sql.check_limit(limit)
         query, parameters = _sql.select_due_runs(now, limit)
-        return [_sql.run_from_row(row) for row in await self._select(query, parameters)]
+        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]

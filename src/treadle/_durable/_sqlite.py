@@ -30,24 +30,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._durable import _sql
+from treadle._durable import _sql, _sql_ownership, _sql_rows
 from treadle._durable._sql import SQLITE
 from treadle._durable._sql_reads import SqlReads
 from treadle._durable._sqlite_lanes import Groupable, Lane
-from treadle._durable._store import Claimed, InboxItem, Lease
-from treadle._exceptions import (
-    DurabilityError,
-    LeaseLostError,
-    RequestAlreadyAnsweredError,
-    RunBusyError,
-    RunExistsError,
-    RunNotFoundError,
-)
+from treadle._durable._sqlite_ownership import Owned, SqliteOwnership, refusal
+from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
     import asyncio
 
-    from treadle._durable._store import CheckpointRecord, RunRecord
+    from treadle._durable._store import CheckpointRecord, Lease, RunRecord
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
@@ -64,7 +57,7 @@ _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
 
 
-class SqliteStore(SqlReads):
+class SqliteStore(SqlReads, SqliteOwnership):
     """Runs and checkpoints in one SQLite file, safe across processes.
 
     All SQLite work happens on one thread owned by the store, with its own
@@ -109,7 +102,7 @@ class SqliteStore(SqlReads):
                 or ``lease`` not positive.
         """
         _sql.check_keep_last(keep_last)
-        _sql.check_lease(lease)
+        _sql_ownership.check_lease(lease)
         self.lease = lease
         if busy_timeout < 0:
             raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
@@ -149,7 +142,7 @@ class SqliteStore(SqlReads):
         _sql.first_checkpoint_id(run, first.info)
         if lease is not None:
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
-        run_row = _sql.run_parameters(run, first.info, graph)
+        run_row = _sql_rows.run_parameters(run, first.info, graph)
 
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
@@ -199,7 +192,7 @@ class SqliteStore(SqlReads):
         _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        owned = _Owned(lease, consumed, release) if lease is not None or consumed else None
+        owned = Owned(lease, consumed, release) if lease is not None or consumed else None
         work = functools.partial(_commit, tuple(checkpoints), retention, owned)
         return self._queue(work, write=True, group=True)
 
@@ -224,166 +217,15 @@ class SqliteStore(SqlReads):
             stamped: tuple[Any, ...] = (status, error, now, run_id)
             query = _sql.SET_STATUS
             if lease is not None:
-                query, stamped = query + _sql.FENCE, (*stamped, lease.owner, lease.epoch)
+                query, stamped = query + _sql_ownership.FENCE, (*stamped, lease.owner, lease.epoch)
             if connection.execute(_render(query), stamped).rowcount == 0:
-                raise _refused(connection, run_id, lease)
+                raise refusal(connection, run_id, lease)
             if lease is not None and release:
-                connection.execute(_render(_sql.RELEASE), (now, run_id, lease.owner, lease.epoch))
-
-        await self._call(work, write=True, group=True)
-
-    # --- ownership ------------------------------------------------------------------
-
-    async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
-    ) -> Lease:
-        """Take the run's lease for ``duration`` seconds if no one holds a current one.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RunBusyError: Another owner's lease is current.
-        """
-
-        def work(connection: sqlite3.Connection) -> Lease:
-            now = time.time()
-            until = now + duration
-            if replacing is None:
-                taken = connection.execute(_render(_sql.ACQUIRE), (owner, until, run_id, now))
-            else:
-                taken = connection.execute(
-                    _render(_sql.ACQUIRE_FROM), (owner, until, run_id, replacing)
+                connection.execute(
+                    _render(_sql_ownership.RELEASE), (now, run_id, lease.owner, lease.epoch)
                 )
-            row = taken.fetchone()
-            if row is None:
-                found = connection.execute(_render(_sql.SELECT_OWNER), (run_id,)).fetchone()
-                if found is None:
-                    raise RunNotFoundError(run_id)
-                raise RunBusyError(run_id, found[0], found[1])
-            return Lease(run_id, owner, row[0], until)
-
-        return await self._call(work, write=True, group=True)
-
-    async def renew(self, lease: Lease, duration: float) -> Lease:
-        """Extend a current lease by ``duration`` seconds from now.
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-        """
-
-        def work(connection: sqlite3.Connection) -> Lease:
-            until = time.time() + duration
-            renewed = (until, lease.run_id, lease.owner, lease.epoch)
-            if connection.execute(_render(_sql.RENEW), renewed).rowcount == 0:
-                raise LeaseLostError(lease.run_id, lease.epoch)
-            return dataclasses.replace(lease, until=until)
-
-        return await self._call(work, write=True, group=True)
-
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current."""
-
-        def work(connection: sqlite3.Connection) -> bool:
-            released = (time.time(), lease.run_id, lease.owner, lease.epoch)
-            return bool(connection.execute(_render(_sql.RELEASE), released).rowcount)
-
-        return await self._call(work, write=True, group=True)
-
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
-        """Put items in the run's inbox, all or none; the first answer to a request wins.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: The run has ended.
-            RequestAlreadyAnsweredError: A request was answered already.
-        """
-
-        def work(connection: sqlite3.Connection) -> None:
-            found = connection.execute(_render(_sql.SELECT_STATUS), (run_id,)).fetchone()
-            (status,) = _sql.check_found(run_id, found)
-            now = time.time()
-            for kind, target, payload in items:
-                if kind == "answer":
-                    answer = connection.execute(
-                        _render(_sql.SELECT_ANSWER), (run_id, target)
-                    ).fetchone()
-                    if answer is not None:
-                        raise RequestAlreadyAnsweredError(
-                            run_id, str(target), _sql.answer_preview(answer[0]), answer[1]
-                        )
-                connection.execute(_render(_sql.INSERT_INBOX), (run_id, kind, target, payload, now))
-            _sql.check_not_ended(run_id, status)  # rolls the inserts back
-            connection.execute(_render(_sql.MAKE_READY), (now, run_id))
 
         await self._call(work, write=True, group=True)
-
-    async def inbox(self, run_id: str) -> list[InboxItem]:
-        """The run's inbox items not yet applied, in delivery order."""
-        rows = await self._select(_sql.SELECT_INBOX, (run_id,))
-        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
-
-    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
-        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
-        rows = await self._select(_sql.SELECT_ANSWER, (run_id, request_id))
-        return (_sql.answer_preview(rows[0][0]), rows[0][1]) if rows else None
-
-    async def cancel(self, run_id: str) -> None:
-        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
-
-        Raises:
-            RunNotFoundError: No such run.
-            RequestError: It has ended already.
-        """
-
-        def work(connection: sqlite3.Connection) -> None:
-            now = time.time()
-            if connection.execute(_render(_sql.CANCEL), (now, run_id)).rowcount == 0:
-                found = connection.execute(_render(_sql.SELECT_STATUS), (run_id,)).fetchone()
-                raise _sql.not_cancellable(run_id, found)
-            connection.execute(_render(_sql.CONSUME_ALL), (now, run_id))
-
-        await self._call(work, write=True, group=True)
-
-    async def park(self, lease: Lease, reason: str) -> None:
-        """Set a run aside with ``reason`` and give its lease up.
-
-        Raises:
-            LeaseLostError: The lease is no longer current.
-        """
-
-        def work(connection: sqlite3.Connection) -> None:
-            parked = (reason, lease.run_id, lease.owner, lease.epoch)
-            if connection.execute(_render(_sql.PARK), parked).rowcount == 0:
-                raise _refused(connection, lease.run_id, lease)
-
-        await self._call(work, write=True, group=True)
-
-    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
-        """Lease up to ``limit`` runs a timer service should take up (see the port)."""
-        _sql.check_limit(limit)
-
-        def work(connection: sqlite3.Connection) -> list[Claimed]:
-            wall = time.time()
-            chosen: dict[str, None] = {}
-            for query, first in (
-                (_sql.CLAIMABLE_DUE, now),
-                (_sql.CLAIMABLE_READY, wall),
-                (_sql.CLAIMABLE_ORPHANS, 1),
-            ):
-                for (run_id,) in connection.execute(_render(query), (first, wall, limit)):
-                    chosen.setdefault(run_id)
-            claimed: list[Claimed] = []
-            until = wall + duration
-            for run_id in list(chosen)[:limit]:
-                row = connection.execute(
-                    _render(_sql.CLAIM), (owner, until, run_id, wall)
-                ).fetchone()
-                if row is not None:
-                    claimed.append(
-                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
-                    )
-            return claimed
-
-        return await self._call(work, write=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -598,28 +440,19 @@ def _insert_checkpoints(
     connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]
 ) -> None:
     # One statement for them all: each statement costs the store's thread the GIL twice.
-    parameters = [value for c in checkpoints for value in _sql.checkpoint_parameters(c)]
+    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
     query = _render(_sql.insert_checkpoints(len(checkpoints)))
     if connection.execute(query, parameters).rowcount < len(checkpoints):
         raise ValueError(_sql.taken_ids_message(checkpoints))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Owned:
-    """What a commit made under a lease does besides committing."""
-
-    lease: Lease | None
-    consumed: int | None
-    release: bool
-
-
-_ADVANCE_FENCED = _sql.ADVANCE_RUN_POSITION + _sql.FENCE
+_ADVANCE_FENCED = _sql.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
 
 
 def _commit(
     checkpoints: Sequence[CheckpointRecord],
     keep_last: int | None,
-    owned: _Owned | None,
+    owned: Owned | None,
     connection: sqlite3.Connection,
 ) -> None:
     info = checkpoints[-1].info
@@ -638,27 +471,21 @@ def _commit(
             _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
         )
     if advanced.rowcount == 0:
-        raise _refused(connection, info.run_id, lease)
+        raise refusal(connection, info.run_id, lease)
     connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
     _insert_checkpoints(connection, checkpoints)
     if owned is not None:
         now = time.time()
         if owned.consumed is not None:
-            connection.execute(_render(_sql.CONSUME_INBOX), (now, info.run_id, owned.consumed))
+            connection.execute(
+                _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
+            )
         if lease is not None and owned.release:
-            connection.execute(_render(_sql.RELEASE), (now, info.run_id, lease.owner, lease.epoch))
+            connection.execute(
+                _render(_sql_ownership.RELEASE), (now, info.run_id, lease.owner, lease.epoch)
+            )
     if keep_last is not None:
         _delete_old(connection, info.run_id, keep_last)
-
-
-def _refused(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -> DurabilityError:
-    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    if (
-        lease is None
-        or connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None
-    ):
-        return RunNotFoundError(run_id)
-    return LeaseLostError(run_id, lease.epoch)
 
 
 def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:

@@ -1,0 +1,170 @@
+"""How a ``treadle`` command runs: one event loop, errors as exit codes, Ctrl-C as detach.
+
+Every command of :mod:`treadle._cli._app` hands its work to :func:`execute`
+(or :func:`execute_sync`), so that errors read and exit the same way
+everywhere: one line on stderr and the exit codes documented in
+:mod:`treadle._cli._app`. Commands that advance a run (``run``, ``resume``,
+``respond``, ``send``) also get the Ctrl-C handling here: it *detaches*
+from the run, which stays resumable, rather than cancelling it, since only
+``treadle cancel`` should ever cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.markup import escape
+
+from treadle._cli import _commands as commands
+from treadle._cli._views import err
+from treadle._durable._ownership import detach_all
+from treadle._exceptions import RunCancelledError, TreadleError, WorkflowRunError
+from treadle._runtime._result import RunStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._durable._store import RunRecord, Store
+
+T = TypeVar("T")
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the command detached from its run (128 + SIGINT, as shells report it)."""
+
+
+def execute(
+    store_url: str | None,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    drives: str | bool = False,
+    lease: float | None = None,
+) -> T:
+    """Run one command against the store, turning errors into one line and an exit code.
+
+    Args:
+        store_url: ``--store``.
+        work: The command, given the opened store.
+        drives: For commands that advance a run (``True``, or the id of the
+            run they name): Ctrl-C detaches from the runs this process owns
+            instead of cancelling them, says so and exits with 130.
+        lease: The store's lease in seconds (``None``: ``TREADLE_LEASE`` or 30).
+    """
+
+    async def main() -> T:
+        store = commands.open_store(store_url, lease=lease)
+        try:
+            if drives is False:
+                return await work(store)
+            return await _detach_on_interrupt(store, work, drives)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except Detached as detached:
+        err.print(escape(str(detached)))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:  # a second Ctrl-C while detaching (or one before it could)
+        err.print("interrupted: stopped at once; nothing was cancelled")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except WorkflowRunError as error:
+        err.print(f"[red]run failed:[/red] {escape(str(error))}")
+        raise typer.Exit(1) from None
+    except RunCancelledError as error:
+        if drives is False:  # e.g. fork: a refusal, as any other
+            err.print(f"[red]error:[/red] {escape(str(error))}")
+            raise typer.Exit(2) from None
+        err.print(f"[yellow]cancelled:[/yellow] {escape(str(error))}")  # the run's outcome
+        raise typer.Exit(1) from None
+    except TreadleError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(2) from None
+
+
+def execute_sync(work: Callable[[], T]) -> T:
+    """Run a synchronous step of a command, with the same error handling."""
+    try:
+        return work()
+    except TreadleError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(2) from None
+
+
+class Detached(Exception):  # noqa: N818 - an outcome, not a failure
+    """Ctrl-C detached the command from its run; the message says where the run stands."""
+
+
+async def _detach_on_interrupt(
+    store: Store, work: Callable[[Store], Awaitable[T]], named: str | bool
+) -> T:
+    """``work``, with Ctrl-C detaching from the runs this process owns rather than cancelling.
+
+    The first Ctrl-C detaches every run this process owns (their writes are
+    refused from then on, so nothing, not even ``cancelled``, is recorded)
+    and cancels the work; each run's task unwinds and gives its lease up, so
+    ``resume`` or a worker can take it over at once. A second Ctrl-C stops
+    at once (the lease then runs out by itself).
+
+    Raises:
+        Detached: Ctrl-C came before the work finished.
+    """
+    loop = asyncio.get_running_loop()
+
+    async def command() -> T:
+        return await work(store)
+
+    task = asyncio.create_task(command())
+    detached: list[str] | None = None
+
+    def interrupted() -> None:
+        nonlocal detached
+        loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C: KeyboardInterrupt
+        detached = detach_all("detached by Ctrl-C: the run stays as last committed")
+        task.cancel()
+
+    with contextlib.suppress(NotImplementedError):  # a loop without signal handlers: as before
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    try:
+        return await task
+    except BaseException:
+        if detached is None:
+            raise
+        # The cancellation, or a write refused while unwinding: the runs stay as committed.
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    rows = [await _row_or_none(store, run_id) for run_id in detached]
+    raise Detached(_detached_message(detached, rows, named))
+
+
+async def _row_or_none(store: Store, run_id: str) -> RunRecord | None:
+    try:
+        return await store.get_run(run_id)
+    except TreadleError:  # never stored (interrupted while being created), or the store failed
+        return None
+
+
+def _detached_message(run_ids: list[str], rows: list[RunRecord | None], named: str | bool) -> str:
+    lines = []
+    for run_id, row in zip(run_ids, rows, strict=True):
+        if row is None:
+            lines.append(f"interrupted before run {run_id} was stored; nothing was started")
+        elif RunStatus(row.status).is_final:
+            lines.append(f"run {run_id} is {row.status}; treadle show {run_id} to look at it")
+        else:
+            lines.append(
+                f"detached from run {run_id} at superstep {row.superstep} (its last checkpoint); "
+                f"it stays resumable: treadle resume {run_id} "
+                f"(or let `treadle worker` take it over); treadle show {run_id} to look at it"
+            )
+    if lines:
+        return "\n".join(lines)
+    if isinstance(named, str):
+        return (
+            f"interrupted before this command took run {named} over; nothing was cancelled: "
+            f"treadle show {named} to look at it"
+        )
+    return "interrupted before a run was started; nothing was stored"

@@ -1,0 +1,308 @@
+"""What the ``treadle`` command line prints: rich text and tables, or JSON.
+
+Kept apart from the typer app (:mod:`treadle._cli._app`) so that how a run,
+a listing or a log line reads can change (and be tested) without touching
+argument parsing, and so that the commands stay short. Everything here
+takes plain data from the commands layer and writes it to :data:`out` or
+:data:`err`; only :func:`report` decides an exit code, since a run's status
+*is* its outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from treadle._cli import _commands as commands
+from treadle._runtime._result import RunStatus
+
+if TYPE_CHECKING:
+    from treadle._durable._store import CheckpointInfo, RunRecord
+    from treadle._runtime._result import RunResult
+
+# soft_wrap: long lines (run ids, the command to answer a request) must stay copyable.
+# Piped output is not cut to 80 columns: ids must survive to the next command.
+_WIDTH = None if sys.stdout.isatty() else 240
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+
+EXIT_FOR_STATUS = {
+    RunStatus.COMPLETED: 0,
+    RunStatus.AWAITING_INPUT: 3,
+    RunStatus.WAITING: 3,
+    RunStatus.FAILED: 1,
+    RunStatus.STALLED: 1,
+    RunStatus.CANCELLED: 1,
+    RunStatus.RUNNING: 0,
+    RunStatus.PENDING: 0,
+}
+"""The exit code for a run's status (see the exit codes in :mod:`treadle._cli._app`)."""
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON-ready data (dataclasses, models, datetimes included)."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
+
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
+        return _plain_deep(value)
+
+
+def _plain_deep(value: Any) -> Any:
+    """:func:`plain` without recursion: lists, tuples and dicts copied level by level."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
+
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        copied: Any
+        if isinstance(item, dict):
+            named = [(k if isinstance(k, str) else str(plain(k)), v) for k, v in item.items()]
+            copied = dict.fromkeys(k for k, _ in named)
+            stack.extend((copied, k, v) for k, v in named)
+        elif isinstance(item, list | tuple):
+            copied = [None] * len(item)
+            stack.extend((copied, index, v) for index, v in enumerate(item))
+        else:
+            try:
+                copied = to_jsonable_python(item, fallback=repr)
+            except ValueError:  # a deep model or dataclass: its repr will do
+                copied = repr(item)
+        parent[key] = copied
+    return root[0]
+
+
+def when(epoch: float | None) -> str:
+    """An epoch time as an ISO string (UTC), or an empty string."""
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+
+
+def report(result: RunResult, *, as_json: bool = False) -> None:
+    """Print a run's outcome (and how to answer it) and exit with its status code."""
+    if as_json:
+        out.print_json(data=plain(_result_data(result)))
+    else:
+        style = "green" if result.status is RunStatus.COMPLETED else "yellow"
+        out.print(f"run [bold]{result.run_id}[/bold]: [{style}]{result.status.value}[/{style}]")
+        for value in result.outputs:
+            out.print(f"  output: {escape(json.dumps(plain(value)))}")
+        for request in result.pending_requests:
+            payload = escape(json.dumps(plain(request.payload)))
+            out.print(
+                f"  waiting for {request.response_type} on request {request.request_id}: {payload}"
+            )
+            out.print(f"    answer: treadle respond {result.run_id} {request.request_id} '<json>'")
+        if result.status is RunStatus.WAITING:
+            out.print(f"  next timer: {when(result.wake_at)}; `treadle worker` wakes it")
+    raise typer.Exit(EXIT_FOR_STATUS[result.status])
+
+
+def _result_data(result: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": result.run_id,
+        "status": result.status.value,
+        "superstep": result.superstep,
+        "outputs": result.outputs,
+        "state": dict(result.state),
+        "pending_requests": [
+            {
+                "request_id": r.request_id,
+                "executor_id": r.executor_id,
+                "payload": r.payload,
+                "response_type": r.response_type,
+            }
+            for r in result.pending_requests
+        ],
+        "wake_at": result.wake_at,
+    }
+
+
+def report_delivery(run_id: str, result: RunResult | None, *, as_json: bool) -> None:
+    """The run's new state, or (``None``) that its inbox holds the delivery for a worker."""
+    if result is not None:
+        report(result, as_json=as_json)
+        return
+    if as_json:
+        out.print_json(data={"run_id": run_id, "delivered": True})
+    else:
+        out.print(f"delivered to run {run_id}; a worker applies it when it next claims the run")
+
+
+def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:
+    """``treadle runs``: one line (or JSON object) a run."""
+    now = time.time()
+    if as_json:
+        out.print_json(data=[_run_data(r, now) for r in rows])
+        return
+    table = Table("run", "workflow", "status", "superstep", "owner", "updated", box=None)
+    for row in rows:
+        table.add_row(
+            escape(row.run_id),
+            escape(row.workflow),
+            escape(_status_text(row, now)),
+            str(row.superstep),
+            escape(_owner_text(row, now)),
+            when(row.updated_at),
+        )
+    out.print(table)
+
+
+def _status_text(row: RunRecord, now: float) -> str:
+    """The status, marked ``(orphaned)`` and with why the run is parked, if it is."""
+    marks = ["orphaned"] if commands.is_orphaned(row, now) else []
+    if row.parked:
+        marks.append(f"parked: {row.parked}")
+    return f"{row.status} ({'; '.join(marks)})" if marks else row.status
+
+
+def _owner_text(row: RunRecord, now: float) -> str:
+    """Who holds the run's lease and until when; empty when nobody does."""
+    if row.owner is None:
+        return ""
+    if row.lease_until is None:
+        return row.owner
+    if row.owned(now):
+        return f"{row.owner} until {when(row.lease_until)}"
+    return f"{row.owner} (lease ended {when(row.lease_until)})"
+
+
+def _run_data(row: RunRecord, now: float) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "workflow": row.workflow,
+        "status": row.status,
+        "superstep": row.superstep,
+        "checkpoint_id": row.checkpoint_id,
+        "parent_run_id": row.parent_run_id,
+        "parent_checkpoint_id": row.parent_checkpoint_id,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "error": row.error,
+        "wake_at": row.wake_at,
+        "deadline_at": row.deadline_at,
+        "owner": row.owner,
+        "lease_until": row.lease_until,
+        "orphaned": commands.is_orphaned(row, now),
+        "parked": row.parked,
+    }
+
+
+def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
+    """``treadle show``: status, ownership, pending requests and timers, outputs, state."""
+    now = time.time()
+    data = {
+        **_run_data(view.run, now),
+        "outputs": view.outputs,
+        "state": view.state,
+        "pending_requests": view.pending_requests,
+        "next_timer": view.wake_at,
+    }
+    if as_json:
+        out.print_json(data=plain(data))
+        return
+    row = view.run
+    shown = escape(row.run_id)
+    status = escape(_status_text(row, now))
+    out.print(f"run [bold]{shown}[/bold] ({escape(row.workflow)}): {status}")
+    out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id}")
+    if row.owner is not None:
+        out.print(f"  owner: {escape(_owner_text(row, now))}")
+    if data["orphaned"] and not row.parked:
+        out.print(
+            f"  [yellow]orphaned:[/yellow] nobody is advancing it (its process died, was detached "
+            f"or stopped renewing its lease); take it over with: treadle resume {shown} "
+            f"(or a running `treadle worker` does)"
+        )
+    if row.parked:
+        out.print(
+            f"  [yellow]parked:[/yellow] {escape(row.parked)}; `treadle resume {shown}` takes it up"
+        )
+    if row.error:
+        out.print(f"  error: {escape(row.error)}")
+    if view.detail:
+        out.print(f"  [yellow]{escape(view.detail)}[/yellow]")
+        return
+    for request in view.pending_requests:
+        out.print(
+            f"  request {request['request_id']} from {request['executor_id']} "
+            f"({request['response_type']}): {escape(json.dumps(plain(request['payload'])))}"
+        )
+    if view.wake_at is not None:
+        out.print(f"  next timer: {when(view.wake_at)}")
+    out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")
+    out.print(f"  state: {escape(json.dumps(plain(view.state)))}")
+
+
+def print_history(
+    row: RunRecord, checkpoints: list[CheckpointInfo], forks: list[RunRecord], *, as_json: bool
+) -> None:
+    """``treadle history``: a run's checkpoints, where it was forked from, and its forks."""
+    if as_json:
+        out.print_json(
+            data={
+                "run": _run_data(row, time.time()),
+                "checkpoints": [
+                    {
+                        "checkpoint_id": c.checkpoint_id,
+                        "superstep": c.superstep,
+                        "status": c.status,
+                        "created_at": c.created_at,
+                        "parent_checkpoint_id": c.parent_checkpoint_id,
+                    }
+                    for c in checkpoints
+                ],
+                "forks": [_run_data(f, time.time()) for f in forks],
+            }
+        )
+        return
+    if row.parent_run_id:
+        out.print(f"forked from run {row.parent_run_id} at checkpoint {row.parent_checkpoint_id}")
+    table = Table("checkpoint", "superstep", "status", "created", "parent", box=None)
+    for c in checkpoints:
+        table.add_row(
+            c.checkpoint_id,
+            str(c.superstep),
+            c.status,
+            when(c.created_at),
+            c.parent_checkpoint_id or "",
+        )
+    out.print(table)
+    for fork_row in forks:
+        out.print(f"fork: {fork_row.run_id} (from checkpoint {fork_row.parent_checkpoint_id})")
+
+
+class IsoTimeFormatter(logging.Formatter):
+    """Log records stamped with their ISO time (UTC, to the millisecond)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """``2026-11-21T08:20:30.123+00:00``."""
+        del datefmt
+        return datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds")
+
+
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+"""A worker's log line: ISO time, logger, level, message."""
+
+
+def log_to_stderr() -> None:
+    """Print log records (INFO and up) on stderr, each once, with an ISO time.
+
+    Unless the application imported by ``--app`` configured logging itself,
+    in which case its set-up stands.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
