@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._durable._checkpoint import EncodeCache
 from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._exceptions import LeaseLostError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -108,6 +109,7 @@ class Checkpointer:
         # order; barriers saved meanwhile queue, encoded, for the next call.
         self._writing: asyncio.Future[None] | None = None
         self._writing_count = 0
+        self._writing_releases = False  # the write in flight gives the run's lease up
         self._queued: list[CheckpointRecord] = []
 
     def _record(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> CheckpointRecord:
@@ -187,6 +189,7 @@ class Checkpointer:
         else:  # a run that comes to rest lets go of its lease with the same transaction
             rests = batch[-1].info.status != "running"
             commit = ownership.commit_many(batch, keep_last=self._keep_last, release=rests)
+            self._writing_releases = rests
         self._writing = asyncio.ensure_future(commit)
         self._writing_count = len(batch)
 
@@ -195,9 +198,16 @@ class Checkpointer:
         assert writing is not None  # noqa: S101 - called only while a write is in flight
         try:
             await writing
+        except LeaseLostError as error:
+            self._queued.clear()
+            if self.ownership is None:
+                raise
+            raise await self.ownership.lost(error) from None
         except BaseException:
             self._queued.clear()  # they follow checkpoints that were not written: never write them
             raise
+        if self.ownership is not None:
+            self.ownership.committed(released=self._writing_releases)
 
     async def flush(self) -> None:
         """Wait until every checkpoint saved so far is durable (re-raising a failed commit)."""

@@ -42,9 +42,12 @@ DEFAULT_LEASE = 30.0
 _HELD: weakref.WeakSet[Ownership] = weakref.WeakSet()
 
 
+_HOST = socket.gethostname()
+
+
 def new_owner() -> str:
     """An owner name for one lease: ``host:pid:tag``, so ``treadle runs`` can say who holds it."""
-    return f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(24):06x}"
+    return f"{_HOST}:{os.getpid()}:{random.getrandbits(24):06x}"
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -55,7 +58,7 @@ def owner_is_dead(owner: str) -> bool:
     """
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
+    if host != _HOST or not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
@@ -196,13 +199,27 @@ class Ownership:
     def commit_many(
         self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None, release: bool
     ) -> Awaitable[None]:
-        """Commit under the lease, marking applied inbox items; ``release``: give it up too."""
+        """Commit under the lease, marking applied inbox items; ``release``: give it up too.
+
+        Returns the store's own awaitable (no task of its own: this is every
+        superstep's path); whoever awaits it reports the outcome back with
+        :meth:`committed` or :meth:`lost`.
+        """
         self._check()
         consumed, self.consumed = self.consumed, None
-        done = self.store.commit_many(
+        return self.store.commit_many(
             checkpoints, keep_last=keep_last, lease=self.lease, consumed=consumed, release=release
         )
-        return self._settle(done, release=release)
+
+    def committed(self, *, released: bool) -> None:
+        """A commit made through :meth:`commit_many` is durable (and gave the lease up)."""
+        if released:
+            self.released = True
+
+    async def lost(self, error: LeaseLostError) -> DurabilityError | RunCancelledError:
+        """A write was fenced off: refuse everything from now on; the error to raise."""
+        self.detach(error)
+        return await self._why_lost(error)
 
     async def set_status(self, status: str, error: str | None, *, release: bool) -> None:
         """Record a status under the lease (refused quietly once detached: nothing to record)."""
@@ -218,11 +235,9 @@ class Ownership:
     async def _settle(self, done: Awaitable[None], *, release: bool) -> None:
         try:
             await done
-        except LeaseLostError as lost:
-            self.detach(lost)
-            raise await self._why_lost(lost) from None
-        if release:
-            self.released = True
+        except LeaseLostError as error:
+            raise await self.lost(error) from None
+        self.committed(released=release)
 
     async def _why_lost(self, lost: LeaseLostError) -> DurabilityError | RunCancelledError:
         with contextlib.suppress(DurabilityError):

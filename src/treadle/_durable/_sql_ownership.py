@@ -8,6 +8,7 @@ that all refuse the same calls alike.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from treadle._durable._sql import DUE_AT
@@ -51,6 +52,17 @@ _UNAPPLIED = (
 RELEASE = f"""
 UPDATE treadle_runs
 SET owner = NULL, lease_until = NULL,
+    ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
+WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
+
+# A commit that brings a run to rest under its lease, in one statement: the
+# run row follows the checkpoint, takes its status and lets the lease go
+# (each statement is a round trip to the store's thread, and parking a run is
+# mostly this one commit).
+ADVANCE_AND_RELEASE = f"""
+UPDATE treadle_runs
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
+    owner = NULL, lease_until = NULL,
     ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
@@ -117,6 +129,18 @@ UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
 WHERE run_id = ? AND parked IS NULL AND status NOT IN {_ENDED_SQL} AND {_FREE}
 RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
+
+
+@functools.cache
+def claim_many(count: int) -> str:
+    """``CLAIM`` for ``count`` runs at once: one statement for a whole batch of claims."""
+    runs = ", ".join(["?"] * count)
+    return (
+        "UPDATE treadle_runs SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?"  # noqa: S608 - constants only
+        f" WHERE run_id IN ({runs}) AND parked IS NULL AND status NOT IN {_ENDED_SQL}"
+        f" AND {_FREE} RETURNING run_id, lease_epoch, workflow, ready_at"
+    )
+
 
 # --- the port's rules about ownership, which every store applies -------------
 

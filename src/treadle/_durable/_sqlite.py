@@ -464,26 +464,25 @@ def _commit(
         info.run_id,
     )
     lease = owned.lease if owned is not None else None
-    if lease is None:
-        advanced = connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position)
-    else:
+    now = time.time()
+    if owned is not None and owned.consumed is not None:  # before the release looks at the inbox
+        connection.execute(
+            _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
+        )
+    if lease is not None and owned is not None and owned.release:
+        resting = (info.status, *position[:-1], now, info.run_id, lease.owner, lease.epoch)
+        advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
+    elif lease is not None:
         advanced = connection.execute(
             _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
         )
+    else:
+        advanced = connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position)
     if advanced.rowcount == 0:
         raise refusal(connection, info.run_id, lease)
-    connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
+    if owned is None or not owned.release:
+        connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
     _insert_checkpoints(connection, checkpoints)
-    if owned is not None:
-        now = time.time()
-        if owned.consumed is not None:
-            connection.execute(
-                _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
-            )
-        if lease is not None and owned.release:
-            connection.execute(
-                _render(_sql_ownership.RELEASE), (now, info.run_id, lease.owner, lease.epoch)
-            )
     if keep_last is not None:
         _delete_old(connection, info.run_id, keep_last)
 

@@ -197,15 +197,20 @@ class SqliteOwnership(ABC):
             ):
                 for (run_id,) in connection.execute(_render(query), (first, wall, limit)):
                     chosen.setdefault(run_id)
-            claimed: list[Claimed] = []
+            ids = list(chosen)[:limit]
+            if not ids:
+                return []
             until = wall + duration
-            for run_id in list(chosen)[:limit]:
-                row = connection.execute(
-                    _render(_sql_ownership.CLAIM), (owner, until, run_id, wall)
-                ).fetchone()
-                if row is not None:
+            rows = connection.execute(
+                _render(_sql_ownership.claim_many(len(ids))), (owner, until, *ids, wall)
+            ).fetchall()
+            taken = {run_id: (epoch, workflow, ready) for run_id, epoch, workflow, ready in rows}
+            claimed: list[Claimed] = []
+            for run_id in ids:  # in claim order: due first
+                if run_id in taken:
+                    epoch, workflow, ready = taken[run_id]
                     claimed.append(
-                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
+                        Claimed(Lease(run_id, owner, epoch, until), workflow, ready is not None)
                     )
             return claimed
 
