@@ -470,8 +470,10 @@ def _commit(
             _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
         )
     if lease is not None and owned is not None and owned.release:
-        resting = (info.status, *position[:-1], now, info.run_id, lease.owner, lease.epoch)
+        resting = (info.status, *position, lease.owner, lease.epoch)
         advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
+        if advanced.rowcount:
+            connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
     elif lease is not None:
         advanced = connection.execute(
             _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
