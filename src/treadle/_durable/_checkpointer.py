@@ -149,6 +149,8 @@ class Checkpointer:
             updated_at=now,
             wake_at=barrier.wake_at,
             deadline_at=barrier.deadline_at,
+            owner=self.ownership.lease.owner if self.ownership is not None else None,
+            lease_until=self.ownership.lease.until if self.ownership is not None else None,
         )
         if self.ownership is not None:
             await self.ownership.create_run(run, graph, record)

@@ -24,6 +24,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
+from treadle._durable._store import Lease
 from treadle._exceptions import (
     DurabilityError,
     LeaseLostError,
@@ -34,12 +35,47 @@ from treadle._exceptions import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from treadle._durable._store import CheckpointRecord, Lease, RunRecord, Store
+    from treadle._durable._store import CheckpointRecord, RunRecord, Store
 
 DEFAULT_LEASE = 30.0
 """Seconds a lease lasts without a heartbeat: how long a dead owner's run waits to be taken over."""
 
-_HELD: weakref.WeakSet[Ownership] = weakref.WeakSet()
+
+class _Heartbeat:
+    """Renews the leases held on one event loop, from one task, while there are any.
+
+    One task a loop rather than a timer a run: most runs rest long before
+    their first renewal is due, and adding to a set costs them next to nothing.
+    """
+
+    def __init__(self) -> None:
+        self.held: set[Ownership] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.renewing: set[asyncio.Task[None]] = set()
+
+    def add(self, ownership: Ownership) -> None:
+        self.held.add(ownership)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._beat(), name="treadle-leases")
+
+    async def _beat(self) -> None:
+        try:
+            while self.held:
+                await asyncio.sleep(min(o.duration for o in self.held) / 6)
+                now = time.time()
+                for ownership in list(self.held):
+                    if ownership.renewal_due(now) and not ownership.renewing:
+                        task = asyncio.get_running_loop().create_task(ownership.renew())
+                        self.renewing.add(task)
+                        task.add_done_callback(self.renewing.discard)
+        finally:
+            self.task = None
+
+
+# The leases this process holds, by the event loop their runs run on.
+_BEATS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heartbeat] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 _HOST = socket.gethostname()
@@ -94,7 +130,7 @@ def detach_all(reason: str) -> list[str]:
     and resumable; :meth:`Ownership.close` then gives each lease up.
     """
     detached = []
-    for ownership in list(_HELD):
+    for ownership in [o for beat in list(_BEATS.values()) for o in list(beat.held)]:
         ownership.detach(DurabilityError(reason))
         detached.append(ownership.lease.run_id)
     return detached
@@ -116,9 +152,8 @@ class Ownership:
         self.consumed: int | None = None  # inbox items applied, marked with the next commit
         self.detached: DurabilityError | None = None
         self.released = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._renewing: asyncio.Task[None] | None = None
-        _HELD.add(self)
+        self.renewing = False
+        self._beat: _Heartbeat | None = None
 
     def __repr__(self) -> str:
         """Name the run, the owner and the epoch: what tells two ownerships apart."""
@@ -154,35 +189,35 @@ class Ownership:
     @classmethod
     def new(cls, store: Store, run_id: str) -> Ownership:
         """The lease a new run is created with (epoch 1), before ``create_run`` writes it."""
-        from treadle._durable._store import Lease  # noqa: PLC0415 - a cycle at import time
-
         duration = lease_duration(store)
         return cls(store, Lease(run_id, new_owner(), 1, time.time() + duration), duration)
 
     def start_heartbeat(self) -> None:
-        """Renew the lease every third of its duration until :meth:`close`.
-
-        A timer, not a task, waits for each beat: most runs rest long before
-        their first beat is due, and a timer costs them next to nothing.
-        """
-        if self._timer is None and not (self.released or self.detached):
+        """Renew the lease once a third of it has passed, until :meth:`close`."""
+        if self._beat is None and not (self.released or self.detached):
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.duration / 3, self._beat)
+            beat = _BEATS.get(loop)
+            if beat is None:
+                beat = _BEATS[loop] = _Heartbeat()
+            beat.add(self)
+            self._beat = beat
 
-    def _beat(self) -> None:
-        self._timer = None
-        if not (self.released or self.detached):
-            self._renewing = asyncio.get_running_loop().create_task(self._renew())
+    def renewal_due(self, now: float) -> bool:
+        """Whether a third of the lease has passed since it was taken or last renewed."""
+        live = not (self.released or self.detached)
+        return live and now >= self.lease.until - self.duration * 2 / 3
 
-    async def _renew(self) -> None:
+    async def renew(self) -> None:
+        """Extend the lease (a heartbeat); a lost lease detaches, a store outage waits."""
+        self.renewing = True
         try:
             self.lease = await self.store.renew(self.lease, self.duration)
         except LeaseLostError as lost:
             self.detach(lost)
-            return
         except DurabilityError:
             pass  # the store is down: the next beat tries again
-        self.start_heartbeat()
+        finally:
+            self.renewing = False
 
     def detach(self, reason: DurabilityError) -> None:
         """Refuse every later write with ``reason``: the run stays as last committed."""
@@ -251,15 +286,9 @@ class Ownership:
 
     async def close(self) -> None:
         """Stop the heartbeat and give the lease up, unless that happened already."""
-        _HELD.discard(self)
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-        renewing, self._renewing = self._renewing, None
-        if renewing is not None and not renewing.done():
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+        beat, self._beat = self._beat, None
+        if beat is not None:
+            beat.held.discard(self)
         if self.released or isinstance(self.detached, LeaseLostError):
             return
         self.released = True

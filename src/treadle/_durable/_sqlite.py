@@ -140,7 +140,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
         _sql.first_checkpoint_id(run, first.info)
-        if lease is not None:
+        if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql_rows.run_parameters(run, first.info, graph)
 
