@@ -76,6 +76,19 @@ class _Heartbeat:
 _BEATS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heartbeat] = (
     weakref.WeakKeyDictionary()
 )
+_last: tuple[asyncio.AbstractEventLoop | None, _Heartbeat | None] = (None, None)
+
+
+def _heartbeat_of(loop: asyncio.AbstractEventLoop) -> _Heartbeat:
+    global _last  # noqa: PLW0603 - a one-entry cache: nearly every call asks for the same loop
+    cached_loop, cached = _last
+    if cached_loop is loop and cached is not None:
+        return cached
+    beat = _BEATS.get(loop)
+    if beat is None:
+        beat = _BEATS[loop] = _Heartbeat()
+    _last = (loop, beat)
+    return beat
 
 
 _HOST = socket.gethostname()
@@ -195,10 +208,7 @@ class Ownership:
     def start_heartbeat(self) -> None:
         """Renew the lease once a third of it has passed, until :meth:`close`."""
         if self._beat is None and not (self.released or self.detached):
-            loop = asyncio.get_running_loop()
-            beat = _BEATS.get(loop)
-            if beat is None:
-                beat = _BEATS[loop] = _Heartbeat()
+            beat = _heartbeat_of(asyncio.get_running_loop())
             beat.add(self)
             self._beat = beat
 

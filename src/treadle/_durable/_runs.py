@@ -119,7 +119,7 @@ async def take_over(
         raise
     answers: dict[str, Any] = {}
     inputs: list[tuple[Any, str | None]] = []
-    pending = {request.request_id for request in restored.waits.pending_requests()}
+    pending = {r.request_id for r in restored.waits.pending_requests()} if items else set()
     for item in items:
         value = workflow.serializer.loads(item.payload)
         if item.kind == "answer" and item.target in pending:

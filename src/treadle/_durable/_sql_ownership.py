@@ -58,17 +58,17 @@ WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 # A commit that brings a run to rest under its lease, in one statement: the
 # run row follows the checkpoint, takes its status and lets the lease go
 # (each statement is a round trip to the store's thread, and parking a run is
-# mostly this one commit). It leaves ``ready_at`` alone: naming an indexed
-# column in SET rewrites its index entry even when the value stays, and most
-# runs were never delivered anything; ``CLEAR_READY`` follows it.
+# mostly this one commit). It leaves ``ready_at`` alone (naming an indexed
+# column in SET rewrites its index entry even when the value stays): on
+# SQLite, ``ready_at`` is set exactly while the inbox holds unapplied items,
+# set by ``deliver`` and cleared by ``CLEAR_READY`` in the commit that applies
+# the last of them.
 ADVANCE_AND_RELEASE = f"""
 UPDATE treadle_runs
 SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
     owner = NULL, lease_until = NULL
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
-# After a release: a run made ready by a delivery is ready no more once nothing
-# delivered is left to apply (a delivery that arrived meanwhile keeps it ready).
 CLEAR_READY = f"""
 UPDATE treadle_runs SET ready_at = NULL
 WHERE run_id = ? AND ready_at IS NOT NULL AND NOT {_UNAPPLIED}"""  # noqa: S608 - constants only

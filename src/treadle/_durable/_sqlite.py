@@ -465,15 +465,15 @@ def _commit(
     )
     lease = owned.lease if owned is not None else None
     now = time.time()
-    if owned is not None and owned.consumed is not None:  # before the release looks at the inbox
+    if owned is not None and owned.consumed is not None:
+        # Applied: marked so, and the run is ready no more once nothing delivered is left.
         connection.execute(
             _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
         )
+        connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
     if lease is not None and owned is not None and owned.release:
         resting = (info.status, *position, lease.owner, lease.epoch)
         advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
-        if advanced.rowcount:
-            connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
     elif lease is not None:
         advanced = connection.execute(
             _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
