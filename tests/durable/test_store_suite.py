@@ -624,6 +624,8 @@ async def test_claim_takes_due_ready_and_orphaned_runs_never_a_currently_owned_o
     await new_run(store, "orphan", first="o/0")
     dead = await expired_lease(store, "orphan", "dead")
     await new_run(store, "done", first="d/0", status="completed")
+    await new_run(store, "queued", first="q/0", status="pending")  # for workers only
+    await store.deliver("queued", [("start", None, b'"go"')])
     for run_id, status, wake_at in [("owned", "running", None), ("owned-due", "waiting", T0)]:
         await new_run(store, run_id, first=f"{run_id}/0", status=status, wake_at=wake_at)
         await store.acquire(run_id, "alive", 30)

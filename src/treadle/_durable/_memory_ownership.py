@@ -214,7 +214,7 @@ class MemoryOwnership(ABC):
                 for run in self._runs.values()
                 if run.free(wall)
                 and run.record.parked is None
-                and run.record.status not in ENDED_STATUSES
+                and run.record.status not in (*ENDED_STATUSES, "pending")  # workers' only
             ]
             due = sorted(
                 (

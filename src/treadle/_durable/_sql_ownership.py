@@ -99,6 +99,10 @@ ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
 
 _ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
 
+# Not for a timer service: ended runs, and runs a client queued for ``treadle
+# worker``s (``pending``: no checkpoint yet; only a worker can start them).
+_NOT_SERVICEABLE = "(" + ", ".join(f"'{s}'" for s in (*ENDED_STATUSES, "pending")) + ")"
+
 CANCEL = f"""
 UPDATE treadle_runs
 SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
@@ -124,7 +128,7 @@ CLAIMABLE_DUE = (
 )
 CLAIMABLE_READY = (
     f"SELECT run_id FROM treadle_runs WHERE ready_at <= ?{_CLAIMABLE}"  # noqa: S608 - constants
-    f" AND status NOT IN {_ENDED_SQL} ORDER BY ready_at LIMIT ?"
+    f" AND status NOT IN {_NOT_SERVICEABLE} ORDER BY ready_at LIMIT ?"
 )
 CLAIMABLE_ORPHANS = (
     f"SELECT run_id FROM treadle_runs WHERE status = 'running' AND ? > 0{_CLAIMABLE}"  # noqa: S608 - constants
@@ -134,7 +138,7 @@ CLAIMABLE_ORPHANS = (
 CLAIM = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
-WHERE run_id = ? AND parked IS NULL AND status NOT IN {_ENDED_SQL} AND {_FREE}
+WHERE run_id = ? AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE} AND {_FREE}
 RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
 
 
@@ -144,7 +148,7 @@ def claim_many(count: int) -> str:
     runs = ", ".join(["?"] * count)
     return (
         "UPDATE treadle_runs SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?"  # noqa: S608 - constants only
-        f" WHERE run_id IN ({runs}) AND parked IS NULL AND status NOT IN {_ENDED_SQL}"
+        f" WHERE run_id IN ({runs}) AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE}"
         f" AND {_FREE} RETURNING run_id, lease_epoch, workflow, ready_at"
     )
 
