@@ -1,58 +1,15 @@
 """The `treadle` command as a user drives it: subprocesses on a real SQLite file."""
 
-import json
 import os
 import pty
 import select
-import sqlite3
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).parent
-TREADLE = str(Path(sys.executable).parent / "treadle")
+from treadle_cli import HERE, TREADLE, Cli
 
 pytestmark = pytest.mark.integration
-
-
-class Cli:
-    def __init__(self, tmp_path: Path) -> None:
-        self.cwd = tmp_path
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": str(HERE),
-            "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
-        }
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=self.cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def json(self, *args: str):
-        done = self(*args, "--json")
-        assert done.returncode in (0, 3), done.stderr
-        return json.loads(done.stdout)
-
-    def store_snapshot(self) -> list:
-        path = self.cwd / "runs.sqlite"
-        if not path.exists():
-            return []
-        with sqlite3.connect(path) as db:
-            runs = db.execute(
-                "SELECT run_id, status, superstep FROM treadle_runs ORDER BY run_id"
-            ).fetchall()
-            count = db.execute("SELECT COUNT(*) FROM treadle_checkpoints").fetchone()
-        return [runs, count]
 
 
 def test_ask_answer_show_fork_and_every_listing_as_json(tmp_path):
@@ -139,14 +96,14 @@ def test_a_long_run_shows_a_progress_bar_advancing_in_a_terminal(tmp_path):
 def test_bad_input_fails_with_one_line_and_changes_nothing(tmp_path, args, message):
     cli = Cli(tmp_path)
     started = cli.json("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}')
-    before = cli.store_snapshot()
+    before = cli.snapshot()
     done = cli(*args)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert message in lines[0]
     assert "Traceback" not in done.stderr
-    assert cli.store_snapshot() == before
+    assert cli.snapshot() == before
     assert started["status"] == "awaiting_input"
 
 
@@ -154,11 +111,11 @@ def test_a_wrong_answer_is_refused_and_the_run_still_waits(tmp_path):
     cli = Cli(tmp_path)
     started = cli.json("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}')
     request_id = started["pending_requests"][0]["request_id"]
-    before = cli.store_snapshot()
+    before = cli.snapshot()
     done = cli("respond", started["run_id"], request_id, '"yes"')
     assert done.returncode == 2
     assert "expects" in done.stderr
-    assert cli.store_snapshot() == before
+    assert cli.snapshot() == before
 
 
 ROOT = HERE.parents[1]

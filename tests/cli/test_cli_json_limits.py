@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from treadle_cli import Cli
 
 from treadle._cli._commands import (
     MAX_JSON_BYTES,
@@ -20,8 +17,8 @@ from treadle._cli._commands import (
     parse_json,
 )
 
-HERE = Path(__file__).parent
-TREADLE = str(Path(sys.executable).parent / "treadle")
+if TYPE_CHECKING:
+    import subprocess
 
 
 def nested(depth: int) -> str:
@@ -97,35 +94,6 @@ def test_the_lease_comes_from_treadle_lease(tmp_path, monkeypatch):
 
 
 # --- the command, in subprocesses ------------------------------------------------------
-
-
-class Cli:
-    def __init__(self, tmp_path: Path) -> None:
-        self.cwd = tmp_path
-        self.db = tmp_path / "runs.sqlite"
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
-        self.env = {**inherited, "PYTHONPATH": str(HERE), "TREADLE_STORE": str(self.db)}
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=self.cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
-
-    def snapshot(self) -> list[object]:
-        if not self.db.exists():
-            return []
-        with sqlite3.connect(self.db) as db:
-            return [
-                db.execute("SELECT * FROM treadle_runs ORDER BY run_id").fetchall(),
-                db.execute("SELECT checkpoint_id FROM treadle_checkpoints").fetchall(),
-                db.execute("SELECT * FROM treadle_inbox").fetchall(),
-            ]
 
 
 def refused_in_one_line(done: subprocess.CompletedProcess[str], *expected: str) -> None:

@@ -15,64 +15,21 @@ import select
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from treadle_cli import TREADLE, Cli
 
-HERE = Path(__file__).parent
-TREADLE = str(Path(sys.executable).parent / "treadle")
+if TYPE_CHECKING:
+    import subprocess
 
 pytestmark = pytest.mark.integration
 
 ISO_LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00 treadle\.[\w.]+ (DEBUG|INFO|WARNING|ERROR) "
 )
-
-
-class Cli:
-    """The `treadle` command on one SQLite file in ``tmp_path``."""
-
-    def __init__(self, tmp_path: Path, **env: str) -> None:
-        self.cwd = tmp_path
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
-        self.env = {
-            **inherited,
-            "PYTHONPATH": str(HERE),
-            "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
-            **env,
-        }
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=self.cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
-
-    def json(self, *args: str):
-        done = self(*args, "--json")
-        assert done.returncode in (0, 3), done.stderr
-        return json.loads(done.stdout)
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [TREADLE, *args],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def checkpoints(self, run_id: str) -> list[int]:
-        return [c["superstep"] for c in self.json("history", run_id)["checkpoints"]]
 
 
 def gate_of(tmp_path: Path, name: str = "gate") -> Path:
