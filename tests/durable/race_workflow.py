@@ -3,9 +3,11 @@
     python race_workflow.py start STORE SIDE KIND RUN_ID       # run until it rests
     python race_workflow.py respond STORE SIDE KIND RUN_ID REQUEST ANSWER [wait]
     python race_workflow.py resume STORE SIDE KIND RUN_ID [wait]
+    python race_workflow.py send STORE SIDE KIND RUN_ID MESSAGE [wait]
 
-KIND is ``ask`` (a request, then a chain of steps) or ``nap`` (a durable
-timer already due when resumed, then the chain). STORE is a SQLite path or
+KIND is ``ask`` (a request, then a chain of steps), ``nap`` (a durable
+timer already due when resumed, then the chain) or ``chat`` (a session
+waiting for its next message, then the chain). STORE is a SQLite path or
 a ``postgresql://`` DSN (schema from ``RACE_SCHEMA``). Every invocation
 after the wait is recorded in the SIDE SQLite file, so a test counts how
 often each executor ran in each superstep. A racing command first waits
@@ -56,6 +58,8 @@ def build(store, side: str, kind: str):
         if kind == "ask":
             decision = await ctx.request({"question": "ship it?"}, Decision)
             answer = decision.answer
+        elif kind == "chat":
+            answer = str(await ctx.wait_for_input())
         else:
             await ctx.sleep(dt.timedelta(milliseconds=1))
             answer = "woke"
@@ -111,6 +115,10 @@ async def main(command: str, spec: str, side: str, kind: str, run_id: str, *rest
                 request_id, answer = rest[0], rest[1]
                 result = await workflow.respond(
                     run_id, {request_id: Decision(answer)}, wait=wait, record_events=False
+                )
+            elif command == "send":
+                result = await workflow.send_message(
+                    run_id, rest[0], wait=wait, record_events=False
                 )
             else:
                 result = await workflow.resume(run_id, wait=wait, record_events=False)

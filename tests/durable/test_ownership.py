@@ -26,6 +26,7 @@ from conftest import fresh_schema, postgres_dsn
 from treadle import (
     LeaseLostError,
     RequestAlreadyAnsweredError,
+    RequestError,
     RunBusyError,
     RunCancelledError,
     RunResult,
@@ -124,7 +125,34 @@ async def test_concurrent_answers_to_one_request_apply_exactly_one(
         await store.close()
 
 
-# --- answers and resumes racing, as processes -------------------------------------
+@pytest.mark.parametrize("racers", [2, 4])
+@pytest.mark.parametrize("wait", [False, True])
+async def test_concurrent_messages_to_one_session_apply_exactly_one(
+    tmp_path, any_store, racers, wait
+):
+    store, side = any_store, tmp_path / "side.sqlite"
+    workflow = race_workflow.build(store, str(side), "chat")
+    try:
+        assert (await workflow.run("c1", run_id="c1")).status is RunStatus.AWAITING_INPUT
+        outcomes = await asyncio.gather(
+            *(workflow.send_message("c1", f"m{i}", wait=wait) for i in range(racers)),
+            return_exceptions=True,
+        )
+        wins = [o for o in outcomes if isinstance(o, RunResult)]
+        losses = [o for o in outcomes if not isinstance(o, RunResult)]
+        assert len(wins) == 1, outcomes
+        assert wins[0].status is RunStatus.COMPLETED
+        # The others found the run owned, or (having waited) no longer waiting for input.
+        assert all(isinstance(loss, RequestError) for loss in losses), losses
+        counted = calls(side)
+        assert set(counted.values()) == {1}, counted
+        assert len(counted) == 1 + race_workflow.CHAIN
+        await assert_one_checkpoint_per_superstep(store, "c1")
+    finally:
+        await store.close()
+
+
+# --- answers, messages and resumes racing, as processes ---------------------------
 
 
 def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -212,6 +240,26 @@ async def test_concurrent_answers_from_separate_processes_apply_exactly_one(
     try:
         await assert_one_checkpoint_per_superstep(store, "p1")
         assert (await store.answer_of("p1", request_id))[0].count(answer) == 1
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+async def test_concurrent_messages_from_separate_processes_apply_exactly_one(tmp_path, backend):
+    spec, env, reader = backend
+    side = tmp_path / "side.sqlite"
+    assert start(spec, side, "chat", "s1", env)["ok"] == "awaiting_input"
+    results = race([["send", spec, str(side), "chat", "s1", f"m{i}"] for i in range(4)], side, env)
+    wins = [r for r in results if "ok" in r]
+    assert len(wins) == 1, results
+    assert wins[0]["ok"] == "completed"
+    assert {r["error"] for r in results if "error" in r} <= {"RequestError", "RunBusyError"}
+    counted = calls(side)
+    assert set(counted.values()) == {1}, counted
+    store = reader()
+    try:
+        await assert_one_checkpoint_per_superstep(store, "s1")
     finally:
         await store.close()
 

@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from treadle._durable._ownership import Ownership
 from treadle._durable._runs import (
     RunHistory,
     TakenOver,
@@ -328,18 +329,31 @@ class Workflow(WorkflowGraph):
         """Deliver the next message of a session to a stored run and continue it.
 
         It goes to the invocation waiting in ``ctx.wait_for_input()`` (the
-        first in delivery order, or the one of executor ``target``). Like
-        :meth:`respond`, it is delivered to the run's inbox first, then the
-        run is taken over and continued.
+        first in delivery order, or the one of executor ``target``). The run
+        is taken over first, then the message is checked against its latest
+        checkpoint, delivered to its inbox and applied: of two senders at
+        once, the second finds the run no longer waiting for input.
 
         Raises:
             RequestError: the run is not waiting for input.
             RunBusyError: another process owns the run (without ``wait``).
         """
         chosen = self.store_for(store)
-        items = await deliverable_message(self, chosen, run_id, message, target, wait=wait)
-        await chosen.deliver(run_id, items)
-        return await self._continue_delivered(run_id, chosen, record_events, clock)
+        # Unlike answers, messages to one session are not told apart by the store:
+        # the run is taken over first, so the message is checked against the
+        # checkpoint no other sender can move on meanwhile.
+        ownership = await Ownership.acquire(chosen, run_id, wait=wait)
+        try:
+            items = await deliverable_message(self, chosen, run_id, message, target, wait=True)
+            await chosen.deliver(run_id, items)
+        except BaseException:
+            await ownership.close()
+            raise
+        taken = await take_over(self, chosen, run_id, ownership=ownership)
+        overrides = _overrides(None, None, None, deterministic=False, clock=clock)
+        return await self._continue_owned(
+            taken, chosen, record_events=record_events, overrides=overrides
+        )
 
     async def _continue_delivered(
         self, run_id: str, store: Store, record_events: bool, clock: Clock | None
