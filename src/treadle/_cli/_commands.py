@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._ownership import DEFAULT_LEASE, owner_is_dead
+from treadle._durable._ownership import owner_is_dead
 from treadle._durable._runs import cancel_run
+from treadle._durable._store import DEFAULT_LEASE
 from treadle._exceptions import RunBusyError, RunNotFoundError, TreadleError
 from treadle._runtime._workflow import Workflow
 from treadle._scaleout import _apps as apps

@@ -16,6 +16,7 @@ from treadle._durable._sql import (
     last_of_one_run,
 )
 from treadle._durable._sql_ownership import check_lease
+from treadle._durable._store import DEFAULT_LEASE
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class MemoryStore(MemoryOwnership):
     store may serve several event loops and threads.
     """
 
-    def __init__(self, *, keep_last: int | None = None, lease: float = 30.0) -> None:
+    def __init__(self, *, keep_last: int | None = None, lease: float = DEFAULT_LEASE) -> None:
         """Create an empty store.
 
         Args:

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
     from treadle._durable._store import CheckpointRecord, RunRecord, Store
 
-DEFAULT_LEASE = 30.0
-"""Seconds a lease lasts without a heartbeat: how long a dead owner's run waits to be taken over."""
-
 
 class _Heartbeat:
     """Renews the leases held on one event loop, from one task, while there are any.
@@ -131,9 +128,8 @@ def _is_zombie(pid: int) -> bool:
 
 
 def lease_duration(store: Store) -> float:
-    """The lease a store's runs are held with (its ``lease`` attribute, else 30 s)."""
-    duration = getattr(store, "lease", None)
-    return float(duration) if duration is not None else DEFAULT_LEASE
+    """The lease a store's runs are held with (its ``lease`` setting)."""
+    return store.lease
 
 
 def detach_all(reason: str) -> list[str]:
@@ -276,6 +272,11 @@ class Ownership:
             ),
             release=release,
         )
+
+    async def park(self, reason: str) -> None:
+        """Set the run aside with ``reason`` and give the lease up (see ``Store.park``)."""
+        self._check()
+        await self._settle(self.store.park(self.lease, reason), release=True)
 
     async def _settle(self, done: Awaitable[None], *, release: bool) -> None:
         try:

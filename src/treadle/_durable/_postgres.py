@@ -36,6 +36,7 @@ from treadle._durable._postgres_pools import Connection, LoopPools
 from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._sql_reads import SqlReads
+from treadle._durable._store import DEFAULT_LEASE
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        lease: float = 30.0,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         """Describe the store; nothing is opened until the first operation.
 

@@ -11,14 +11,14 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable import _sql, _sql_ownership, _sql_rows
+from treadle._durable import _sql, _sql_ownership
 from treadle._durable._postgres_writes import insert_checkpoints
 from treadle._durable._sql import POSTGRES
 from treadle._durable._store import Lease
 from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Sequence
 
     from treadle._durable._postgres import PostgresStore
     from treadle._durable._postgres_pools import Connection
@@ -46,9 +46,6 @@ UPDATE treadle_runs
 SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
     deadline_at = %s, graph = %s, error = NULL
 WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
-FENCED_ADVANCE = POSTGRES.render(_sql.ADVANCE_RUN) + FENCE
-FENCED_SET_STATUS = POSTGRES.render(_sql.SET_STATUS) + FENCE
-_DELETE_OLD = POSTGRES.render(_sql.DELETE_OLD_CHECKPOINTS)
 
 
 class LeasedStore:
@@ -79,9 +76,12 @@ class LeasedStore:
         self, store: PostgresStore, owner: str, claim: Claim, consumed: int | None
     ) -> None:
         self.store = store
+        self.lease = store.lease  # what the engine renews on paper: the claim has its own
         self.held = claim  # not `claim`: that is the port's method
         self._owner = owner
         self._fence = (owner, claim.epoch)
+        # The claim as the store's fenced writes take it (its end is the worker's business).
+        self._claimed = Lease(claim.run_id, owner, claim.epoch, 0.0)
         self._consumed = consumed
         self.detached: DurabilityError | None = None  # set: write nothing more
         self._stop_after: DurabilityError | None = None
@@ -151,22 +151,15 @@ class LeasedStore:
 
         ``consumed`` marks inbox items applied with them, as :meth:`consume` does.
         """
-        info = _sql.last_of_one_run(checkpoints)
-        _sql.check_keep_last(keep_last)
         if consumed is not None:
             self.consume(consumed if self._consumed is None else max(consumed, self._consumed))
-        advance = (*_sql_rows.advance_parameters(info), *self._fence)
-
-        async def work(connection: Connection) -> None:
-            if (await connection.execute(FENCED_ADVANCE, advance)).rowcount == 0:
-                raise await self._lost(connection, info.run_id)
-            await insert_checkpoints(connection, checkpoints)
-            if keep_last is not None:
-                parameters = (info.run_id, info.run_id, keep_last - 1, info.run_id)
-                await connection.execute(_DELETE_OLD, parameters)
-            await self._consume(connection, info.run_id)
-
-        await self._write(work)
+        self._check_attached()
+        consumed, self._consumed = self._consumed, None
+        await self._settle(
+            self.store.commit_many(
+                checkpoints, keep_last=keep_last, lease=self._claimed, consumed=consumed
+            )
+        )
 
     async def set_status(
         self,
@@ -178,13 +171,9 @@ class LeasedStore:
         release: bool = False,  # noqa: ARG002 - the worker releases
     ) -> None:
         """Record a status without a checkpoint, only under the current lease."""
-        stamped = (status, error, time.time(), run_id, *self._fence)
-
-        async def work(connection: Connection) -> None:
-            if (await connection.execute(FENCED_SET_STATUS, stamped)).rowcount == 0:
-                raise await self._lost(connection, run_id)
-
-        await self._write(work)
+        self._check_attached()
+        fenced = dataclasses.replace(self._claimed, run_id=run_id)
+        await self._settle(self.store.set_status(run_id, status, error, lease=fenced))
 
     # --- ownership: answered from the claim --------------------------------------
 
@@ -265,10 +254,16 @@ class LeasedStore:
         return await self.store.claim(owner, duration, now, limit=limit)
 
     async def _write(self, work: Any) -> None:
+        self._check_attached()
+        await self._settle(self.store.transact(work))
+
+    def _check_attached(self) -> None:
         if self.detached is not None:
             raise self.detached
+
+    async def _settle(self, write: Awaitable[None]) -> None:
         try:
-            await self.store.transact(work)
+            await write
         except DurabilityError as error:  # the lease lost, or the store failed
             self.detach(error)
             raise

@@ -40,7 +40,7 @@ from treadle._exceptions import (
 )
 from treadle._runtime._barrier import BarrierState
 from treadle._runtime._result import RunStatus
-from treadle._runtime._waits import Suspension
+from treadle._runtime._waits import response_type_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -75,15 +75,14 @@ class TakenOver:
         restored: Its checkpoint, decoded.
         ownership: The lease it is held under.
         answers: Answers from its inbox to requests the checkpoint has pending.
-        inputs: Session messages from its inbox, in delivery order.
-        consumed: The last inbox item read (marked applied with the next commit).
+        inputs: Session messages from its inbox, in delivery order (the
+            ownership marks what was read applied with the run's next commit).
     """
 
     restored: RestoredRun
     ownership: Ownership
     answers: dict[str, Any]
     inputs: tuple[tuple[Any, str | None], ...]
-    consumed: int | None
 
 
 async def take_over(
@@ -126,7 +125,9 @@ async def take_over(
             answers[item.target] = value
         elif item.kind == "message":
             inputs.append((value, item.target))
-    return TakenOver(restored, owned, answers, tuple(inputs), items[-1].seq if items else None)
+    if items:
+        owned.consumed = items[-1].seq
+    return TakenOver(restored, owned, answers, tuple(inputs))
 
 
 async def deliverable_answers(
@@ -153,8 +154,7 @@ async def deliverable_answers(
             if kept is not None:
                 raise RequestAlreadyAnsweredError(run_id, request_id, *kept) from None
             raise
-        asked = waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
-        checked = workflow.validate_response(request_id, asked, value)
+        checked = workflow.validate_response(request_id, response_type_of(waiting), value)
         items.append(("answer", request_id, workflow.serializer.dumps(checked)))
     return items
 

@@ -35,6 +35,7 @@ from treadle._durable._sql import SQLITE
 from treadle._durable._sql_reads import SqlReads
 from treadle._durable._sqlite_lanes import Groupable, Lane
 from treadle._durable._sqlite_ownership import Owned, SqliteOwnership, refusal
+from treadle._durable._store import DEFAULT_LEASE
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         *,
         keep_last: int | None = None,
         busy_timeout: float = 30.0,
-        lease: float = 30.0,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         """Describe the store; nothing is opened until the first operation.
 
@@ -192,7 +193,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
         _sql.last_of_one_run(checkpoints)
         _sql.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
-        owned = Owned(lease, consumed, release) if lease is not None or consumed else None
+        owned = (
+            Owned(lease, consumed, release) if lease is not None or consumed is not None else None
+        )
         work = functools.partial(_commit, tuple(checkpoints), retention, owned)
         return self._queue(work, write=True, group=True)
 

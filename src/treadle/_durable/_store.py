@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
 
+DEFAULT_LEASE = 30.0
+"""Seconds a lease lasts without a heartbeat, unless a store says otherwise: how long
+a run whose owner died waits to be taken over."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     """One run as the store knows it.
@@ -168,7 +173,12 @@ class Store(Protocol):
 
     Implementations: ``MemoryStore`` (tests, ephemeral work), ``SqliteStore``
     (the embedded default), ``PostgresStore`` (many workers).
+
+    Attributes:
+        lease: Seconds a lease on one of its runs lasts without a heartbeat.
     """
+
+    lease: float
 
     async def create_run(
         self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None

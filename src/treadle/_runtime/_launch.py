@@ -50,8 +50,6 @@ class Launch:
             invocations waiting for session input (``send_message``).
         ownership: The lease a stored run is continued under, taken before
             its checkpoint was read (a new run takes one as it is created).
-        consumed: The last inbox item among ``answers`` and ``inputs``,
-            marked applied with the run's next commit.
     """
 
     message: Any = _NO_INPUT
@@ -64,7 +62,6 @@ class Launch:
     answers: Mapping[str, Any] = field(default_factory=dict)
     inputs: tuple[tuple[Any, str | None], ...] = ()
     ownership: Ownership | None = None
-    consumed: int | None = None
 
 
 async def open_run(
@@ -96,8 +93,6 @@ async def open_run(
     try:
         checkpointer = None
         if store is not None:
-            if ownership is not None:
-                ownership.consumed = launch.consumed
             checkpointer = Checkpointer(
                 store,
                 workflow.codec,

@@ -45,6 +45,7 @@ from treadle._runtime._tracing import RunTrace
 from treadle._runtime._waits import (
     Suspension,
     WaitBook,
+    response_type_of,
 )
 
 if TYPE_CHECKING:
@@ -389,8 +390,7 @@ class RunLoop:
             InvalidResponseError: the answer does not have the asked type.
         """
         waiting = self.waits.find_request(request_id)
-        asked = waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
-        checked = self.workflow.validate_response(request_id, asked, value)
+        checked = self.workflow.validate_response(request_id, response_type_of(waiting), value)
         self.deliver(*self.waits.answer(waiting, checked))
 
     def send_input(self, message: Any, target: str | None = None) -> None:

@@ -180,8 +180,7 @@ class Runtime:
         run_id = ownership.lease.run_id
         logger.error("parked run %s: %s; `treadle resume %s` takes it up", run_id, reason, run_id)
         with contextlib.suppress(DurabilityError):
-            await self.store.park(ownership.lease, reason)
-            ownership.released = True
+            await ownership.park(reason)
 
     async def serve(self) -> None:
         """Wake due runs forever, every ``poll_interval`` seconds (cancel to stop)."""

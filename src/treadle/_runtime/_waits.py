@@ -121,6 +121,11 @@ class Suspend(BaseException):
         self.wait = wait
 
 
+def response_type_of(waiting: Suspension | HandoffApproval) -> str | None:
+    """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
+    return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
+
+
 def wait_key(kind: str, run_id: str, executor_id: str, stamp: tuple[int, ...], index: int) -> str:
     """A stable key for the ``index``-th wait of one invocation.
 

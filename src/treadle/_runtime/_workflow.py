@@ -243,7 +243,6 @@ class Workflow(WorkflowGraph):
             answers=taken.answers,
             inputs=taken.inputs,
             ownership=taken.ownership,
-            consumed=taken.consumed,
         )
         return await self._drive(launch, record_events=record_events)
 
