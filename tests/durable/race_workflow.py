@@ -4,6 +4,7 @@
     python race_workflow.py respond STORE SIDE KIND RUN_ID REQUEST ANSWER [wait]
     python race_workflow.py resume STORE SIDE KIND RUN_ID [wait]
     python race_workflow.py send STORE SIDE KIND RUN_ID MESSAGE [wait]
+    python race_workflow.py wake STORE SIDE KIND -     # one timer service's wake_due()
 
 KIND is ``ask`` (a request, then a chain of steps), ``nap`` (a durable
 timer already due when resumed, then the chain) or ``chat`` (a session
@@ -27,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from treadle import TreadleError, WorkflowBuilder, WorkflowContext, executor
+from treadle import Runtime, TreadleError, WorkflowBuilder, WorkflowContext, executor
 from treadle.stores import PostgresStore, SqliteStore
 
 CHAIN = 4  # steps after the wait
@@ -108,8 +109,12 @@ async def main(command: str, spec: str, side: str, kind: str, run_id: str, *rest
             print(json.dumps({"ok": result.status.value, "requests": pending}), flush=True)
             return
         wait = rest[-1:] == ("wait",)
-        await store.get_run(run_id)  # the store is open before the race starts
+        await store.list_runs(limit=1)  # the store is open before the race starts
         wait_for_go(side)
+        if command == "wake":
+            woken = await Runtime(store, [workflow]).wake_due()
+            print(json.dumps({"ok": sorted(r.run_id for r in woken)}), flush=True)
+            return
         try:
             if command == "respond":
                 request_id, answer = rest[0], rest[1]

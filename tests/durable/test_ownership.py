@@ -295,6 +295,33 @@ async def test_two_processes_resuming_one_run_advance_it_once(tmp_path, backend,
         await store.close()
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+async def test_timer_services_in_separate_processes_wake_each_due_run_once(tmp_path, backend):
+    spec, env, reader = backend
+    side = tmp_path / "side.sqlite"
+    naps = [f"n{i}" for i in range(12)]
+    for run_id in naps:
+        assert start(spec, side, "nap", run_id, env)["ok"] == "waiting"
+    await asyncio.sleep(0.01)  # every 1 ms timer is due
+    results = race([["wake", spec, str(side), "nap", "-"]] * 3, side, env)
+    woken = [run_id for r in results for run_id in r["ok"]]
+    assert sorted(woken) == sorted(naps)  # each run woken by exactly one service
+    with sqlite3.connect(side) as db:
+        counts = db.execute(
+            "SELECT run_id, executor_id, superstep, COUNT(*) FROM calls GROUP BY 1, 2, 3"
+        ).fetchall()
+    assert len(counts) == len(naps) * (1 + race_workflow.CHAIN)
+    assert {count for *_, count in counts} == {1}, counts
+    store = reader()
+    try:
+        for run_id in naps:
+            assert (await store.get_run(run_id)).status == "completed"
+            await assert_one_checkpoint_per_superstep(store, run_id)
+    finally:
+        await store.close()
+
+
 # --- a timer service that meets runs it cannot load --------------------------------
 
 
