@@ -12,7 +12,7 @@ from typing import Any
 import pydantic
 from hypothesis import strategies as st
 
-from treadle._durable._serialization import TAG, TypeRegistry
+from treadle._values._serialization import TAG, TypeRegistry
 
 
 class Color(enum.Enum):

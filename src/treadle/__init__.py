@@ -6,42 +6,18 @@ commits state and routes messages. See ``docs/semantics.md`` for the exact
 guarantees.
 """
 
-from treadle._durable._runs import RunHistory
-from treadle._exceptions import (
-    CheckpointCorruptError,
-    CheckpointNotFoundError,
-    DurabilityError,
+from treadle._engine._clock import Clock, SystemClock
+from treadle._engine._context import WorkflowContext
+from treadle._engine._delivery import HandoffContext, HandoffRefused, StalledFanIn
+from treadle._engine._errors import (
     ExecutorFailedError,
-    ExecutorInUseError,
-    GraphChangedError,
-    HandlerTimeoutError,
-    InvalidResponseError,
     IterationLimitExceeded,
-    JournalMismatchError,
-    LeaseLostError,
-    PollTimeout,
-    RequestAlreadyAnsweredError,
-    RequestError,
-    RoutingError,
-    RunBusyError,
     RunCancelledError,
-    RunExistsError,
-    RunNotFoundError,
     RunTimeoutError,
-    SerializationError,
     StateConflictError,
-    TreadleError,
-    UnknownRequestError,
     WorkflowRunError,
-    WorkflowValidationError,
 )
-from treadle._graph._builder import WorkflowBuilder
-from treadle._graph._edges import Case, Default
-from treadle._graph._executor import Executor, executor, handler
-from treadle._runtime._clock import Clock, SystemClock
-from treadle._runtime._context import WorkflowContext
-from treadle._runtime._delivery import HandoffContext, HandoffRefused, StalledFanIn
-from treadle._runtime._events import (
+from treadle._engine._events import (
     CheckpointSaved,
     CustomEvent,
     ExecutorCompleted,
@@ -57,18 +33,44 @@ from treadle._runtime._events import (
     SuperstepStarted,
     WorkflowEvent,
 )
-from treadle._runtime._policies import ExponentialBackoff, RetryPolicy
-from treadle._runtime._result import RunResult, RunStatus
-from treadle._runtime._service import Runtime
-from treadle._runtime._spawn import SpawnResult
-from treadle._runtime._state import SharedState
-from treadle._runtime._stream import ExecutionMode, WorkflowStream
-from treadle._runtime._sync import SyncEventStream
-from treadle._runtime._waits import PendingRequest
-from treadle._runtime._workflow import Workflow
+from treadle._engine._result import RunResult, RunStatus
+from treadle._engine._spawn import SpawnResult
+from treadle._engine._state import SharedState
+from treadle._engine._waits import PendingRequest
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    DurabilityError,
+    ExecutorInUseError,
+    GraphChangedError,
+    HandlerTimeoutError,
+    InvalidResponseError,
+    JournalMismatchError,
+    LeaseLostError,
+    PollTimeout,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RoutingError,
+    RunBusyError,
+    RunExistsError,
+    RunNotFoundError,
+    SerializationError,
+    TreadleError,
+    UnknownRequestError,
+    WorkflowValidationError,
+)
+from treadle._graph._edges import Case, Default
+from treadle._graph._executor import Executor, executor, handler
+from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._scaleout._apps import AppLoadError
 from treadle._scaleout._client import Client, connect
 from treadle._scaleout._worker import Worker, WorkerStoppingError
+from treadle._workflow._builder import WorkflowBuilder
+from treadle._workflow._runs import RunHistory
+from treadle._workflow._service import Runtime
+from treadle._workflow._stream import ExecutionMode, WorkflowStream
+from treadle._workflow._sync import SyncEventStream
+from treadle._workflow._workflow import Workflow
 
 __all__ = [
     "AppLoadError",

@@ -40,12 +40,10 @@ and is never exported: user ``except Exception`` blocks must not swallow it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from treadle._runtime._result import RunResult
 
 
 class TreadleError(Exception):
@@ -189,85 +187,6 @@ def _iso(epoch: float) -> str:
     import datetime as dt  # noqa: PLC0415 - only when an error is built
 
     return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat(timespec="seconds")
-
-
-class WorkflowRunError(TreadleError):
-    """The run ended as ``FAILED``; ``result`` holds what had been committed.
-
-    Nothing of the superstep that failed is in ``result``: its state writes,
-    messages and outputs were discarded together.
-    """
-
-    result: RunResult
-    """Set before the error reaches you: the run as of its last barrier."""
-
-
-class ExecutorFailedError(WorkflowRunError):
-    """A handler raised; the original exception is chained as ``__cause__``."""
-
-    def __init__(self, executor_id: str, superstep: int, error: BaseException) -> None:
-        self.executor_id = executor_id
-        self.superstep = superstep
-        self.error = error
-        self.attempt = 1
-        """Which attempt failed last (a retry policy may have tried several)."""
-        self.events: list[Any] = []
-        """The events the failed invocation raised (for runs reporting in batches)."""
-        super().__init__(
-            f"executor {executor_id!r} failed in superstep {superstep}: "
-            f"{type(error).__name__}: {error}"
-        )
-
-
-class StateConflictError(WorkflowRunError):
-    """Two executors ``set`` the same key in one superstep without a reducer.
-
-    Neither write can win without the result depending on timing, so the
-    superstep is refused. Declare the key with a reducer, or use
-    ``state.update`` for read-modify-write.
-    """
-
-    def __init__(self, key: str, executor_ids: Sequence[str], superstep: int) -> None:
-        self.key = key
-        self.executor_ids = tuple(executor_ids)
-        self.superstep = superstep
-        names = " and ".join(repr(e) for e in self.executor_ids)
-        super().__init__(
-            f"state key {key!r} was set by {names} in superstep {superstep}; "
-            f"declare it with a reducer or use state.update()"
-        )
-
-
-class IterationLimitExceeded(WorkflowRunError):  # noqa: N818 - the contract's name
-    """A loop ran past ``max_supersteps`` or an executor past ``max_node_iterations``."""
-
-    def __init__(self, message: str, executor_ids: Sequence[str], superstep: int) -> None:
-        self.executor_ids = tuple(executor_ids)
-        self.superstep = superstep
-        super().__init__(message)
-
-
-class RunTimeoutError(WorkflowRunError, TimeoutError):
-    """The run passed its wall-clock deadline (its ``timeout=``).
-
-    The deadline is stored with the run, so it holds across restarts: a run
-    resting on a timer that would fire after it fails at the deadline.
-    """
-
-    def __init__(self, run_id: str, deadline_at: float, superstep: int) -> None:
-        self.run_id = run_id
-        self.deadline_at = deadline_at
-        self.superstep = superstep
-        super().__init__(f"run {run_id!r} passed its deadline at {deadline_at:.3f} (epoch seconds)")
-
-
-class RunCancelledError(TreadleError):
-    """The run was cancelled; ``result`` holds what had been committed."""
-
-    def __init__(self, run_id: str, result: RunResult | None = None) -> None:
-        self.run_id = run_id
-        self.result = result
-        super().__init__(f"run {run_id!r} was cancelled")
 
 
 class DurabilityError(TreadleError):

@@ -7,7 +7,7 @@ Stored data can never make treadle import, evaluate or unpickle anything.
 :class:`PickleSerializer` exists for those who opt in knowingly.
 """
 
-from treadle._durable._registry import TypeRegistry
-from treadle._durable._serialization import JsonSerializer, PickleSerializer, Serializer
+from treadle._values._registry import TypeRegistry
+from treadle._values._serialization import JsonSerializer, PickleSerializer, Serializer
 
 __all__ = ["JsonSerializer", "PickleSerializer", "Serializer", "TypeRegistry"]

@@ -11,12 +11,12 @@ serializers that turn checkpoint values into bytes.
 
 from typing import TYPE_CHECKING
 
-from treadle._durable._memory import MemoryStore
-from treadle._durable._sqlite import SqliteStore
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord, Store
+from treadle._stores._memory import MemoryStore
+from treadle._stores._sqlite import SqliteStore
+from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord, Store
 
 if TYPE_CHECKING:
-    from treadle._durable._postgres import PostgresStore
+    from treadle._stores._postgres import PostgresStore
 
 __all__ = [
     "CheckpointInfo",
@@ -32,7 +32,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Import ``PostgresStore``, and so psycopg, only when it is asked for."""
     if name == "PostgresStore":
-        from treadle._durable._postgres import PostgresStore  # noqa: PLC0415 - lazy on purpose
+        from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - lazy on purpose
 
         globals()[name] = PostgresStore  # later lookups skip this function
         return PostgresStore

@@ -15,7 +15,7 @@ import pytest
 
 from treadle._cli import _execute, _views
 from treadle._cli._commands import is_orphaned
-from treadle._durable._store import RunRecord
+from treadle._stores._store import RunRecord
 
 NOW = 1_800_000_000.0
 

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from treadle._durable._memory import MemoryStore
-from treadle._durable._sqlite import SqliteStore
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
+from treadle._stores._memory import MemoryStore
+from treadle._stores._sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
-    from treadle._durable._store import Store
+    from treadle._stores._store import Store
 
     StoreFactory = Callable[..., Store]
 

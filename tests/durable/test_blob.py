@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from treadle._durable._blob import FORMAT_VERSION, MAGIC, seal, unseal
+from treadle._checkpoints._blob import FORMAT_VERSION, MAGIC, seal, unseal
 from treadle._exceptions import CheckpointCorruptError
 
 RUN, CHECKPOINT = "run-7", "ckpt-3"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from treadle._durable._checkpointer import BATCHED_IN_FLIGHT
+from treadle._checkpoints._checkpointer import BATCHED_IN_FLIGHT
 from treadle.stores import SqliteStore
 
 HERE = Path(__file__).parent

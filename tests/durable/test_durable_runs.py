@@ -22,7 +22,7 @@ from treadle import (
     executor,
     handler,
 )
-from treadle._durable._blob import seal
+from treadle._checkpoints._blob import seal
 from treadle.stores import SqliteStore
 
 

@@ -18,9 +18,9 @@ from test_durable_runs import Count, counting_workflow
 from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
 from treadle import RunStatus
-from treadle._durable import _sql
-from treadle._durable._store import CheckpointInfo, RunRecord
 from treadle._exceptions import CheckpointNotFoundError, DurabilityError
+from treadle._stores import _sql
+from treadle._stores._store import CheckpointInfo, RunRecord
 from treadle.stores import PostgresStore
 
 pytestmark = pytest.mark.integration

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 import strategies
 from strategies import Color, Level, Node, Point, Shape, assert_same
-from treadle._durable._serialization import (
+from treadle._exceptions import SerializationError
+from treadle._values._serialization import (
     TAG,
     JsonSerializer,
     PickleSerializer,
     Serializer,
     TypeRegistry,
 )
-from treadle._exceptions import SerializationError
 
 
 @pytest.fixture(scope="module")
@@ -446,7 +446,7 @@ def test_registered_dataclass_loads_old_data_after_a_field_with_a_default_is_add
 @pytest.mark.integration
 def test_importing_the_serializer_does_not_import_pydantic():
     code = (
-        "import sys, treadle._durable._serialization as s\n"
+        "import sys, treadle._values._serialization as s\n"
         "s.JsonSerializer().dumps({'a': (1, 2)})\n"
         "assert 'pydantic' not in sys.modules, 'pydantic was imported'\n"
     )

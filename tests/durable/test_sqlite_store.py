@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
-from treadle._durable import _sql
-from treadle._durable._sqlite import SqliteStore
-from treadle._durable._store import CheckpointInfo, RunRecord
 from treadle._exceptions import (
     CheckpointNotFoundError,
     DurabilityError,
     RunExistsError,
     RunNotFoundError,
 )
+from treadle._stores import _sql
+from treadle._stores._sqlite import SqliteStore
+from treadle._stores._store import CheckpointInfo, RunRecord
 
 KNOWN = len(_sql.MIGRATIONS)
 
@@ -472,8 +472,8 @@ async def test_retention_keeps_the_file_from_growing(tmp_path):
 
 WORKER = """
 import asyncio, sys
-from treadle._durable._sqlite import SqliteStore
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._stores._sqlite import SqliteStore
+from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 async def main(path, run_id):
     print("ready", flush=True)

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 from treadle._exceptions import (
     CheckpointNotFoundError,
     DurabilityError,
@@ -23,6 +22,7 @@ from treadle._exceptions import (
     RunExistsError,
     RunNotFoundError,
 )
+from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 
 T0 = 1_700_000_000.0
 

@@ -5,9 +5,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from treadle import StateConflictError
+from treadle._engine._delivery import build_inboxes
+from treadle._engine._state import SET, UPDATE, StateKey, commit_state
 from treadle._graph._edges import FanInEdge
-from treadle._runtime._delivery import build_inboxes
-from treadle._runtime._state import SET, UPDATE, StateKey, commit_state
 
 EXECUTORS = ["a", "b", "c", "d"]
 KEYS = ["x", "y", "z"]

@@ -18,7 +18,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
-from treadle._runtime import _events as ev
+from treadle._engine import _events as ev
 
 
 def counting_chain(length: int, calls: list):

@@ -22,9 +22,9 @@ from psycopg import sql
 
 import treadle
 from treadle import LeaseLostError, RequestError, RunExistsError, RunStatus, Worker
-from treadle._durable._postgres_queue import RunQueue
-from treadle._durable._store import CheckpointInfo, CheckpointRecord, Lease
 from treadle._exceptions import RequestAlreadyAnsweredError
+from treadle._stores._postgres_queue import RunQueue
+from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease
 from treadle.stores import PostgresStore
 
 WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from treadle._checkpoints._ownership import detach_all
 from treadle._cli import _commands as commands
 from treadle._cli._execute import execute, execute_sync
 from treadle._cli._live import stream_run
@@ -40,12 +41,11 @@ from treadle._cli._views import (
     report,
     report_delivery,
 )
-from treadle._durable._ownership import detach_all
-from treadle._runtime._result import RunStatus
+from treadle._engine._result import RunStatus
 
 if TYPE_CHECKING:
-    from treadle._durable._store import Store
-    from treadle._runtime._result import RunResult
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import Store
 
 app = typer.Typer(
     name="treadle",
@@ -289,10 +289,10 @@ def worker(
     Ctrl-C, the runs it was advancing are left as last committed (not
     cancelled). Log lines go to stderr, each once, with an ISO time.
     """
-    from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
-    from treadle._runtime._service import Runtime  # noqa: PLC0415
     from treadle._scaleout._apps import load_app  # noqa: PLC0415
     from treadle._scaleout._worker import Worker  # noqa: PLC0415
+    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
+    from treadle._workflow._service import Runtime  # noqa: PLC0415
 
     workflows = [w for spec in apps for w in execute_sync(lambda spec=spec: load_app(spec))]  # type: ignore[misc]
     log_to_stderr()

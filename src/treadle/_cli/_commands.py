@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._ownership import owner_is_dead
-from treadle._durable._runs import cancel_run
-from treadle._durable._store import DEFAULT_LEASE
+from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import RunBusyError, RunNotFoundError, TreadleError
-from treadle._runtime._workflow import Workflow
 from treadle._scaleout import _apps as apps
 from treadle._scaleout._apps import AppLoadError, import_here
+from treadle._stores._store import DEFAULT_LEASE
+from treadle._workflow._runs import cancel_run
+from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
-    from treadle._durable._store import CheckpointInfo, RunRecord, Store
-    from treadle._runtime._result import RunResult
+    from treadle._engine._result import RunResult
     from treadle._scaleout._client import Client
+    from treadle._stores._store import CheckpointInfo, RunRecord, Store
 
 DEFAULT_STORE = "treadle.sqlite"
 """The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
@@ -73,7 +73,7 @@ def open_store(url: str | None, *, lease: float | None = None) -> Store:
             raise CommandError(msg)
         store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None)
         return store
-    from treadle._durable._sqlite import SqliteStore  # noqa: PLC0415 - a light import
+    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
     return SqliteStore(path, lease=lease if lease is not None else lease_from_environment())
@@ -325,7 +325,7 @@ def served_by_workers(store: Store) -> bool:
     Then commands that would continue a run here deliver to its inbox
     instead, so a run is only ever driven under a worker's lease.
     """
-    postgres = sys.modules.get("treadle._durable._postgres")
+    postgres = sys.modules.get("treadle._stores._postgres")
     return postgres is not None and isinstance(store, postgres.PostgresStore)
 
 

@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.markup import escape
 
+from treadle._checkpoints._ownership import detach_all
 from treadle._cli import _commands as commands
 from treadle._cli._views import err
-from treadle._durable._ownership import detach_all
-from treadle._exceptions import RunCancelledError, TreadleError, WorkflowRunError
-from treadle._runtime._result import RunStatus
+from treadle._engine._errors import RunCancelledError, WorkflowRunError
+from treadle._engine._result import RunStatus
+from treadle._exceptions import TreadleError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from treadle._durable._store import RunRecord, Store
+    from treadle._stores._store import RunRecord, Store
 
 T = TypeVar("T")
 

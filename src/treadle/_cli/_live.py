@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
-from treadle._runtime._events import (
+from treadle._engine._events import (
     CheckpointSaved,
     CustomEvent,
     ExecutorCompleted,
@@ -29,9 +29,9 @@ from treadle._runtime._events import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from treadle._durable._store import Store
-    from treadle._runtime._result import RunResult
-    from treadle._runtime._workflow import Workflow
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
 
 
 async def stream_run(

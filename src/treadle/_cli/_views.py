@@ -23,11 +23,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from treadle._cli import _commands as commands
-from treadle._runtime._result import RunStatus
+from treadle._engine._result import RunStatus
 
 if TYPE_CHECKING:
-    from treadle._durable._store import CheckpointInfo, RunRecord
-    from treadle._runtime._result import RunResult
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import CheckpointInfo, RunRecord
 
 # soft_wrap: long lines (run ids, the command to answer a request) must stay copyable.
 # Piped output is not cut to 80 columns: ids must survive to the next command.

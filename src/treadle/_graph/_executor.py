@@ -18,6 +18,7 @@ from typing import (
     ClassVar,
     Literal,
     Never,
+    TypeAlias,
     TypeVar,
     get_args,
     get_origin,
@@ -27,8 +28,14 @@ from typing import (
 from treadle._graph._typing import promotions, resolve_hints, runtime_classes
 
 if TYPE_CHECKING:
-    from treadle._runtime._context import WorkflowContext
-    from treadle._runtime._policies import RetryPolicy
+    from treadle._graph._policies import RetryPolicy
+
+HandlerContext: TypeAlias = Any
+"""The ``ctx`` a handler is called with: the engine's ``WorkflowContext``.
+
+Definitions sit below the engine, so they hand the context through untyped;
+handlers annotate it as ``WorkflowContext[...]`` themselves.
+"""
 
 SyncHandlers = Literal["thread", "loop"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -278,7 +285,7 @@ class Executor:
             cache[message_type] = spec
         return spec
 
-    def invoke(self, spec: HandlerSpec, message: Any, ctx: WorkflowContext[Any]) -> Any:
+    def invoke(self, spec: HandlerSpec, message: Any, ctx: HandlerContext) -> Any:
         """Call one handler; returns a coroutine for async handlers."""
         if spec.bound:
             return spec.fn(self, message, ctx)
@@ -331,7 +338,7 @@ class FunctionExecutor(Executor):
             spec = self._own_cache[message_type] = self._spec
         return spec
 
-    def __call__(self, message: Any, ctx: WorkflowContext[Any]) -> Awaitable[None] | None:
+    def __call__(self, message: Any, ctx: HandlerContext) -> Awaitable[None] | None:
         """Call the wrapped function directly (handy in unit tests)."""
         result: Awaitable[None] | None = self._spec.fn(message, ctx)
         return result

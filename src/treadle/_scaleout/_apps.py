@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
-from treadle._runtime._workflow import Workflow
+from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

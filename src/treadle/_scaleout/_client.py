@@ -15,20 +15,20 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._postgres_queue import cancel_queued, deliver, enqueue_run
-from treadle._durable._runs import deliverable_answers
-from treadle._durable._serialization import JsonSerializer
-from treadle._runtime._result import ENDED, RunResult, RunStatus
+from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._scaleout._apps import AppLoadError, by_name, load_app
+from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
+from treadle._values._serialization import JsonSerializer
+from treadle._workflow._runs import deliverable_answers
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
     from types import TracebackType
 
-    from treadle._durable._postgres import PostgresStore
-    from treadle._durable._serialization import Serializer
-    from treadle._durable._store import RunRecord
-    from treadle._runtime._workflow import Workflow
+    from treadle._stores._postgres import PostgresStore
+    from treadle._stores._store import RunRecord
+    from treadle._values._serialization import Serializer
+    from treadle._workflow._workflow import Workflow
 
 _RESTING = ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
 
@@ -51,7 +51,7 @@ def connect(
             turns them into the types its handlers take.
         max_size: Connections the client's pool may open.
     """
-    from treadle._durable._postgres import PostgresStore  # noqa: PLC0415 - psycopg on demand
+    from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - psycopg on demand
 
     return Client(PostgresStore(dsn, schema=schema, max_size=max_size), workflows)
 

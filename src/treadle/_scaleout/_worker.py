@@ -1,7 +1,7 @@
 """``Worker``: one of many processes sharing runs through PostgreSQL.
 
 The loop: claim as many runnable runs as there are free slots (see
-:mod:`treadle._durable._postgres_queue`), run each to its next rest on a
+:mod:`treadle._stores._postgres_queue`), run each to its next rest on a
 fenced view of the store, release it; heartbeat every lease held a third of
 a lease apart; when nothing is runnable, wait a poll interval. Each run is
 driven by the ordinary engine (``Workflow.run`` / ``resume``), so a run on a
@@ -38,29 +38,29 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from treadle._durable._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
-from treadle._durable._store import Lease
+from treadle._engine._clock import SystemClock
+from treadle._engine._errors import RunCancelledError, WorkflowRunError
+from treadle._engine._options import RunOptions
+from treadle._engine._result import ENDED
 from treadle._exceptions import (
     CheckpointCorruptError,
     DurabilityError,
     GraphChangedError,
     LeaseLostError,
     RequestError,
-    RunCancelledError,
     SerializationError,
-    WorkflowRunError,
 )
-from treadle._runtime._clock import SystemClock
-from treadle._runtime._result import ENDED
 from treadle._scaleout._apps import AppLoadError, by_name, coerce_input
+from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
+from treadle._stores._store import Lease
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from treadle._durable._postgres import PostgresStore
-    from treadle._durable._postgres_leases import LeasedStore
-    from treadle._runtime._clock import Clock
-    from treadle._runtime._workflow import Workflow
+    from treadle._engine._clock import Clock
+    from treadle._stores._postgres import PostgresStore
+    from treadle._stores._postgres_leases import LeasedStore
+    from treadle._workflow._workflow import Workflow
 
 logger = logging.getLogger("treadle.worker")
 
@@ -293,22 +293,17 @@ class Worker:
         message = coerce_input(workflow, workflow.serializer.loads(start.payload))
         # The client's deadline, on this worker's clock (run() counts from now).
         deadline_at = (await held.view.get_run(run_id)).deadline_at
-        await workflow.run(
-            message,
-            run_id=run_id,
-            store=held.view,
-            clock=self.clock,
-            record_events=False,
-            timeout=None if deadline_at is None else deadline_at - self.clock.now(),
-        )
+        # A deadline already passed fails the run at once, as it would have anywhere.
+        timeout = None if deadline_at is None else max(deadline_at - self.clock.now(), 1e-9)
+        options = RunOptions(clock=self.clock, record_events=False, timeout=timeout)
+        await workflow.run(message, run_id=run_id, store=held.view, options=options)
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
         # The engine reads and applies the inbox itself, under this claim's lease.
         if items:
             held.view.consume(items[-1].seq)
-        await workflow.resume(
-            held.claim.run_id, store=held.view, record_events=False, clock=self.clock
-        )
+        options = RunOptions(clock=self.clock, record_events=False)
+        await workflow.resume(held.claim.run_id, store=held.view, options=options)
 
     async def _settle(self, held: _Held, task: asyncio.Task[None]) -> None:
         """Release the run, or not, according to how its task ended."""

@@ -1,0 +1,303 @@
+"""One owner per run: the lease a process holds while it advances a run.
+
+Every run with a store advances under an :class:`Ownership`: a lease taken
+from the store (``create_run`` for a new run, ``acquire`` for a stored
+one, or handed over by a timer service's ``claim``), renewed by a heartbeat
+while the run computes, and given up with the commit that brings the run to
+rest. Every write the run makes carries the lease, so a process that lost
+it (paused past its lease, cancelled, taken over) commits nothing.
+
+The CLI detaches the runs of its process on Ctrl-C (:func:`detach_all`):
+their writes are refused from then on, so nothing is recorded as cancelled,
+and their leases are given up so that ``resume`` or a timer service takes
+each run over at once from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from treadle._engine._errors import RunCancelledError
+from treadle._exceptions import DurabilityError, LeaseLostError, RunBusyError
+from treadle._stores._store import Lease
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    from treadle._stores._store import CheckpointRecord, RunRecord, Store
+
+
+class _Heartbeat:
+    """Renews the leases held on one event loop, from one task, while there are any.
+
+    One task a loop rather than a timer a run: most runs rest long before
+    their first renewal is due, and adding to a set costs them next to nothing.
+    """
+
+    def __init__(self) -> None:
+        self.held: set[Ownership] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.renewing: set[asyncio.Task[None]] = set()
+
+    def add(self, ownership: Ownership) -> None:
+        self.held.add(ownership)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._beat(), name="treadle-leases")
+
+    async def _beat(self) -> None:
+        try:
+            while self.held:
+                await asyncio.sleep(min(o.duration for o in self.held) / 6)
+                now = time.time()
+                for ownership in list(self.held):
+                    if ownership.renewal_due(now) and not ownership.renewing:
+                        task = asyncio.get_running_loop().create_task(ownership.renew())
+                        self.renewing.add(task)
+                        task.add_done_callback(self.renewing.discard)
+        finally:
+            self.task = None
+
+
+# The leases this process holds, by the event loop their runs run on.
+_BEATS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heartbeat] = (
+    weakref.WeakKeyDictionary()
+)
+_last: tuple[asyncio.AbstractEventLoop | None, _Heartbeat | None] = (None, None)
+
+
+def _heartbeat_of(loop: asyncio.AbstractEventLoop) -> _Heartbeat:
+    global _last  # noqa: PLW0603 - a one-entry cache: nearly every call asks for the same loop
+    cached_loop, cached = _last
+    if cached_loop is loop and cached is not None:
+        return cached
+    beat = _BEATS.get(loop)
+    if beat is None:
+        beat = _BEATS[loop] = _Heartbeat()
+    _last = (loop, beat)
+    return beat
+
+
+_HOST = socket.gethostname()
+
+
+def new_owner() -> str:
+    """An owner name for one lease: ``host:pid:tag``, so ``treadle runs`` can say who holds it."""
+    return f"{_HOST}:{os.getpid()}:{random.getrandbits(24):06x}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """Whether ``owner`` names a process on this host that no longer exists.
+
+    Only ever ``True`` when that is certain, so a lease is never taken from
+    a live process; an owner on another host is judged by its lease alone.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by someone else
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed child its parent has not reaped yet is dead too (state ``Z``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:  # noqa: PTH123 - one small read
+            return stat.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def lease_duration(store: Store) -> float:
+    """The lease a store's runs are held with (its ``lease`` setting)."""
+    return store.lease
+
+
+def detach_all(reason: str) -> list[str]:
+    """Detach every run this process owns (Ctrl-C); return their ids.
+
+    Their further writes are refused, so the runs stay as last committed
+    and resumable; :meth:`Ownership.close` then gives each lease up.
+    """
+    detached = []
+    for ownership in [o for beat in list(_BEATS.values()) for o in list(beat.held)]:
+        ownership.detach(DurabilityError(reason))
+        detached.append(ownership.lease.run_id)
+    return detached
+
+
+class Ownership:
+    """A held lease on one run and the writes made under it.
+
+    Args:
+        store: The store the run lives in.
+        lease: The lease held.
+        duration: Seconds each renewal extends it by.
+    """
+
+    def __init__(self, store: Store, lease: Lease, duration: float) -> None:
+        self.store = store
+        self.lease = lease
+        self.duration = duration
+        self.consumed: int | None = None  # inbox items applied, marked with the next commit
+        self.detached: DurabilityError | None = None
+        self.released = False
+        self.renewing = False
+        self._beat: _Heartbeat | None = None
+
+    def __repr__(self) -> str:
+        """Name the run, the owner and the epoch: what tells two ownerships apart."""
+        lease = self.lease
+        return f"Ownership({lease.run_id!r}, owner={lease.owner!r}, epoch={lease.epoch})"
+
+    @classmethod
+    async def acquire(cls, store: Store, run_id: str, *, wait: bool = False) -> Ownership:
+        """Take the run's lease; with ``wait``, until its current owner lets go.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another process holds a current lease (without ``wait``).
+        """
+        duration = lease_duration(store)
+        replacing = None
+        while True:
+            try:
+                lease = await store.acquire(run_id, new_owner(), duration, replacing=replacing)
+            except RunBusyError as busy:
+                if replacing != busy.owner and owner_is_dead(busy.owner):
+                    replacing = busy.owner  # its process is gone: no need to wait out the lease
+                    continue
+                replacing = None
+                if not wait:
+                    raise
+                # The owner releases when its run rests, or its lease runs out.
+                pause = min(max(busy.lease_until - time.time(), 0.01), 0.05)
+                await asyncio.sleep(pause)
+                continue
+            return cls(store, lease, duration)
+
+    @classmethod
+    def new(cls, store: Store, run_id: str) -> Ownership:
+        """The lease a new run is created with (epoch 1), before ``create_run`` writes it."""
+        duration = lease_duration(store)
+        return cls(store, Lease(run_id, new_owner(), 1, time.time() + duration), duration)
+
+    def start_heartbeat(self) -> None:
+        """Renew the lease once a third of it has passed, until :meth:`close`."""
+        if self._beat is None and not (self.released or self.detached):
+            beat = _heartbeat_of(asyncio.get_running_loop())
+            beat.add(self)
+            self._beat = beat
+
+    def renewal_due(self, now: float) -> bool:
+        """Whether a third of the lease has passed since it was taken or last renewed."""
+        live = not (self.released or self.detached)
+        return live and now >= self.lease.until - self.duration * 2 / 3
+
+    async def renew(self) -> None:
+        """Extend the lease (a heartbeat); a lost lease detaches, a store outage waits."""
+        self.renewing = True
+        try:
+            self.lease = await self.store.renew(self.lease, self.duration)
+        except LeaseLostError as lost:
+            self.detach(lost)
+        except DurabilityError:
+            pass  # the store is down: the next beat tries again
+        finally:
+            self.renewing = False
+
+    def detach(self, reason: DurabilityError) -> None:
+        """Refuse every later write with ``reason``: the run stays as last committed."""
+        if self.detached is None:
+            self.detached = reason
+
+    # --- writes under the lease ------------------------------------------------------
+
+    async def create_run(self, run: RunRecord, graph: bytes, first: CheckpointRecord) -> None:
+        """Create the run owned by this lease."""
+        self._check()
+        await self.store.create_run(run, graph, first, lease=self.lease)
+
+    def commit_many(
+        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None, release: bool
+    ) -> Awaitable[None]:
+        """Commit under the lease, marking applied inbox items; ``release``: give it up too.
+
+        Returns the store's own awaitable (no task of its own: this is every
+        superstep's path); whoever awaits it reports the outcome back with
+        :meth:`committed` or :meth:`lost`.
+        """
+        self._check()
+        consumed, self.consumed = self.consumed, None
+        return self.store.commit_many(
+            checkpoints, keep_last=keep_last, lease=self.lease, consumed=consumed, release=release
+        )
+
+    def committed(self, *, released: bool) -> None:
+        """A commit made through :meth:`commit_many` is durable (and gave the lease up)."""
+        if released:
+            self.released = True
+
+    async def lost(self, error: LeaseLostError) -> DurabilityError | RunCancelledError:
+        """A write was fenced off: refuse everything from now on; the error to raise."""
+        self.detach(error)
+        return await self._why_lost(error)
+
+    async def set_status(self, status: str, error: str | None, *, release: bool) -> None:
+        """Record a status under the lease (refused quietly once detached: nothing to record)."""
+        if self.detached is not None:
+            return
+        await self._settle(
+            self.store.set_status(
+                self.lease.run_id, status, error, lease=self.lease, release=release
+            ),
+            release=release,
+        )
+
+    async def park(self, reason: str) -> None:
+        """Set the run aside with ``reason`` and give the lease up (see ``Store.park``)."""
+        self._check()
+        await self._settle(self.store.park(self.lease, reason), release=True)
+
+    async def _settle(self, done: Awaitable[None], *, release: bool) -> None:
+        try:
+            await done
+        except LeaseLostError as error:
+            raise await self.lost(error) from None
+        self.committed(released=release)
+
+    async def _why_lost(self, lost: LeaseLostError) -> DurabilityError | RunCancelledError:
+        with contextlib.suppress(DurabilityError):
+            if (await self.store.get_run(self.lease.run_id)).status == "cancelled":
+                return RunCancelledError(self.lease.run_id)
+        return lost
+
+    def _check(self) -> None:
+        if self.detached is not None:
+            raise self.detached
+
+    async def close(self) -> None:
+        """Stop the heartbeat and give the lease up, unless that happened already."""
+        beat, self._beat = self._beat, None
+        if beat is not None:
+            beat.held.discard(self)
+        if self.released or isinstance(self.detached, LeaseLostError):
+            return
+        self.released = True
+        with contextlib.suppress(DurabilityError):  # the lease then simply runs out
+            await self.store.release(self.lease)

@@ -1,1 +1,0 @@
-"""Durability: safe serialization of checkpoint values and framing of stored blobs."""

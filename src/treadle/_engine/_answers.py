@@ -1,0 +1,81 @@
+"""Naming and checking the types of answers to ``ctx.request``.
+
+A request records the *name* of the type its answer must have, so the check
+can happen in another process, days later, when the answer arrives. Names
+resolve through the workflow's type allowlist (plus a few builtins) and
+nothing else, like everything else read back from storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import InvalidResponseError
+
+if TYPE_CHECKING:
+    from treadle._values._registry import TypeRegistry
+
+_BUILTINS: dict[str, type] = {
+    cls.__name__: cls for cls in (str, int, float, bool, bytes, dict, list, tuple, object)
+}
+_PRIMITIVES = frozenset({str, int, float, bool, bytes, dict, list, tuple})
+
+
+def response_type_name(registry: TypeRegistry, cls: type) -> str:
+    """The stored name of a response type.
+
+    Raises:
+        TypeError: ``cls`` is neither a builtin nor on the workflow's allowlist.
+    """
+    if _BUILTINS.get(getattr(cls, "__name__", "")) is cls:
+        return cls.__name__
+    name = registry.name_of(cls)
+    if name is None:
+        msg = (
+            f"the response type {cls!r} is not allowed in checkpoints: register it with "
+            f"WorkflowBuilder.register_type({getattr(cls, '__name__', cls)})"
+        )
+        raise TypeError(msg)
+    return name
+
+
+def validate_response(
+    registry: TypeRegistry, request_id: str, type_name: str | None, value: Any
+) -> Any:
+    """The answer, checked (and for structured types, coerced) against its type.
+
+    Builtin types must match exactly (``True`` is not an ``int`` answer);
+    dataclasses, enums and pydantic models also accept their plain-data form
+    (a dict, an enum value), as an answer typed at a command line would be.
+
+    Raises:
+        InvalidResponseError: the answer does not fit, naming the request.
+    """
+    cls = _BUILTINS.get(type_name or "object") or registry.class_of(type_name or "")
+    if cls is None:
+        msg = f"request {request_id!r} asks for {type_name!r}, which this workflow does not know"
+        raise InvalidResponseError(msg)
+    if cls is object:
+        return value
+    exact = isinstance(value, cls) and not (cls in (int, float) and isinstance(value, bool))
+    if exact:
+        return value
+    if cls in _PRIMITIVES or not (
+        dataclasses.is_dataclass(cls)
+        or issubclass(cls, enum.Enum)
+        or hasattr(cls, "model_validate")
+    ):
+        msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {value!r}"
+        raise InvalidResponseError(msg)
+    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only when answers arrive
+
+    try:
+        return TypeAdapter(cls).validate_python(value)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()
+        )
+        msg = f"request {request_id!r} expects {type_name}: {problems}"
+        raise InvalidResponseError(msg) from error

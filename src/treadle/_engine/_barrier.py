@@ -1,0 +1,81 @@
+"""What a run is opened with, and what each of its barriers commits.
+
+``BarrierState`` is the immutable value a barrier hands to durability (the
+content of a checkpoint); ``EventSink`` and ``Checkpointing`` are the two
+small ports the loop talks through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from treadle._engine._waits import WaitBook
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from treadle._engine._delivery import Envelope, FanInBuffer
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._result import RunStatus
+    from treadle._engine._spawn import SpawnRecord
+
+
+class EventSink(Protocol):
+    """Where a run's events go.
+
+    ``live`` sinks get events the moment they are raised, from any thread's
+    point of view via the loop; other sinks get each superstep's events at
+    its barrier, in canonical order. ``backpressure``, when set, is awaited
+    before each invocation and barrier so a slow consumer slows the run.
+    """
+
+    live: bool
+    backpressure: Callable[[], Awaitable[None]] | None
+
+    def publish(self, event: WorkflowEvent) -> None:
+        """Take one event (and number it)."""
+
+
+class Checkpointing(Protocol):
+    """What the loop needs from durability: save barriers, record statuses."""
+
+    last_checkpoint_id: str | None
+
+    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str:
+        """Persist one committed barrier; return its checkpoint id."""
+        ...
+
+    async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Persist a status that commits no superstep."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until every barrier handed to :meth:`save` is durable."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierState:
+    """Everything one barrier committed: the content of a checkpoint.
+
+    All fields are values the loop never mutates after the barrier, so this
+    object may be kept, compared or persisted while the run goes on.
+    """
+
+    run_id: str
+    superstep: int
+    status: RunStatus
+    pending: Mapping[str, tuple[Envelope, ...]]
+    fan_in_buffers: tuple[FanInBuffer, ...]
+    state: Mapping[str, Any]
+    iterations: Mapping[str, int]
+    outputs: tuple[Any, ...]
+    waits: WaitBook = field(default_factory=WaitBook)
+    deadline_at: float | None = None
+    spawned: tuple[SpawnRecord, ...] = ()
+
+    @property
+    def wake_at(self) -> float | None:
+        """When this barrier's earliest durable timer falls due."""
+        return self.waits.next_wake_at()

@@ -1,0 +1,196 @@
+"""What a run reports while it runs.
+
+Every event carries ``run_id``, ``superstep``, ``executor_id`` (``None`` for
+run-level events) and ``sequence``: its position in the stream the consumer
+sees, starting at 0. In ``LOCKSTEP`` mode and in ``RunResult.events`` the
+order is canonical (see :func:`canonical_batch`), hence the same in every
+execution; ``OFF_THREAD`` streams publish events the moment they are raised,
+so concurrent executors interleave by timing there.
+
+Events are built only when someone listens: a run nobody streams and whose
+result does not record events creates none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from treadle._engine._result import RunStatus
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkflowEvent:
+    """Base of every event; see the module docstring for the common fields."""
+
+    run_id: str
+    superstep: int
+    executor_id: str | None = None
+    sequence: int = field(default=-1, compare=False)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStarted(WorkflowEvent):
+    """The run began (or resumed); ``superstep`` is the last committed one."""
+
+
+@dataclass(slots=True, kw_only=True)
+class SuperstepStarted(WorkflowEvent):
+    """A superstep began; ``executor_ids`` will run in it, in rank order."""
+
+    executor_ids: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, kw_only=True)
+class SuperstepCompleted(WorkflowEvent):
+    """A superstep committed: its state, messages and outputs are visible."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorInvoked(WorkflowEvent):
+    """A handler started on one message (``position`` in the inbox).
+
+    ``attempt`` counts from 1; it grows when a retry policy tries again.
+    """
+
+    position: int = 0
+    attempt: int = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorCompleted(WorkflowEvent):
+    """A handler returned; what it wrote commits at the barrier."""
+
+    position: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorFailed(WorkflowEvent):
+    """A handler raised; unless ``retrying``, the superstep will not commit."""
+
+    position: int = 0
+    error: BaseException | None = None
+    attempt: int = 1
+    retrying: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutorSuspended(WorkflowEvent):
+    """A handler reached a durable wait (``"request"``, ``"input"``, ``"timer"``).
+
+    What it sent or wrote is discarded; it re-executes once the wait is
+    satisfied.
+    """
+
+    position: int = 0
+    wait: str = ""
+    key: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestEvent(WorkflowEvent):
+    """A handler asked a question (``ctx.request``); answer with ``respond``."""
+
+    request_id: str = ""
+    payload: Any = None
+    response_type: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class OutputEvent(WorkflowEvent):
+    """A value passed to ``ctx.yield_output``, published once committed."""
+
+    value: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ProgressEvent(WorkflowEvent):
+    """Progress reported by ``ctx.report_progress``."""
+
+    current: float = 0
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CustomEvent(WorkflowEvent):
+    """Any value a handler raised with ``ctx.add_event``."""
+
+    data: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckpointSaved(WorkflowEvent):
+    """The barrier of ``superstep`` is durable as ``checkpoint_id``."""
+
+    checkpoint_id: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class StatusChanged(WorkflowEvent):
+    """The run moved to a new status; the last event of every stream."""
+
+    status: RunStatus
+    error: BaseException | None = None
+
+
+# --- the four events of every superstep, built without keyword handling --------
+#
+# A superstep publishes SuperstepStarted, SuperstepCompleted and, per invocation,
+# ExecutorInvoked and ExecutorCompleted. Calling a keyword-only dataclass costs
+# about three times setting its slots directly, and these four are built on the
+# hot path of every run that records events; each function below sets every
+# field of its class (tests/runtime/test_events.py compares them with __init__).
+
+_new = object.__new__
+
+
+def superstep_started(
+    run_id: str, superstep: int, executor_ids: tuple[str, ...]
+) -> SuperstepStarted:
+    """``SuperstepStarted(run_id=..., superstep=..., executor_ids=...)``."""
+    event: SuperstepStarted = _new(SuperstepStarted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    event.executor_ids = executor_ids
+    return event
+
+
+def superstep_completed(run_id: str, superstep: int) -> SuperstepCompleted:
+    """``SuperstepCompleted(run_id=..., superstep=...)``."""
+    event: SuperstepCompleted = _new(SuperstepCompleted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    return event
+
+
+def executor_invoked(
+    run_id: str, superstep: int, executor_id: str, position: int, attempt: int
+) -> ExecutorInvoked:
+    """``ExecutorInvoked(run_id=..., superstep=..., executor_id=..., ...)``."""
+    event: ExecutorInvoked = _new(ExecutorInvoked)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = executor_id
+    event.sequence = -1
+    event.position = position
+    event.attempt = attempt
+    return event
+
+
+def executor_completed(
+    run_id: str, superstep: int, executor_id: str, position: int
+) -> ExecutorCompleted:
+    """``ExecutorCompleted(run_id=..., superstep=..., executor_id=..., position=...)``."""
+    event: ExecutorCompleted = _new(ExecutorCompleted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = executor_id
+    event.sequence = -1
+    event.position = position
+    return event

@@ -1,0 +1,479 @@
+"""The loop driver: one run's status, supersteps, barrier and limits.
+
+Each call to :meth:`RunLoop.step` runs one superstep and then its barrier.
+Everything the barrier computes (state commit, routing into inboxes and
+fan-in buffers, outputs, iteration counts) is computed first and assigned
+last, so a superstep either commits whole or leaves the run exactly as the
+previous barrier left it. :meth:`RunLoop.barrier_state` captures that
+committed point as one plain value, which is what a checkpoint persists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._barrier import (
+    BarrierState,
+    Checkpointing,
+    EventSink,
+)
+from treadle._engine._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
+from treadle._engine._errors import (
+    ExecutorFailedError,
+    IterationLimitExceeded,
+    RunTimeoutError,
+    WorkflowRunError,
+)
+from treadle._engine._events import (
+    CheckpointSaved,
+    ExecutorFailed,
+    OutputEvent,
+    StatusChanged,
+    WorkflowEvent,
+    superstep_completed,
+    superstep_started,
+)
+from treadle._engine._result import RunResult, RunStatus
+from treadle._engine._runner import Planned, run_superstep
+from treadle._engine._spawn import SpawnedWork, SpawnResult
+from treadle._engine._state import Op, commit_state, initial_state
+from treadle._engine._tracing import RunTrace
+from treadle._engine._waits import (
+    Suspension,
+    WaitBook,
+    response_type_of,
+)
+from treadle._exceptions import RequestError, TreadleError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from treadle._engine._context import WorkflowContext
+    from treadle._engine._options import RunSettings
+    from treadle._engine._pool import ExecutorPool
+    from treadle._engine._topology import Topology
+
+INPUT_SOURCE = "__input__"
+"""The ``source`` of the envelope that carries the run's input."""
+
+SPAWN_SOURCE = "__spawn__"
+"""The ``source`` of envelopes carrying ``SpawnResult`` messages."""
+
+
+class RunLoop:
+    """Drives one run of a workflow, superstep by superstep."""
+
+    def __init__(
+        self,
+        workflow: Topology,
+        run_id: str,
+        options: RunSettings,
+        sink: EventSink | None,
+        pool: ExecutorPool,
+        state: Mapping[str, Any] | None = None,
+        checkpointer: Checkpointing | None = None,
+    ) -> None:
+        self.workflow = workflow
+        self.run_id = run_id
+        self.options = options
+        self.router = workflow.router
+        self.ranks = workflow.ranks
+        self.state_specs = workflow.state_specs
+        self.state: Mapping[str, Any] = initial_state(workflow.state_specs, state)
+        self.superstep = 0
+        self.status = RunStatus.RUNNING
+        self.pending: dict[str, list[Envelope]] = {}
+        self.fan_in_buffers: tuple[FanInBuffer, ...] = tuple({} for _ in workflow.router.fan_ins)
+        self.iterations: dict[str, int] = {}
+        self.outputs: list[Any] = []
+        self.waits = WaitBook()
+        self.spawned = SpawnedWork()
+        self.error: TreadleError | None = None
+        self.pool = pool
+        self.checkpointer = checkpointer
+        self._sink = sink
+        self.listening = sink is not None
+        # The sink's own method, bound once: events are published on the hot path.
+        self.publish: Callable[[WorkflowEvent], None] = (
+            sink.publish if sink is not None else self._discard
+        )
+        self.live = sink is not None and sink.live
+        self.backpressure = sink.backpressure if sink is not None else None
+        self.limiter = (
+            asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
+        )
+        self._loop = asyncio.get_running_loop()
+        self.clock = options.clock
+        self.deadline_at = self.clock.now() + options.timeout if options.timeout else None
+        tracing = options.tracing
+        self.trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
+
+    # -- events ---------------------------------------------------------------
+    def _discard(self, event: WorkflowEvent) -> None:
+        """The sink of a run nobody listens to (callers check ``listening``)."""
+
+    def publish_live(self, event: WorkflowEvent, *, from_thread: bool) -> None:
+        """Publish an event raised by a handler, possibly on a worker thread."""
+        if from_thread:
+            self._loop.call_soon_threadsafe(self.publish, event)
+        else:
+            self.publish(event)
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def run_to_end(self) -> None:
+        """Run supersteps until the run rests or ends (``result()`` then says how).
+
+        With ``sleep_through_timers`` a ``WAITING`` run sleeps on the clock
+        until its next timer (or its deadline) and goes on, instead of
+        returning.
+        """
+        while True:
+            while await self.step():
+                pass
+            if not await self.sleep_through_timer():
+                return
+
+    async def sleep_through_timer(self) -> bool:
+        """For a ``WAITING`` run with nowhere to rest, sleep until its timer; ``True`` if it did.
+
+        The run is ``RUNNING`` again afterwards. Runs with a store rest
+        instead (``False``): their timers are woken by a ``Runtime`` or worker.
+        """
+        if not (self.options.sleep_through_timers and self.status is RunStatus.WAITING):
+            return False
+        wake = self.waits.next_wake_at()
+        assert wake is not None  # noqa: S101 - WAITING means a timer is pending
+        await self.clock.sleep_until(min(wake, self.deadline_at or wake))
+        self._set_status(RunStatus.RUNNING)
+        return True
+
+    async def step(self) -> bool:
+        """Run one superstep and its barrier; ``False`` once the run rests or ends.
+
+        Raises:
+            WorkflowRunError: the superstep failed (or the run passed its
+                deadline); the run is ``FAILED``.
+            DurabilityError: the barrier could not be checkpointed; the run
+                is ``FAILED`` and resumes from the previous checkpoint.
+        """
+        if self.status is not RunStatus.RUNNING:
+            return False
+        superstep = self.superstep + 1
+        waits = self.waits
+        if waits.suspended or waits.scheduled:
+            self._wake_due()
+        try:
+            if not self.pending and self.spawned:
+                for executor_id, result in await self.spawned.wait_any():
+                    self.deliver_spawn_result(superstep, executor_id, result)
+            if self.deadline_at is not None:
+                self._check_deadline(superstep)
+            if not self.pending:
+                # Restored and still resting: its last checkpoint says it all.
+                self._set_status(self._resting_status())
+                return False
+            if self.trace is not None:
+                self.trace.start_superstep(superstep)
+            plan = self._plan(superstep)
+            contexts = await run_superstep(self, superstep, plan)
+            if self.backpressure is not None:
+                await self.backpressure()
+            self._commit(superstep, plan, contexts)
+        except WorkflowRunError as error:
+            self._fail(error, superstep)
+            await self.spawned.cancel_all()
+            await self._record_status(RunStatus.FAILED, error)
+            raise
+        except asyncio.CancelledError:
+            await self.cancel()
+            raise
+        status = self._resting_status() if not self.pending else RunStatus.RUNNING
+        if self.checkpointer is not None or self.spawned.queued:
+            await self._conclude(status)
+        if status is not RunStatus.RUNNING:
+            self._set_status(status)
+        if self.trace is not None:
+            self.trace.end_superstep()
+        return status is RunStatus.RUNNING
+
+    def _resting_status(self) -> RunStatus:
+        """Where a run with no message pending stands."""
+        if self.spawned:
+            return RunStatus.RUNNING  # its background work will send messages
+        if self.waits.awaits_input:
+            return RunStatus.AWAITING_INPUT
+        if self.waits:
+            return RunStatus.WAITING
+        return RunStatus.STALLED if any(self.fan_in_buffers) else RunStatus.COMPLETED
+
+    def _wake_due(self) -> bool:
+        """Deliver the timers and scheduled messages that have fallen due."""
+        if not self.waits:
+            return False
+        due = self.waits.take_due(self.clock.now())
+        for executor_id, envelope in due:
+            self.deliver(executor_id, envelope)
+        return bool(due)
+
+    def deliver(self, executor_id: str, envelope: Envelope) -> None:
+        """Add a message to the next superstep's inbox, in stamp order."""
+        box = self.pending.setdefault(executor_id, [])
+        box.append(envelope)
+        if len(box) > 1:
+            box.sort(key=lambda e: e.stamp)
+
+    def _check_deadline(self, superstep: int) -> None:
+        deadline = self.deadline_at
+        if deadline is not None and self.clock.now() >= deadline:
+            raise RunTimeoutError(self.run_id, deadline, superstep)
+
+    async def _conclude(self, status: RunStatus) -> None:
+        """Checkpoint the barrier (with its resulting status), then start queued work.
+
+        The caller moves the run to ``status`` afterwards, so a status is
+        announced only once the barrier that led to it is durable.
+        """
+        if self.checkpointer is not None:
+            try:
+                checkpoint_id = await self.checkpointer.save(
+                    self.barrier_state(status), self.pool.snapshots()
+                )
+            except TreadleError as error:
+                self.error = error
+                self._set_status(RunStatus.FAILED, error)
+                await self._record_status(RunStatus.FAILED, error)
+                raise
+            if self.spawned.queued:
+                await self.checkpointer.flush()  # background mode: make it durable first
+            if self.listening:
+                self.publish(
+                    CheckpointSaved(
+                        run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
+                    )
+                )
+        if self.spawned.queued:
+            self.spawned.start_queued()
+
+    async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
+        if self.checkpointer is not None:
+            reason = f"{type(error).__name__}: {error}" if error is not None else None
+            await self.checkpointer.record_status(self.run_id, status.value, reason)
+
+    def _plan(self, superstep: int) -> list[Planned]:
+        options = self.options
+        if superstep > options.max_supersteps:
+            looping = self.workflow.loop_members(self.pending)
+            msg = (
+                f"run {self.run_id!r} reached max_supersteps={options.max_supersteps} "
+                f"while {', '.join(map(repr, looping))} kept sending; raise the limit or give "
+                f"the loop an exit"
+            )
+            raise IterationLimitExceeded(msg, looping, superstep)
+        ranks = self.ranks
+        items = self.pending.items()
+        ordered = sorted(items, key=lambda kv: ranks[kv[0]]) if len(self.pending) > 1 else items
+        limit = options.max_node_iterations
+        if limit is not None:
+            for executor_id, inbox in ordered:
+                if self.iterations.get(executor_id, 0) + len(inbox) > limit:
+                    msg = (
+                        f"executor {executor_id!r} would run more than max_node_iterations="
+                        f"{limit} times in run {self.run_id!r}"
+                    )
+                    raise IterationLimitExceeded(msg, (executor_id,), superstep)
+        get = self.pool.get
+        plan: list[Planned] = [(get(eid), ranks[eid], inbox) for eid, inbox in ordered]
+        if self.listening:
+            ids = (plan[0][0].id,) if len(plan) == 1 else tuple(p[0].id for p in plan)
+            self.publish(superstep_started(self.run_id, superstep, ids))
+        return plan
+
+    def _commit(
+        self, superstep: int, plan: list[Planned], contexts: list[WorkflowContext[Any]]
+    ) -> None:
+        """The barrier: compute everything, then assign everything.
+
+        Suspended invocations commit nothing but their suspension; their
+        events are still published (they did happen).
+        """
+        # One pass sorts out what each invocation hands to the barrier.
+        everything = contexts
+        suspended: list[Suspension] = []
+        writes: list[tuple[str, list[Op]]] = []
+        sent = []
+        extras = False
+        for c in contexts:
+            if c.suspension is not None:
+                suspended.append(c.suspension)
+                continue
+            if c._state is not None:
+                writes.append((c.executor_id, c._state.ops))
+            sent.append((c.executor_id, c.rank, c.position, c._outbox))
+            extras = extras or c._later is not None
+        if suspended:
+            contexts = [c for c in contexts if c.suspension is None]
+        state = (
+            commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
+        )
+        inboxes, buffers = build_inboxes(
+            superstep, sent, self.router.fan_ins, self.fan_in_buffers, self.ranks
+        )
+        # Nothing below can fail: the superstep is committed from here on.
+        self.superstep = superstep
+        self.state = state
+        self.pending = inboxes
+        self.fan_in_buffers = buffers
+        if suspended:
+            self.waits.suspended.extend(suspended)
+        if extras:
+            self._commit_durable_work(superstep, contexts)
+        iterations = self.iterations
+        for executor, _, inbox in plan:
+            iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
+        outputs = self.outputs
+        listening = self.listening
+        publish = self.publish
+        for ctx in everything:
+            if ctx._events:
+                for event in ctx._events:
+                    publish(event)
+            if ctx._outputs is not None and ctx.suspension is None:
+                outputs.extend(ctx._outputs)
+                if listening:
+                    for value in ctx._outputs:
+                        publish(
+                            OutputEvent(
+                                run_id=self.run_id,
+                                superstep=superstep,
+                                executor_id=ctx.executor_id,
+                                value=value,
+                            )
+                        )
+        if listening:
+            publish(superstep_completed(self.run_id, superstep))
+
+    async def cancel(self) -> None:
+        """Mark the run ``CANCELLED`` (the caller stops driving it)."""
+        await self.spawned.cancel_all()
+        if self.status is RunStatus.RUNNING:
+            self._set_status(RunStatus.CANCELLED)
+            await self._record_status(RunStatus.CANCELLED)
+        elif self.trace is not None:
+            self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
+
+    def _commit_durable_work(self, superstep: int, contexts: list[WorkflowContext[Any]]) -> None:
+        """Scheduled messages, spawned work and handoffs awaiting approval."""
+        for ctx in contexts:
+            later = ctx._later
+            if later is None:
+                continue
+            # Their stamps continue the invocation's send sequence.
+            stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox))
+            self.waits.commit_later(
+                self.run_id, ctx.executor_id, stamp, later.scheduled, later.approvals
+            )
+            for record, fn, args in later.spawns:
+                self.spawned.queue(record, fn, args)
+
+    def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
+        stamp = (superstep - 1, self.ranks[executor_id], -1, 0)
+        self.deliver(executor_id, Envelope(stamp, SPAWN_SOURCE, result))
+
+    # -- answers from outside ------------------------------------------------------
+    def answer(self, request_id: str, value: Any) -> None:
+        """Apply the answer to a pending request (validated), before stepping.
+
+        Raises:
+            UnknownRequestError: no such request is waiting.
+            InvalidResponseError: the answer does not have the asked type.
+        """
+        waiting = self.waits.find_request(request_id)
+        checked = self.workflow.validate_response(request_id, response_type_of(waiting), value)
+        self.deliver(*self.waits.answer(waiting, checked))
+
+    def send_input(self, message: Any, target: str | None = None) -> None:
+        """Deliver a session message to the invocation waiting for input.
+
+        Raises:
+            RequestError: nothing in the run waits for input.
+        """
+        suspension = self.waits.input_waiter(target)
+        if suspension is None:
+            where = f"executor {target!r} of run" if target else "run"
+            msg = f"{where} {self.run_id!r} is not waiting for input ({self.status.value})"
+            raise RequestError(msg)
+        self.deliver(*self.waits.answer(suspension, message))
+
+    def _fail(self, error: WorkflowRunError, superstep: int) -> None:
+        if self.listening and not self.live and isinstance(error, ExecutorFailedError):
+            for event in error.events:  # earlier attempts' events, in the order raised
+                self.publish(event)
+            self.publish(
+                ExecutorFailed(
+                    run_id=self.run_id,
+                    superstep=superstep,
+                    executor_id=error.executor_id,
+                    error=error.error,
+                    attempt=error.attempt,
+                )
+            )
+        self.error = error
+        self._set_status(RunStatus.FAILED, error)
+        error.result = self.result()
+
+    def _set_status(self, status: RunStatus, error: BaseException | None = None) -> None:
+        self.status = status
+        # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
+        if (
+            self.trace is not None
+            and status.is_final
+            and not (status is RunStatus.WAITING and self.options.sleep_through_timers)
+        ):
+            self.trace.end(status, error)
+        if self.listening:
+            self.publish(
+                StatusChanged(
+                    run_id=self.run_id, superstep=self.superstep, status=status, error=error
+                )
+            )
+
+    # -- views ----------------------------------------------------------------------
+    def barrier_state(self, status: RunStatus | None = None) -> BarrierState:
+        """The last committed point of the run, as one immutable value."""
+        return BarrierState(
+            run_id=self.run_id,
+            superstep=self.superstep,
+            status=status or self.status,
+            pending={k: tuple(v) for k, v in self.pending.items()},
+            fan_in_buffers=self.fan_in_buffers,
+            state=self.state,
+            iterations=dict(self.iterations),
+            outputs=tuple(self.outputs),
+            waits=self.waits.copy(),
+            deadline_at=self.deadline_at,
+            spawned=tuple(self.spawned.records()),
+        )
+
+    def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
+        """The run as of its last barrier."""
+        stalled = (
+            stalled_fan_ins(self.router.fan_ins, self.fan_in_buffers, self.ranks)
+            if self.status is RunStatus.STALLED
+            else []
+        )
+        return RunResult(
+            run_id=self.run_id,
+            status=self.status,
+            outputs=list(self.outputs),
+            state=dict(self.state),
+            superstep=self.superstep,
+            events=events if events is not None else [],
+            stalled=stalled,
+            pending_requests=self.waits.pending_requests(),
+            wake_at=self.waits.next_wake_at(),
+            last_checkpoint_id=(
+                self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
+            ),
+            error=self.error,
+        )

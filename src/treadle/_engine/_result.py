@@ -1,0 +1,86 @@
+"""Run statuses and the value a finished (or paused) run returns."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._engine._delivery import StalledFanIn
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._waits import PendingRequest
+    from treadle._exceptions import TreadleError
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands.
+
+    ``COMPLETED`` means nothing is pending; ``AWAITING_INPUT`` that requests or
+    session input are; ``WAITING`` that only durable timers are; ``STALLED``
+    that nothing can move but a fan-in is partly filled. ``PENDING`` is a run
+    started through a client (``treadle.connect``) that no worker has begun.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    AWAITING_INPUT = "awaiting_input"
+    WAITING = "waiting"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the run can no longer move without outside action."""
+        return self not in (RunStatus.RUNNING, RunStatus.PENDING)
+
+
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
+"""Statuses a run never leaves by itself: nothing more will be delivered to it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a run committed, as of its last barrier.
+
+    Attributes:
+        run_id: The run's id.
+        status: Where the run stands.
+        outputs: Values from ``ctx.yield_output``, in commit order.
+        events: Every event, in canonical order, when the run recorded them.
+        state: The committed shared state.
+        superstep: The last committed superstep.
+        stalled: For a ``STALLED`` run, each fan-in and the sources it lacks.
+        pending_requests: Requests waiting for an answer (``PendingRequest``).
+        wake_at: For a ``WAITING`` run, when its next timer fires.
+        last_checkpoint_id: The newest checkpoint, when a store is configured.
+        error: For a ``FAILED`` run, the error that failed it.
+    """
+
+    run_id: str
+    status: RunStatus
+    outputs: list[Any]
+    state: Mapping[str, Any]
+    superstep: int
+    events: list[WorkflowEvent] = field(default_factory=list)
+    stalled: list[StalledFanIn] = field(default_factory=list)
+    pending_requests: list[PendingRequest] = field(default_factory=list)
+    wake_at: float | None = None
+    last_checkpoint_id: str | None = None
+    error: TreadleError | None = None
+
+    @property
+    def output(self) -> Any:
+        """The last output, for workflows that produce one answer.
+
+        Raises:
+            LookupError: The run produced no output.
+        """
+        if not self.outputs:
+            msg = f"run {self.run_id!r} ({self.status}) produced no output"
+            raise LookupError(msg)
+        return self.outputs[-1]

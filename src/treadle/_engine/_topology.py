@@ -1,0 +1,78 @@
+"""What the engine needs to know of the graph it runs, as a port.
+
+The engine sits below the ``Workflow`` API, so it cannot name ``Workflow``;
+it names this Protocol instead, and ``WorkflowGraph`` satisfies it. The
+checkpoint layer's graph description reads the same port.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from treadle._engine._routing import Router
+    from treadle._engine._state import StateKey
+    from treadle._graph._edges import Edge
+    from treadle._graph._executor import Executor
+
+
+class Topology(Protocol):
+    """A validated graph: its executors, edges, ranks, state keys and router."""
+
+    @property
+    def name(self) -> str:
+        """The workflow's name."""
+        ...
+
+    @property
+    def start_id(self) -> str:
+        """The executor the run's input goes to."""
+        ...
+
+    @property
+    def executor_ids(self) -> tuple[str, ...]:
+        """Every executor id, in rank (definition) order."""
+        ...
+
+    @property
+    def edges(self) -> Sequence[Edge]:
+        """Every edge, in declaration order."""
+        ...
+
+    @property
+    def ranks(self) -> Mapping[str, int]:
+        """Executor id → rank (its position in the definition)."""
+        ...
+
+    @property
+    def state_specs(self) -> Mapping[str, StateKey]:
+        """The declared state keys."""
+        ...
+
+    @property
+    def router(self) -> Router:
+        """The graph's compiled routes."""
+        ...
+
+    @property
+    def origin(self) -> str | None:
+        """Where the workflow was imported from (``module:attribute``), if known."""
+        ...
+
+    def prototype(self, executor_id: str) -> Executor:
+        """The executor definition behind an id (not a run's own instance)."""
+        ...
+
+    def loop_members(self, executor_ids: Iterator[str] | Mapping[str, Any]) -> tuple[str, ...]:
+        """Which of these executors sit on a cycle of the graph."""
+        ...
+
+    def response_type_name(self, cls: type) -> str:
+        """The name an answer type is stored under."""
+        ...
+
+    def validate_response(self, request_id: str, type_name: str | None, value: Any) -> Any:
+        """An answer checked against the type its request asked for."""
+        ...

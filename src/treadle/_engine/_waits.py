@@ -1,0 +1,291 @@
+"""Durable waits: what a suspended invocation is waiting for, and its journal.
+
+An invocation that reaches a durable wait (a request, session input, a
+timer) *suspends*: it ends for this superstep, what it sent or wrote is
+discarded, and a :class:`Suspension` — the message it was handling, the
+wait, and its journal — is committed at the barrier instead. When the wait is
+satisfied, the same message is delivered to the same executor again with the
+journal, and the handler re-executes from the top: each ``ctx.step`` it
+reaches returns the recorded result instead of running again, and the wait
+that suspended it now returns its value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from treadle._engine._delivery import Envelope, HandoffContext, HandoffRefused
+from treadle._exceptions import UnknownRequestError
+
+APPROVAL_SOURCE = "__approval__"
+"""The ``source`` of a ``HandoffRefused`` message."""
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+WaitKind: TypeAlias = Literal["request", "input", "timer"]
+
+JournalEntry: TypeAlias = tuple[str, str, Any]
+"""("step", step name, result) or ("wait", wait key, value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a suspended invocation waits for.
+
+    Attributes:
+        kind: ``"request"`` (answered by ``respond``), ``"input"`` (by
+            ``send_message``) or ``"timer"`` (by the clock).
+        key: Unique within the run: the request id for requests.
+        due_at: For timers, when they fire (epoch seconds).
+        payload: For requests, what was asked.
+        response_type: For requests, the name of the type the answer must
+            have (validated when it arrives).
+    """
+
+    kind: WaitKind
+    key: str
+    due_at: float | None = None
+    payload: Any = None
+    response_type: str | None = None
+
+
+@dataclass(slots=True)
+class Suspension:
+    """A suspended invocation: re-delivered, with its journal, once satisfied."""
+
+    executor_id: str
+    envelope: Envelope
+    journal: list[JournalEntry]
+    wait: Wait
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledMessage:
+    """A message to deliver at ``due_at`` (``ctx.schedule_message``)."""
+
+    due_at: float
+    target: str
+    envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffApproval:
+    """A handoff waiting for a human to approve (``True``) or refuse it."""
+
+    key: str
+    source: str
+    target: str
+    envelope: Envelope
+
+    @property
+    def question(self) -> dict[str, Any]:
+        """What a person deciding on it needs to see."""
+        handoff = self.envelope.handoff
+        return {
+            "handoff_from": self.source,
+            "handoff_to": self.target,
+            "reason": handoff.reason if handoff else None,
+            "payload": self.envelope.payload,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    """A question a run is waiting on; answer it with ``Workflow.respond``.
+
+    Attributes:
+        request_id: Pass it to ``respond(run_id, {request_id: answer})``.
+        executor_id: The executor that asked.
+        payload: What it asked.
+        response_type: The name of the type the answer must have.
+    """
+
+    request_id: str
+    executor_id: str
+    payload: Any
+    response_type: str | None
+
+
+class Suspend(BaseException):
+    """Raised inside a handler to suspend it at a durable wait.
+
+    A ``BaseException`` so that a handler's ``except Exception`` cannot
+    swallow it; never exported.
+    """
+
+    def __init__(self, wait: Wait) -> None:
+        super().__init__(wait.kind)
+        self.wait = wait
+
+
+def response_type_of(waiting: Suspension | HandoffApproval) -> str | None:
+    """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
+    return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
+
+
+def wait_key(kind: str, run_id: str, executor_id: str, stamp: tuple[int, ...], index: int) -> str:
+    """A stable key for the ``index``-th wait of one invocation.
+
+    Stable across re-executions (the same message, executor and position in
+    the journal give the same key), so a request keeps its id across
+    restarts, and short enough to type into a command line.
+    """
+    seed = f"{run_id}|{executor_id}|{stamp}|{index}".encode()
+    return f"{kind[:3]}-{hashlib.blake2b(seed, digest_size=6).hexdigest()}"
+
+
+class WaitBook:
+    """A run's durable waits: suspended invocations and scheduled messages.
+
+    Pure bookkeeping, no asyncio: the loop asks it what is due, what status
+    the run rests in, and hands it answers; it returns the envelopes to
+    deliver, each carrying its journal with the wait's value appended.
+    """
+
+    __slots__ = ("answered", "approvals", "scheduled", "suspended")
+
+    def __init__(
+        self,
+        suspended: list[Suspension] | None = None,
+        scheduled: list[ScheduledMessage] | None = None,
+        answered: set[str] | None = None,
+        approvals: list[HandoffApproval] | None = None,
+    ) -> None:
+        self.suspended: list[Suspension] = suspended or []
+        self.scheduled: list[ScheduledMessage] = scheduled or []
+        self.answered: set[str] = answered or set()
+        self.approvals: list[HandoffApproval] = approvals or []
+
+    def __bool__(self) -> bool:
+        return bool(self.suspended or self.scheduled or self.approvals)
+
+    def copy(self) -> WaitBook:
+        """An independent copy (the entries themselves are never mutated)."""
+        return WaitBook(
+            list(self.suspended), list(self.scheduled), set(self.answered), list(self.approvals)
+        )
+
+    @property
+    def awaits_input(self) -> bool:
+        """Whether something waits for an answer, an approval or session input."""
+        return bool(self.approvals) or any(s.wait.kind != "timer" for s in self.suspended)
+
+    def commit_later(
+        self,
+        run_id: str,
+        source: str,
+        stamp: tuple[int, int, int, int],
+        scheduled: Sequence[tuple[float, str, Any]],
+        approvals: Sequence[tuple[str, Any, HandoffContext]],
+    ) -> None:
+        """Take what a committed invocation left for later.
+
+        ``scheduled``: (due, target, payload) messages for ``schedule_message``;
+        ``approvals``: (target, payload, handoff) handoffs awaiting approval.
+        ``stamp`` is the invocation's next free stamp; each item takes the
+        next sequence number, so delivery order stays deterministic.
+        """
+        superstep, rank, position, seq = stamp
+        for due, target, payload in scheduled:
+            envelope = Envelope((superstep, rank, position, seq), source, payload)
+            self.scheduled.append(ScheduledMessage(due, target, envelope))
+            seq += 1
+        for target, payload, handoff in approvals:
+            item_stamp = (superstep, rank, position, seq)
+            key = wait_key("handoff", run_id, source, item_stamp, 0)
+            envelope = Envelope(item_stamp, source, payload, handoff)
+            self.approvals.append(HandoffApproval(key, source, target, envelope))
+            seq += 1
+
+    def next_wake_at(self) -> float | None:
+        """When the earliest timer or scheduled message falls due."""
+        times = [s.wait.due_at for s in self.suspended if s.wait.due_at is not None]
+        times.extend(m.due_at for m in self.scheduled)
+        return min(times) if times else None
+
+    def take_due(self, now: float) -> list[tuple[str, Envelope]]:
+        """Remove and return every timer and scheduled message due by ``now``."""
+        due: list[tuple[str, Envelope]] = []
+        keep: list[Suspension] = []
+        for suspension in self.suspended:
+            wait = suspension.wait
+            if wait.kind == "timer" and wait.due_at is not None and wait.due_at <= now:
+                due.append(_resumed(suspension, None))
+            else:
+                keep.append(suspension)
+        self.suspended = keep
+        if self.scheduled:
+            due.extend((m.target, m.envelope) for m in self.scheduled if m.due_at <= now)
+            self.scheduled = [m for m in self.scheduled if m.due_at > now]
+        return due
+
+    def pending_requests(self) -> list[PendingRequest]:
+        """The questions waiting for an answer, in the order they were asked."""
+        asked = [
+            PendingRequest(s.wait.key, s.executor_id, s.wait.payload, s.wait.response_type)
+            for s in self.suspended
+            if s.wait.kind == "request"
+        ]
+        asked.extend(PendingRequest(a.key, a.source, a.question, "bool") for a in self.approvals)
+        return asked
+
+    def find_request(self, request_id: str) -> Suspension | HandoffApproval:
+        """The suspension or handoff approval waiting on ``request_id``.
+
+        Raises:
+            UnknownRequestError: no such request is waiting (or it was
+                answered already).
+        """
+        for suspension in self.suspended:
+            if suspension.wait.kind == "request" and suspension.wait.key == request_id:
+                return suspension
+        for approval in self.approvals:
+            if approval.key == request_id:
+                return approval
+        if request_id in self.answered:
+            msg = f"request {request_id!r} was answered already"
+            raise UnknownRequestError(msg)
+        waiting = [r.request_id for r in self.pending_requests()]
+        msg = f"no request {request_id!r} is waiting; waiting: {waiting or 'none'}"
+        raise UnknownRequestError(msg)
+
+    def answer(self, waiting: Suspension | HandoffApproval, value: Any) -> tuple[str, Envelope]:
+        """Satisfy a request, approval or input wait; return the delivery it causes.
+
+        A suspended invocation is re-delivered with the value in its journal;
+        an approved handoff goes to its target; a refused one comes back to
+        its source as a ``HandoffRefused`` message.
+        """
+        if isinstance(waiting, HandoffApproval):
+            self.approvals.remove(waiting)
+            self.answered.add(waiting.key)
+            if value:
+                return waiting.target, waiting.envelope
+            envelope = waiting.envelope
+            reason = envelope.handoff.reason if envelope.handoff else None
+            refusal = HandoffRefused(waiting.target, envelope.payload, reason)
+            return waiting.source, type(envelope)(envelope.stamp, APPROVAL_SOURCE, refusal)
+        self.suspended.remove(waiting)
+        if waiting.wait.kind == "request":
+            self.answered.add(waiting.wait.key)
+        return _resumed(waiting, value)
+
+    def input_waiter(self, target: str | None) -> Suspension | None:
+        """The first invocation (in stamp order) waiting for session input."""
+        waiting = [
+            s
+            for s in self.suspended
+            if s.wait.kind == "input" and (target is None or s.executor_id == target)
+        ]
+        return min(waiting, key=lambda s: s.envelope.stamp) if waiting else None
+
+
+def _resumed(suspension: Suspension, value: Any) -> tuple[str, Envelope]:
+    envelope = suspension.envelope
+    journal = [*suspension.journal, ("wait", suspension.wait.key, value)]
+    return suspension.executor_id, type(envelope)(
+        envelope.stamp, envelope.source, envelope.payload, envelope.handoff, journal
+    )

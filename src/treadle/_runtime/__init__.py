@@ -1,1 +1,0 @@
-"""The superstep engine: routing, state, the loop, execution modes."""

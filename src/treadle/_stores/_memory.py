@@ -1,0 +1,328 @@
+"""``MemoryStore``: the store port over plain dicts, for tests and ephemeral work."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
+from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
+from treadle._stores._sql import (
+    check_keep_last,
+    check_limit,
+    due_at,
+    first_checkpoint_id,
+    last_of_one_run,
+)
+from treadle._stores._sql_ownership import check_lease
+from treadle._stores._store import DEFAULT_LEASE
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
+
+
+class MemoryStore(MemoryOwnership):
+    """Runs and checkpoints in this process's memory, gone when it exits.
+
+    Behaves exactly like the durable stores (the same conformance suite holds
+    it to the same results and errors), so a workflow tested against it
+    behaves the same on SQLite. Records are frozen and blobs are immutable
+    bytes, so both are kept and handed out as given, never copied.
+
+    Every method runs to completion without awaiting and under a lock, so one
+    store may serve several event loops and threads.
+    """
+
+    def __init__(self, *, keep_last: int | None = None, lease: float = DEFAULT_LEASE) -> None:
+        """Create an empty store.
+
+        Args:
+            keep_last: Retention for every run: after each commit keep only
+                this many checkpoints of the run (its latest always among them).
+                ``None`` keeps everything; a ``keep_last`` given to ``commit``
+                overrides it.
+            lease: Seconds a lease on a run lasts without a heartbeat.
+
+        Raises:
+            ValueError: ``keep_last`` is below 1, or ``lease`` not positive.
+        """
+        check_keep_last(keep_last)
+        check_lease(lease)
+        self.lease = lease
+        self._keep_last = keep_last
+        self._runs: dict[str, MemoryRun] = {}
+        # Checkpoint ids are unique store-wide, as in the SQL stores' primary key.
+        self._owners: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._inbox_seq = 0
+
+    async def create_run(
+        self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
+    ) -> None:
+        """Insert a new run with its graph description and first checkpoint.
+
+        The stored row names ``first`` as the run's latest checkpoint and takes
+        its ``wake_at``.
+
+        Raises:
+            RunExistsError: A run with this id exists already.
+            ValueError: ``first`` belongs to another run, or its id is taken.
+        """
+        self._check_open()
+        latest = first_checkpoint_id(run, first.info)
+        with self._lock:
+            if run.run_id in self._runs:
+                raise RunExistsError(run.run_id)
+            self._check_new_checkpoint(first.info)
+            record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
+            if lease is not None:
+                record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
+            self._runs[run.run_id] = MemoryRun(
+                record, graph, {latest: first}, epoch=1 if lease is not None else 0
+            )
+            self._owners[latest] = run.run_id
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Add a checkpoint and make it the run's latest, then apply retention.
+
+        The run row takes the checkpoint's status, superstep and ``wake_at``,
+        its ``created_at`` as ``updated_at``, and loses any ``error``.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
+        """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,
+        consumed: int | None = None,
+        release: bool = False,
+    ) -> None:
+        """:meth:`commit` for several checkpoints of one run, in order, all or none.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: An id is taken; the checkpoints are none, of several
+                runs, or repeat an id; ``keep_last`` is below 1.
+        """
+        self._check_open()
+        info = last_of_one_run(checkpoints)
+        check_keep_last(keep_last)
+        with self._lock:
+            run = self._run(info.run_id)
+            self._check_lease(run, lease)
+            for checkpoint in checkpoints:  # every check before any change
+                self._check_new_checkpoint(checkpoint.info)
+            for checkpoint in checkpoints:
+                run.checkpoints[checkpoint.info.checkpoint_id] = checkpoint
+                self._owners[checkpoint.info.checkpoint_id] = info.run_id
+            run.record = dataclasses.replace(
+                run.record,
+                status=info.status,
+                superstep=info.superstep,
+                checkpoint_id=info.checkpoint_id,
+                updated_at=info.created_at,
+                wake_at=info.wake_at,
+                error=None,
+            )
+            if consumed is not None:
+                run.consumed = max(run.consumed, consumed)
+            if lease is not None and release:
+                self._release(run)
+            retention = keep_last if keep_last is not None else self._keep_last
+            if retention is not None:
+                self._drop_oldest(run, retention)
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+    ) -> None:
+        """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            self._check_lease(run, lease)
+            run.record = dataclasses.replace(
+                run.record, status=status, error=error, updated_at=time.time()
+            )
+            if lease is not None and release:
+                self._release(run)
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            return self._run(run_id).record
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The graph description stored when the run was created.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            return self._run(run_id).graph
+
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """The run row, its graph and one checkpoint (``None``: no such checkpoint), read at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            wanted = checkpoint_id if checkpoint_id is not None else run.record.checkpoint_id
+            found = run.checkpoints.get(wanted) if wanted is not None else None
+            return run.record, run.graph, found
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run; its latest when ``checkpoint_id`` is None.
+
+        Raises:
+            RunNotFoundError: No such run.
+            CheckpointNotFoundError: The run has no such checkpoint.
+        """
+        _, _, found = await self.load_resumable(run_id, checkpoint_id)
+        if found is None:
+            raise CheckpointNotFoundError(run_id, checkpoint_id)
+        return found
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            records = list(self._run(run_id).checkpoints.values())
+        # sorted() is stable, so equal keys stay in commit order.
+        records.sort(key=lambda record: (record.info.superstep, record.info.created_at))
+        return [record.info for record in records]
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching every filter given, newest first (by ``created_at``, then creation).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            newest_created_last = [run.record for run in reversed(self._runs.values())]
+        matching = [
+            record
+            for record in newest_created_last
+            if (status is None or record.status == status)
+            and (workflow is None or record.workflow == workflow)
+            and (parent_run_id is None or record.parent_run_id == parent_run_id)
+        ]
+        # Stable, so runs with equal created_at stay newest-created first.
+        matching.sort(key=lambda record: record.created_at, reverse=True)
+        return matching if limit is None else matching[:limit]
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
+
+        Ordered by the earlier of the two, oldest first (then by creation).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            in_creation_order = [run.record for run in self._runs.values()]
+        due = [
+            (when, record)
+            for record in in_creation_order
+            if (when := due_at(record)) is not None and when <= now
+        ]
+        # Stable, so runs due at the same time stay in creation order.
+        due.sort(key=lambda pair: pair[0])
+        return [record for _, record in due[:limit]]
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Delete all but the ``keep_last`` most recently committed checkpoints.
+
+        The run's latest checkpoint is always kept.
+
+        Returns:
+            How many checkpoints were deleted.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: ``keep_last`` is below 1.
+        """
+        self._check_open()
+        check_keep_last(keep_last)
+        with self._lock:
+            return self._drop_oldest(self._run(run_id), keep_last)
+
+    async def close(self) -> None:
+        """Make the store unusable; closing again does nothing."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this MemoryStore is closed")
+
+    def _run(self, run_id: str) -> MemoryRun:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise RunNotFoundError(run_id) from None
+
+    def _check_new_checkpoint(self, info: CheckpointInfo) -> None:
+        owner = self._owners.get(info.checkpoint_id)
+        if owner is not None:
+            raise ValueError(f"checkpoint id {info.checkpoint_id!r} is taken by run {owner!r}")
+
+    def _drop_oldest(self, run: MemoryRun, keep_last: int) -> int:
+        latest = run.record.checkpoint_id
+        doomed = [
+            checkpoint_id
+            for checkpoint_id in list(run.checkpoints)[:-keep_last]
+            if checkpoint_id != latest
+        ]
+        for checkpoint_id in doomed:
+            del run.checkpoints[checkpoint_id]
+            del self._owners[checkpoint_id]
+        return len(doomed)

@@ -1,0 +1,258 @@
+"""``MemoryStore``'s ownership part: leases, the inbox, cancelling, parking and claims.
+
+A mixin, as :class:`~treadle._stores._sql_reads.SqlReads` gives the SQL
+stores their reads; with it the record the store keeps per run
+(:class:`MemoryRun`), which both read and write. Every method runs to
+completion without awaiting and under the store's lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import (
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RunBusyError,
+)
+from treadle._stores._sql import check_limit, due_at
+from treadle._stores._sql_ownership import ENDED_STATUSES, answer_preview, check_not_ended
+from treadle._stores._store import Claimed, InboxItem, Lease
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Sequence
+
+    from treadle._stores._store import CheckpointRecord, RunRecord
+
+
+@dataclass(slots=True)
+class MemoryRun:
+    """One run as ``MemoryStore`` keeps it: its row, graph, checkpoints, lease and inbox."""
+
+    record: RunRecord
+    graph: bytes
+    # Insertion order is commit order: retention drops from the front.
+    checkpoints: dict[str, CheckpointRecord]
+    epoch: int = 0
+    ready_at: float | None = None
+    # Every item ever delivered, applied ones too: the answers ledger.
+    inbox: list[tuple[InboxItem, float]] = dataclasses.field(default_factory=list)
+    consumed: int = 0  # items up to this seq are applied
+
+    def free(self, now: float) -> bool:
+        """Whether nobody holds a current lease on the run at ``now``."""
+        return not self.record.owned(now)
+
+    def unapplied(self) -> bool:
+        """Whether the inbox holds items not yet applied."""
+        return any(item.seq > self.consumed for item, _ in self.inbox)
+
+
+class MemoryOwnership(ABC):
+    """What the store port asks of ``MemoryStore`` about who owns a run, and its inbox.
+
+    ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
+    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    """
+
+    _runs: dict[str, MemoryRun]
+    _lock: threading.Lock
+    _inbox_seq: int  # the seq of the latest item delivered to any run
+
+    @abstractmethod
+    def _check_open(self) -> None:
+        """Refuse to work once the store is closed."""
+
+    @abstractmethod
+    def _run(self, run_id: str) -> MemoryRun:
+        """The run ``run_id``, or ``RunNotFoundError``."""
+
+    async def acquire(
+        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+    ) -> Lease:
+        """Take the run's lease if no one holds a current one (see the store port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another owner's lease is current.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            now = time.time()
+            if not run.free(now) and (replacing is None or run.record.owner != replacing):
+                raise RunBusyError(
+                    run_id, str(run.record.owner), float(run.record.lease_until or 0)
+                )
+            return self._lease(run, owner, now + duration, parked=None)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """Extend a current lease by ``duration`` seconds from now.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(lease.run_id)
+            self._check_lease(run, lease)
+            until = time.time() + duration
+            run.record = dataclasses.replace(run.record, lease_until=until)
+            return dataclasses.replace(lease, until=until)
+
+    async def release(self, lease: Lease) -> bool:
+        """Give a lease up; ``False`` when it was no longer current."""
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(lease.run_id)
+            if run is None or not self._holds(run, lease):
+                return False
+            self._release(run)
+            return True
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Put items in the run's inbox, all or none; the first answer to a request wins.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: The run has ended.
+            RequestAlreadyAnsweredError: A request was answered already.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            answers = {item.target: (item, at) for item, at in run.inbox if item.kind == "answer"}
+            now = time.time()
+            for kind, target, payload in items:
+                if kind != "answer":
+                    continue
+                if target in answers:
+                    first, at = answers[target]
+                    raise RequestAlreadyAnsweredError(
+                        run_id, str(target), answer_preview(first.payload), at
+                    )
+                answers[target] = (InboxItem(0, kind, target, bytes(payload)), now)
+            check_not_ended(run_id, run.record.status)
+            for kind, target, payload in items:
+                self._inbox_seq += 1
+                run.inbox.append((InboxItem(self._inbox_seq, kind, target, bytes(payload)), now))
+            run.ready_at = run.ready_at if run.ready_at is not None else now
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """The run's inbox items not yet applied, in delivery order."""
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return []
+            return [item for item, _ in run.inbox if item.seq > run.consumed]
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(run_id)
+            for item, at in run.inbox if run is not None else ():
+                if item.kind == "answer" and item.target == request_id:
+                    return answer_preview(item.payload), at
+            return None
+
+    async def cancel(self, run_id: str) -> None:
+        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended already.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(run_id)
+            if run.record.status in ENDED_STATUSES:
+                msg = f"run {run_id!r} has ended ({run.record.status}); there is nothing to cancel"
+                raise RequestError(msg)
+            run.epoch += 1
+            run.ready_at = None
+            run.consumed = self._inbox_seq
+            run.record = dataclasses.replace(
+                run.record,
+                status="cancelled",
+                owner=None,
+                lease_until=None,
+                error=None,
+                updated_at=time.time(),
+            )
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set a run aside with ``reason`` and give its lease up.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(lease.run_id)
+            self._check_lease(run, lease)
+            run.ready_at = None
+            run.record = dataclasses.replace(
+                run.record, owner=None, lease_until=None, parked=reason
+            )
+
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
+        """Lease up to ``limit`` runs a timer service should take up (see the store port)."""
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            wall = time.time()
+            candidates = [
+                run
+                for run in self._runs.values()
+                if run.free(wall)
+                and run.record.parked is None
+                and run.record.status not in (*ENDED_STATUSES, "pending")  # workers' only
+            ]
+            due = sorted(
+                (
+                    (when, run)
+                    for run in candidates
+                    if (when := due_at(run.record)) is not None and when <= now
+                ),
+                key=lambda pair: pair[0],
+            )
+            chosen: dict[str, MemoryRun] = {run.record.run_id: run for _, run in due[:limit]}
+            for run in candidates:
+                ready = run.ready_at is not None and run.ready_at <= wall
+                if ready or run.record.status == "running":
+                    chosen.setdefault(run.record.run_id, run)
+            return [
+                Claimed(
+                    self._lease(run, owner, wall + duration, parked=run.record.parked),
+                    run.record.workflow,
+                    run.ready_at is not None,
+                )
+                for run in list(chosen.values())[:limit]
+            ]
+
+    def _lease(self, run: MemoryRun, owner: str, until: float, *, parked: str | None) -> Lease:
+        run.epoch += 1
+        run.record = dataclasses.replace(run.record, owner=owner, lease_until=until, parked=parked)
+        return Lease(run.record.run_id, owner, run.epoch, until)
+
+    def _holds(self, run: MemoryRun, lease: Lease) -> bool:
+        return run.record.owner == lease.owner and run.epoch == lease.epoch
+
+    def _check_lease(self, run: MemoryRun, lease: Lease | None) -> None:
+        if lease is not None and not self._holds(run, lease):
+            raise LeaseLostError(lease.run_id, lease.epoch)
+
+    def _release(self, run: MemoryRun) -> None:
+        if run.unapplied():
+            run.ready_at = run.ready_at if run.ready_at is not None else time.time()
+        else:
+            run.ready_at = None
+        run.record = dataclasses.replace(run.record, owner=None, lease_until=None)

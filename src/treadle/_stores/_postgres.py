@@ -1,0 +1,455 @@
+"""``PostgresStore``: runs and checkpoints in PostgreSQL, for many workers.
+
+Durability is PostgreSQL's: a commit has returned once the server has
+committed its transaction. Every write is one transaction (a checkpoint, its
+run row and retention move together or not at all); a read is one statement,
+so one consistent snapshot. The SQL is :mod:`treadle._stores._sql`'s, in
+the :data:`~treadle._stores._sql.POSTGRES` dialect, so the store behaves as
+``SqliteStore`` does, row for row.
+
+Ownership (leases, the inbox, claims) follows the port, with what only
+PostgreSQL adds: see :mod:`treadle._stores._postgres_ownership`.
+
+Event loops: a store may outlive an event loop (``run_sync`` runs every call
+in a fresh one) or serve loops in several threads at once, while psycopg's
+async pool belongs to one loop; so the store keeps a pool per loop, closed with
+the store or with its loop (see :mod:`treadle._stores._postgres_pools`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import PoolClosed
+
+from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
+from treadle._stores import _sql, _sql_ownership, _sql_rows
+from treadle._stores._postgres_ownership import Owned, PostgresOwnership, refusal, release_lease
+from treadle._stores._postgres_pools import Connection, LoopPools
+from treadle._stores._postgres_writes import insert_checkpoints
+from treadle._stores._sql import POSTGRES
+from treadle._stores._sql_reads import SqlReads
+from treadle._stores._store import DEFAULT_LEASE
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
+    from treadle._stores._store import CheckpointRecord, Lease, RunRecord
+
+_T = TypeVar("_T")
+_Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled connection
+
+_render = functools.cache(POSTGRES.render)
+
+# The shared writes, fenced by a lease (see _postgres_ownership).
+_FENCED_ADVANCE = _sql.ADVANCE_RUN + _sql_ownership.FENCE
+_FENCED_SET_STATUS = _sql.SET_STATUS + _sql_ownership.FENCE
+
+# Held while a store migrates, so that stores opening one new database at once
+# take turns: concurrent CREATE ... IF NOT EXISTS can otherwise collide.
+_MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
+
+# What hides a password in a DSN: in a URI's user info or query, or as a keyword.
+_URI_USER_INFO = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^:@/]*):[^@/]*@", re.IGNORECASE)
+_URI_SECRET = re.compile(r"(?P<head>[?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
+_KEYWORD_SECRET = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
+_HIDDEN = "***"
+
+
+class PostgresStore(SqlReads, PostgresOwnership):
+    """Runs and checkpoints in a PostgreSQL database, shared by many processes.
+
+    Nothing is opened until the first operation, which creates the schema
+    (when ``schema`` is given) and the tables if missing and migrates them
+    forward to this version of treadle. Coroutines from any event loop or
+    thread may use the store: each loop gets its own pool of connections
+    (see :mod:`treadle._stores._postgres_pools`), so ``max_size`` bounds one
+    loop's share.
+
+    A coroutine cancelled while its operation runs cancels the statement on
+    the server and rolls its transaction back: an operation happens whole or
+    not at all.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        keep_last: int | None = None,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        lease: float = DEFAULT_LEASE,
+    ) -> None:
+        """Describe the store; nothing is opened until the first operation.
+
+        Args:
+            dsn: A libpq connection string: a URI such as
+                ``postgresql://user:password@host/db`` or ``key=value`` pairs.
+                Its password appears in no message, repr or error.
+            keep_last: Retention for every run: after each commit keep only
+                this many checkpoints of the run (its latest always among them).
+                ``None`` keeps everything; a ``keep_last`` given to ``commit``
+                overrides it.
+            schema: The PostgreSQL schema holding treadle's tables, created if
+                missing and set as each connection's ``search_path``; ``None``
+                keeps the server's ``search_path``.
+            min_size: Connections each event loop's pool keeps open.
+            max_size: Connections each event loop's pool may open at most.
+
+            lease: Seconds an in-process owner's lease on a run lasts
+                without a heartbeat (workers set their own with ``Worker(lease=)``).
+
+        Raises:
+            ValueError: ``dsn`` is not a connection string, ``schema`` is
+                empty, ``keep_last`` is below 1, the sizes do not fit, or
+                ``lease`` is not positive.
+        """
+        _sql.check_keep_last(keep_last)
+        _sql_ownership.check_lease(lease)
+        self.lease = lease
+        if schema is not None and not schema:
+            raise ValueError("schema must be a non-empty name, or None for the search_path")
+        if not 0 <= min_size <= max_size or max_size < 1:
+            raise ValueError(
+                f"need 0 <= min_size <= max_size and max_size >= 1, got {min_size}, {max_size}"
+            )
+        self._dsn = dsn
+        self._shown_dsn, self._secrets = _redact(dsn)
+        self._where = f"PostgreSQL store {self._shown_dsn}" + (
+            "" if schema is None else f" (schema {schema!r})"
+        )
+        self._keep_last = keep_last
+        self._schema = schema
+        self._migrated = False  # at worst two loops at once both find nothing to migrate
+        self._pools = LoopPools(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            configure=self._configure,
+            before_open=self._migrate_once,
+            owner=repr(self),
+        )
+
+    @property
+    def schema(self) -> str | None:
+        """The PostgreSQL schema holding the tables; ``None``: the ``search_path``'s."""
+        return self._schema
+
+    def __repr__(self) -> str:
+        """Name the database (password hidden) and the schema."""
+        schema = "" if self._schema is None else f", schema={self._schema!r}"
+        return f"PostgresStore({self._shown_dsn!r}{schema})"
+
+    async def create_run(
+        self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
+    ) -> None:
+        """Insert a new run with its graph description and first checkpoint.
+
+        The stored row names ``first`` as the run's latest checkpoint; with
+        ``lease`` it is owned by it (epoch 1), so no timer service or worker
+        takes a run up between its creation and its owner's first commit.
+
+        Raises:
+            RunExistsError: A run with this id exists already.
+            ValueError: ``first`` belongs to another run, or its id is taken.
+        """
+        _sql.first_checkpoint_id(run, first.info)
+        if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
+            run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
+        run_row = _sql_rows.run_parameters(run, first.info, graph)
+
+        async def work(connection: Connection) -> None:
+            inserted = await connection.execute(_render(_sql.INSERT_RUN), run_row)
+            if inserted.rowcount == 0:
+                raise RunExistsError(run.run_id)
+            await insert_checkpoints(connection, (first,))
+
+        await self._run(work, write=True)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Atomically add a checkpoint, make it the run's latest, and apply retention.
+
+        The run row takes the checkpoint's status, superstep and ``wake_at``,
+        its ``created_at`` as ``updated_at``, and loses any ``error``. One
+        transaction; it locks the run row first, so one run's commits queue.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
+        """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,
+        consumed: int | None = None,
+        release: bool = False,
+    ) -> None:
+        """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
+
+        With ``lease`` it commits only while the lease is current; ``consumed``
+        marks the run's inbox items up to that ``seq`` applied and ``release``
+        gives the lease up, in the same transaction, so an item is applied
+        exactly once and a run at rest is free the moment its last barrier is.
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current; nothing was written.
+            ValueError: An id is taken; the checkpoints are none, of several
+                runs, or repeat an id; ``keep_last`` is below 1.
+        """
+        _sql.last_of_one_run(checkpoints)
+        _sql.check_keep_last(keep_last)
+        retention = keep_last if keep_last is not None else self._keep_last
+        owned = Owned(lease, consumed, release)
+        await self._run(
+            functools.partial(_commit, tuple(checkpoints), retention, owned), write=True
+        )
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+    ) -> None:
+        """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        With ``lease``, only while it is current; ``release`` gives it up in
+        the same transaction.
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+
+        async def work(connection: Connection) -> None:
+            now = time.time()
+            stamped: tuple[Any, ...] = (status, error, now, run_id)
+            query = _sql.SET_STATUS
+            if lease is not None:
+                query, stamped = _FENCED_SET_STATUS, (*stamped, lease.owner, lease.epoch)
+            if (await connection.execute(_render(query), stamped)).rowcount == 0:
+                raise await refusal(connection, run_id, lease)
+            if lease is not None and release:
+                await release_lease(connection, lease, now)
+
+        # One statement alone is a transaction of its own.
+        await self._run(work, write=lease is not None and release)
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Delete all but the ``keep_last`` most recently committed checkpoints.
+
+        The run's latest checkpoint is always kept.
+
+        Returns:
+            How many checkpoints were deleted.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: ``keep_last`` is below 1.
+        """
+        _sql.check_keep_last(keep_last)
+
+        async def work(connection: Connection) -> int:
+            found = await connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,))
+            if await found.fetchone() is None:
+                raise RunNotFoundError(run_id)
+            return await _delete_old(connection, run_id, keep_last)
+
+        return await self._run(work, write=True)
+
+    async def close(self) -> None:
+        """Close every pool; closing again does nothing.
+
+        Operations holding a connection finish first; those waiting for one
+        fail as the store is closed. The pool of another event loop that is
+        still running closes on that loop, soon after.
+        """
+        await self._pools.close()
+
+    async def notifications(self, channel: str) -> AsyncIterator[str]:
+        """Payloads ``NOTIFY``-ed on ``channel`` by writers using this store's schema.
+
+        Runs on a connection of its own, outside the pools, for as long as the
+        caller iterates. Writers send ``pg_notify(channel, current_schema())``,
+        so stores on other schemas of the database do not wake each other.
+
+        Raises:
+            DurabilityError: The connection failed or was lost (the server
+                restarted); iterate again to listen again.
+        """
+        try:
+            async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as db:
+                await self._configure(db)
+                found = await (await db.execute("SELECT current_schema()")).fetchone()
+                mine = found[0] if found else None
+                await db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                async for notify in db.notifies():
+                    if notify.payload == mine:
+                        yield notify.payload
+        except psycopg.Error as error:
+            failure = DurabilityError(f"{self._where}: {self._hide(error)}")
+            if any(secret in str(error) for secret in self._secrets):
+                raise failure from None
+            raise failure from error
+
+    # --- connections ------------------------------------------------------------
+
+    async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
+        """Run ``work`` on a pooled connection, in one transaction when ``write``.
+
+        For the run queue (:mod:`treadle._stores._postgres_queue`), which adds
+        its own statements to this store's tables; errors come out as this
+        store's (``DurabilityError`` naming the database, password hidden).
+        """
+        return await self._run(work, write=write)
+
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        return list(await self._read(_render(template), parameters))
+
+    async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[TupleRow]:
+        async def work(connection: Connection) -> list[TupleRow]:
+            return await (await connection.execute(query, parameters)).fetchall()
+
+        return await self._run(work, write=False)
+
+    async def _run(self, work: _Work[_T], *, write: bool) -> _T:
+        try:
+            pool = await self._pools.get()
+            async with pool.connection() as connection:
+                if not write:
+                    return await work(connection)
+                async with connection.transaction():
+                    return await work(connection)
+        except PoolClosed:
+            if self._pools.closed:  # else the loop's pool closed under us: report it below
+                raise RuntimeError(f"{self!r} is closed") from None
+            raise
+        except psycopg.Error as error:
+            failure = DurabilityError(f"{self._where}: {self._hide(error)}")
+            if any(secret in str(error) for secret in self._secrets):
+                raise failure from None  # the original would show the password
+            raise failure from error
+
+    async def _migrate_once(self) -> None:
+        if not self._migrated:
+            await self._migrate()
+            self._migrated = True
+
+    async def _configure(self, connection: Connection) -> None:
+        if self._schema is not None:
+            await connection.execute(
+                sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema))
+            )
+
+    async def _migrate(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as connection:
+            await self._configure(connection)
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if self._schema is not None:
+                    # Checked first: CREATE ... IF NOT EXISTS needs the CREATE
+                    # privilege even when there is nothing to create.
+                    found = await connection.execute(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self._schema,)
+                    )
+                    if await found.fetchone() is None:
+                        create = sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self._schema))
+                        await connection.execute(create)
+                table = await connection.execute("SELECT to_regclass('treadle_schema')")
+                versions: list[TupleRow] = []
+                if (await table.fetchone()) == (None,):
+                    await connection.execute(_render(_sql.CREATE_SCHEMA_TABLE))
+                else:
+                    selected = await connection.execute(_render(_sql.SELECT_SCHEMA_VERSION))
+                    versions = await selected.fetchall()
+                found_version = int(versions[0][0]) if versions else None
+                # MIGRATIONS is read at open, so a test can stand in a newer treadle's list.
+                for template, parameters in _sql.upgrade(
+                    found_version, repr(self), _sql.MIGRATIONS
+                ):
+                    await connection.execute(_render(template), parameters)
+
+    def _hide(self, error: psycopg.Error) -> str:
+        message = str(error).strip()
+        for secret in self._secrets:
+            message = message.replace(secret, _HIDDEN)
+        return message
+
+
+def _redact(dsn: str) -> tuple[str, tuple[str, ...]]:
+    """``dsn`` with its passwords hidden, and the passwords, to hide them anywhere.
+
+    Raises:
+        ValueError: ``dsn`` is not a libpq connection string.
+    """
+    try:
+        parameters = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        # libpq's complaint quotes the DSN, and so possibly its password.
+        raise ValueError(
+            "dsn is not a PostgreSQL connection string (a URI such as "
+            "postgresql://user@host/db, or key=value pairs); it is not repeated "
+            "here as it may hold a password"
+        ) from None
+    secrets = tuple(
+        str(parameters[key]) for key in ("password", "sslpassword") if parameters.get(key)
+    )
+    if "://" in dsn:
+        shown = _URI_SECRET.sub(
+            rf"\g<head>{_HIDDEN}", _URI_USER_INFO.sub(rf"\g<head>:{_HIDDEN}@", dsn)
+        )
+    else:
+        shown = _KEYWORD_SECRET.sub(rf"\g<head>{_HIDDEN}", dsn)
+    for secret in secrets:  # whatever spelling the patterns missed
+        shown = shown.replace(secret, _HIDDEN)
+    return shown, secrets
+
+
+async def _commit(
+    checkpoints: Sequence[CheckpointRecord],
+    keep_last: int | None,
+    owned: Owned,
+    connection: Connection,
+) -> None:
+    info = checkpoints[-1].info
+    lease = owned.lease
+    # The run row first: its lock makes concurrent commits to one run take turns.
+    if lease is None:
+        advanced = await connection.execute(
+            _render(_sql.ADVANCE_RUN), _sql_rows.advance_parameters(info)
+        )
+    else:
+        fenced = (*_sql_rows.advance_parameters(info), lease.owner, lease.epoch)
+        advanced = await connection.execute(_render(_FENCED_ADVANCE), fenced)
+    if advanced.rowcount == 0:
+        raise await refusal(connection, info.run_id, lease)
+    await insert_checkpoints(connection, checkpoints)
+    now = time.time()
+    if owned.consumed is not None:
+        consumed = (now, info.run_id, owned.consumed)
+        await connection.execute(_render(_sql_ownership.CONSUME_INBOX), consumed)
+    if lease is not None and owned.release:
+        await release_lease(connection, lease, now)
+    if keep_last is not None:
+        await _delete_old(connection, info.run_id, keep_last)
+
+
+async def _delete_old(connection: Connection, run_id: str, keep_last: int) -> int:
+    parameters = (run_id, run_id, keep_last - 1, run_id)
+    return (await connection.execute(_render(_sql.DELETE_OLD_CHECKPOINTS), parameters)).rowcount

@@ -1,0 +1,333 @@
+"""The store as a worker holding a lease sees it: every write fenced by the lease epoch.
+
+See :mod:`treadle._stores._postgres_queue` for claims and leases; this is
+the other half of fencing, :class:`LeasedStore`, the ``Store`` a worker
+hands the engine for the run it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
+from treadle._stores import _sql, _sql_ownership
+from treadle._stores._postgres_writes import insert_checkpoints
+from treadle._stores._sql import POSTGRES
+from treadle._stores._store import Lease
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    from treadle._stores._postgres import PostgresStore
+    from treadle._stores._postgres_pools import Connection
+    from treadle._stores._postgres_queue import Claim
+    from treadle._stores._store import (
+        CheckpointInfo,
+        CheckpointRecord,
+        Claimed,
+        InboxItem,
+        RunRecord,
+    )
+
+FENCE = POSTGRES.render(_sql_ownership.FENCE)
+"""The condition every leased write carries: this worker, this lease epoch."""
+
+_RUN_EXISTS = POSTGRES.render(_sql.SELECT_RUN_EXISTS)
+# Applied items are kept, marked: the answers among them are the ledger by
+# which a later answer to the same request is refused (``PostgresStore.deliver``).
+CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
+"""Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
+_PARK = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
+
+_ADOPT = f"""
+UPDATE treadle_runs
+SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
+    deadline_at = %s, graph = %s, error = NULL
+WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
+
+
+class LeasedStore:
+    """A ``Store`` whose writes succeed only while its lease is current.
+
+    The worker holds the lease (its claim), renews it by heartbeat and
+    releases it; so the ownership the port asks of the engine is answered
+    from the claim: ``acquire`` hands the engine a :class:`Lease` for the
+    claimed run without writing, ``renew`` and ``release`` change nothing,
+    and the ``lease`` and ``release`` arguments of writes are ignored, as
+    every write is fenced by the claim. A commit's ``consumed`` is honoured
+    together with what :meth:`consume` named (the further of the two): the
+    engine reads the inbox itself and may have applied items delivered after
+    the worker looked, which must not be applied again. Deliveries, the
+    inbox, cancelling and claims are the store's.
+
+    Reads go straight to the store. ``commit``, ``set_status`` and (for a
+    pending run) ``create_run`` lock the run row with ``owner`` and
+    ``lease_epoch`` in the condition, in the same transaction as the
+    checkpoint: a stale worker's write changes nothing and raises
+    ``LeaseLostError``. After a write fails for any other reason (the
+    database went away), later status writes are refused without trying,
+    so an outage never records a run as failed: the run is released, or its
+    lease expires, and it continues from its last checkpoint.
+    """
+
+    def __init__(
+        self, store: PostgresStore, owner: str, claim: Claim, consumed: int | None
+    ) -> None:
+        self.store = store
+        self.lease = store.lease  # what the engine renews on paper: the claim has its own
+        self.held = claim  # not `claim`: that is the port's method
+        self._owner = owner
+        self._fence = (owner, claim.epoch)
+        # The claim as the store's fenced writes take it (its end is the worker's business).
+        self._claimed = Lease(claim.run_id, owner, claim.epoch, 0.0)
+        self._consumed = consumed
+        self.detached: DurabilityError | None = None  # set: write nothing more
+        self._stop_after: DurabilityError | None = None
+
+    def consume(self, seq: int) -> None:
+        """Mark the run's inbox items up to ``seq`` applied, with the next write (done by then)."""
+        self._consumed = seq
+
+    def stop_after_commit(self, reason: DurabilityError) -> None:
+        """Let the next write through, then refuse everything with ``reason``.
+
+        The run then stops at a barrier that is committed: its superstep is
+        not lost, and whoever leases it next continues from there.
+        """
+        self._stop_after = reason
+
+    def detach(self, reason: DurabilityError) -> None:
+        """Refuse every later write with ``reason`` (lease lost, worker stopping)."""
+        if self.detached is None:
+            self.detached = reason
+
+    async def create_run(
+        self,
+        run: RunRecord,
+        graph: bytes,
+        first: CheckpointRecord,
+        *,
+        lease: Lease | None = None,  # noqa: ARG002 - the claim is the lease
+    ) -> None:
+        """Turn the pending row a client enqueued into the started run."""
+        _sql.first_checkpoint_id(run, first.info)
+        info = first.info
+        adopt = (
+            run.status,
+            run.superstep,
+            info.checkpoint_id,
+            info.created_at,
+            info.wake_at,
+            run.deadline_at,
+            graph,
+            run.run_id,
+            *self._fence,
+        )
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_ADOPT, adopt)).rowcount == 0:
+                raise await self._lost(connection, run.run_id)
+            await insert_checkpoints(connection, (first,))
+            await self._consume(connection, run.run_id)
+
+        await self._write(work)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Add a checkpoint and advance the run row, only under the current lease."""
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    async def commit_many(
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
+        consumed: int | None = None,
+        release: bool = False,  # noqa: ARG002 - the worker releases
+    ) -> None:
+        """Add checkpoints of the run in order, in one transaction, under the current lease.
+
+        ``consumed`` marks inbox items applied with them, as :meth:`consume` does.
+        """
+        if consumed is not None:
+            self.consume(consumed if self._consumed is None else max(consumed, self._consumed))
+        self._check_attached()
+        consumed, self._consumed = self._consumed, None
+        await self._settle(
+            self.store.commit_many(
+                checkpoints, keep_last=keep_last, lease=self._claimed, consumed=consumed
+            )
+        )
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
+        release: bool = False,  # noqa: ARG002 - the worker releases
+    ) -> None:
+        """Record a status without a checkpoint, only under the current lease."""
+        self._check_attached()
+        fenced = dataclasses.replace(self._claimed, run_id=run_id)
+        await self._settle(self.store.set_status(run_id, status, error, lease=fenced))
+
+    # --- ownership: answered from the claim --------------------------------------
+
+    async def acquire(
+        self,
+        run_id: str,
+        owner: str,  # noqa: ARG002 - the worker is the owner
+        duration: float,
+        *,
+        replacing: str | None = None,  # noqa: ARG002 - the claim took it over already
+    ) -> Lease:
+        """The lease the worker's claim holds, as the engine asks for it; nothing is written.
+
+        Its ``until`` is on this process's clock: the worker's heartbeat,
+        on the database's, is what keeps the claim.
+
+        Raises:
+            LeaseLostError: ``run_id`` is not the claimed run.
+            DurabilityError: The view is detached (the reason it was).
+        """
+        if self.detached is not None:
+            raise self.detached
+        if run_id != self.held.run_id:
+            raise LeaseLostError(run_id, self.held.epoch)
+        return Lease(run_id, self._owner, self.held.epoch, time.time() + duration)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """The lease, extended on paper only: the worker's heartbeat renews the claim.
+
+        Raises:
+            LeaseLostError: The heartbeat found the claim gone.
+        """
+        if isinstance(self.detached, LeaseLostError):
+            raise self.detached
+        return dataclasses.replace(lease, until=time.time() + duration)
+
+    async def release(self, lease: Lease) -> bool:  # noqa: ARG002 - the worker releases
+        """Nothing: the worker releases the claim once the run's task has ended."""
+        return True
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set the claimed run aside with ``reason``, fenced by the claim.
+
+        The worker then releases it as usual; no claim takes a parked run.
+
+        Raises:
+            LeaseLostError: The claim is gone, or ``lease`` is of another run.
+        """
+        if lease.run_id != self.held.run_id:
+            raise LeaseLostError(lease.run_id, self.held.epoch)
+
+        parked = (reason, lease.run_id, *self._fence)
+
+        async def work(connection: Connection) -> None:
+            if (await connection.execute(_PARK, parked)).rowcount == 0:
+                raise await self._lost(connection, lease.run_id)
+
+        await self._write(work)
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Deliver to a run (the store's: the one place an answer is decided)."""
+        await self.store.deliver(run_id, items)
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """A run's unapplied inbox items (the store's)."""
+        return await self.store.inbox(run_id)
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (the store's)."""
+        return await self.store.answer_of(run_id, request_id)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
+        await self.store.cancel(run_id)
+
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
+        """Lease runs a timer service should take up (the store's)."""
+        return await self.store.claim(owner, duration, now, limit=limit)
+
+    async def _write(self, work: Any) -> None:
+        self._check_attached()
+        await self._settle(self.store.transact(work))
+
+    def _check_attached(self) -> None:
+        if self.detached is not None:
+            raise self.detached
+
+    async def _settle(self, write: Awaitable[None]) -> None:
+        try:
+            await write
+        except DurabilityError as error:  # the lease lost, or the store failed
+            self.detach(error)
+            raise
+        if self._stop_after is not None:
+            self.detach(self._stop_after)
+            raise self._stop_after
+
+    async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
+        found = await connection.execute(_RUN_EXISTS, (run_id,))
+        if await found.fetchone() is None:
+            return RunNotFoundError(run_id)
+        return LeaseLostError(run_id, self.held.epoch)
+
+    async def _consume(self, connection: Connection, run_id: str) -> None:
+        if self._consumed is not None:
+            await connection.execute(CONSUME_INBOX, (time.time(), run_id, self._consumed))
+            self._consumed = None
+
+    # --- reads and the rest of the port: the store's own ---------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row."""
+        return await self.store.get_run(run_id)
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The run's graph description."""
+        return await self.store.get_graph(run_id)
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run."""
+        return await self.store.load_checkpoint(run_id, checkpoint_id)
+
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """A resume's reads, at once."""
+        return await self.store.load_resumable(run_id, checkpoint_id)
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """A run's checkpoints."""
+        return await self.store.list_checkpoints(run_id)
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching the filters."""
+        return await self.store.list_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+        )
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """Due runs (the store's)."""
+        return await self.store.due_runs(now, limit=limit)
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Retention (the store's)."""
+        return await self.store.prune(run_id, keep_last)
+
+    async def close(self) -> None:
+        """Nothing: the worker owns the store."""

@@ -1,0 +1,318 @@
+"""``PostgresStore``'s ownership part: leases, the inbox, cancelling, parking and claims.
+
+Ownership (leases, the inbox) follows the port, with what only PostgreSQL
+adds: a delivery locks its run row, so deliveries from any number of
+processes take turns and exactly one answer to a request is accepted; claims
+lock their candidates ``FOR UPDATE SKIP LOCKED``, so concurrent timer
+services never take one run twice nor wait on each other; and whatever makes
+a run ready (a delivery, a release leaving items unapplied) tells idle
+workers at once (``NOTIFY``, see :mod:`treadle._stores._postgres_queue`).
+In-process owners keep their leases on their wall clock, as the port says;
+workers keep theirs on the database's.
+
+A mixin, as :class:`~treadle._stores._sql_reads.SqlReads` gives the store
+its reads: each operation is one transaction on a pooled connection (see
+:mod:`treadle._stores._postgres`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from treadle._exceptions import (
+    DurabilityError,
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RunBusyError,
+    RunNotFoundError,
+)
+from treadle._stores import _sql, _sql_ownership
+from treadle._stores._postgres_writes import NOTIFY_READY
+from treadle._stores._sql import POSTGRES
+from treadle._stores._store import Claimed, InboxItem, Lease
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from treadle._stores._postgres_pools import Connection
+
+_T = TypeVar("_T")
+
+_render = functools.cache(POSTGRES.render)
+
+# PostgreSQL's additions to the shared templates, where only it can do better.
+# Locking the run row first serialises everything that decides about one run
+# (an acquire that found it busy, a delivery, a release) in one order: the
+# run's, then its inbox's, so two of them never deadlock.
+_LOCK_OWNER = _sql_ownership.SELECT_OWNER + " FOR UPDATE"
+_LOCK_LEASE = _sql.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
+_LOCK_STATUS = _sql_ownership.SELECT_STATUS + " FOR UPDATE"
+# Whether the released run is left ready (its inbox holds unapplied items): if
+# so, idle workers are told at once, as a delivery would have told them.
+_RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at"
+# Concurrent claimers skip each other's candidates rather than wait for them,
+# and never take one run twice: a row locked here is leased before commit.
+_SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+_CLAIMABLE = tuple(
+    query + _SKIP_LOCKED
+    for query in (
+        _sql_ownership.CLAIMABLE_DUE,
+        _sql_ownership.CLAIMABLE_READY,
+        _sql_ownership.CLAIMABLE_ORPHANS,
+    )
+)
+
+
+class PostgresOwnership(ABC):
+    """What the store port asks of ``PostgresStore`` about who owns a run, and its inbox.
+
+    ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
+    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    """
+
+    @abstractmethod
+    async def _run(self, work: Callable[[Connection], Awaitable[_T]], *, write: bool) -> _T:
+        """Run ``work`` on a pooled connection, in one transaction when ``write``."""
+
+    @abstractmethod
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+
+    async def acquire(
+        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+    ) -> Lease:
+        """Take the run's lease for ``duration`` seconds if no one holds a current one.
+
+        With ``replacing``, take it from that owner whatever its lease says
+        (the caller knows it is dead). The lease runs on this process's wall
+        clock, as every in-process owner's does (workers keep theirs on the
+        database's).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another owner's lease is current.
+        """
+
+        async def work(connection: Connection) -> Lease:
+            now = time.time()
+            until = now + duration
+            taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
+            if taken is None:
+                # Busy, or released just after the attempt: decide again under
+                # the row lock, so the owner named is the one holding it now.
+                locked = await connection.execute(_render(_LOCK_OWNER), (run_id,))
+                found = await locked.fetchone()
+                if found is None:
+                    raise RunNotFoundError(run_id)
+                taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
+                if taken is None:
+                    raise RunBusyError(run_id, found[0], found[1])
+            return Lease(run_id, owner, taken, until)
+
+        return await self._run(work, write=True)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """Extend a current lease by ``duration`` seconds from now (a heartbeat).
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+
+        async def work(connection: Connection) -> Lease:
+            until = time.time() + duration
+            renewed = (until, lease.run_id, lease.owner, lease.epoch)
+            if (await connection.execute(_render(_sql_ownership.RENEW), renewed)).rowcount == 0:
+                raise LeaseLostError(lease.run_id, lease.epoch)
+            return dataclasses.replace(lease, until=until)
+
+        return await self._run(work, write=False)
+
+    async def release(self, lease: Lease) -> bool:
+        """Give a lease up; ``False`` when it was no longer current (nothing changed)."""
+
+        async def work(connection: Connection) -> bool:
+            held = (lease.run_id, lease.owner, lease.epoch)
+            if await (await connection.execute(_render(_LOCK_LEASE), held)).fetchone() is None:
+                return False
+            return await release_lease(connection, lease, time.time())
+
+        return await self._run(work, write=True)
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Put items in the run's inbox, all or none; the first answer to a request wins.
+
+        The run row is locked first, so deliveries to one run (from any
+        number of processes) take turns and each sees the answers of those
+        before it: exactly one answer to a request is ever accepted. The run
+        is marked ready and idle workers are told, when the transaction commits.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: The run has ended.
+            RequestAlreadyAnsweredError: A request was answered already
+                (names the answer kept); nothing was delivered.
+        """
+        batch = list(items)
+
+        async def work(connection: Connection) -> None:
+            locked = await connection.execute(_render(_LOCK_STATUS), (run_id,))
+            (status,) = _sql_ownership.check_found(run_id, await locked.fetchone())
+            now = time.time()
+            for kind, target, payload in batch:
+                if kind == "answer":
+                    kept = await connection.execute(
+                        _render(_sql_ownership.SELECT_ANSWER), (run_id, target)
+                    )
+                    answer = await kept.fetchone()
+                    if answer is not None:
+                        raise RequestAlreadyAnsweredError(
+                            run_id, str(target), _sql_ownership.answer_preview(answer[0]), answer[1]
+                        )
+                delivered = (run_id, kind, target, payload, now)
+                await connection.execute(_render(_sql_ownership.INSERT_INBOX), delivered)
+            _sql_ownership.check_not_ended(run_id, status)  # rolls the inserts back
+            await connection.execute(_render(_sql_ownership.MAKE_READY), (now, run_id))
+            await connection.execute(NOTIFY_READY)
+
+        await self._run(work, write=True)
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """The run's inbox items not yet applied, in delivery order."""
+        rows = await self._select(_sql_ownership.SELECT_INBOX, (run_id,))
+        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
+        rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
+        return (_sql_ownership.answer_preview(rows[0][0]), rows[0][1]) if rows else None
+
+    async def cancel(self, run_id: str) -> None:
+        """Mark the run ``cancelled`` wherever it is, fencing out any owner or worker.
+
+        Its unapplied inbox items are marked applied: nobody will apply them.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended already.
+        """
+
+        async def work(connection: Connection) -> None:
+            now = time.time()
+            if (
+                await connection.execute(_render(_sql_ownership.CANCEL), (now, run_id))
+            ).rowcount == 0:
+                found = await connection.execute(_render(_sql_ownership.SELECT_STATUS), (run_id,))
+                raise _sql_ownership.not_cancellable(run_id, await found.fetchone())
+            await connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
+
+        await self._run(work, write=True)
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set a run aside with ``reason`` and give its lease up: services stop waking it.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+            RunNotFoundError: No such run.
+        """
+
+        async def work(connection: Connection) -> None:
+            parked = (reason, lease.run_id, lease.owner, lease.epoch)
+            if (await connection.execute(_render(_sql_ownership.PARK), parked)).rowcount == 0:
+                raise await refusal(connection, lease.run_id, lease)
+
+        await self._run(work, write=True)
+
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
+        """Lease up to ``limit`` runs a timer service should take up (see the port).
+
+        Due runs first, then ready ones, then orphans. Candidates are locked
+        with ``SKIP LOCKED``: concurrent claimers (other processes' timer
+        services) pass over each other's rather than wait, and a run is
+        leased to one of them only.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        _sql.check_limit(limit)
+
+        async def work(connection: Connection) -> list[Claimed]:
+            wall = time.time()
+            chosen: dict[str, None] = {}
+            for query, first in zip(_CLAIMABLE, (now, wall, 1), strict=True):
+                found = await connection.execute(_render(query), (first, wall, limit))
+                for (run_id,) in await found.fetchall():
+                    chosen.setdefault(run_id)
+            claimed: list[Claimed] = []
+            until = wall + duration
+            for run_id in list(chosen)[:limit]:
+                taking = await connection.execute(
+                    _render(_sql_ownership.CLAIM), (owner, until, run_id, wall)
+                )
+                row = await taking.fetchone()
+                if row is not None:
+                    claimed.append(
+                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
+                    )
+            return claimed
+
+        return await self._run(work, write=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owned:
+    """What a commit does besides committing: fence by a lease, mark items applied, release."""
+
+    lease: Lease | None
+    consumed: int | None
+    release: bool
+
+
+async def _try_acquire(
+    connection: Connection,
+    run_id: str,
+    owner: str,
+    until: float,
+    now: float,
+    replacing: str | None,
+) -> int | None:
+    """The new lease's epoch if the run was free (or held by ``replacing``); else ``None``."""
+    found = await connection.execute(_render(_sql_ownership.ACQUIRE), (owner, until, run_id, now))
+    taken = await found.fetchone()
+    if taken is None and replacing is not None:
+        taking = (owner, until, run_id, replacing)
+        taken = await (
+            await connection.execute(_render(_sql_ownership.ACQUIRE_FROM), taking)
+        ).fetchone()
+    return None if taken is None else int(taken[0])
+
+
+async def release_lease(connection: Connection, lease: Lease, now: float) -> bool:
+    """Give ``lease`` up; tell idle workers when items delivered meanwhile leave the run ready.
+
+    The caller's transaction must hold the run row's lock already (an earlier
+    statement of it wrote or locked the row): only then does this statement's
+    snapshot hold every item a delivery committed before it. Were the lock
+    taken here, by this very UPDATE, a delivery it waited for would be
+    missing from its inbox check, and the run left not ready with an item
+    nobody applies.
+    """
+    released = (now, lease.run_id, lease.owner, lease.epoch)
+    row = await (await connection.execute(_render(_RELEASE), released)).fetchone()
+    if row is None:
+        return False
+    if row[0] is not None:
+        await connection.execute(NOTIFY_READY)
+    return True
+
+
+async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:
+    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
+    if lease is not None:
+        found = await connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,))
+        if await found.fetchone() is not None:
+            return LeaseLostError(run_id, lease.epoch)
+    return RunNotFoundError(run_id)

@@ -1,0 +1,202 @@
+"""The ownership part of the SQL port: leases, fencing, the inbox, cancelling, claims.
+
+Templates in :mod:`treadle._stores._sql`'s neutral dialect, rendered by each
+backend with its :class:`~treadle._stores._sql.Dialect`, and the port's
+rules about ownership that every store (``MemoryStore`` included) applies, so
+that all refuse the same calls alike.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import RequestError, RunNotFoundError
+from treadle._stores._sql import DUE_AT
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# --- statements ---------------------------------------------------------------
+
+FENCE = " AND owner = ? AND lease_epoch = ?"
+"""Appended to a run-row write made under a lease: it changes nothing once the lease is gone."""
+
+# A lease is free when nobody holds one, or the holder's ran out (it died).
+_FREE = "(owner IS NULL OR lease_until IS NULL OR lease_until <= ?)"
+
+ACQUIRE = f"""
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
+WHERE run_id = ? AND {_FREE}
+RETURNING lease_epoch"""  # noqa: S608 - constants only
+
+# Taking a lease over from an owner known to be dead (its process is gone), however long it had.
+ACQUIRE_FROM = """
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
+WHERE run_id = ? AND owner = ?
+RETURNING lease_epoch"""
+
+SELECT_OWNER = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
+
+RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE  # noqa: S608 - constants
+
+_UNAPPLIED = (
+    "EXISTS (SELECT 1 FROM treadle_inbox AS i"
+    " WHERE i.run_id = treadle_runs.run_id AND i.consumed_at IS NULL)"
+)
+
+# Giving a lease up leaves the run ready when its inbox holds unapplied items,
+# so a timer service or worker applies what arrived while it was owned.
+RELEASE = f"""
+UPDATE treadle_runs
+SET owner = NULL, lease_until = NULL,
+    ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
+WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
+
+# A commit that brings a run to rest under its lease, in one statement: the
+# run row follows the checkpoint, takes its status and lets the lease go
+# (each statement is a round trip to the store's thread, and parking a run is
+# mostly this one commit). It leaves ``ready_at`` alone (naming an indexed
+# column in SET rewrites its index entry even when the value stays): on
+# SQLite, ``ready_at`` is set exactly while the inbox holds unapplied items,
+# set by ``deliver`` and cleared by ``CLEAR_READY`` in the commit that applies
+# the last of them.
+ADVANCE_AND_RELEASE = f"""
+UPDATE treadle_runs
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
+    owner = NULL, lease_until = NULL
+WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
+
+CLEAR_READY = f"""
+UPDATE treadle_runs SET ready_at = NULL
+WHERE run_id = ? AND ready_at IS NOT NULL AND NOT {_UNAPPLIED}"""  # noqa: S608 - constants only
+
+CONSUME_INBOX = (
+    "UPDATE treadle_inbox SET consumed_at = ?"
+    " WHERE run_id = ? AND {order} <= ? AND consumed_at IS NULL"
+)
+
+SELECT_INBOX = (
+    "SELECT {order}, kind, target, payload FROM treadle_inbox"
+    " WHERE run_id = ? AND consumed_at IS NULL ORDER BY {order}"
+)
+
+SELECT_ANSWER = (
+    "SELECT payload, created_at FROM treadle_inbox"
+    " WHERE run_id = ? AND kind = 'answer' AND target = ?"
+)
+
+INSERT_INBOX = (
+    "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+
+MAKE_READY = "UPDATE treadle_runs SET ready_at = COALESCE(ready_at, ?) WHERE run_id = ?"
+
+ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
+"""The statuses after which a run never moves again (``RunStatus.ENDED``), as stored."""
+
+_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
+
+# Not for a timer service: ended runs, and runs a client queued for ``treadle
+# worker``s (``pending``: no checkpoint yet; only a worker can start them).
+_NOT_SERVICEABLE = "(" + ", ".join(f"'{s}'" for s in (*ENDED_STATUSES, "pending")) + ")"
+
+CANCEL = f"""
+UPDATE treadle_runs
+SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
+    lease_epoch = lease_epoch + 1, updated_at = ?, error = NULL
+WHERE run_id = ? AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
+
+CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
+
+SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
+
+PARK = (
+    "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"  # noqa: S608 - constants
+    " WHERE run_id = ?" + FENCE
+)
+
+# What a timer service takes up, each served by its own index: a due timer or
+# deadline (due), something delivered and not applied (ready), or an orphan
+# (running, with nobody's current lease: its owner died mid-run).
+_CLAIMABLE = " AND parked IS NULL AND " + _FREE
+CLAIMABLE_DUE = (
+    f"SELECT run_id FROM treadle_runs WHERE {DUE_AT} <= ?{_CLAIMABLE}"  # noqa: S608 - constants
+    f" ORDER BY {DUE_AT} LIMIT ?"
+)
+CLAIMABLE_READY = (
+    f"SELECT run_id FROM treadle_runs WHERE ready_at <= ?{_CLAIMABLE}"  # noqa: S608 - constants
+    f" AND status NOT IN {_NOT_SERVICEABLE} ORDER BY ready_at LIMIT ?"
+)
+CLAIMABLE_ORPHANS = (
+    f"SELECT run_id FROM treadle_runs WHERE status = 'running' AND ? > 0{_CLAIMABLE}"  # noqa: S608 - constants
+    " LIMIT ?"
+)
+
+CLAIM = f"""
+UPDATE treadle_runs
+SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
+WHERE run_id = ? AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE} AND {_FREE}
+RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
+
+
+@functools.cache
+def claim_many(count: int) -> str:
+    """``CLAIM`` for ``count`` runs at once: one statement for a whole batch of claims."""
+    runs = ", ".join(["?"] * count)
+    return (
+        "UPDATE treadle_runs SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?"  # noqa: S608 - constants only
+        f" WHERE run_id IN ({runs}) AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE}"
+        f" AND {_FREE} RETURNING run_id, lease_epoch, workflow, ready_at"
+    )
+
+
+# --- the port's rules about ownership, which every store applies -------------
+
+
+def check_lease(lease: float) -> None:
+    """Refuse a lease duration that is not a positive number of seconds.
+
+    Raises:
+        ValueError: ``lease`` is zero or negative.
+    """
+    if not lease > 0:
+        raise ValueError(f"lease must be a positive number of seconds, got {lease}")
+
+
+_PREVIEW = 200
+
+
+def answer_preview(payload: bytes) -> str:
+    """A stored answer as an error shows it: its JSON, cut to 200 characters."""
+    text = bytes(payload).decode("utf-8", errors="replace")
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def not_cancellable(run_id: str, found: Sequence[Any] | None) -> Exception:
+    """Why ``CANCEL`` changed no row: no such run, or it has ended (``found``: its status row)."""
+    if found is None:
+        return RunNotFoundError(run_id)
+    return RequestError(f"run {run_id!r} has ended ({found[0]}); there is nothing to cancel")
+
+
+def check_found(run_id: str, found: Sequence[Any] | None) -> Sequence[Any]:
+    """The row a run's ``SELECT_STATUS`` found, or ``RunNotFoundError``."""
+    if found is None:
+        raise RunNotFoundError(run_id)
+    return found
+
+
+def check_not_ended(run_id: str, status: str) -> None:
+    """Refuse a delivery to a run that has ended.
+
+    Checked after the answers, so that an answer to a request answered
+    already is refused as such (the more useful error), not as too late.
+
+    Raises:
+        RequestError: ``status`` is an ended status.
+    """
+    if status in ENDED_STATUSES:
+        raise RequestError(f"run {run_id!r} has ended ({status}); nothing can be delivered to it")

@@ -1,0 +1,128 @@
+"""The read side of the SQL stores, written once for every dialect.
+
+SQLite and PostgreSQL answer these queries the same way; only how a query is
+rendered (placeholders, types) and run (a worker thread, a connection pool)
+differs, and that is each backend's :meth:`SqlReads._select`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
+from treadle._stores import _sql, _sql_rows
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+
+class SqlReads(ABC):
+    """``get_run``, ``get_graph``, ``load_checkpoint``, ``list_*`` and ``due_runs``."""
+
+    @abstractmethod
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run row.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._select(_sql.SELECT_RUN, (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        return _sql_rows.run_from_row(rows[0])
+
+    async def get_graph(self, run_id: str) -> bytes:
+        """The graph description stored when the run was created.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._select(_sql.SELECT_GRAPH, (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        graph: bytes = rows[0][0]
+        return graph
+
+    async def load_checkpoint(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord:
+        """One checkpoint of a run; its latest when ``checkpoint_id`` is None.
+
+        Raises:
+            RunNotFoundError: No such run.
+            CheckpointNotFoundError: The run has no such checkpoint.
+        """
+        rows = await self._select(_sql.SELECT_CHECKPOINT, (checkpoint_id, run_id))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        if rows[0][0] is None:
+            raise CheckpointNotFoundError(run_id, checkpoint_id)
+        return _sql_rows.checkpoint_from_row(run_id, rows[0])
+
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """The run row, its graph and one checkpoint (``None``: no such checkpoint), read at once.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._select(_sql.SELECT_RESUMABLE, (checkpoint_id, run_id))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        row = rows[0]
+        width = len(_sql.RUN_FIELDS)
+        run, graph, found = _sql_rows.run_from_row(row[:width]), row[width], row[width + 1 :]
+        if found[0] is None:
+            return run, graph, None
+        return run, graph, _sql_rows.checkpoint_from_row(run_id, found)
+
+    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        rows = await self._select(_sql.SELECT_CHECKPOINTS, (run_id,))
+        if not rows:
+            raise RunNotFoundError(run_id)
+        # A run always has a checkpoint; the left join's NULL row is only defensive.
+        return [_sql_rows.info_from_row(run_id, row) for row in rows if row[0] is not None]
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Runs matching every filter given, newest first (by ``created_at``, then creation).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        _sql.check_limit(limit)
+        query, parameters = _sql.select_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+        )
+        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
+
+    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
+        """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
+
+        Ordered by the earlier of the two, oldest first (then by creation), and
+        read from an index holding only such runs, in that order.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        _sql.check_limit(limit)
+        query, parameters = _sql.select_due_runs(now, limit)
+        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]

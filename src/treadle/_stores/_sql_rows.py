@@ -1,0 +1,80 @@
+"""Between records and rows: parameters of the SQL stores' writes, records from their selects.
+
+The columns are :mod:`treadle._stores._sql`'s: parameters follow its
+statements' placeholders, and a row's columns the order its selects name them in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A :class:`RunRecord` from a row of ``SELECT_RUN`` or ``select_runs``."""
+    return RunRecord(*row)  # the selected columns are the fields, in order
+
+
+def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
+    """A :class:`CheckpointInfo` from the first six columns of a checkpoint query."""
+    checkpoint_id, superstep, status, parent, created_at, wake_at = row[:6]
+    return CheckpointInfo(checkpoint_id, run_id, superstep, status, parent, created_at, wake_at)
+
+
+def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
+    """A :class:`CheckpointRecord` from the info columns then the blob, as the selects give them."""
+    return CheckpointRecord(info_from_row(run_id, row), row[6])
+
+
+def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_RUN``: ``run``, but latest and ``wake_at`` from ``first``."""
+    return (
+        run.run_id,
+        run.workflow,
+        run.status,
+        run.superstep,
+        first.checkpoint_id,
+        run.parent_run_id,
+        run.parent_checkpoint_id,
+        run.created_at,
+        run.updated_at,
+        run.error,
+        first.wake_at,
+        run.deadline_at,
+        run.owner,
+        run.lease_until,
+        None,
+        1 if run.owner is not None else 0,
+        graph,
+    )
+
+
+def advance_parameters(info: CheckpointInfo) -> tuple[Any, ...]:
+    """The parameters of ``ADVANCE_RUN``: the run row follows checkpoint ``info``."""
+    return (
+        info.status,
+        info.superstep,
+        info.checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        info.run_id,
+    )
+
+
+def checkpoint_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_CHECKPOINT``."""
+    info = checkpoint.info
+    return (
+        info.checkpoint_id,
+        info.run_id,
+        info.superstep,
+        info.status,
+        info.parent_checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        checkpoint.blob,
+    )

@@ -1,0 +1,497 @@
+"""``SqliteStore``: the embedded default store, one SQLite file in WAL mode.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a commit has
+returned only once it is fsync'd into the write-ahead log, and every store
+operation is one transaction (a checkpoint, its run row and retention move
+together or not at all).
+
+Speed: a commit is one fsync'd transaction of a few statements, prepared once
+and cached by the driver, on a thread that never waits for anything but the
+disk; commits queued together share one transaction (group commit). Reads go
+to a second thread with a connection of its own, so they never wait behind a
+commit's fsync. The event loop only hands the work over and awaits the result
+(see ``_sqlite_lanes``).
+
+Several processes may share one file: writers take SQLite's write lock up
+front (``BEGIN IMMEDIATE``), wait up to ``busy_timeout`` for it, and retry the
+rare ``database is locked`` that SQLite reports without waiting, so lock
+contention surfaces only if some writer holds the lock for longer than that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
+from treadle._stores import _sql, _sql_ownership, _sql_rows
+from treadle._stores._sql import SQLITE
+from treadle._stores._sql_reads import SqlReads
+from treadle._stores._sqlite_lanes import Groupable, Lane
+from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal
+from treadle._stores._store import DEFAULT_LEASE
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from treadle._stores._store import CheckpointRecord, Lease, RunRecord
+
+_T = TypeVar("_T")
+_Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
+_Work = Callable[[sqlite3.Connection], _T]  # an operation, given the store's connection
+
+# Each template is rendered once; the driver then caches the prepared statement.
+_render = functools.cache(SQLITE.render)
+
+# Caps the -wal file at rest: after a checkpoint SQLite truncates it to this,
+# so one burst of writes does not leave a large file behind for good.
+_WAL_SIZE_LIMIT = 16 * 1024 * 1024
+# Backoff between retries of a lock SQLite refused without waiting (seconds).
+_FIRST_PAUSE = 0.001
+_LONGEST_PAUSE = 0.05
+
+
+class SqliteStore(SqlReads, SqliteOwnership):
+    """Runs and checkpoints in one SQLite file, safe across processes.
+
+    All SQLite work happens on one thread owned by the store, with its own
+    connection, opened on first use: the file is created if missing and its
+    schema migrated forward to this version of treadle. Coroutines from any
+    event loop or thread may use the store; their operations run one at a
+    time, in the order they were called.
+
+    Writes run one at a time, in the order they were called, on the store's
+    writer thread; reads run on its reader thread and see every write that
+    had returned when they were called (not one still in flight).
+
+    A coroutine cancelled while its operation runs does not stop it: the
+    operation completes (or not) as one transaction. One cancelled while its
+    operation still waits for its turn takes it out of the queue.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        keep_last: int | None = None,
+        busy_timeout: float = 30.0,
+        lease: float = DEFAULT_LEASE,
+    ) -> None:
+        """Describe the store; nothing is opened until the first operation.
+
+        Args:
+            path: The database file, created on first use if missing.
+            keep_last: Retention for every run: after each commit keep only
+                this many checkpoints of the run (its latest always among them).
+                ``None`` keeps everything; a ``keep_last`` given to ``commit``
+                overrides it.
+            busy_timeout: Seconds an operation waits for another connection's
+                write lock before failing with ``DurabilityError``.
+            lease: Seconds a process's lease on a run lasts without a
+                heartbeat: how long a run whose owner died waits before a
+                timer service or ``resume`` takes it over.
+
+        Raises:
+            ValueError: ``keep_last`` is below 1, ``busy_timeout`` negative
+                or ``lease`` not positive.
+        """
+        _sql.check_keep_last(keep_last)
+        _sql_ownership.check_lease(lease)
+        self.lease = lease
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
+        self._path = os.fspath(path)
+        self._keep_last = keep_last
+        self._busy_timeout = busy_timeout
+        self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
+        self._reader = Lane(self, "treadle-sqlite-reader")
+        # Guards _closed and the lanes' queues: nothing is queued after close's last call.
+        self._lock = threading.Lock()
+        self._closed = False
+        self._connection: sqlite3.Connection | None = None  # the writer thread's
+        self._read_connection: sqlite3.Connection | None = None  # the reader thread's
+        self._migrated = threading.Event()  # set once the writer has opened the file
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        """Name the file, which is what tells two stores apart."""
+        return f"SqliteStore({self._path!r})"
+
+    async def create_run(
+        self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
+    ) -> None:
+        """Insert a new run with its graph description and first checkpoint.
+
+        The stored row names ``first`` as the run's latest checkpoint; with
+        ``lease`` it is owned by it (epoch 1).
+
+        Raises:
+            RunExistsError: A run with this id exists already.
+            ValueError: ``first`` belongs to another run, or its id is taken.
+        """
+        _sql.first_checkpoint_id(run, first.info)
+        if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
+            run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
+        run_row = _sql_rows.run_parameters(run, first.info, graph)
+
+        def work(connection: sqlite3.Connection) -> None:
+            if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
+                raise RunExistsError(run.run_id)
+            _insert_checkpoints(connection, (first,))
+
+        # Groupable like a commit: runs started together share a transaction and an fsync.
+        await self._call(work, write=True, group=True)
+
+    async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
+        """Atomically add a checkpoint, make it the run's latest, and apply retention.
+
+        The run row takes the checkpoint's status, superstep and ``wake_at``,
+        its ``created_at`` as ``updated_at``, and loses any ``error``. One
+        transaction, one fsync.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: The checkpoint's id is taken, or ``keep_last`` is below 1.
+        """
+        await self.commit_many((checkpoint,), keep_last=keep_last)
+
+    def commit_many(
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None = None,
+        lease: Lease | None = None,
+        consumed: int | None = None,
+        release: bool = False,
+    ) -> asyncio.Future[None]:
+        """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
+
+        The run row follows the last of them. The work is queued for the
+        store's thread when called, and the future returned settles once it
+        is durable, so a caller that awaits it later (background and batched
+        durability) has the disk busy meanwhile. With ``lease`` it commits
+        only while the lease is current; ``consumed`` and ``release`` mark
+        inbox items applied and give the lease up in the same transaction.
+
+        Raises:
+            RunNotFoundError: No such run (from the future).
+            LeaseLostError: ``lease`` is no longer current (from the future).
+            ValueError: An id is taken (from the future); the checkpoints are
+                none, of several runs, or repeat an id; ``keep_last`` is below 1.
+        """
+        _sql.last_of_one_run(checkpoints)
+        _sql.check_keep_last(keep_last)
+        retention = keep_last if keep_last is not None else self._keep_last
+        owned = (
+            Owned(lease, consumed, release) if lease is not None or consumed is not None else None
+        )
+        work = functools.partial(_commit, tuple(checkpoints), retention, owned)
+        return self._queue(work, write=True, group=True)
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+    ) -> None:
+        """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            now = time.time()
+            stamped: tuple[Any, ...] = (status, error, now, run_id)
+            query = _sql.SET_STATUS
+            if lease is not None:
+                query, stamped = query + _sql_ownership.FENCE, (*stamped, lease.owner, lease.epoch)
+            if connection.execute(_render(query), stamped).rowcount == 0:
+                raise refusal(connection, run_id, lease)
+            if lease is not None and release:
+                connection.execute(
+                    _render(_sql_ownership.RELEASE), (now, run_id, lease.owner, lease.epoch)
+                )
+
+        await self._call(work, write=True, group=True)
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Delete all but the ``keep_last`` most recently committed checkpoints.
+
+        The run's latest checkpoint is always kept.
+
+        Returns:
+            How many checkpoints were deleted.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: ``keep_last`` is below 1.
+        """
+        _sql.check_keep_last(keep_last)
+
+        def work(connection: sqlite3.Connection) -> int:
+            if connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None:
+                raise RunNotFoundError(run_id)
+            return _delete_old(connection, run_id, keep_last)
+
+        return await self._call(work, write=True)
+
+    async def close(self) -> None:
+        """Close the connection and stop the store's thread; closing again does nothing.
+
+        Operations already called finish first.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        await self._reader.stop(self._close_reader)
+        await self._writer.stop(self._close_writer)
+
+    # --- the store's threads --------------------------------------------------------
+
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        return list(await self._read(_render(template), parameters))
+
+    async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
+        # One SELECT is one consistent read, so reads need no explicit transaction.
+        work = functools.partial(_select, query, parameters)
+        if not self._migrated.is_set():  # the first use opens the file, on the writer
+            return await self._call(work, write=False)
+        with self._lock:
+            self._check_open()
+            done: asyncio.Future[list[_Row]] = self._reader.submit(
+                functools.partial(self._run_read, work)
+            )
+        return await done
+
+    async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
+        return await self._queue(work, write=write, group=group)
+
+    def _queue(self, work: _Work[_T], *, write: bool, group: bool = False) -> asyncio.Future[_T]:
+        """Hand ``work`` to the writer thread now; the future settles with its outcome."""
+        with self._lock:
+            self._check_open()
+            if group:
+                return self._writer.submit(Groupable(work, self._run_write, self._run_group))
+            return self._writer.submit(functools.partial(self._run, work, write))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+
+    def _run(self, work: _Work[_T], write: bool) -> _T:
+        try:
+            connection = self._open() if self._connection is None else self._connection
+            return self._retrying(connection, work, write=write)
+        except sqlite3.Error as error:
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _run_write(self, work: _Work[_T]) -> _T:
+        return self._run(work, write=True)
+
+    def _run_read(self, work: _Work[_T]) -> _T:
+        try:
+            connection = self._read_connection
+            if connection is None:  # the file exists and is migrated: the writer opened it
+                connection = sqlite3.connect(
+                    self._path, timeout=self._busy_timeout, isolation_level=None
+                )
+                self._read_connection = connection
+            return self._retrying(connection, work, write=False)
+        except sqlite3.Error as error:
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _run_group(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
+        """Several writes in one transaction, one savepoint each: one fsync for all.
+
+        A write that refuses (unknown run, a taken id) rolls back to its own
+        savepoint and fails alone; a database error fails the whole group,
+        which then committed nothing.
+        """
+        try:
+            connection = self._open() if self._connection is None else self._connection
+            return self._retrying(connection, functools.partial(_each_saved, works), write=True)
+        except sqlite3.Error as error:
+            failure = DurabilityError(f"SQLite store {self._path}: {error}")
+            failure.__cause__ = error
+            return [(None, failure)] * len(works)
+        except BaseException as error:  # noqa: BLE001 - handed to every awaiting coroutine
+            return [(None, error)] * len(works)
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: the driver starts no transactions; we do, explicitly.
+        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            self._retrying(connection, self._configure, write=False)
+            self._retrying(connection, self._migrate, write=True)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        self._migrated.set()
+        return connection
+
+    def _configure(self, connection: sqlite3.Connection) -> None:
+        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise DurabilityError(
+                f"SQLite store {self._path}: write-ahead logging is unavailable "
+                f"(journal_mode stays {mode!r}); use a file on a local disk"
+            )
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        connection.execute(_render(_sql.CREATE_SCHEMA_TABLE))
+        row = connection.execute(_render(_sql.SELECT_SCHEMA_VERSION)).fetchone()
+        found = None if row is None else int(row[0])
+        # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
+        for template, parameters in _sql.upgrade(found, repr(self), _sql.MIGRATIONS):
+            connection.execute(_render(template), parameters)
+
+    def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
+        # SQLite waits up to busy_timeout by itself in most cases; the few where it
+        # answers "locked" at once (a WAL reset or recovery by another process) are
+        # retried here, against the same deadline.
+        deadline = time.monotonic() + self._busy_timeout
+        pause = _FIRST_PAUSE
+        while True:
+            try:
+                return _transaction(connection, work, write=write)
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise DurabilityError(
+                        f"SQLite store {self._path} stayed locked by another connection "
+                        f"for {self._busy_timeout:g} s (busy_timeout)"
+                    ) from error
+            time.sleep(pause)  # on the store's thread, never the event loop's
+            pause = min(pause * 2, _LONGEST_PAUSE)
+
+    def _close_writer(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _close_reader(self) -> None:
+        if self._read_connection is not None:
+            self._read_connection.close()
+            self._read_connection = None
+
+
+def _each_saved(
+    works: list[_Work[Any]], connection: sqlite3.Connection
+) -> list[tuple[Any, BaseException | None]]:
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for work in works:
+        connection.execute("SAVEPOINT treadle_commit")
+        try:
+            outcomes.append((work(connection), None))
+        except sqlite3.Error:
+            raise  # the database itself failed: the whole group rolls back
+        except Exception as refused:  # noqa: BLE001 - this commit's own refusal, reported to it
+            connection.execute("ROLLBACK TO treadle_commit")
+            outcomes.append((None, refused))
+        connection.execute("RELEASE treadle_commit")
+    return outcomes
+
+
+def _transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
+    if not write:
+        return work(connection)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            # Keep the original error: a failed rollback means SQLite already rolled back.
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    # The low byte is the primary code: SQLITE_BUSY_SNAPSHOT and the like count too.
+    code: int = getattr(error, "sqlite_errorcode", 0)
+    return code & 0xFF in {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def _select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
+    return connection.execute(query, parameters).fetchall()
+
+
+def _insert_checkpoints(
+    connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]
+) -> None:
+    # One statement for them all: each statement costs the store's thread the GIL twice.
+    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
+    query = _render(_sql.insert_checkpoints(len(checkpoints)))
+    if connection.execute(query, parameters).rowcount < len(checkpoints):
+        raise ValueError(_sql.taken_ids_message(checkpoints))
+
+
+_ADVANCE_FENCED = _sql.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
+
+
+def _commit(
+    checkpoints: Sequence[CheckpointRecord],
+    keep_last: int | None,
+    owned: Owned | None,
+    connection: sqlite3.Connection,
+) -> None:
+    info = checkpoints[-1].info
+    position: tuple[Any, ...] = (
+        info.superstep,
+        info.checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        info.run_id,
+    )
+    lease = owned.lease if owned is not None else None
+    now = time.time()
+    if owned is not None and owned.consumed is not None:
+        # Applied: marked so, and the run is ready no more once nothing delivered is left.
+        connection.execute(
+            _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
+        )
+        connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
+    if lease is not None and owned is not None and owned.release:
+        resting = (info.status, *position, lease.owner, lease.epoch)
+        advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
+    elif lease is not None:
+        advanced = connection.execute(
+            _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
+        )
+    else:
+        advanced = connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position)
+    if advanced.rowcount == 0:
+        raise refusal(connection, info.run_id, lease)
+    if owned is None or not owned.release:
+        connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
+    _insert_checkpoints(connection, checkpoints)
+    if keep_last is not None:
+        _delete_old(connection, info.run_id, keep_last)
+
+
+def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
+    parameters = (run_id, run_id, keep_last - 1, run_id)
+    return connection.execute(_render(_sql.DELETE_OLD_CHECKPOINTS), parameters).rowcount

@@ -1,0 +1,236 @@
+"""``SqliteStore``'s ownership part: leases, the inbox, cancelling, parking and claims.
+
+A mixin, as :class:`~treadle._stores._sql_reads.SqlReads` gives the store
+its reads: each operation is one transaction on the store's writer thread
+(see :mod:`treadle._stores._sqlite`), made of the statements of
+:mod:`treadle._stores._sql_ownership`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from treadle._exceptions import (
+    DurabilityError,
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RunBusyError,
+    RunNotFoundError,
+)
+from treadle._stores import _sql, _sql_ownership
+from treadle._stores._sql import SQLITE
+from treadle._stores._store import Claimed, InboxItem, Lease
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable, Sequence
+
+_T = TypeVar("_T")
+
+# Each template is rendered once; the driver then caches the prepared statement.
+_render = functools.cache(SQLITE.render)
+
+
+class SqliteOwnership(ABC):
+    """What the store port asks of ``SqliteStore`` about who owns a run, and its inbox.
+
+    ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
+    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    """
+
+    @abstractmethod
+    async def _call(
+        self, work: Callable[[sqlite3.Connection], _T], *, write: bool, group: bool = False
+    ) -> _T:
+        """Run ``work`` on the store's writer thread (one transaction when ``write``)."""
+
+    @abstractmethod
+    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+
+    async def acquire(
+        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+    ) -> Lease:
+        """Take the run's lease for ``duration`` seconds if no one holds a current one.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: Another owner's lease is current.
+        """
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            now = time.time()
+            until = now + duration
+            if replacing is None:
+                taken = connection.execute(
+                    _render(_sql_ownership.ACQUIRE), (owner, until, run_id, now)
+                )
+            else:
+                taken = connection.execute(
+                    _render(_sql_ownership.ACQUIRE_FROM), (owner, until, run_id, replacing)
+                )
+            row = taken.fetchone()
+            if row is None:
+                found = connection.execute(
+                    _render(_sql_ownership.SELECT_OWNER), (run_id,)
+                ).fetchone()
+                if found is None:
+                    raise RunNotFoundError(run_id)
+                raise RunBusyError(run_id, found[0], found[1])
+            return Lease(run_id, owner, row[0], until)
+
+        return await self._call(work, write=True, group=True)
+
+    async def renew(self, lease: Lease, duration: float) -> Lease:
+        """Extend a current lease by ``duration`` seconds from now.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+
+        def work(connection: sqlite3.Connection) -> Lease:
+            until = time.time() + duration
+            renewed = (until, lease.run_id, lease.owner, lease.epoch)
+            if connection.execute(_render(_sql_ownership.RENEW), renewed).rowcount == 0:
+                raise LeaseLostError(lease.run_id, lease.epoch)
+            return dataclasses.replace(lease, until=until)
+
+        return await self._call(work, write=True, group=True)
+
+    async def release(self, lease: Lease) -> bool:
+        """Give a lease up; ``False`` when it was no longer current."""
+
+        def work(connection: sqlite3.Connection) -> bool:
+            released = (time.time(), lease.run_id, lease.owner, lease.epoch)
+            return bool(connection.execute(_render(_sql_ownership.RELEASE), released).rowcount)
+
+        return await self._call(work, write=True, group=True)
+
+    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+        """Put items in the run's inbox, all or none; the first answer to a request wins.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: The run has ended.
+            RequestAlreadyAnsweredError: A request was answered already.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            found = connection.execute(_render(_sql_ownership.SELECT_STATUS), (run_id,)).fetchone()
+            (status,) = _sql_ownership.check_found(run_id, found)
+            now = time.time()
+            for kind, target, payload in items:
+                if kind == "answer":
+                    answer = connection.execute(
+                        _render(_sql_ownership.SELECT_ANSWER), (run_id, target)
+                    ).fetchone()
+                    if answer is not None:
+                        raise RequestAlreadyAnsweredError(
+                            run_id, str(target), _sql_ownership.answer_preview(answer[0]), answer[1]
+                        )
+                connection.execute(
+                    _render(_sql_ownership.INSERT_INBOX), (run_id, kind, target, payload, now)
+                )
+            _sql_ownership.check_not_ended(run_id, status)  # rolls the inserts back
+            connection.execute(_render(_sql_ownership.MAKE_READY), (now, run_id))
+
+        await self._call(work, write=True, group=True)
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        """The run's inbox items not yet applied, in delivery order."""
+        rows = await self._select(_sql_ownership.SELECT_INBOX, (run_id,))
+        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
+
+    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
+        """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
+        rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
+        return (_sql_ownership.answer_preview(rows[0][0]), rows[0][1]) if rows else None
+
+    async def cancel(self, run_id: str) -> None:
+        """Mark the run ``cancelled`` wherever it is, fencing out any owner.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended already.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            now = time.time()
+            if connection.execute(_render(_sql_ownership.CANCEL), (now, run_id)).rowcount == 0:
+                found = connection.execute(
+                    _render(_sql_ownership.SELECT_STATUS), (run_id,)
+                ).fetchone()
+                raise _sql_ownership.not_cancellable(run_id, found)
+            connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
+
+        await self._call(work, write=True, group=True)
+
+    async def park(self, lease: Lease, reason: str) -> None:
+        """Set a run aside with ``reason`` and give its lease up.
+
+        Raises:
+            LeaseLostError: The lease is no longer current.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            parked = (reason, lease.run_id, lease.owner, lease.epoch)
+            if connection.execute(_render(_sql_ownership.PARK), parked).rowcount == 0:
+                raise refusal(connection, lease.run_id, lease)
+
+        await self._call(work, write=True, group=True)
+
+    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
+        """Lease up to ``limit`` runs a timer service should take up (see the port)."""
+        _sql.check_limit(limit)
+
+        def work(connection: sqlite3.Connection) -> list[Claimed]:
+            wall = time.time()
+            chosen: dict[str, None] = {}
+            for query, first in (
+                (_sql_ownership.CLAIMABLE_DUE, now),
+                (_sql_ownership.CLAIMABLE_READY, wall),
+                (_sql_ownership.CLAIMABLE_ORPHANS, 1),
+            ):
+                for (run_id,) in connection.execute(_render(query), (first, wall, limit)):
+                    chosen.setdefault(run_id)
+            ids = list(chosen)[:limit]
+            if not ids:
+                return []
+            until = wall + duration
+            rows = connection.execute(
+                _render(_sql_ownership.claim_many(len(ids))), (owner, until, *ids, wall)
+            ).fetchall()
+            taken = {run_id: (epoch, workflow, ready) for run_id, epoch, workflow, ready in rows}
+            claimed: list[Claimed] = []
+            for run_id in ids:  # in claim order: due first
+                if run_id in taken:
+                    epoch, workflow, ready = taken[run_id]
+                    claimed.append(
+                        Claimed(Lease(run_id, owner, epoch, until), workflow, ready is not None)
+                    )
+            return claimed
+
+        return await self._call(work, write=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owned:
+    """What a commit made under a lease does besides committing."""
+
+    lease: Lease | None
+    consumed: int | None
+    release: bool
+
+
+def refusal(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -> DurabilityError:
+    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
+    if (
+        lease is None
+        or connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None
+    ):
+        return RunNotFoundError(run_id)
+    return LeaseLostError(run_id, lease.epoch)

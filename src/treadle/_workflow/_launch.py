@@ -1,0 +1,179 @@
+"""Opening a run: fresh from an input, or continued from a checkpoint.
+
+Every entry point (``run``, ``stream``, ``resume``, their sync adapters)
+opens runs through :func:`open_run`, given one frozen :class:`Launch`, so
+claiming executor instances, wiring the checkpointer and creating the run in
+the store happen in one place and in one order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._checkpointer import Checkpointer
+from treadle._checkpoints._graph_description import encode_description
+from treadle._checkpoints._ownership import Ownership
+from treadle._engine._delivery import Envelope
+from treadle._engine._events import RunStarted, StatusChanged
+from treadle._engine._loop import INPUT_SOURCE, RunLoop
+from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
+from treadle._engine._result import RunStatus
+from treadle._engine._spawn import lost
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from treadle._checkpoints._codec import RestoredRun
+    from treadle._engine._barrier import EventSink
+    from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
+
+_NO_INPUT: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What one run is opened with.
+
+    Attributes:
+        message: The input (ignored when ``restored`` is given).
+        restored: A decoded checkpoint to continue from.
+        run_id: The run's id; a fresh UUID for new runs when omitted.
+        state: Initial shared state over the declared defaults.
+        options: How the run runs (checked already, where the caller entered).
+        store: Where to checkpoint (``None``: the workflow's store, if any).
+        answers: Request id → answer, applied to a restored run before it
+            steps (``respond``).
+        inputs: (message, target executor or None) pairs delivered to
+            invocations waiting for session input (``send_message``).
+        ownership: The lease a stored run is continued under, taken before
+            its checkpoint was read (a new run takes one as it is created).
+    """
+
+    message: Any = _NO_INPUT
+    restored: RestoredRun | None = None
+    run_id: str | None = None
+    state: Mapping[str, Any] | None = None
+    options: RunOptions = DEFAULT_OPTIONS
+    store: Store | None = None
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    inputs: tuple[tuple[Any, str | None], ...] = ()
+    ownership: Ownership | None = None
+
+
+async def open_run(
+    workflow: Workflow, launch: Launch, sink: EventSink | None
+) -> tuple[RunLoop, Callable[[], Awaitable[None]]]:
+    """A loop ready to step, and the coroutine function that lets go of it.
+
+    Letting go releases the run's executors and, for a stored run, stops
+    its lease's heartbeat and gives the lease up if the last commit did not.
+    """
+    store = launch.store if launch.store is not None else workflow.store
+    # With nowhere to rest, a run sleeps through its timers (whatever opened it).
+    settings = workflow.settings(launch.options, sleep_through_timers=store is None)
+    restored = launch.restored
+    if restored is None and launch.message is _NO_INPUT:
+        msg = "a new run needs an input message"
+        raise TypeError(msg)
+    run_id = launch.run_id or (restored.run_id if restored else None) or uuid.uuid4().hex
+    ownership = launch.ownership
+    if store is not None and ownership is None and restored is None:
+        ownership = Ownership.new(store, run_id)
+    pool, free_executors = workflow.claim(run_id)
+
+    async def release() -> None:
+        free_executors()
+        if ownership is not None:
+            await ownership.close()
+
+    try:
+        checkpointer = None
+        if store is not None:
+            checkpointer = Checkpointer(
+                store,
+                workflow.codec,
+                workflow.fingerprint,
+                parent_checkpoint_id=restored.checkpoint_id if restored else None,
+                keep_last=launch.options.keep_last,
+                durability=settings.durability,
+                ownership=ownership,
+            )
+        loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
+        if restored is not None:
+            _restore(loop, restored)
+            timeout = launch.options.timeout_seconds
+            if timeout is not None:  # a new deadline, from now
+                loop.deadline_at = loop.clock.now() + timeout
+            for request_id, answer in launch.answers.items():
+                loop.answer(request_id, answer)
+            for message, target in launch.inputs:
+                loop.send_input(message, target)
+            # No status write here: the next barrier's commit records
+            # ``running`` (or wherever the run rests) in the same transaction.
+            # Until then the row keeps its resting status, so a run whose
+            # process dies before that commit is still found due and resumed.
+        else:
+            _deliver_input(loop, launch.message)
+            if checkpointer is not None:
+                await checkpointer.create(
+                    workflow.name,
+                    encode_description(workflow.description),
+                    loop.barrier_state(),
+                    pool.snapshots(),
+                )
+    except BaseException:
+        await release()
+        raise
+    if ownership is not None:
+        ownership.start_heartbeat()
+    return loop, release
+
+
+def _deliver_input(loop: RunLoop, message: Any) -> None:
+    """Deliver the run's input to the start executor for superstep 1.
+
+    Raises:
+        TypeError: the start executor has no handler for the input's type.
+    """
+    workflow = loop.workflow
+    start = workflow.start_id
+    prototype = workflow.prototype(start)
+    if prototype.find_handler(type(message)) is None:
+        accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
+        msg = (
+            f"the start executor {start!r} has no handler for the input "
+            f"{type(message).__qualname__} (it accepts: {accepted})"
+        )
+        raise TypeError(msg)
+    loop.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
+    _announce_start(loop)
+
+
+def _restore(loop: RunLoop, restored: RestoredRun) -> None:
+    """Seed the loop with a checkpoint instead of a fresh input."""
+    loop.superstep = restored.superstep
+    loop.state = restored.state
+    loop.pending = restored.pending
+    loop.fan_in_buffers = restored.fan_in_buffers
+    loop.iterations = dict(restored.iterations)
+    loop.outputs = list(restored.outputs)
+    loop.waits = restored.waits.copy()
+    loop.deadline_at = restored.deadline_at
+    for executor_id, result in lost(list(restored.spawned)):
+        loop.deliver_spawn_result(loop.superstep + 1, executor_id, result)
+    loop.pool.restore(restored.snapshots)
+    if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
+        loop.status = RunStatus(restored.status)  # nothing left to run
+    else:
+        _announce_start(loop)
+
+
+def _announce_start(loop: RunLoop) -> None:
+    if loop.listening:
+        loop.publish(RunStarted(run_id=loop.run_id, superstep=loop.superstep))
+        loop.publish(
+            StatusChanged(run_id=loop.run_id, superstep=loop.superstep, status=RunStatus.RUNNING)
+        )

@@ -1,0 +1,291 @@
+"""Runner methods over stored runs: take over, answer, load, fork, history.
+
+Loading refuses a run written by another graph *before* decoding anything,
+so no executor runs and no unknown type is even looked up; the error names
+every executor and edge that changed.
+
+Continuing a stored run always starts by taking its lease
+(:func:`take_over`), and only then reads its checkpoint and its inbox, so
+the checkpoint read is the latest and no one else moves the run meanwhile.
+Answers and session messages from a caller are first *delivered* to the
+run's inbox (:func:`deliverable_answers` checks them), which is where the
+store decides, once, which answer to a request wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._checkpointer import Checkpointer
+from treadle._checkpoints._graph_description import (
+    describe_changes,
+    encode_description,
+    fingerprint,
+)
+from treadle._checkpoints._ownership import Ownership, owner_is_dead
+from treadle._engine._barrier import BarrierState
+from treadle._engine._errors import RunCancelledError
+from treadle._engine._result import RunStatus
+from treadle._engine._waits import response_type_of
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    GraphChangedError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RunBusyError,
+    UnknownRequestError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._checkpoints._codec import RestoredRun
+    from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._workflow._workflow import Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class RunHistory:
+    """A run's checkpoints and its lineage: what ``Workflow.history`` returns.
+
+    Attributes:
+        run: The run row; for a fork, ``run.parent_run_id`` and
+            ``run.parent_checkpoint_id`` say where it branched from.
+        checkpoints: Every kept checkpoint, oldest first, each with the
+            checkpoint it was computed from.
+        forks: Runs forked from this one, newest first.
+    """
+
+    run: RunRecord
+    checkpoints: list[CheckpointInfo]
+    forks: list[RunRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """A stored run this process now owns, read after its lease was taken.
+
+    Attributes:
+        restored: Its checkpoint, decoded.
+        ownership: The lease it is held under.
+        answers: Answers from its inbox to requests the checkpoint has pending.
+        inputs: Session messages from its inbox, in delivery order (the
+            ownership marks what was read applied with the run's next commit).
+    """
+
+    restored: RestoredRun
+    ownership: Ownership
+    answers: dict[str, Any]
+    inputs: tuple[tuple[Any, str | None], ...]
+
+
+async def take_over(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    wait: bool = False,
+    ownership: Ownership | None = None,
+    read_inbox: bool = True,
+) -> TakenOver:
+    """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
+
+    ``read_inbox=False`` skips the inbox read for a run known to have had
+    nothing delivered (a timer service's claim says so).
+
+    Raises:
+        RunBusyError: another process owns the run (without ``wait``).
+        RunNotFoundError, CheckpointNotFoundError, GraphChangedError,
+        CheckpointCorruptError, SerializationError, RunCancelledError: as
+            :func:`load_restored`; the lease is given up again.
+    """
+    owned = (
+        ownership if ownership is not None else await Ownership.acquire(store, run_id, wait=wait)
+    )
+    try:
+        restored = await load_restored(workflow, store, run_id, checkpoint_id)
+        # Resuming from an older checkpoint branches the run: its inbox waits for the head.
+        items = await store.inbox(run_id) if read_inbox and checkpoint_id is None else []
+    except BaseException:
+        await owned.close()
+        raise
+    answers: dict[str, Any] = {}
+    inputs: list[tuple[Any, str | None]] = []
+    pending = {r.request_id for r in restored.waits.pending_requests()} if items else set()
+    for item in items:
+        value = workflow.serializer.loads(item.payload)
+        if item.kind == "answer" and item.target in pending:
+            answers[item.target] = value
+        elif item.kind == "message":
+            inputs.append((value, item.target))
+    if items:
+        owned.consumed = items[-1].seq
+    return TakenOver(restored, owned, answers, tuple(inputs))
+
+
+async def deliverable_answers(
+    workflow: Workflow, store: Store, run_id: str, responses: Mapping[str, Any], *, wait: bool
+) -> list[tuple[str, str | None, bytes]]:
+    """Check answers against the run's latest checkpoint; return them as inbox items.
+
+    Nothing is written. The store decides between concurrent answers when
+    they are delivered; this refuses what can be refused before that.
+
+    Raises:
+        RunBusyError: another process owns the run now (without ``wait``).
+        RequestAlreadyAnsweredError: a request was answered (names the answer).
+        UnknownRequestError: a request id is not waiting and never was answered.
+        InvalidResponseError: an answer has the wrong type.
+    """
+    restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    items: list[tuple[str, str | None, bytes]] = []
+    for request_id, value in responses.items():
+        try:
+            waiting = restored.waits.find_request(request_id)
+        except UnknownRequestError:
+            kept = await store.answer_of(run_id, request_id)
+            if kept is not None:
+                raise RequestAlreadyAnsweredError(run_id, request_id, *kept) from None
+            raise
+        checked = workflow.validate_response(request_id, response_type_of(waiting), value)
+        items.append(("answer", request_id, workflow.serializer.dumps(checked)))
+    return items
+
+
+async def deliverable_message(
+    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None, *, wait: bool
+) -> list[tuple[str, str | None, bytes]]:
+    """Check a session message against the run's latest checkpoint; return it as an inbox item.
+
+    Raises:
+        RunBusyError: another process owns the run now (without ``wait``).
+        RequestError: the run is not waiting for input.
+    """
+    restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    if restored.waits.input_waiter(target) is None:
+        where = f"executor {target!r} of run" if target else "run"
+        msg = f"{where} {run_id!r} is not waiting for input ({restored.status})"
+        raise RequestError(msg)
+    return [("message", target, workflow.serializer.dumps(message))]
+
+
+async def _latest_if_free(
+    workflow: Workflow, store: Store, run_id: str, *, wait: bool
+) -> RestoredRun:
+    if not wait:
+        row = await store.get_run(run_id)
+        owner, until = row.owner, row.lease_until
+        # An owner whose process is gone holds nothing: the answer may go in.
+        if row.owned(time.time()) and owner and until and not owner_is_dead(owner):
+            raise RunBusyError(run_id, owner, until)
+    return await load_restored(workflow, store, run_id, None)
+
+
+async def load_restored(
+    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None
+) -> RestoredRun:
+    """Decode a run's checkpoint for this workflow, refusing a changed graph.
+
+    Raises:
+        RunNotFoundError, CheckpointNotFoundError: nothing to load.
+        GraphChangedError: the run was written by a different graph.
+        CheckpointCorruptError: the checkpoint fails its checksum.
+        SerializationError: it names a type this workflow does not allow.
+    """
+    row, graph, record = await store.load_resumable(run_id, checkpoint_id)
+    if row.status == RunStatus.CANCELLED.value:
+        raise RunCancelledError(run_id)
+    try:
+        stored = _stored_fingerprint(graph)
+    except ValueError as error:
+        raise CheckpointCorruptError(run_id, "<graph>", f"unreadable graph: {error}") from error
+    if stored != workflow.fingerprint:
+        changes = describe_changes(json.loads(graph), workflow.description)
+        raise GraphChangedError(run_id, changes)
+    if record is None:
+        raise CheckpointNotFoundError(run_id, checkpoint_id)
+    restored = workflow.codec.decode(
+        record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
+    )
+    if restored.fingerprint != workflow.fingerprint:
+        raise GraphChangedError(
+            run_id,
+            [f"checkpoint {restored.checkpoint_id!r} was written by graph {restored.fingerprint}"],
+        )
+    return restored
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_fingerprint(graph: bytes) -> str:
+    """The fingerprint of a stored graph description; every run of a workflow stores the same.
+
+    Raises:
+        ValueError: The bytes are not a JSON graph description.
+    """
+    return fingerprint(json.loads(graph))
+
+
+async def fork_run(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str,
+    state_patch: Mapping[str, Any] | None,
+    new_run_id: str | None,
+) -> str:
+    """Create a run branching from a checkpoint, its state patched; return its id."""
+    restored = await load_restored(workflow, store, run_id, checkpoint_id)
+    new_id = new_run_id or uuid.uuid4().hex
+    barrier = BarrierState(
+        run_id=new_id,
+        superstep=restored.superstep,
+        status=RunStatus(restored.status) if not restored.pending else RunStatus.RUNNING,
+        pending={k: tuple(v) for k, v in restored.pending.items()},
+        fan_in_buffers=restored.fan_in_buffers,
+        state={**restored.state, **(state_patch or {})},
+        iterations=restored.iterations,
+        outputs=tuple(restored.outputs),
+        waits=restored.waits,
+        deadline_at=restored.deadline_at,
+        spawned=restored.spawned,
+    )
+    checkpointer = Checkpointer(
+        store, workflow.codec, workflow.fingerprint, parent_checkpoint_id=restored.checkpoint_id
+    )
+    await checkpointer.create(
+        workflow.name,
+        encode_description(workflow.description),
+        barrier,
+        restored.snapshots,
+        parent_run_id=run_id,
+    )
+    return new_id
+
+
+async def run_history(store: Store, run_id: str) -> RunHistory:
+    """A run's row, checkpoints and forks."""
+    run = await store.get_run(run_id)
+    return RunHistory(
+        run=run,
+        checkpoints=await store.list_checkpoints(run_id),
+        forks=await store.list_runs(parent_run_id=run_id),
+    )
+
+
+async def cancel_run(store: Store, run_id: str) -> None:
+    """Mark a run ``CANCELLED`` wherever it is; its last checkpoint stays intact.
+
+    Decided by the store in one transaction that also moves the lease epoch
+    on, so an owner still computing commits nothing more.
+
+    Raises:
+        RequestError: the run has ended already.
+    """
+    await store.cancel(run_id)

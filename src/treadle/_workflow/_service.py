@@ -1,0 +1,218 @@
+"""The embedded runtime: one store, one clock, and the timers of every run.
+
+A run that rests on a durable timer lives only in its store; something must
+wake it when the timer falls due — also if the process that set the timer
+has died since. ``Runtime`` is that something for the embedded set-up: it
+knows the workflows by name, *claims* from the store the runs that need
+taking up (a due timer or deadline, an answer delivered and not applied, or
+an orphan whose owner died mid-run), each with a lease, and continues each
+under it. ``treadle worker`` processes play the same part on PostgreSQL.
+
+A claimed run it cannot load (a workflow it was not given, a changed graph,
+a corrupt checkpoint) is *parked*: set aside with the reason, logged once,
+and not claimed again until a ``resume`` takes it up; every other run goes
+on being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
+from treadle._engine._clock import SystemClock
+from treadle._engine._errors import RunCancelledError, WorkflowRunError
+from treadle._engine._options import RunOptions
+from treadle._exceptions import (
+    CheckpointCorruptError,
+    DurabilityError,
+    GraphChangedError,
+    SerializationError,
+    TreadleError,
+)
+from treadle._workflow._runs import take_over
+from treadle._workflow._workflow import continue_taken
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from types import TracebackType
+
+    from treadle._engine._clock import Clock
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import Claimed, Store
+    from treadle._workflow._workflow import Workflow
+
+logger = logging.getLogger("treadle.runtime")
+
+# What makes a run impossible to continue here, whatever is retried: park it.
+_UNLOADABLE = (GraphChangedError, CheckpointCorruptError, SerializationError)
+_CLAIM_BATCH = 1000
+
+
+class Runtime:
+    """Runs workflows on a store and wakes their timers when they fall due.
+
+    Args:
+        store: Where runs live (``SqliteStore`` for the embedded set-up).
+        workflows: The workflows whose runs it may resume, found by name.
+        clock: The time source (``treadle.testing.FakeClock`` in tests).
+        poll_interval: How often :meth:`serve` asks the store for due runs.
+
+    Use ``async with Runtime(...) as runtime:`` to run the timer service in
+    the background for the block's duration, or call :meth:`wake_due`
+    yourself (a cron job, a test).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        workflows: Iterable[Workflow],
+        *,
+        clock: Clock | None = None,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.poll_interval = poll_interval
+        self._workflows: dict[str, Workflow] = {}
+        for workflow in workflows:
+            if workflow.name in self._workflows:
+                msg = f"two workflows are named {workflow.name!r}; a runtime finds them by name"
+                raise ValueError(msg)
+            self._workflows[workflow.name] = workflow
+        self._service: asyncio.Task[None] | None = None
+        self._driving: set[Ownership] = set()  # the runs it is continuing right now
+
+    def workflow(self, name: str) -> Workflow:
+        """The workflow registered under ``name``."""
+        try:
+            return self._workflows[name]
+        except KeyError:
+            known = ", ".join(sorted(self._workflows)) or "none"
+            msg = f"this runtime has no workflow {name!r} (it has: {known})"
+            raise LookupError(msg) from None
+
+    async def start(self, workflow: Workflow | str, message: Any, **options: Any) -> RunResult:
+        """Start a run on this runtime's store and clock; return when it rests or ends."""
+        chosen = self.workflow(workflow) if isinstance(workflow, str) else workflow
+        return await chosen.run(message, store=self.store, clock=self.clock, **options)
+
+    async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
+        """Continue every run that needs taking up now; return their results.
+
+        That is: runs whose timer or deadline is due, runs delivered an
+        answer or message nobody applied, and orphans (``running`` with no
+        current owner). Each is claimed with a lease first, so two services
+        (or a service and a ``resume``) never continue one run twice. Up to
+        ``concurrency`` runs continue at once. Results come in claim order,
+        earliest due first.
+
+        A run that fails (its deadline passed, a handler raised) is recorded
+        as ``FAILED`` in the store and reported in the list like any other.
+        A run this runtime cannot load is parked with the reason (see the
+        module docstring) and left out of the list.
+        """
+        if concurrency < 1:
+            msg = f"concurrency must be at least 1, got {concurrency}"
+            raise ValueError(msg)
+        duration = lease_duration(self.store)
+        batch = _CLAIM_BATCH if limit is None else limit
+        slots = asyncio.Semaphore(concurrency)
+        results: list[RunResult | None] = []
+
+        async def wake(index: int, claimed: Claimed) -> None:
+            async with slots:
+                results[index] = await self._continue_claimed(claimed, duration)
+
+        while True:  # without a limit, batch after batch until nothing more is due
+            claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
+            offset = len(results)
+            results.extend([None] * len(claimed))
+            async with asyncio.TaskGroup() as group:
+                for index, one in enumerate(claimed, start=offset):
+                    group.create_task(wake(index, one))
+            if limit is not None or len(claimed) < batch:
+                break
+        return [result for result in results if result is not None]
+
+    async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
+        lease, name = claimed.lease, claimed.workflow
+        ownership = Ownership(self.store, lease, duration)
+        self._driving.add(ownership)
+        workflow = self._workflows.get(name)
+        try:
+            if workflow is None:
+                known = ", ".join(sorted(self._workflows)) or "none"
+                await self._park(
+                    ownership, f"no workflow {name!r} here (this runtime has: {known})"
+                )
+                return None
+            try:
+                taken = await take_over(
+                    workflow,
+                    self.store,
+                    lease.run_id,
+                    ownership=ownership,
+                    read_inbox=claimed.delivered,
+                )
+            except _UNLOADABLE as error:
+                await self._park(ownership, f"{type(error).__name__}: {error}")
+                return None
+            except RunCancelledError:
+                return None  # cancelled between the claim and the read
+            options = RunOptions(clock=self.clock, record_events=False)
+            try:
+                return await continue_taken(workflow, taken, self.store, options)
+            except WorkflowRunError as error:
+                return error.result
+            except TreadleError as error:
+                # Not raised: the other runs go on; what went wrong is in the store and the log.
+                logger.warning("run %s: %s", lease.run_id, error)
+                return None
+        finally:
+            self._driving.discard(ownership)
+            await ownership.close()
+
+    async def _park(self, ownership: Ownership, reason: str) -> None:
+        run_id = ownership.lease.run_id
+        logger.error("parked run %s: %s; `treadle resume %s` takes it up", run_id, reason, run_id)
+        with contextlib.suppress(DurabilityError):
+            await ownership.park(reason)
+
+    async def serve(self) -> None:
+        """Wake due runs forever, every ``poll_interval`` seconds (cancel to stop)."""
+        while True:
+            try:
+                await self.wake_due()
+            except DurabilityError as error:  # the store is down: try again next time
+                logger.warning("cannot claim runs: %s", error)
+            await self.clock.sleep_until(self.clock.now() + self.poll_interval)
+
+    async def __aenter__(self) -> Runtime:
+        self._service = asyncio.create_task(self.serve(), name="treadle-timers")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._service is not None:
+            # Leaving the block stops the service, not the runs it was continuing:
+            # they are detached (nothing recorded), their leases given up, so they
+            # stay resumable from their last checkpoint and the next service takes
+            # them up at once.
+            for ownership in self._driving:
+                ownership.detach(DurabilityError("the runtime serving it stopped"))
+            self._service.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._service
+            self._service = None
+
+    @property
+    def workflows(self) -> Mapping[str, Workflow]:
+        """The workflows this runtime serves, by name."""
+        return dict(self._workflows)

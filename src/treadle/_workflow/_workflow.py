@@ -1,0 +1,324 @@
+"""The ``Workflow`` users run: entry points for runs, streams and stored runs.
+
+A ``Workflow`` is a validated graph (``WorkflowGraph``) plus the ways to run
+it: every run gets its own :class:`RunLoop`, so one workflow object serves
+any number of concurrent runs. Executors given as factories are instantiated
+per run; instances given directly are shared by every run, so unless
+declared ``shareable`` a second concurrent run that would use one is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Unpack
+
+from treadle._checkpoints._ownership import Ownership
+from treadle._engine._errors import WorkflowRunError
+from treadle._engine._options import RunOptionArgs, RunOptions, run_options
+from treadle._exceptions import TreadleError
+from treadle._workflow._launch import Launch, open_run
+from treadle._workflow._runs import (
+    RunHistory,
+    TakenOver,
+    cancel_run,
+    deliverable_answers,
+    deliverable_message,
+    fork_run,
+    run_history,
+    take_over,
+)
+from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
+from treadle._workflow._sync import SyncEventStream, run_in_thread
+from treadle._workflow._workflow_graph import WorkflowGraph
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import Store
+
+
+class Workflow(WorkflowGraph):
+    """A validated, immutable graph of executors; build one with ``WorkflowBuilder``.
+
+    Call :meth:`run` for a result, :meth:`stream` for live events, and their
+    ``_sync`` twins from code that is not async; :meth:`resume`,
+    :meth:`respond`, :meth:`send_message`, :meth:`fork` and :meth:`history`
+    work on stored runs.
+    """
+
+    async def run(
+        self,
+        message: Any,
+        *,
+        run_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        store: Store | None = None,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> RunResult:
+        """Run until the run ends or rests, and return the result.
+
+        Args:
+            message: The input, delivered to the start executor in superstep 1.
+            run_id: The run's id (default: a fresh UUID).
+            state: Initial shared state, over the declared defaults.
+            store: Checkpoint every barrier here (default: the workflow's
+                store; none means the run lives in memory only).
+            options: How the run runs (:class:`RunOptions`: limits, clock,
+                deadline, durability, retention, events).
+            **overrides: Any field of ``RunOptions`` as a keyword
+                (``timeout=60``); keywords win over ``options``.
+
+        A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
+        for requests and session input, ``WAITING`` for timers when it has a
+        store (a ``Runtime`` or ``resume`` continues it). Without a store
+        there is nothing to resume from, so it sleeps through its timers.
+
+        Raises:
+            WorkflowRunError: The run failed; ``error.result`` has what was
+                committed before the failing superstep.
+            TypeError, ValueError: an option is not valid (nothing ran).
+        """
+        chosen = run_options(options, overrides)
+        launch = Launch(message=message, run_id=run_id, state=state, store=store, options=chosen)
+        return await drive(self, launch)
+
+    def stream(
+        self,
+        message: Any,
+        *,
+        mode: ExecutionMode = ExecutionMode.OFF_THREAD,
+        max_buffered_events: int | None = None,
+        run_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        store: Store | None = None,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> WorkflowStream:
+        """Start a run and stream its events (see :class:`ExecutionMode`).
+
+        Use as ``async with workflow.stream(x) as events: async for e in
+        events: ...``. Arguments are those of :meth:`run`, plus ``mode`` and
+        ``max_buffered_events`` (OFF_THREAD backpressure).
+
+        Raises:
+            TypeError, ValueError: an option is not valid (nothing ran).
+        """
+        chosen = run_options(options, overrides)
+        launch = Launch(message=message, run_id=run_id, state=state, store=store, options=chosen)
+        return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
+
+    def run_sync(self, message: Any, **options: Any) -> RunResult:
+        """:meth:`run` for synchronous callers, on a dedicated loop thread."""
+        return run_in_thread(lambda: self.run(message, **options))
+
+    def stream_sync(self, message: Any, **options: Any) -> SyncEventStream:
+        """:meth:`stream` for synchronous callers, on a dedicated loop thread.
+
+        Use it in a ``with`` block (or close it): leaving early cancels the run.
+        """
+        return SyncEventStream(lambda: self.stream(message, **options))
+
+    # -- durable runs ---------------------------------------------------------------
+    async def resume(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        store: Store | None = None,
+        wait: bool = False,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> RunResult:
+        """Continue a stored run from its latest checkpoint, or from ``checkpoint_id``.
+
+        Only supersteps after the checkpoint run again. Resuming a run whose
+        latest checkpoint is final returns its result and runs nothing;
+        resuming from an older checkpoint branches the run's history there.
+        The run is taken over first (its lease): while another process owns
+        it, this raises ``RunBusyError``, or with ``wait=True`` waits until
+        the owner lets go (its run rests, or its lease runs out). Answers
+        and messages delivered to the run and not yet applied are applied.
+        ``options`` (or their keywords) are those of :meth:`run`; a
+        ``timeout`` replaces the run's stored deadline.
+
+        Raises:
+            RunBusyError: another process owns the run (without ``wait``).
+            GraphChangedError: the run was written by a different graph
+                (nothing runs; the error lists what changed).
+            CheckpointCorruptError: the checkpoint fails its checksum.
+            RunNotFoundError, CheckpointNotFoundError: nothing to resume.
+            WorkflowRunError: the resumed run failed.
+            TypeError, ValueError: an option is not valid (nothing ran).
+        """
+        chosen_options = run_options(options, overrides)
+        chosen = self.store_for(store)
+        taken = await take_over(self, chosen, run_id, checkpoint_id, wait=wait)
+        return await continue_taken(self, taken, chosen, chosen_options)
+
+    def resume_sync(
+        self, run_id: str, checkpoint_id: str | None = None, **options: Any
+    ) -> RunResult:
+        """:meth:`resume` for synchronous callers."""
+        return run_in_thread(lambda: self.resume(run_id, checkpoint_id, **options))
+
+    async def fork(
+        self,
+        run_id: str,
+        checkpoint_id: str,
+        state_patch: Mapping[str, Any] | None = None,
+        *,
+        new_run_id: str | None = None,
+        store: Store | None = None,
+    ) -> str:
+        """Branch a new run from a checkpoint, optionally patching its state.
+
+        The new run's first checkpoint is the patched copy; it records its
+        parent run and checkpoint, and the parent lists it among its forks.
+        The parent is untouched. Continue the new run with :meth:`resume`.
+        """
+        chosen = self.store_for(store)
+        return await fork_run(self, chosen, run_id, checkpoint_id, state_patch, new_run_id)
+
+    async def respond(
+        self,
+        run_id: str,
+        responses: Mapping[str, Any],
+        *,
+        store: Store | None = None,
+        wait: bool = False,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> RunResult:
+        """Answer pending requests of a stored run and continue it.
+
+        Every answer is checked first (the request must be waiting, the value
+        must have the asked type); if any is refused nothing changes. The
+        answers are then delivered to the run's inbox, where the store keeps
+        the first answer to each request and refuses any later one; this
+        call then takes the run over (waiting for a current owner to let
+        go) and continues it. A caller is told it succeeded only if its
+        answers were the ones applied.
+
+        Args:
+            run_id: The run.
+            responses: Request id → answer.
+            store: Where the run lives (default: the workflow's store).
+            wait: While another process owns the run, wait for it instead
+                of raising ``RunBusyError``.
+            options: How the continued run runs (those of :meth:`run`).
+            **overrides: Any field of ``RunOptions`` as a keyword.
+
+        Raises:
+            RequestAlreadyAnsweredError: another answer to a request won
+                (the error names it).
+            UnknownRequestError: a request id is not waiting.
+            InvalidResponseError: an answer has the wrong type.
+            RunBusyError: another process owns the run (without ``wait``).
+            TypeError, ValueError: an option is not valid (nothing changed).
+        """
+        chosen_options = run_options(options, overrides)
+        if not responses:
+            msg = "respond() needs at least one {request_id: answer}"
+            raise ValueError(msg)
+        chosen = self.store_for(store)
+        items = await deliverable_answers(self, chosen, run_id, responses, wait=wait)
+        await chosen.deliver(run_id, items)
+        # Delivered: whoever owns the run now applies it, or this caller once it may.
+        taken = await take_over(self, chosen, run_id, wait=True)
+        return await continue_taken(self, taken, chosen, chosen_options)
+
+    async def send_message(
+        self,
+        run_id: str,
+        message: Any,
+        *,
+        target: str | None = None,
+        store: Store | None = None,
+        wait: bool = False,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> RunResult:
+        """Deliver the next message of a session to a stored run and continue it.
+
+        It goes to the invocation waiting in ``ctx.wait_for_input()`` (the
+        first in delivery order, or the one of executor ``target``). The run
+        is taken over first, then the message is checked against its latest
+        checkpoint, delivered to its inbox and applied: of two senders at
+        once, the second finds the run no longer waiting for input.
+        ``options`` (or their keywords) are those of :meth:`run`.
+
+        Raises:
+            RequestError: the run is not waiting for input.
+            RunBusyError: another process owns the run (without ``wait``).
+            TypeError, ValueError: an option is not valid (nothing changed).
+        """
+        chosen_options = run_options(options, overrides)
+        chosen = self.store_for(store)
+        # Unlike answers, messages to one session are not told apart by the store:
+        # the run is taken over first, so the message is checked against the
+        # checkpoint no other sender can move on meanwhile.
+        ownership = await Ownership.acquire(chosen, run_id, wait=wait)
+        try:
+            items = await deliverable_message(self, chosen, run_id, message, target, wait=True)
+            await chosen.deliver(run_id, items)
+        except BaseException:
+            await ownership.close()
+            raise
+        taken = await take_over(self, chosen, run_id, ownership=ownership)
+        return await continue_taken(self, taken, chosen, chosen_options)
+
+    async def cancel(self, run_id: str, *, store: Store | None = None) -> None:
+        """Cancel a stored run, wherever it is.
+
+        Its last checkpoint stays intact; it is never invoked again (timer
+        services skip it, and ``resume`` refuses it). A process advancing it
+        right now commits nothing more: its caller gets ``RunCancelledError``.
+        """
+        await cancel_run(self.store_for(store), run_id)
+
+    async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
+        """A stored run's checkpoints, oldest first, with its lineage (time travel)."""
+        return await run_history(self.store_for(store), run_id)
+
+    async def prune(self, run_id: str, keep_last: int, *, store: Store | None = None) -> int:
+        """Delete all but the newest ``keep_last`` checkpoints; return how many went."""
+        if keep_last < 1:
+            msg = f"keep_last must be at least 1, got {keep_last}"
+            raise ValueError(msg)
+        removed: int = await self.store_for(store).prune(run_id, keep_last)
+        return removed
+
+
+async def drive(workflow: Workflow, launch: Launch) -> RunResult:
+    """Open a run, step it until it rests or ends, and return its result."""
+    batch = EventBatch() if launch.options.record_events else None
+    loop, release = await open_run(workflow, launch, batch)
+    try:
+        await loop.run_to_end()
+    except TreadleError as error:
+        if isinstance(error, WorkflowRunError):
+            error.result = loop.result(batch.numbered() if batch is not None else None)
+        raise
+    except asyncio.CancelledError:
+        await loop.cancel()
+        raise
+    finally:
+        await release()
+    return loop.result(batch.numbered() if batch is not None else None)
+
+
+async def continue_taken(
+    workflow: Workflow, taken: TakenOver, store: Store, options: RunOptions
+) -> RunResult:
+    """Drive a run this process has taken over, applying what its inbox held."""
+    launch = Launch(
+        restored=taken.restored,
+        store=store,
+        options=options,
+        answers=taken.answers,
+        inputs=taken.inputs,
+        ownership=taken.ownership,
+    )
+    return await drive(workflow, launch)

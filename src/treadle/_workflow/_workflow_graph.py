@@ -1,0 +1,221 @@
+"""What a workflow *is*: its validated graph, and everything derived from it.
+
+``WorkflowGraph`` holds the executors, edges, ranks and router, and what
+durability derives from them (the description and fingerprint, the type
+allowlist, the checkpoint codec); it draws itself. ``Workflow`` (in
+``_workflow.py``) adds how to run it. The split keeps each module to one
+concern; users only ever see ``Workflow``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._codec import CheckpointCodec
+from treadle._checkpoints._graph_description import describe_graph, fingerprint
+from treadle._engine._answers import response_type_name, validate_response
+from treadle._engine._delivery import HandoffRefused
+from treadle._engine._pool import ExecutorNode, ExecutorPool, InstanceClaims
+from treadle._engine._routing import Router
+from treadle._engine._spawn import SpawnResult
+from treadle._graph._cycles import cycle_members
+from treadle._values._registry import TypeRegistry
+from treadle._values._serialization import JsonSerializer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from treadle._engine._options import RunOptions, RunSettings
+    from treadle._engine._state import StateKey
+    from treadle._graph._edges import Edge
+    from treadle._graph._executor import Executor
+    from treadle._stores._store import Store
+    from treadle._values._serialization import Serializer
+
+
+class WorkflowGraph:
+    """A validated, immutable graph of executors (the base of ``Workflow``)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        start_id: str,
+        nodes: Sequence[ExecutorNode],
+        edges: Sequence[Edge],
+        state_specs: Mapping[str, StateKey],
+        defaults: RunSettings,
+        store: Store | None = None,
+        serializer: Serializer | None = None,
+        checkpoint_key: bytes | None = None,
+        types: Sequence[type] = (),
+    ) -> None:
+        self.name = name
+        self.start_id = start_id
+        self.edges: tuple[Edge, ...] = tuple(edges)
+        self.state_specs: Mapping[str, StateKey] = dict(state_specs)
+        self.defaults = defaults
+        self._nodes = {node.id: node for node in nodes}
+        self.ranks: Mapping[str, int] = {node.id: node.rank for node in nodes}
+        self.router = Router(self.edges, self._can_handle)
+        self._loops = cycle_members(self.ranks, self.edges)
+        self._claims = InstanceClaims(
+            n.id for n in nodes if n.factory is None and not n.prototype.shareable
+        )
+        self.store = store
+        self._serializer = serializer
+        self._checkpoint_key = checkpoint_key
+        self._types = tuple(types)
+        self._description: dict[str, Any] | None = None
+        self._fingerprint: str | None = None
+        self._codec: CheckpointCodec | None = None
+        self._registry: TypeRegistry | None = None
+        self._origin: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
+
+    @property
+    def executor_ids(self) -> tuple[str, ...]:
+        """Every executor id, in rank (definition) order."""
+        return tuple(self._nodes)
+
+    def prototype(self, executor_id: str) -> Executor:
+        """The instance used to inspect an executor's handlers."""
+        return self._nodes[executor_id].prototype
+
+    def _can_handle(self, executor_id: str, cls: type) -> bool:
+        return self._nodes[executor_id].prototype.find_handler(cls) is not None
+
+    def loop_members(self, executor_ids: Iterator[str] | Mapping[str, Any]) -> tuple[str, ...]:
+        """The executors of the cycles that the given executors sit on.
+
+        Falls back to the given executors themselves when none is on a cycle.
+        """
+        given = list(executor_ids)
+        members: dict[str, None] = {}
+        for executor_id in given:
+            for member in self._loops.get(executor_id, ()):
+                members[member] = None
+        found = members or dict.fromkeys(given)
+        return tuple(sorted(found, key=self.ranks.__getitem__))
+
+    @property
+    def origin(self) -> str | None:
+        """Where the workflow was imported from (``pkg.module:attr``), when known.
+
+        Stored with each run so tools (the CLI, workers) can load the workflow
+        that wrote it; not part of the fingerprint.
+        """
+        return self._origin
+
+    @origin.setter
+    def origin(self, value: str | None) -> None:
+        self._origin = value
+        self._description = None  # the stored description carries it
+
+    # -- durability configuration ------------------------------------------------
+    @property
+    def description(self) -> dict[str, Any]:
+        """The routing-relevant shape of this graph, as plain data."""
+        if self._description is None:
+            self._description = describe_graph(self)
+        return self._description
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable hash of :attr:`description`; checkpoints carry it."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.description)
+        return self._fingerprint
+
+    @property
+    def type_registry(self) -> TypeRegistry:
+        """The allowlist: classes named by handler annotations, plus registered ones."""
+        if self._registry is None:
+            registry = TypeRegistry()
+            for node in self._nodes.values():
+                for spec in node.prototype.handler_specs():
+                    for annotation in spec.annotations:
+                        registry.register_annotation(annotation)
+            registry.register(SpawnResult)
+            registry.register(HandoffRefused)
+            for cls in self._types:
+                registry.register(cls)
+            self._registry = registry
+        return self._registry
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """Encodes this workflow's checkpoints, with its type allowlist."""
+        if self._codec is None:
+            serializer = self._serializer or JsonSerializer(self.type_registry)
+            self._codec = CheckpointCodec(serializer, self._checkpoint_key)
+        return self._codec
+
+    @property
+    def serializer(self) -> Serializer:
+        """How this workflow turns values into bytes (checkpoints, clients' inbox items)."""
+        return self._serializer or self.codec.serializer
+
+    def response_type_name(self, cls: type) -> str:
+        """The stored name of a ``ctx.request`` response type (see ``_answers``)."""
+        return response_type_name(self.type_registry, cls)
+
+    def validate_response(self, request_id: str, type_name: str | None, value: Any) -> Any:
+        """An answer checked against the type its request asked for."""
+        return validate_response(self.type_registry, request_id, type_name, value)
+
+    def store_for(self, store: Store | None) -> Store:
+        """The store a runner method uses: the one given, else the workflow's."""
+        chosen = store if store is not None else self.store
+        if chosen is None:
+            msg = (
+                f"workflow {self.name!r} has no store: pass store=... or build it with "
+                f"WorkflowBuilder(..., store=SqliteStore(path))"
+            )
+            raise ValueError(msg)
+        return chosen
+
+    # -- running ---------------------------------------------------------------
+    def settings(self, options: RunOptions, *, sleep_through_timers: bool) -> RunSettings:
+        """What a run runs with: the workflow's defaults with ``options`` over them."""
+        return self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
+
+    def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
+        """The executor instances of a new run, and how to release them.
+
+        Raises:
+            ExecutorInUseError: a non-shareable instance serves another run.
+        """
+        release = self._claims.claim(run_id)
+        return ExecutorPool.for_nodes(self._nodes.values()), release
+
+    # -- pictures -------------------------------------------------------------------
+    def to_mermaid(self, *, marks: Mapping[str, str] | None = None) -> str:
+        """The graph as a Mermaid flowchart, each edge kind drawn its own way.
+
+        Args:
+            marks: Executor id → ``"ran"``, ``"running"``, ``"waiting"`` or
+                ``"failed"``, to colour the executors of a run.
+
+        Raises:
+            ValueError: ``marks`` names an unknown executor or mark.
+        """
+        from treadle._graph._render import render_mermaid  # noqa: PLC0415 - only pictures need it
+
+        return render_mermaid(self, marks)
+
+    def to_dot(self, *, marks: Mapping[str, str] | None = None) -> str:
+        """The graph as a Graphviz ``digraph``; the same picture as :meth:`to_mermaid`.
+
+        Args:
+            marks: Executor id → ``"ran"``, ``"running"``, ``"waiting"`` or
+                ``"failed"``, to colour the executors of a run.
+
+        Raises:
+            ValueError: ``marks`` names an unknown executor or mark.
+        """
+        from treadle._graph._render import render_dot  # noqa: PLC0415 - only pictures need it
+
+        return render_dot(self, marks)

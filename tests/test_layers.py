@@ -1,0 +1,76 @@
+"""treadle's floors hold: no module imports a floor above its own.
+
+The contracts live in ``pyproject.toml`` (``[tool.importlinter]``) and are
+drawn in CONTRIBUTING.md. They count every import, including those under
+``TYPE_CHECKING`` and inside functions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint_imports(source_root: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(source_root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=source_root,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_every_module_imports_only_its_floor_and_below():
+    done = lint_imports(ROOT / "src", ROOT / "pyproject.toml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 1 kept, 0 broken." in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "upward_import", "named"),
+    [
+        # the engine naming the Workflow API, even only for the type checker
+        (
+            "_engine/_state.py",
+            (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from treadle._workflow._workflow import Workflow\n"
+            ),
+            "treadle._engine._state -> treadle._workflow._workflow",
+        ),
+        # a store reaching into the engine (stores and engine stand side by side)
+        (
+            "_stores/_sql_rows.py",
+            "from treadle._engine._result import RunStatus\n",
+            "treadle._stores._sql_rows -> treadle._engine._result",
+        ),
+        # the bottom floor naming anything of treadle
+        (
+            "_exceptions.py",
+            "def _late() -> None:\n    from treadle._graph import _edges\n",
+            "treadle._exceptions -> treadle._graph._edges",
+        ),
+    ],
+)
+def test_an_upward_import_breaks_the_build(tmp_path, module, upward_import, named):
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "treadle", copy / "treadle")
+    target = copy / "treadle" / module
+    target.write_text(target.read_text() + "\n" + upward_import)
+    done = lint_imports(copy, ROOT / "pyproject.toml")
+    assert done.returncode != 0
+    assert "BROKEN" in done.stdout
+    assert named in done.stdout, done.stdout
