@@ -19,13 +19,13 @@ from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
 from treadle import RunStatus
 from treadle._exceptions import CheckpointNotFoundError, DurabilityError
-from treadle._stores import _sql
+from treadle._stores import _sql_dialect, _sql_schema, _sql_statements
 from treadle._stores._store import CheckpointInfo, RunRecord
 from treadle.stores import PostgresStore
 
 pytestmark = pytest.mark.integration
 
-KNOWN = len(_sql.MIGRATIONS)
+KNOWN = len(_sql_schema.MIGRATIONS)
 
 # The schema migration step 1 makes in PostgreSQL, spelled out: databases made
 # by it exist, so neither this nor the step may ever change.
@@ -83,7 +83,7 @@ def test_importing_the_stores_namespace_does_not_import_psycopg():
 
 
 def test_migration_step_1_is_still_the_version_1_schema():
-    assert [words(_sql.POSTGRES.render(step)) for step in _sql.MIGRATIONS[0]] == [
+    assert [words(_sql_dialect.POSTGRES.render(step)) for step in _sql_schema.MIGRATIONS[0]] == [
         words(statement) for statement in VERSION_1
     ]
 
@@ -139,7 +139,7 @@ async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
     schema = new_schema()
     await make_schema(postgres, schema)
     broken = ("ALTER TABLE treadle_runs ADD COLUMN later TEXT", "CREATE INDEX o ON missing (x)")
-    monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, broken))
+    monkeypatch.setattr(_sql_schema, "MIGRATIONS", (*_sql_schema.MIGRATIONS, broken))
     store = PostgresStore(postgres, schema=schema)
     with pytest.raises(DurabilityError, match='relation "missing" does not exist'):
         await store.get_run("run-1")
@@ -308,10 +308,12 @@ async def test_due_runs_read_one_index_that_also_gives_their_order(postgres, new
     store = PostgresStore(postgres, schema=schema)
     await new_run(store, status="waiting", wake_at=T0)
     await store.close()
-    query, parameters = _sql.select_due_runs(T0, 10)
+    query, parameters = _sql_statements.select_due_runs(T0, 10)
     async with await connect(postgres, schema) as connection, connection.transaction():
         await connection.execute("SET LOCAL enable_seqscan = off")  # a tiny table otherwise
-        explained = await connection.execute(f"EXPLAIN {_sql.POSTGRES.render(query)}", parameters)
+        explained = await connection.execute(
+            f"EXPLAIN {_sql_dialect.POSTGRES.render(query)}", parameters
+        )
         plan = " | ".join(row[0] for row in await explained.fetchall())
     assert "Index Scan using treadle_runs_due" in plan
     assert "Sort" not in plan  # the index is in due order, ties by insertion

@@ -19,11 +19,11 @@ from treadle._exceptions import (
     RunExistsError,
     RunNotFoundError,
 )
-from treadle._stores import _sql
+from treadle._stores import _sql_dialect, _sql_schema, _sql_statements
 from treadle._stores._sqlite import SqliteStore
 from treadle._stores._store import CheckpointInfo, RunRecord
 
-KNOWN = len(_sql.MIGRATIONS)
+KNOWN = len(_sql_schema.MIGRATIONS)
 
 # The schema that version 1 (treadle cead48e..1f81ddc) made, spelled out: files
 # made by it exist, so neither this nor migration step 1 may ever change.
@@ -135,7 +135,7 @@ def words(sql):
 
 
 def test_migration_step_1_is_still_the_version_1_schema():
-    assert [words(_sql.SQLITE.render(step)) for step in _sql.MIGRATIONS[0]] == [
+    assert [words(_sql_dialect.SQLITE.render(step)) for step in _sql_schema.MIGRATIONS[0]] == [
         words(statement) for statement in VERSION_1
     ]
 
@@ -184,10 +184,12 @@ async def test_a_version_1_file_is_migrated_with_its_runs_and_checkpoints(tmp_pa
 
 async def test_due_runs_read_one_index_that_also_gives_their_order(tmp_path):
     store = SqliteStore(tmp_path / "runs.sqlite")
-    query, parameters = _sql.select_due_runs(T0, 10)
+    query, parameters = _sql_statements.select_due_runs(T0, 10)
 
     def plan(connection):
-        rows = connection.execute(f"EXPLAIN QUERY PLAN {_sql.SQLITE.render(query)}", parameters)
+        rows = connection.execute(
+            f"EXPLAIN QUERY PLAN {_sql_dialect.SQLITE.render(query)}", parameters
+        )
         return " | ".join(row[3] for row in rows)
 
     steps = await store._call(plan, write=False)
@@ -203,7 +205,7 @@ async def test_a_newer_treadle_upgrades_an_older_file_and_keeps_its_data(tmp_pat
         "ALTER TABLE treadle_runs ADD COLUMN later TEXT",
         "CREATE INDEX o ON treadle_runs (later)",
     )
-    monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, step))
+    monkeypatch.setattr(_sql_schema, "MIGRATIONS", (*_sql_schema.MIGRATIONS, step))
     store = SqliteStore(path)
     assert await kept_ids(store) == ["c0", "c1"]
     await store.close()
@@ -216,7 +218,7 @@ async def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, monkey
     path = tmp_path / "runs.sqlite"
     await make_file(path)
     broken = ("ALTER TABLE treadle_runs ADD COLUMN later TEXT", "CREATE INDEX o ON missing (x)")
-    monkeypatch.setattr(_sql, "MIGRATIONS", (*_sql.MIGRATIONS, broken))
+    monkeypatch.setattr(_sql_schema, "MIGRATIONS", (*_sql_schema.MIGRATIONS, broken))
     store = SqliteStore(path)
     with pytest.raises(DurabilityError, match=r"no such table: main\.missing"):
         await store.get_run("run-1")
@@ -526,19 +528,19 @@ def test_four_processes_commit_to_one_file_at_once(tmp_path):
 
 
 def test_sql_templates_render_for_another_dialect():
-    other = _sql.Dialect(
+    other = _sql_dialect.Dialect(
         blob_type="BYTEA",
         placeholder="%s",
         insertion_order="seq",
         insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
     )
-    assert other.render(_sql.SET_STATUS).count("%s") == 4
-    assert "?" not in other.render(_sql.DELETE_OLD_CHECKPOINTS)
-    assert "ORDER BY seq DESC" in other.render(_sql.DELETE_OLD_CHECKPOINTS)
-    created = other.render(_sql.MIGRATIONS[0][0])
+    assert other.render(_sql_statements.SET_STATUS).count("%s") == 4
+    assert "?" not in other.render(_sql_statements.DELETE_OLD_CHECKPOINTS)
+    assert "ORDER BY seq DESC" in other.render(_sql_statements.DELETE_OLD_CHECKPOINTS)
+    created = other.render(_sql_schema.MIGRATIONS[0][0])
     assert "seq BIGINT GENERATED ALWAYS AS IDENTITY," in created
     assert "graph BYTEA NOT NULL" in created
-    query, parameters = _sql.select_due_runs(T0, 5)
+    query, parameters = _sql_statements.select_due_runs(T0, 5)
     assert parameters == (T0, 5)
     assert other.render(query).count("%s") == 2
     assert other.render(query).endswith(", seq LIMIT %s")

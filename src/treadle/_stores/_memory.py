@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
-from treadle._stores._sql import (
+from treadle._stores._sql_ownership import check_lease
+from treadle._stores._sql_rules import (
     check_keep_last,
     check_limit,
     due_at,
     first_checkpoint_id,
     last_of_one_run,
 )
-from treadle._stores._sql_ownership import check_lease
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from treadle._exceptions import (
     RequestError,
     RunBusyError,
 )
-from treadle._stores._sql import check_limit, due_at
 from treadle._stores._sql_ownership import ENDED_STATUSES, answer_preview, check_not_ended
+from treadle._stores._sql_rules import check_limit, due_at
 from treadle._stores._store import Claimed, InboxItem, Lease
 
 if TYPE_CHECKING:

@@ -3,9 +3,10 @@
 Durability is PostgreSQL's: a commit has returned once the server has
 committed its transaction. Every write is one transaction (a checkpoint, its
 run row and retention move together or not at all); a read is one statement,
-so one consistent snapshot. The SQL is :mod:`treadle._stores._sql`'s, in
-the :data:`~treadle._stores._sql.POSTGRES` dialect, so the store behaves as
-``SqliteStore`` does, row for row.
+so one consistent snapshot. The SQL is the shared templates
+(:mod:`treadle._stores._sql_schema`, :mod:`treadle._stores._sql_statements`)
+in the :data:`~treadle._stores._sql_dialect.POSTGRES` dialect, so the store
+behaves as ``SqliteStore`` does, row for row.
 
 Ownership (leases, the inbox, claims) follows the port, with what only
 PostgreSQL adds: see :mod:`treadle._stores._postgres_ownership`.
@@ -31,11 +32,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
-from treadle._stores import _sql, _sql_ownership, _sql_rows
+from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
 from treadle._stores._postgres_ownership import Owned, PostgresOwnership, refusal, release_lease
 from treadle._stores._postgres_pools import Connection, LoopPools
 from treadle._stores._postgres_writes import insert_checkpoints
-from treadle._stores._sql import POSTGRES
+from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._store import DEFAULT_LEASE
 
@@ -50,8 +51,8 @@ _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled co
 _render = functools.cache(POSTGRES.render)
 
 # The shared writes, fenced by a lease (see _postgres_ownership).
-_FENCED_ADVANCE = _sql.ADVANCE_RUN + _sql_ownership.FENCE
-_FENCED_SET_STATUS = _sql.SET_STATUS + _sql_ownership.FENCE
+_FENCED_ADVANCE = _sql_statements.ADVANCE_RUN + _sql_ownership.FENCE
+_FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 
 # Held while a store migrates, so that stores opening one new database at once
 # take turns: concurrent CREATE ... IF NOT EXISTS can otherwise collide.
@@ -113,7 +114,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
                 empty, ``keep_last`` is below 1, the sizes do not fit, or
                 ``lease`` is not positive.
         """
-        _sql.check_keep_last(keep_last)
+        _sql_rules.check_keep_last(keep_last)
         _sql_ownership.check_lease(lease)
         self.lease = lease
         if schema is not None and not schema:
@@ -162,13 +163,13 @@ class PostgresStore(SqlReads, PostgresOwnership):
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        _sql.first_checkpoint_id(run, first.info)
+        _sql_rules.first_checkpoint_id(run, first.info)
         if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql_rows.run_parameters(run, first.info, graph)
 
         async def work(connection: Connection) -> None:
-            inserted = await connection.execute(_render(_sql.INSERT_RUN), run_row)
+            inserted = await connection.execute(_render(_sql_statements.INSERT_RUN), run_row)
             if inserted.rowcount == 0:
                 raise RunExistsError(run.run_id)
             await insert_checkpoints(connection, (first,))
@@ -210,8 +211,8 @@ class PostgresStore(SqlReads, PostgresOwnership):
             ValueError: An id is taken; the checkpoints are none, of several
                 runs, or repeat an id; ``keep_last`` is below 1.
         """
-        _sql.last_of_one_run(checkpoints)
-        _sql.check_keep_last(keep_last)
+        _sql_rules.last_of_one_run(checkpoints)
+        _sql_rules.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = Owned(lease, consumed, release)
         await self._run(
@@ -240,7 +241,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         async def work(connection: Connection) -> None:
             now = time.time()
             stamped: tuple[Any, ...] = (status, error, now, run_id)
-            query = _sql.SET_STATUS
+            query = _sql_statements.SET_STATUS
             if lease is not None:
                 query, stamped = _FENCED_SET_STATUS, (*stamped, lease.owner, lease.epoch)
             if (await connection.execute(_render(query), stamped)).rowcount == 0:
@@ -263,10 +264,10 @@ class PostgresStore(SqlReads, PostgresOwnership):
             RunNotFoundError: No such run.
             ValueError: ``keep_last`` is below 1.
         """
-        _sql.check_keep_last(keep_last)
+        _sql_rules.check_keep_last(keep_last)
 
         async def work(connection: Connection) -> int:
-            found = await connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,))
+            found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
             if await found.fetchone() is None:
                 raise RunNotFoundError(run_id)
             return await _delete_old(connection, run_id, keep_last)
@@ -374,14 +375,14 @@ class PostgresStore(SqlReads, PostgresOwnership):
                 table = await connection.execute("SELECT to_regclass('treadle_schema')")
                 versions: list[TupleRow] = []
                 if (await table.fetchone()) == (None,):
-                    await connection.execute(_render(_sql.CREATE_SCHEMA_TABLE))
+                    await connection.execute(_render(_sql_schema.CREATE_SCHEMA_TABLE))
                 else:
-                    selected = await connection.execute(_render(_sql.SELECT_SCHEMA_VERSION))
+                    selected = await connection.execute(_render(_sql_schema.SELECT_SCHEMA_VERSION))
                     versions = await selected.fetchall()
                 found_version = int(versions[0][0]) if versions else None
                 # MIGRATIONS is read at open, so a test can stand in a newer treadle's list.
-                for template, parameters in _sql.upgrade(
-                    found_version, repr(self), _sql.MIGRATIONS
+                for template, parameters in _sql_schema.upgrade(
+                    found_version, repr(self), _sql_schema.MIGRATIONS
                 ):
                     await connection.execute(_render(template), parameters)
 
@@ -432,7 +433,7 @@ async def _commit(
     # The run row first: its lock makes concurrent commits to one run take turns.
     if lease is None:
         advanced = await connection.execute(
-            _render(_sql.ADVANCE_RUN), _sql_rows.advance_parameters(info)
+            _render(_sql_statements.ADVANCE_RUN), _sql_rows.advance_parameters(info)
         )
     else:
         fenced = (*_sql_rows.advance_parameters(info), lease.owner, lease.epoch)
@@ -452,4 +453,6 @@ async def _commit(
 
 async def _delete_old(connection: Connection, run_id: str, keep_last: int) -> int:
     parameters = (run_id, run_id, keep_last - 1, run_id)
-    return (await connection.execute(_render(_sql.DELETE_OLD_CHECKPOINTS), parameters)).rowcount
+    return (
+        await connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters)
+    ).rowcount

@@ -12,9 +12,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
-from treadle._stores import _sql, _sql_ownership
+from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
 from treadle._stores._postgres_writes import insert_checkpoints
-from treadle._stores._sql import POSTGRES
+from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Lease
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 FENCE = POSTGRES.render(_sql_ownership.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
 
-_RUN_EXISTS = POSTGRES.render(_sql.SELECT_RUN_EXISTS)
+_RUN_EXISTS = POSTGRES.render(_sql_statements.SELECT_RUN_EXISTS)
 # Applied items are kept, marked: the answers among them are the ledger by
 # which a later answer to the same request is refused (``PostgresStore.deliver``).
 CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
@@ -112,7 +112,7 @@ class LeasedStore:
         lease: Lease | None = None,  # noqa: ARG002 - the claim is the lease
     ) -> None:
         """Turn the pending row a client enqueued into the started run."""
-        _sql.first_checkpoint_id(run, first.info)
+        _sql_rules.first_checkpoint_id(run, first.info)
         info = first.info
         adopt = (
             run.status,

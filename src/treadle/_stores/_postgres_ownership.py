@@ -30,9 +30,9 @@ from treadle._exceptions import (
     RunBusyError,
     RunNotFoundError,
 )
-from treadle._stores import _sql, _sql_ownership
+from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
 from treadle._stores._postgres_writes import NOTIFY_READY
-from treadle._stores._sql import POSTGRES
+from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Claimed, InboxItem, Lease
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ _render = functools.cache(POSTGRES.render)
 # (an acquire that found it busy, a delivery, a release) in one order: the
 # run's, then its inbox's, so two of them never deadlock.
 _LOCK_OWNER = _sql_ownership.SELECT_OWNER + " FOR UPDATE"
-_LOCK_LEASE = _sql.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
+_LOCK_LEASE = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
 _LOCK_STATUS = _sql_ownership.SELECT_STATUS + " FOR UPDATE"
 # Whether the released run is left ready (its inbox holds unapplied items): if
 # so, idle workers are told at once, as a delivery would have told them.
@@ -80,7 +80,7 @@ class PostgresOwnership(ABC):
 
     @abstractmethod
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
-        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+        """Run one SELECT written in the neutral SQL dialect; return its rows."""
 
     async def acquire(
         self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
@@ -237,7 +237,7 @@ class PostgresOwnership(ABC):
         Raises:
             ValueError: ``limit`` is negative.
         """
-        _sql.check_limit(limit)
+        _sql_rules.check_limit(limit)
 
         async def work(connection: Connection) -> list[Claimed]:
             wall = time.time()
@@ -312,7 +312,7 @@ async def release_lease(connection: Connection, lease: Lease, now: float) -> boo
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
     if lease is not None:
-        found = await connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,))
+        found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
         if await found.fetchone() is not None:
             return LeaseLostError(run_id, lease.epoch)
     return RunNotFoundError(run_id)

@@ -36,7 +36,8 @@ from treadle._exceptions import RunExistsError
 from treadle._stores import _sql_ownership
 from treadle._stores._postgres_leases import FENCE, LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL
-from treadle._stores._sql import DUE_AT, POSTGRES
+from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._sql_schema import DUE_AT
 from treadle._stores._store import InboxItem
 
 if TYPE_CHECKING:

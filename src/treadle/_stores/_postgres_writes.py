@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from treadle._stores import _sql, _sql_rows
-from treadle._stores._sql import POSTGRES
+from treadle._stores import _sql_rows, _sql_rules, _sql_statements
+from treadle._stores._sql_dialect import POSTGRES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -38,6 +38,6 @@ async def insert_checkpoints(
         ValueError: an id is taken.
     """
     parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
-    query = _render(_sql.insert_checkpoints(len(checkpoints)))
+    query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
     if (await connection.execute(query, parameters)).rowcount < len(checkpoints):
-        raise ValueError(_sql.taken_ids_message(checkpoints))
+        raise ValueError(_sql_rules.taken_ids_message(checkpoints))

@@ -1,9 +1,10 @@
 """The ownership part of the SQL port: leases, fencing, the inbox, cancelling, claims.
 
-Templates in :mod:`treadle._stores._sql`'s neutral dialect, rendered by each
-backend with its :class:`~treadle._stores._sql.Dialect`, and the port's
-rules about ownership that every store (``MemoryStore`` included) applies, so
-that all refuse the same calls alike.
+Templates in the neutral dialect of :mod:`treadle._stores._sql_dialect`,
+rendered by each backend with its
+:class:`~treadle._stores._sql_dialect.Dialect`, and the port's rules about
+ownership that every store (``MemoryStore`` included) applies, so that all
+refuse the same calls alike.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import RequestError, RunNotFoundError
-from treadle._stores._sql import DUE_AT
+from treadle._stores._sql_schema import DUE_AT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
-from treadle._stores import _sql, _sql_rows
+from treadle._stores import _sql_rows, _sql_rules, _sql_statements
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,7 +24,7 @@ class SqlReads(ABC):
 
     @abstractmethod
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
-        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+        """Run one SELECT written in the neutral SQL dialect; return its rows."""
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
@@ -32,7 +32,7 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = await self._select(_sql.SELECT_RUN, (run_id,))
+        rows = await self._select(_sql_statements.SELECT_RUN, (run_id,))
         if not rows:
             raise RunNotFoundError(run_id)
         return _sql_rows.run_from_row(rows[0])
@@ -43,7 +43,7 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = await self._select(_sql.SELECT_GRAPH, (run_id,))
+        rows = await self._select(_sql_statements.SELECT_GRAPH, (run_id,))
         if not rows:
             raise RunNotFoundError(run_id)
         graph: bytes = rows[0][0]
@@ -58,7 +58,7 @@ class SqlReads(ABC):
             RunNotFoundError: No such run.
             CheckpointNotFoundError: The run has no such checkpoint.
         """
-        rows = await self._select(_sql.SELECT_CHECKPOINT, (checkpoint_id, run_id))
+        rows = await self._select(_sql_statements.SELECT_CHECKPOINT, (checkpoint_id, run_id))
         if not rows:
             raise RunNotFoundError(run_id)
         if rows[0][0] is None:
@@ -73,11 +73,11 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = await self._select(_sql.SELECT_RESUMABLE, (checkpoint_id, run_id))
+        rows = await self._select(_sql_statements.SELECT_RESUMABLE, (checkpoint_id, run_id))
         if not rows:
             raise RunNotFoundError(run_id)
         row = rows[0]
-        width = len(_sql.RUN_FIELDS)
+        width = len(_sql_statements.RUN_FIELDS)
         run, graph, found = _sql_rows.run_from_row(row[:width]), row[width], row[width + 1 :]
         if found[0] is None:
             return run, graph, None
@@ -89,7 +89,7 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = await self._select(_sql.SELECT_CHECKPOINTS, (run_id,))
+        rows = await self._select(_sql_statements.SELECT_CHECKPOINTS, (run_id,))
         if not rows:
             raise RunNotFoundError(run_id)
         # A run always has a checkpoint; the left join's NULL row is only defensive.
@@ -108,8 +108,8 @@ class SqlReads(ABC):
         Raises:
             ValueError: ``limit`` is negative.
         """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_runs(
+        _sql_rules.check_limit(limit)
+        query, parameters = _sql_statements.select_runs(
             status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
         )
         return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
@@ -123,6 +123,6 @@ class SqlReads(ABC):
         Raises:
             ValueError: ``limit`` is negative.
         """
-        _sql.check_limit(limit)
-        query, parameters = _sql.select_due_runs(now, limit)
+        _sql_rules.check_limit(limit)
+        query, parameters = _sql_statements.select_due_runs(now, limit)
         return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]

@@ -1,7 +1,8 @@
 """Between records and rows: parameters of the SQL stores' writes, records from their selects.
 
-The columns are :mod:`treadle._stores._sql`'s: parameters follow its
-statements' placeholders, and a row's columns the order its selects name them in.
+The columns are :mod:`treadle._stores._sql_statements`': parameters follow
+its statements' placeholders, and a row's columns the order its selects name
+them in.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
-from treadle._stores import _sql, _sql_ownership, _sql_rows
-from treadle._stores._sql import SQLITE
+from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
+from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sqlite_lanes import Groupable, Lane
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal
@@ -102,7 +102,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
             ValueError: ``keep_last`` is below 1, ``busy_timeout`` negative
                 or ``lease`` not positive.
         """
-        _sql.check_keep_last(keep_last)
+        _sql_rules.check_keep_last(keep_last)
         _sql_ownership.check_lease(lease)
         self.lease = lease
         if busy_timeout < 0:
@@ -140,13 +140,13 @@ class SqliteStore(SqlReads, SqliteOwnership):
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        _sql.first_checkpoint_id(run, first.info)
+        _sql_rules.first_checkpoint_id(run, first.info)
         if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql_rows.run_parameters(run, first.info, graph)
 
         def work(connection: sqlite3.Connection) -> None:
-            if connection.execute(_render(_sql.INSERT_RUN), run_row).rowcount == 0:
+            if connection.execute(_render(_sql_statements.INSERT_RUN), run_row).rowcount == 0:
                 raise RunExistsError(run.run_id)
             _insert_checkpoints(connection, (first,))
 
@@ -190,8 +190,8 @@ class SqliteStore(SqlReads, SqliteOwnership):
             ValueError: An id is taken (from the future); the checkpoints are
                 none, of several runs, or repeat an id; ``keep_last`` is below 1.
         """
-        _sql.last_of_one_run(checkpoints)
-        _sql.check_keep_last(keep_last)
+        _sql_rules.last_of_one_run(checkpoints)
+        _sql_rules.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = (
             Owned(lease, consumed, release) if lease is not None or consumed is not None else None
@@ -218,7 +218,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         def work(connection: sqlite3.Connection) -> None:
             now = time.time()
             stamped: tuple[Any, ...] = (status, error, now, run_id)
-            query = _sql.SET_STATUS
+            query = _sql_statements.SET_STATUS
             if lease is not None:
                 query, stamped = query + _sql_ownership.FENCE, (*stamped, lease.owner, lease.epoch)
             if connection.execute(_render(query), stamped).rowcount == 0:
@@ -242,10 +242,11 @@ class SqliteStore(SqlReads, SqliteOwnership):
             RunNotFoundError: No such run.
             ValueError: ``keep_last`` is below 1.
         """
-        _sql.check_keep_last(keep_last)
+        _sql_rules.check_keep_last(keep_last)
 
         def work(connection: sqlite3.Connection) -> int:
-            if connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None:
+            found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
+            if found.fetchone() is None:
                 raise RunNotFoundError(run_id)
             return _delete_old(connection, run_id, keep_last)
 
@@ -358,11 +359,11 @@ class SqliteStore(SqlReads, SqliteOwnership):
         connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
 
     def _migrate(self, connection: sqlite3.Connection) -> None:
-        connection.execute(_render(_sql.CREATE_SCHEMA_TABLE))
-        row = connection.execute(_render(_sql.SELECT_SCHEMA_VERSION)).fetchone()
+        connection.execute(_render(_sql_schema.CREATE_SCHEMA_TABLE))
+        row = connection.execute(_render(_sql_schema.SELECT_SCHEMA_VERSION)).fetchone()
         found = None if row is None else int(row[0])
         # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
-        for template, parameters in _sql.upgrade(found, repr(self), _sql.MIGRATIONS):
+        for template, parameters in _sql_schema.upgrade(found, repr(self), _sql_schema.MIGRATIONS):
             connection.execute(_render(template), parameters)
 
     def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
@@ -444,12 +445,12 @@ def _insert_checkpoints(
 ) -> None:
     # One statement for them all: each statement costs the store's thread the GIL twice.
     parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
-    query = _render(_sql.insert_checkpoints(len(checkpoints)))
+    query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
     if connection.execute(query, parameters).rowcount < len(checkpoints):
-        raise ValueError(_sql.taken_ids_message(checkpoints))
+        raise ValueError(_sql_rules.taken_ids_message(checkpoints))
 
 
-_ADVANCE_FENCED = _sql.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
+_ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
 
 
 def _commit(
@@ -482,11 +483,12 @@ def _commit(
             _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
         )
     else:
-        advanced = connection.execute(_render(_sql.ADVANCE_RUN_POSITION), position)
+        advanced = connection.execute(_render(_sql_statements.ADVANCE_RUN_POSITION), position)
     if advanced.rowcount == 0:
         raise refusal(connection, info.run_id, lease)
     if owned is None or not owned.release:
-        connection.execute(_render(_sql.CHANGE_STATUS), (info.status, info.run_id, info.status))
+        status_change = (info.status, info.run_id, info.status)
+        connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
     _insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
         _delete_old(connection, info.run_id, keep_last)
@@ -494,4 +496,4 @@ def _commit(
 
 def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
     parameters = (run_id, run_id, keep_last - 1, run_id)
-    return connection.execute(_render(_sql.DELETE_OLD_CHECKPOINTS), parameters).rowcount
+    return connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters).rowcount

@@ -21,8 +21,8 @@ from treadle._exceptions import (
     RunBusyError,
     RunNotFoundError,
 )
-from treadle._stores import _sql, _sql_ownership
-from treadle._stores._sql import SQLITE
+from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
+from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._store import Claimed, InboxItem, Lease
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class SqliteOwnership(ABC):
 
     @abstractmethod
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
-        """Run one SELECT written in ``_sql``'s neutral dialect; return its rows."""
+        """Run one SELECT written in the neutral SQL dialect; return its rows."""
 
     async def acquire(
         self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
@@ -185,7 +185,7 @@ class SqliteOwnership(ABC):
 
     async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease up to ``limit`` runs a timer service should take up (see the port)."""
-        _sql.check_limit(limit)
+        _sql_rules.check_limit(limit)
 
         def work(connection: sqlite3.Connection) -> list[Claimed]:
             wall = time.time()
@@ -230,7 +230,8 @@ def refusal(connection: sqlite3.Connection, run_id: str, lease: Lease | None) ->
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
     if (
         lease is None
-        or connection.execute(_render(_sql.SELECT_RUN_EXISTS), (run_id,)).fetchone() is None
+        or connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,)).fetchone()
+        is None
     ):
         return RunNotFoundError(run_id)
     return LeaseLostError(run_id, lease.epoch)

@@ -1,0 +1,161 @@
+"""The SQL stores' tables and how a database gets them: the schema and its migrations.
+
+:data:`MIGRATIONS` lists every step a database has ever taken, oldest first,
+and :func:`upgrade` says which of them a database still needs; each backend
+runs those in one transaction when it opens. The steps are templates, which a
+:class:`~treadle._stores._sql_dialect.Dialect` renders for its database.
+
+:data:`DUE_AT` lives here rather than with the statements because a
+migration indexes it: the statements that ask for due runs must spell the
+expression exactly as the index does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import DurabilityError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+CREATE_SCHEMA_TABLE = "CREATE TABLE IF NOT EXISTS treadle_schema (version INTEGER NOT NULL)"
+SELECT_SCHEMA_VERSION = "SELECT version FROM treadle_schema"
+INSERT_SCHEMA_VERSION = "INSERT INTO treadle_schema (version) VALUES (?)"
+UPDATE_SCHEMA_VERSION = "UPDATE treadle_schema SET version = ?"
+
+_CREATE_RUNS = """
+CREATE TABLE treadle_runs (
+    {order_column}
+    run_id TEXT NOT NULL PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    superstep BIGINT NOT NULL,
+    checkpoint_id TEXT,
+    parent_run_id TEXT,
+    parent_checkpoint_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    error TEXT,
+    graph {blob} NOT NULL
+)"""
+
+_CREATE_CHECKPOINTS = """
+CREATE TABLE treadle_checkpoints (
+    {order_column}
+    checkpoint_id TEXT NOT NULL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    superstep BIGINT NOT NULL,
+    status TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    blob {blob} NOT NULL
+)"""
+
+# What clients deliver to a run while no worker holds it (or while one does):
+# its start input, answers to requests, session messages. A worker applies a
+# run's items and deletes them in the transaction of the run's next commit.
+_CREATE_INBOX = """
+CREATE TABLE treadle_inbox (
+    {order_column}
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    payload {blob} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+
+# When due_runs counts a run as due: for a waiting or awaiting_input run, the
+# earlier of its wake_at and deadline_at that is set (LEAST() in PostgreSQL,
+# which SQLite lacks); NULL for any other run, or one with neither.
+#
+# Migration 2 indexes this very expression, and due_runs asks for
+# ``DUE_AT <= ?`` ordered by it, so the index holds only runs that can fall
+# due, already in due order: due_runs reads it from its start and stops at
+# ``now`` or at its limit, sorting nothing. Nothing else can serve that query,
+# so even SQLite's planner without statistics picks this index (with the status
+# spelled outside, it takes the status index and sorts). Ties go by insertion
+# order, which ends every SQLite index implicitly and this one explicitly in
+# PostgreSQL. A planner only matches an index on an expression to the same
+# expression, hence one constant; as migration 2 is made of it, changing it
+# takes a migration of its own.
+DUE_AT = (
+    "(CASE WHEN status IN ('waiting', 'awaiting_input') THEN"
+    " (CASE WHEN wake_at IS NULL OR deadline_at < wake_at THEN deadline_at ELSE wake_at END)"
+    " END)"
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: runs and checkpoints
+        _CREATE_RUNS,
+        "CREATE INDEX treadle_runs_status ON treadle_runs (status)",
+        "CREATE INDEX treadle_runs_parent ON treadle_runs (parent_run_id)",
+        _CREATE_CHECKPOINTS,
+        "CREATE INDEX treadle_checkpoints_run"  # noqa: ISC004 - one statement, split for width
+        " ON treadle_checkpoints (run_id, superstep, created_at)",
+    ),
+    (  # 2: durable timers and deadlines
+        "ALTER TABLE treadle_runs ADD COLUMN wake_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN deadline_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_checkpoints ADD COLUMN wake_at DOUBLE PRECISION",
+        f"CREATE INDEX treadle_runs_due ON treadle_runs ({DUE_AT}{{tiebreak}})"  # noqa: ISC004 - one statement
+        f" WHERE {DUE_AT} IS NOT NULL",
+    ),
+    (  # 3: runs as a queue for workers (leases, fencing) and their inbox
+        "ALTER TABLE treadle_runs ADD COLUMN owner TEXT",
+        "ALTER TABLE treadle_runs ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE treadle_runs ADD COLUMN lease_until DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN ready_at DOUBLE PRECISION",
+        "ALTER TABLE treadle_runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX treadle_runs_ready ON treadle_runs (ready_at) WHERE ready_at IS NOT NULL",
+        _CREATE_INBOX,
+        "CREATE INDEX treadle_inbox_run ON treadle_inbox (run_id)",
+    ),
+    (  # 4: one owner per run on every store; answers decided once; parked runs
+        "ALTER TABLE treadle_runs ADD COLUMN parked TEXT",
+        "ALTER TABLE treadle_inbox ADD COLUMN consumed_at DOUBLE PRECISION",
+        # The first answer to a request is the only one, applied or not.
+        "CREATE UNIQUE INDEX treadle_inbox_answers"  # noqa: ISC004 - one statement
+        " ON treadle_inbox (run_id, target) WHERE kind = 'answer'",
+    ),
+)
+"""Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
+
+The schema version is the number of steps. Only ever append a step; a
+released step is never edited, because databases made by it exist. Each
+store applies the missing steps in one transaction on open (see :func:`upgrade`).
+"""
+
+
+def upgrade(
+    found: int | None, location: str, steps: Sequence[Sequence[str]]
+) -> list[tuple[str, tuple[int, ...]]]:
+    """What takes a database from schema version ``found`` to the newest of ``steps``.
+
+    Args:
+        found: The version recorded in the database; ``None`` when none is
+            (a new database, or one made before versions were recorded).
+        location: Names the database in errors.
+        steps: The migrations, normally :data:`MIGRATIONS`.
+
+    Returns:
+        Templates with their parameters, to run in order in one transaction;
+        empty when the database is current.
+
+    Raises:
+        DurabilityError: The database was written by a newer treadle.
+    """
+    version = found or 0
+    if version > len(steps):
+        raise DurabilityError(
+            f"{location} has schema version {version}, newer than version {len(steps)} "
+            f"that this treadle knows; upgrade treadle to open it"
+        )
+    if version == len(steps):
+        return []
+    statements: list[tuple[str, tuple[int, ...]]] = [
+        (statement, ()) for step in steps[version:] for statement in step
+    ]
+    record = INSERT_SCHEMA_VERSION if found is None else UPDATE_SCHEMA_VERSION
+    statements.append((record, (len(steps),)))
+    return statements

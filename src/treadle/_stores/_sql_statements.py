@@ -1,0 +1,154 @@
+"""The SQL stores' statements about runs and checkpoints, written once for both backends.
+
+Templates in the neutral dialect of :mod:`treadle._stores._sql_dialect`
+(``?`` parameters, ``{order}`` and ``{blob}`` for what differs), which each
+backend renders with its own dialect. Their parameters and the records made
+from the rows they select are :mod:`treadle._stores._sql_rows`'; the
+statements about leases, the inbox and claims are
+:mod:`treadle._stores._sql_ownership`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from treadle._stores._sql_schema import DUE_AT
+
+RUN_FIELDS = (
+    "run_id",
+    "workflow",
+    "status",
+    "superstep",
+    "checkpoint_id",
+    "parent_run_id",
+    "parent_checkpoint_id",
+    "created_at",
+    "updated_at",
+    "error",
+    "wake_at",
+    "deadline_at",
+    "owner",
+    "lease_until",
+    "parked",
+)
+"""The run columns every run query selects, in ``RunRecord``'s field order."""
+
+_RUN_COLUMNS = ", ".join(RUN_FIELDS)
+
+INSERT_RUN = f"""
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
+
+INSERT_CHECKPOINT = """
+INSERT INTO treadle_checkpoints
+    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, wake_at, blob)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (checkpoint_id) DO NOTHING"""
+
+_ONE_CHECKPOINT = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+@functools.cache
+def insert_checkpoints(count: int) -> str:
+    """``INSERT_CHECKPOINT`` for ``count`` checkpoints at once: one statement, one round trip."""
+    return INSERT_CHECKPOINT.replace(_ONE_CHECKPOINT, ", ".join([_ONE_CHECKPOINT] * count))
+
+
+ADVANCE_RUN = """
+UPDATE treadle_runs
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
+WHERE run_id = ?"""
+
+# ADVANCE_RUN in two statements, for SQLite: it rewrites an index entry (one more
+# page in the write-ahead log, on every commit) whenever the SET list names an
+# indexed column, changed or not, and most commits leave the status as it was.
+ADVANCE_RUN_POSITION = """
+UPDATE treadle_runs
+SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
+WHERE run_id = ?"""
+
+CHANGE_STATUS = "UPDATE treadle_runs SET status = ? WHERE run_id = ? AND status <> ?"
+
+SET_STATUS = "UPDATE treadle_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
+
+SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants
+
+SELECT_RUN_EXISTS = "SELECT 1 FROM treadle_runs WHERE run_id = ?"
+
+SELECT_GRAPH = "SELECT graph FROM treadle_runs WHERE run_id = ?"
+
+# The left join tells "no such run" (no row) from "no such checkpoint" (NULLs)
+# in one statement, so the answer comes from a single consistent read.
+SELECT_CHECKPOINT = """
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
+    c.blob
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c
+    ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
+WHERE r.run_id = ?"""
+
+# Everything a resume reads, in one statement: one round trip, one snapshot.
+SELECT_RESUMABLE = f"""
+SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
+    c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
+    c.blob
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c
+    ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
+WHERE r.run_id = ?"""  # noqa: S608 - column names are constants
+
+SELECT_CHECKPOINTS = """
+SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at
+FROM treadle_runs AS r
+LEFT JOIN treadle_checkpoints AS c ON c.run_id = r.run_id
+WHERE r.run_id = ?
+ORDER BY c.superstep, c.created_at, c.{order}"""
+
+# Keeps the ``?`` most recently inserted checkpoints of the run, and its latest
+# whatever its position, so retention can never leave a run without a head.
+DELETE_OLD_CHECKPOINTS = """
+DELETE FROM treadle_checkpoints
+WHERE run_id = ?
+    AND {order} < (
+        SELECT {order} FROM treadle_checkpoints WHERE run_id = ?
+        ORDER BY {order} DESC LIMIT 1 OFFSET ?
+    )
+    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)"""
+
+
+def select_runs(
+    *, status: str | None, workflow: str | None, parent_run_id: str | None, limit: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The ``list_runs`` template for the filters given, newest first, with its parameters.
+
+    Each argument but ``limit`` that is not ``None`` is a column's wanted
+    value; ``limit``, when given, caps the number of rows.
+    """
+    given = {"status": status, "workflow": workflow, "parent_run_id": parent_run_id}
+    wanted = {column: value for column, value in given.items() if value is not None}
+    filters = " AND ".join(f"{column} = ?" for column in wanted)
+    where = f" WHERE {filters}" if filters else ""
+    template = (
+        f"SELECT {_RUN_COLUMNS} FROM treadle_runs{where}"  # noqa: S608 - constant column names only
+        f" ORDER BY created_at DESC, {{order}} DESC"
+    )
+    return _limited(template, tuple(wanted.values()), limit)
+
+
+def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The ``due_runs`` template, due first (then by creation), with its parameters."""
+    template = (
+        f"SELECT {_RUN_COLUMNS} FROM treadle_runs"  # noqa: S608 - constant column names only
+        f" WHERE {DUE_AT} <= ? ORDER BY {DUE_AT}, {{order}}"
+    )
+    return _limited(template, (now,), limit)
+
+
+def _limited(
+    template: str, parameters: tuple[Any, ...], limit: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    if limit is None:
+        return template, parameters
+    return f"{template} LIMIT ?", (*parameters, limit)
