@@ -47,3 +47,11 @@ async def crunch(steps: int, ctx: WorkflowContext) -> None:
 
 
 long_job = WorkflowBuilder(start=crunch, name="long-job").build()
+
+
+@executor
+async def bounce(n: int, ctx: WorkflowContext[int]) -> None:
+    ctx.send_message(n + 1)
+
+
+bouncing = WorkflowBuilder(start=bounce, name="bouncing").add_edge(bounce, bounce).build()

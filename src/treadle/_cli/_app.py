@@ -1,9 +1,10 @@
-"""The ``treadle`` command line: its commands and their arguments, nothing else.
+"""The ``treadle`` command line: its commands, their arguments and exit codes, nothing else.
 
 Each command parses its arguments, calls the commands layer
 (:mod:`treadle._cli._commands`) on the chosen store through
 :mod:`treadle._cli._execute` (errors and Ctrl-C), and prints the result
-with :mod:`treadle._cli._views` (rich, or JSON with ``--json``). Exit codes:
+with :mod:`treadle._cli._views` (rich, or JSON with ``--json``); the options
+several commands share are :mod:`treadle._cli._flags`'. Exit codes:
 
 * 0 — done (a run that completed, a listing);
 * 1 — the run failed, stalled or was cancelled;
@@ -20,32 +21,55 @@ with :mod:`treadle._cli._views` (rich, or JSON with ``--json``). Exit codes:
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import signal
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from treadle._checkpoints._ownership import detach_all
 from treadle._cli import _commands as commands
-from treadle._cli._execute import execute, execute_sync
+from treadle._cli._execute import execute, execute_sync, refuse
+from treadle._cli._flags import (
+    AppOption,
+    JsonOption,
+    RunIdArgument,
+    StoreOption,
+    WaitOption,
+    with_run_flags,
+)
 from treadle._cli._live import stream_run
+from treadle._cli._serve import WorkerSettings, serve
 from treadle._cli._views import (
-    err,
     log_to_stderr,
     out,
+    print_cancelled,
+    print_delivered,
+    print_forked,
+    print_graph,
     print_history,
+    print_result,
     print_run_view,
     print_runs,
-    report,
-    report_delivery,
+    print_started,
 )
 from treadle._engine._result import RunStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
     from treadle._stores._store import Store
+
+EXIT_FOR_STATUS = {
+    RunStatus.COMPLETED: 0,
+    RunStatus.AWAITING_INPUT: 3,
+    RunStatus.WAITING: 3,
+    RunStatus.FAILED: 1,
+    RunStatus.STALLED: 1,
+    RunStatus.CANCELLED: 1,
+    RunStatus.RUNNING: 0,
+    RunStatus.PENDING: 0,
+}
+"""The exit code for a run's status: a run's status *is* a command's outcome."""
 
 app = typer.Typer(
     name="treadle",
@@ -55,42 +79,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        envvar="TREADLE_STORE",
-        help="A SQLite file (default: treadle.sqlite here) or a postgresql:// URL.",
-    ),
-]
-AppOption = Annotated[
-    str | None,
-    typer.Option("--app", help="pkg.module:workflow, when the run does not record it."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-WaitOption = Annotated[
-    bool,
-    typer.Option("--wait", help="If another process owns the run, wait for it rather than refuse."),
-]
-
 
 @app.command()
+@with_run_flags
 def run(
     workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
     input_: Annotated[
         str, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
     ] = "null",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    *,
+    flags: RunFlags,
 ) -> None:
     """Start a run and watch it live: supersteps, progress, outputs."""
+    options = flags.run_options()
     loaded, value = execute_sync(lambda: commands.prepare_run(workflow, input_))
 
     async def work(chosen: Store) -> RunResult:
-        return await stream_run(loaded, value, chosen, run_id, out, quiet=as_json)
+        return await stream_run(
+            loaded, value, chosen, run_id, out, quiet=flags.as_json, options=options
+        )
 
-    report(execute(store, work, drives=run_id or True), as_json=as_json)
+    _report(execute(flags.store, work, drives=run_id or True), flags)
 
 
 @app.command()
@@ -104,15 +114,14 @@ def runs(
     """List runs, newest first."""
     if status is not None and status not in {s.value for s in RunStatus}:
         valid = ", ".join(s.value for s in RunStatus)
-        err.print(f"[red]error:[/red] unknown status {status!r}; use one of {valid}")
-        raise typer.Exit(2)
+        refuse(f"unknown status {status!r}; use one of {valid}")
     rows = execute(store, lambda s: s.list_runs(status=status, workflow=workflow, limit=limit))
     print_runs(rows, as_json=as_json)
 
 
 @app.command()
 def show(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     app_: AppOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -124,7 +133,7 @@ def show(
 
 @app.command()
 def history(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -134,58 +143,84 @@ def history(
 
 
 @app.command()
+@with_run_flags
 def resume(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     checkpoint: Annotated[
         str | None, typer.Option("--checkpoint", help="Resume from here.")
     ] = None,
     app_: AppOption = None,
     wait: WaitOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    *,
+    flags: RunFlags,
 ) -> None:
     """Continue a run from its latest checkpoint, or from --checkpoint."""
-    result = execute(
-        store,
-        lambda s: commands.resume(s, run_id, checkpoint, app_, wait=wait),
-        drives=run_id,
+    options = flags.run_options(continuing=True)
+    _continue(
+        run_id,
+        flags,
+        lambda s: commands.resume(s, run_id, checkpoint, app_, wait=wait, options=options),
     )
-    report(result, as_json=as_json)
 
 
 @app.command()
+@with_run_flags
 def respond(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     request_id: Annotated[str, typer.Argument(help="The request id (see `treadle show`).")],
     value: Annotated[str, typer.Argument(help="The answer as JSON, or @file.json.")],
     app_: AppOption = None,
     wait: WaitOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    *,
+    flags: RunFlags,
 ) -> None:
     """Answer a pending request and continue the run (on PostgreSQL: a worker does)."""
-    result = execute(
-        store,
-        lambda s: commands.respond(s, run_id, request_id, value, app_, wait=wait),
-        drives=run_id,
+    options = flags.run_options(continuing=True) if flags.sets_run_options else None
+    _continue(
+        run_id,
+        flags,
+        lambda s: commands.respond(s, run_id, request_id, value, app_, wait=wait, options=options),
     )
-    report_delivery(run_id, result, as_json=as_json)
 
 
 @app.command()
+@with_run_flags
 def send(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     message: Annotated[str, typer.Argument(help="The message as JSON, or @file.json.")],
     app_: AppOption = None,
     wait: WaitOption = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
+    *,
+    flags: RunFlags,
 ) -> None:
     """Send the next message of a session and continue the run (on PostgreSQL: a worker does)."""
-    result = execute(
-        store, lambda s: commands.send(s, run_id, message, app_, wait=wait), drives=run_id
+    options = flags.run_options(continuing=True) if flags.sets_run_options else None
+    _continue(
+        run_id,
+        flags,
+        lambda s: commands.send(s, run_id, message, app_, wait=wait, options=options),
     )
-    report_delivery(run_id, result, as_json=as_json)
+
+
+def _continue(
+    run_id: str, flags: RunFlags, work: Callable[[Store], Awaitable[RunResult | None]]
+) -> None:
+    """Continue a stored run through ``work``; Ctrl-C detaches from it.
+
+    ``work`` returns the run's new state, or ``None`` when the run's inbox
+    holds what it delivered for a worker to apply (on PostgreSQL).
+    """
+    result = execute(flags.store, work, drives=run_id)
+    if result is None:
+        print_delivered(run_id, as_json=flags.as_json)
+    else:
+        _report(result, flags)
+
+
+def _report(result: RunResult, flags: RunFlags) -> NoReturn:
+    """Print a run's outcome and exit with its status's code."""
+    print_result(result, as_json=flags.as_json)
+    raise typer.Exit(EXIT_FOR_STATUS[result.status])
 
 
 @app.command()
@@ -202,10 +237,7 @@ def start(
 ) -> None:
     """Queue a run for `treadle worker`s on PostgreSQL; print its id."""
     started = execute(store, lambda s: commands.start(s, workflow, input_, run_id))
-    if as_json:
-        out.print_json(data={"run_id": started, "workflow": workflow})
-    else:
-        out.print(started)
+    print_started(started, workflow, as_json=as_json)
 
 
 @app.command()
@@ -221,17 +253,12 @@ def fork(
 ) -> None:
     """Branch a new run from a checkpoint (continue it with `treadle resume`)."""
     new_id = execute(store, lambda s: commands.fork(s, run_id, checkpoint, patch, app_))
-    if as_json:
-        out.print_json(
-            data={"run_id": new_id, "parent_run_id": run_id, "checkpoint_id": checkpoint}
-        )
-    else:
-        out.print(f"forked run [bold]{new_id}[/bold]; continue it with: treadle resume {new_id}")
+    print_forked(new_id, run_id, checkpoint, as_json=as_json)
 
 
 @app.command()
 def cancel(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArgument,
     store: StoreOption = None,
 ) -> None:
     """Cancel a run wherever it is; its last checkpoint stays intact.
@@ -240,7 +267,7 @@ def cancel(
     ``run``, ``resume``, ``respond`` or ``send`` only detaches.)
     """
     execute(store, lambda s: commands.cancel(s, run_id))
-    out.print(f"run {run_id} cancelled")
+    print_cancelled(run_id)
 
 
 @app.command()
@@ -251,13 +278,11 @@ def graph(
     """Print a workflow's graph for Mermaid or Graphviz."""
     loaded = execute_sync(lambda: commands.load_workflow(workflow))
     if fmt not in ("mermaid", "dot"):
-        err.print(f"[red]error:[/red] unknown format {fmt!r}; use mermaid or dot")
-        raise typer.Exit(2)
+        refuse(f"unknown format {fmt!r}; use mermaid or dot")
     render = getattr(loaded, "to_mermaid" if fmt == "mermaid" else "to_dot", None)
     if render is None:
-        err.print("[red]error:[/red] this version of treadle cannot draw graphs yet")
-        raise typer.Exit(2)
-    print(render())  # noqa: T201 - raw text for piping into mmdc or dot
+        refuse("this version of treadle cannot draw graphs yet")
+    print_graph(render())
 
 
 @app.command()
@@ -289,50 +314,18 @@ def worker(
     Ctrl-C, the runs it was advancing are left as last committed (not
     cancelled). Log lines go to stderr, each once, with an ISO time.
     """
-    from treadle._scaleout._apps import load_app  # noqa: PLC0415
-    from treadle._scaleout._worker import Worker  # noqa: PLC0415
-    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
-    from treadle._workflow._service import Runtime  # noqa: PLC0415
+    from treadle._scaleout._apps import load_app  # noqa: PLC0415 - only for workers
 
     workflows = [w for spec in apps for w in execute_sync(lambda spec=spec: load_app(spec))]  # type: ignore[misc]
+    settings = WorkerSettings(
+        poll_interval=poll_interval,
+        concurrency=concurrency,
+        lease=lease,
+        max_recoveries=max_recoveries,
+        worker_id=worker_id,
+    )
     log_to_stderr()
-    logger = logging.getLogger("treadle.worker")
-
-    async def work(chosen: Store) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        names = ", ".join(w.name for w in workflows)
-        if isinstance(chosen, SqliteStore):  # embedded: the timer service of one file
-            logger.info("worker serving %s", names)
-            async with Runtime(chosen, workflows, poll_interval=poll_interval):
-                await stop.wait()
-                # Stopping must not cancel the runs it was advancing: they stay resumable.
-                left = detach_all("the worker stopped: the run stays as last committed")
-            for run_id in left:
-                logger.info(
-                    "left run %s as last committed; `treadle resume %s` or a worker takes it up",
-                    run_id,
-                    run_id,
-                )
-            logger.info("worker stopped")
-            return
-        serving = Worker(  # it logs its own start and stop
-            chosen,  # type: ignore[arg-type]
-            workflows,
-            worker_id=worker_id,
-            concurrency=concurrency,
-            lease=lease if lease is not None else commands.lease_from_environment(),
-            poll_interval=poll_interval,
-            max_recoveries=max_recoveries,
-        )
-        async with asyncio.TaskGroup() as group:
-            group.create_task(serving.serve())
-            await stop.wait()
-            serving.stop()
-
-    execute(store, work, lease=lease)
+    execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease)
 
 
 def main() -> None:

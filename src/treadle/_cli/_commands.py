@@ -22,14 +22,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._exceptions import RunBusyError, RunNotFoundError, TreadleError
+from treadle._exceptions import AppLoadError, CommandError, RunBusyError, RunNotFoundError
 from treadle._scaleout import _apps as apps
-from treadle._scaleout._apps import AppLoadError, import_here
+from treadle._scaleout._apps import import_here
 from treadle._stores._store import DEFAULT_LEASE
 from treadle._workflow._runs import cancel_run
 from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
+    from treadle._engine._options import RunOptions
     from treadle._engine._result import RunResult
     from treadle._scaleout._client import Client
     from treadle._stores._store import CheckpointInfo, RunRecord, Store
@@ -45,10 +46,6 @@ MAX_JSON_DEPTH = 256
 
 # Which argument of its command each kind of JSON comes from, for the error message.
 _ARGUMENT = {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
-
-
-class CommandError(TreadleError):
-    """The command cannot be carried out as asked; nothing was changed."""
 
 
 def open_store(url: str | None, *, lease: float | None = None) -> Store:
@@ -304,7 +301,13 @@ def prepare_run(app: str, raw_input: str) -> tuple[Workflow, Any]:
 
 
 async def resume(
-    store: Store, run_id: str, checkpoint_id: str | None, app: str | None, *, wait: bool = False
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None,
+    app: str | None,
+    *,
+    wait: bool = False,
+    options: RunOptions | None = None,
 ) -> RunResult:
     """Continue a stored run; with ``wait``, once its current owner lets go of it.
 
@@ -314,7 +317,7 @@ async def resume(
     await get_run(store, run_id)
     workflow = await workflow_of(store, run_id, app)
     try:
-        return await workflow.resume(run_id, checkpoint_id, store=store, wait=wait)
+        return await workflow.resume(run_id, checkpoint_id, store=store, wait=wait, options=options)
     except RunBusyError as error:
         raise _busy(error) from None
 
@@ -352,6 +355,7 @@ async def respond(
     app: str | None,
     *,
     wait: bool = False,
+    options: RunOptions | None = None,
 ) -> RunResult | None:
     """Answer one pending request and continue the run (``None``: a worker will).
 
@@ -365,17 +369,26 @@ async def respond(
     await get_run(store, run_id)
     value = parse_json(raw_value, "answer")
     if served_by_workers(store):
+        _refuse_options_for_workers(options)
         await client_of(store).respond(run_id, {request_id: value})
         return None
     workflow = await workflow_of(store, run_id, app)
     try:
-        return await workflow.respond(run_id, {request_id: value}, store=store, wait=wait)
+        return await workflow.respond(
+            run_id, {request_id: value}, store=store, wait=wait, options=options
+        )
     except RunBusyError as error:
         raise _busy(error) from None
 
 
 async def send(
-    store: Store, run_id: str, raw_message: str, app: str | None, *, wait: bool = False
+    store: Store,
+    run_id: str,
+    raw_message: str,
+    app: str | None,
+    *,
+    wait: bool = False,
+    options: RunOptions | None = None,
 ) -> RunResult | None:
     """Deliver a session message and continue the run (``None``: a worker will).
 
@@ -385,13 +398,28 @@ async def send(
     await get_run(store, run_id)
     message = parse_json(raw_message, "message")
     if served_by_workers(store):
+        _refuse_options_for_workers(options)
         await client_of(store).send_message(run_id, message)
         return None
     workflow = await workflow_of(store, run_id, app)
     try:
-        return await workflow.send_message(run_id, message, store=store, wait=wait)
+        return await workflow.send_message(run_id, message, store=store, wait=wait, options=options)
     except RunBusyError as error:
         raise _busy(error) from None
+
+
+def _refuse_options_for_workers(options: RunOptions | None) -> None:
+    """Run options apply where a run runs; on PostgreSQL that is a worker.
+
+    Raises:
+        CommandError: options were given for a run a worker will continue.
+    """
+    if options is not None:
+        msg = (
+            "run options apply where the run runs: on PostgreSQL a treadle worker "
+            "continues it, with the workflow's own options"
+        )
+        raise CommandError(msg)
 
 
 async def fork(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from rich.markup import escape
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from treadle._stores._store import RunRecord, Store
 
 T = TypeVar("T")
+
+EXIT_REFUSED = 2
+"""Bad input: the command refused and changed nothing."""
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C: the command detached from its run (128 + SIGINT, as shells report it)."""
@@ -77,13 +80,11 @@ def execute(
         raise typer.Exit(1) from None
     except RunCancelledError as error:
         if drives is False:  # e.g. fork: a refusal, as any other
-            err.print(f"[red]error:[/red] {escape(str(error))}")
-            raise typer.Exit(2) from None
+            refuse(escape(str(error)))
         err.print(f"[yellow]cancelled:[/yellow] {escape(str(error))}")  # the run's outcome
         raise typer.Exit(1) from None
     except TreadleError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(2) from None
+        refuse(escape(str(error)))
 
 
 def execute_sync(work: Callable[[], T]) -> T:
@@ -91,8 +92,13 @@ def execute_sync(work: Callable[[], T]) -> T:
     try:
         return work()
     except TreadleError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(2) from None
+        refuse(escape(str(error)))
+
+
+def refuse(message: str) -> NoReturn:
+    """Refuse the command: ``message`` (rich markup) as one line on stderr, and exit with 2."""
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(EXIT_REFUSED)
 
 
 class Detached(Exception):  # noqa: N818 - an outcome, not a failure
@@ -153,7 +159,7 @@ def _detached_message(run_ids: list[str], rows: list[RunRecord | None], named: s
     for run_id, row in zip(run_ids, rows, strict=True):
         if row is None:
             lines.append(f"interrupted before run {run_id} was stored; nothing was started")
-        elif RunStatus(row.status).is_final:
+        elif RunStatus(row.status).is_stopped:
             lines.append(f"run {run_id} is {row.status}; treadle show {run_id} to look at it")
         else:
             lines.append(

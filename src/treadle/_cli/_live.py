@@ -29,6 +29,7 @@ from treadle._engine._events import (
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from treadle._engine._options import RunOptions
     from treadle._engine._result import RunResult
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
@@ -42,6 +43,7 @@ async def stream_run(
     console: Console,
     *,
     quiet: bool = False,
+    options: RunOptions | None = None,
 ) -> RunResult:
     """Run ``workflow`` on ``store``, drawing its events; return the result."""
     progress = Progress(
@@ -53,7 +55,7 @@ async def stream_run(
     )
     bars: dict[str, TaskID] = {}
     with progress:
-        async with workflow.stream(message, store=store, run_id=run_id) as events:
+        async with workflow.stream(message, store=store, run_id=run_id, options=options) as events:
             if not quiet:
                 progress.console.print(f"run [bold]{events.run_id}[/bold] of {workflow.name}")
             async for event in events:
@@ -93,7 +95,7 @@ def describe(event: WorkflowEvent) -> str | None:  # noqa: PLR0911 - one return 
         return f"  [bold]output[/bold] from {event.executor_id}: {_short(event.value)}"
     if isinstance(event, CheckpointSaved):
         return None
-    if isinstance(event, StatusChanged) and event.status.is_final:
+    if isinstance(event, StatusChanged) and event.status.is_stopped:
         return f"[bold]{event.status.value}[/bold] after superstep {event.superstep}"
     return None
 

@@ -4,8 +4,7 @@ Kept apart from the typer app (:mod:`treadle._cli._app`) so that how a run,
 a listing or a log line reads can change (and be tested) without touching
 argument parsing, and so that the commands stay short. Everything here
 takes plain data from the commands layer and writes it to :data:`out` or
-:data:`err`; only :func:`report` decides an exit code, since a run's status
-*is* its outcome.
+:data:`err`; nothing here exits: the exit codes are the app's.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -34,18 +32,6 @@ if TYPE_CHECKING:
 _WIDTH = None if sys.stdout.isatty() else 240
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
-
-EXIT_FOR_STATUS = {
-    RunStatus.COMPLETED: 0,
-    RunStatus.AWAITING_INPUT: 3,
-    RunStatus.WAITING: 3,
-    RunStatus.FAILED: 1,
-    RunStatus.STALLED: 1,
-    RunStatus.CANCELLED: 1,
-    RunStatus.RUNNING: 0,
-    RunStatus.PENDING: 0,
-}
-"""The exit code for a run's status (see the exit codes in :mod:`treadle._cli._app`)."""
 
 
 def plain(value: Any) -> Any:
@@ -90,8 +76,8 @@ def when(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
 
 
-def report(result: RunResult, *, as_json: bool = False) -> None:
-    """Print a run's outcome (and how to answer it) and exit with its status code."""
+def print_result(result: RunResult, *, as_json: bool) -> None:
+    """A run's outcome: status, outputs, and how to answer what it waits for."""
     if as_json:
         out.print_json(data=plain(_result_data(result)))
     else:
@@ -107,7 +93,6 @@ def report(result: RunResult, *, as_json: bool = False) -> None:
             out.print(f"    answer: treadle respond {result.run_id} {request.request_id} '<json>'")
         if result.status is RunStatus.WAITING:
             out.print(f"  next timer: {when(result.wake_at)}; `treadle worker` wakes it")
-    raise typer.Exit(EXIT_FOR_STATUS[result.status])
 
 
 def _result_data(result: RunResult) -> dict[str, Any]:
@@ -130,15 +115,40 @@ def _result_data(result: RunResult) -> dict[str, Any]:
     }
 
 
-def report_delivery(run_id: str, result: RunResult | None, *, as_json: bool) -> None:
-    """The run's new state, or (``None``) that its inbox holds the delivery for a worker."""
-    if result is not None:
-        report(result, as_json=as_json)
-        return
+def print_delivered(run_id: str, *, as_json: bool) -> None:
+    """That the run's inbox holds a delivery (an answer, a message) for a worker to apply."""
     if as_json:
         out.print_json(data={"run_id": run_id, "delivered": True})
     else:
         out.print(f"delivered to run {run_id}; a worker applies it when it next claims the run")
+
+
+def print_started(run_id: str, workflow: str, *, as_json: bool) -> None:
+    """``treadle start``: the id of the run queued for the workers."""
+    if as_json:
+        out.print_json(data={"run_id": run_id, "workflow": workflow})
+    else:
+        out.print(run_id)
+
+
+def print_forked(new_id: str, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:
+    """``treadle fork``: the new run, and how to continue it."""
+    if as_json:
+        out.print_json(
+            data={"run_id": new_id, "parent_run_id": run_id, "checkpoint_id": checkpoint_id}
+        )
+    else:
+        out.print(f"forked run [bold]{new_id}[/bold]; continue it with: treadle resume {new_id}")
+
+
+def print_cancelled(run_id: str) -> None:
+    """``treadle cancel``: that the run is cancelled."""
+    out.print(f"run {run_id} cancelled")
+
+
+def print_graph(text: str) -> None:
+    """``treadle graph``: the drawing as raw text, for piping into ``mmdc`` or ``dot``."""
+    print(text)  # noqa: T201 - raw text: rich would wrap or style it
 
 
 def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:

@@ -1,0 +1,103 @@
+"""What ``treadle worker`` runs until SIGTERM or Ctrl-C, on either kind of store.
+
+Kept apart from the command (:mod:`treadle._cli._app`), which only parses
+the worker's options, because serving differs by store: on SQLite the
+process is the file's timer service (it wakes due runs, applies deliveries
+nobody applied, takes orphans over) and leaves the runs it was advancing
+as last committed when stopped; on PostgreSQL it is one of many workers
+claiming runs under leases, which finish their current superstep and
+release them when stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from treadle._checkpoints._ownership import detach_all
+from treadle._cli._commands import lease_from_environment
+
+if TYPE_CHECKING:
+    from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
+
+_logger = logging.getLogger("treadle.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How ``treadle worker`` serves, as its options set it.
+
+    Attributes:
+        poll_interval: Seconds between looks for work when nothing signals any.
+        concurrency: Runs served at once (PostgreSQL).
+        lease: Seconds a lease on a run lasts unrenewed (PostgreSQL;
+            ``None``: ``TREADLE_LEASE``, else 30).
+        max_recoveries: How often a run whose worker died is taken over
+            before it is parked (PostgreSQL).
+        worker_id: This worker's name in leases (``None``: one is made up).
+    """
+
+    poll_interval: float
+    concurrency: int
+    lease: float | None
+    max_recoveries: int
+    worker_id: str | None
+
+
+async def serve(store: Store, workflows: list[Workflow], settings: WorkerSettings) -> None:
+    """Serve ``workflows`` on ``store`` until SIGTERM or SIGINT arrives."""
+    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if isinstance(store, SqliteStore):
+        await _serve_file(store, workflows, settings, stop)
+    else:
+        await _serve_queue(store, workflows, settings, stop)
+
+
+async def _serve_file(
+    store: Store, workflows: list[Workflow], settings: WorkerSettings, stop: asyncio.Event
+) -> None:
+    """The timer service of one SQLite file; stopping leaves its runs as last committed."""
+    from treadle._workflow._service import Runtime  # noqa: PLC0415
+
+    _logger.info("worker serving %s", ", ".join(w.name for w in workflows))
+    async with Runtime(store, workflows, poll_interval=settings.poll_interval):
+        await stop.wait()
+        # Stopping must not cancel the runs it was advancing: they stay resumable.
+        left = detach_all("the worker stopped: the run stays as last committed")
+    for run_id in left:
+        _logger.info(
+            "left run %s as last committed; `treadle resume %s` or a worker takes it up",
+            run_id,
+            run_id,
+        )
+    _logger.info("worker stopped")
+
+
+async def _serve_queue(
+    store: Store, workflows: list[Workflow], settings: WorkerSettings, stop: asyncio.Event
+) -> None:
+    """One of PostgreSQL's workers; stopping finishes each run's superstep and releases it."""
+    from treadle._scaleout._worker import Worker  # noqa: PLC0415
+
+    serving = Worker(  # it logs its own start and stop
+        store,  # type: ignore[arg-type]
+        workflows,
+        worker_id=settings.worker_id,
+        concurrency=settings.concurrency,
+        lease=settings.lease if settings.lease is not None else lease_from_environment(),
+        poll_interval=settings.poll_interval,
+        max_recoveries=settings.max_recoveries,
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(serving.serve())
+        await stop.wait()
+        serving.stop()
