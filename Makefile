@@ -52,6 +52,9 @@ bench: $(STAMP)
 bench-scaleout: $(STAMP)
 	$(BIN)/python benchmarks/scaleout.py
 
+# Ten seeded chaos repetitions (tests/scaleout/test_chaos.py: 4 `treadle worker`
+# processes on PostgreSQL, one SIGKILLed, one SIGSTOPped); writes their figures to
+# benchmarks/SOAK.md, or to the file TREADLE_SOAK_REPORT names.
 soak: $(STAMP)
 	$(BIN)/pytest -m soak --timeout 3600
 

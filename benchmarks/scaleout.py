@@ -12,7 +12,7 @@ changes with more workers.
 How, for each worker count W (round-robin over the counts, ``--repeat`` times):
 
 1. make a fresh schema ``bench_scaleout_<random>`` and enqueue every run
-   through ``treadle.connect(...).start`` *before* any worker exists;
+   through ``treadle.workers.connect(...).start`` *before* any worker exists;
 2. start W ``treadle worker --app scaleout_app --concurrency C
    --poll-interval 0.05`` subprocesses (``TREADLE_SCHEMA`` names the schema)
    and time from their start until the runs table shows every run completed
@@ -55,7 +55,7 @@ from _scaleout_report import machine_facts, write_json, write_report
 from psycopg import sql
 from scaleout_app import spin
 
-import treadle
+import treadle.workers
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -131,7 +131,7 @@ def _query(schema: str, text: LiteralString) -> sql.Composed:
 async def enqueue(setup: Setup, schema: str) -> float:
     """Start every run through the client (no worker runs yet); return the seconds taken."""
     t0 = time.monotonic()
-    async with treadle.connect(setup.dsn, schema=schema) as client:
+    async with treadle.workers.connect(setup.dsn, schema=schema) as client:
         for i in range(setup.runs):
             await client.start(spin.name, {"supersteps": setup.supersteps}, run_id=f"run-{i:05d}")
     return time.monotonic() - t0

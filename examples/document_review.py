@@ -18,22 +18,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle import (
-    Case,
+from treadle import Case, Default, Executor, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle.events import (
     CustomEvent,
-    Default,
-    Executor,
     ExecutorCompleted,
     OutputEvent,
     ProgressEvent,
-    RunStatus,
     StatusChanged,
     SuperstepCompleted,
     SuperstepStarted,
-    WorkflowBuilder,
-    WorkflowContext,
     WorkflowEvent,
-    executor,
 )
 from treadle.stores import SqliteStore
 

@@ -22,15 +22,14 @@ from pathlib import Path
 
 from treadle import (
     Clock,
-    ExecutorFailed,
     ExponentialBackoff,
-    HandlerTimeoutError,
     RetryPolicy,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowRunError,
     executor,
 )
+from treadle.errors import HandlerTimeoutError, WorkflowRunError
+from treadle.events import ExecutorFailed
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

@@ -21,15 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treadle import (
-    Clock,
-    Executor,
-    RunCancelledError,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-    handler,
-)
+from treadle import Clock, Executor, WorkflowBuilder, WorkflowContext, executor, handler
+from treadle.errors import RunCancelledError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

@@ -19,16 +19,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treadle import (
-    Clock,
-    ExponentialBackoff,
-    PollTimeout,
-    ProgressEvent,
-    RunStatus,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import Clock, ExponentialBackoff, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import PollTimeout
+from treadle.events import ProgressEvent
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

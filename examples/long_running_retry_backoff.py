@@ -29,9 +29,9 @@ from treadle import (
     RunStatus,
     WorkflowBuilder,
     WorkflowContext,
-    WorkflowRunError,
     executor,
 )
+from treadle.errors import WorkflowRunError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

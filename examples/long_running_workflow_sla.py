@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from treadle import Clock, Runtime, RunTimeoutError, WorkflowBuilder, WorkflowContext, executor
+from treadle import Clock, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import RunTimeoutError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

@@ -1,19 +1,34 @@
-"""Every Python block of docs/quickstart.md runs as written.
+"""The docs say what the code does.
 
-Each fenced ```python block is a complete script: it runs alone, as a fresh
-module, with nothing from the blocks before it. When a ```text block follows
-it directly (blank lines only in between), that text is what the script must
-print. Tracebacks point at the line of quickstart.md that failed.
+Every Python block of docs/quickstart.md runs as written. Each fenced
+```python block is a complete script: it runs alone, as a fresh module, with
+nothing from the blocks before it. When a ```text block follows it directly
+(blank lines only in between), that text is what the script must print.
+Tracebacks point at the line of quickstart.md that failed.
+
+Beyond the quickstart: every repository path the docs, README.md and
+CONTRIBUTING.md cite exists; no doc calls a shipped public name coming or
+planned; CONTRIBUTING.md's dependency rule matches pyproject.toml; and the
+documented rule for writing undeclared state keys is what a run does.
 """
 
+import importlib
+import pkgutil
 import re
 import sys
+import tomllib
 import types
 from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "quickstart.md"
+import treadle
+from treadle import WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import ExecutorFailedError
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "quickstart.md"
+CITING = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
 
 FENCE = re.compile(
     r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE
@@ -76,3 +91,186 @@ def test_quickstart_block_runs(
     printed = capsys.readouterr().out
     if expected is not None:
         assert printed.rstrip() == expected.rstrip()
+
+
+# -- repository paths ----------------------------------------------------------------
+
+# A path that starts at a top-level directory of the repository, or one of the
+# package's (``treadle/__init__.py``, ``_engine/_loop.py``, under src/treadle).
+REPO_PATH = re.compile(
+    r"(?<![\w/.\-])"
+    r"((?:examples|src|tests|benchmarks|docs|scripts|\.ci|treadle|_[a-z]\w*)/[\w.*/\-]*[\w*])"
+)
+# A repository-level document named in capitals (``DESIGN.md``, ``CONTRIBUTING.md``).
+REPO_DOCUMENT = re.compile(r"(?<![\w/.\-])([A-Z][A-Z_\-]*\.md)\b")
+# The target of a relative markdown link: ``[semantics](semantics.md#anchor)``.
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def cited_paths(doc: Path) -> set[str]:
+    """Every path into the repository that ``doc`` cites, as written."""
+    text = doc.read_text(encoding="utf-8")
+    found = {m[1].split("::")[0] for m in REPO_PATH.finditer(text)}
+    found |= {m[1] for m in REPO_DOCUMENT.finditer(text)}
+    found |= {m[1] for m in LINK.finditer(text)}
+    # ``../shared/STYLE.md`` and the like point outside the repository on purpose.
+    return {path for path in found if not path.startswith("../")}
+
+
+def resolves(path: str, doc: Path) -> bool:
+    """Whether ``path`` names something in the repository (globs: at least one thing)."""
+    bases = [ROOT, doc.parent, ROOT / "src", ROOT / "src" / "treadle"]
+    return any(any(base.glob(path)) if "*" in path else (base / path).exists() for base in bases)
+
+
+@pytest.mark.parametrize("doc", CITING, ids=lambda doc: doc.name)
+def test_every_repository_path_the_docs_cite_exists(doc: Path):
+    cited = cited_paths(doc)
+    assert not (doc.name == "README.md" and not cited), "README.md cites nothing: check the regex"
+    assert sorted(path for path in cited if not resolves(path, doc)) == []
+
+
+def test_the_path_check_sees_paths_of_every_kind():
+    # Guards the test above against silently checking nothing.
+    cited = set().union(*(cited_paths(doc) for doc in CITING))
+    assert {
+        "examples/document_review.py",
+        "tests/durable/test_store_suite.py",
+        "benchmarks/RESULTS.md",
+        "_workflow/_sync.py",
+        "CONTRIBUTING.md",
+        "semantics.md",
+    } <= cited
+
+
+# -- shipped names are not "coming" ---------------------------------------------------
+
+FUTURE = re.compile(
+    r"\b(?:coming(?: soon)?|planned|upcoming|forthcoming|to come|on the roadmap"
+    r"|not yet (?:available|implemented|shipped|supported|released|there)"
+    r"|(?:in|with) a (?:future|later|coming) (?:release|version)"
+    r"|will (?:ship|be added|arrive|land))\b",
+    re.IGNORECASE,
+)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:[*|#-]|\d+\.))")
+
+
+def public_names() -> set[str]:
+    """Every name a public treadle module exports."""
+    modules = ["treadle"] + [
+        f"treadle.{info.name}"
+        for info in pkgutil.iter_modules(treadle.__path__)
+        if not info.name.startswith("_")
+    ]
+    return {name for module in modules for name in importlib.import_module(module).__all__}
+
+
+def called_unshipped(text: str, names: set[str]) -> list[str]:
+    """The sentences of ``text`` that name one of ``names`` as coming, planned, not yet there."""
+    return [
+        " ".join(sentence.split())
+        for sentence in SENTENCE_END.split(text)
+        if FUTURE.search(sentence)
+        and any(re.search(rf"(?<![\w.]){re.escape(name)}\b", sentence) for name in names)
+    ]
+
+
+def test_the_unshipped_check_catches_a_shipped_name_called_coming():
+    # Guards the test below against silently checking nothing.
+    names = public_names()
+    assert {"PostgresStore", "SqliteStore", "FakeClock", "WorkflowBuilder"} <= names
+    text = "| `SqliteStore(path)` | the default |\n| `PostgresStore(dsn)` | coming |\n"
+    assert called_unshipped(text, names) == ["| `PostgresStore(dsn)` | coming |"]
+    assert called_unshipped("Incoming messages reach `SqliteStore`.", names) == []
+
+
+@pytest.mark.parametrize("doc", CITING, ids=lambda doc: doc.name)
+def test_no_doc_calls_a_shipped_public_name_coming(doc: Path):
+    assert called_unshipped(doc.read_text(encoding="utf-8"), public_names()) == []
+
+
+# -- CONTRIBUTING.md's dependency rule --------------------------------------------------
+
+
+def requirement_name(requirement: str) -> str:
+    """``"psycopg[binary]>=3.2"`` -> ``"psycopg"``."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._\-]*", requirement)
+    assert match is not None, requirement
+    return match[0].lower()
+
+
+def declared_placement() -> dict[str, str]:
+    """Each dependency of pyproject.toml: ``"core"``, or the extra that brings it.
+
+    The ``dev`` extra is for working on treadle, not for users, so it places nothing.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    placement = {requirement_name(r): "core" for r in project["dependencies"]}
+    for extra, requirements in project["optional-dependencies"].items():
+        if extra != "dev":
+            for requirement in requirements:
+                placement.setdefault(requirement_name(requirement), extra)
+    return placement
+
+
+def dependency_rule() -> str:
+    """The numbered house rule of CONTRIBUTING.md about dependencies."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    rule = r"^\d+\. \*\*Dependencies\*\*.*?(?=^\d+\. |^#|\Z)"
+    match = re.search(rule, text, re.DOTALL | re.MULTILINE)
+    assert match is not None, "CONTRIBUTING.md has no rule on dependencies"
+    return match[0]
+
+
+def mentions(sentence: str, package: str) -> bool:
+    """Whether ``sentence`` names ``package`` (``opentelemetry-api`` also as OpenTelemetry)."""
+    spellings = {package, package.split("-", maxsplit=1)[0]}
+    patterns = [rf"(?<![\w\-]){re.escape(s)}(?![\w\-])" for s in spellings]
+    return any(re.search(pattern, sentence, re.IGNORECASE) for pattern in patterns)
+
+
+def test_contributing_places_every_dependency_where_pyproject_does():
+    placement = declared_placement()
+    assert {"pydantic", "typer", "rich", "psycopg", "opentelemetry-api"} <= placement.keys()
+    rule = dependency_rule()
+    wrong = []
+    for sentence in re.split(r"(?<=\.)\s+(?=[A-Z`])", " ".join(rule.split())):
+        said = "an extra" if re.search(r"\bextras?\b", sentence) else "core"
+        for package, where in placement.items():
+            actual = "core" if where == "core" else "an extra"
+            if mentions(sentence, package) and said != actual:
+                wrong.append(f"{package} is {where} in pyproject.toml; CONTRIBUTING: {sentence}")
+    assert wrong == []
+    assert sorted(p for p in placement if not mentions(rule, p)) == [], "rule 12 omits these"
+    for extra in set(placement.values()) - {"core"}:
+        assert f"`{extra}`" in rule, f"rule 12 does not name the {extra!r} extra"
+
+
+# -- undeclared state keys -------------------------------------------------------------
+
+
+def test_the_quickstart_says_what_updating_an_undeclared_state_key_raises():
+    @executor(id="count_visit")
+    async def count_visit(page: str, ctx: WorkflowContext) -> None:
+        ctx.state.update("visits", lambda n: n + 1)
+
+    @executor(id="first_visit")
+    async def first_visit(page: str, ctx: WorkflowContext) -> None:
+        ctx.state.set("visits", 1)
+
+    with pytest.raises(ExecutorFailedError) as caught:
+        WorkflowBuilder(start=count_visit).build().run_sync("home")
+    inner = caught.value.error
+    assert isinstance(inner, KeyError)
+    assert caught.value.__cause__ is inner
+    assert caught.value.executor_id == "count_visit"
+    # ``set`` needs no declaration: it creates the key.
+    assert WorkflowBuilder(start=first_visit).build().run_sync("home").state == {"visits": 1}
+
+    section = DOC.read_text(encoding="utf-8").split("## 5. Shared state", 1)[1].split("\n## ")[0]
+    said = " ".join(section.split())
+    assert "`ExecutorFailedError`" in said
+    assert "`KeyError`" in said
+    assert inner.args[0] in said  # the message, word for word (in the example's output)
+    assert "`set`" in said
+    assert re.search(r"`set`[^.]*(?:any|undeclared|new) key", said), "set's rule is not stated"

@@ -1,38 +1,10 @@
-"""Every error treadle raises on purpose, in one tree.
+"""Every error treadle raises on purpose, defined in one place.
 
-Catch :class:`TreadleError` to handle anything the runtime reports; catch a
-leaf to handle one situation. Bad arguments to a public function raise the
-built-in ``ValueError`` or ``TypeError`` instead, because they are bugs in the
-calling code rather than conditions of a run.
-
-::
-
-    TreadleError
-    ├── WorkflowValidationError      the builder found problems; lists them all
-    ├── ExecutorInUseError           a non-shareable instance is in another run
-    ├── RoutingError                 a message has no edge that can carry it
-    ├── HandlerTimeoutError          a handler ran past its timeout
-    ├── PollTimeout                  poll_until_complete ran past max_duration
-    ├── JournalMismatchError         a re-executed handler took another path
-    ├── RequestError                 respond / send_message cannot be applied
-    │   ├── UnknownRequestError      no such request is waiting
-    │   │   └── RequestAlreadyAnsweredError  another answer won; names it
-    │   ├── InvalidResponseError     the answer has the wrong type
-    │   └── RunBusyError             another process owns the run now
-    ├── WorkflowRunError             the run stopped as FAILED
-    │   ├── ExecutorFailedError      a handler raised (the cause is chained)
-    │   ├── StateConflictError       two executors set one key in a superstep
-    │   ├── IterationLimitExceeded   max_supersteps / max_node_iterations hit
-    │   └── RunTimeoutError          the run passed its deadline (timeout=)
-    ├── RunCancelledError            the run was cancelled while a caller waited
-    └── DurabilityError
-        ├── SerializationError       a value cannot be stored or restored
-        ├── CheckpointCorruptError   a stored checkpoint fails its checksum
-        ├── RunNotFoundError         the store has no run with that id
-        ├── CheckpointNotFoundError  the run has no checkpoint with that id
-        ├── RunExistsError           a run with that id exists already
-        ├── LeaseLostError           this process no longer owns the run
-        └── GraphChangedError        the stored run was made by another graph
+The tree, rooted at :class:`TreadleError`, is drawn and exported by
+``treadle.errors``. Only the errors that end a run (``WorkflowRunError`` and
+its kin, ``RunCancelledError``) live elsewhere, in ``treadle._engine._errors``,
+because they carry the run's ``RunResult``; this module imports nothing of
+treadle, so every floor may raise what it defines.
 
 Internal control flow (suspension, cancellation) derives from ``BaseException``
 and is never exported: user ``except Exception`` blocks must not swallow it.
@@ -85,6 +57,14 @@ class ExecutorInUseError(TreadleError):
 
 class RoutingError(TreadleError):
     """A message was sent along no edge that leads to an executor accepting it."""
+
+
+class AppLoadError(TreadleError, LookupError):
+    """An ``--app`` import path does not load, or holds no workflow."""
+
+
+class CommandError(TreadleError):
+    """The command cannot be carried out as asked; nothing was changed."""
 
 
 class HandlerTimeoutError(TreadleError, TimeoutError):
@@ -249,6 +229,10 @@ class LeaseLostError(DurabilityError):
             f"lease epoch {epoch} on run {run_id!r} is no longer current "
             f"(taken over or cancelled); nothing was committed"
         )
+
+
+class WorkerStoppingError(DurabilityError):
+    """The worker is shutting down: the run was released after its last commit."""
 
 
 class GraphChangedError(DurabilityError):

@@ -5,15 +5,27 @@ several processes on one file); ``PostgresStore(dsn)`` keeps them in
 PostgreSQL, for many workers (it needs the ``postgres`` extra, and psycopg is
 imported only when the name is first used); ``MemoryStore()`` keeps everything
 in the process, for tests and throwaway work. All implement :class:`Store`,
-the small port any backend implements; ``treadle.serialization`` holds the
-serializers that turn checkpoint values into bytes.
+the small port any backend implements, whose methods take and return the
+records exported here (:class:`RunRecord`, :class:`CheckpointInfo`,
+:class:`CheckpointRecord`, :class:`Lease`, :class:`InboxItem`,
+:class:`Claimed`); ``treadle.serialization`` holds the serializers that turn
+checkpoint values into bytes.
 """
 
 from typing import TYPE_CHECKING
 
+from treadle._public import publish
 from treadle._stores._memory import MemoryStore
 from treadle._stores._sqlite import SqliteStore
-from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord, Store
+from treadle._stores._store import (
+    CheckpointInfo,
+    CheckpointRecord,
+    Claimed,
+    InboxItem,
+    Lease,
+    RunRecord,
+    Store,
+)
 
 if TYPE_CHECKING:
     from treadle._stores._postgres import PostgresStore
@@ -21,12 +33,17 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointInfo",
     "CheckpointRecord",
+    "Claimed",
+    "InboxItem",
+    "Lease",
     "MemoryStore",
     "PostgresStore",
     "RunRecord",
     "SqliteStore",
     "Store",
 ]
+
+publish(__name__, globals(), __all__)  # PostgresStore: when it is first asked for
 
 
 def __getattr__(name: str) -> object:
@@ -35,5 +52,6 @@ def __getattr__(name: str) -> object:
         from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - lazy on purpose
 
         globals()[name] = PostgresStore  # later lookups skip this function
+        publish(__name__, globals(), [name])
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,14 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from treadle import (
-    ExponentialBackoff,
-    Runtime,
-    TreadleError,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import ExponentialBackoff, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import TreadleError
 from treadle.stores import SqliteStore
 
 

@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from treadle import Runtime, TreadleError, WorkflowBuilder, WorkflowContext, executor
+from treadle import Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import TreadleError
 from treadle.stores import PostgresStore, SqliteStore
 
 CHAIN = 4  # steps after the wait

@@ -9,20 +9,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from treadle import (
+from treadle import Executor, RunStatus, WorkflowBuilder, WorkflowContext, executor, handler
+from treadle._checkpoints._blob import seal
+from treadle.errors import (
     CheckpointCorruptError,
-    CheckpointSaved,
-    Executor,
     ExecutorFailedError,
     GraphChangedError,
-    RunStatus,
     SerializationError,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-    handler,
 )
-from treadle._checkpoints._blob import seal
+from treadle.events import CheckpointSaved
 from treadle.stores import SqliteStore
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from treadle import RunStatus, Runtime, RunTimeoutError, WorkflowBuilder, WorkflowContext, executor
+from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import RunTimeoutError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 

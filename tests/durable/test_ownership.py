@@ -23,18 +23,13 @@ import pytest
 import race_workflow
 from conftest import fresh_schema, postgres_dsn
 
-from treadle import (
+from treadle import RunResult, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import (
     LeaseLostError,
     RequestAlreadyAnsweredError,
     RequestError,
     RunBusyError,
     RunCancelledError,
-    RunResult,
-    RunStatus,
-    Runtime,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
 )
 from treadle.stores import MemoryStore, PostgresStore, SqliteStore
 from treadle.testing import FakeClock

@@ -2,16 +2,8 @@
 
 import pytest
 
-from treadle import (
-    Case,
-    Default,
-    Executor,
-    WorkflowBuilder,
-    WorkflowContext,
-    WorkflowValidationError,
-    executor,
-    handler,
-)
+from treadle import Case, Default, Executor, WorkflowBuilder, WorkflowContext, executor, handler
+from treadle.errors import WorkflowValidationError
 
 
 @executor

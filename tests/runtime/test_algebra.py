@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from treadle import StateConflictError
 from treadle._engine._delivery import build_inboxes
 from treadle._engine._state import SET, UPDATE, StateKey, commit_state
 from treadle._graph._edges import FanInEdge
+from treadle.errors import StateConflictError
 
 EXECUTORS = ["a", "b", "c", "d"]
 KEYS = ["x", "y", "z"]

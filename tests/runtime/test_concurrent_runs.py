@@ -5,13 +5,8 @@ import random
 
 import pytest
 
-from treadle import (
-    Executor,
-    ExecutorInUseError,
-    WorkflowBuilder,
-    WorkflowContext,
-    handler,
-)
+from treadle import Executor, WorkflowBuilder, WorkflowContext, handler
+from treadle.errors import ExecutorInUseError
 
 
 class Accumulator(Executor):

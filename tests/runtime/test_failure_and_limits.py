@@ -4,14 +4,8 @@ import asyncio
 
 import pytest
 
-from treadle import (
-    ExecutorFailedError,
-    IterationLimitExceeded,
-    RunStatus,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import ExecutorFailedError, IterationLimitExceeded
 
 
 class Boom(Exception):

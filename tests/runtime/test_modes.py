@@ -6,19 +6,10 @@ from dataclasses import fields
 
 import pytest
 
-from treadle import (
-    CustomEvent,
-    ExecutionMode,
-    ExecutorFailedError,
-    OutputEvent,
-    RunStatus,
-    StatusChanged,
-    SuperstepStarted,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import ExecutionMode, RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._engine import _events as ev
+from treadle.errors import ExecutorFailedError
+from treadle.events import CustomEvent, OutputEvent, StatusChanged, SuperstepStarted
 
 
 def counting_chain(length: int, calls: list):

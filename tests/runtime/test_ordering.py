@@ -6,14 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from treadle import (
-    Case,
-    Default,
-    RoutingError,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import Case, Default, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import RoutingError
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,14 @@ import threading
 import pytest
 
 from treadle import (
-    ExecutorFailedError,
     ExponentialBackoff,
-    HandlerTimeoutError,
     RetryPolicy,
     RunStatus,
     WorkflowBuilder,
     WorkflowContext,
     executor,
 )
+from treadle.errors import ExecutorFailedError, HandlerTimeoutError
 from treadle.testing import FakeClock
 
 BACKOFF = ExponentialBackoff(initial=2.0, maximum=30.0, multiplier=3.0, jitter=0.25)

@@ -6,13 +6,8 @@ import random
 
 import pytest
 
-from treadle import (
-    ExecutionMode,
-    StateConflictError,
-    WorkflowBuilder,
-    WorkflowContext,
-    executor,
-)
+from treadle import ExecutionMode, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import StateConflictError
 
 MODES = ["run", "off_thread", "lockstep", "deterministic", "run_sync"]
 

@@ -13,7 +13,6 @@ from opentelemetry.trace import StatusCode
 
 from treadle import (
     ExecutionMode,
-    ExecutorFailedError,
     ExponentialBackoff,
     RetryPolicy,
     RunStatus,
@@ -21,6 +20,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
+from treadle.errors import ExecutorFailedError
 from treadle.otel import OpenTelemetryTracing
 from treadle.stores import MemoryStore
 from treadle.testing import FakeClock

@@ -2,6 +2,7 @@
 
 import asyncio
 import datetime as dt
+from collections import defaultdict
 from dataclasses import dataclass
 
 import pytest
@@ -11,20 +12,22 @@ from treadle import (
     Executor,
     ExponentialBackoff,
     HandoffRefused,
-    InvalidResponseError,
-    JournalMismatchError,
-    OutputEvent,
-    PollTimeout,
-    RequestError,
-    RequestEvent,
-    RunCancelledError,
+    RetryPolicy,
     RunStatus,
-    UnknownRequestError,
     WorkflowBuilder,
     WorkflowContext,
     executor,
     handler,
 )
+from treadle.errors import (
+    InvalidResponseError,
+    JournalMismatchError,
+    PollTimeout,
+    RequestError,
+    RunCancelledError,
+    UnknownRequestError,
+)
+from treadle.events import OutputEvent, RequestEvent
 from treadle.stores import MemoryStore
 from treadle.testing import FakeClock
 
@@ -312,18 +315,44 @@ async def test_a_handler_that_takes_another_path_on_re_execution_is_a_clear_erro
 
 
 async def test_the_idempotency_key_is_stable_across_re_executions():
-    store, keys = MemoryStore(), []
+    # One key per invocation: the same for its retry and its re-execution after
+    # the answer, different for another message, another executor, another run.
+    store, keys = MemoryStore(), defaultdict(list)
+    instant = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(0, maximum=0, jitter=0))
 
-    @executor
+    @executor(id="split")
+    async def split(amount: int, ctx: WorkflowContext[int]) -> None:
+        keys[ctx.run_id, "split", amount].append(ctx.idempotency_key)
+        ctx.send_message(amount)
+        ctx.send_message(amount + 1)
+
+    @executor(id="pay", retry=instant)
     async def pay(amount: int, ctx: WorkflowContext) -> None:
-        keys.append(ctx.idempotency_key)
-        await ctx.request("confirm?", bool)
+        attempts = keys[ctx.run_id, "pay", amount]
+        attempts.append(ctx.idempotency_key)
+        if len(attempts) == 1:
+            raise ConnectionError("the first attempt fails, the retry goes on")
+        await ctx.request(f"pay {amount}?", bool)
 
-    wf = WorkflowBuilder(start=pay, store=store).build()
-    request_id = (await wf.run(10, run_id="r1")).pending_requests[0].request_id
-    await wf.respond("r1", {request_id: True})
-    assert len(keys) == 2
-    assert keys[0] == keys[1]
+    @executor(id="audit")
+    async def audit(amount: int, ctx: WorkflowContext) -> None:
+        keys[ctx.run_id, "audit", amount].append(ctx.idempotency_key)
+
+    wf = WorkflowBuilder(start=split, store=store).add_fan_out(split, [pay, audit]).build()
+    for run_id in ("r1", "r2"):  # the same input: only the run tells their keys apart
+        asked = await wf.run(10, run_id=run_id)
+        answers = {request.request_id: True for request in asked.pending_requests}
+        assert len(answers) == 2
+        assert (await wf.respond(run_id, answers)).status is RunStatus.COMPLETED
+
+    for run_id in ("r1", "r2"):
+        for amount in (10, 11):  # first attempt, retry, re-execution after the answer
+            attempts = keys[run_id, "pay", amount]
+            assert len(attempts) == 3
+            assert len(set(attempts)) == 1, attempts
+    invocations = [attempts[0] for attempts in keys.values()]
+    assert len(invocations) == 2 * (1 + 2 + 2)  # per run: split, pay 10 and 11, audit 10 and 11
+    assert len(set(invocations)) == len(invocations), keys
 
 
 async def test_cancelling_a_waiting_run_keeps_its_checkpoint_and_invokes_nothing():

@@ -25,7 +25,7 @@ import scale_app
 from processes import start_worker
 from psycopg import sql
 
-import treadle
+import treadle.workers
 from durable.conftest import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore
 
@@ -73,7 +73,7 @@ async def _sql(dsn: str, schema: str, statement: str) -> list[tuple[object, ...]
 async def _prepare(dsn: str, schema: str) -> None:
     store = PostgresStore(dsn, schema=schema)
     try:
-        client = treadle.Client(store)
+        client = treadle.workers.Client(store)
         for n in range(NAPS):  # first, so that the first claims include timers
             await client.start("napper", {"seconds": NAP_SECONDS}, run_id=f"nap-{n:03}")
         for n in range(COUNTERS):

@@ -1,7 +1,13 @@
-"""PostgreSQL for the scale-out tests: a fresh schema per test, dropped after it."""
+"""PostgreSQL for the scale-out tests: a fresh schema per test, dropped after it.
+
+Every test in this directory is marked ``integration`` (by the hook below:
+a ``pytestmark`` in a conftest is ignored), since they all need PostgreSQL,
+worker processes or both.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,7 +19,15 @@ if TYPE_CHECKING:
 
     from treadle.stores import PostgresStore
 
-pytestmark = pytest.mark.integration
+_HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test collected under this directory ``integration``."""
+    for item in items:
+        if item.path.is_relative_to(_HERE):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture

@@ -4,11 +4,13 @@ Each repetition is :func:`chaos.campaign` (4 ``treadle worker`` processes,
 200 runs of 20 supersteps and 20 durable timers; one worker SIGKILLed, one
 SIGSTOPped past its lease) checked by :func:`chaos.check`. The default suite
 runs two seeds; ``make soak`` runs ten and writes their figures to
-``tests/scaleout/CHAOS.md``.
+``benchmarks/SOAK.md``, beside the other measured figures (or to the file
+``TREADLE_SOAK_REPORT`` names): never into the source tree's ``tests/``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -16,6 +18,26 @@ import chaos
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def soak_report() -> Path:
+    """Where ``make soak`` writes its figures.
+
+    ``$TREADLE_SOAK_REPORT`` when set, else ``benchmarks/SOAK.md``: measured
+    figures live beside ``make bench``'s, not among the tests.
+    """
+    override = os.environ.get("TREADLE_SOAK_REPORT")
+    return Path(override) if override else REPOSITORY / "benchmarks" / "SOAK.md"
+
+
+def test_the_soak_figures_go_beside_the_benchmarks_not_into_tests(monkeypatch, tmp_path):
+    monkeypatch.delenv("TREADLE_SOAK_REPORT", raising=False)
+    assert soak_report() == REPOSITORY / "benchmarks" / "SOAK.md"
+    assert not soak_report().is_relative_to(REPOSITORY / "tests")
+    monkeypatch.setenv("TREADLE_SOAK_REPORT", str(tmp_path / "soak.md"))
+    assert soak_report() == tmp_path / "soak.md"
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -53,5 +75,7 @@ async def test_ten_seeded_chaos_repetitions(dsn, tmp_path):
             f"{outcome.naps_started_by_killed} | {worst:.2f} | {outcome.commits} | "
             f"{'; '.join(problems) or 'none'} |"
         )
-    Path(__file__).with_name("CHAOS.md").write_text("\n".join(lines) + "\n")
+    report = soak_report()
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("\n".join(lines) + "\n")
     assert failures == []

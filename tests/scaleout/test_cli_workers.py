@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from processes import HERE, TREADLE
 
-import treadle
-from treadle import RunStatus, Worker
+import treadle.workers
+from treadle import RunStatus
 from treadle._scaleout._apps import load_app
+from treadle.workers import Worker
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,7 +49,7 @@ async def test_start_respond_and_cancel_from_the_command_line_go_through_workers
     assert (await store.get_run("q1")).status == "awaiting_input"  # no worker ran yet
 
     assert await Worker(store, serving, lease=2, poll_interval=0.05).run_until_idle() == 1
-    client = treadle.Client(store, serving)
+    client = treadle.workers.Client(store, serving)
     done = await client.result("q1")
     assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["colour? -> blue"])
     assert (await client.get("q2")).status == "cancelled"

@@ -6,15 +6,21 @@ import pytest
 import scale_app
 
 import treadle
-from treadle import InvalidResponseError, RequestAlreadyAnsweredError, UnknownRequestError, Worker
+from treadle.errors import (
+    AppLoadError,
+    InvalidResponseError,
+    RequestAlreadyAnsweredError,
+    UnknownRequestError,
+)
+from treadle.workers import Client, Worker
 
 pytestmark = pytest.mark.integration
 
 WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]
 
 
-async def asked(store) -> tuple[treadle.Client, str]:
-    client = treadle.Client(store, WORKFLOWS)
+async def asked(store) -> tuple[Client, str]:
+    client = Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="q")
     await Worker(store, WORKFLOWS, lease=2, poll_interval=0.05).run_until_idle()
     (request,) = (await client.result("q")).pending_requests
@@ -40,11 +46,11 @@ async def test_a_client_that_has_the_workflow_is_refused_what_no_worker_could_ap
 async def test_a_client_without_the_workflow_still_gets_one_answer_per_request(store):
     # A copy of the app's workflow that records no import path: as on a machine without it.
     private = treadle.WorkflowBuilder(scale_app.ask, name="asker").build()
-    await treadle.Client(store).start("asker", "colour?", run_id="q")
+    await Client(store).start("asker", "colour?", run_id="q")
     await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
-    request_id = (await treadle.Client(store, [private]).result("q")).pending_requests[0].request_id
-    plain = treadle.Client(store)  # no workflows given: plain JSON, checked by the worker
-    with pytest.raises(treadle.AppLoadError):
+    request_id = (await Client(store, [private]).result("q")).pending_requests[0].request_id
+    plain = Client(store)  # no workflows given: plain JSON, checked by the worker
+    with pytest.raises(AppLoadError):
         await plain.result("q")
     await plain.respond("q", {request_id: "blue"})
     with pytest.raises(RequestAlreadyAnsweredError, match="blue"):

@@ -24,8 +24,8 @@ import pytest
 from processes import start_worker, wait_until
 from psycopg import sql
 
-import treadle
 from treadle.stores import PostgresStore
+from treadle.workers import Client, connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -98,7 +98,7 @@ async def test_a_postgres_restart_mid_load_loses_and_duplicates_nothing(private_
 
     dsn, start = private_cluster
     store = PostgresStore(dsn, schema="treadle")
-    client = treadle.Client(store)
+    client = Client(store)
     for n in range(RUNS):
         await client.start("counter", {"total": SUPERSTEPS - 1}, run_id=f"r{n:03}")
     await store.close()
@@ -147,7 +147,7 @@ async def test_a_postgres_restart_mid_load_loses_and_duplicates_nothing(private_
     assert twice == []
     assert await _count(dsn, "SELECT count(*) FROM commit_log") == expected_commits
     alone = (await scale_app.counter.run(scale_app.Job(SUPERSTEPS - 1))).outputs
-    async with treadle.connect(dsn, schema="treadle", workflows=[scale_app.counter]) as reader:
+    async with connect(dsn, schema="treadle", workflows=[scale_app.counter]) as reader:
         runs = await reader.list_runs()
         outputs = {run.run_id: (await reader.result(run.run_id)).outputs for run in runs}
     assert len(outputs) == RUNS

@@ -20,12 +20,18 @@ import scale_app
 from processes import HERE
 from psycopg import sql
 
-import treadle
-from treadle import LeaseLostError, RequestError, RunExistsError, RunStatus, Worker
-from treadle._exceptions import RequestAlreadyAnsweredError
+import treadle.workers
+from treadle import RunStatus
 from treadle._stores._postgres_queue import RunQueue
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease
+from treadle.errors import (
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RunExistsError,
+)
 from treadle.stores import PostgresStore
+from treadle.workers import Worker
 
 WORKFLOWS = [scale_app.counter, scale_app.asker, scale_app.napper]
 
@@ -61,7 +67,7 @@ def worker(store: PostgresStore, **options: object) -> Worker:
 
 
 async def test_a_worker_runs_a_client_started_run_to_the_same_outputs_as_one_process(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     run_id = await client.start("counter", {"total": 20}, run_id="c-1")
     assert (await client.get(run_id)).status == "pending"
     assert await worker(store).run_until_idle() == 1
@@ -74,7 +80,7 @@ async def test_a_worker_runs_a_client_started_run_to_the_same_outputs_as_one_pro
 
 async def test_two_clients_starting_one_run_id_at_once_produce_one_run(dsn, schema, store):
     await store.list_runs()  # create the tables
-    clients = [treadle.connect(dsn, schema=schema) for _ in range(2)]
+    clients = [treadle.workers.connect(dsn, schema=schema) for _ in range(2)]
     try:
         ids = [f"same-{n}" for n in range(10)]
         started = await asyncio.gather(
@@ -96,7 +102,7 @@ async def test_two_clients_starting_one_run_id_at_once_produce_one_run(dsn, sche
 
 
 async def test_concurrent_claims_never_hand_one_run_to_two_workers(dsn, schema, store):
-    client = treadle.Client(store)
+    client = treadle.workers.Client(store)
     for n in range(60):
         await client.start("counter", {"total": 1}, run_id=f"r{n}")
     stores = [PostgresStore(dsn, schema=schema) for _ in range(4)]
@@ -117,7 +123,7 @@ async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_ove
 ):
     await store.list_runs()  # create the tables
     await install_commit_log(dsn, schema)
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="stale")
     stale = RunQueue(store, "stale-worker", lease=0.2)
     (claim,) = await stale.claim(["asker"], time.time(), 1)
@@ -148,7 +154,7 @@ async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_ove
 async def test_a_response_delivered_while_no_worker_runs_is_applied_exactly_once(
     dsn, schema, store
 ):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="hitl")
     await worker(store).run_until_idle()  # the worker parks the run on its request, then stops
     rested = await client.result("hitl")
@@ -180,7 +186,7 @@ async def test_a_response_delivered_while_no_worker_runs_is_applied_exactly_once
 
 
 async def test_a_run_that_keeps_losing_its_worker_is_parked_failed_with_the_reason(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("counter", {"total": 3}, run_id="loop")
     for n in range(4):  # four workers in a row die holding it (their leases lapse)
         dying = RunQueue(store, f"dying-{n}", lease=0.05)
@@ -198,7 +204,7 @@ async def test_a_run_that_keeps_losing_its_worker_is_parked_failed_with_the_reas
 
 async def test_cancelling_a_run_a_worker_holds_fences_the_worker_out(store, caplog):
     caplog.set_level(logging.INFO, logger="treadle.worker")
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("counter", {"total": 200, "pause": 0.01}, run_id="doomed")
     busy = worker(store, lease=0.6, poll_interval=0.05)
     serving = asyncio.create_task(busy.serve())
@@ -222,7 +228,7 @@ async def test_cancelling_a_run_a_worker_holds_fences_the_worker_out(store, capl
 async def test_a_stopping_worker_commits_its_superstep_and_hands_the_run_on(dsn, schema, store):
     await store.list_runs()
     await install_commit_log(dsn, schema)
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("counter", {"total": 40, "pause": 0.01}, run_id="handed")
     first = worker(store)
     serving = asyncio.create_task(first.serve())
@@ -254,11 +260,11 @@ async def test_a_worker_started_run_records_where_its_workflow_lives_for_clients
     try:
         served = load_app("scale_app")
         assert sorted(w.name for w in served) == ["asker", "counter", "napper"]
-        await treadle.Client(store).start("counter", {"total": 3}, run_id="o")
+        await treadle.workers.Client(store).start("counter", {"total": 3}, run_id="o")
         await Worker(store, served, lease=2, poll_interval=0.05).run_until_idle()
     finally:
         await store.close()
-    async with treadle.connect(dsn, schema=schema) as client:  # knows no workflow
+    async with treadle.workers.connect(dsn, schema=schema) as client:  # knows no workflow
         result = await client.result("o")
         assert result.outputs == (await scale_app.counter.run(scale_app.Job(3))).outputs
         assert [r.run_id for r in await client.list_runs(status="completed")] == ["o"]
@@ -267,7 +273,7 @@ async def test_a_worker_started_run_records_where_its_workflow_lives_for_clients
 
 async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_the_change(store):
     """Parked, not failed: the run keeps its status and checkpoints for code that can load it."""
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="moved")
     await worker(store).run_until_idle()
     (request,) = (await client.result("moved")).pending_requests
@@ -298,7 +304,7 @@ async def test_a_worker_with_another_graph_under_the_name_parks_the_run_naming_t
 
 
 async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(store):
-    client = treadle.Client(store)
+    client = treadle.workers.Client(store)
     await client.start("counter", {"totl": 3}, run_id="typo")
     assert await worker(store).run_until_idle() == 1
     row = await client.get("typo")
@@ -309,7 +315,7 @@ async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(stor
 
 
 async def test_a_client_deadline_is_kept_by_the_worker_and_fails_the_run_when_passed(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("counter", {"total": 100, "pause": 0.02}, run_id="late", timeout=0.3)
     await client.start("counter", {"total": 3}, run_id="in-time", timeout=60)
     await worker(store).run_until_idle()
@@ -323,7 +329,7 @@ async def test_a_client_deadline_is_kept_by_the_worker_and_fails_the_run_when_pa
 
 
 async def test_an_idle_worker_takes_new_runs_and_answers_at_once_not_a_poll_later(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await store.list_runs()  # the tables exist before the worker listens
     idle = worker(store, lease=120.0, poll_interval=60.0)  # a poll would come a minute later
     serving = asyncio.create_task(idle.serve())
@@ -344,11 +350,11 @@ async def test_an_idle_worker_takes_new_runs_and_answers_at_once_not_a_poll_late
 # One client process: connects, waits for the common start time, answers.
 ANSWERING_CLIENT = """
 import asyncio, json, sys, time
-import treadle
-from treadle._exceptions import RequestAlreadyAnsweredError
+import treadle.workers
+from treadle.errors import RequestAlreadyAnsweredError
 
 async def main(dsn, schema, run_id, request_id, answer, start_at):
-    async with treadle.connect(dsn, schema=schema) as client:
+    async with treadle.workers.connect(dsn, schema=schema) as client:
         await client.get(run_id)  # connected before the start, so all answer at once
         await asyncio.sleep(max(0.0, float(start_at) - time.time()))
         try:
@@ -366,7 +372,7 @@ asyncio.run(main(*sys.argv[1:]))
 async def test_eight_client_processes_answering_one_request_at_once_get_one_acceptance(
     dsn, schema, store
 ):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="raced")
     await worker(store).run_until_idle()
     (request,) = (await client.result("raced")).pending_requests
@@ -403,7 +409,7 @@ async def test_eight_client_processes_answering_one_request_at_once_get_one_acce
 
 
 async def test_a_second_answer_is_refused_whole_naming_the_first(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="asked")
     await worker(store).run_until_idle()
     (request,) = (await client.result("asked")).pending_requests
@@ -441,7 +447,7 @@ async def test_a_worker_takes_over_a_run_whose_in_process_owner_died_mid_run(dsn
     assert (claim.run_id, claim.status, claim.recoveries) == ("orphan", "running", 1)
     assert await queue.release(claim, time.time())
     assert await worker(store).run_until_idle() == 1
-    result = await treadle.Client(store, WORKFLOWS).result("orphan")
+    result = await treadle.workers.Client(store, WORKFLOWS).result("orphan")
     alone = await scale_app.counter.run(scale_app.Job(6))
     assert (result.status, result.outputs) == (RunStatus.COMPLETED, alone.outputs)
     row = await store.get_run("parked")
@@ -449,7 +455,7 @@ async def test_a_worker_takes_over_a_run_whose_in_process_owner_died_mid_run(dsn
 
 
 async def test_a_leased_view_answers_the_ownership_port_from_its_claim(store):
-    client = treadle.Client(store, WORKFLOWS)
+    client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="held")
     await client.start("asker", "shape?", run_id="other")
     queue = RunQueue(store, "holder", lease=30)

@@ -21,18 +21,19 @@ Three durability modes:
   yet durable, so a crash loses at most that many (the run re-runs at most
   one superstep more).
 
-In every mode each barrier gets its own checkpoint, in order, and the final
-barrier, every status change and any spawned work wait for all commits.
+In every mode each barrier gets its own checkpoint, in order, and the
+barrier that stops the run (it rests or ends), every status change and any
+spawned work wait for all commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._codec import EncodeCache
+from treadle._engine._clock import SystemClock
 from treadle._exceptions import LeaseLostError
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from treadle._checkpoints._codec import CheckpointCodec
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._barrier import BarrierState
+    from treadle._engine._clock import Clock
     from treadle._engine._options import Durability
     from treadle._stores._store import Store
 
@@ -79,6 +81,9 @@ class Checkpointer:
             module docstring).
         ownership: The lease the run is held under: every write carries it,
             and the commit that brings the run to rest gives it up.
+        clock: The run's clock, which stamps each checkpoint's
+            ``created_at`` (and a new run's row), so a run on a fake clock
+            has a history in its own time, consistent with its timers.
     """
 
     def __init__(
@@ -91,6 +96,7 @@ class Checkpointer:
         keep_last: int | None = None,
         durability: Durability = "sync",
         ownership: Ownership | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if durability not in _IN_FLIGHT:
             modes = ", ".join(map(repr, _IN_FLIGHT))
@@ -98,6 +104,7 @@ class Checkpointer:
             raise ValueError(msg)
         self.store = store
         self.ownership = ownership
+        self._clock = clock if clock is not None else SystemClock()
         self._codec = codec
         self._fingerprint = fingerprint
         self.last_checkpoint_id = parent_checkpoint_id
@@ -118,7 +125,7 @@ class Checkpointer:
             superstep=barrier.superstep,
             status=barrier.status.value,
             parent_checkpoint_id=self.last_checkpoint_id,
-            created_at=time.time(),
+            created_at=self._clock.now(),
             wake_at=barrier.wake_at,
         )
         blob = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
@@ -162,14 +169,15 @@ class Checkpointer:
         """Commit one barrier; return its checkpoint id.
 
         The barrier is encoded first, while an earlier commit may still be on
-        its way to disk. In sync mode, and for a final barrier in any mode,
-        it is durable on return; otherwise it is handed over (background) or
-        queued for the next store call (batched), within the mode's limit of
-        commits in flight.
+        its way to disk. In sync mode, and in any mode for a barrier that
+        stops the run (it rests or ends: either way its process may go
+        away), it is durable on return; otherwise it is handed over
+        (background) or queued for the next store call (batched), within
+        the mode's limit of commits in flight.
         """
         record = self._record(barrier, snapshots)
         self._queued.append(record)
-        limit = 0 if barrier.status.is_final else self._in_flight_limit
+        limit = 0 if barrier.status.is_stopped else self._in_flight_limit
         writing = self._writing
         if writing is not None and (
             writing.done() or self._writing_count + len(self._queued) > limit

@@ -43,9 +43,9 @@ class RunOptions:
             order (``False`` turns off a workflow-level ``True``).
         clock: Where timers, backoff and timeouts read the time.
         timeout: The run's deadline, in seconds or as a ``timedelta`` from
-            now; stored with the run and enforced across restarts. Given to
-            a continuing entry point (``resume``, ``respond``,
-            ``send_message``) it replaces the stored deadline.
+            now; stored with the run and enforced across restarts. Only a
+            new run takes one: a stored run keeps the deadline it started
+            with, so ``resume``, ``respond`` and ``send_message`` refuse it.
         durability: ``"sync"``, ``"background"`` or ``"batched"`` checkpoints.
         keep_last: Checkpoints to keep for this run (default: the store's).
         record_events: Keep every event in ``RunResult.events``; ``False``
@@ -114,6 +114,21 @@ def run_options(options: RunOptions | None, overrides: RunOptionArgs) -> RunOpti
         msg = f"options must be a treadle.RunOptions, got {type(options).__name__}"
         raise TypeError(msg)
     return options.merged(overrides)
+
+
+def continuing_options(options: RunOptions | None, overrides: RunOptionArgs) -> RunOptions:
+    """The options of an entry point that continues a stored run.
+
+    Raises:
+        ValueError: a ``timeout`` was given: the run's deadline was fixed
+            when it started and is stored with it (its checkpoints carry it).
+        TypeError, ValueError: as :func:`run_options`.
+    """
+    chosen = run_options(options, overrides)
+    if chosen.timeout is not None:
+        msg = "timeout sets a new run's deadline; a stored run keeps the deadline it started with"
+        raise ValueError(msg)
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

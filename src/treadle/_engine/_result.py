@@ -21,7 +21,14 @@ class RunStatus(enum.StrEnum):
     ``COMPLETED`` means nothing is pending; ``AWAITING_INPUT`` that requests or
     session input are; ``WAITING`` that only durable timers are; ``STALLED``
     that nothing can move but a fan-in is partly filled. ``PENDING`` is a run
-    started through a client (``treadle.connect``) that no worker has begun.
+    started through a client (``treadle.workers.connect``) that no worker has begun.
+
+    The statuses fall in three groups, each with its property: moving
+    (``PENDING``, ``RUNNING``); resting (:attr:`is_resting`:
+    ``AWAITING_INPUT``, ``WAITING``), stopped until an answer, a message or
+    a timer moves the run again; and ended (:attr:`is_final`: ``COMPLETED``,
+    ``FAILED``, ``CANCELLED``, ``STALLED``), for good. :attr:`is_stopped`
+    covers the last two: the run is not moving now.
     """
 
     PENDING = "pending"
@@ -35,12 +42,39 @@ class RunStatus(enum.StrEnum):
 
     @property
     def is_final(self) -> bool:
-        """Whether the run can no longer move without outside action."""
-        return self not in (RunStatus.RUNNING, RunStatus.PENDING)
+        """Whether the run has ended for good: nothing will ever move it again.
+
+        A resting run (``AWAITING_INPUT``, ``WAITING``) is not final, since an
+        answer, a message or a due timer moves it on; use :attr:`is_stopped`
+        for "resting or ended".
+        """
+        return self in ENDED
+
+    @property
+    def is_resting(self) -> bool:
+        """Whether the run rests until an answer, a message or a timer moves it again.
+
+        A resting run holds no process (its lease is given up) yet is not
+        over: it can be answered (``respond``), messaged (``send_message``)
+        or resumed when its timer is due.
+        """
+        return self in _RESTING
+
+    @property
+    def is_stopped(self) -> bool:
+        """Whether the run has stopped moving for now: it rests or has ended.
+
+        Where stepping a run stops: ``run`` returns, a stream ends, the
+        run's span ends and its last checkpoint is made durable.
+        ``PENDING`` and ``RUNNING`` runs are still moving.
+        """
+        return self in ENDED or self in _RESTING
 
 
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
 """Statuses a run never leaves by itself: nothing more will be delivered to it."""
+
+_RESTING = frozenset({RunStatus.AWAITING_INPUT, RunStatus.WAITING})
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import TreadleError
+from treadle._exceptions import AppLoadError
 from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import ModuleType
-
-
-class AppLoadError(TreadleError, LookupError):
-    """An ``--app`` import path does not load, or holds no workflow."""
 
 
 def load_app(spec: str) -> list[Workflow]:

@@ -1,4 +1,4 @@
-"""``treadle.connect``: the client of runs served by workers.
+"""``treadle.workers.connect``: the client of runs served by workers.
 
 A client needs no workflow code to start, feed, cancel or watch runs: it
 writes rows (a pending run with its input, inbox items) and reads run rows.
@@ -16,7 +16,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._result import ENDED, RunResult, RunStatus
-from treadle._scaleout._apps import AppLoadError, by_name, load_app
+from treadle._exceptions import AppLoadError
+from treadle._scaleout._apps import by_name, load_app
 from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow._runs import deliverable_answers
@@ -59,7 +60,7 @@ def connect(
 class Client:
     """Starts, feeds, cancels, watches and lists runs served by ``treadle worker``s.
 
-    Use as ``async with treadle.connect(dsn) as client:``, or call
+    Use as ``async with treadle.workers.connect(dsn) as client:``, or call
     :meth:`close`.
     """
 
@@ -259,7 +260,7 @@ class Client:
         if not origin:
             msg = (
                 f"run {row.run_id!r} of workflow {row.workflow!r} does not record where "
-                f"its workflow lives; pass it to treadle.connect(..., workflows=[...])"
+                f"its workflow lives; pass it to treadle.workers.connect(..., workflows=[...])"
             )
             raise AppLoadError(msg)
         (workflow,) = load_app(origin)

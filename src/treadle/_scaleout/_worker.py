@@ -43,14 +43,16 @@ from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._options import RunOptions
 from treadle._engine._result import ENDED
 from treadle._exceptions import (
+    AppLoadError,
     CheckpointCorruptError,
     DurabilityError,
     GraphChangedError,
     LeaseLostError,
     RequestError,
     SerializationError,
+    WorkerStoppingError,
 )
-from treadle._scaleout._apps import AppLoadError, by_name, coerce_input
+from treadle._scaleout._apps import by_name, coerce_input
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 
@@ -63,10 +65,6 @@ if TYPE_CHECKING:
     from treadle._workflow._workflow import Workflow
 
 logger = logging.getLogger("treadle.worker")
-
-
-class WorkerStoppingError(DurabilityError):
-    """The worker is shutting down: the run was released after its last commit."""
 
 
 @dataclass(eq=False)

@@ -7,7 +7,7 @@ each other. Each claim bumps the run's ``lease_epoch``; every write the
 worker then makes goes through a :class:`LeasedStore` whose statements carry
 ``owner = me AND lease_epoch = mine`` (the fencing token). A worker that was
 paused or partitioned past its lease finds its epoch gone and commits
-nothing: :class:`~treadle.LeaseLostError`.
+nothing: :class:`~treadle.errors.LeaseLostError`.
 
 Clients do not need workflow code to talk to runs: they write to the run's
 **inbox** (its start input, answers, session messages) and mark the run

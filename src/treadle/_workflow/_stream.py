@@ -237,7 +237,7 @@ class WorkflowStream:
         batch = self._batch
         assert batch is not None  # noqa: S101 - an invariant, narrows the type for mypy
         while self._cursor >= len(batch.events):
-            if loop.status.is_final and not await loop.sleep_through_timer():
+            if loop.status.is_stopped and not await loop.sleep_through_timer():
                 await self._finish()
                 self._raise_if_failed()
                 raise StopAsyncIteration
@@ -272,7 +272,7 @@ class WorkflowStream:
         """Cancel the run if it is still going and release its executors."""
         if self._loop is None:
             return
-        if not self._loop.status.is_final:
+        if not self._loop.status.is_stopped:
             await self.cancel()
         elif self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):

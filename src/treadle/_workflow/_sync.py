@@ -4,12 +4,18 @@ The async core does all the work; these run it on a dedicated thread with
 its own event loop and hand results and events back to the caller's thread.
 That also makes ``run_sync`` safe to call from inside a running event loop
 (a notebook, a sync callback in async code), where ``asyncio.run`` is not.
+
+A new thread starts with an empty ``contextvars`` context, so each adapter
+copies the caller's context where it is called and runs the loop inside
+that copy: the caller's current OpenTelemetry span (and any other context
+variable) is then current where the run starts, as for an async caller.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,12 +30,17 @@ T = TypeVar("T")
 
 
 def run_in_thread(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``make()`` to completion on a fresh loop in a dedicated thread."""
+    """Run ``make()`` to completion on a fresh loop in a dedicated thread.
+
+    The loop runs in a copy of the caller's context, so the run sees the
+    caller's context variables (its current span among them).
+    """
     outcome: list[Any] = []
+    context = contextvars.copy_context()
 
     def target() -> None:
         try:
-            outcome.append((True, asyncio.run(make())))
+            outcome.append((True, context.run(lambda: asyncio.run(make()))))
         except BaseException as error:  # noqa: BLE001 - handed over, never swallowed
             outcome.append((False, error))
 
@@ -48,11 +59,15 @@ class SyncEventStream:
 
     Iterate it; use it in a ``with`` block (or call :meth:`close`) so that
     leaving early cancels the run and joins its thread. Closing a stream
-    whose run has finished does nothing.
+    whose run has finished does nothing. The run sees the context variables
+    (the current span among them) of the code that created the stream.
     """
 
     def __init__(self, make: Callable[[], WorkflowStream]) -> None:
         self._make = make
+        # Taken here, not at the first iteration: the stream starts where
+        # ``stream_sync`` is called, as an ``async with workflow.stream(...)`` does.
+        self._context = contextvars.copy_context()
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -78,7 +93,9 @@ class SyncEventStream:
     def _start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=lambda: asyncio.run(self._pump()), name="treadle-stream", daemon=True
+                target=lambda: self._context.run(lambda: asyncio.run(self._pump())),
+                name="treadle-stream",
+                daemon=True,
             )
             self._thread.start()
             self._started.wait()

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._errors import WorkflowRunError
-from treadle._engine._options import RunOptionArgs, RunOptions, run_options
+from treadle._engine._options import (
+    RunOptionArgs,
+    RunOptions,
+    continuing_options,
+    run_options,
+)
 from treadle._exceptions import TreadleError
 from treadle._workflow._launch import Launch, open_run
 from treadle._workflow._runs import (
@@ -140,8 +145,8 @@ class Workflow(WorkflowGraph):
         it, this raises ``RunBusyError``, or with ``wait=True`` waits until
         the owner lets go (its run rests, or its lease runs out). Answers
         and messages delivered to the run and not yet applied are applied.
-        ``options`` (or their keywords) are those of :meth:`run`; a
-        ``timeout`` replaces the run's stored deadline.
+        ``options`` (or their keywords) are those of :meth:`run` but
+        ``timeout``: a stored run keeps the deadline it started with.
 
         Raises:
             RunBusyError: another process owns the run (without ``wait``).
@@ -152,7 +157,7 @@ class Workflow(WorkflowGraph):
             WorkflowRunError: the resumed run failed.
             TypeError, ValueError: an option is not valid (nothing ran).
         """
-        chosen_options = run_options(options, overrides)
+        chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
         taken = await take_over(self, chosen, run_id, checkpoint_id, wait=wait)
         return await continue_taken(self, taken, chosen, chosen_options)
@@ -207,7 +212,8 @@ class Workflow(WorkflowGraph):
             store: Where the run lives (default: the workflow's store).
             wait: While another process owns the run, wait for it instead
                 of raising ``RunBusyError``.
-            options: How the continued run runs (those of :meth:`run`).
+            options: How the continued run runs (those of :meth:`run` but
+                ``timeout``: a stored run keeps the deadline it started with).
             **overrides: Any field of ``RunOptions`` as a keyword.
 
         Raises:
@@ -218,7 +224,7 @@ class Workflow(WorkflowGraph):
             RunBusyError: another process owns the run (without ``wait``).
             TypeError, ValueError: an option is not valid (nothing changed).
         """
-        chosen_options = run_options(options, overrides)
+        chosen_options = continuing_options(options, overrides)
         if not responses:
             msg = "respond() needs at least one {request_id: answer}"
             raise ValueError(msg)
@@ -247,14 +253,15 @@ class Workflow(WorkflowGraph):
         is taken over first, then the message is checked against its latest
         checkpoint, delivered to its inbox and applied: of two senders at
         once, the second finds the run no longer waiting for input.
-        ``options`` (or their keywords) are those of :meth:`run`.
+        ``options`` (or their keywords) are those of :meth:`run` but
+        ``timeout``: a stored run keeps the deadline it started with.
 
         Raises:
             RequestError: the run is not waiting for input.
             RunBusyError: another process owns the run (without ``wait``).
             TypeError, ValueError: an option is not valid (nothing changed).
         """
-        chosen_options = run_options(options, overrides)
+        chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
         # Unlike answers, messages to one session are not told apart by the store:
         # the run is taken over first, so the message is checked against the

@@ -138,8 +138,10 @@ class WorkflowGraph:
                 for spec in node.prototype.handler_specs():
                     for annotation in spec.annotations:
                         registry.register_annotation(annotation)
-            registry.register(SpawnResult)
-            registry.register(HandoffRefused)
+            # Fixed names, as stored before these classes moved: checkpoints
+            # written by earlier versions still load, and later moves are free.
+            registry.register(SpawnResult, "treadle._runtime._spawn.SpawnResult")
+            registry.register(HandoffRefused, "treadle._runtime._delivery.HandoffRefused")
             for cls in self._types:
                 registry.register(cls)
             self._registry = registry

@@ -1,0 +1,115 @@
+"""Every error treadle raises on purpose, in one tree.
+
+Catch :class:`TreadleError` to handle anything the runtime reports; catch a
+leaf to handle one situation. Bad arguments to a public function raise the
+built-in ``ValueError`` or ``TypeError`` instead, because they are bugs in the
+calling code rather than conditions of a run. A class that also derives from
+a built-in exception says so in brackets, so ``except TimeoutError`` and
+``except LookupError`` catch those too.
+
+::
+
+    TreadleError
+    ├── WorkflowValidationError      the builder found problems; lists them all
+    ├── ExecutorInUseError           a non-shareable instance is in another run
+    ├── RoutingError                 a message has no edge that can carry it
+    ├── HandlerTimeoutError          a handler ran past its timeout [TimeoutError]
+    ├── PollTimeout                  poll_until_complete ran past max_duration [TimeoutError]
+    ├── JournalMismatchError         a re-executed handler took another path
+    ├── AppLoadError                 an import path holds no workflow [LookupError]
+    ├── CommandError                 a CLI command cannot be done as asked
+    ├── RequestError                 respond / send_message cannot be applied
+    │   ├── UnknownRequestError      no such request is waiting [LookupError]
+    │   │   └── RequestAlreadyAnsweredError  another answer won; names it
+    │   ├── InvalidResponseError     the answer has the wrong type [TypeError]
+    │   └── RunBusyError             another process owns the run now
+    ├── WorkflowRunError             the run stopped as FAILED
+    │   ├── ExecutorFailedError      a handler raised (the cause is chained)
+    │   ├── StateConflictError       two executors set one key in a superstep
+    │   ├── IterationLimitExceeded   max_supersteps / max_node_iterations hit
+    │   └── RunTimeoutError          the run passed its deadline [TimeoutError]
+    ├── RunCancelledError            the run was cancelled while a caller waited
+    └── DurabilityError              storing or restoring a run failed
+        ├── SerializationError       a value cannot be stored or restored
+        ├── CheckpointCorruptError   a stored checkpoint fails its checksum
+        ├── RunNotFoundError         the store has no run with that id [LookupError]
+        ├── CheckpointNotFoundError  the run has no such checkpoint [LookupError]
+        ├── RunExistsError           a run with that id exists already
+        ├── LeaseLostError           this process no longer owns the run
+        ├── WorkerStoppingError      the worker shut down and released the run
+        └── GraphChangedError        the stored run was made by another graph
+
+``WorkflowRunError`` and ``RunCancelledError`` carry the run's committed
+``RunResult`` as ``result``. Internal control flow (suspension,
+cancellation) derives from ``BaseException`` and is never exported: user
+``except Exception`` blocks must not swallow it.
+"""
+
+from treadle._engine._errors import (
+    ExecutorFailedError,
+    IterationLimitExceeded,
+    RunCancelledError,
+    RunTimeoutError,
+    StateConflictError,
+    WorkflowRunError,
+)
+from treadle._exceptions import (
+    AppLoadError,
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    CommandError,
+    DurabilityError,
+    ExecutorInUseError,
+    GraphChangedError,
+    HandlerTimeoutError,
+    InvalidResponseError,
+    JournalMismatchError,
+    LeaseLostError,
+    PollTimeout,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RoutingError,
+    RunBusyError,
+    RunExistsError,
+    RunNotFoundError,
+    SerializationError,
+    TreadleError,
+    UnknownRequestError,
+    WorkerStoppingError,
+    WorkflowValidationError,
+)
+from treadle._public import publish
+
+__all__ = [
+    "AppLoadError",
+    "CheckpointCorruptError",
+    "CheckpointNotFoundError",
+    "CommandError",
+    "DurabilityError",
+    "ExecutorFailedError",
+    "ExecutorInUseError",
+    "GraphChangedError",
+    "HandlerTimeoutError",
+    "InvalidResponseError",
+    "IterationLimitExceeded",
+    "JournalMismatchError",
+    "LeaseLostError",
+    "PollTimeout",
+    "RequestAlreadyAnsweredError",
+    "RequestError",
+    "RoutingError",
+    "RunBusyError",
+    "RunCancelledError",
+    "RunExistsError",
+    "RunNotFoundError",
+    "RunTimeoutError",
+    "SerializationError",
+    "StateConflictError",
+    "TreadleError",
+    "UnknownRequestError",
+    "WorkerStoppingError",
+    "WorkflowRunError",
+    "WorkflowValidationError",
+]
+
+publish(__name__, globals(), __all__)
