@@ -10,8 +10,8 @@ from typing import Never
 
 import pytest
 
-from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
-from treadle._engine._options import RunOptionArgs, RunOptions
+from treadle import RunOptions, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle._engine._options import RunOptionArgs
 from treadle.errors import IterationLimitExceeded, RunTimeoutError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
