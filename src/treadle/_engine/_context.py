@@ -2,29 +2,42 @@
 
 One context exists per invocation (one message handled by one executor).
 Messages, outputs and state writes are buffered on it and only become
-visible at the barrier, all together or not at all. Events are published the
-moment they are raised (or kept for the canonical batch in lockstep mode).
+visible at the barrier, all together or not at all: the runner takes them
+as one :class:`InvocationOutcome` (:meth:`WorkflowContext.outcome`). Events
+are published the moment they are raised (or kept for the canonical batch in
+lockstep mode).
+
+A plain ``def`` handler runs in a worker thread with its context: what it
+raises there is handed to the loop's thread (``call_soon_threadsafe``), and
+once the runner has abandoned the thread (its timeout passed, or the run was
+cancelled) whatever it still raises is dropped there, on the loop's thread,
+so nothing it does late can reach the run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import inspect
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from treadle._engine._delivery import Envelope, HandoffContext, Outgoing
+from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
+from treadle._engine._invocation import InvocationOutcome, LaterWork
+from treadle._engine._polling import poll_until_complete
 from treadle._engine._spawn import SpawnRecord, SpawnResult
-from treadle._engine._state import Op, SharedState
-from treadle._engine._waits import JournalEntry, Suspend, Suspension, Wait, WaitKind, wait_key
-from treadle._exceptions import JournalMismatchError, PollTimeout, RoutingError
+from treadle._engine._state import SharedState
+from treadle._engine._waits import Journal, Suspend, Suspension, Wait, WaitKind, wait_key
+from treadle._exceptions import RoutingError
 from treadle._graph._executor import Executor
-from treadle._graph._policies import ExponentialBackoff
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable
 
-    from treadle._engine._loop import RunLoop
+    from treadle._engine._invocation import Invocation
+    from treadle._graph._policies import ExponentialBackoff
 
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
@@ -39,22 +52,6 @@ def _epoch(when: dt.datetime | float) -> float:
     return float(when)
 
 
-class LaterWork:
-    """What an invocation leaves for after its barrier; made only if it leaves any.
-
-    ``scheduled``: (due, target, payload) from ``schedule_message``;
-    ``approvals``: (target, payload, handoff) handoffs awaiting approval;
-    ``spawns``: (record, function, arguments) background work to start.
-    """
-
-    __slots__ = ("approvals", "scheduled", "spawns")
-
-    def __init__(self) -> None:
-        self.scheduled: list[tuple[float, str, Any]] = []
-        self.approvals: list[tuple[str, Any, HandoffContext]] = []
-        self.spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
-
-
 class WorkflowContext(Generic[SendT]):
     """What a handler may do; parameterize it with the types it sends.
 
@@ -64,62 +61,70 @@ class WorkflowContext(Generic[SendT]):
     """
 
     __slots__ = (
-        "_cursor",
-        "_earlier",
+        "_abandoned",
         "_events",
+        "_invocation",
         "_journal",
         "_later",
+        "_loop",
+        "_loop_thread",
         "_outbox",
         "_outputs",
         "_run",
-        "_stamp",
         "_state",
         "executor_id",
-        "handoff_context",
-        "position",
-        "rank",
-        "superstep",
-        "suspension",
-        "threaded",
     )
 
     def __init__(
-        self,
-        run: RunLoop,
-        executor_id: str,
-        rank: int,
-        position: int,
-        superstep: int,
-        envelope: Envelope,
-        earlier: Sequence[Sequence[Op]],
-        events: list[WorkflowEvent],
+        self, invocation: Invocation, events: list[WorkflowEvent] | tuple[WorkflowEvent, ...]
     ) -> None:
-        self._run = run
-        self.executor_id = executor_id
-        self.rank = rank
-        self.position = position
-        self.superstep = superstep
-        self.handoff_context: HandoffContext | None = envelope.handoff
-        self._stamp = envelope.stamp
-        # Made on first use, like _later and _outputs: most invocations need none of them.
-        self._journal: list[JournalEntry] | None = (
-            list(envelope.journal) if envelope.journal else None
-        )
-        self._cursor = 0
-        self._earlier = earlier
-        self._outbox: list[Outgoing] = []
+        """One attempt of ``invocation``, given the events kept for its batch so far.
+
+        A list is shared by all the attempts and kept in as they go; a tuple
+        is copied to a list of this attempt's own when it first keeps one
+        (most never do: a tuple costs the collector nothing, a list does).
+        """
+        self._invocation = invocation
+        self._run = invocation.run
+        self.executor_id = invocation.executor.id
+        # What it sends: a tuple while it holds one send at most, then a list (see
+        # _sends); the collector counts a list, not a small tuple.
+        self._outbox: list[Outgoing] | tuple[Outgoing, ...] = ()
+        self._events = events
+        # Made on first use (see _recorded and state): most invocations need none of them.
+        self._journal: Journal | None = None
         self._outputs: list[Any] | None = None
-        self._events = events  # shared by a retried invocation's attempts
         self._later: LaterWork | None = None
         self._state: SharedState | None = None
-        self.suspension: Suspension | None = None
-        self.threaded = False
+        # The loop a worker thread hands events to; _loop_thread and _abandoned
+        # are set with it, by hand_to_thread, for the few handlers that need them.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- identity ---------------------------------------------------------------
     @property
     def run_id(self) -> str:
         """The id of the run this invocation belongs to."""
         return self._run.run_id
+
+    @property
+    def handoff_context(self) -> HandoffContext | None:
+        """Who handed control to this executor, and why, if the message is a handoff."""
+        return self._invocation.envelope.handoff
+
+    @property
+    def superstep(self) -> int:
+        """The superstep this invocation runs in."""
+        return self._invocation.superstep
+
+    @property
+    def rank(self) -> int:
+        """The executor's rank: its position in the workflow's definition."""
+        return self._invocation.rank
+
+    @property
+    def position(self) -> int:
+        """The message's position in the executor's inbox for this superstep."""
+        return self._invocation.position
 
     @property
     def idempotency_key(self) -> str:
@@ -130,13 +135,49 @@ class WorkflowContext(Generic[SendT]):
         durable wait) happens once. It is derived from the message being
         handled, which keeps its stamp when re-delivered.
         """
-        stamp = ".".join(map(str, self._stamp))
+        stamp = ".".join(map(str, self._invocation.envelope.stamp))
         return f"{self._run.run_id}:{self.executor_id}:{stamp}"
 
     def _later_work(self) -> LaterWork:
         if self._later is None:
             self._later = LaterWork()
         return self._later
+
+    # -- the outcome ------------------------------------------------------------------
+    def outcome(self, *closing: WorkflowEvent) -> InvocationOutcome:
+        """What this invocation hands to the barrier, its handler having returned.
+
+        ``closing`` are events to keep after all the others (its
+        ``ExecutorCompleted``, when the runner has not kept it already).
+        """
+        state = self._state
+        events = self._events
+        return InvocationOutcome(
+            self._outbox,
+            state.ops if state is not None else (),
+            self._outputs or (),
+            (*events, *closing) if closing else events,
+            self._later,
+            None,
+        )
+
+    def kept_events(self) -> list[WorkflowEvent]:
+        """The events kept for the batch so far, as the list that keeps any more."""
+        events = self._events
+        if type(events) is not list:
+            events = self._events = list(events)
+        return events
+
+    def suspended_at(self, wait: Wait) -> InvocationOutcome:
+        """The outcome of an invocation that reached ``wait``: its suspension, nothing else.
+
+        What it sent, wrote or output is discarded; the suspension keeps the
+        message and the journal it re-executes with once the wait is satisfied.
+        """
+        journal = self._recorded()
+        entries = journal.entries if journal is not None else []
+        suspension = Suspension(self.executor_id, self._invocation.envelope, entries, wait)
+        return InvocationOutcome((), (), (), self._events, None, suspension)
 
     # -- messages and outputs -----------------------------------------------------
     def send_message(self, message: SendT, target: str | Executor | None = None) -> None:
@@ -150,10 +191,23 @@ class WorkflowContext(Generic[SendT]):
         Raises:
             RoutingError: No edge from this executor can carry the message.
         """
-        target_id = target.id if isinstance(target, Executor) else target
+        if target is not None and isinstance(target, Executor):
+            target = target.id
+        deliveries = self._run.router.route(self.executor_id, message, target)
+        if len(deliveries) == 1 and not self._outbox:  # the common case: one send so far
+            [(delivered, fan_in)] = deliveries
+            self._outbox = ((delivered, fan_in, message, None),)
+            return
+        outbox = self._sends()
+        for delivered, fan_in in deliveries:
+            outbox.append((delivered, fan_in, message, None))
+
+    def _sends(self) -> list[Outgoing]:
+        """The outbox, as the list that takes any more sends."""
         outbox = self._outbox
-        for target_id_, fan_in in self._run.router.route(self.executor_id, message, target_id):
-            outbox.append((target_id_, fan_in, message, None))
+        if type(outbox) is not list:
+            outbox = self._outbox = list(outbox)
+        return outbox
 
     def yield_output(self, value: Any) -> None:
         """Add ``value`` to the run's outputs when this superstep commits."""
@@ -176,7 +230,7 @@ class WorkflowContext(Generic[SendT]):
         if router.needs_approval(self.executor_id, delivered):
             self._later_work().approvals.append((delivered, payload, handoff))
         else:
-            self._outbox.append((delivered, fan_in, payload, handoff))
+            self._sends().append((delivered, fan_in, payload, handoff))
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -185,7 +239,8 @@ class WorkflowContext(Generic[SendT]):
         state = self._state
         if state is None:
             run = self._run
-            state = self._state = SharedState(run.state, run.state_specs, self._earlier)
+            earlier = self._invocation.earlier
+            state = self._state = SharedState(run.state, run.state_specs, earlier)
         return state
 
     def now(self) -> float:
@@ -199,26 +254,25 @@ class WorkflowContext(Generic[SendT]):
         return self._run.clock.now()
 
     # -- durable steps and waits ----------------------------------------------------------
+    def _recorded(self) -> Journal | None:
+        """The journal, made from the message's on first use; ``None`` while there is none."""
+        journal = self._journal
+        if journal is None and (recorded := self._invocation.envelope.journal):
+            journal = self._journal = Journal(recorded)
+        return journal
+
     def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
         """The recorded result of the next journal entry, if re-executing."""
-        journal = self._journal
-        if journal is not None and self._cursor < len(journal):
-            recorded_kind, recorded_name, value = journal[self._cursor]
-            if (recorded_kind, recorded_name) != (kind, name):
-                raise JournalMismatchError(
-                    self.executor_id,
-                    self._cursor,
-                    f"{recorded_kind} {recorded_name!r}",
-                    f"{kind} {name!r}",
-                )
-            self._cursor += 1
-            return True, value
-        return False, None
+        journal = self._recorded()
+        if journal is None:
+            return False, None
+        return journal.replay(self.executor_id, kind, name)
 
     @property
     def replaying(self) -> bool:
         """Whether the handler is re-executing recorded steps after a wait."""
-        return self._journal is not None and self._cursor < len(self._journal)
+        journal = self._recorded()
+        return journal is not None and journal.replaying
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` once per invocation, however often it re-executes.
@@ -238,14 +292,17 @@ class WorkflowContext(Generic[SendT]):
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
-        if self._journal is None:
-            self._journal = []
-        self._journal.append(("step", name, value))
-        self._cursor += 1
+        journal = self._recorded()
+        if journal is None:
+            journal = self._journal = Journal()
+        journal.record("step", name, value)
         return value
 
     def _wait(self, kind: WaitKind, **fields: Any) -> Any:
-        key = wait_key(kind, self._run.run_id, self.executor_id, self._stamp, self._cursor)
+        journal = self._recorded()
+        cursor = journal.cursor if journal is not None else 0
+        stamp = self._invocation.envelope.stamp
+        key = wait_key(kind, self._run.run_id, self.executor_id, stamp, cursor)
         replayed, value = self._replayed("wait", key)
         if replayed:
             return value
@@ -305,28 +362,7 @@ class WorkflowContext(Generic[SendT]):
         Raises:
             PollTimeout: the job was still incomplete after ``max_duration``.
         """
-        backoff = backoff or ExponentialBackoff(initial=1.0, maximum=60.0)
-        limit = (
-            max_duration.total_seconds() if isinstance(max_duration, dt.timedelta) else max_duration
-        )
-        started = await self.step("poll:started", self._run.clock.now)
-        attempt = 0
-        while True:
-            attempt += 1
-            fresh = not self.replaying
-            result = await self.step(f"poll:{attempt}", check)
-            if fresh:
-                self.report_progress(attempt, None, f"poll {attempt}")
-            if is_complete(result):
-                return result
-            expired = await self.step(
-                f"poll:{attempt}:expired",
-                lambda: limit is not None and self._run.clock.now() - started >= limit,
-            )
-            if expired:
-                msg = f"executor {self.executor_id!r}: job incomplete after {attempt} polls"
-                raise PollTimeout(msg)
-            await self.sleep(backoff.delay(attempt))
+        return await poll_until_complete(self, check, is_complete, backoff, max_duration)
 
     def schedule_message(
         self,
@@ -376,7 +412,7 @@ class WorkflowContext(Generic[SendT]):
             )
             raise TypeError(msg)
         label: str = name or getattr(fn, "__name__", None) or "work"
-        stamp = ".".join(map(str, self._stamp))
+        stamp = ".".join(map(str, self._invocation.envelope.stamp))
         spawns = self._later_work().spawns
         key = f"{self.executor_id}:{stamp}:{len(spawns)}"
         spawns.append((SpawnRecord(key, self.executor_id, label), fn, args))
@@ -408,8 +444,49 @@ class WorkflowContext(Generic[SendT]):
 
     def emit(self, event: WorkflowEvent) -> None:
         """Route an event to the live stream or to this invocation's batch."""
-        run = self._run
-        if run.live:
-            run.publish_live(event, from_thread=self.threaded)
+        loop = self._loop
+        if loop is not None and get_ident() != self._loop_thread:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
+                loop.call_soon_threadsafe(self._emit_from_thread, event)
+        elif self._run.live:
+            self._run.publish(event)
         else:
-            self._events.append(event)
+            self.kept_events().append(event)
+
+    def _emit_from_thread(self, event: WorkflowEvent) -> None:
+        """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
+        if not self._abandoned:
+            if self._run.live:
+                self._run.publish(event)
+            else:
+                self.kept_events().append(event)
+
+    # -- for the runner -------------------------------------------------------------
+    @property
+    def threaded(self) -> bool:
+        """Whether the handler runs in a worker thread (see :meth:`hand_to_thread`)."""
+        return self._loop is not None
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the runner has stopped waiting for that thread (see :meth:`abandon`)."""
+        return self._loop is not None and self._abandoned
+
+    def hand_to_thread(self) -> None:
+        """Note, on the loop's thread, that the handler is about to run in a worker thread.
+
+        What it raises there is then handed to the loop's thread rather than
+        recorded where it stands.
+        """
+        self._loop_thread = get_ident()
+        self._abandoned = False
+        self._loop = asyncio.get_running_loop()
+
+    def abandon(self) -> None:
+        """Stop listening to the worker thread: whatever it raises from now on is dropped.
+
+        Called on the loop's thread once the runner stops waiting for it (its
+        timeout passed, or the run was cancelled); the thread runs on, and
+        the rest of what it does lands in this discarded context.
+        """
+        self._abandoned = True

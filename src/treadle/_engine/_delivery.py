@@ -9,8 +9,9 @@ without a sort; only a target that also completes a fan-in needs one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
@@ -107,36 +108,65 @@ def build_inboxes(
     touched are returned as the same objects (copy on write).
     """
     inboxes: dict[str, list[Envelope]] = {}
-    touched: dict[int, dict[str, tuple[Envelope, ...]]] = {}
+    fanned_in: dict[int, list[_FanInSend]] | None = None
     for source, rank, position, outgoing in sent:
         for seq, (target, fan_in, payload, handoff) in enumerate(outgoing):
-            envelope = Envelope((superstep, rank, position, seq), source, payload, handoff)
             if fan_in < 0:
-                box = inboxes.get(target)
-                if box is None:
-                    inboxes[target] = [envelope]
-                else:
-                    box.append(envelope)
+                envelope = Envelope((superstep, rank, position, seq), source, payload, handoff)
+                inboxes.setdefault(target, []).append(envelope)
+                continue
+            # Into a fan-in: its stamp is made only if it needs an envelope of its own.
+            send = (source, rank, position, seq, payload, handoff)
+            if fanned_in is None:
+                fanned_in = {fan_in: [send]}
+            elif (sends := fanned_in.get(fan_in)) is None:
+                fanned_in[fan_in] = [send]
             else:
-                buffer = touched.get(fan_in)
-                if buffer is None:
-                    buffer = touched[fan_in] = dict(buffers[fan_in])
-                buffer[source] = (*buffer.get(source, ()), envelope)
-    if not touched:
+                sends.append(send)
+    if fanned_in is None:
         return inboxes, buffers
     new_buffers = list(buffers)
-    for index, buffer in touched.items():
+    for index, sends in fanned_in.items():
         edge = fan_in_edges[index]
-        if all(buffer.get(s) for s in edge.sources):
-            envelope = _fan_in_envelope(edge, buffer, ranks)
+        delivery, new_buffers[index] = _fill(superstep, edge, buffers[index], sends, ranks)
+        if delivery is not None:
             box = inboxes.setdefault(edge.target, [])
-            box.append(envelope)
+            box.append(delivery)
             if len(box) > 1:
-                box.sort(key=_stamp_of)
-            new_buffers[index] = {}
-        else:
-            new_buffers[index] = buffer
+                box.sort(key=_STAMP)
     return inboxes, tuple(new_buffers)
+
+
+_FanInSend: TypeAlias = tuple[str, int, int, int, Any, "HandoffContext | None"]
+"""One send into a fan-in: (source id, rank, position, sequence, payload, handoff)."""
+
+
+def _fill(
+    superstep: int,
+    edge: FanInEdge,
+    buffer: FanInBuffer,
+    sends: list[_FanInSend],
+    ranks: Mapping[str, int],
+) -> tuple[Envelope | None, FanInBuffer]:
+    """Add one superstep's sends (in stamp order) to a fan-in's buffer.
+
+    Returns the envelope to deliver if that fills it (the buffer is then
+    empty), else ``None`` and the buffer with the sends added.
+    """
+    if not buffer and set(map(_SOURCE, sends)).issuperset(edge.sources):
+        # Filled at once (a fan-out's branches, say): the sends are already in
+        # source rank then stamp order, and none needs an envelope of its own.
+        source, rank, position, seq, _, _ = sends[-1]
+        payloads = list(map(_PAYLOAD, sends))
+        return Envelope((superstep, rank, position, seq), source, payloads), {}
+    filled = dict(buffer)
+    for source, rank, position, seq, payload, handoff in sends:
+        envelope = Envelope((superstep, rank, position, seq), source, payload, handoff)
+        filled[source] = (*filled.get(source, ()), envelope)
+    # A buffer holds only its sources, each with at least one envelope: count first.
+    if len(filled) >= len(edge.sources) and all(filled.get(s) for s in edge.sources):
+        return _fan_in_envelope(edge, filled, ranks), {}
+    return None, filled
 
 
 def _fan_in_envelope(edge: FanInEdge, buffer: FanInBuffer, ranks: Mapping[str, int]) -> Envelope:
@@ -146,12 +176,13 @@ def _fan_in_envelope(edge: FanInEdge, buffer: FanInBuffer, ranks: Mapping[str, i
         for source in sorted(edge.sources, key=ranks.__getitem__)
         for envelope in buffer[source]
     ]
-    last = max(ordered, key=_stamp_of)
+    last = max(ordered, key=_STAMP)
     return Envelope(last.stamp, last.source, [e.payload for e in ordered])
 
 
-def _stamp_of(envelope: Envelope) -> Stamp:
-    return envelope.stamp
+_STAMP: Callable[[Envelope], Stamp] = attrgetter("stamp")
+_SOURCE: Callable[[_FanInSend], str] = itemgetter(0)
+_PAYLOAD: Callable[[_FanInSend], Any] = itemgetter(4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,13 +135,14 @@ class StatusChanged(WorkflowEvent):
     error: BaseException | None = None
 
 
-# --- the four events of every superstep, built without keyword handling --------
+# --- the events of every run and superstep, built without keyword handling ------
 #
 # A superstep publishes SuperstepStarted, SuperstepCompleted and, per invocation,
-# ExecutorInvoked and ExecutorCompleted. Calling a keyword-only dataclass costs
-# about three times setting its slots directly, and these four are built on the
-# hot path of every run that records events; each function below sets every
-# field of its class (tests/runtime/test_events.py compares them with __init__).
+# ExecutorInvoked and ExecutorCompleted; a run RunStarted and a StatusChanged per
+# status, and an OutputEvent per output. Calling a keyword-only dataclass costs
+# about three times setting its slots directly, and these are built on the hot
+# path of every run that records events; each function below sets every field of
+# its class (tests/runtime/test_hot_path.py compares them with __init__).
 
 _new = object.__new__
 
@@ -193,4 +194,39 @@ def executor_completed(
     event.executor_id = executor_id
     event.sequence = -1
     event.position = position
+    return event
+
+
+def run_started(run_id: str, superstep: int) -> RunStarted:
+    """``RunStarted(run_id=..., superstep=...)``."""
+    event: RunStarted = _new(RunStarted)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    return event
+
+
+def status_changed(
+    run_id: str, superstep: int, status: RunStatus, error: BaseException | None = None
+) -> StatusChanged:
+    """``StatusChanged(run_id=..., superstep=..., status=..., error=...)``."""
+    event: StatusChanged = _new(StatusChanged)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    event.status = status
+    event.error = error
+    return event
+
+
+def output_produced(run_id: str, superstep: int, executor_id: str, value: Any) -> OutputEvent:
+    """``OutputEvent(run_id=..., superstep=..., executor_id=..., value=...)``."""
+    event: OutputEvent = _new(OutputEvent)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = executor_id
+    event.sequence = -1
+    event.value = value
     return event

@@ -19,23 +19,20 @@ from treadle._engine._barrier import (
     EventSink,
 )
 from treadle._engine._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
-from treadle._engine._errors import (
-    ExecutorFailedError,
-    IterationLimitExceeded,
-    RunTimeoutError,
-    WorkflowRunError,
-)
+from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
     CheckpointSaved,
     ExecutorFailed,
-    OutputEvent,
-    StatusChanged,
     WorkflowEvent,
+    output_produced,
+    status_changed,
     superstep_completed,
     superstep_started,
 )
+from treadle._engine._invocation import PlannedSuperstep, plan_superstep
+from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
-from treadle._engine._runner import Planned, run_superstep
+from treadle._engine._runner import run_superstep
 from treadle._engine._spawn import SpawnedWork, SpawnResult
 from treadle._engine._state import Op, commit_state, initial_state
 from treadle._engine._tracing import RunTrace
@@ -47,12 +44,14 @@ from treadle._engine._waits import (
 from treadle._exceptions import RequestError, TreadleError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
-    from treadle._engine._context import WorkflowContext
+    from treadle._engine._invocation import Invocation
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
     from treadle._engine._topology import Topology
+
+_RUNNING = RunStatus.RUNNING  # read at every step
 
 INPUT_SOURCE = "__input__"
 """The ``source`` of the envelope that carries the run's input."""
@@ -63,6 +62,40 @@ SPAWN_SOURCE = "__spawn__"
 
 class RunLoop:
     """Drives one run of a workflow, superstep by superstep."""
+
+    __slots__ = (
+        "_sink",
+        "backpressure",
+        "batching",
+        "checkpointer",
+        "clock",
+        "deadline_at",
+        "error",
+        "fan_in_buffers",
+        "fan_in_edges",
+        "inline_calls",
+        "iterations",
+        "limiter",
+        "listening",
+        "live",
+        "options",
+        "outputs",
+        "pending",
+        "plain_calls",
+        "pool",
+        "publish",
+        "ranks",
+        "router",
+        "run_id",
+        "spawned",
+        "state",
+        "state_specs",
+        "status",
+        "superstep",
+        "trace",
+        "waits",
+        "workflow",
+    )
 
     def __init__(
         self,
@@ -77,14 +110,17 @@ class RunLoop:
         self.workflow = workflow
         self.run_id = run_id
         self.options = options
-        self.router = workflow.router
+        self.router = router = workflow.router
+        self.fan_in_edges = fan_in_edges = router.fan_ins
         self.ranks = workflow.ranks
-        self.state_specs = workflow.state_specs
-        self.state: Mapping[str, Any] = initial_state(workflow.state_specs, state)
+        self.state_specs = specs = workflow.state_specs
+        self.state: Mapping[str, Any] = initial_state(specs, state) if specs or state else {}
         self.superstep = 0
         self.status = RunStatus.RUNNING
         self.pending: dict[str, list[Envelope]] = {}
-        self.fan_in_buffers: tuple[FanInBuffer, ...] = tuple({} for _ in workflow.router.fan_ins)
+        self.fan_in_buffers: tuple[FanInBuffer, ...] = (
+            tuple([{} for _ in fan_in_edges]) if fan_in_edges else ()
+        )
         self.iterations: dict[str, int] = {}
         self.outputs: list[Any] = []
         self.waits = WaitBook()
@@ -99,26 +135,23 @@ class RunLoop:
             sink.publish if sink is not None else self._discard
         )
         self.live = sink is not None and sink.live
+        self.batching = self.listening and not self.live  # events kept for each barrier
         self.backpressure = sink.backpressure if sink is not None else None
         self.limiter = (
             asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
         )
-        self._loop = asyncio.get_running_loop()
         self.clock = options.clock
         self.deadline_at = self.clock.now() + options.timeout if options.timeout else None
         tracing = options.tracing
         self.trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
+        # Whether a handler is simply awaited: no span to open, no limit to take;
+        # and whether it may also be started inline, its events kept for the batch.
+        self.plain_calls = self.trace is None and self.limiter is None
+        self.inline_calls = self.plain_calls and self.backpressure is None and not self.live
 
     # -- events ---------------------------------------------------------------
     def _discard(self, event: WorkflowEvent) -> None:
         """The sink of a run nobody listens to (callers check ``listening``)."""
-
-    def publish_live(self, event: WorkflowEvent, *, from_thread: bool) -> None:
-        """Publish an event raised by a handler, possibly on a worker thread."""
-        if from_thread:
-            self._loop.call_soon_threadsafe(self.publish, event)
-        else:
-            self.publish(event)
 
     # -- lifecycle ----------------------------------------------------------------
     async def run_to_end(self) -> None:
@@ -131,7 +164,7 @@ class RunLoop:
         while True:
             while await self.step():
                 pass
-            if not await self.sleep_through_timer():
+            if self.status is not RunStatus.WAITING or not await self.sleep_through_timer():
                 return
 
     async def sleep_through_timer(self) -> bool:
@@ -157,7 +190,7 @@ class RunLoop:
             DurabilityError: the barrier could not be checkpointed; the run
                 is ``FAILED`` and resumes from the previous checkpoint.
         """
-        if self.status is not RunStatus.RUNNING:
+        if self.status is not _RUNNING:
             return False
         superstep = self.superstep + 1
         waits = self.waits
@@ -175,11 +208,16 @@ class RunLoop:
                 return False
             if self.trace is not None:
                 self.trace.start_superstep(superstep)
-            plan = self._plan(superstep)
-            contexts = await run_superstep(self, superstep, plan)
+            plan = plan_superstep(self, superstep)
+            if self.listening:
+                self.publish(superstep_started(self.run_id, superstep, plan.order))
+            if len(plan.invocations) == 1:  # the common case, with no runner around it
+                await invoke(plan.invocations[0])
+            else:
+                await run_superstep(self, plan)
             if self.backpressure is not None:
                 await self.backpressure()
-            self._commit(superstep, plan, contexts)
+            self._commit(plan)
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -188,23 +226,22 @@ class RunLoop:
         except asyncio.CancelledError:
             await self.cancel()
             raise
-        status = self._resting_status() if not self.pending else RunStatus.RUNNING
+        status = _RUNNING if self.pending else self._resting_status()
         if self.checkpointer is not None or self.spawned.queued:
             await self._conclude(status)
-        if status is not RunStatus.RUNNING:
+        if status is not _RUNNING:
             self._set_status(status)
         if self.trace is not None:
             self.trace.end_superstep()
-        return status is RunStatus.RUNNING
+        return status is _RUNNING
 
     def _resting_status(self) -> RunStatus:
         """Where a run with no message pending stands."""
         if self.spawned:
             return RunStatus.RUNNING  # its background work will send messages
-        if self.waits.awaits_input:
-            return RunStatus.AWAITING_INPUT
-        if self.waits:
-            return RunStatus.WAITING
+        waits = self.waits
+        if waits.suspended or waits.scheduled or waits.approvals:
+            return RunStatus.AWAITING_INPUT if waits.awaits_input else RunStatus.WAITING
         return RunStatus.STALLED if any(self.fan_in_buffers) else RunStatus.COMPLETED
 
     def _wake_due(self) -> bool:
@@ -260,64 +297,41 @@ class RunLoop:
             reason = f"{type(error).__name__}: {error}" if error is not None else None
             await self.checkpointer.record_status(self.run_id, status.value, reason)
 
-    def _plan(self, superstep: int) -> list[Planned]:
-        options = self.options
-        if superstep > options.max_supersteps:
-            looping = self.workflow.loop_members(self.pending)
-            msg = (
-                f"run {self.run_id!r} reached max_supersteps={options.max_supersteps} "
-                f"while {', '.join(map(repr, looping))} kept sending; raise the limit or give "
-                f"the loop an exit"
-            )
-            raise IterationLimitExceeded(msg, looping, superstep)
-        ranks = self.ranks
-        items = self.pending.items()
-        ordered = sorted(items, key=lambda kv: ranks[kv[0]]) if len(self.pending) > 1 else items
-        limit = options.max_node_iterations
-        if limit is not None:
-            for executor_id, inbox in ordered:
-                if self.iterations.get(executor_id, 0) + len(inbox) > limit:
-                    msg = (
-                        f"executor {executor_id!r} would run more than max_node_iterations="
-                        f"{limit} times in run {self.run_id!r}"
-                    )
-                    raise IterationLimitExceeded(msg, (executor_id,), superstep)
-        get = self.pool.get
-        plan: list[Planned] = [(get(eid), ranks[eid], inbox) for eid, inbox in ordered]
-        if self.listening:
-            ids = (plan[0][0].id,) if len(plan) == 1 else tuple(p[0].id for p in plan)
-            self.publish(superstep_started(self.run_id, superstep, ids))
-        return plan
-
-    def _commit(
-        self, superstep: int, plan: list[Planned], contexts: list[WorkflowContext[Any]]
-    ) -> None:
+    def _commit(self, plan: PlannedSuperstep) -> None:
         """The barrier: compute everything, then assign everything.
 
         Suspended invocations commit nothing but their suspension; their
         events are still published (they did happen).
         """
+        superstep = plan.number
+        invocations = plan.invocations
+        handled = self.pending  # the inboxes this superstep handled
         # One pass sorts out what each invocation hands to the barrier.
-        everything = contexts
-        suspended: list[Suspension] = []
-        writes: list[tuple[str, list[Op]]] = []
+        suspended: list[Suspension] | None = None  # made if needed: they seldom are
+        writes: list[tuple[str, Sequence[Op]]] | None = None
         sent = []
-        extras = False
-        for c in contexts:
-            if c.suspension is not None:
-                suspended.append(c.suspension)
+        later = False
+        for invocation in invocations:
+            outcome = invocation.outcome
+            if outcome.suspension is not None:
+                if suspended is None:
+                    suspended = []
+                suspended.append(outcome.suspension)
                 continue
-            if c._state is not None:
-                writes.append((c.executor_id, c._state.ops))
-            sent.append((c.executor_id, c.rank, c.position, c._outbox))
-            extras = extras or c._later is not None
-        if suspended:
-            contexts = [c for c in contexts if c.suspension is None]
+            if outcome.writes:
+                if writes is None:
+                    writes = []
+                writes.append((invocation.executor.id, outcome.writes))
+            if outcome.later is not None:
+                later = True
+            sent.append(
+                (invocation.executor.id, invocation.rank, invocation.position, outcome.sent)
+            )
         state = (
             commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
         )
         inboxes, buffers = build_inboxes(
-            superstep, sent, self.router.fan_ins, self.fan_in_buffers, self.ranks
+            superstep, sent, self.fan_in_edges, self.fan_in_buffers, self.ranks
         )
         # Nothing below can fail: the superstep is committed from here on.
         self.superstep = superstep
@@ -326,30 +340,32 @@ class RunLoop:
         self.fan_in_buffers = buffers
         if suspended:
             self.waits.suspended.extend(suspended)
-        if extras:
-            self._commit_durable_work(superstep, contexts)
+        if later:
+            self._commit_durable_work(invocations)
         iterations = self.iterations
-        for executor, _, inbox in plan:
-            iterations[executor.id] = iterations.get(executor.id, 0) + len(inbox)
+        for executor_id in plan.order:
+            iterations[executor_id] = iterations.get(executor_id, 0) + len(handled[executor_id])
+        self._record_outputs(superstep, invocations)
+
+    def _record_outputs(self, superstep: int, invocations: list[Invocation]) -> None:
+        """Commit the outputs, and publish the superstep's events if someone listens.
+
+        Both in stamp order: each invocation's events, then its outputs.
+        """
         outputs = self.outputs
         listening = self.listening
         publish = self.publish
-        for ctx in everything:
-            if ctx._events:
-                for event in ctx._events:
+        for invocation in invocations:
+            outcome = invocation.outcome
+            if listening:
+                for event in outcome.events:
                     publish(event)
-            if ctx._outputs is not None and ctx.suspension is None:
-                outputs.extend(ctx._outputs)
+            if outcome.outputs:  # a suspended invocation has none
+                outputs.extend(outcome.outputs)
                 if listening:
-                    for value in ctx._outputs:
-                        publish(
-                            OutputEvent(
-                                run_id=self.run_id,
-                                superstep=superstep,
-                                executor_id=ctx.executor_id,
-                                value=value,
-                            )
-                        )
+                    executor_id = invocation.executor.id
+                    for value in outcome.outputs:
+                        publish(output_produced(self.run_id, superstep, executor_id, value))
         if listening:
             publish(superstep_completed(self.run_id, superstep))
 
@@ -362,16 +378,17 @@ class RunLoop:
         elif self.trace is not None:
             self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
 
-    def _commit_durable_work(self, superstep: int, contexts: list[WorkflowContext[Any]]) -> None:
+    def _commit_durable_work(self, invocations: list[Invocation]) -> None:
         """Scheduled messages, spawned work and handoffs awaiting approval."""
-        for ctx in contexts:
-            later = ctx._later
-            if later is None:
+        for invocation in invocations:
+            outcome = invocation.outcome
+            later = outcome.later
+            if later is None:  # also every suspended invocation
                 continue
             # Their stamps continue the invocation's send sequence.
-            stamp = (superstep, ctx.rank, ctx.position, len(ctx._outbox))
+            stamp = (invocation.superstep, invocation.rank, invocation.position, len(outcome.sent))
             self.waits.commit_later(
-                self.run_id, ctx.executor_id, stamp, later.scheduled, later.approvals
+                self.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals
             )
             for record, fn, args in later.spawns:
                 self.spawned.queue(record, fn, args)
@@ -427,16 +444,12 @@ class RunLoop:
         # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
         if (
             self.trace is not None
-            and status.is_final
+            and status.is_stopped
             and not (status is RunStatus.WAITING and self.options.sleep_through_timers)
         ):
             self.trace.end(status, error)
         if self.listening:
-            self.publish(
-                StatusChanged(
-                    run_id=self.run_id, superstep=self.superstep, status=status, error=error
-                )
-            )
+            self.publish(status_changed(self.run_id, self.superstep, status, error))
 
     # -- views ----------------------------------------------------------------------
     def barrier_state(self, status: RunStatus | None = None) -> BarrierState:
@@ -458,10 +471,11 @@ class RunLoop:
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
         """The run as of its last barrier."""
         stalled = (
-            stalled_fan_ins(self.router.fan_ins, self.fan_in_buffers, self.ranks)
+            stalled_fan_ins(self.fan_in_edges, self.fan_in_buffers, self.ranks)
             if self.status is RunStatus.STALLED
             else []
         )
+        waits = self.waits
         return RunResult(
             run_id=self.run_id,
             status=self.status,
@@ -470,8 +484,8 @@ class RunLoop:
             superstep=self.superstep,
             events=events if events is not None else [],
             stalled=stalled,
-            pending_requests=self.waits.pending_requests(),
-            wake_at=self.waits.next_wake_at(),
+            pending_requests=waits.pending_requests() if waits else [],
+            wake_at=waits.next_wake_at() if waits else None,
             last_checkpoint_id=(
                 self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
             ),

@@ -52,6 +52,8 @@ class InstanceClaims:
         Raises:
             ExecutorInUseError: one is busy in another run (nothing is claimed).
         """
+        if not self._exclusive:  # every instance shareable, or made per run
+            return _nothing_to_release
         for executor_id in self._exclusive:
             holder = self._busy.get(executor_id)
             if holder is not None:
@@ -68,17 +70,22 @@ class InstanceClaims:
         return release
 
 
+def _nothing_to_release() -> None:
+    """The release of a run that claimed no instance."""
+
+
 class ExecutorPool:
     """Instances for one run, created on demand from factories."""
 
-    __slots__ = ("_factories", "_instances", "_snapshotting")
+    __slots__ = ("_factories", "_snapshotting", "instances")
 
     def __init__(
         self,
         shared: Mapping[str, Executor],
         factories: Mapping[str, Callable[[], Executor]],
     ) -> None:
-        self._instances: dict[str, Executor] = dict(shared)
+        self.instances: dict[str, Executor] = dict(shared)
+        """The instances so far, by id (read it; :meth:`get` builds missing ones)."""
         self._factories = factories
         self._snapshotting: list[Executor] | None = None
 
@@ -96,10 +103,10 @@ class ExecutorPool:
 
     def get(self, executor_id: str) -> Executor:
         """The run's instance of an executor, built on first use."""
-        instance = self._instances.get(executor_id)
+        instance = self.instances.get(executor_id)
         if instance is None:
             instance = _checked(self._factories[executor_id](), executor_id)
-            self._instances[executor_id] = instance
+            self.instances[executor_id] = instance
             self._snapshotting = None
         return instance
 
@@ -107,7 +114,7 @@ class ExecutorPool:
         """Snapshots of the instances whose class overrides ``snapshot``."""
         if self._snapshotting is None:
             self._snapshotting = [
-                i for i in self._instances.values() if type(i).snapshot is not Executor.snapshot
+                i for i in self.instances.values() if type(i).snapshot is not Executor.snapshot
             ]
         found = {}
         for instance in self._snapshotting:

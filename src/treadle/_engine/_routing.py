@@ -13,15 +13,18 @@ traceback points at the send.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from treadle._exceptions import RoutingError
 from treadle._graph._edges import (
+    Condition,
     DirectEdge,
     Edge,
     FanInEdge,
     FanOutEdge,
     HandoffEdge,
+    Selector,
     SwitchEdge,
     edge_targets,
 )
@@ -34,13 +37,55 @@ Delivery: TypeAlias = tuple[str, int]
 
 NOT_FAN_IN = -1
 
-# A compiled route is a tuple whose first item names its kind:
-#   always:  the deliveries of every unconditional direct edge, folded together
-#   when:    a condition and the target of a conditional direct edge
-#   fan_out: the targets that accept the class, and the optional selector
-#   fan_in:  the target and the index of its buffer
-#   switch:  the (condition, target) cases, and the default target or None
-_Route: TypeAlias = tuple[Any, ...]
+
+@dataclass(frozen=True, slots=True)
+class Always:
+    """Deliveries that do not depend on the message (direct edges, fan-ins, plain fan-outs)."""
+
+    deliveries: tuple[Delivery, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """A conditional direct edge: delivers to ``target`` when ``condition(message)``."""
+
+    condition: Condition
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class FanOutTo:
+    """A fan-out: its targets that accept the class, narrowed by ``selector`` if any."""
+
+    targets: tuple[str, ...]
+    selector: Selector | None
+
+
+@dataclass(frozen=True, slots=True)
+class FanInTo:
+    """One source of a fan-in: into buffer ``index`` of ``target``."""
+
+    target: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTo:
+    """A switch: the first case whose condition holds, else ``default`` (if any)."""
+
+    cases: tuple[tuple[Condition, str], ...]
+    default: str | None
+
+
+Route: TypeAlias = Always | When | FanOutTo | FanInTo | SwitchTo
+"""One compiled edge (or several folded together) for a (source, message class)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The compiled routes of a (source, message class) whose deliveries depend on the message."""
+
+    routes: tuple[Route, ...]
 
 
 class Router:
@@ -87,7 +132,9 @@ class Router:
             for target in edge_targets(edge):
                 self._neighbours.setdefault(edge.source, {}).setdefault(target, NOT_FAN_IN)
         self._fan_ins: tuple[FanInEdge, ...] = tuple(fan_ins)
-        self._compiled: dict[tuple[str, type], tuple[_Route, ...]] = {}
+        # Compiled per (source, message class): the deliveries themselves when
+        # nothing depends on the message (a tuple), else the routes to follow.
+        self._compiled: dict[tuple[str, type], tuple[Delivery, ...] | Routes] = {}
 
     @property
     def fan_ins(self) -> tuple[FanInEdge, ...]:
@@ -106,35 +153,31 @@ class Router:
         Raises:
             RoutingError: No edge from ``source`` can carry the message.
         """
-        cls = type(message)
         if target is not None:
-            return [self._explicit(source, cls, target)]
-        routes = self._compiled.get((source, cls))
-        if routes is None:
-            routes = self._compile(source, cls)
-        if len(routes) == 1 and routes[0][0] == "always":
-            always: tuple[Delivery, ...] = routes[0][1]
-            return always  # compiled once and never mutated: no copy per message
+            return [self._explicit(source, type(message), target)]
+        compiled = self._compiled.get((source, type(message)))
+        if compiled is None:
+            compiled = self._compile(source, type(message))
+        if isinstance(compiled, tuple):  # static: compiled once and never mutated, no copy
+            return compiled
         deliveries: list[Delivery] = []
-        for route in routes:
-            kind = route[0]
-            if kind == "always":
-                deliveries.extend(route[1])
-            elif kind == "when":
-                if route[1](message):
-                    deliveries.append((route[2], NOT_FAN_IN))
-            elif kind == "fan_in":
-                deliveries.append((route[1], route[2]))
-            elif kind == "fan_out":
-                deliveries.extend(_select(source, route[1], route[2], message))
-            else:  # switch
-                chosen = route[2]
-                for condition, case_target in route[1]:
-                    if condition(message):
-                        chosen = case_target
-                        break
-                if chosen is not None:
-                    deliveries.append((chosen, NOT_FAN_IN))
+        for route in compiled.routes:
+            # Class patterns without sub-patterns: attributes read directly cost less.
+            match route:
+                case When():
+                    if route.condition(message):
+                        deliveries.append((route.target, NOT_FAN_IN))
+                case SwitchTo():
+                    cases, default = route.cases, route.default
+                    chosen = next((t for condition, t in cases if condition(message)), default)
+                    if chosen is not None:
+                        deliveries.append((chosen, NOT_FAN_IN))
+                case FanOutTo():
+                    deliveries.extend(_select(source, route.targets, route.selector, message))
+                case FanInTo():
+                    deliveries.append((route.target, route.index))
+                case Always():
+                    deliveries.extend(route.deliveries)
         return deliveries
 
     def handoff(self, source: str, target: str, message: Any) -> Delivery:
@@ -169,9 +212,14 @@ class Router:
             )
             raise RoutingError(msg)
 
-    def _compile(self, source: str, cls: type) -> tuple[_Route, ...]:
+    def _compile(self, source: str, cls: type) -> tuple[Delivery, ...] | Routes:
+        """Compile (and keep) the routes of ``cls`` from ``source``.
+
+        Raises:
+            RoutingError: no edge from ``source`` leads to an executor accepting ``cls``.
+        """
         ok = self._can_handle
-        routes: list[_Route] = []
+        routes: list[Route] = []
         always: list[Delivery] = []
         for edge in self._by_source.get(source, ()):
             if isinstance(edge, DirectEdge):
@@ -180,53 +228,57 @@ class Router:
                 if edge.condition is None:
                     always.append((edge.target, NOT_FAN_IN))
                 else:
-                    routes.append(("when", edge.condition, edge.target))
+                    routes.append(When(edge.condition, edge.target))
             elif isinstance(edge, FanInEdge):
-                routes.append(("fan_in", edge.target, self._fan_ins.index(edge)))
+                routes.append(FanInTo(edge.target, self._fan_ins.index(edge)))
             elif isinstance(edge, FanOutEdge):
                 targets = tuple(t for t in edge.targets if ok(t, cls))
                 if targets:
-                    routes.append(("fan_out", targets, edge.selector))
+                    routes.append(FanOutTo(targets, edge.selector))
             elif isinstance(edge, SwitchEdge):
                 cases = tuple((c, t) for c, t in edge.cases if ok(t, cls))
                 default = (
                     edge.default if edge.default is not None and ok(edge.default, cls) else None
                 )
                 if cases or default is not None:
-                    routes.append(("switch", cases, default))
+                    routes.append(SwitchTo(cases, default))
         if always:
-            routes.insert(0, ("always", tuple(always)))
-        if routes and all(_is_static(route) for route in routes):
-            # Nothing depends on the message: deliver one precomputed tuple, in route order.
-            routes = [("always", tuple(d for route in routes for d in _static_deliveries(route)))]
+            routes.insert(0, Always(tuple(always)))
         if not routes:
             msg = (
                 f"executor {source!r} sent a {cls.__qualname__}, but no edge from {source!r} "
                 f"leads to an executor that accepts it"
             )
             raise RoutingError(msg)
-        compiled = tuple(routes)
+        fixed = [_static_deliveries(route) for route in routes]
+        compiled: tuple[Delivery, ...] | Routes
+        if all(deliveries is not None for deliveries in fixed):
+            # Nothing depends on the message: deliver one precomputed tuple, in route order.
+            compiled = tuple(
+                d for deliveries in fixed if deliveries is not None for d in deliveries
+            )
+        else:
+            compiled = Routes(tuple(routes))
         self._compiled[(source, cls)] = compiled
         return compiled
 
 
-def _is_static(route: _Route) -> bool:
-    """Whether a route delivers the same way whatever the message."""
-    kind = route[0]
-    return kind in {"always", "fan_in"} or (kind == "fan_out" and route[2] is None)
+def _static_deliveries(route: Route) -> tuple[Delivery, ...] | None:
+    """What ``route`` delivers whatever the message, or ``None`` if that depends on it."""
+    match route:
+        case Always(deliveries):
+            return deliveries
+        case FanInTo(target, index):
+            return ((target, index),)
+        case FanOutTo(targets, None):
+            return tuple((t, NOT_FAN_IN) for t in targets)
+        case _:
+            return None
 
 
-def _static_deliveries(route: _Route) -> tuple[Delivery, ...]:
-    kind = route[0]
-    if kind == "always":
-        deliveries: tuple[Delivery, ...] = route[1]
-        return deliveries
-    if kind == "fan_in":
-        return ((route[1], route[2]),)
-    return tuple((t, NOT_FAN_IN) for t in route[1])  # a fan-out without selector
-
-
-def _select(source: str, targets: tuple[str, ...], selector: Any, message: Any) -> list[Delivery]:
+def _select(
+    source: str, targets: tuple[str, ...], selector: Selector | None, message: Any
+) -> list[Delivery]:
     if selector is None:
         return [(t, NOT_FAN_IN) for t in targets]
     chosen = list(selector(message, targets))

@@ -57,23 +57,19 @@ class SpawnRecord:
 class SpawnedWork:
     """The run's background tasks; their results become messages."""
 
-    __slots__ = ("_queued", "_tasks")
+    __slots__ = ("_tasks", "queued")
 
     def __init__(self) -> None:
         self._tasks: dict[asyncio.Task[Any], SpawnRecord] = {}
-        self._queued: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
+        self.queued: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
+        """Committed work waiting for its checkpoint to be durable (read at every barrier)."""
 
     def __bool__(self) -> bool:
-        return bool(self._tasks or self._queued)
-
-    @property
-    def queued(self) -> bool:
-        """Whether committed work is waiting for its checkpoint to be durable."""
-        return bool(self._queued)
+        return bool(self._tasks or self.queued)
 
     def records(self) -> list[SpawnRecord]:
         """The work in flight or about to start, for a checkpoint."""
-        records = [*self._tasks.values(), *(record for record, _, _ in self._queued)]
+        records = [*self._tasks.values(), *(record for record, _, _ in self.queued)]
         return sorted(records, key=lambda r: r.key)
 
     def queue(
@@ -87,13 +83,13 @@ class SpawnedWork:
         The loop starts it only once the barrier's checkpoint is durable, so
         a superstep re-run after a crash never started work before.
         """
-        self._queued.append((record, fn, args))
+        self.queued.append((record, fn, args))
 
     def start_queued(self) -> None:
         """Start every piece of queued work, owned by the run."""
-        for record, fn, args in self._queued:
+        for record, fn, args in self.queued:
             self._tasks[asyncio.ensure_future(fn(*args))] = record
-        self._queued.clear()
+        self.queued.clear()
 
     async def wait_any(self) -> list[tuple[str, SpawnResult]]:
         """Wait until some work finishes; return (executor id, result) for each done."""
@@ -114,7 +110,7 @@ class SpawnedWork:
 
     async def cancel_all(self) -> None:
         """Stop everything still running (the run ended, failed or was cancelled)."""
-        self._queued.clear()
+        self.queued.clear()
         tasks = list(self._tasks)
         self._tasks.clear()
         for task in tasks:

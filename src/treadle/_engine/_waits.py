@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._engine._delivery import Envelope, HandoffContext, HandoffRefused
-from treadle._exceptions import UnknownRequestError
+from treadle._exceptions import JournalMismatchError, UnknownRequestError
 
 APPROVAL_SOURCE = "__approval__"
 """The ``source`` of a ``HandoffRefused`` message."""
@@ -29,6 +29,58 @@ WaitKind: TypeAlias = Literal["request", "input", "timer"]
 
 JournalEntry: TypeAlias = tuple[str, str, Any]
 """("step", step name, result) or ("wait", wait key, value)."""
+
+
+class Journal:
+    """One invocation's record of its steps and waits, replayed when it re-executes.
+
+    A handler re-executed after a durable wait meets its steps and waits in
+    the same order as before: each one reached while entries remain gets its
+    recorded value back (and must be the one recorded there); past the end,
+    new results are recorded.
+    """
+
+    __slots__ = ("_cursor", "_entries")
+
+    def __init__(self, recorded: Sequence[JournalEntry] = ()) -> None:
+        self._entries: list[JournalEntry] = list(recorded)
+        self._cursor = 0
+
+    @property
+    def cursor(self) -> int:
+        """How many steps and waits the handler has reached so far."""
+        return self._cursor
+
+    @property
+    def replaying(self) -> bool:
+        """Whether recorded entries remain to be replayed."""
+        return self._cursor < len(self._entries)
+
+    @property
+    def entries(self) -> list[JournalEntry]:
+        """Every entry, recorded before and since, in order."""
+        return self._entries
+
+    def replay(self, executor_id: str, kind: str, name: str) -> tuple[bool, Any]:
+        """``(True, value)`` for the next recorded entry, ``(False, None)`` past the end.
+
+        Raises:
+            JournalMismatchError: the entry recorded here is another step or wait.
+        """
+        if self._cursor >= len(self._entries):
+            return False, None
+        recorded_kind, recorded_name, value = self._entries[self._cursor]
+        if (recorded_kind, recorded_name) != (kind, name):
+            raise JournalMismatchError(
+                executor_id, self._cursor, f"{recorded_kind} {recorded_name!r}", f"{kind} {name!r}"
+            )
+        self._cursor += 1
+        return True, value
+
+    def record(self, kind: str, name: str, value: Any) -> None:
+        """Append a new entry (only once every recorded one was replayed)."""
+        self._entries.append((kind, name, value))
+        self._cursor += 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,12 @@ def handler(
     union registers the handler for every member; the most specific handler
     wins when several match a message. ``retry`` and ``timeout`` (seconds)
     override the executor's and the workflow's.
+
+    A timeout fails the attempt when it passes, like an exception the
+    handler raised. A plain ``def`` handler in a worker thread cannot be
+    stopped: its thread is abandoned, runs on until the handler returns,
+    and whatever it does from then on is discarded, never committed. One
+    pinned to the loop (``sync_handlers="loop"``) cannot be interrupted.
     """
     _check_timeout(timeout)
 
@@ -176,7 +182,8 @@ class Executor:
         sync_handlers: Where plain ``def`` handlers run: ``"thread"`` or
             ``"loop"``.
         retry: Retry policy of its handlers (a handler's own one wins).
-        timeout: Seconds each handler may take (a handler's own one wins).
+        timeout: Seconds each handler may take (a handler's own one wins);
+            see :func:`handler` for what a timeout does to a plain ``def`` one.
     """
 
     _handler_specs: ClassVar[dict[str, HandlerSpec] | None] = None
@@ -269,7 +276,7 @@ class Executor:
         "Most specific" follows the message's MRO: a handler for the class
         itself beats one for a base class, which beats one for ``object``.
         """
-        cache = type(self)._dispatch_cache
+        cache = self._dispatch_cache  # the class's: shared by its instances
         spec = cache.get(message_type)
         if spec is None:
             by_type: dict[type, HandlerSpec] = {}

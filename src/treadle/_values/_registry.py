@@ -15,35 +15,40 @@ from typing import Any, Literal, NamedTuple
 
 from treadle._exceptions import SerializationError
 
+if typing.TYPE_CHECKING:
+    from collections.abc import Mapping
+
 _Kind = Literal["enum", "dc", "model"]
 _T = typing.TypeVar("_T")
 
 
-class _Entry(NamedTuple):
+class TypeEntry(NamedTuple):
+    """How one allowed class is stored: its name, kind and fields."""
+
     name: str
     kind: _Kind
     fields: tuple[str, ...]
     init_fields: frozenset[str]
 
 
-def _loaded(module: str, attr: str) -> Any:
+def loaded(module: str, attr: str) -> Any:
     """Return ``module.attr`` if ``module`` is already imported, else ``None``."""
     mod = sys.modules.get(module)
     return None if mod is None else getattr(mod, attr, None)
 
 
-def _kind_of(cls: Any) -> _Kind | None:
+def kind_of(cls: Any) -> _Kind | None:
     if not isinstance(cls, type):
         return None
     if issubclass(cls, enum.Enum):
         return "enum"
     if dataclasses.is_dataclass(cls):
         return "dc"
-    base_model = _loaded("pydantic.main", "BaseModel")  # no model exists unless it is loaded
+    base_model = loaded("pydantic.main", "BaseModel")  # no model exists unless it is loaded
     return "model" if base_model is not None and issubclass(cls, base_model) else None
 
 
-def _qualified(cls: type) -> str:
+def qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -58,7 +63,7 @@ class TypeRegistry:
     def __init__(self) -> None:
         """Create an empty registry."""
         self._by_name: dict[str, type] = {}
-        self._by_class: dict[type, _Entry] = {}
+        self._by_class: dict[type, TypeEntry] = {}
         self._explicit: set[type] = set()
 
     def register(self, cls: type, name: str | None = None) -> None:
@@ -75,7 +80,7 @@ class TypeRegistry:
             ValueError: ``name`` belongs to another class, or ``cls`` was
                 already registered explicitly under a different name.
         """
-        kind = _kind_of(cls)
+        kind = kind_of(cls)
         if kind is None:
             raise TypeError(
                 f"only enums, dataclasses and pydantic models can be registered, not {cls!r}"
@@ -86,10 +91,10 @@ class TypeRegistry:
             return
         if current is not None and cls in self._explicit:
             raise ValueError(
-                f"{_qualified(cls)} is already registered as {current.name!r}; a class has one name"
+                f"{qualified(cls)} is already registered as {current.name!r}; a class has one name"
             )
         # An explicit name replaces one found by an annotation walk; the old one still decodes.
-        self._claim(cls, kind, _qualified(cls) if name is None else name)
+        self._claim(cls, kind, qualified(cls) if name is None else name)
         self._explicit.add(cls)
 
     def register_annotation(self, annotation: Any) -> None:
@@ -121,13 +126,13 @@ class TypeRegistry:
         other = self._by_name.get(name)
         if other is not None and other is not cls:
             raise ValueError(
-                f"cannot register {_qualified(cls)} as {name!r}: that name already belongs to "
-                f"{_qualified(other)}; pass name= to tell them apart"
+                f"cannot register {qualified(cls)} as {name!r}: that name already belongs to "
+                f"{qualified(other)}; pass name= to tell them apart"
             )
         fields = dataclasses.fields(cls) if kind == "dc" else ()
         init = frozenset(f.name for f in fields if f.init)
         self._by_name[name] = cls
-        self._by_class[cls] = _Entry(name, kind, tuple(f.name for f in fields), init)
+        self._by_class[cls] = TypeEntry(name, kind, tuple(f.name for f in fields), init)
 
     def _walk(self, tp: Any, seen: set[int]) -> None:
         if id(tp) in seen:
@@ -145,9 +150,9 @@ class TypeRegistry:
         elif isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__"):
             # a TypedDict, from typing or typing_extensions (typing.is_typeddict misses the latter)
             args = tuple(_hints(tp).values())
-        elif (kind := _kind_of(tp)) is not None:
+        elif (kind := kind_of(tp)) is not None:
             if tp not in self._by_class:
-                self._claim(tp, kind, _qualified(tp))
+                self._claim(tp, kind, qualified(tp))
             if kind == "dc":
                 hints = _hints(tp)
                 args = tuple(hints.get(f.name, f.type) for f in dataclasses.fields(tp))
@@ -157,8 +162,19 @@ class TypeRegistry:
             if arg is not None:
                 self._walk(arg, seen)
 
-    def _restore(self, kind: str, d: dict[str, Any]) -> Any:
-        name = _of(str, d.get("n"))
+    @property
+    def entries(self) -> Mapping[type, TypeEntry]:
+        """Each allowed class and how it is stored (read-only; the serializer's fast path)."""
+        return self._by_class
+
+    def restore(self, kind: str, d: dict[str, Any]) -> Any:
+        """Rebuild a stored enum, dataclass or model from its tagged object.
+
+        Raises:
+            SerializationError: the name is not allowed, or the stored kind
+                or fields do not match the class.
+        """
+        name = of(str, d.get("n"))
         cls = self._by_name.get(name)
         if cls is None:
             raise SerializationError(
@@ -173,7 +189,7 @@ class TypeRegistry:
             return cls(d["v"])
         if kind == "model":
             return cls.model_validate(d["v"])  # type: ignore[attr-defined]
-        fields = _of(dict, d["v"])
+        fields = of(dict, d["v"])
         if unknown := fields.keys() - entry.fields:
             raise SerializationError(f"{name!r} has no field(s) {sorted(unknown)}")
         obj = cls(**{k: x for k, x in fields.items() if k in entry.init_fields})
@@ -190,7 +206,7 @@ def _hints(cls: type) -> dict[str, Any]:
         return dict(getattr(cls, "__annotations__", {}))  # unresolved strings are skipped
 
 
-def _of(kind: type[_T], value: Any) -> _T:
+def of(kind: type[_T], value: Any) -> _T:
     if type(value) is not kind:
         raise SerializationError(f"expected {kind.__name__}, found {type(value).__name__}")
     return value

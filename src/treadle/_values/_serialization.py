@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, Protocol
 
 from treadle._exceptions import SerializationError
-from treadle._values._registry import TypeRegistry, _Entry, _kind_of, _loaded, _of, _qualified
+from treadle._values._registry import TypeEntry, TypeRegistry, kind_of, loaded, of, qualified
 
 TAG = "__t"
 """Key that marks a JSON object as a tagged value rather than a user dict."""
@@ -87,7 +87,7 @@ def _clock_fields(value: dt.datetime | dt.time) -> dict[str, Any]:
         if tz.tzname(None) != dt.timezone(offset).tzname(None):
             out["tn"] = tz.tzname(None)
         return out
-    zone_info = _loaded("zoneinfo", "ZoneInfo")
+    zone_info = loaded("zoneinfo", "ZoneInfo")
     if zone_info is not None and type(tz) is zone_info and tz.key is not None:  # type: ignore[attr-defined]
         out["z"] = tz.key  # type: ignore[attr-defined]
         return out
@@ -96,21 +96,21 @@ def _clock_fields(value: dt.datetime | dt.time) -> dict[str, Any]:
 
 
 def _clock(cls: type[_Clock], d: dict[str, Any]) -> _Clock:
-    naive = cls.fromisoformat(_of(str, d["v"]))
+    naive = cls.fromisoformat(of(str, d["v"]))
     return naive.replace(tzinfo=_tz_from(d), fold=1 if d.get("f") == 1 else 0)
 
 
 def _tz_from(d: dict[str, Any]) -> dt.tzinfo | None:
     if "z" in d:
-        key = _of(str, d["z"])
+        key = of(str, d["z"])
         if len(key) > 255 or not _ZONE_KEY.fullmatch(key):  # noqa: PLR2004 - a path name limit
             raise SerializationError(f"invalid time zone key {key!r}")
         import zoneinfo  # noqa: PLC0415 - loaded only when stored data names a zone
 
         return zoneinfo.ZoneInfo(key)
     if "o" in d:
-        offset = dt.timedelta(microseconds=_of(int, d["o"]))
-        return dt.timezone(offset) if "tn" not in d else dt.timezone(offset, _of(str, d["tn"]))
+        offset = dt.timedelta(microseconds=of(int, d["o"]))
+        return dt.timezone(offset) if "tn" not in d else dt.timezone(offset, of(str, d["tn"]))
     return None
 
 
@@ -137,33 +137,33 @@ _BUILTIN_ENCODERS: dict[type, Callable[[Any, _Encode], Any]] = {
 
 
 def _b64(d: dict[str, Any]) -> bytes:
-    return base64.b64decode(_of(str, d["v"]), validate=True)
+    return base64.b64decode(of(str, d["v"]), validate=True)
 
 
 def _timedelta(d: dict[str, Any]) -> dt.timedelta:
-    days, seconds, micros = (_of(int, x) for x in _of(list, d["v"]))
+    days, seconds, micros = (of(int, x) for x in of(list, d["v"]))
     return dt.timedelta(days=days, seconds=seconds, microseconds=micros)
 
 
 _BUILTIN_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "float": lambda d: _NONFINITE[_of(str, d["v"])],
-    "tuple": lambda d: tuple(_of(list, d["v"])),
-    "set": lambda d: set(_of(list, d["v"])),
-    "frozenset": lambda d: frozenset(_of(list, d["v"])),
-    "dict": lambda d: dict(map(_pair, _of(list, d["v"]))),
+    "float": lambda d: _NONFINITE[of(str, d["v"])],
+    "tuple": lambda d: tuple(of(list, d["v"])),
+    "set": lambda d: set(of(list, d["v"])),
+    "frozenset": lambda d: frozenset(of(list, d["v"])),
+    "dict": lambda d: dict(map(_pair, of(list, d["v"]))),
     "bytes": _b64,
     "bytearray": lambda d: bytearray(_b64(d)),
     "datetime": lambda d: _clock(dt.datetime, d),
-    "date": lambda d: dt.date.fromisoformat(_of(str, d["v"])),
+    "date": lambda d: dt.date.fromisoformat(of(str, d["v"])),
     "time": lambda d: _clock(dt.time, d),
     "timedelta": _timedelta,
-    "decimal": lambda d: Decimal(_of(str, d["v"])),
-    "uuid": lambda d: uuid.UUID(_of(str, d["v"])),
+    "decimal": lambda d: Decimal(of(str, d["v"])),
+    "uuid": lambda d: uuid.UUID(of(str, d["v"])),
 }
 
 
 def _pair(item: Any) -> tuple[Any, Any]:
-    key, value = _of(list, item)
+    key, value = of(list, item)
     return key, value
 
 
@@ -252,7 +252,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _make_encoder(registry: TypeRegistry) -> _Encode:
-    by_class = registry._by_class
+    by_class = registry.entries
 
     def encode(v: Any) -> Any:
         t = type(v)
@@ -272,7 +272,7 @@ def _make_encoder(registry: TypeRegistry) -> _Encode:
             raise _UnsupportedError(v)
         return encode_registered(v, entry)
 
-    def encode_registered(v: Any, entry: _Entry) -> Any:
+    def encode_registered(v: Any, entry: TypeEntry) -> Any:
         try:
             if entry.kind == "enum":
                 return {TAG: "enum", "n": entry.name, "v": encode(v.value)}
@@ -304,7 +304,7 @@ def _make_hook(registry: TypeRegistry) -> Callable[[dict[str, Any]], Any]:
             if decode is not None:
                 return decode(d)
             if kind in ("enum", "dc", "model"):
-                return registry._restore(kind, d)
+                return registry.restore(kind, d)
         except SerializationError as exc:
             raise SerializationError(f"cannot restore a stored {kind!r} value: {exc}") from None
         except Exception as exc:  # constructors and validators may raise anything
@@ -323,7 +323,7 @@ def _unsupported_message(root: Any, exc: _UnsupportedError, registry: TypeRegist
     where = "" if path is None else " at value" + "".join(path)
     if exc.reason is not None:
         hint = exc.reason
-    elif _kind_of(cls) is not None:
+    elif kind_of(cls) is not None:
         hint = (
             f"register it with WorkflowBuilder.register_type({cls.__qualname__}) "
             f"or name it in a handler annotation"
@@ -334,7 +334,7 @@ def _unsupported_message(root: Any, exc: _UnsupportedError, registry: TypeRegist
             "UUID and registered enums, dataclasses and pydantic models; convert the value "
             "or opt into PickleSerializer"
         )
-    return f"cannot serialize {_qualified(cls)}{where}: {hint}"
+    return f"cannot serialize {qualified(cls)}{where}: {hint}"
 
 
 def _locate(v: Any, target: Any, registry: TypeRegistry) -> list[str] | None:
@@ -349,7 +349,7 @@ def _locate(v: Any, target: Any, registry: TypeRegistry) -> list[str] | None:
         children = ((f"[{i}]", x) for i, x in enumerate(v))
     elif t in (set, frozenset):
         children = (("<set element>", x) for x in v)
-    elif (entry := registry._by_class.get(t)) is not None and entry.kind != "model":
+    elif (entry := registry.entries.get(t)) is not None and entry.kind != "model":
         names = entry.fields if entry.kind == "dc" else ("value",)
         children = ((f".{name}", getattr(v, name)) for name in names)
     for segment, child in children:

@@ -8,7 +8,7 @@ the store happen in one place and in one order.
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._delivery import Envelope
-from treadle._engine._events import RunStarted, StatusChanged
+from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._engine._result import RunStatus
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._engine._barrier import EventSink
+    from treadle._engine._options import RunSettings
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
 
@@ -73,12 +74,12 @@ async def open_run(
     """
     store = launch.store if launch.store is not None else workflow.store
     # With nowhere to rest, a run sleeps through its timers (whatever opened it).
-    settings = workflow.settings(launch.options, sleep_through_timers=store is None)
+    settings = _settings(workflow, launch.options, sleep_through_timers=store is None)
     restored = launch.restored
     if restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
         raise TypeError(msg)
-    run_id = launch.run_id or (restored.run_id if restored else None) or uuid.uuid4().hex
+    run_id = launch.run_id or (restored.run_id if restored else None) or new_run_id()
     ownership = launch.ownership
     if store is not None and ownership is None and restored is None:
         ownership = Ownership.new(store, run_id)
@@ -100,13 +101,11 @@ async def open_run(
                 keep_last=launch.options.keep_last,
                 durability=settings.durability,
                 ownership=ownership,
+                clock=settings.clock,
             )
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if restored is not None:
             _restore(loop, restored)
-            timeout = launch.options.timeout_seconds
-            if timeout is not None:  # a new deadline, from now
-                loop.deadline_at = loop.clock.now() + timeout
             for request_id, answer in launch.answers.items():
                 loop.answer(request_id, answer)
             for message, target in launch.inputs:
@@ -130,6 +129,46 @@ async def open_run(
     if ownership is not None:
         ownership.start_heartbeat()
     return loop, release
+
+
+# The bits uuid.UUID(version=4) clears and sets in 128 random ones.
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
+
+
+def new_run_id() -> str:
+    """A fresh run id: a random UUID (version 4) as 32 hex digits, as ``uuid4().hex``.
+
+    Built from the random bits directly: every run without an id of its
+    own pays for it, and ``uuid4()`` costs several times as much.
+    """
+    return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"
+
+
+# What a run opened without options runs with, per workflow defaults (and
+# whether it sleeps through its timers). Settings are immutable and only
+# ever derived from those two, and building them (checks included) costs a
+# small run as much as a superstep. Each entry holds its defaults, so the
+# id in its key stays theirs.
+_PLAIN_SETTINGS: dict[tuple[int, bool], tuple[RunSettings, RunSettings]] = {}
+_PLAIN_SETTINGS_MAX = 256
+
+
+def _settings(
+    workflow: Workflow, options: RunOptions, *, sleep_through_timers: bool
+) -> RunSettings:
+    """``workflow.settings(options, ...)``, kept for runs opened without options."""
+    if options is not DEFAULT_OPTIONS:
+        return workflow.settings(options, sleep_through_timers=sleep_through_timers)
+    defaults = workflow.defaults
+    key = (id(defaults), sleep_through_timers)
+    cached = _PLAIN_SETTINGS.get(key)
+    if cached is None or cached[0] is not defaults:
+        if len(_PLAIN_SETTINGS) >= _PLAIN_SETTINGS_MAX:
+            _PLAIN_SETTINGS.clear()
+        settings = workflow.settings(options, sleep_through_timers=sleep_through_timers)
+        cached = _PLAIN_SETTINGS[key] = (defaults, settings)
+    return cached[1]
 
 
 def _deliver_input(loop: RunLoop, message: Any) -> None:
@@ -173,7 +212,5 @@ def _restore(loop: RunLoop, restored: RestoredRun) -> None:
 
 def _announce_start(loop: RunLoop) -> None:
     if loop.listening:
-        loop.publish(RunStarted(run_id=loop.run_id, superstep=loop.superstep))
-        loop.publish(
-            StatusChanged(run_id=loop.run_id, superstep=loop.superstep, status=RunStatus.RUNNING)
-        )
+        loop.publish(run_started(loop.run_id, loop.superstep))
+        loop.publish(status_changed(loop.run_id, loop.superstep, RunStatus.RUNNING))

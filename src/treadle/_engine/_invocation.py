@@ -1,0 +1,186 @@
+"""The named shapes of the hot path: a planned superstep, an invocation, its outcome.
+
+Plain slotted values, no asyncio and no I/O. The loop plans a
+:class:`PlannedSuperstep`, an :class:`Invocation` per message; the runner
+runs each, handing its handler a context; the context hands back one
+:class:`InvocationOutcome`, kept on the invocation, which is all the
+barrier reads of it.
+
+They are built once per superstep or per message, so they are slotted
+dataclasses without ``frozen`` (whose ``__init__`` costs twice as much);
+nothing mutates them once built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._errors import IterationLimitExceeded
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from treadle._engine._delivery import Envelope, HandoffContext, Outgoing
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._loop import RunLoop
+    from treadle._engine._spawn import SpawnRecord
+    from treadle._engine._state import Op
+    from treadle._engine._waits import Suspension
+    from treadle._graph._executor import Executor, HandlerSpec
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One handler on one message: everything the runner needs to run it.
+
+    Attributes:
+        run: The run it belongs to.
+        superstep: The superstep it runs in.
+        executor: The run's instance of the executor.
+        rank: The executor's rank (the first part of the stamps of what it sends).
+        position: The message's position in the executor's inbox.
+        envelope: The message, with its stamp (and journal, if re-delivered).
+        earlier: The state writes of the executor's earlier messages this
+            superstep, which this one reads through (filled in as they end).
+        spec: The handler for the message's class (``None``: there is none,
+            which fails the invocation).
+        timeout: Seconds it may take (the handler's, else the executor's).
+        outcome: What it hands to the barrier; set by the runner once it ends.
+    """
+
+    run: RunLoop
+    superstep: int
+    executor: Executor
+    rank: int
+    position: int
+    envelope: Envelope
+    earlier: Sequence[Sequence[Op]]
+    spec: HandlerSpec | None
+    timeout: float | None
+    outcome: InvocationOutcome = field(init=False)
+
+
+@dataclass(slots=True)
+class PlannedSuperstep:
+    """What a superstep will run: its invocations, in stamp order.
+
+    That is by executor rank, then inbox position, so the invocations of
+    one executor are adjacent; ``order`` names those executors, in rank order.
+    """
+
+    number: int
+    invocations: list[Invocation]
+    order: tuple[str, ...]
+
+
+def plan_superstep(run: RunLoop, number: int) -> PlannedSuperstep:
+    """Superstep ``number`` of ``run``: an invocation per pending message.
+
+    Each executor's handler for each message is found here, once; an
+    executor with several messages shares one ``earlier`` list among them.
+
+    Raises:
+        IterationLimitExceeded: the run would pass ``max_supersteps``, or an
+            executor ``max_node_iterations``.
+    """
+    inboxes = run.pending
+    ranks = run.ranks
+    order = tuple(inboxes) if len(inboxes) == 1 else tuple(sorted(inboxes, key=ranks.__getitem__))
+    options = run.options
+    if number > options.max_supersteps or options.max_node_iterations is not None:
+        _check_limits(run, number, order)
+    pool = run.pool
+    instances = pool.instances
+    invocations: list[Invocation] = []
+    for executor_id in order:
+        executor = instances.get(executor_id)
+        if executor is None:  # built on its first message
+            executor = pool.get(executor_id)
+        rank = ranks[executor_id]
+        inbox = inboxes[executor_id]
+        if len(inbox) > 1:
+            earlier: list[Sequence[Op]] = []  # shared: each reads the writes of those before
+            for position, envelope in enumerate(inbox):
+                spec = executor.find_handler(type(envelope.payload))
+                timeout = spec.timeout or executor.timeout if spec is not None else None
+                invocations.append(
+                    Invocation(
+                        run, number, executor, rank, position, envelope, earlier, spec, timeout
+                    )
+                )
+            continue
+        # One message, the common case, without the loop. (With no handler the
+        # invocation fails, before any timeout could matter.)
+        envelope = inbox[0]
+        spec = executor.find_handler(type(envelope.payload))
+        timeout = spec.timeout or executor.timeout if spec is not None else None
+        invocations.append(Invocation(run, number, executor, rank, 0, envelope, (), spec, timeout))
+    return PlannedSuperstep(number, invocations, order)
+
+
+def _check_limits(run: RunLoop, number: int, order: tuple[str, ...]) -> None:
+    """Refuse a superstep past the run's limits, naming who keeps it going.
+
+    Raises:
+        IterationLimitExceeded: past ``max_supersteps`` or ``max_node_iterations``.
+    """
+    options = run.options
+    if number > options.max_supersteps:
+        looping = run.workflow.loop_members(run.pending)
+        msg = (
+            f"run {run.run_id!r} reached max_supersteps={options.max_supersteps} "
+            f"while {', '.join(map(repr, looping))} kept sending; raise the limit or give "
+            f"the loop an exit"
+        )
+        raise IterationLimitExceeded(msg, looping, number)
+    limit = options.max_node_iterations
+    if limit is not None:
+        for executor_id in order:
+            if run.iterations.get(executor_id, 0) + len(run.pending[executor_id]) > limit:
+                msg = (
+                    f"executor {executor_id!r} would run more than max_node_iterations="
+                    f"{limit} times in run {run.run_id!r}"
+                )
+                raise IterationLimitExceeded(msg, (executor_id,), number)
+
+
+@dataclass(slots=True)
+class LaterWork:
+    """What an invocation leaves for after its barrier; made only if it leaves any.
+
+    Attributes:
+        scheduled: (due, target, payload) from ``schedule_message``.
+        approvals: (target, payload, handoff) handoffs awaiting approval.
+        spawns: (record, function, arguments) background work to start.
+    """
+
+    scheduled: list[tuple[float, str, Any]] = field(default_factory=list)
+    approvals: list[tuple[str, Any, HandoffContext]] = field(default_factory=list)
+    spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = field(
+        default_factory=list
+    )
+
+
+@dataclass(slots=True)
+class InvocationOutcome:
+    """Everything one invocation hands to the barrier, as one value.
+
+    A suspended invocation hands over its ``suspension`` and its ``events``
+    only: what it sent, wrote or output is discarded with it.
+
+    Attributes:
+        sent: The routed sends, in send order.
+        writes: The state writes, in write order.
+        outputs: The values passed to ``yield_output``.
+        events: The events kept for the barrier's batch (every attempt's).
+        later: Scheduled messages, approvals and spawns, if any.
+        suspension: The durable wait it reached, if it suspended.
+    """
+
+    sent: Sequence[Outgoing]
+    writes: Sequence[Op]
+    outputs: Sequence[Any]
+    events: Sequence[WorkflowEvent]
+    later: LaterWork | None
+    suspension: Suspension | None

@@ -1,0 +1,344 @@
+"""One invocation: a handler on one message, with its attempts, events and timeout.
+
+Each attempt gets a fresh context, so nothing a failed attempt sent or
+wrote can commit; the events it raised are kept for the batch. What the
+invocation hands to the barrier is one :class:`InvocationOutcome`, kept on
+the invocation.
+
+:func:`invoke` is the coroutine that runs it, to await. :func:`start_invocation`
+runs it inline instead, up to its first wait (see ``_engine/_eager.py``),
+calling a handler that is simply awaited right there. Plain ``def`` handlers
+run in a worker thread; one that overruns its timeout is abandoned (see
+``_engine/_threads.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._clock import sleep_for
+from treadle._engine._context import WorkflowContext
+from treadle._engine._eager import Resumed, Started, start
+from treadle._engine._errors import ExecutorFailedError
+from treadle._engine._events import (
+    ExecutorFailed,
+    ExecutorSuspended,
+    RequestEvent,
+    executor_completed,
+    executor_invoked,
+)
+from treadle._engine._threads import in_daemon_thread
+from treadle._engine._waits import Suspend
+from treadle._exceptions import HandlerTimeoutError, RoutingError
+from treadle._graph._policies import NO_RETRY
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._invocation import Invocation, InvocationOutcome
+    from treadle._engine._waits import Wait
+    from treadle._graph._executor import HandlerSpec
+    from treadle._graph._policies import RetryPolicy
+
+
+@dataclass(slots=True)
+class _PickUp:
+    """Where :func:`invoke` picks up an invocation :func:`start_invocation` began.
+
+    Attributes:
+        events: The events kept so far (every attempt's).
+        attempt: The attempt to go on with.
+        running: That attempt's context and the rest of its handler, under
+            way; ``None`` to start the attempt afresh.
+        delay: The backoff to sleep first, after a failed attempt.
+    """
+
+    events: list[WorkflowEvent]
+    attempt: int
+    running: tuple[WorkflowContext[object], Awaitable[Any]] | None = None
+    delay: float | None = None
+
+
+def start_invocation(invocation: Invocation) -> Started[None] | None:
+    """Run ``invocation`` inline, in the current context, until it ends or first waits.
+
+    Returns ``None`` once it has ended (its ``outcome`` is set), else what
+    remains of it, to await in the task that started it. A handler that is
+    simply awaited is called right here, with no coroutine of the runner's
+    own around it: most return without waiting, and that layer is then
+    most of what is left to save.
+
+    Raises:
+        ExecutorFailedError: it failed before waiting, with no retry left.
+    """
+    run = invocation.run
+    spec = invocation.spec
+    if not (run.inline_calls and invocation.timeout is None and spec is not None and spec.is_async):
+        return start(invoke(invocation))
+    # As invoke's first attempt does (inline_calls: events, if any, go to the batch),
+    # keeping them in a tuple while the handler raises none of its own.
+    listening = run.listening
+    ctx: WorkflowContext[object] = WorkflowContext(
+        invocation,
+        (
+            executor_invoked(
+                run.run_id, invocation.superstep, invocation.executor.id, invocation.position, 1
+            ),
+        )
+        if listening
+        else (),
+    )
+    handler = invocation.executor.invoke(spec, invocation.envelope.payload, ctx)
+    try:
+        yielded = handler.send(None)
+    except StopIteration:
+        invocation.outcome = (
+            ctx.outcome(
+                executor_completed(
+                    run.run_id, invocation.superstep, ctx.executor_id, invocation.position
+                )
+            )
+            if listening
+            else ctx.outcome()
+        )
+        return None
+    except Suspend as suspend:
+        invocation.outcome = _suspended(invocation, ctx, suspend.wait)
+        return None
+    except Exception as error:  # noqa: BLE001 - retried below, or raised by _failed
+        delay = _failed(invocation, ctx, ctx.kept_events(), error, 1)
+        return start(invoke(invocation, _PickUp(ctx.kept_events(), 2, delay=delay)))
+    rest = Resumed(handler, yielded)  # stepped in the context invoke itself is stepped in
+    return start(invoke(invocation, _PickUp(ctx.kept_events(), 1, (ctx, rest))))
+
+
+async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None:
+    """Every attempt of ``invocation`` (from where ``pick_up`` says); its ``outcome`` is set.
+
+    Raises:
+        ExecutorFailedError: the last attempt failed.
+    """
+    run = invocation.run
+    spec = invocation.spec
+    # The common case, awaited directly: each coroutine layer costs.
+    direct = (
+        spec
+        if run.plain_calls and invocation.timeout is None and spec is not None and spec.is_async
+        else None
+    )
+    listening = run.listening
+    batching = run.batching  # events kept for the barrier's batch, else emitted live
+    # Every attempt's events: a tuple until a list must keep more (see WorkflowContext).
+    events: list[WorkflowEvent] | tuple[WorkflowEvent, ...]
+    if pick_up is None:
+        events, attempt, running = (), 1, None
+    else:
+        events, attempt, running = pick_up.events, pick_up.attempt, pick_up.running
+        if pick_up.delay is not None:
+            await sleep_for(run.clock, pick_up.delay)
+    while True:
+        if running is not None:
+            ctx, call = running
+            running = None
+        else:
+            if run.backpressure is not None:
+                await run.backpressure()
+            invoked = (
+                executor_invoked(
+                    run.run_id,
+                    invocation.superstep,
+                    invocation.executor.id,
+                    invocation.position,
+                    attempt,
+                )
+                if listening
+                else None
+            )
+            if invoked is not None and batching:  # kept without a call: this runs every time
+                if type(events) is list:  # a retry: the list the failed attempt kept in
+                    events.append(invoked)
+                else:
+                    events = (*events, invoked)
+            ctx = WorkflowContext(invocation, events)
+            if invoked is not None and not batching:
+                ctx.emit(invoked)
+            call = (
+                _call(invocation, ctx, attempt)
+                if direct is None
+                else invocation.executor.invoke(direct, invocation.envelope.payload, ctx)
+            )
+        try:
+            await call
+        except Suspend as suspend:
+            invocation.outcome = _suspended(invocation, ctx, suspend.wait)
+            return
+        except Exception as error:  # noqa: BLE001 - retried, or raised by _failed
+            events = ctx.kept_events()  # the next attempt keeps in the same list
+            await sleep_for(run.clock, _failed(invocation, ctx, events, error, attempt))
+            attempt += 1
+            continue
+        if not listening:
+            invocation.outcome = ctx.outcome()
+            return
+        completed = executor_completed(
+            run.run_id, invocation.superstep, ctx.executor_id, invocation.position
+        )
+        if batching:
+            invocation.outcome = ctx.outcome(completed)
+        else:
+            ctx.emit(completed)
+            invocation.outcome = ctx.outcome()
+        return
+
+
+# -- what each attempt reports --------------------------------------------------------
+def _suspended(
+    invocation: Invocation, ctx: WorkflowContext[object], wait: Wait
+) -> InvocationOutcome:
+    """Report that the handler reached a durable wait; its outcome is the suspension."""
+    if invocation.run.listening:
+        ctx.announce(ExecutorSuspended, position=ctx.position, wait=wait.kind, key=wait.key)
+        if wait.kind == "request":
+            ctx.announce(
+                RequestEvent,
+                request_id=wait.key,
+                payload=wait.payload,
+                response_type=wait.response_type,
+            )
+    return ctx.suspended_at(wait)
+
+
+def _failed(
+    invocation: Invocation,
+    ctx: WorkflowContext[object],
+    events: list[WorkflowEvent],
+    error: Exception,
+    attempt: int,
+) -> float:
+    """Report a failed attempt; return the backoff before the next one.
+
+    Raises:
+        ExecutorFailedError: ``error`` ends the invocation (no retry left).
+    """
+    run = invocation.run
+    policy = _retry_policy(invocation)
+    retrying = policy.should_retry(error, attempt)
+    if run.listening and (retrying or run.live):  # a batch reports the final failure itself
+        ctx.announce(
+            ExecutorFailed, position=ctx.position, error=error, attempt=attempt, retrying=retrying
+        )
+    if not retrying:
+        failure = ExecutorFailedError(ctx.executor_id, ctx.superstep, error)
+        failure.attempt = attempt
+        failure.events = events  # for a batch: what this invocation raised
+        raise failure from error
+    return policy.backoff.delay(attempt)
+
+
+def _retry_policy(invocation: Invocation) -> RetryPolicy:
+    """The most specific retry policy: the handler's, the executor's, the workflow's."""
+    spec, executor = invocation.spec, invocation.executor
+    retry = (spec.retry if spec else None) or executor.retry or invocation.run.options.retry
+    return retry or NO_RETRY
+
+
+# -- the layers around a handler ----------------------------------------------------------
+async def _call(invocation: Invocation, ctx: WorkflowContext[object], attempt: int) -> None:
+    """The handler in the attempt's span (if the run is traced)."""
+    spec = invocation.spec
+    if spec is None:
+        payload = invocation.envelope.payload
+        msg = f"executor {ctx.executor_id!r} has no handler for {type(payload).__qualname__}"
+        raise RoutingError(msg)
+    trace = invocation.run.trace
+    if trace is None:
+        await _call_limited(invocation, spec, ctx)
+        return
+    with trace.invocation(ctx.superstep, ctx.executor_id, ctx.position, attempt) as span:
+        try:
+            await _call_limited(invocation, spec, ctx)
+        except Suspend:
+            span.set_outcome("suspended")
+            raise
+        except asyncio.CancelledError:
+            span.set_outcome("cancelled")
+            raise
+        except Exception as error:
+            span.set_outcome("failed", error)
+            raise
+        span.set_outcome("completed")
+
+
+async def _call_limited(
+    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
+) -> None:
+    """The handler under the run's concurrency limit."""
+    limiter = invocation.run.limiter
+    if limiter is None:
+        await _call_timed(invocation, spec, ctx)
+        return
+    async with limiter:
+        await _call_timed(invocation, spec, ctx)
+
+
+async def _call_timed(
+    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
+) -> None:
+    """The handler under its own timeout, measured on the run's clock.
+
+    Raises:
+        HandlerTimeoutError: the timeout passed first; the handler was
+            cancelled (or, in a thread, abandoned).
+    """
+    timeout = invocation.timeout
+    if timeout is None:
+        await _call_handler(invocation, spec, ctx)
+        return
+    clock = invocation.run.clock
+    work = asyncio.ensure_future(_call_handler(invocation, spec, ctx))
+    timer = asyncio.ensure_future(clock.sleep_until(clock.now() + timeout))
+    try:
+        await asyncio.wait((work, timer), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    finally:
+        timer.cancel()
+    if work.done():
+        work.result()  # re-raise what the handler raised
+        return
+    # Too late: cancel it. Whatever it does from now on lands in this
+    # attempt's context, which is discarded and never commits.
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    raise HandlerTimeoutError(ctx.executor_id, timeout)
+
+
+async def _call_handler(
+    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
+) -> None:
+    """The handler itself: awaited, called on the loop, or run in a worker thread."""
+    executor = invocation.executor
+    payload = invocation.envelope.payload
+    if spec.is_async:
+        await executor.invoke(spec, payload, ctx)
+        return
+    if executor.sync_handlers == "loop":
+        executor.invoke(spec, payload, ctx)
+        return
+    handler = functools.partial(executor.invoke, spec, payload, ctx)
+    ctx.hand_to_thread()
+    try:
+        if invocation.timeout is None:
+            await asyncio.to_thread(handler)
+        else:  # it may be abandoned: on a thread nobody joins (see _engine/_threads.py)
+            await in_daemon_thread(handler)
+    except asyncio.CancelledError:
+        ctx.abandon()  # timed out or cancelled: the thread runs on, unheard
+        raise
