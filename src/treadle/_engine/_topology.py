@@ -9,37 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from treadle._graph._render import Drawable
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Mapping
 
     from treadle._engine._routing import Router
     from treadle._engine._state import StateKey
-    from treadle._graph._edges import Edge
     from treadle._graph._executor import Executor
 
 
-class Topology(Protocol):
-    """A validated graph: its executors, edges, ranks, state keys and router."""
+class Topology(Drawable, Protocol):
+    """A validated graph: its executors, edges, ranks, state keys and router.
 
-    @property
-    def name(self) -> str:
-        """The workflow's name."""
-        ...
-
-    @property
-    def start_id(self) -> str:
-        """The executor the run's input goes to."""
-        ...
-
-    @property
-    def executor_ids(self) -> tuple[str, ...]:
-        """Every executor id, in rank (definition) order."""
-        ...
-
-    @property
-    def edges(self) -> Sequence[Edge]:
-        """Every edge, in declaration order."""
-        ...
+    A ``Drawable`` (name, start, executors, edges) with what running it needs.
+    """
 
     @property
     def ranks(self) -> Mapping[str, int]:
