@@ -130,11 +130,16 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
         # Kill one that has set timers, so their firing elsewhere is tested too.
         setters = [n for n in names if "claimed run nap-" in logs[n].read_text()] or names
         outcome.killed = rng.choice(sorted(setters))
-        outcome.paused = rng.choice([n for n in names if n != outcome.killed])
         kill_at = time.time()
         workers[outcome.killed].send_signal(signal.SIGKILL)
         workers[outcome.killed].wait()
         await asyncio.sleep(rng.uniform(0.0, 0.5))
+        # Pause one that holds a running run now, so its lease must be lost
+        # (a worker holding nothing has nothing to find gone).
+        holding = "SELECT DISTINCT owner FROM treadle_runs WHERE status = 'running'"
+        owners = {str(row[0]) for row in await _sql(dsn, schema, holding)}
+        others = [n for n in names if n != outcome.killed]
+        outcome.paused = rng.choice(sorted(set(others) & owners) or others)
         workers[outcome.paused].send_signal(signal.SIGSTOP)
         await asyncio.sleep(LEASE + 1.0)  # past its lease: its runs are taken over
         workers[outcome.paused].send_signal(signal.SIGCONT)

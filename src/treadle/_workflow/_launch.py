@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._engine._barrier import EventSink
-    from treadle._engine._options import RunSettings
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
 
@@ -77,7 +76,7 @@ async def open_run(
     """
     store = launch.store if launch.store is not None else workflow.store
     # With nowhere to rest, a run sleeps through its timers (whatever opened it).
-    settings = _settings(workflow, launch.options, sleep_through_timers=store is None)
+    settings = workflow.settings(launch.options, sleep_through_timers=store is None)
     restored = launch.restored
     if restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
@@ -146,32 +145,6 @@ def new_run_id() -> str:
     own pays for it, and ``uuid4()`` costs several times as much.
     """
     return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"
-
-
-# What a run opened without options runs with, per workflow defaults (and
-# whether it sleeps through its timers). Settings are immutable and only
-# ever derived from those two, and building them (checks included) costs a
-# small run as much as a superstep. Each entry holds its defaults, so the
-# id in its key stays theirs.
-_PLAIN_SETTINGS: dict[tuple[int, bool], tuple[RunSettings, RunSettings]] = {}
-_PLAIN_SETTINGS_MAX = 256
-
-
-def _settings(
-    workflow: Workflow, options: RunOptions, *, sleep_through_timers: bool
-) -> RunSettings:
-    """``workflow.settings(options, ...)``, kept for runs opened without options."""
-    if options is not DEFAULT_OPTIONS:
-        return workflow.settings(options, sleep_through_timers=sleep_through_timers)
-    defaults = workflow.defaults
-    key = (id(defaults), sleep_through_timers)
-    cached = _PLAIN_SETTINGS.get(key)
-    if cached is None or cached[0] is not defaults:
-        if len(_PLAIN_SETTINGS) >= _PLAIN_SETTINGS_MAX:
-            _PLAIN_SETTINGS.clear()
-        settings = workflow.settings(options, sleep_through_timers=sleep_through_timers)
-        cached = _PLAIN_SETTINGS[key] = (defaults, settings)
-    return cached[1]
 
 
 def _deliver_input(loop: RunLoop, message: Any) -> None:

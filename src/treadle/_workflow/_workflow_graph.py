@@ -15,6 +15,7 @@ from treadle._checkpoints._codec import CheckpointCodec
 from treadle._checkpoints._graph_description import describe_graph, fingerprint
 from treadle._engine._answers import response_type_name, validate_response
 from treadle._engine._delivery import HandoffRefused
+from treadle._engine._options import DEFAULT_OPTIONS
 from treadle._engine._pool import ExecutorNode, ExecutorPool, InstanceClaims
 from treadle._engine._routing import Router
 from treadle._engine._spawn import SpawnResult
@@ -71,6 +72,7 @@ class WorkflowGraph:
         self._codec: CheckpointCodec | None = None
         self._registry: TypeRegistry | None = None
         self._origin: str | None = None
+        self._plain_settings: dict[bool, RunSettings] = {}
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
@@ -181,8 +183,20 @@ class WorkflowGraph:
 
     # -- running ---------------------------------------------------------------
     def settings(self, options: RunOptions, *, sleep_through_timers: bool) -> RunSettings:
-        """What a run runs with: the workflow's defaults with ``options`` over them."""
-        return self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
+        """What a run runs with: the workflow's defaults with ``options`` over them.
+
+        Runs opened without options (most of them) share one value per
+        ``sleep_through_timers``: settings are immutable, and building them,
+        checks included, costs a small run as much as a superstep.
+        """
+        if options is not DEFAULT_OPTIONS:
+            return self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
+        plain = self._plain_settings.get(sleep_through_timers)
+        if plain is None:
+            plain = self._plain_settings[sleep_through_timers] = self.defaults.with_options(
+                options, sleep_through_timers=sleep_through_timers
+            )
+        return plain
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
         """The executor instances of a new run, and how to release them.
