@@ -198,11 +198,11 @@ class RunNotFoundError(DurabilityError, LookupError):
 class CheckpointNotFoundError(DurabilityError, LookupError):
     """The run exists but has no checkpoint with this id (pruned, or never made)."""
 
-    def __init__(self, run_id: str, checkpoint_id: str | None) -> None:
+    def __init__(self, run_id: str, checkpoint_id: str | None, detail: str | None = None) -> None:
         self.run_id = run_id
         self.checkpoint_id = checkpoint_id
         what = f"no checkpoint {checkpoint_id!r}" if checkpoint_id is not None else "no checkpoint"
-        super().__init__(f"run {run_id!r} has {what}")
+        super().__init__(f"run {run_id!r} has {what}" + (f": {detail}" if detail else ""))
 
 
 class RunExistsError(DurabilityError):

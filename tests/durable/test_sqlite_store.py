@@ -19,7 +19,7 @@ from treadle._exceptions import (
     RunExistsError,
     RunNotFoundError,
 )
-from treadle._stores import _sql_dialect, _sql_schema, _sql_statements
+from treadle._stores import _sql_dialect, _sql_pieces, _sql_schema, _sql_statements
 from treadle._stores._sqlite import SqliteStore
 from treadle._stores._store import CheckpointInfo, RunRecord
 
@@ -179,7 +179,7 @@ async def test_a_version_1_file_is_migrated_with_its_runs_and_checkpoints(tmp_pa
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert schema_version(path) == [KNOWN] == [4]
+    assert schema_version(path) == [KNOWN] == [5]
 
 
 async def test_due_runs_read_one_index_that_also_gives_their_order(tmp_path):
@@ -533,8 +533,10 @@ def test_sql_templates_render_for_another_dialect():
         placeholder="%s",
         insertion_order="seq",
         insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
+        id_rows="SELECT unnest(CAST(? AS text[]))",
     )
     assert other.render(_sql_statements.SET_STATUS).count("%s") == 4
+    assert "unnest(CAST(%s AS text[]))" in other.render(_sql_pieces.SELECT_NEEDED)
     assert "?" not in other.render(_sql_statements.DELETE_OLD_CHECKPOINTS)
     assert "ORDER BY seq DESC" in other.render(_sql_statements.DELETE_OLD_CHECKPOINTS)
     created = other.render(_sql_schema.MIGRATIONS[0][0])

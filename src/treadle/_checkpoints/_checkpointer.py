@@ -32,7 +32,7 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any
 
-from treadle._checkpoints._codec import EncodeCache
+from treadle._checkpoints._delta import PieceCache
 from treadle._engine._clock import SystemClock
 from treadle._exceptions import LeaseLostError
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
@@ -40,7 +40,7 @@ from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from treadle._checkpoints._codec import CheckpointCodec
+    from treadle._checkpoints._codec import CheckpointCodec, RestoredRun
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._barrier import BarrierState
     from treadle._engine._clock import Clock
@@ -74,8 +74,9 @@ class Checkpointer:
         store: Where checkpoints go.
         codec: How barriers become sealed bytes.
         fingerprint: The graph fingerprint stamped into every checkpoint.
-        parent_checkpoint_id: The checkpoint the next one is computed from
-            (``None`` for a new run).
+        base: The checkpoint the run goes on from (resume, fork, time
+            travel), ``None`` for a new run: the next checkpoint is linked
+            to it and reuses its pieces.
         keep_last: Retention for this run (``None``: the store's setting).
         durability: ``"sync"``, ``"background"`` or ``"batched"`` (see the
             module docstring).
@@ -92,7 +93,7 @@ class Checkpointer:
         codec: CheckpointCodec,
         fingerprint: str,
         *,
-        parent_checkpoint_id: str | None = None,
+        base: RestoredRun | None = None,
         keep_last: int | None = None,
         durability: Durability = "sync",
         ownership: Ownership | None = None,
@@ -107,10 +108,10 @@ class Checkpointer:
         self._clock = clock if clock is not None else SystemClock()
         self._codec = codec
         self._fingerprint = fingerprint
-        self.last_checkpoint_id = parent_checkpoint_id
+        self.last_checkpoint_id = base.checkpoint_id if base is not None else None
         self._keep_last = keep_last
         self._in_flight_limit = _IN_FLIGHT[durability]
-        self._cache = EncodeCache()
+        self._cache = base.piece_cache() if base is not None else PieceCache()
         # At most one store call writes at a time, so checkpoints reach the store in
         # order; barriers saved meanwhile queue, encoded, for the next call.
         self._writing: asyncio.Future[None] | None = None
@@ -128,8 +129,8 @@ class Checkpointer:
             created_at=self._clock.now(),
             wake_at=barrier.wake_at,
         )
-        blob = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
-        return CheckpointRecord(info, blob)
+        encoded = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
+        return CheckpointRecord(info, encoded.blob, encoded.refs, encoded.pieces, encoded.requires)
 
     async def create(
         self,

@@ -6,18 +6,27 @@ committed state, executor snapshots, iteration counters, outputs so far and
 the graph's fingerprint. Loaded into a fresh process with the same workflow
 definition, it continues exactly.
 
+A checkpoint is a *frame* and the *pieces* it names (see
+:mod:`treadle._checkpoints._delta`): the frame holds what every superstep
+replaces (pending messages, fan-in buffers, waits, counters); state values,
+outputs and executor snapshots are pieces, written only when they change.
+Checkpoints of format 1, written before pieces existed, hold everything in
+their frame and still load.
+
 Values go through the workflow's serializer (safe typed JSON by default);
-the bytes are then sealed with a checksum (an HMAC when a key is given), so
-a flipped byte or a truncated write is a :class:`CheckpointCorruptError`
-naming the run and checkpoint, never a crash or a guess.
+the bytes of the frame and of every piece are then sealed with a checksum
+(an HMAC when a key is given), so a flipped byte or a truncated write is a
+:class:`CheckpointCorruptError` naming the run, the checkpoint and the
+piece, never a crash or a guess.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from treadle._checkpoints._blob import seal, unseal
+from treadle._checkpoints._delta import Manifest, PieceCache, PieceReader, PieceWriter
 from treadle._engine._delivery import Envelope, FanInBuffer, HandoffContext
 from treadle._engine._spawn import SpawnRecord
 from treadle._engine._waits import (
@@ -34,10 +43,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from treadle._engine._barrier import BarrierState
+    from treadle._stores._store import CheckpointRecord, Piece
     from treadle._values._serialization import Serializer
 
-FORMAT = 1
-"""Version of the checkpoint payload layout (inside the sealed blob)."""
+FORMAT = 2
+"""Version of the frame's layout (inside the sealed blob): 2 names pieces."""
+WHOLE_FORMAT = 1
+"""The layout before pieces, every value in the frame: still read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,23 @@ class RestoredRun:
     waits: WaitBook
     deadline_at: float | None
     spawned: tuple[SpawnRecord, ...]
+    manifest: Manifest | None = None
+    """Which pieces hold its values (``None``: a format-1 checkpoint, which has none)."""
+
+    def piece_cache(self) -> PieceCache:
+        """The cache a run going on from this checkpoint starts with: its pieces, reused."""
+        if self.manifest is None:
+            return PieceCache()
+        return PieceCache.continuing(self.manifest, self.state, len(self.outputs))
+
+
+class Encoded(NamedTuple):
+    """One barrier encoded: the sealed frame, the pieces it names, and the new ones."""
+
+    blob: bytes
+    refs: tuple[str, ...]
+    pieces: tuple[Piece, ...]
+    requires: tuple[str, ...]
 
 
 def _same(value: Any) -> Any:
@@ -109,36 +138,6 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
     }
 
 
-class EncodeCache:
-    """What one run's previous checkpoint already encoded.
-
-    State is a new mapping only when a superstep wrote to it, and outputs
-    only grow, so most barriers can reuse both instead of encoding them again.
-    """
-
-    __slots__ = ("_outputs", "_state", "_state_json")
-
-    def __init__(self) -> None:
-        self._state: Any = None
-        self._state_json: Any = None
-        self._outputs: list[Any] = []
-
-    def state(self, state: Any, enc: Callable[[Any], Any]) -> Any:
-        """The encoded state, reused while it is the same object."""
-        if state is not self._state:
-            self._state_json = enc(dict(state))
-            self._state = state
-        return self._state_json
-
-    def outputs(self, outputs: tuple[Any, ...], enc: Callable[[Any], Any]) -> list[Any]:
-        """The encoded outputs, encoding only those added since last time."""
-        done = self._outputs
-        if len(outputs) < len(done):
-            done.clear()
-        done.extend(enc(value) for value in outputs[len(done) :])
-        return done
-
-
 def _waits_in(raw: dict[str, Any]) -> WaitBook:
     suspended = [
         Suspension(
@@ -184,40 +183,47 @@ class CheckpointCodec:
         barrier: BarrierState,
         fingerprint: str,
         snapshots: Mapping[str, Any],
-        cache: EncodeCache | None = None,
-    ) -> bytes:
-        """The sealed bytes of one barrier.
+        cache: PieceCache | None = None,
+    ) -> Encoded:
+        """One barrier as a sealed frame and the pieces it names.
 
-        With a serializer that can encode single values (``to_json``), only
-        user values go through it and the checkpoint's own structure is
-        dumped as plain JSON; ``cache`` (one per run) then saves re-encoding
-        unchanged state and earlier outputs.
+        ``cache`` (one per run) holds what the run's previous checkpoint
+        stored: values it still holds are named, not written again, and
+        lists that only grew are written as their new items. Without it
+        every value is written.
 
         Raises:
             SerializationError: a message, state value, output or snapshot
                 cannot be encoded; the error names where it sits.
         """
         to_json: Callable[[Any], Any] | None = getattr(self._serializer, "to_json", None)
+        writer = PieceWriter(self._serializer, self._key, cache or PieceCache())
         try:
+            manifest = Manifest(
+                state=writer.state(barrier.state, barrier.written),
+                outputs=writer.outputs(barrier.outputs),
+                snapshots=writer.snapshots(snapshots),
+            )
             if to_json is None:
-                payload = self._serializer.dumps(self._document(barrier, fingerprint, snapshots))
+                document = self._document(barrier, fingerprint, manifest)
+                payload = self._serializer.dumps(document)
             else:
-                cache = cache or EncodeCache()
-                document = self._document(barrier, fingerprint, snapshots, to_json, cache)
-                payload = dump_plain(document)
+                payload = dump_plain(self._document(barrier, fingerprint, manifest, to_json))
         except SerializationError as error:
             where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
             msg = f"cannot checkpoint {where}: {error}"
             raise SerializationError(msg) from error
-        return seal(payload, key=self._key)
+        refs = tuple(manifest.refs())
+        return Encoded(
+            seal(payload, key=self._key), refs, tuple(writer.pieces), writer.requires(refs)
+        )
 
     def _document(
         self,
         barrier: BarrierState,
         fingerprint: str,
-        snapshots: Mapping[str, Any],
+        manifest: Manifest,
         enc: Callable[[Any], Any] = _same,
-        cache: EncodeCache | None = None,
     ) -> dict[str, Any]:
         return {
             "format": FORMAT,
@@ -237,34 +243,48 @@ class CheckpointCodec:
                 ]
                 for buffer in barrier.fan_in_buffers
             ],
-            "state": cache.state(barrier.state, enc) if cache else enc(dict(barrier.state)),
+            "state": dict(manifest.state),
             "iterations": dict(barrier.iterations),
-            "outputs": cache.outputs(barrier.outputs, enc) if cache else enc(list(barrier.outputs)),
-            "snapshots": enc(dict(snapshots)),
+            "outputs": manifest.outputs,
+            "snapshots": dict(manifest.snapshots),
             "waits": _waits_out(barrier.waits, enc),
             "deadline_at": barrier.deadline_at,
             "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
         }
 
-    def decode(self, blob: bytes, *, run_id: str, checkpoint_id: str) -> RestoredRun:
-        """Verify, unseal and decode one checkpoint.
+    def decode(self, record: CheckpointRecord, *, run_id: str) -> RestoredRun:
+        """Verify, unseal and decode one checkpoint: its frame and the pieces it names.
 
         Raises:
-            CheckpointCorruptError: the seal does not verify, or the content
-                is not a checkpoint of this run.
+            CheckpointCorruptError: the frame or a piece does not verify, a
+                piece is missing, or the content is not a checkpoint of this
+                run (the error names the piece and what it holds).
             SerializationError: the content names a type that is not
                 allowed (nothing is imported, evaluated or unpickled).
         """
-        payload = unseal(blob, key=self._key, run_id=run_id, checkpoint_id=checkpoint_id)
+        checkpoint_id = record.info.checkpoint_id
+        payload = unseal(record.blob, key=self._key, run_id=run_id, checkpoint_id=checkpoint_id)
         document = self._serializer.loads(payload)
         try:
-            if not isinstance(document, dict) or document.get("format") != FORMAT:
-                found = document.get("format") if isinstance(document, dict) else type(document)
+            found = document.get("format") if isinstance(document, dict) else type(document)
+            if found not in (FORMAT, WHOLE_FORMAT):
                 msg = f"unknown checkpoint format {found!r}"
                 raise TypeError(msg)  # noqa: TRY301 - reported below as corruption
             if document["run_id"] != run_id:
                 msg = f"it belongs to run {document['run_id']!r}"
                 raise TypeError(msg)  # noqa: TRY301 - reported below as corruption
+            manifest = None
+            if found == FORMAT:
+                manifest = Manifest(
+                    state=dict(document["state"]),
+                    outputs=document["outputs"],
+                    snapshots=dict(document["snapshots"]),
+                )
+                state, outputs, snapshots = self._values(record, manifest, run_id)
+            else:
+                state = dict(document["state"])
+                outputs = list(document["outputs"])
+                snapshots = dict(document["snapshots"])
             return RestoredRun(
                 run_id=run_id,
                 checkpoint_id=checkpoint_id,
@@ -279,15 +299,34 @@ class CheckpointCodec:
                     {source: tuple(_envelope_in(e) for e in envs) for source, envs in buffer}
                     for buffer in document["fan_in"]
                 ),
-                state=dict(document["state"]),
+                state=state,
                 iterations={str(k): int(v) for k, v in document["iterations"].items()},
-                outputs=list(document["outputs"]),
-                snapshots=dict(document["snapshots"]),
+                outputs=outputs,
+                snapshots=snapshots,
                 waits=_waits_in(document["waits"]),
                 deadline_at=document["deadline_at"],
                 spawned=tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"]),
+                manifest=manifest,
             )
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CheckpointCorruptError(
                 run_id, checkpoint_id, f"malformed content: {error}"
             ) from error
+
+    def _values(
+        self, record: CheckpointRecord, manifest: Manifest, run_id: str
+    ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+        reader = PieceReader(
+            self._serializer,
+            self._key,
+            record.pieces,
+            run_id=run_id,
+            checkpoint_id=record.info.checkpoint_id,
+        )
+        state = {key: reader.value(p, f"state key {key!r}") for key, p in manifest.state.items()}
+        outputs = [] if manifest.outputs is None else reader.value(manifest.outputs, "outputs")
+        snapshots = {
+            executor_id: reader.value(p, f"snapshot of executor {executor_id!r}")
+            for executor_id, p in manifest.snapshots.items()
+        }
+        return state, list(outputs), snapshots

@@ -266,9 +266,7 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
     except CommandError as error:
         return RunView(run=run, detail=str(error))
     record = await store.load_checkpoint(run_id)
-    restored = workflow.codec.decode(
-        record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
-    )
+    restored = workflow.codec.decode(record, run_id=run_id)
     return RunView(
         run=run,
         outputs=restored.outputs,

@@ -74,6 +74,10 @@ class BarrierState:
     waits: WaitBook = field(default_factory=WaitBook)
     deadline_at: float | None = None
     spawned: tuple[SpawnRecord, ...] = ()
+    written: frozenset[str] | None = None
+    """The state keys set, updated or deleted since the previous barrier (``None``:
+    not known, so any may have been). A checkpoint stores a key not written
+    again only if its value is a new object."""
 
     @property
     def wake_at(self) -> float | None:

@@ -13,11 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from treadle._engine._barrier import (
-    BarrierState,
-    Checkpointing,
-    EventSink,
-)
+from treadle._engine._barrier import BarrierState, Checkpointing, EventSink
 from treadle._engine._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
@@ -95,6 +91,7 @@ class RunLoop:
         "trace",
         "waits",
         "workflow",
+        "written",
     )
 
     def __init__(
@@ -115,6 +112,8 @@ class RunLoop:
         self.ranks = workflow.ranks
         self.state_specs = specs = workflow.state_specs
         self.state: Mapping[str, Any] = initial_state(specs, state) if specs or state else {}
+        # The state keys written since the last checkpoint (tracked only when there is one).
+        self.written: set[str] = set()
         self.superstep = 0
         self.status = RunStatus.RUNNING
         self.pending: dict[str, list[Envelope]] = {}
@@ -273,8 +272,9 @@ class RunLoop:
         """
         if self.checkpointer is not None:
             try:
+                written, self.written = frozenset(self.written), set()
                 checkpoint_id = await self.checkpointer.save(
-                    self.barrier_state(status), self.pool.snapshots()
+                    self.barrier_state(status, written), self.pool.snapshots()
                 )
             except TreadleError as error:
                 self.error = error
@@ -327,9 +327,11 @@ class RunLoop:
             sent.append(
                 (invocation.executor.id, invocation.rank, invocation.position, outcome.sent)
             )
-        state = (
-            commit_state(self.state, writes, self.state_specs, superstep) if writes else self.state
-        )
+        state = self.state
+        if writes:
+            state = commit_state(state, writes, self.state_specs, superstep)
+            if self.checkpointer is not None:  # what the next checkpoint must store again
+                self.written.update(op[1] for _, ops in writes for op in ops)
         inboxes, buffers = build_inboxes(
             superstep, sent, self.fan_in_edges, self.fan_in_buffers, self.ranks
         )
@@ -452,8 +454,10 @@ class RunLoop:
             self.publish(status_changed(self.run_id, self.superstep, status, error))
 
     # -- views ----------------------------------------------------------------------
-    def barrier_state(self, status: RunStatus | None = None) -> BarrierState:
-        """The last committed point of the run, as one immutable value."""
+    def barrier_state(
+        self, status: RunStatus | None = None, written: frozenset[str] | None = None
+    ) -> BarrierState:
+        """The last committed point of the run, as one immutable value (``written``: if known)."""
         return BarrierState(
             run_id=self.run_id,
             superstep=self.superstep,
@@ -466,6 +470,7 @@ class RunLoop:
             waits=self.waits.copy(),
             deadline_at=self.deadline_at,
             spawned=tuple(self.spawned.records()),
+            written=written,
         )
 
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:

@@ -160,9 +160,7 @@ class Client:
             return RunResult(run_id=run_id, status=status, outputs=[], state={}, superstep=0)
         workflow = await self._workflow_of(row)
         record = await self.store.load_checkpoint(run_id)
-        restored = workflow.codec.decode(
-            record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
-        )
+        restored = workflow.codec.decode(record, run_id=run_id)
         return RunResult(
             run_id=run_id,
             status=status,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
+from treadle._stores._memory_pieces import MemoryPieces
 from treadle._stores._sql_ownership import check_lease
 from treadle._stores._sql_rules import (
     check_keep_last,
@@ -55,6 +56,7 @@ class MemoryStore(MemoryOwnership):
         self.lease = lease
         self._keep_last = keep_last
         self._runs: dict[str, MemoryRun] = {}
+        self._pieces = MemoryPieces()
         # Checkpoint ids are unique store-wide, as in the SQL stores' primary key.
         self._owners: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -79,13 +81,20 @@ class MemoryStore(MemoryOwnership):
             if run.run_id in self._runs:
                 raise RunExistsError(run.run_id)
             self._check_new_checkpoint(first.info)
+            self._pieces.check((first,))
             record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
+            parent = self._runs.get(run.parent_run_id) if run.parent_run_id else None
             self._runs[run.run_id] = MemoryRun(
-                record, graph, {latest: first}, epoch=1 if lease is not None else 0
+                record,
+                graph,
+                {latest: _bare(first)},
+                epoch=1 if lease is not None else 0,
+                lineage=parent.lineage if parent is not None else run.parent_run_id or run.run_id,
             )
             self._owners[latest] = run.run_id
+            self._pieces.add((first,))
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and make it the run's latest, then apply retention.
@@ -123,9 +132,11 @@ class MemoryStore(MemoryOwnership):
             self._check_lease(run, lease)
             for checkpoint in checkpoints:  # every check before any change
                 self._check_new_checkpoint(checkpoint.info)
+            self._pieces.check(checkpoints)
             for checkpoint in checkpoints:
-                run.checkpoints[checkpoint.info.checkpoint_id] = checkpoint
+                run.checkpoints[checkpoint.info.checkpoint_id] = _bare(checkpoint)
                 self._owners[checkpoint.info.checkpoint_id] = info.run_id
+            self._pieces.add(checkpoints)
             run.record = dataclasses.replace(
                 run.record,
                 status=info.status,
@@ -201,6 +212,8 @@ class MemoryStore(MemoryOwnership):
             run = self._run(run_id)
             wanted = checkpoint_id if checkpoint_id is not None else run.record.checkpoint_id
             found = run.checkpoints.get(wanted) if wanted is not None else None
+            if found is not None and found.refs:
+                found = dataclasses.replace(found, pieces=self._pieces.needed(found.refs))
             return run.record, run.graph, found
 
     async def load_checkpoint(
@@ -322,7 +335,24 @@ class MemoryStore(MemoryOwnership):
             for checkpoint_id in list(run.checkpoints)[:-keep_last]
             if checkpoint_id != latest
         ]
+        named: list[str] = []
         for checkpoint_id in doomed:
-            del run.checkpoints[checkpoint_id]
+            named.extend(run.checkpoints.pop(checkpoint_id).refs)
             del self._owners[checkpoint_id]
+        if named:
+            lineage = [r for r in self._runs.values() if r.lineage == run.lineage]
+            needed = {ref for r in lineage for c in r.checkpoints.values() for ref in c.refs}
+            self._pieces.collect(named, needed)
         return len(doomed)
+
+    @property
+    def piece_count(self) -> int:
+        """How many pieces the store holds (what retention leaves is visible in tests)."""
+        return len(self._pieces)
+
+
+def _bare(checkpoint: CheckpointRecord) -> CheckpointRecord:
+    """A checkpoint as kept: its pieces live in the store's piece table, once."""
+    if not checkpoint.pieces and not checkpoint.requires:
+        return checkpoint
+    return dataclasses.replace(checkpoint, pieces=(), requires=())

@@ -35,7 +35,7 @@ from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundErro
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
 from treadle._stores._postgres_ownership import Owned, PostgresOwnership, refusal, release_lease
 from treadle._stores._postgres_pools import Connection, LoopPools
-from treadle._stores._postgres_writes import insert_checkpoints
+from treadle._stores._postgres_writes import delete_old, insert_checkpoints
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._store import DEFAULT_LEASE
@@ -270,7 +270,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
             found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
             if await found.fetchone() is None:
                 raise RunNotFoundError(run_id)
-            return await _delete_old(connection, run_id, keep_last)
+            return await delete_old(connection, run_id, keep_last)
 
         return await self._run(work, write=True)
 
@@ -448,11 +448,4 @@ async def _commit(
     if lease is not None and owned.release:
         await release_lease(connection, lease, now)
     if keep_last is not None:
-        await _delete_old(connection, info.run_id, keep_last)
-
-
-async def _delete_old(connection: Connection, run_id: str, keep_last: int) -> int:
-    parameters = (run_id, run_id, keep_last - 1, run_id)
-    return (
-        await connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters)
-    ).rowcount
+        await delete_old(connection, info.run_id, keep_last)

@@ -9,12 +9,21 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from treadle._stores import _sql_rows, _sql_rules, _sql_statements
+from treadle._stores import _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores._pieces import (
+    collect,
+    ids_text,
+    missing_required,
+    refs_of,
+    required_pieces,
+    run_collection_async,
+)
 from treadle._stores._sql_dialect import POSTGRES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from treadle._stores._pieces import Links
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._store import CheckpointRecord
 
@@ -41,3 +50,41 @@ async def insert_checkpoints(
     query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
     if (await connection.execute(query, parameters)).rowcount < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
+    await _store_pieces(connection, checkpoints)
+
+
+async def _store_pieces(connection: Connection, checkpoints: Sequence[CheckpointRecord]) -> None:
+    required = required_pieces(checkpoints)
+    if required:
+        found = await connection.execute(_render(_sql_pieces.SELECT_STORED), (ids_text(required),))
+        stored = await found.fetchall()
+        if len(stored) < len(required):
+            raise missing_required(checkpoints, {row[0] for row in stored})
+    pieces = [piece for checkpoint in checkpoints for piece in checkpoint.pieces]
+    step = _sql_pieces.PIECES_PER_STATEMENT
+    for start in range(0, len(pieces), step):
+        batch = pieces[start : start + step]
+        values = [value for piece in batch for value in (piece.piece_id, piece.extends, piece.blob)]
+        await connection.execute(_render(_sql_pieces.insert_pieces(len(batch))), values)
+
+
+async def delete_old(connection: Connection, run_id: str, keep_last: int) -> int:
+    """Apply retention to a run, and delete the pieces nothing kept needs any more."""
+    parameters = (run_id, run_id, keep_last - 1, run_id)
+    deleted = await (
+        await connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters)
+    ).fetchall()
+    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    if named:
+        rows = await connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
+        needed = {ref for (text,) in await rows.fetchall() for ref in refs_of(text)}
+
+        async def links(ids: list[str]) -> Links:
+            wanted = (ids_text(ids),) * 2
+            found = await connection.execute(_render(_sql_pieces.SELECT_LINKS), wanted)
+            return [(piece_id, extends) for piece_id, extends in await found.fetchall()]
+
+        doomed = await run_collection_async(collect(named, needed), links)
+        if doomed:
+            await connection.execute(_render(_sql_pieces.DELETE_PIECES), (ids_text(doomed),))
+    return len(deleted)

@@ -35,12 +35,16 @@ class Dialect:
         insertion_order_column: DDL declaring that column, followed by a
             comma; empty when the database provides it implicitly, as then
             (SQLite's ``rowid``) every index ends with it implicitly too.
+        id_rows: A SELECT of one text column with a row per element of a
+            JSON array of strings given as one parameter (``{ids}`` in a
+            template): how a list of ids of any length travels as one value.
     """
 
     blob_type: str
     placeholder: str
     insertion_order: str
     insertion_order_column: str
+    id_rows: str
 
     def render(self, template: str) -> str:
         """Turn a template of the SQL stores into SQL for this dialect."""
@@ -51,13 +55,18 @@ class Dialect:
             order=self.insertion_order,
             order_column=self.insertion_order_column,
             tiebreak=tiebreak,
+            ids=self.id_rows,
         )
         # Templates hold no literal question marks, so the rewrite is exact.
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
 
 SQLITE = Dialect(
-    blob_type="BLOB", placeholder="?", insertion_order="rowid", insertion_order_column=""
+    blob_type="BLOB",
+    placeholder="?",
+    insertion_order="rowid",
+    insertion_order_column="",
+    id_rows="SELECT value FROM json_each(?)",
 )
 """SQLite: ``rowid`` never decreases here because the newest row of a run is never deleted."""
 
@@ -66,5 +75,6 @@ POSTGRES = Dialect(
     placeholder="%s",
     insertion_order="seq",
     insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
+    id_rows="SELECT json_array_elements_text(CAST(? AS json))",
 )
 """PostgreSQL: an identity column, in commit order per run (a commit locks its run row first)."""

@@ -7,16 +7,22 @@ differs, and that is each backend's :meth:`SqlReads._select`.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
-from treadle._stores import _sql_rows, _sql_rules, _sql_statements
+from treadle._stores import _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores._pieces import complete, ids_text
+from treadle._stores._store import Piece
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
+
+_ATTEMPTS = (1, 2)
+"""Reads of a checkpoint and its pieces, when a prune takes pieces between the two reads."""
 
 
 class SqlReads(ABC):
@@ -58,12 +64,37 @@ class SqlReads(ABC):
             RunNotFoundError: No such run.
             CheckpointNotFoundError: The run has no such checkpoint.
         """
-        rows = await self._select(_sql_statements.SELECT_CHECKPOINT, (checkpoint_id, run_id))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        if rows[0][0] is None:
-            raise CheckpointNotFoundError(run_id, checkpoint_id)
-        return _sql_rows.checkpoint_from_row(run_id, rows[0])
+        for attempt in _ATTEMPTS:
+            rows = await self._select(_sql_statements.SELECT_CHECKPOINT, (checkpoint_id, run_id))
+            if not rows:
+                raise RunNotFoundError(run_id)
+            if rows[0][0] is None:
+                raise CheckpointNotFoundError(run_id, checkpoint_id)
+            record = await self._with_pieces(
+                _sql_rows.checkpoint_from_row(run_id, rows[0]), last=attempt == _ATTEMPTS[-1]
+            )
+            if record is not None:
+                return record
+        raise AssertionError(attempt)  # pragma: no cover - the last attempt returns
+
+    async def _with_pieces(
+        self, record: CheckpointRecord, *, last: bool = False
+    ) -> CheckpointRecord | None:
+        """``record`` with the pieces it needs, read after it.
+
+        ``None`` when some are missing and this is not the ``last`` attempt:
+        a prune may have deleted the checkpoint and its pieces between the
+        two reads, so the caller reads the checkpoint again. On the last
+        attempt the record comes back with what was found, and the codec
+        names what is missing.
+        """
+        if not record.refs:
+            return record
+        rows = await self._select(_sql_pieces.SELECT_NEEDED, (ids_text(record.refs),))
+        pieces = tuple(Piece(*row) for row in rows)
+        if not last and not complete(record.refs, pieces):
+            return None
+        return dataclasses.replace(record, pieces=pieces)
 
     async def load_resumable(
         self, run_id: str, checkpoint_id: str | None = None
@@ -73,15 +104,20 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = await self._select(_sql_statements.SELECT_RESUMABLE, (checkpoint_id, run_id))
-        if not rows:
-            raise RunNotFoundError(run_id)
-        row = rows[0]
-        width = len(_sql_statements.RUN_FIELDS)
-        run, graph, found = _sql_rows.run_from_row(row[:width]), row[width], row[width + 1 :]
-        if found[0] is None:
-            return run, graph, None
-        return run, graph, _sql_rows.checkpoint_from_row(run_id, found)
+        for attempt in _ATTEMPTS:
+            rows = await self._select(_sql_statements.SELECT_RESUMABLE, (checkpoint_id, run_id))
+            if not rows:
+                raise RunNotFoundError(run_id)
+            row = rows[0]
+            width = len(_sql_statements.RUN_FIELDS)
+            run, graph, found = _sql_rows.run_from_row(row[:width]), row[width], row[width + 1 :]
+            if found[0] is None:
+                return run, graph, None
+            record = _sql_rows.checkpoint_from_row(run_id, found)
+            whole = await self._with_pieces(record, last=attempt == _ATTEMPTS[-1])
+            if whole is not None:
+                return run, graph, whole
+        raise AssertionError(attempt)  # pragma: no cover - the last attempt returns
 
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from treadle._stores._pieces import refs_of, refs_text
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -27,8 +28,11 @@ def info_from_row(run_id: str, row: Sequence[Any]) -> CheckpointInfo:
 
 
 def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
-    """A :class:`CheckpointRecord` from the info columns then the blob, as the selects give them."""
-    return CheckpointRecord(info_from_row(run_id, row), row[6])
+    """A :class:`CheckpointRecord` from the info columns, the blob and the refs, in that order.
+
+    Its pieces are not in the row: the store reads them next.
+    """
+    return CheckpointRecord(info_from_row(run_id, row), row[6], refs_of(row[7]))
 
 
 def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:
@@ -51,6 +55,8 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         None,
         1 if run.owner is not None else 0,
         graph,
+        run.parent_run_id,
+        run.parent_run_id or run.run_id,
     )
 
 
@@ -78,4 +84,5 @@ def checkpoint_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
         info.created_at,
         info.wake_at,
         checkpoint.blob,
+        refs_text(checkpoint.refs),
     )

@@ -85,6 +85,16 @@ DUE_AT = (
     " END)"
 )
 
+# The parts checkpoints share (see treadle._stores._store.Piece). A piece is
+# found by its id, and by the id of the piece it extends when retention asks
+# whether anything still extends it.
+_CREATE_PIECES = """
+CREATE TABLE treadle_pieces (
+    piece_id TEXT NOT NULL PRIMARY KEY,
+    extends TEXT,
+    blob {blob} NOT NULL
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -117,6 +127,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The first answer to a request is the only one, applied or not.
         "CREATE UNIQUE INDEX treadle_inbox_answers"  # noqa: ISC004 - one statement
         " ON treadle_inbox (run_id, target) WHERE kind = 'answer'",
+    ),
+    (  # 5: checkpoints store what changed, as pieces that checkpoints and forks share
+        _CREATE_PIECES,
+        "CREATE INDEX treadle_pieces_extends ON treadle_pieces (extends)"  # noqa: ISC004 - one statement
+        " WHERE extends IS NOT NULL",
+        # The ids of the pieces a checkpoint's frame names (a JSON array; NULL: none,
+        # as in every checkpoint written before this step: each holds all it needs).
+        "ALTER TABLE treadle_checkpoints ADD COLUMN refs TEXT",
+        # The run a fork descends from at the root: runs of one lineage may share pieces.
+        "ALTER TABLE treadle_runs ADD COLUMN lineage TEXT",
+        "UPDATE treadle_runs SET lineage = run_id",
+        "CREATE INDEX treadle_runs_lineage ON treadle_runs (lineage)",
     ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -36,18 +36,22 @@ RUN_FIELDS = (
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
+# A fork joins the lineage of the run it branched from (a run that predates
+# lineages is its own); any other run starts one.
 INSERT_RUN = f"""
-INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph, lineage)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+    COALESCE((SELECT lineage FROM treadle_runs WHERE run_id = ?), ?))
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 INSERT_CHECKPOINT = """
 INSERT INTO treadle_checkpoints
-    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, wake_at, blob)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, wake_at, blob,
+    refs)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (checkpoint_id) DO NOTHING"""
 
-_ONE_CHECKPOINT = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_ONE_CHECKPOINT = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 @functools.cache
@@ -83,7 +87,7 @@ SELECT_GRAPH = "SELECT graph FROM treadle_runs WHERE run_id = ?"
 # in one statement, so the answer comes from a single consistent read.
 SELECT_CHECKPOINT = """
 SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
-    c.blob
+    c.blob, c.refs
 FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c
     ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
@@ -93,7 +97,7 @@ WHERE r.run_id = ?"""
 SELECT_RESUMABLE = f"""
 SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
     c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
-    c.blob
+    c.blob, c.refs
 FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c
     ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
@@ -108,6 +112,7 @@ ORDER BY c.superstep, c.created_at, c.{order}"""
 
 # Keeps the ``?`` most recently inserted checkpoints of the run, and its latest
 # whatever its position, so retention can never leave a run without a head.
+# Returns the pieces each deleted checkpoint named, for the store to collect.
 DELETE_OLD_CHECKPOINTS = """
 DELETE FROM treadle_checkpoints
 WHERE run_id = ?
@@ -115,7 +120,8 @@ WHERE run_id = ?
         SELECT {order} FROM treadle_checkpoints WHERE run_id = ?
         ORDER BY {order} DESC LIMIT 1 OFFSET ?
     )
-    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)"""
+    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)
+RETURNING refs"""
 
 
 def select_runs(

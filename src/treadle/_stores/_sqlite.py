@@ -36,6 +36,7 @@ from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sqlite_lanes import Groupable, Lane
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal
+from treadle._stores._sqlite_pieces import delete_old, store_pieces
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
             found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
             if found.fetchone() is None:
                 raise RunNotFoundError(run_id)
-            return _delete_old(connection, run_id, keep_last)
+            return delete_old(connection, run_id, keep_last)
 
         return await self._call(work, write=True)
 
@@ -448,6 +449,7 @@ def _insert_checkpoints(
     query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
     if connection.execute(query, parameters).rowcount < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
+    store_pieces(connection, checkpoints)
 
 
 _ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
@@ -491,9 +493,4 @@ def _commit(
         connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
     _insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
-        _delete_old(connection, info.run_id, keep_last)
-
-
-def _delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
-    parameters = (run_id, run_id, keep_last - 1, run_id)
-    return connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters).rowcount
+        delete_old(connection, info.run_id, keep_last)

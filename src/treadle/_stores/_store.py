@@ -1,8 +1,9 @@
 """The store port: the handful of operations durability needs.
 
 A store keeps two things per run: one **run row** (status, latest
-checkpoint, lineage) and its **checkpoints** (sealed, opaque blobs, one per
-committed superstep). It never interprets a blob; encoding, checksums and
+checkpoint, lineage) and its **checkpoints** (one per committed superstep:
+a sealed, opaque frame, and the :class:`Piece` s it names, which successive
+checkpoints and forks share). It never interprets a blob; encoding, checksums and
 graph fingerprints belong to the checkpoint codec, so a backend is small and
 the same conformance suite (``tests/durable/test_store_suite.py``) can hold
 every backend to the same behaviour.
@@ -161,11 +162,50 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Piece:
+    """A stored part of checkpoints, shared by every checkpoint that uses it.
+
+    A checkpoint stores what changed since its parent: a state value that a
+    superstep did not write is not stored again, and items appended to a
+    list are stored alone, as a piece that *extends* the piece holding the
+    list before them. So a piece may be used by many checkpoints (and by
+    forks), and the store keeps it while any of them is kept.
+
+    Attributes:
+        piece_id: Its id, unique in the store.
+        extends: The piece whose content this one continues (``None``: none).
+            Loading a piece loads the pieces it extends, transitively.
+        blob: Its sealed content, opaque to the store.
+    """
+
+    piece_id: str
+    extends: str | None
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointRecord:
-    """A checkpoint with its sealed blob."""
+    """A checkpoint: its sealed frame, and the pieces it is made of.
+
+    Attributes:
+        info: Its metadata.
+        blob: The sealed frame: the small part written whole every time.
+        refs: The ids of the pieces the frame names, in any order.
+        pieces: Given to a commit, the pieces first stored with this
+            checkpoint (the others in ``refs`` are stored already).
+            Returned by a load, every piece the checkpoint needs: those in
+            ``refs`` and all they extend.
+        requires: Pieces this checkpoint uses that an earlier one stored,
+            which a commit checks are still there (a run that branches from
+            an older checkpoint names them, in case a prune took them
+            meanwhile). Empty on load.
+    """
 
     info: CheckpointInfo
     blob: bytes
+    refs: tuple[str, ...] = ()
+    pieces: tuple[Piece, ...] = ()
+    requires: tuple[str, ...] = ()
 
 
 class Store(Protocol):
@@ -185,10 +225,13 @@ class Store(Protocol):
     ) -> None:
         """Insert a new run with its graph description and first checkpoint.
 
-        With ``lease`` (epoch 1) the run is created owned by it.
+        With ``lease`` (epoch 1) the run is created owned by it. A fork
+        (``parent_run_id`` set) joins its parent's lineage: its checkpoints
+        may use the parent's pieces.
 
         Raises:
             RunExistsError: a run with this id exists already.
+            CheckpointNotFoundError: a piece in ``first.requires`` is gone.
         """
         ...
 
@@ -196,12 +239,16 @@ class Store(Protocol):
         """Atomically add a checkpoint and make it the run's latest.
 
         The run row takes the checkpoint's status, superstep and
-        ``wake_at``. With
+        ``wake_at``; its new pieces are stored with it. With
         ``keep_last`` (or the store's own retention setting) the run's older
-        checkpoints beyond that many are deleted in the same transaction.
+        checkpoints beyond that many are deleted in the same transaction,
+        and with them every piece no kept checkpoint (of this run or of a
+        fork of its lineage) still needs.
 
         Raises:
             RunNotFoundError: no such run.
+            CheckpointNotFoundError: a piece in ``requires`` is gone (the
+                checkpoint the run branched from was pruned).
         """
         ...
 
@@ -417,7 +464,9 @@ class Store(Protocol):
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints; return how many went.
 
-        The run's latest checkpoint is always kept.
+        The run's latest checkpoint is always kept, and so is every piece a
+        kept checkpoint of any run needs; the other pieces the deleted
+        checkpoints used go with them.
         """
         ...
 

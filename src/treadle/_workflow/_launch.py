@@ -99,7 +99,7 @@ async def open_run(
                 store,
                 workflow.codec,
                 workflow.fingerprint,
-                parent_checkpoint_id=restored.checkpoint_id if restored else None,
+                base=restored,
                 keep_last=launch.options.keep_last,
                 durability=settings.durability,
                 ownership=ownership,

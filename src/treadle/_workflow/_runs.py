@@ -211,9 +211,7 @@ async def load_restored(
         raise GraphChangedError(run_id, changes)
     if record is None:
         raise CheckpointNotFoundError(run_id, checkpoint_id)
-    restored = workflow.codec.decode(
-        record.blob, run_id=run_id, checkpoint_id=record.info.checkpoint_id
-    )
+    restored = workflow.codec.decode(record, run_id=run_id)
     if restored.fingerprint != workflow.fingerprint:
         raise GraphChangedError(
             run_id,
@@ -255,10 +253,10 @@ async def fork_run(
         waits=restored.waits,
         deadline_at=restored.deadline_at,
         spawned=restored.spawned,
+        written=frozenset(state_patch or ()),
     )
-    checkpointer = Checkpointer(
-        store, workflow.codec, workflow.fingerprint, parent_checkpoint_id=restored.checkpoint_id
-    )
+    # The fork's first checkpoint names its parent's pieces for all it did not patch.
+    checkpointer = Checkpointer(store, workflow.codec, workflow.fingerprint, base=restored)
     await checkpointer.create(
         workflow.name,
         encode_description(workflow.description),
