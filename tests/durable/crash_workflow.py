@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import sqlite3
 import sys
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ def make_step(name: str):
         await asyncio.sleep(0.004)
         ctx.state.update("total", lambda v: v + tick.n)
         ctx.state.set(f"last_{name}", tick.n)
+        ctx.state.set("seen", [f"{name}@{tick.n}"])  # a list that grows: stored as appended items
         if tick.n % 5 == 0:
             ctx.yield_output(f"{name}@{tick.n}")
         if tick.n < SUPERSTEPS:
@@ -59,6 +61,7 @@ def build(store=None, durability="sync"):
         .add_edge(ping, pong)
         .add_edge(pong, ping)
         .add_state("total", default=0)
+        .add_state("seen", default=[], reducer=operator.add)
         .build()
     )
 
