@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
+from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle._exceptions import (
     CheckpointNotFoundError,
     DurabilityError,
@@ -546,3 +548,106 @@ def test_sql_templates_render_for_another_dialect():
     assert parameters == (T0, 5)
     assert other.render(query).count("%s") == 2
     assert other.render(query).endswith(", seq LIMIT %s")
+
+
+def chain_of(length):
+    @executor
+    async def step(n: int, ctx: WorkflowContext[int]) -> None:
+        if n < length:
+            ctx.send_message(n + 1)
+
+    return WorkflowBuilder(step, name="chain").add_edge(step, step).build()
+
+
+def record_writer_threads(store):
+    """Which thread ran each checkpoint insert on the store's writer connection."""
+    threads = []
+
+    def traced(statement):
+        if statement.lstrip().startswith("INSERT INTO treadle_checkpoints"):
+            threads.append(threading.current_thread().name)
+
+    store._connection.set_trace_callback(traced)
+    return threads
+
+
+async def test_a_lone_runs_commits_run_inline_and_others_on_the_thread(tmp_path):
+    store = SqliteStore(tmp_path / "store.sqlite")
+    workflow = chain_of(30)
+    here = threading.current_thread().name
+    try:
+        await workflow.run(1, store=store)  # opens the file and times the first writes
+        threads = record_writer_threads(store)
+        await workflow.run(1, store=store)
+        assert threads.count(here) >= 25, threads  # one run: inline, bar its first commits
+
+        # Runs taking turns: their commits go to the writer thread (where they may group).
+        threads.clear()
+        await asyncio.gather(*(workflow.run(1, store=store) for _ in range(3)))
+        assert threads.count(here) <= 10, threads
+
+        # A slow disk (writes over 1 ms on average): the writer thread, always.
+        threads.clear()
+        store._writer._timing._average = 0.01
+        await workflow.run(1, store=store)
+        assert here not in threads[:5], threads
+    finally:
+        await store.close()
+
+
+async def test_a_lock_held_by_another_process_never_blocks_the_event_loop(tmp_path):
+    # Mid-run, when this run's commits run inline, another process takes the write lock
+    # for a second: the commit must wait on the writer thread, not on the event loop.
+    path = tmp_path / "store.sqlite"
+    store = SqliteStore(path, busy_timeout=10)
+    locked = asyncio.Event()
+    holder = None
+    armed = False
+
+    @executor
+    async def step(n: int, ctx: WorkflowContext[int]) -> None:
+        nonlocal holder
+        if n == 15 and armed:
+            holder = subprocess.Popen(  # noqa: ASYNC220 - a real other process, awaited below
+                [
+                    sys.executable,
+                    "-c",
+                    (
+                        "import sqlite3, sys, time\n"
+                        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                        "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True)\n"
+                        "time.sleep(1.0); db.execute('COMMIT')"
+                    ),
+                    str(path),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert await asyncio.to_thread(holder.stdout.readline) == "locked\n"
+            locked.set()
+        if n < 30:
+            ctx.send_message(n + 1)
+
+    workflow = WorkflowBuilder(step, name="chain").add_edge(step, step).build()
+    ticks = []
+
+    async def tick():
+        await locked.wait()
+        while True:
+            ticks.append(asyncio.get_running_loop().time())
+            await asyncio.sleep(0.01)
+
+    try:
+        await workflow.run(1, store=store)  # the writer's timing is known from now on
+        armed = True
+        ticker = asyncio.create_task(tick())
+        result = await workflow.run(1, store=store)
+        ticker.cancel()
+        await asyncio.to_thread(holder.wait, 10)
+        holder.stdout.close()
+        assert result.status.value == "completed"
+        assert ticks[-1] - ticks[0] > 0.5  # the run did wait for the lock ...
+        gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
+        assert max(gaps) < 0.25, max(gaps)  # ... while the event loop went on
+    finally:
+        await store.close()

@@ -187,18 +187,20 @@ class Checkpointer:
         if limit == 0:
             await self.flush()
         elif self._writing is None:
-            self._start_writing()
+            self._start_writing(immediate=False)  # awaited later: it overlaps the next superstep
         self.last_checkpoint_id = record.info.checkpoint_id
         return record.info.checkpoint_id
 
-    def _start_writing(self) -> None:
+    def _start_writing(self, *, immediate: bool) -> None:
         batch, self._queued = self._queued, []
         ownership = self.ownership
         if ownership is None:
-            commit = self.store.commit_many(batch, keep_last=self._keep_last)
+            commit = self.store.commit_many(batch, keep_last=self._keep_last, immediate=immediate)
         else:  # a run that comes to rest lets go of its lease with the same transaction
             rests = batch[-1].info.status != "running"
-            commit = ownership.commit_many(batch, keep_last=self._keep_last, release=rests)
+            commit = ownership.commit_many(
+                batch, keep_last=self._keep_last, release=rests, immediate=immediate
+            )
             self._writing_releases = rests
         self._writing = asyncio.ensure_future(commit)
         self._writing_count = len(batch)
@@ -223,7 +225,7 @@ class Checkpointer:
         """Wait until every checkpoint saved so far is durable (re-raising a failed commit)."""
         while self._writing is not None or self._queued:
             if self._writing is None:
-                self._start_writing()
+                self._start_writing(immediate=True)  # awaited right here
             await self._finish_writing()
 
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:

@@ -234,7 +234,12 @@ class Ownership:
         await self.store.create_run(run, graph, first, lease=self.lease)
 
     def commit_many(
-        self, checkpoints: Sequence[CheckpointRecord], *, keep_last: int | None, release: bool
+        self,
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        keep_last: int | None,
+        release: bool,
+        immediate: bool = False,
     ) -> Awaitable[None]:
         """Commit under the lease, marking applied inbox items; ``release``: give it up too.
 
@@ -245,7 +250,12 @@ class Ownership:
         self._check()
         consumed, self.consumed = self.consumed, None
         return self.store.commit_many(
-            checkpoints, keep_last=keep_last, lease=self.lease, consumed=consumed, release=release
+            checkpoints,
+            keep_last=keep_last,
+            lease=self.lease,
+            consumed=consumed,
+            release=release,
+            immediate=immediate,
         )
 
     def committed(self, *, released: bool) -> None:

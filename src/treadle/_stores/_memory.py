@@ -116,6 +116,7 @@ class MemoryStore(MemoryOwnership):
         lease: Lease | None = None,
         consumed: int | None = None,
         release: bool = False,
+        immediate: bool = False,  # noqa: ARG002 - every call is immediate here
     ) -> None:
         """:meth:`commit` for several checkpoints of one run, in order, all or none.
 

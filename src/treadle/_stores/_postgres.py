@@ -197,6 +197,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         lease: Lease | None = None,
         consumed: int | None = None,
         release: bool = False,
+        immediate: bool = False,  # noqa: ARG002 - a server: always a round trip
     ) -> None:
         """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
 

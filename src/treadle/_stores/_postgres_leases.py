@@ -146,6 +146,7 @@ class LeasedStore:
         lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
         consumed: int | None = None,
         release: bool = False,  # noqa: ARG002 - the worker releases
+        immediate: bool = False,  # noqa: ARG002 - a server: always a round trip
     ) -> None:
         """Add checkpoints of the run in order, in one transaction, under the current lease.
 

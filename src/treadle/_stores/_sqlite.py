@@ -34,9 +34,9 @@ from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundErro
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
-from treadle._stores._sqlite_lanes import Groupable, Lane
+from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal
-from treadle._stores._sqlite_pieces import delete_old, store_pieces
+from treadle._stores._sqlite_writes import commit, delete_old, insert_checkpoints
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
@@ -110,6 +110,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
             raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
         self._path = os.fspath(path)
         self._keep_last = keep_last
+        # The run that asked for the last commit: one run committing superstep after
+        # superstep may write inline; runs taking turns go to the thread, and group.
+        self._last_committer: str | None = None
         self._busy_timeout = busy_timeout
         self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
         self._reader = Lane(self, "treadle-sqlite-reader")
@@ -149,7 +152,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql_statements.INSERT_RUN), run_row).rowcount == 0:
                 raise RunExistsError(run.run_id)
-            _insert_checkpoints(connection, (first,))
+            insert_checkpoints(connection, (first,))
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
         await self._call(work, write=True, group=True)
@@ -175,6 +178,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         lease: Lease | None = None,
         consumed: int | None = None,
         release: bool = False,
+        immediate: bool = False,
     ) -> asyncio.Future[None]:
         """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
 
@@ -184,6 +188,10 @@ class SqliteStore(SqlReads, SqliteOwnership):
         durability) has the disk busy meanwhile. With ``lease`` it commits
         only while the lease is current; ``consumed`` and ``release`` mark
         inbox items applied and give the lease up in the same transaction.
+        ``immediate``: the caller awaits it at once, so when the writer is
+        idle and quick, and no other run committed since this run's last
+        commit (runs taking turns group their commits on the thread), it
+        runs on this thread (see ``_sqlite_lanes``).
 
         Raises:
             RunNotFoundError: No such run (from the future).
@@ -197,8 +205,11 @@ class SqliteStore(SqlReads, SqliteOwnership):
         owned = (
             Owned(lease, consumed, release) if lease is not None or consumed is not None else None
         )
-        work = functools.partial(_commit, tuple(checkpoints), retention, owned)
-        return self._queue(work, write=True, group=True)
+        work = functools.partial(commit, tuple(checkpoints), retention, owned)
+        run_id = checkpoints[-1].info.run_id
+        alone = run_id == self._last_committer  # no other run committed in between
+        self._last_committer = run_id
+        return self._queue(work, write=True, group=True, inline=immediate and alone)
 
     async def set_status(
         self,
@@ -285,12 +296,19 @@ class SqliteStore(SqlReads, SqliteOwnership):
     async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
         return await self._queue(work, write=write, group=group)
 
-    def _queue(self, work: _Work[_T], *, write: bool, group: bool = False) -> asyncio.Future[_T]:
-        """Hand ``work`` to the writer thread now; the future settles with its outcome."""
+    def _queue(
+        self, work: _Work[_T], *, write: bool, group: bool = False, inline: bool = False
+    ) -> asyncio.Future[_T]:
+        """Hand ``work`` to the writer thread now (or run it ``inline``, if the writer lets it)."""
         with self._lock:
             self._check_open()
             if group:
-                return self._writer.submit(Groupable(work, self._run_write, self._run_group))
+                groupable = Groupable(work, self._run_write, self._run_group)
+                if inline and self._migrated.is_set():
+                    return self._writer.submit(
+                        groupable, inline=functools.partial(self._run_inline, work)
+                    )
+                return self._writer.submit(groupable)
             return self._writer.submit(functools.partial(self._run, work, write))
 
     def _check_open(self) -> None:
@@ -306,6 +324,23 @@ class SqliteStore(SqlReads, SqliteOwnership):
 
     def _run_write(self, work: _Work[_T]) -> _T:
         return self._run(work, write=True)
+
+    def _run_inline(self, work: _Work[_T]) -> _T:
+        """``work`` in a transaction on the caller's thread, if no other process holds the lock.
+
+        Raises:
+            Unavailable: the database is locked (the writer thread waits for it instead).
+        """
+        connection = self._connection
+        assert connection is not None  # noqa: S101 - inline only once the writer opened the file
+        try:
+            return _transaction(connection, work, write=True)
+        except sqlite3.OperationalError as error:
+            if _is_busy(error):
+                raise Unavailable from error
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+        except sqlite3.Error as error:
+            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
 
     def _run_read(self, work: _Work[_T]) -> _T:
         try:
@@ -338,7 +373,13 @@ class SqliteStore(SqlReads, SqliteOwnership):
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: the driver starts no transactions; we do, explicitly.
-        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        # The writer lane's lock, not the thread, makes its use exclusive: a commit
+        # may run inline on a caller's thread (see _sqlite_lanes). timeout=0: SQLite
+        # never sleeps on a lock held elsewhere, which would block a caller's event
+        # loop; the writer thread waits instead, in _retrying, up to busy_timeout.
+        connection = sqlite3.connect(
+            self._path, timeout=0, isolation_level=None, check_same_thread=False
+        )
         try:
             self._retrying(connection, self._configure, write=False)
             self._retrying(connection, self._migrate, write=True)
@@ -368,9 +409,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
             connection.execute(_render(template), parameters)
 
     def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
-        # SQLite waits up to busy_timeout by itself in most cases; the few where it
-        # answers "locked" at once (a WAL reset or recovery by another process) are
-        # retried here, against the same deadline.
+        # The writer's connection answers "locked" at once (timeout=0, see _open), and
+        # so, in a few cases, does the reader's (a WAL reset or recovery by another
+        # process): retried here, on the store's thread, until busy_timeout.
         deadline = time.monotonic() + self._busy_timeout
         pause = _FIRST_PAUSE
         while True:
@@ -439,58 +480,3 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
 
 def _select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
     return connection.execute(query, parameters).fetchall()
-
-
-def _insert_checkpoints(
-    connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]
-) -> None:
-    # One statement for them all: each statement costs the store's thread the GIL twice.
-    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
-    query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
-    if connection.execute(query, parameters).rowcount < len(checkpoints):
-        raise ValueError(_sql_rules.taken_ids_message(checkpoints))
-    store_pieces(connection, checkpoints)
-
-
-_ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
-
-
-def _commit(
-    checkpoints: Sequence[CheckpointRecord],
-    keep_last: int | None,
-    owned: Owned | None,
-    connection: sqlite3.Connection,
-) -> None:
-    info = checkpoints[-1].info
-    position: tuple[Any, ...] = (
-        info.superstep,
-        info.checkpoint_id,
-        info.created_at,
-        info.wake_at,
-        info.run_id,
-    )
-    lease = owned.lease if owned is not None else None
-    now = time.time()
-    if owned is not None and owned.consumed is not None:
-        # Applied: marked so, and the run is ready no more once nothing delivered is left.
-        connection.execute(
-            _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
-        )
-        connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
-    if lease is not None and owned is not None and owned.release:
-        resting = (info.status, *position, lease.owner, lease.epoch)
-        advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
-    elif lease is not None:
-        advanced = connection.execute(
-            _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
-        )
-    else:
-        advanced = connection.execute(_render(_sql_statements.ADVANCE_RUN_POSITION), position)
-    if advanced.rowcount == 0:
-        raise refusal(connection, info.run_id, lease)
-    if owned is None or not owned.release:
-        status_change = (info.status, info.run_id, info.status)
-        connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
-    _insert_checkpoints(connection, checkpoints)
-    if keep_last is not None:
-        delete_old(connection, info.run_id, keep_last)

@@ -11,6 +11,19 @@ future that awaits it and that future's loop; the outcome goes back through
 another) may use a lane. A daemonic thread cannot keep the process alive: a
 transaction cut short at exit is undone by SQLite's journal as if it had
 never begun.
+
+**Inline calls.** Handing a call to the thread and hearing back costs two
+thread wake-ups, tens of microseconds, which for one run committing a
+superstep at a time is a large part of a durable superstep (its fsync
+takes about a hundred). So a caller that will await the call at once and
+has nothing to overlap with it may ask for it ``inline``: when the lane is
+idle (nothing queued or running) and its recent calls were quick (under
+:data:`INLINE_UNDER` on average), the call runs on the caller's thread,
+holding the lane, and the event loop waits for it as it would for any short
+blocking call. A busy lane (many runs committing: their commits group) or a
+slow disk keeps every call on the thread, and so does a database another
+process holds locked: the inline attempt raises :class:`Unavailable` rather
+than wait, and the call goes to the thread, which waits.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -29,6 +43,18 @@ _Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
 
 GROUP_MAX = 64
 """At most this many queued groupable calls are run as one group."""
+
+INLINE_UNDER = 0.001
+"""Seconds a lane's calls may take on average and still run inline (see the module docstring)."""
+
+_SMOOTHING = 0.2  # weight of the newest call in the lane's running average
+
+
+class Unavailable(Exception):  # noqa: N818 - a signal between a lane and its owner, not an error
+    """Raised by an inline attempt that would have to wait (a lock held elsewhere).
+
+    Nothing was done; the lane queues the call for its thread instead.
+    """
 
 
 class Groupable:
@@ -64,21 +90,37 @@ class Lane:
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # Held by whoever runs a call: the thread, or a caller running one inline.
+        self._holder = threading.Lock()
+        self._timing = _Timing()
 
     @property
     def started(self) -> bool:
         """Whether the thread runs (it starts with the first call)."""
         return self._thread is not None
 
-    def submit(self, call: Callable[[], _T]) -> asyncio.Future[_T]:
+    def submit(
+        self, call: Callable[[], _T], *, inline: Callable[[], _T] | None = None
+    ) -> asyncio.Future[_T]:
         """Queue ``call``; the future (of the running loop) settles with its outcome.
 
         A future cancelled before its call starts takes the call out of the
-        queue; once started, the call completes either way.
+        queue; once started, the call completes either way. With ``inline``
+        (the same work, done without waiting), an idle lane whose calls have
+        been quick runs that at once on this thread instead, and the future
+        is done on return; if it raises :class:`Unavailable`, ``call`` is
+        queued after all.
         """
+        if inline is not None and self._timing.quick() and self._jobs.empty():
+            ran = self._inline(inline)
+            if ran is not None:
+                return ran
         if self._thread is None:
             self._thread = threading.Thread(
-                target=_serve, args=(self._jobs,), name=self._name, daemon=True
+                target=_serve,
+                args=(self._jobs, self._holder, self._timing),
+                name=self._name,
+                daemon=True,
             )
             self._thread.start()
             owner = self._owner()
@@ -90,6 +132,21 @@ class Lane:
         done: asyncio.Future[_T] = loop.create_future()
         self._jobs.put((call, done, loop))
         return done
+
+    def _inline(self, call: Callable[[], _T]) -> asyncio.Future[_T] | None:
+        if not self._holder.acquire(blocking=False):
+            return None  # the thread is at work after all
+        ran: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        try:
+            with self._timing:
+                ran.set_result(call())
+        except Unavailable:
+            return None
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
+            ran.set_exception(error)
+        finally:
+            self._holder.release()
+        return ran
 
     async def stop(self, last: Callable[[], object]) -> None:
         """Run ``last`` (closing the connection), then end the thread; nothing runs after.
@@ -105,32 +162,59 @@ class Lane:
         thread.join()  # at once: the stop is the thread's last job
 
 
-def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+class _Timing:
+    """A running average of how long a lane's calls take (a context manager times one)."""
+
+    __slots__ = ("_average", "_started")
+
+    def __init__(self) -> None:
+        self._average: float | None = None  # nothing measured yet: not quick
+        self._started = 0.0
+
+    def quick(self) -> bool:
+        average = self._average
+        return average is not None and average < INLINE_UNDER
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(self, *exc_info: object) -> None:
+        took = time.perf_counter() - self._started
+        average = self._average
+        self._average = took if average is None else average + _SMOOTHING * (took - average)
+
+
+def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing: _Timing) -> None:
     # One job at a time in queue order. Groupable calls waiting back to back
     # in the queue run as one group; each caller still hears back only once
     # the group is done, and queue order is kept.
     job = jobs.get()
     while job is not None:
+        call: Callable[[], Any] | None
         call, done, loop = job
         job = None
-        if isinstance(call, Groupable):
-            group, job = _gather_group(call, done, loop, jobs)
-            if len(group) > 1:
-                outcomes = call.run_group([queued[0].work for queued in group])
-                for (_, waiting, its_loop), (result, error) in zip(group, outcomes, strict=True):
-                    _reply(its_loop, waiting, result, error)
-                del group, outcomes
-                job = job if job is not None else jobs.get()
-                continue
-            if group:  # a group of one: the plain path
-                call, done, loop = group[0]
-        if not done.cancelled():  # else its caller gave up before it started: skip it
-            try:
-                result, error = call(), None
-            except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
-                result, error = None, raised
-            _reply(loop, done, result, error)
-            del result, error
+        with holder:
+            if isinstance(call, Groupable):
+                group, job = _gather_group(call, done, loop, jobs)
+                if len(group) > 1:
+                    with timing:
+                        outcomes = call.run_group([queued[0].work for queued in group])
+                    for (_, waiting, its_loop), (result, error) in zip(
+                        group, outcomes, strict=True
+                    ):
+                        _reply(its_loop, waiting, result, error)
+                    del group, outcomes
+                    call = None  # the group is done
+                elif group:  # a group of one: the plain path
+                    call, done, loop = group[0]
+            if call is not None and not done.cancelled():  # else its caller gave up: skip it
+                try:
+                    with timing:
+                        result, error = call(), None
+                except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
+                    result, error = None, raised
+                _reply(loop, done, result, error)
+                del result, error
         del call, done, loop  # hold nothing until the next job arrives
         if job is None:
             job = jobs.get()

@@ -260,6 +260,7 @@ class Store(Protocol):
         lease: Lease | None = None,
         consumed: int | None = None,
         release: bool = False,
+        immediate: bool = False,
     ) -> Awaitable[None]:
         """:meth:`commit` for several checkpoints of one run, in order, atomically.
 
@@ -267,6 +268,9 @@ class Store(Protocol):
         ``consumed`` marks the run's inbox items up to that ``seq`` applied,
         and ``release`` gives the lease up, both in the same transaction (a
         run that comes to rest releases its lease with its last commit).
+        ``immediate`` says the caller awaits the commit at once, with nothing
+        to overlap it with: a store may then write on the calling thread
+        (``SqliteStore`` does, when its writer is idle and quick).
 
         All of them are added or none is; the run row follows the last. This
         is how a run's checkpointer writes, every barrier: in batched mode

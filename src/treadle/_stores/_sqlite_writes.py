@@ -1,0 +1,136 @@
+"""The writes ``SqliteStore`` makes on its writer connection: commits, their pieces, retention.
+
+Each function runs inside the transaction its caller began. The statements
+are :mod:`treadle._stores._sql_statements`' and
+:mod:`treadle._stores._sql_pieces`'; which pieces go when checkpoints are
+deleted is decided by :func:`treadle._stores._pieces.collect`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+from treadle._stores import _sql_ownership, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores._pieces import (
+    collect,
+    ids_text,
+    missing_required,
+    refs_of,
+    required_pieces,
+    run_collection,
+)
+from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sqlite_ownership import refusal
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from treadle._stores._pieces import Links
+    from treadle._stores._sqlite_ownership import Owned
+    from treadle._stores._store import CheckpointRecord
+
+_render = functools.cache(SQLITE.render)
+
+
+def store_pieces(connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]) -> None:
+    """Insert the checkpoints' new pieces, after checking the pieces they require are there.
+
+    Raises:
+        CheckpointNotFoundError: a required piece is gone (pruned meanwhile).
+    """
+    required = required_pieces(checkpoints)
+    if required:
+        wanted = ids_text(required)
+        stored = connection.execute(_render(_sql_pieces.SELECT_STORED), (wanted,)).fetchall()
+        if len(stored) < len(required):
+            raise missing_required(checkpoints, {row[0] for row in stored})
+    pieces = [piece for checkpoint in checkpoints for piece in checkpoint.pieces]
+    step = _sql_pieces.PIECES_PER_STATEMENT
+    for start in range(0, len(pieces), step):
+        batch = pieces[start : start + step]
+        values = [value for piece in batch for value in (piece.piece_id, piece.extends, piece.blob)]
+        connection.execute(_render(_sql_pieces.insert_pieces(len(batch))), values)
+
+
+def delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> int:
+    """Apply retention to a run, and delete the pieces nothing kept needs any more."""
+    parameters = (run_id, run_id, keep_last - 1, run_id)
+    deleted = connection.execute(
+        _render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters
+    ).fetchall()
+    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    if named:
+        collect_pieces(connection, run_id, named)
+    return len(deleted)
+
+
+def collect_pieces(connection: sqlite3.Connection, run_id: str, named: Sequence[str]) -> None:
+    """Delete what deleted checkpoints of ``run_id`` ``named`` that no kept checkpoint needs."""
+    rows = connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
+    needed = {ref for (text,) in rows for ref in refs_of(text)}
+
+    def links(ids: list[str]) -> Links:
+        wanted: tuple[Any, ...] = (ids_text(ids),) * 2
+        return connection.execute(_render(_sql_pieces.SELECT_LINKS), wanted).fetchall()
+
+    doomed = run_collection(collect(named, needed), links)
+    if doomed:
+        connection.execute(_render(_sql_pieces.DELETE_PIECES), (ids_text(doomed),))
+
+
+def insert_checkpoints(
+    connection: sqlite3.Connection, checkpoints: Sequence[CheckpointRecord]
+) -> None:
+    # One statement for them all: each statement costs the store's thread the GIL twice.
+    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
+    query = _render(_sql_statements.insert_checkpoints(len(checkpoints)))
+    if connection.execute(query, parameters).rowcount < len(checkpoints):
+        raise ValueError(_sql_rules.taken_ids_message(checkpoints))
+    store_pieces(connection, checkpoints)
+
+
+_ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
+
+
+def commit(
+    checkpoints: Sequence[CheckpointRecord],
+    keep_last: int | None,
+    owned: Owned | None,
+    connection: sqlite3.Connection,
+) -> None:
+    info = checkpoints[-1].info
+    position: tuple[Any, ...] = (
+        info.superstep,
+        info.checkpoint_id,
+        info.created_at,
+        info.wake_at,
+        info.run_id,
+    )
+    lease = owned.lease if owned is not None else None
+    now = time.time()
+    if owned is not None and owned.consumed is not None:
+        # Applied: marked so, and the run is ready no more once nothing delivered is left.
+        connection.execute(
+            _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
+        )
+        connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
+    if lease is not None and owned is not None and owned.release:
+        resting = (info.status, *position, lease.owner, lease.epoch)
+        advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
+    elif lease is not None:
+        advanced = connection.execute(
+            _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
+        )
+    else:
+        advanced = connection.execute(_render(_sql_statements.ADVANCE_RUN_POSITION), position)
+    if advanced.rowcount == 0:
+        raise refusal(connection, info.run_id, lease)
+    if owned is None or not owned.release:
+        status_change = (info.status, info.run_id, info.status)
+        connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
+    insert_checkpoints(connection, checkpoints)
+    if keep_last is not None:
+        delete_old(connection, info.run_id, keep_last)
