@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from _workload import WORKLOADS
+from _workload import GROWING_QUICK_STEPS, WORKLOADS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 FLOOR = "raw-asyncio"
 TREADLE = "treadle"
 TIMES = "\N{MULTIPLICATION SIGN}"
-TIME_KEYS = ("value", "wake_s", "park_us")  # the other figures are sizes
+TIME_KEYS = ("value", "wake_s", "park_us", "early_us")  # the other figures are sizes
 NONE = "\N{EN DASH}"
 
 Cell = dict[str, Any]
@@ -149,11 +149,10 @@ def _spread_table(medians: Medians, engines: list[str]) -> list[str]:
 
 
 def _durability_notes(medians: Medians) -> list[str]:
-    if not {"ckpt_chain", "ckpt_chain_background", "ckpt_chain_batched", "idle_runs"} & set(
-        medians
-    ):
+    durable = {"ckpt_chain", "ckpt_chain_background", "ckpt_chain_batched", "idle_runs"}
+    if not (durable | {"many_durable_runs", "growing_state"}) & set(medians):
         return []
-    out = ["## Durability modes and parked runs", ""]
+    out = ["## Durability modes, parked runs, many durable runs, growing state", ""]
     if "ckpt_chain" in medians:
         out.append(
             '- `ckpt_chain` is the default mode, `durability="sync"` in treadle and '
@@ -184,6 +183,27 @@ def _durability_notes(medians: Medians) -> list[str]:
             "growth is sampled after every batch and includes one-time costs (the store's "
             "connection, its page cache, its thread), which weigh more per run at a smaller "
             "N; the last-90% row is the slope."
+        )
+    if "many_durable_runs" in medians:
+        out.append(
+            "- `many_durable_runs`: durable supersteps/s is the headline (higher is better; "
+            "5 supersteps per run divided by the wall time of all the runs together). Every "
+            'engine commits each superstep before that run goes on (`durability="sync"`); '
+            "the floor commits each one in its own fsync'd transaction, so an engine that "
+            "shares fsyncs between runs (group commit) can beat it."
+        )
+    if "growing_state" in medians:
+        spec = WORKLOADS["growing_state"]
+        out.append(
+            "- `growing_state` is one run per engine (no warm-up, one repetition). Its "
+            "supersteps row gives the run's length ("
+            f"{spec.units:,}; {GROWING_QUICK_STEPS:,} with `--quick`), so the last-100 row covers "
+            "the supersteps before the run's end. A superstep's cost runs from its node's "
+            "entry to the next one's, so it includes the barrier and the checkpoint commit. "
+            "A growth ratio near 1 and a store near the items' own size (the floor: one "
+            "row per item) mean the checkpoint writes what changed; a store near half the "
+            "square of the step count times 1 KB means every checkpoint rewrote the whole "
+            "list."
         )
     return [*out, ""]
 
@@ -217,8 +237,8 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         *(
             [
                 (
-                    "- Every SQLite file (the floor's, treadle's, LangGraph's) is made in one "
-                    f"scratch directory on {machine['scratch_filesystem']}."
+                    "- Every SQLite file (the floor's, treadle's, LangGraph's, DBOS's) is made "
+                    f"in one scratch directory on {machine['scratch_filesystem']}."
                 )
             ]
             if "scratch_filesystem" in machine
@@ -240,7 +260,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         + ", ".join(f"{d} {v}" for d, v in results["other_versions"].items())
         + ".",
         "",
-        "## Medians (lower is better, except runs/s)",
+        "## Medians (lower is better, except runs/s and durable supersteps/s)",
         "",
         *_medians_table(medians, engines, notes),
         "",

@@ -12,6 +12,15 @@ every run and fails loudly when the count differs from the workload's expectatio
 :class:`Parking` (start run *i* until it rests durably; wake every parked run), and the
 harness measures memory, store size and time around it (:func:`_idle`).
 
+``growing_state`` is one long run too: its factory returns a :class:`Growing` (run *n*
+supersteps that each append :func:`item` to a durable list), the node body also does
+``stamps.append(time.perf_counter())``, and the harness turns those entry times into the
+cost of the first and of the last 100 supersteps (:func:`_growing`).
+
+An engine that runs a workload at another size than the spec's ``units`` (fewer runs in
+``many_durable_runs``, say) lists it in a module-level ``UNITS = {"workload": n}``; the
+expected invocation count scales with it, and the line reports ``n``.
+
 A child process is started by ``run.py`` as::
 
     benchmarks/.venv/bin/python -c "import _workload; _workload.main()" ENGINE WORKLOAD [--quick]
@@ -51,6 +60,12 @@ IDLE_RUNS = 100_000
 IDLE_SLEEP_S = 3_600
 IDLE_BATCH = 100  # runs started at once (asyncio.gather) while parking
 IDLE_CALLS_PER_RUN = 2  # the handler runs once to park and once more when woken
+GROWING_STEPS = 1_500  # supersteps of the one `growing_state` run
+GROWING_QUICK_STEPS = 400  # with --quick
+GROWING_ITEM_CHARS = 1_000  # each superstep appends one string this long (1 KB)
+GROWING_WINDOW = 100  # the first and the last this many supersteps are compared
+DURABLE_RUNS = 1_000  # concurrent runs in `many_durable_runs`
+DURABLE_RUN_STEPS = 5  # nodes in each run's chain, one durable superstep each
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,9 @@ class Workload:
     warmup: int = 3
     budget_s: float = 3.0  # stop timing early once this much time is spent (min 3 runs)
     description: str = ""
-    kind: str = "timed"  # "timed": warm-up then timed runs; "idle": one park-then-wake cycle
+    # "timed": warm-up then timed runs; "idle": one park-then-wake cycle; "growing": one
+    # long run timed superstep by superstep
+    kind: str = "timed"
     max_repeat: int | None = None  # repetitions at most, whatever --repeat says
     timeout_s: int = 300  # the runner kills a child after this long
     # Figures beyond ``value`` shown as rows of their own: (key, unit label, ratio to floor?)
@@ -112,6 +129,25 @@ WORKLOADS: dict[str, Workload] = {
             description=f"{MANY_RUNS} concurrent runs (asyncio.gather) of a "
             f"{MANY_RUNS_CHAIN}-node chain on one workflow object",
             extra=(("runs_per_s", "runs/s", False), ("maxrss_mb", "peak RSS, MB", True)),
+        ),
+        Workload(
+            "many_durable_runs",
+            DURABLE_RUNS,
+            "µs/run",
+            DURABLE_RUNS * DURABLE_RUN_STEPS,
+            runs=5,
+            quick_runs=3,
+            warmup=1,
+            description=f"{DURABLE_RUNS:,} concurrent runs (asyncio.gather) of a "
+            f"{DURABLE_RUN_STEPS}-node chain on one SQLite file, every superstep durable "
+            '(`durability="sync"`, fsync\'d) before the run goes on; the headline is durable '
+            f"supersteps per second ({DURABLE_RUNS * DURABLE_RUN_STEPS:,} / wall time; an "
+            "engine running fewer runs says so in its runs row)",
+            timeout_s=900,
+            extra=(
+                ("supersteps_per_s", "durable supersteps/s", False),
+                ("n", "concurrent runs", False),
+            ),
         ),
         Workload(
             "ckpt_chain",
@@ -170,8 +206,39 @@ WORKLOADS: dict[str, Workload] = {
                 ("n", "parked runs", False),
             ),
         ),
+        Workload(
+            "growing_state",
+            GROWING_STEPS,
+            f"µs/superstep, last {GROWING_WINDOW}",
+            GROWING_STEPS,
+            runs=1,
+            quick_runs=1,
+            warmup=0,
+            description=f"one executor looping on itself for {GROWING_STEPS:,} supersteps "
+            f"({GROWING_QUICK_STEPS} with --quick), each appending a distinct "
+            f"{GROWING_ITEM_CHARS:,}-character string to a declared list state key with an "
+            '`operator.add` reducer, on a SQLite file store, `durability="sync"`; a superstep '
+            "costs the time from its node's entry to the next one's (the last: to the run's "
+            f"return); the first and the last {GROWING_WINDOW} supersteps, their ratio, and "
+            "the store's size (file plus `-wal`) after the run (one run, no warm-up)",
+            kind="growing",
+            max_repeat=1,
+            timeout_s=1_200,
+            extra=(
+                ("early_us", f"µs/superstep, first {GROWING_WINDOW}", True),
+                ("growth", f"last {GROWING_WINDOW} / first {GROWING_WINDOW}", False),
+                ("store_mb", "store file at the end, MB", True),
+                ("n", "supersteps", False),
+            ),
+        ),
     )
 }
+
+
+def item(i: int) -> str:
+    """The 1 KB string superstep ``i`` appends in ``growing_state`` (distinct per step)."""
+    head = f"item {i:06d} "
+    return head + "abcdefghij"[i % 10] * (GROWING_ITEM_CHARS - len(head))
 
 
 @dataclass(frozen=True)
@@ -193,6 +260,20 @@ class Parking:
     stored_completed: Callable[[], Awaitable[int]] | None = None
 
 
+@dataclass(frozen=True)
+class Growing:
+    """What an engine gives ``growing_state``: how to run ``n`` supersteps, where the store is.
+
+    ``run(n)`` makes one durable run whose one node runs ``n`` times, appending ``item(i)``
+    to a list in the run's state at superstep ``i`` (its body does ``calls.n += 1`` and
+    ``stamps.append(time.perf_counter())`` on entry), and returns the length of the list
+    the run ends with. ``store_path`` is the store's file (its ``-wal`` file is counted).
+    """
+
+    run: Callable[[int], Awaitable[int]]
+    store_path: str
+
+
 class Calls:
     """Node-body invocation counter. Engines do ``calls.n += 1`` in every node body."""
 
@@ -203,6 +284,7 @@ class Calls:
 
 
 calls = Calls()
+stamps: list[float] = []  # `growing_state`: time.perf_counter() at every node entry
 _exit_stack = contextlib.AsyncExitStack()
 
 
@@ -239,13 +321,13 @@ def expect(actual: Any, expected: Any, what: str) -> None:
         raise WorkloadError(f"{what}: expected {expected!r}, got {actual!r}")
 
 
-async def _measure(factory: Factory, spec: Workload, runs: int) -> list[int]:
+async def _measure(factory: Factory, spec: Workload, runs: int, expected: int) -> list[int]:
     async with _exit_stack:
         run = await factory()
         for _ in range(spec.warmup):
             calls.n = 0
             await run()
-            _check(spec, "warm-up")
+            _check(spec, expected, "warm-up")
         timings: list[int] = []
         deadline = time.perf_counter_ns() + int(spec.budget_s * 1e9)
         for i in range(runs):
@@ -253,7 +335,7 @@ async def _measure(factory: Factory, spec: Workload, runs: int) -> list[int]:
             t0 = time.perf_counter_ns()
             await run()
             timings.append(time.perf_counter_ns() - t0)
-            _check(spec, f"timed run {i}")
+            _check(spec, expected, f"timed run {i}")
             if i >= 2 and time.perf_counter_ns() > deadline:
                 break
         return timings
@@ -313,11 +395,41 @@ async def _idle(factory: Factory, spec: Workload, quick: bool) -> dict[str, Any]
         }
 
 
-def _check(spec: Workload, when: str) -> None:
-    if calls.n != spec.expected_calls:
+async def _growing(factory: Factory, spec: Workload, quick: bool) -> dict[str, Any]:
+    """One run of ``n`` supersteps; the cost of the first and of the last 100 of them."""
+    async with _exit_stack:
+        growing: Growing = await factory()  # type: ignore[assignment]
+        n = GROWING_QUICK_STEPS if quick else GROWING_STEPS
+        calls.n = 0
+        stamps.clear()
+        t0 = time.perf_counter()
+        length = await growing.run(n)
+        end = time.perf_counter()
+        store = _store_bytes(growing.store_path)  # after the run, before the store closes
+        expect(length, n, "items in the list the run ends with")
+        _check(spec, n, "the run")
+        expect(len(stamps), n, "node entries timestamped")
+        # Superstep k (1-based) costs entries[k] - entries[k - 1]: from its node's entry to
+        # the next superstep's, the last one's to the run's return.
+        entries = [*stamps, end]
+        w = GROWING_WINDOW
+        early = (entries[w] - entries[0]) / w * 1e6
+        late = (entries[n] - entries[n - w]) / w * 1e6
+        return {
+            "value": late,
+            "early_us": early,
+            "growth": late / early,
+            "store_mb": store / 1e6,
+            "n": n,
+            "run_s": end - t0,
+            "runs": 1,
+        }
+
+
+def _check(spec: Workload, expected: int, when: str) -> None:
+    if calls.n != expected:
         raise WorkloadError(
-            f"{spec.name}: expected {spec.expected_calls} node invocations per run, "
-            f"counted {calls.n} ({when})"
+            f"{spec.name}: expected {expected} node invocations per run, counted {calls.n} ({when})"
         )
 
 
@@ -344,19 +456,27 @@ def main() -> None:
         return
     if spec.kind == "idle":
         line |= {"status": "ok", "unit": spec.unit} | asyncio.run(_idle(factory, spec, args.quick))
+    elif spec.kind == "growing":
+        line |= {"status": "ok", "unit": spec.unit}
+        line |= asyncio.run(_growing(factory, spec, args.quick))
     else:
+        units = getattr(module, "UNITS", {}).get(spec.name, spec.units)
+        expected = spec.expected_calls * units // spec.units
         runs = spec.quick_runs if args.quick else spec.runs
-        timings = asyncio.run(_measure(factory, spec, runs))
+        timings = asyncio.run(_measure(factory, spec, runs, expected))
         median_ns = statistics.median(timings)
         line |= {
             "status": "ok",
             "unit": spec.unit,
-            "value": median_ns / 1_000 / spec.units,
+            "value": median_ns / 1_000 / units,
             "runs": len(timings),
             "median_run_ms": median_ns / 1e6,
         }
         if spec.name == "many_runs":
-            line["runs_per_s"] = spec.units / (median_ns / 1e9)
+            line["runs_per_s"] = units / (median_ns / 1e9)
+        if spec.name == "many_durable_runs":
+            line["supersteps_per_s"] = units * DURABLE_RUN_STEPS / (median_ns / 1e9)
+            line["n"] = units
     line["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     note = getattr(module, "NOTES", {}).get(spec.name)
     if note:

@@ -37,6 +37,7 @@ PEERS = [
     "agent-framework-core",
     "llama-index-workflows",
     "pydantic-graph",
+    "dbos",
 ]
 # display name -> (module in benchmarks/engines/, distribution); the floor is always run
 ENGINES = {
@@ -46,6 +47,7 @@ ENGINES = {
     "agent-framework": ("agent_framework", "agent-framework-core"),
     "llama-index-workflows": ("llama_index_workflows", "llama-index-workflows"),
     "pydantic-graph": ("pydantic_graph", "pydantic-graph"),
+    "dbos": ("dbos", "dbos"),
 }
 OTHER_DISTRIBUTIONS = ["langgraph-checkpoint", "langgraph-checkpoint-sqlite", "pydantic"]
 WORKLOADS = list(SPECS)

@@ -43,6 +43,8 @@ ABSENT = {
     "idle_runs": "no durable timer and no fsync'd store: a run can pause on "
     "`ctx.request_info` and be checkpointed to FileCheckpointStorage (no fsync), but nothing "
     "records a wake-up time or finds the runs that are due",
+    "many_durable_runs": "no comparable store (see `ckpt_chain`)",
+    "growing_state": "no comparable store (see `ckpt_chain`)",
 }
 NOTES = {
     "many_runs": "1,000 Workflow objects, one run each: a Workflow refuses concurrent runs",

@@ -12,11 +12,19 @@ node calling ``interrupt()`` on a SQLite checkpointer: the run's thread rests in
 store, and ``Command(resume=...)`` on the same thread id continues it (the node runs
 again from its start and ``interrupt()`` returns the resume value). Nothing records
 when a thread is due, so the adapter resumes every thread by id, one after another.
+
+``many_durable_runs`` gathers 1,000 ``ainvoke`` calls of a 5-node chain compiled with
+one ``AsyncSqliteSaver``, a fresh thread id each, ``durability="sync"``.
+``growing_state`` is one node looping on itself through a conditional edge, returning
+``{"log": [item]}`` to an ``Annotated[list[str], operator.add]`` channel every step, on
+an ``AsyncSqliteSaver`` file with ``durability="sync"`` and ``recursion_limit`` above
+the step count.
 """
 
 import asyncio
 import itertools
 import operator
+import time
 import uuid
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypedDict
@@ -24,19 +32,24 @@ from typing import Annotated, Any, TypedDict
 from _workload import (
     CHAIN_NODES,
     CKPT_NODES,
+    DURABLE_RUN_STEPS,
+    DURABLE_RUNS,
     FANOUT_WIDTH,
     IDLE_RUNS,
     IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Growing,
     Parking,
     RunFn,
     WorkloadError,
     calls,
     enter,
     expect,
+    item,
     scratch_path,
+    stamps,
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -207,3 +220,48 @@ async def idle_runs() -> Parking:
         return completed
 
     return Parking(park, wake_all, path, n=IDLE_RUNS_HERE)
+
+
+async def many_durable_runs() -> RunFn:
+    saver = await _saver(scratch_path("langgraph-many.sqlite"))
+    graph = _chain_builder(DURABLE_RUN_STEPS).compile(checkpointer=saver)
+
+    def one() -> Awaitable[Any]:
+        config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        return graph.ainvoke({"x": 0}, config, durability="sync")
+
+    return lambda: asyncio.gather(*(one() for _ in range(DURABLE_RUNS)))
+
+
+class LogState(TypedDict):
+    i: int
+    n: int
+    log: Annotated[list[str], operator.add]
+
+
+async def growing_state() -> Growing:
+    path = scratch_path("langgraph-growing.sqlite")
+    saver = await _saver(path)
+
+    async def grow(state: LogState) -> dict[str, Any]:
+        calls.n += 1
+        stamps.append(time.perf_counter())
+        i = state["i"] + 1
+        return {"i": i, "log": [item(i)]}
+
+    def again(state: LogState) -> str:
+        return "grow" if state["i"] < state["n"] else END
+
+    g = StateGraph(LogState)
+    g.add_node("grow", grow)
+    g.add_edge(START, "grow")
+    g.add_conditional_edges("grow", again, ["grow", END])
+    graph = g.compile(checkpointer=saver)
+
+    async def run(n: int) -> int:
+        config: Any = {"recursion_limit": n + 10, "configurable": {"thread_id": "growing"}}
+        out = await graph.ainvoke({"i": 0, "n": n, "log": []}, config, durability="sync")
+        expect(out["i"], n, "the loop's last step")
+        return len(out["log"])
+
+    return Growing(run, path)

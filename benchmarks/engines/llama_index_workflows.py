@@ -37,6 +37,8 @@ ABSENT = {
     "idle_runs": "no durable timer or store in the library: `ctx.wait_for_event` waits inside "
     "the live process (the run stays in memory, with a timeout), and its SQLite store is in "
     "the separate llama-agents-server package",
+    "many_durable_runs": "no per-step durable store in the library (see `ckpt_chain`)",
+    "growing_state": "no per-step durable store in the library (see `ckpt_chain`)",
 }
 NOTES = {"fanout": "one `work` step with num_workers=100 handling 100 events"}
 

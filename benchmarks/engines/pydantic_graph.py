@@ -32,6 +32,8 @@ ABSENT = {
     "ckpt_chain_batched": "no state persistence in 2.x (see `ckpt_chain`)",
     "idle_runs": "no state persistence and no timer in 2.x: a run exists only while its "
     "coroutine runs, so it cannot rest outside the process",
+    "many_durable_runs": "no state persistence in 2.x (see `ckpt_chain`)",
+    "growing_state": "no state persistence in 2.x (see `ckpt_chain`)",
 }
 
 Ctx = StepContext[None, None, int]

@@ -9,12 +9,16 @@ The durable floors use one SQLite connection on the event loop's thread (WAL,
 ``synchronous=FULL``), one fsync'd transaction per write: ``ckpt_chain`` (and
 ``ckpt_chain_background``, the same figure) inserts a 300-byte blob per superstep;
 ``idle_runs`` inserts one timer row per parked run, then selects the due rows and
-completes each with one update.
+completes each with one update; ``many_durable_runs`` inserts a 300-byte blob per
+superstep of each of the 1,000 concurrent runs, each insert its own fsync'd transaction
+(no group commit); ``growing_state`` inserts the superstep's 1 KB item as one row of a
+table, so the durable list grows by one row per step instead of being rewritten.
 """
 
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,16 +26,21 @@ from _workload import (
     CHAIN_NODES,
     CKPT_BLOB_BYTES,
     CKPT_NODES,
+    DURABLE_RUN_STEPS,
+    DURABLE_RUNS,
     FANOUT_WIDTH,
     IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Growing,
     Parking,
     RunFn,
     calls,
     expect,
+    item,
     scratch_path,
+    stamps,
 )
 
 Send = Callable[[str, Any], None]
@@ -147,6 +156,10 @@ NOTES = {
     "ckpt_chain_batched": "an insert per step, committed (fsync) every 16th step",
     "idle_runs": "one fsync'd insert per parked run; waking: one select of the due rows, "
     "then per run the handler and one fsync'd update",
+    "many_durable_runs": "one fsync'd insert per superstep of every run, issued from the "
+    "1,000 runs' tasks through one connection (no group commit)",
+    "growing_state": "appends the superstep's 1 KB item as one fsync'd row: the durable list "
+    "grows by a row per step instead of being rewritten",
 }
 
 
@@ -241,3 +254,52 @@ async def idle_runs() -> Parking:
         return conn.execute("SELECT COUNT(*) FROM timers WHERE status = 'completed'").fetchone()[0]
 
     return Parking(park, wake_all, path, stored_completed=stored_completed)
+
+
+async def many_durable_runs() -> RunFn:
+    """1,000 concurrent 5-node chains, one fsync'd insert (its own transaction) per superstep."""
+    conn = _durable_connection(scratch_path("floor-many.sqlite"))
+    conn.execute("CREATE TABLE checkpoints (run INTEGER, superstep INTEGER, blob BLOB)")
+    blob = os.urandom(CKPT_BLOB_BYTES)
+    nodes = _chain_graph(DURABLE_RUN_STEPS).nodes
+    runs = 0
+
+    def checkpoint(run: int, superstep: int) -> None:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (run, superstep, blob))
+        conn.execute("COMMIT")
+
+    def graph(run: int) -> Graph:
+        return Graph(nodes, on_barrier=lambda superstep: checkpoint(run, superstep))
+
+    async def run() -> list[Any]:
+        nonlocal runs
+        first, runs = runs, runs + DURABLE_RUNS
+        return await asyncio.gather(*(graph(r).run("n0", 0) for r in range(first, runs)))
+
+    return run
+
+
+async def growing_state() -> Growing:
+    """One node looping on itself; every barrier inserts that superstep's item as a row."""
+    path = scratch_path("floor-growing.sqlite")
+    conn = _durable_connection(path)
+    conn.execute("CREATE TABLE log (superstep INTEGER PRIMARY KEY, item TEXT)")
+    pending: list[str] = []
+
+    async def run(n: int) -> int:
+        async def grow(i: int, send: Send) -> None:
+            calls.n += 1
+            stamps.append(time.perf_counter())
+            pending.append(item(i))
+            send("grow" if i < n else "$out", i + 1)
+
+        def checkpoint(superstep: int) -> None:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO log VALUES (?, ?)", (superstep, pending.pop()))
+            conn.execute("COMMIT")
+
+        await Graph({"grow": grow}, on_barrier=checkpoint).run("grow", 1)
+        return conn.execute("SELECT COUNT(*) FROM log").fetchone()[0]
+
+    return Growing(run, path)

@@ -8,26 +8,38 @@ shareable, so ``many_runs`` gathers 1,000 runs on one workflow object.
 superstep, each run a fresh UUID run id); ``ckpt_chain_background`` adds
 ``durability="background"``. ``idle_runs`` parks runs on ``ctx.sleep(3600)`` with a
 ``FakeClock`` and wakes them with one ``Runtime(...).wake_due()``.
+
+``many_durable_runs`` gathers 1,000 runs of a 5-executor chain on one ``SqliteStore``
+(``durability="sync"``). ``growing_state`` is one executor sending itself the next
+number until 1,500, each time doing ``ctx.state.set("log", [item])`` on a key declared
+with ``add_state("log", default=[], reducer=operator.add)``, on a ``SqliteStore``.
 """
 
 import asyncio
+import operator
+import time
 from typing import Any
 
 from _workload import (
     CHAIN_NODES,
     CKPT_NODES,
+    DURABLE_RUN_STEPS,
+    DURABLE_RUNS,
     FANOUT_WIDTH,
     IDLE_SLEEP_S,
     LOOP_ITERATIONS,
     MANY_RUNS,
     MANY_RUNS_CHAIN,
+    Growing,
     Parking,
     RunFn,
     WorkloadError,
     calls,
     expect,
+    item,
     on_exit,
     scratch_path,
+    stamps,
 )
 
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
@@ -163,3 +175,38 @@ async def idle_runs() -> Parking:
         return len(await store.list_runs(status=RunStatus.COMPLETED.value, workflow="idle"))
 
     return Parking(park, wake_all, store.path, stored_completed=stored_completed)
+
+
+async def many_durable_runs() -> RunFn:
+    store = _store("treadle-many.sqlite")
+    wf = _chain_workflow(DURABLE_RUN_STEPS)
+    return lambda: asyncio.gather(
+        *(wf.run(0, store=store, durability="sync") for _ in range(DURABLE_RUNS))
+    )
+
+
+async def growing_state() -> Growing:
+    store = _store("treadle-growing.sqlite")
+
+    async def run(n: int) -> int:
+        @executor(id="grow")
+        async def grow(i: int, ctx: WorkflowContext[int]) -> None:
+            calls.n += 1
+            stamps.append(time.perf_counter())
+            ctx.state.set("log", [item(i)])
+            if i < n:
+                ctx.send_message(i + 1)
+            else:
+                ctx.yield_output(i)
+
+        wf = (
+            WorkflowBuilder(start=grow)
+            .add_edge(grow, grow)
+            .add_state("log", default=[], reducer=operator.add)
+            .build()
+        )
+        result = await wf.run(1, store=store, durability="sync", max_supersteps=n + 10)
+        expect(result.outputs, [n], "outputs")
+        return len(result.state["log"])
+
+    return Growing(run, store.path)
