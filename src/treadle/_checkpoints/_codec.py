@@ -117,6 +117,21 @@ def _envelope_in(raw: list[Any]) -> Envelope:
     )
 
 
+def _fan_in_out(buffers: tuple[FanInBuffer, ...], enc: Callable[[Any], Any]) -> list[Any]:
+    return [
+        [
+            [source, [_envelope_out(e, enc) for e in envelopes]]
+            for source, envelopes in buffer.items()
+        ]
+        for buffer in buffers
+    ]
+
+
+_PART_NAMES = {"fan_in": "fan-in buffers", "waits": "waits"}
+
+_NO_WAITS: dict[str, Any] = {"suspended": [], "scheduled": [], "answered": [], "approvals": []}
+
+
 def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
     return {
         "suspended": [
@@ -199,16 +214,29 @@ class CheckpointCodec:
         to_json: Callable[[Any], Any] | None = getattr(self._serializer, "to_json", None)
         writer = PieceWriter(self._serializer, self._key, cache or PieceCache())
         try:
+            enc = to_json if to_json is not None else _same
+            fan_in = _fan_in_out(barrier.fan_in_buffers, enc)
+            book = barrier.waits
+            waits = _waits_out(book, enc) if book or book.answered else _NO_WAITS
             manifest = Manifest(
                 state=writer.state(barrier.state, barrier.written),
                 outputs=writer.outputs(barrier.outputs),
                 snapshots=writer.snapshots(snapshots),
+                parts={
+                    name: writer.part(name, part)
+                    for name, part, empty in (
+                        ("fan_in", fan_in, not any(b for b in barrier.fan_in_buffers)),
+                        ("waits", waits, waits is _NO_WAITS),
+                    )
+                    if not empty
+                },
             )
-            if to_json is None:
-                document = self._document(barrier, fingerprint, manifest)
-                payload = self._serializer.dumps(document)
-            else:
-                payload = dump_plain(self._document(barrier, fingerprint, manifest, to_json))
+            document = self._document(barrier, fingerprint, manifest, enc)
+            if "fan_in" not in manifest.parts:
+                document["fan_in"] = fan_in
+            if "waits" not in manifest.parts:
+                document["waits"] = waits
+            payload = self._serializer.dumps(document) if to_json is None else dump_plain(document)
         except SerializationError as error:
             where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
             msg = f"cannot checkpoint {where}: {error}"
@@ -236,18 +264,11 @@ class CheckpointCodec:
                 [target, [_envelope_out(e, enc) for e in inbox]]
                 for target, inbox in barrier.pending.items()
             ],
-            "fan_in": [
-                [
-                    [source, [_envelope_out(e, enc) for e in envelopes]]
-                    for source, envelopes in buffer.items()
-                ]
-                for buffer in barrier.fan_in_buffers
-            ],
             "state": dict(manifest.state),
             "iterations": dict(barrier.iterations),
             "outputs": manifest.outputs,
             "snapshots": dict(manifest.snapshots),
-            "waits": _waits_out(barrier.waits, enc),
+            "parts": dict(manifest.parts),
             "deadline_at": barrier.deadline_at,
             "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
         }
@@ -279,12 +300,16 @@ class CheckpointCodec:
                     state=dict(document["state"]),
                     outputs=document["outputs"],
                     snapshots=dict(document["snapshots"]),
+                    parts=dict(document["parts"]),
                 )
-                state, outputs, snapshots = self._values(record, manifest, run_id)
+                state, outputs, snapshots, parts = self._values(record, manifest, run_id)
+                fan_in = parts.get("fan_in", document.get("fan_in"))
+                waits = parts.get("waits", document.get("waits"))
             else:
                 state = dict(document["state"])
                 outputs = list(document["outputs"])
                 snapshots = dict(document["snapshots"])
+                fan_in, waits = document["fan_in"], document["waits"]
             return RestoredRun(
                 run_id=run_id,
                 checkpoint_id=checkpoint_id,
@@ -297,13 +322,13 @@ class CheckpointCodec:
                 },
                 fan_in_buffers=tuple(
                     {source: tuple(_envelope_in(e) for e in envs) for source, envs in buffer}
-                    for buffer in document["fan_in"]
+                    for buffer in fan_in
                 ),
                 state=state,
                 iterations={str(k): int(v) for k, v in document["iterations"].items()},
                 outputs=outputs,
                 snapshots=snapshots,
-                waits=_waits_in(document["waits"]),
+                waits=_waits_in(waits),
                 deadline_at=document["deadline_at"],
                 spawned=tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"]),
                 manifest=manifest,
@@ -315,7 +340,7 @@ class CheckpointCodec:
 
     def _values(
         self, record: CheckpointRecord, manifest: Manifest, run_id: str
-    ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    ) -> tuple[dict[str, Any], list[Any], dict[str, Any], dict[str, Any]]:
         reader = PieceReader(
             self._serializer,
             self._key,
@@ -329,4 +354,5 @@ class CheckpointCodec:
             executor_id: reader.value(p, f"snapshot of executor {executor_id!r}")
             for executor_id, p in manifest.snapshots.items()
         }
-        return state, list(outputs), snapshots
+        parts = {name: reader.value(p, _PART_NAMES[name]) for name, p in manifest.parts.items()}
+        return state, list(outputs), snapshots, parts

@@ -1,9 +1,10 @@
 """Checkpoints that store what changed: a barrier's values as pieces, shared where unchanged.
 
-A checkpoint's *frame* (pending messages, waits, counters: what each
-superstep replaces) is written whole; its state values, outputs and executor
-snapshots are :class:`~treadle._stores._store.Piece` s that the frame names
-by id. A piece is written once and named by every later checkpoint whose
+A checkpoint's *frame* (pending messages and counters: what each superstep
+replaces) is written whole; its state values, outputs, executor snapshots,
+and the fan-in buffers and waits that carry messages from one superstep to
+many later ones, are :class:`~treadle._stores._store.Piece` s that the frame
+names by id. A piece is written once and named by every later checkpoint whose
 value it still is, so:
 
 * a state key no superstep wrote costs nothing but its id in the frame;
@@ -68,15 +69,18 @@ class Manifest:
         state: State key to the piece holding its value.
         outputs: The piece holding the outputs so far (``None``: none yet).
         snapshots: Executor id to the piece holding its snapshot.
+        parts: Parts of the frame kept in pieces while they are not empty
+            (``"fan_in"``, ``"waits"``) to the piece holding each.
     """
 
     state: Mapping[str, str]
     outputs: str | None
     snapshots: Mapping[str, str]
+    parts: Mapping[str, str]
 
     def refs(self) -> list[str]:
         """Every piece the manifest names."""
-        named = [*self.state.values(), *self.snapshots.values()]
+        named = [*self.state.values(), *self.snapshots.values(), *self.parts.values()]
         if self.outputs is not None:
             named.append(self.outputs)
         return named
@@ -90,17 +94,19 @@ class PieceCache:
             from, and for a list the items it held then).
         outputs: (piece id, how many outputs it holds), or ``None``.
         snapshots: Executor id to (piece id, the snapshot's encoding).
+        parts: Frame part to (piece id, its encoding).
         borrowed: The pieces were stored by a checkpoint this run continues
             from rather than by this process, until the next one is encoded:
             its commit checks they are still there.
     """
 
-    __slots__ = ("borrowed", "outputs", "snapshots", "state")
+    __slots__ = ("borrowed", "outputs", "parts", "snapshots", "state")
 
     def __init__(self) -> None:
         self.state: dict[str, tuple[str, Any, tuple[Any, ...] | None]] = {}
         self.outputs: tuple[str, int] | None = None
         self.snapshots: dict[str, tuple[str, Any]] = {}
+        self.parts: dict[str, tuple[str, Any]] = {}
         self.borrowed = False
 
     @classmethod
@@ -138,15 +144,27 @@ class PieceWriter:
         self._enc: Callable[[Any], Any] | None = getattr(serializer, "to_json", None)
         self.pieces: list[Piece] = []
 
-    def _write(self, extends: str | None, kind: str, content: Any) -> str:
+    def _write(self, extends: str | None, kind: str, content: Any, *, encoded: bool = False) -> str:
         piece_id = new_piece_id()
         enc = self._enc
         if enc is None:
             payload = self._serializer.dumps([piece_id, extends, kind, content])
         else:
-            data = enc(content) if kind == VALUE else [enc(item) for item in content]
+            if encoded:
+                data = content
+            else:
+                data = enc(content) if kind == VALUE else [enc(item) for item in content]
             payload = dump_plain([piece_id, extends, kind, data])
         self.pieces.append(Piece(piece_id, extends, seal(payload, key=self._key)))
+        return piece_id
+
+    def part(self, name: str, encoded: Any) -> str:
+        """The piece of one part of the frame, given encoded: the last one's, if equal."""
+        stored = self._cache.parts.get(name)
+        if stored is not None and stored[1] == encoded:
+            return stored[0]
+        piece_id = self._write(None, VALUE, encoded, encoded=True)
+        self._cache.parts[name] = (piece_id, encoded)
         return piece_id
 
     def state(self, state: Mapping[str, Any], written: frozenset[str] | None) -> dict[str, str]:
