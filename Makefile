@@ -46,6 +46,7 @@ test: lint renderers
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/scaleout.py
+	$(BIN)/python benchmarks/cluster.py
 
 # 1, 2 and 4 `treadle worker` processes on one PostgreSQL (TREADLE_BENCH_POSTGRES_DSN,
 # else the local server); writes benchmarks/SCALEOUT.md, about 2 minutes on 2 cores.

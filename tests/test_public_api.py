@@ -30,6 +30,7 @@ from treadle.events import WorkflowEvent
 
 PUBLIC_MODULES = (
     "treadle",
+    "treadle.dask",
     "treadle.errors",
     "treadle.events",
     "treadle.otel",
@@ -41,6 +42,7 @@ PUBLIC_MODULES = (
 
 OPTIONAL_EXTRAS = (
     "dask",
+    "distributed",
     "opentelemetry",
     "psycopg",
     "psycopg_pool",
@@ -185,8 +187,8 @@ def test_import_treadle_loads_no_optional_extra():
 
 
 def test_secondary_namespaces_load_no_optional_extra_until_used():
-    """``treadle.otel`` is the only one that needs its extra to import."""
-    modules = ", ".join(m for m in PUBLIC_MODULES if m != "treadle.otel")
+    """``treadle.otel`` and ``treadle.dask`` are the only ones that need their extra to import."""
+    modules = ", ".join(m for m in PUBLIC_MODULES if m not in ("treadle.otel", "treadle.dask"))
     code = f"import sys, {modules}; print([m for m in {OPTIONAL_EXTRAS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,8 +9,8 @@ This namespace holds what you build and run workflows with. The rest lives
 in secondary namespaces, one home per name: ``treadle.errors`` (the whole
 exception tree, rooted at ``TreadleError``), ``treadle.events`` (what a run
 reports), ``treadle.stores`` (where runs live), ``treadle.workers`` (many
-processes on PostgreSQL), ``treadle.serialization``, ``treadle.testing`` and
-``treadle.otel``.
+processes on PostgreSQL), ``treadle.dask`` (executors on a Dask cluster),
+``treadle.serialization``, ``treadle.testing`` and ``treadle.otel``.
 """
 
 from treadle._engine._clock import Clock, SystemClock

@@ -80,6 +80,63 @@ class HandlerTimeoutError(TreadleError, TimeoutError):
         super().__init__(f"executor {executor_id!r} ran past its timeout of {timeout:g}s")
 
 
+class RemoteHandlerError(TreadleError):
+    """A handler running on an executor pool raised; its exception stayed on the worker.
+
+    Rebuilding the exception here would mean unpickling what a worker
+    wrote, so it comes back as text instead: the qualified names of its
+    class and bases, its message and its traceback. It fails the invocation
+    like any exception; a retry policy whose ``retry_on`` names classes
+    matches them against ``remote_types`` (see ``docs/cluster.md``).
+
+    Attributes:
+        executor_id: The executor whose handler raised.
+        remote_type: The exception's class, as ``module.QualName``.
+        remote_types: That class and its bases, most specific first.
+        remote_message: ``str()`` of the exception.
+        remote_traceback: The traceback, formatted on the worker.
+    """
+
+    def __init__(
+        self,
+        executor_id: str,
+        remote_types: Sequence[str],
+        remote_message: str,
+        remote_traceback: str,
+    ) -> None:
+        self.executor_id = executor_id
+        self.remote_types = tuple(remote_types)
+        self.remote_type = self.remote_types[0] if self.remote_types else "builtins.Exception"
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+        super().__init__(
+            f"{self.remote_type}: {remote_message} (raised on a pool by executor {executor_id!r})"
+        )
+        if remote_traceback:  # printed with the error, where a local traceback would be
+            self.add_note(f"On the worker:\n{remote_traceback.rstrip()}")
+
+
+class PoolError(TreadleError):
+    """An executor pool could not run an invocation: it fails like a handler error.
+
+    For example the cluster is unreachable, or a worker cannot import the
+    handler's module. A retry policy may try again.
+    """
+
+    def __init__(self, executor_id: str, reason: str) -> None:
+        self.executor_id = executor_id
+        self.reason = reason
+        super().__init__(f"the pool of executor {executor_id!r} could not run it: {reason}")
+
+
+class WorkerLostError(PoolError):
+    """The worker running an invocation died or left before it returned.
+
+    Nothing the invocation did commits; a retry policy may run it again on
+    another worker.
+    """
+
+
 class PollTimeout(TreadleError, TimeoutError):  # noqa: N818 - the contract's name
     """``ctx.poll_until_complete`` ran past its ``max_duration``."""
 

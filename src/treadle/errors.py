@@ -14,6 +14,9 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── ExecutorInUseError           a non-shareable instance is in another run
     ├── RoutingError                 a message has no edge that can carry it
     ├── HandlerTimeoutError          a handler ran past its timeout [TimeoutError]
+    ├── RemoteHandlerError           a handler on an executor pool raised; names the type
+    ├── PoolError                    an executor pool could not run an invocation
+    │   └── WorkerLostError          the worker running it died or left the cluster
     ├── PollTimeout                  poll_until_complete ran past max_duration [TimeoutError]
     ├── JournalMismatchError         a re-executed handler took another path
     ├── AppLoadError                 an import path holds no workflow [LookupError]
@@ -66,6 +69,8 @@ from treadle._exceptions import (
     JournalMismatchError,
     LeaseLostError,
     PollTimeout,
+    PoolError,
+    RemoteHandlerError,
     RequestAlreadyAnsweredError,
     RequestError,
     RoutingError,
@@ -75,6 +80,7 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
     UnknownRequestError,
+    WorkerLostError,
     WorkerStoppingError,
     WorkflowValidationError,
 )
@@ -95,6 +101,8 @@ __all__ = [
     "JournalMismatchError",
     "LeaseLostError",
     "PollTimeout",
+    "PoolError",
+    "RemoteHandlerError",
     "RequestAlreadyAnsweredError",
     "RequestError",
     "RoutingError",
@@ -107,6 +115,7 @@ __all__ = [
     "StateConflictError",
     "TreadleError",
     "UnknownRequestError",
+    "WorkerLostError",
     "WorkerStoppingError",
     "WorkflowRunError",
     "WorkflowValidationError",

@@ -9,7 +9,8 @@ the invocation.
 runs it inline instead, up to its first wait (see ``_engine/_eager.py``),
 calling a handler that is simply awaited right there. Plain ``def`` handlers
 run in a worker thread; one that overruns its timeout is abandoned (see
-``_engine/_threads.py``).
+``_engine/_threads.py``); one chosen for an executor pool runs there, each
+attempt packed and unpacked by ``_engine/_remote.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from treadle._engine._events import (
     executor_completed,
     executor_invoked,
 )
+from treadle._engine._remote import call_on_pool, retries_remote
 from treadle._engine._threads import in_daemon_thread
 from treadle._engine._waits import Suspend
 from treadle._exceptions import HandlerTimeoutError, RoutingError
@@ -227,7 +229,7 @@ def _failed(
     """
     run = invocation.run
     policy = _retry_policy(invocation)
-    retrying = policy.should_retry(error, attempt)
+    retrying = policy.should_retry(error, attempt) or retries_remote(policy, error, attempt)
     if run.listening and (retrying or run.live):  # a batch reports the final failure itself
         ctx.announce(
             ExecutorFailed, position=ctx.position, error=error, attempt=attempt, retrying=retrying
@@ -323,11 +325,14 @@ async def _call_timed(
 async def _call_handler(
     invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
 ) -> None:
-    """The handler itself: awaited, called on the loop, or run in a worker thread."""
+    """The handler itself: awaited, called on the loop, run in a worker thread or on a pool."""
     executor = invocation.executor
     payload = invocation.envelope.payload
     if spec.is_async:
         await executor.invoke(spec, payload, ctx)
+        return
+    if spec.pool is not None:  # cancelled (timed out), it gives the job up: nothing lands
+        await call_on_pool(invocation, spec, ctx, spec.pool)
         return
     if executor.sync_handlers == "loop":
         executor.invoke(spec, payload, ctx)

@@ -9,6 +9,8 @@ timing.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from treadle._graph._typing import promotions, resolve_hints, runtime_classes
 
 if TYPE_CHECKING:
     from treadle._graph._policies import RetryPolicy
+    from treadle._graph._remote import RemotePool
 
 HandlerContext: TypeAlias = Any
 """The ``ctx`` a handler is called with: the engine's ``WorkflowContext``.
@@ -49,6 +52,10 @@ class HandlerSpec:
 
     ``sends`` is ``None`` when the context parameter is not parameterized,
     which means "unknown": build-time edge checks then trust the author.
+    ``pool`` is where a plain ``def`` function handler runs when it does not
+    run in the run's own process (see ``_graph/_remote.py``); it lives on
+    the handler rather than the executor so no field of a user's executor
+    class can be mistaken for it.
     """
 
     name: str
@@ -60,6 +67,7 @@ class HandlerSpec:
     annotations: tuple[object, ...] = ()  # raw message and sent types, for serialization
     retry: RetryPolicy | None = None
     timeout: float | None = None
+    pool: RemotePool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +311,8 @@ class FunctionExecutor(Executor):
     """An executor made from one function by :func:`executor`.
 
     Functions keep no fields, so they are shareable between concurrent runs
-    unless declared otherwise.
+    unless declared otherwise. Only function executors run on a pool: a
+    method would need its instance, whose fields are values, shipped along.
     """
 
     def __init__(
@@ -317,6 +326,7 @@ class FunctionExecutor(Executor):
         sync_handlers: SyncHandlers = "thread",
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        pool: RemotePool | None = None,
     ) -> None:
         super().__init__(
             id if id is not None else fn.__name__,
@@ -329,6 +339,51 @@ class FunctionExecutor(Executor):
         self._spec = build_handler_spec(fn, bound=False, accepts=accepts)
         self._own_cache: dict[type, HandlerSpec] = {}
         self.__wrapped__ = fn
+        if pool is not None:
+            problem = self.pool_problem(pool)
+            if problem is not None:
+                raise TypeError(problem)
+            self._spec = dataclasses.replace(self._spec, pool=pool)
+
+    @property
+    def pool(self) -> RemotePool | None:
+        """The pool its handler runs on; ``None``: in the run's own process."""
+        return self._spec.pool
+
+    def pool_problem(self, pool: object) -> str | None:
+        """Why this executor cannot run on ``pool``; ``None`` if it can.
+
+        A pool runs plain ``def`` handlers: an ``async def`` one belongs on
+        the event loop, and one pinned there with ``sync_handlers="loop"``
+        must stay on its thread.
+        """
+        if not callable(getattr(pool, "run", None)):
+            return f"executor {self.id!r}: {pool!r} is not an executor pool (it has no run method)"
+        if self._spec.is_async:
+            return (
+                f"executor {self.id!r}: a pool runs plain def handlers; "
+                f"an async def handler runs on the event loop"
+            )
+        if self.sync_handlers == "loop":
+            return f"executor {self.id!r}: sync_handlers='loop' pins it to the loop, not a pool"
+        return None
+
+    def on_pool(self, pool: RemotePool) -> FunctionExecutor:
+        """A copy of this executor whose handler runs on ``pool``.
+
+        A copy, so an executor shared by several workflows runs on the pool
+        only in the one whose builder chose it.
+
+        Raises:
+            TypeError: this executor cannot run on a pool (see :meth:`pool_problem`).
+        """
+        problem = self.pool_problem(pool)
+        if problem is not None:
+            raise TypeError(problem)
+        pooled = copy.copy(self)
+        pooled._spec = dataclasses.replace(self._spec, pool=pool)  # noqa: SLF001 - its own copy
+        pooled._own_cache = {}  # noqa: SLF001 - the cache held the unpooled spec
+        return pooled
 
     def handler_specs(self) -> tuple[HandlerSpec, ...]:
         """The single handler made from the function."""
@@ -363,6 +418,7 @@ def executor(
     sync_handlers: SyncHandlers = "thread",
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    pool: RemotePool | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
 def executor(
     fn: Callable[..., Any] | None = None,
@@ -375,11 +431,14 @@ def executor(
     sync_handlers: SyncHandlers = "thread",
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    pool: RemotePool | None = None,
 ) -> FunctionExecutor | Callable[[Callable[..., Any]], FunctionExecutor]:
     """Turn a function ``(message, ctx)`` into an executor.
 
     Usable bare (``@executor``; the id is the function's name) or with
-    options (``@executor(id="upper")``).
+    options (``@executor(id="upper")``). With ``pool`` (a plain ``def``
+    function only, e.g. ``treadle.dask.DaskPool()``) its invocations run on
+    that pool's workers instead of this process; see ``docs/cluster.md``.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionExecutor:
@@ -392,6 +451,7 @@ def executor(
             sync_handlers=sync_handlers,
             retry=retry,
             timeout=timeout,
+            pool=pool,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -38,7 +38,7 @@ from treadle._graph._edges import (
     edge_sources,
     edge_targets,
 )
-from treadle._graph._executor import Executor
+from treadle._graph._executor import Executor, FunctionExecutor
 from treadle._graph._typing import accepts_any_of
 from treadle._workflow._workflow import Workflow
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._engine._options import Durability
     from treadle._engine._tracing import Tracing
     from treadle._graph._policies import RetryPolicy
+    from treadle._graph._remote import RemotePool
     from treadle._stores._store import Store
     from treadle._values._serialization import Serializer
 
@@ -87,6 +88,11 @@ class WorkflowBuilder:
             commits (see ``Workflow.run``).
         tracing: Spans for every run, superstep and invocation, e.g.
             ``treadle.otel.OpenTelemetryTracing()`` (see ``docs/tracing.md``).
+        pool: Where every function executor with a plain ``def`` handler
+            runs, unless it names a pool of its own or is pinned with
+            ``sync_handlers="loop"``: e.g. ``treadle.dask.DaskPool()`` (see
+            ``docs/cluster.md``). ``async def`` handlers and ``Executor``
+            subclasses stay in the run's process.
     """
 
     def __init__(
@@ -105,7 +111,12 @@ class WorkflowBuilder:
         clock: Clock | None = None,
         durability: Durability = "sync",
         tracing: Tracing[Any] | None = None,
+        pool: RemotePool | None = None,
     ) -> None:
+        if pool is not None and not callable(getattr(pool, "run", None)):
+            msg = f"pool must be an executor pool (such as treadle.dask.DaskPool), got {pool!r}"
+            raise TypeError(msg)
+        self._pool = pool
         self._name = name
         self._store = store
         self._checkpoint_key = checkpoint_key
@@ -310,7 +321,12 @@ class WorkflowBuilder:
         if problems:
             raise WorkflowValidationError(problems)
         nodes = [
-            ExecutorNode(id=eid, rank=rank, prototype=entry.prototype, factory=entry.factory)
+            ExecutorNode(
+                id=eid,
+                rank=rank,
+                prototype=_pooled(entry.prototype, self._pool),
+                factory=_pooled_factory(entry.factory, self._pool),
+            )
             for rank, (eid, entry) in enumerate(known.items())
         ]
         return Workflow(
@@ -325,6 +341,31 @@ class WorkflowBuilder:
             checkpoint_key=self._checkpoint_key,
             types=self._types,
         )
+
+
+def _pooled(executor: Executor, pool: RemotePool | None) -> Executor:
+    """``executor`` on the workflow's pool, if it is one that runs there.
+
+    Those are function executors with a plain ``def`` handler that name no
+    pool of their own and are not pinned to the loop; the rest stay as they are.
+    """
+    if (
+        pool is None
+        or not isinstance(executor, FunctionExecutor)
+        or executor.pool is not None
+        or executor.pool_problem(pool) is not None
+    ):
+        return executor
+    return executor.on_pool(pool)
+
+
+def _pooled_factory(
+    factory: Callable[[], Executor] | None, pool: RemotePool | None
+) -> Callable[[], Executor] | None:
+    """A factory whose executors run on the workflow's pool where they can."""
+    if factory is None or pool is None:
+        return factory
+    return lambda: _pooled(factory(), pool)
 
 
 def _name_of(ref: object) -> str:
