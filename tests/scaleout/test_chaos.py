@@ -2,7 +2,9 @@
 
 Each repetition is :func:`chaos.campaign` (4 ``treadle worker`` processes,
 200 runs of 20 supersteps and 20 durable timers; one worker SIGKILLed, one
-SIGSTOPped past its lease) checked by :func:`chaos.check`. The default suite
+SIGSTOPped until another worker has taken over a run it was running) checked
+by :func:`chaos.check`: among the rest, the paused worker, once continued,
+finds each of those leases gone and commits nothing more to those runs. The default suite
 runs two seeds; ``make soak`` runs ten and writes their figures to
 ``benchmarks/SOAK.md``, beside the other measured figures (or to the file
 ``TREADLE_SOAK_REPORT`` names): never into the source tree's ``tests/``.
@@ -60,9 +62,10 @@ async def test_ten_seeded_chaos_repetitions(dsn, tmp_path):
         "",
         (
             "| seed | wall s | runs held by the killed worker | timers it had set | "
-            "max takeover delay s | commits | problems |"
+            "max takeover delay s | runs taken from the paused worker | it was stopped s | "
+            "commits | problems |"
         ),
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     failures = []
     for seed in range(1, 11):
@@ -72,7 +75,8 @@ async def test_ten_seeded_chaos_repetitions(dsn, tmp_path):
         worst = max(outcome.takeover_delays, default=float("nan"))
         lines.append(
             f"| {seed} | {outcome.wall:.1f} | {len(outcome.held_at_kill)} | "
-            f"{outcome.naps_started_by_killed} | {worst:.2f} | {outcome.commits} | "
+            f"{outcome.naps_started_by_killed} | {worst:.2f} | {len(outcome.taken_from_paused)} | "
+            f"{outcome.paused_for:.2f} | {outcome.commits} | "
             f"{'; '.join(problems) or 'none'} |"
         )
     report = soak_report()
