@@ -33,6 +33,7 @@ from treadle._stores._store import CheckpointInfo, CheckpointRecord, Piece, RunR
 from treadle._values._serialization import JsonSerializer
 from treadle.errors import CheckpointCorruptError
 from treadle.stores import SqliteStore
+from treadle.testing import FakeClock
 
 T0 = 1_700_000_000.0
 KEYS = ("n", "log", "notes")
@@ -436,3 +437,46 @@ async def test_a_growing_list_costs_storage_linear_in_its_items(tmp_path):
     assert stored[0] < 400 * 1_300
     size = sum(p.stat().st_size for p in tmp_path.iterdir() if p.name.startswith("store"))
     assert size < 2_000_000, size
+
+
+async def test_a_message_scheduled_across_many_supersteps_is_stored_once_and_delivered(tmp_path):
+    # A reminder scheduled at superstep 1 for an hour later waits through 40 more
+    # supersteps: once it is seen unchanged it is one piece the frames name, and
+    # every checkpoint still carries it (resume from any of them delivers it).
+    path = tmp_path / "store.sqlite"
+    clock = FakeClock(start=1_000.0)
+
+    @executor(id="work")
+    async def work(n: int, ctx: WorkflowContext[int | str]) -> None:
+        if n == 1:
+            ctx.schedule_message("reminder " + "r" * 2_000, after=3_600, target="remind")
+        if n < 40:
+            ctx.send_message(n + 1, target="work")
+
+    @executor(id="remind")
+    async def remind(text: str, ctx: WorkflowContext[str]) -> None:
+        ctx.yield_output(text[:8])
+
+    workflow = (
+        WorkflowBuilder(work, name="reminders", clock=clock)
+        .add_edge(work, work)
+        .add_edge(work, remind)
+        .build()
+    )
+    store = SqliteStore(path)
+    try:
+        rested = await workflow.run(1, store=store)
+        assert rested.status.value == "waiting"
+        history = await workflow.history(rested.run_id, store=store)
+        await clock.advance(3_600)
+        for info in (history.checkpoints[5], history.checkpoints[-1]):
+            resumed = await workflow.resume(rested.run_id, info.checkpoint_id, store=store)
+            assert resumed.outputs == ["reminder"], info.superstep
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        frames = [
+            length for (length,) in db.execute("SELECT length(blob) FROM treadle_checkpoints")
+        ]
+    # The 2 KB reminder sits in the frame of the barrier that scheduled it, then in one piece.
+    assert sum(1 for length in frames if length > 2_000) == 1, frames

@@ -223,12 +223,12 @@ class CheckpointCodec:
                 outputs=writer.outputs(barrier.outputs),
                 snapshots=writer.snapshots(snapshots),
                 parts={
-                    name: writer.part(name, part)
+                    name: piece_id
                     for name, part, empty in (
                         ("fan_in", fan_in, not any(b for b in barrier.fan_in_buffers)),
                         ("waits", waits, waits is _NO_WAITS),
                     )
-                    if not empty
+                    if not empty and (piece_id := writer.part(name, part)) is not None
                 },
             )
             document = self._document(barrier, fingerprint, manifest, enc)

@@ -1,11 +1,12 @@
 """Checkpoints that store what changed: a barrier's values as pieces, shared where unchanged.
 
 A checkpoint's *frame* (pending messages and counters: what each superstep
-replaces) is written whole; its state values, outputs, executor snapshots,
-and the fan-in buffers and waits that carry messages from one superstep to
-many later ones, are :class:`~treadle._stores._store.Piece` s that the frame
-names by id. A piece is written once and named by every later checkpoint whose
-value it still is, so:
+replaces) is written whole; its state values, outputs and executor
+snapshots are :class:`~treadle._stores._store.Piece` s that the frame names
+by id, and so are the fan-in buffers and waits (messages carried from one
+superstep to many later ones) once a barrier finds them unchanged. A piece
+is written once and named by every later checkpoint whose value it still
+is, so:
 
 * a state key no superstep wrote costs nothing but its id in the frame;
 * items appended to a list (a reducer such as ``operator.add``, or
@@ -94,7 +95,8 @@ class PieceCache:
             from, and for a list the items it held then).
         outputs: (piece id, how many outputs it holds), or ``None``.
         snapshots: Executor id to (piece id, the snapshot's encoding).
-        parts: Frame part to (piece id, its encoding).
+        parts: Frame part to (its piece id, or ``None`` while it sits in
+            the frame; its encoding).
         borrowed: The pieces were stored by a checkpoint this run continues
             from rather than by this process, until the next one is encoded:
             its commit checks they are still there.
@@ -106,7 +108,7 @@ class PieceCache:
         self.state: dict[str, tuple[str, Any, tuple[Any, ...] | None]] = {}
         self.outputs: tuple[str, int] | None = None
         self.snapshots: dict[str, tuple[str, Any]] = {}
-        self.parts: dict[str, tuple[str, Any]] = {}
+        self.parts: dict[str, tuple[str | None, Any]] = {}
         self.borrowed = False
 
     @classmethod
@@ -158,13 +160,22 @@ class PieceWriter:
         self.pieces.append(Piece(piece_id, extends, seal(payload, key=self._key)))
         return piece_id
 
-    def part(self, name: str, encoded: Any) -> str:
-        """The piece of one part of the frame, given encoded: the last one's, if equal."""
+    def part(self, name: str, encoded: Any) -> str | None:
+        """The piece of one part of the frame, given encoded; ``None``: keep it in the frame.
+
+        A part is written into the frame while it changes (a piece would
+        cost more than it saves), and becomes a piece once a barrier finds
+        it as the previous one left it; later barrier that find it so again
+        name that piece.
+        """
         stored = self._cache.parts.get(name)
-        if stored is not None and stored[1] == encoded:
-            return stored[0]
-        piece_id = self._write(None, VALUE, encoded, encoded=True)
-        self._cache.parts[name] = (piece_id, encoded)
+        if stored is None or stored[1] != encoded:
+            self._cache.parts[name] = (None, encoded)
+            return None
+        piece_id = stored[0]
+        if piece_id is None:
+            piece_id = self._write(None, VALUE, encoded, encoded=True)
+            self._cache.parts[name] = (piece_id, encoded)
         return piece_id
 
     def state(self, state: Mapping[str, Any], written: frozenset[str] | None) -> dict[str, str]:
