@@ -81,9 +81,6 @@ async def test_a_store_file_from_the_release_before_pieces_migrates_and_resumes(
         named = db.execute("SELECT COUNT(*) FROM treadle_checkpoints WHERE refs IS NOT NULL")
         assert named.fetchone()[0] > 0
         assert db.execute("SELECT COUNT(*) FROM treadle_pieces").fetchone()[0] > 0
-        lineages = dict(db.execute("SELECT run_id, lineage FROM treadle_runs"))
-    assert lineages[PAUSED] == PAUSED
-    assert lineages[FORKED] == FORKED  # forked before lineages: its own
 
 
 @pytest.mark.integration

@@ -100,9 +100,8 @@ _DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND con
 
 _ENQUEUE = """
 INSERT INTO treadle_runs
-    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
-    lineage)
-VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s)
+    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at)
+VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id) DO NOTHING"""
 
 
@@ -260,7 +259,7 @@ async def enqueue_run(
     now = time.time()
 
     async def work(connection: Connection) -> bool:
-        row = (run_id, workflow, now, now, deadline_at, b"", now, run_id)
+        row = (run_id, workflow, now, now, deadline_at, b"", now)
         if (await connection.execute(_ENQUEUE, row)).rowcount == 0:
             found = await connection.execute(
                 "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)

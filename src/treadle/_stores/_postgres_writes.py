@@ -60,12 +60,8 @@ async def _store_pieces(connection: Connection, checkpoints: Sequence[Checkpoint
         stored = await found.fetchall()
         if len(stored) < len(required):
             raise missing_required(checkpoints, {row[0] for row in stored})
-    pieces = [piece for checkpoint in checkpoints for piece in checkpoint.pieces]
-    step = _sql_pieces.PIECES_PER_STATEMENT
-    for start in range(0, len(pieces), step):
-        batch = pieces[start : start + step]
-        values = [value for piece in batch for value in (piece.piece_id, piece.extends, piece.blob)]
-        await connection.execute(_render(_sql_pieces.insert_pieces(len(batch))), values)
+    for template, values in _sql_pieces.piece_inserts(checkpoints):
+        await connection.execute(_render(template), values)
 
 
 async def delete_old(connection: Connection, run_id: str, keep_last: int) -> int:

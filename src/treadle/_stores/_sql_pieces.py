@@ -9,6 +9,12 @@ depend on how many ids it is given.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from treadle._stores._store import CheckpointRecord
 
 INSERT_PIECE = """
 INSERT INTO treadle_pieces (piece_id, extends, blob) VALUES (?, ?, ?)
@@ -24,6 +30,15 @@ PIECES_PER_STATEMENT = 300
 def insert_pieces(count: int) -> str:
     """``INSERT_PIECE`` for ``count`` pieces at once."""
     return INSERT_PIECE.replace(_ONE_PIECE, ", ".join([_ONE_PIECE] * count))
+
+
+def piece_inserts(checkpoints: Sequence[CheckpointRecord]) -> Iterator[tuple[str, list[Any]]]:
+    """The statements (template, parameters) that insert the checkpoints' new pieces."""
+    pieces = [piece for checkpoint in checkpoints for piece in checkpoint.pieces]
+    for start in range(0, len(pieces), PIECES_PER_STATEMENT):
+        batch = pieces[start : start + PIECES_PER_STATEMENT]
+        values = [value for piece in batch for value in (piece.piece_id, piece.extends, piece.blob)]
+        yield insert_pieces(len(batch)), values
 
 
 # The pieces a checkpoint needs: those its frame names (the parameter), and
@@ -51,10 +66,20 @@ SELECT piece_id, extends FROM treadle_pieces WHERE extends IN ({ids})"""
 
 DELETE_PIECES = "DELETE FROM treadle_pieces WHERE piece_id IN ({ids})"
 
-# What the checkpoints of a run's whole lineage name: the run, the run it was
-# forked from, and every fork of either, who may share its pieces.
+# What the checkpoints of a run's whole lineage name: the runs that may share
+# its pieces are those it was forked from, up to the root, and every fork of
+# the root, down the tree (each step an index lookup: runs are few per tree).
 SELECT_LINEAGE_REFS = """
+WITH RECURSIVE up(run_id, parent) AS (
+    SELECT run_id, parent_run_id FROM treadle_runs WHERE run_id = ?
+    UNION
+    SELECT r.run_id, r.parent_run_id FROM treadle_runs AS r JOIN up ON r.run_id = up.parent
+),
+down(run_id) AS (
+    SELECT run_id FROM up WHERE parent IS NULL
+    UNION
+    SELECT r.run_id FROM treadle_runs AS r JOIN down ON r.parent_run_id = down.run_id
+)
 SELECT c.refs
-FROM treadle_checkpoints AS c
-JOIN treadle_runs AS r ON r.run_id = c.run_id
-WHERE r.lineage = (SELECT lineage FROM treadle_runs WHERE run_id = ?) AND c.refs IS NOT NULL"""
+FROM down JOIN treadle_checkpoints AS c ON c.run_id = down.run_id
+WHERE c.refs IS NOT NULL"""

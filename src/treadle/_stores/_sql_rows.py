@@ -55,8 +55,6 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         None,
         1 if run.owner is not None else 0,
         graph,
-        run.parent_run_id,
-        run.parent_run_id or run.run_id,
     )
 
 

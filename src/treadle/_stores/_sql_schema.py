@@ -135,10 +135,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The ids of the pieces a checkpoint's frame names (a JSON array; NULL: none,
         # as in every checkpoint written before this step: each holds all it needs).
         "ALTER TABLE treadle_checkpoints ADD COLUMN refs TEXT",
-        # The run a fork descends from at the root: runs of one lineage may share pieces.
-        "ALTER TABLE treadle_runs ADD COLUMN lineage TEXT",
-        "UPDATE treadle_runs SET lineage = run_id",
-        "CREATE INDEX treadle_runs_lineage ON treadle_runs (lineage)",
     ),
 )
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

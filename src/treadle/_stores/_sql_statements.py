@@ -36,12 +36,9 @@ RUN_FIELDS = (
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
-# A fork joins the lineage of the run it branched from (a run that predates
-# lineages is its own); any other run starts one.
 INSERT_RUN = f"""
-INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph, lineage)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-    COALESCE((SELECT lineage FROM treadle_runs WHERE run_id = ?), ?))
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 INSERT_CHECKPOINT = """

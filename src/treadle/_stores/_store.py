@@ -226,8 +226,7 @@ class Store(Protocol):
         """Insert a new run with its graph description and first checkpoint.
 
         With ``lease`` (epoch 1) the run is created owned by it. A fork
-        (``parent_run_id`` set) joins its parent's lineage: its checkpoints
-        may use the parent's pieces.
+        (``parent_run_id`` set) may use its parent's pieces.
 
         Raises:
             RunExistsError: a run with this id exists already.
