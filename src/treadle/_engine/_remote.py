@@ -22,7 +22,7 @@ timeouts and the barrier treat them as any other.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from treadle._engine._remote_job import (
     CUSTOM,
@@ -47,16 +47,6 @@ if TYPE_CHECKING:
     from treadle._values._serialization import Serializer
 
 
-@runtime_checkable
-class _Serializing(Protocol):
-    """A graph that says how its values become bytes (``Workflow`` does)."""
-
-    @property
-    def serializer(self) -> Serializer:
-        """The workflow's serializer: the one its checkpoints use."""
-        ...
-
-
 async def call_on_pool(
     invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object], pool: RemotePool
 ) -> None:
@@ -67,7 +57,7 @@ async def call_on_pool(
         SerializationError: a value it takes or makes cannot cross.
         PoolError: the pool could not run it (``WorkerLostError``: its worker died).
     """
-    serializer = _serializer_of(invocation)
+    serializer = invocation.run.workflow.serializer
     job = _pack(invocation, spec, ctx, serializer)
     relay = _EventRelay(ctx, serializer)
     data = await pool.run(job, relay.receive)
@@ -81,14 +71,6 @@ async def call_on_pool(
             ctx.executor_id, failure["types"], failure["message"], failure["traceback"]
         )
     _replay(ctx, result)
-
-
-def _serializer_of(invocation: Invocation) -> Serializer:
-    graph = invocation.run.workflow
-    if not isinstance(graph, _Serializing):
-        msg = f"workflow {graph.name!r} names no serializer, so nothing can cross to a pool"
-        raise TypeError(msg)
-    return graph.serializer
 
 
 def _pack(

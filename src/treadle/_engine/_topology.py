@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from treadle._engine._routing import Router
     from treadle._engine._state import StateKey
     from treadle._graph._executor import Executor
+    from treadle._values._serialization import Serializer
 
 
 class Topology(Drawable, Protocol):
@@ -38,6 +39,11 @@ class Topology(Drawable, Protocol):
     @property
     def router(self) -> Router:
         """The graph's compiled routes."""
+        ...
+
+    @property
+    def serializer(self) -> Serializer:
+        """How the workflow's values become bytes: its checkpoints, and what crosses to a pool."""
         ...
 
     @property
