@@ -215,27 +215,26 @@ class CheckpointCodec:
         writer = PieceWriter(self._serializer, self._key, cache or PieceCache())
         try:
             enc = to_json if to_json is not None else _same
-            fan_in = _fan_in_out(barrier.fan_in_buffers, enc)
             book = barrier.waits
-            waits = _waits_out(book, enc) if book or book.answered else _NO_WAITS
+            held = book or book.answered
+            framed = {  # the frame's parts that carry messages across supersteps
+                "fan_in": _fan_in_out(barrier.fan_in_buffers, enc),
+                "waits": _waits_out(book, enc) if held else _NO_WAITS,
+            }
+            filled = {"fan_in": any(barrier.fan_in_buffers), "waits": held}
+            parts = {
+                name: piece_id
+                for name, part in framed.items()
+                if filled[name] and (piece_id := writer.part(name, part)) is not None
+            }
             manifest = Manifest(
                 state=writer.state(barrier.state, barrier.written),
                 outputs=writer.outputs(barrier.outputs),
                 snapshots=writer.snapshots(snapshots),
-                parts={
-                    name: piece_id
-                    for name, part, empty in (
-                        ("fan_in", fan_in, not any(b for b in barrier.fan_in_buffers)),
-                        ("waits", waits, waits is _NO_WAITS),
-                    )
-                    if not empty and (piece_id := writer.part(name, part)) is not None
-                },
+                parts=parts,
             )
-            document = self._document(barrier, fingerprint, manifest, enc)
-            if "fan_in" not in manifest.parts:
-                document["fan_in"] = fan_in
-            if "waits" not in manifest.parts:
-                document["waits"] = waits
+            inline = {name: part for name, part in framed.items() if name not in parts}
+            document = self._document(barrier, fingerprint, manifest, enc, inline)
             payload = self._serializer.dumps(document) if to_json is None else dump_plain(document)
         except SerializationError as error:
             where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
@@ -251,9 +250,11 @@ class CheckpointCodec:
         barrier: BarrierState,
         fingerprint: str,
         manifest: Manifest,
-        enc: Callable[[Any], Any] = _same,
+        enc: Callable[[Any], Any],
+        inline: Mapping[str, Any],
     ) -> dict[str, Any]:
         return {
+            **inline,
             "format": FORMAT,
             "serializer": self._serializer.name,
             "run_id": barrier.run_id,
