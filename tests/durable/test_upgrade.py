@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import upgrade_app
-from conftest import drop_schemas, fresh_schema, postgres_dsn
 from upgrade_app import DONE, FORKED, PAUSED, TRIMMED, build, entry
 
+from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from treadle.stores import SqliteStore
 
 FILE = Path(__file__).parent / "data" / "store-v4.sqlite"
