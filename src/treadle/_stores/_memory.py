@@ -85,13 +85,11 @@ class MemoryStore(MemoryOwnership):
             record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
-            parent = self._runs.get(run.parent_run_id) if run.parent_run_id else None
             self._runs[run.run_id] = MemoryRun(
                 record,
                 graph,
                 {latest: _bare(first)},
                 epoch=1 if lease is not None else 0,
-                lineage=parent.lineage if parent is not None else run.parent_run_id or run.run_id,
             )
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
@@ -341,10 +339,18 @@ class MemoryStore(MemoryOwnership):
             named.extend(run.checkpoints.pop(checkpoint_id).refs)
             del self._owners[checkpoint_id]
         if named:
-            lineage = [r for r in self._runs.values() if r.lineage == run.lineage]
+            root = self._root(run.record.run_id)
+            lineage = [r for r in self._runs.values() if self._root(r.record.run_id) == root]
             needed = {ref for r in lineage for c in r.checkpoints.values() for ref in c.refs}
             self._pieces.collect(named, needed)
         return len(doomed)
+
+    def _root(self, run_id: str) -> str:
+        """The run a fork tree starts from: the runs under it may share pieces."""
+        parent = self._runs[run_id].record.parent_run_id
+        while parent is not None and parent in self._runs:
+            run_id, parent = parent, self._runs[parent].record.parent_run_id
+        return run_id
 
     @property
     def piece_count(self) -> int:

@@ -44,7 +44,6 @@ class MemoryRun:
     # Every item ever delivered, applied ones too: the answers ledger.
     inbox: list[tuple[InboxItem, float]] = dataclasses.field(default_factory=list)
     consumed: int = 0  # items up to this seq are applied
-    lineage: str = ""  # the root of the runs it may share pieces with (forks)
 
     def free(self, now: float) -> bool:
         """Whether nobody holds a current lease on the run at ``now``."""
