@@ -18,41 +18,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import inspect
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from treadle._engine._context_waits import DurableWaits
 from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
-from treadle._engine._polling import poll_until_complete
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
-from treadle._engine._waits import Journal, Suspend, Suspension, Wait, WaitKind, wait_key
-from treadle._exceptions import RoutingError
+from treadle._engine._waits import Journal, Suspension, Wait
 from treadle._graph._executor import Executor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._engine._invocation import Invocation
-    from treadle._graph._policies import ExponentialBackoff
 
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
 
 
-def _epoch(when: dt.datetime | float) -> float:
-    if isinstance(when, dt.datetime):
-        if when.tzinfo is None:
-            msg = f"{when!r} has no time zone: give an aware datetime (or epoch seconds)"
-            raise ValueError(msg)
-        return when.timestamp()
-    return float(when)
-
-
-class WorkflowContext(Generic[SendT]):
+class WorkflowContext(DurableWaits, Generic[SendT]):
     """What a handler may do; parameterize it with the types it sends.
 
     ``WorkflowContext[Report]`` tells the builder this handler sends
@@ -64,7 +51,6 @@ class WorkflowContext(Generic[SendT]):
         "_abandoned",
         "_events",
         "_invocation",
-        "_journal",
         "_later",
         "_loop",
         "_loop_thread",
@@ -252,146 +238,6 @@ class WorkflowContext(Generic[SendT]):
         the same value.
         """
         return self._run.clock.now()
-
-    # -- durable steps and waits ----------------------------------------------------------
-    def _recorded(self) -> Journal | None:
-        """The journal, made from the message's on first use; ``None`` while there is none."""
-        journal = self._journal
-        if journal is None and (recorded := self._invocation.envelope.journal):
-            journal = self._journal = Journal(recorded)
-        return journal
-
-    def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
-        """The recorded result of the next journal entry, if re-executing."""
-        journal = self._recorded()
-        if journal is None:
-            return False, None
-        return journal.replay(self.executor_id, kind, name)
-
-    @property
-    def replaying(self) -> bool:
-        """Whether the handler is re-executing recorded steps after a wait."""
-        journal = self._recorded()
-        return journal is not None and journal.replaying
-
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once per invocation, however often it re-executes.
-
-        The result is recorded in the invocation's journal (it must be
-        serializable); when the handler re-executes after a durable wait,
-        the recorded result is returned and ``fn`` is not called again — so
-        an external job submitted in a step is submitted once.
-
-        Raises:
-            JournalMismatchError: re-executing, the handler reached a step
-                other than the one recorded at this point.
-        """
-        replayed, value = self._replayed("step", name)
-        if replayed:
-            return value
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            value = await value
-        journal = self._recorded()
-        if journal is None:
-            journal = self._journal = Journal()
-        journal.record("step", name, value)
-        return value
-
-    def _wait(self, kind: WaitKind, **fields: Any) -> Any:
-        journal = self._recorded()
-        cursor = journal.cursor if journal is not None else 0
-        stamp = self._invocation.envelope.stamp
-        key = wait_key(kind, self._run.run_id, self.executor_id, stamp, cursor)
-        replayed, value = self._replayed("wait", key)
-        if replayed:
-            return value
-        raise Suspend(Wait(kind, key, **fields))
-
-    async def request(self, payload: Any, response_type: type[ResponseT]) -> ResponseT:
-        """Ask a human (or any outside party) and wait durably for the answer.
-
-        The run surfaces a ``RequestEvent`` and a ``PendingRequest``, and
-        rests as ``AWAITING_INPUT`` — for as long as it takes, across
-        restarts. ``Workflow.respond(run_id, {request_id: answer})`` checks
-        the answer against ``response_type`` and resumes the handler, which
-        re-executes from the top; this call then returns the answer.
-        """
-        name = self._run.workflow.response_type_name(response_type)
-        answer: ResponseT = self._wait("request", payload=payload, response_type=name)
-        return answer
-
-    async def wait_for_input(self) -> Any:
-        """Wait durably for the next message of a session.
-
-        The run rests as ``AWAITING_INPUT`` until
-        ``Workflow.send_message(run_id, message)``; this call then returns it.
-        """
-        return self._wait("input")
-
-    async def sleep(self, delay: dt.timedelta | float) -> None:
-        """Wait durably for ``delay`` (a ``timedelta`` or seconds).
-
-        The invocation suspends; the run rests as ``WAITING`` (its result
-        says when it wakes) and may be resumed by another process.
-        """
-        seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
-        if self.replaying:
-            self._wait("timer")  # returns the recorded wake-up, computes no new time
-            return
-        self._wait("timer", due_at=self._run.clock.now() + max(seconds, 0.0))
-
-    async def sleep_until(self, when: dt.datetime | float) -> None:
-        """Wait durably until ``when`` (an aware ``datetime`` or epoch seconds)."""
-        self._wait("timer", due_at=_epoch(when))
-
-    async def poll_until_complete(
-        self,
-        check: Callable[[], Any],
-        is_complete: Callable[[Any], bool],
-        *,
-        backoff: ExponentialBackoff | None = None,
-        max_duration: dt.timedelta | float | None = None,
-    ) -> Any:
-        """Poll an external job until ``is_complete(check())``, durably.
-
-        Each poll is a journaled step and each pause a durable timer, so the
-        run is checkpointed between polls, holds no thread while waiting,
-        and survives restarts; a progress event is raised per poll.
-
-        Raises:
-            PollTimeout: the job was still incomplete after ``max_duration``.
-        """
-        return await poll_until_complete(self, check, is_complete, backoff, max_duration)
-
-    def schedule_message(
-        self,
-        message: Any,
-        *,
-        after: dt.timedelta | float | None = None,
-        at: dt.datetime | float | None = None,
-        target: str | Executor | None = None,
-    ) -> None:
-        """Send ``message`` later: a durable timer that does not suspend the sender.
-
-        Routed like ``send_message`` (now, so routing errors surface here),
-        delivered in the first superstep after it falls due.
-        """
-        if (after is None) == (at is None):
-            msg = "schedule_message takes exactly one of after= or at="
-            raise TypeError(msg)
-        if after is not None:
-            seconds = after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
-            due = self._run.clock.now() + seconds
-        else:
-            assert at is not None  # noqa: S101 - an invariant, narrows the type for mypy
-            due = _epoch(at)
-        target_id = target.id if isinstance(target, Executor) else target
-        for delivered, fan_in in self._run.router.route(self.executor_id, message, target_id):
-            if fan_in >= 0:
-                msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
-                raise RoutingError(msg)
-            self._later_work().scheduled.append((due, delivered, message))
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> str:
         """Start ``fn(*args)`` as background work owned by the run; return its key.

@@ -14,35 +14,32 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._barrier import BarrierState, Checkpointing, EventSink
-from treadle._engine._delivery import Envelope, FanInBuffer, build_inboxes, stalled_fan_ins
+from treadle._engine._commit import commit_superstep
+from treadle._engine._delivery import Envelope, FanInBuffer, stalled_fan_ins
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
     CheckpointSaved,
     ExecutorFailed,
     WorkflowEvent,
-    output_produced,
     status_changed,
-    superstep_completed,
     superstep_started,
 )
-from treadle._engine._invocation import PlannedSuperstep, plan_superstep
+from treadle._engine._invocation import plan_superstep
 from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
 from treadle._engine._runner import run_superstep
 from treadle._engine._spawn import SpawnedWork, SpawnResult
-from treadle._engine._state import Op, commit_state, initial_state
+from treadle._engine._state import initial_state
 from treadle._engine._tracing import RunTrace
 from treadle._engine._waits import (
-    Suspension,
     WaitBook,
     response_type_of,
 )
 from treadle._exceptions import RequestError, TreadleError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
 
-    from treadle._engine._invocation import Invocation
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
     from treadle._engine._topology import Topology
@@ -216,7 +213,7 @@ class RunLoop:
                 await run_superstep(self, plan)
             if self.backpressure is not None:
                 await self.backpressure()
-            self._commit(plan)
+            commit_superstep(self, plan)
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -297,80 +294,6 @@ class RunLoop:
             reason = f"{type(error).__name__}: {error}" if error is not None else None
             await self.checkpointer.record_status(self.run_id, status.value, reason)
 
-    def _commit(self, plan: PlannedSuperstep) -> None:
-        """The barrier: compute everything, then assign everything.
-
-        Suspended invocations commit nothing but their suspension; their
-        events are still published (they did happen).
-        """
-        superstep = plan.number
-        invocations = plan.invocations
-        handled = self.pending  # the inboxes this superstep handled
-        # One pass sorts out what each invocation hands to the barrier.
-        suspended: list[Suspension] | None = None  # made if needed: they seldom are
-        writes: list[tuple[str, Sequence[Op]]] | None = None
-        sent = []
-        later = False
-        for invocation in invocations:
-            outcome = invocation.outcome
-            if outcome.suspension is not None:
-                if suspended is None:
-                    suspended = []
-                suspended.append(outcome.suspension)
-                continue
-            if outcome.writes:
-                if writes is None:
-                    writes = []
-                writes.append((invocation.executor.id, outcome.writes))
-            if outcome.later is not None:
-                later = True
-            sent.append(
-                (invocation.executor.id, invocation.rank, invocation.position, outcome.sent)
-            )
-        state = self.state
-        if writes:
-            state = commit_state(state, writes, self.state_specs, superstep)
-            if self.checkpointer is not None:  # what the next checkpoint must store again
-                self.written.update(op[1] for _, ops in writes for op in ops)
-        inboxes, buffers = build_inboxes(
-            superstep, sent, self.fan_in_edges, self.fan_in_buffers, self.ranks
-        )
-        # Nothing below can fail: the superstep is committed from here on.
-        self.superstep = superstep
-        self.state = state
-        self.pending = inboxes
-        self.fan_in_buffers = buffers
-        if suspended:
-            self.waits.suspended.extend(suspended)
-        if later:
-            self._commit_durable_work(invocations)
-        iterations = self.iterations
-        for executor_id in plan.order:
-            iterations[executor_id] = iterations.get(executor_id, 0) + len(handled[executor_id])
-        self._record_outputs(superstep, invocations)
-
-    def _record_outputs(self, superstep: int, invocations: list[Invocation]) -> None:
-        """Commit the outputs, and publish the superstep's events if someone listens.
-
-        Both in stamp order: each invocation's events, then its outputs.
-        """
-        outputs = self.outputs
-        listening = self.listening
-        publish = self.publish
-        for invocation in invocations:
-            outcome = invocation.outcome
-            if listening:
-                for event in outcome.events:
-                    publish(event)
-            if outcome.outputs:  # a suspended invocation has none
-                outputs.extend(outcome.outputs)
-                if listening:
-                    executor_id = invocation.executor.id
-                    for value in outcome.outputs:
-                        publish(output_produced(self.run_id, superstep, executor_id, value))
-        if listening:
-            publish(superstep_completed(self.run_id, superstep))
-
     async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""
         await self.spawned.cancel_all()
@@ -379,21 +302,6 @@ class RunLoop:
             await self._record_status(RunStatus.CANCELLED)
         elif self.trace is not None:
             self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
-
-    def _commit_durable_work(self, invocations: list[Invocation]) -> None:
-        """Scheduled messages, spawned work and handoffs awaiting approval."""
-        for invocation in invocations:
-            outcome = invocation.outcome
-            later = outcome.later
-            if later is None:  # also every suspended invocation
-                continue
-            # Their stamps continue the invocation's send sequence.
-            stamp = (invocation.superstep, invocation.rank, invocation.position, len(outcome.sent))
-            self.waits.commit_later(
-                self.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals
-            )
-            for record, fn, args in later.spawns:
-                self.spawned.queue(record, fn, args)
 
     def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
         stamp = (superstep - 1, self.ranks[executor_id], -1, 0)

@@ -26,7 +26,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from treadle._engine._context import _epoch
+from treadle._engine._context_waits import _epoch
 from treadle._engine._delivery import HandoffContext
 from treadle._engine._state import Op, Reducer, SharedState, StateKey
 from treadle._exceptions import SerializationError
