@@ -8,14 +8,15 @@ in the process, for tests and throwaway work. All implement :class:`Store`,
 the small port any backend implements, whose methods take and return the
 records exported here (:class:`RunRecord`, :class:`CheckpointInfo`,
 :class:`CheckpointRecord`, :class:`Lease`, :class:`InboxItem`,
-:class:`Claimed`); ``treadle.serialization`` holds the serializers that turn
-checkpoint values into bytes.
+:class:`Claimed`, :class:`Unpaused`); ``treadle.serialization`` holds the
+serializers that turn checkpoint values into bytes.
 """
 
 from typing import TYPE_CHECKING
 
 from treadle._public import publish
 from treadle._stores._memory import MemoryStore
+from treadle._stores._pausing import Unpaused
 from treadle._stores._sqlite import SqliteStore
 from treadle._stores._store import (
     CheckpointInfo,
@@ -41,6 +42,7 @@ __all__ = [
     "RunRecord",
     "SqliteStore",
     "Store",
+    "Unpaused",
 ]
 
 publish(__name__, globals(), __all__)  # PostgresStore: when it is first asked for

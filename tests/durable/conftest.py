@@ -218,6 +218,7 @@ class Model:
             self._check_free(record.info.checkpoint_id)
         for record in records:
             self.commit(record, keep_last=keep_last)
+        return False  # without a lease, no pause is honoured: the commit never pauses the run
 
     def set_status(self, run_id, status, error=None):
         self.runs[run_id] = dataclasses.replace(self._run(run_id), status=status, error=error)

@@ -1,4 +1,4 @@
-"""RunStatus: final means ended for good; a resting run is not final, since it moves again."""
+"""RunStatus: final means ended for good; a resting or paused run is not final, it moves again."""
 
 import pytest
 
@@ -10,10 +10,11 @@ from treadle.testing import FakeClock
 ENDED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED}
 RESTING = {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
 MOVING = {RunStatus.PENDING, RunStatus.RUNNING}
+PAUSED = {RunStatus.PAUSED}
 
 
-def test_the_statuses_fall_into_moving_resting_and_ended():
-    assert set(RunStatus) == ENDED | RESTING | MOVING
+def test_the_statuses_fall_into_moving_resting_paused_and_ended():
+    assert set(RunStatus) == ENDED | RESTING | MOVING | PAUSED
 
 
 @pytest.mark.parametrize("status", list(RunStatus))
@@ -27,8 +28,8 @@ def test_only_awaiting_input_and_waiting_are_resting(status):
 
 
 @pytest.mark.parametrize("status", list(RunStatus))
-def test_a_run_has_stopped_when_it_rests_or_has_ended(status):
-    assert status.is_stopped is (status in RESTING | ENDED)
+def test_a_run_has_stopped_when_it_rests_is_paused_or_has_ended(status):
+    assert status.is_stopped is (status in RESTING | PAUSED | ENDED)
 
 
 async def test_a_run_awaiting_input_is_not_final_and_moves_on_when_answered():

@@ -17,11 +17,18 @@ TREADLE = str(Path(sys.executable).with_name("treadle"))
 
 
 def start_worker(
-    dsn: str, schema: str, log: Path, *, name: str, lease: float, poll: float
+    dsn: str,
+    schema: str,
+    log: Path,
+    *,
+    name: str,
+    lease: float,
+    poll: float,
+    app: str = "scale_app",
 ) -> subprocess.Popen[bytes]:
-    """``treadle worker --app scale_app`` on ``dsn``/``schema``, logging to ``log``."""
+    """``treadle worker --app APP`` on ``dsn``/``schema``, logging to ``log``."""
     env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}"}
-    command = [TREADLE, "worker", "--app", "scale_app", "--store", dsn, "--worker-id", name]
+    command = [TREADLE, "worker", "--app", app, "--store", dsn, "--worker-id", name]
     command += ["--lease", str(lease), "--poll-interval", str(poll), "--concurrency", "8"]
     with log.open("wb") as sink:
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)

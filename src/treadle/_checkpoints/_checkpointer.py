@@ -24,6 +24,13 @@ Three durability modes:
 In every mode each barrier gets its own checkpoint, in order, and the
 barrier that stops the run (it rests or ends), every status change and any
 spawned work wait for all commits.
+
+A commit may find the run paused (``Store.pause`` asked it to while this
+process advanced it): that commit pauses it and gives the lease up, and the
+checkpointer says so (:attr:`Checkpointer.paused`) and writes nothing more,
+so the loop stops at that barrier. In background and batched modes the
+commit that pauses may be one the run went past already: the barriers after
+it are not written (they run again once the run is unpaused, as after a crash).
 """
 
 from __future__ import annotations
@@ -114,10 +121,13 @@ class Checkpointer:
         self._cache = base.piece_cache() if base is not None else PieceCache()
         # At most one store call writes at a time, so checkpoints reach the store in
         # order; barriers saved meanwhile queue, encoded, for the next call.
-        self._writing: asyncio.Future[None] | None = None
+        self._writing: asyncio.Future[bool] | None = None
         self._writing_count = 0
         self._writing_releases = False  # the write in flight gives the run's lease up
+        self._writing_last: str | None = None  # the newest checkpoint of the write in flight
         self._queued: list[CheckpointRecord] = []
+        # A commit paused the run: nothing more is written (see the module docstring).
+        self.paused = False
 
     def _record(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> CheckpointRecord:
         info = CheckpointInfo(
@@ -166,16 +176,20 @@ class Checkpointer:
         self.last_checkpoint_id = record.info.checkpoint_id
         return record.info.checkpoint_id
 
-    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str:
-        """Commit one barrier; return its checkpoint id.
+    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str | None:
+        """Commit one barrier; return its checkpoint id (``None``: the run was paused first).
 
         The barrier is encoded first, while an earlier commit may still be on
         its way to disk. In sync mode, and in any mode for a barrier that
         stops the run (it rests or ends: either way its process may go
         away), it is durable on return; otherwise it is handed over
         (background) or queued for the next store call (batched), within
-        the mode's limit of commits in flight.
+        the mode's limit of commits in flight. Once a commit has paused the
+        run (:attr:`paused`), nothing more is written and this returns
+        ``None`` for a barrier that was not.
         """
+        if self.paused:
+            return None
         record = self._record(barrier, snapshots)
         self._queued.append(record)
         limit = 0 if barrier.status.is_stopped else self._in_flight_limit
@@ -186,8 +200,11 @@ class Checkpointer:
             await self._finish_writing()
         if limit == 0:
             await self.flush()
-        elif self._writing is None:
+        elif self._writing is None and not self.paused:
             self._start_writing(immediate=False)  # awaited later: it overlaps the next superstep
+        if self.paused:  # by this barrier's commit, or by an earlier one (this one is dropped)
+            written = self.last_checkpoint_id == record.info.checkpoint_id
+            return record.info.checkpoint_id if written else None
         self.last_checkpoint_id = record.info.checkpoint_id
         return record.info.checkpoint_id
 
@@ -204,12 +221,13 @@ class Checkpointer:
             self._writing_releases = rests
         self._writing = asyncio.ensure_future(commit)
         self._writing_count = len(batch)
+        self._writing_last = batch[-1].info.checkpoint_id
 
     async def _finish_writing(self) -> None:
         writing, self._writing = self._writing, None
         assert writing is not None  # noqa: S101 - called only while a write is in flight
         try:
-            await writing
+            paused = await writing
         except LeaseLostError as error:
             self._queued.clear()
             if self.ownership is None:
@@ -218,8 +236,12 @@ class Checkpointer:
         except BaseException:
             self._queued.clear()  # they follow checkpoints that were not written: never write them
             raise
+        if paused:  # the run stops at the last checkpoint of this write; the lease went with it
+            self.paused = True
+            self._queued.clear()
+            self.last_checkpoint_id = self._writing_last
         if self.ownership is not None:
-            self.ownership.committed(released=self._writing_releases)
+            self.ownership.committed(released=self._writing_releases or bool(paused))
 
     async def flush(self) -> None:
         """Wait until every checkpoint saved so far is durable (re-raising a failed commit)."""
@@ -229,11 +251,19 @@ class Checkpointer:
             await self._finish_writing()
 
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Record a status that commits no superstep (failed, cancelled, running)."""
+        """Record a status that commits no superstep (failed, cancelled, running).
+
+        Not once a commit paused the run: the status is of a superstep past
+        the barrier it paused at, which runs again when it goes on.
+        """
         try:
             await self.flush()
         finally:
-            if self.ownership is not None:
-                await self.ownership.set_status(status, error, release=status != "running")
-            else:
-                await self.store.set_status(run_id, status, error)
+            if not self.paused:
+                await self._write_status(run_id, status, error)
+
+    async def _write_status(self, run_id: str, status: str, error: str | None) -> None:
+        if self.ownership is not None:
+            await self.ownership.set_status(status, error, release=status != "running")
+        else:
+            await self.store.set_status(run_id, status, error)

@@ -240,12 +240,13 @@ class Ownership:
         keep_last: int | None,
         release: bool,
         immediate: bool = False,
-    ) -> Awaitable[None]:
+    ) -> Awaitable[bool]:
         """Commit under the lease, marking applied inbox items; ``release``: give it up too.
 
         Returns the store's own awaitable (no task of its own: this is every
-        superstep's path); whoever awaits it reports the outcome back with
-        :meth:`committed` or :meth:`lost`.
+        superstep's path), which gives ``True`` when the commit paused the
+        run (someone asked to; the lease went with it); whoever awaits it
+        reports the outcome back with :meth:`committed` or :meth:`lost`.
         """
         self._check()
         consumed, self.consumed = self.consumed, None

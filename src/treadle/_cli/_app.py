@@ -12,7 +12,7 @@ several commands share are :mod:`treadle._cli._flags`'. Exit codes:
   deeply nested JSON, an import path that does not load, a refused or
   already given answer, a run another process owns (without ``--wait``);
   nothing was changed;
-* 3 — the run rests: it awaits input or waits on a timer;
+* 3 — the run rests (it awaits input or waits on a timer) or is paused;
 * 130 — interrupted (Ctrl-C): ``run``, ``resume``, ``respond`` and ``send``
   *detach* from their run rather than cancel it. It stays as last committed,
   resumable by ``treadle resume`` or a ``treadle worker``; only ``treadle
@@ -45,10 +45,12 @@ from treadle._cli._views import (
     print_forked,
     print_graph,
     print_history,
+    print_paused,
     print_result,
     print_run_view,
     print_runs,
     print_started,
+    print_unpaused,
 )
 from treadle._engine._result import RunStatus
 
@@ -66,6 +68,7 @@ EXIT_FOR_STATUS = {
     RunStatus.FAILED: 1,
     RunStatus.STALLED: 1,
     RunStatus.CANCELLED: 1,
+    RunStatus.PAUSED: 3,
     RunStatus.RUNNING: 0,
     RunStatus.PENDING: 0,
 }
@@ -268,6 +271,32 @@ def cancel(
     """
     execute(store, lambda s: commands.cancel(s, run_id))
     print_cancelled(run_id)
+
+
+@app.command()
+def pause(
+    run_id: RunIdArgument,
+    store: StoreOption = None,
+) -> None:
+    """Pause a run at a superstep boundary, with a checkpoint, until `treadle unpause`.
+
+    A run nobody is advancing pauses at once; a run a process or worker is
+    advancing pauses at that owner's next superstep boundary (its `treadle
+    run` then exits 3, paused). Nothing advances a paused run: no worker
+    takes it up, and answers wait in its inbox.
+    """
+    outcome, row = execute(store, lambda s: commands.pause(s, run_id))
+    print_paused(row, outcome)
+
+
+@app.command()
+def unpause(
+    run_id: RunIdArgument,
+    store: StoreOption = None,
+) -> None:
+    """Let a paused run go on: a `treadle worker` takes it up, or `treadle resume` does here."""
+    was_paused, row = execute(store, lambda s: commands.unpause(s, run_id))
+    print_unpaused(row, was_paused=was_paused)
 
 
 @app.command()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from treadle._engine._options import RunOptions
     from treadle._engine._result import RunResult
     from treadle._scaleout._client import Client
+    from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import CheckpointInfo, RunRecord, Store
 
 DEFAULT_STORE = "treadle.sqlite"
@@ -440,3 +441,33 @@ async def cancel(store: Store, run_id: str) -> None:
         await client_of(store).cancel(run_id)
         return
     await cancel_run(store, run_id)
+
+
+async def pause(store: Store, run_id: str) -> tuple[PauseOutcome, RunRecord]:
+    """Pause a run wherever it is (the store decides: now, or at its owner's next barrier).
+
+    Returns what the store did and the run's row after it (whose owner, if
+    the pause was only asked, pauses it).
+
+    Raises:
+        CommandError: No such run.
+        RequestError: It has ended.
+    """
+    await get_run(store, run_id)
+    outcome = await store.pause(run_id)
+    return outcome, await store.get_run(run_id)
+
+
+async def unpause(store: Store, run_id: str) -> tuple[bool, RunRecord]:
+    """Let a paused run go on (a worker, a timer service or ``resume`` takes it up).
+
+    Returns whether it was paused (else a pause asked of it was withdrawn)
+    and its row after.
+
+    Raises:
+        CommandError: No such run.
+        RequestError: It has ended, or is neither paused nor asked to pause.
+    """
+    await get_run(store, run_id)
+    unpaused = await store.unpause(run_id)
+    return not unpaused.withdrawn, await store.get_run(run_id)

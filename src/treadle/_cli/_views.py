@@ -93,6 +93,8 @@ def print_result(result: RunResult, *, as_json: bool) -> None:
             out.print(f"    answer: treadle respond {result.run_id} {request.request_id} '<json>'")
         if result.status is RunStatus.WAITING:
             out.print(f"  next timer: {when(result.wake_at)}; `treadle worker` wakes it")
+        if result.status is RunStatus.PAUSED:
+            out.print(f"  {_PAUSED_HINT.format(run=result.run_id)}")
 
 
 def _result_data(result: RunResult) -> dict[str, Any]:
@@ -146,6 +148,31 @@ def print_cancelled(run_id: str) -> None:
     out.print(f"run {run_id} cancelled")
 
 
+_PAUSED_HINT = "paused: `treadle unpause {run}` or `treadle resume {run}` lets it go on"
+
+
+def print_paused(row: RunRecord, outcome: str) -> None:
+    """``treadle pause``: that the run is paused, or which owner pauses it at its next barrier."""
+    if outcome == "paused":
+        out.print(f"run {row.run_id} paused at superstep {row.superstep}")
+        return
+    out.print(
+        f"run {row.run_id}: pause requested; its owner {escape(row.owner or '?')} pauses it "
+        f"at its next superstep boundary (treadle show {row.run_id} to watch)"
+    )
+
+
+def print_unpaused(row: RunRecord, *, was_paused: bool) -> None:
+    """``treadle unpause``: that the run goes on, and who takes it up (or the pause withdrawn)."""
+    if not was_paused:
+        out.print(f"run {row.run_id}: pause withdrawn before it took effect; it goes on")
+        return
+    out.print(
+        f"run {row.run_id} unpaused ({row.status}); a `treadle worker` takes it up, "
+        f"or `treadle resume {row.run_id}` here"
+    )
+
+
 def print_graph(text: str) -> None:
     """``treadle graph``: the drawing as raw text, for piping into ``mmdc`` or ``dot``."""
     print(text)  # noqa: T201 - raw text: rich would wrap or style it
@@ -171,8 +198,10 @@ def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:
 
 
 def _status_text(row: RunRecord, now: float) -> str:
-    """The status, marked ``(orphaned)`` and with why the run is parked, if it is."""
+    """The status, marked ``(orphaned)``, ``(pause requested)`` and why the run is parked."""
     marks = ["orphaned"] if commands.is_orphaned(row, now) else []
+    if row.pause_requested is not None:
+        marks.append("pause requested")
     if row.parked:
         marks.append(f"parked: {row.parked}")
     return f"{row.status} ({'; '.join(marks)})" if marks else row.status
@@ -207,6 +236,7 @@ def _run_data(row: RunRecord, now: float) -> dict[str, Any]:
         "lease_until": row.lease_until,
         "orphaned": commands.is_orphaned(row, now),
         "parked": row.parked,
+        "pause_requested": row.pause_requested,
     }
 
 
@@ -240,6 +270,10 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         out.print(
             f"  [yellow]parked:[/yellow] {escape(row.parked)}; `treadle resume {shown}` takes it up"
         )
+    if row.status == RunStatus.PAUSED.value:
+        out.print(f"  [yellow]{_PAUSED_HINT.format(run=shown)}[/yellow]")
+    elif row.pause_requested is not None:
+        out.print("  [yellow]pause requested:[/yellow] its owner pauses it at its next barrier")
     if row.error:
         out.print(f"  error: {escape(row.error)}")
     if view.detail:

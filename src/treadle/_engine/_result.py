@@ -23,12 +23,14 @@ class RunStatus(enum.StrEnum):
     that nothing can move but a fan-in is partly filled. ``PENDING`` is a run
     started through a client (``treadle.workers.connect``) that no worker has begun.
 
-    The statuses fall in three groups, each with its property: moving
-    (``PENDING``, ``RUNNING``); resting (:attr:`is_resting`:
-    ``AWAITING_INPUT``, ``WAITING``), stopped until an answer, a message or
-    a timer moves the run again; and ended (:attr:`is_final`: ``COMPLETED``,
-    ``FAILED``, ``CANCELLED``, ``STALLED``), for good. :attr:`is_stopped`
-    covers the last two: the run is not moving now.
+    The statuses fall in four groups: moving (``PENDING``, ``RUNNING``);
+    resting (:attr:`is_resting`: ``AWAITING_INPUT``, ``WAITING``), stopped
+    until an answer, a message or a timer moves the run again; ``PAUSED``,
+    stopped at a superstep boundary by ``pause()`` until ``unpause()`` (or
+    ``resume``) lets it go on, whatever arrives meanwhile; and ended
+    (:attr:`is_final`: ``COMPLETED``, ``FAILED``, ``CANCELLED``,
+    ``STALLED``), for good. :attr:`is_stopped` covers the last three: the
+    run is not moving now.
     """
 
     PENDING = "pending"
@@ -39,6 +41,7 @@ class RunStatus(enum.StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     STALLED = "stalled"
+    PAUSED = "paused"
 
     @property
     def is_final(self) -> bool:
@@ -62,19 +65,21 @@ class RunStatus(enum.StrEnum):
 
     @property
     def is_stopped(self) -> bool:
-        """Whether the run has stopped moving for now: it rests or has ended.
+        """Whether the run has stopped moving for now: it rests, is paused or has ended.
 
         Where stepping a run stops: ``run`` returns, a stream ends, the
         run's span ends and its last checkpoint is made durable.
-        ``PENDING`` and ``RUNNING`` runs are still moving.
+        ``PENDING`` and ``RUNNING`` runs are still moving; a ``PAUSED`` one
+        is stopped, though neither resting nor final.
         """
-        return self in ENDED or self in _RESTING
+        return self in _STOPPED
 
 
 ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED})
 """Statuses a run never leaves by itself: nothing more will be delivered to it."""
 
 _RESTING = frozenset({RunStatus.AWAITING_INPUT, RunStatus.WAITING})
+_STOPPED = ENDED | _RESTING | {RunStatus.PAUSED}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._inbox import expired_instead
 from treadle._engine._result import ENDED, RunResult, RunStatus
-from treadle._exceptions import AppLoadError
+from treadle._exceptions import AppLoadError, RequestAlreadyAnsweredError
 from treadle._scaleout._apps import by_name, load_app
 from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._values._serialization import JsonSerializer
@@ -26,12 +27,14 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
     from types import TracebackType
 
+    from treadle._stores._pausing import PauseOutcome
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._store import RunRecord
     from treadle._values._serialization import Serializer
     from treadle._workflow._workflow import Workflow
 
-_RESTING = ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
+# Where a run stops for now: it rests, is paused, or has ended.
+_RESTING = ENDED | {RunStatus.AWAITING_INPUT, RunStatus.WAITING, RunStatus.PAUSED}
 
 
 def connect(
@@ -58,7 +61,7 @@ def connect(
 
 
 class Client:
-    """Starts, feeds, cancels, watches and lists runs served by ``treadle worker``s.
+    """Starts, feeds, cancels, pauses, watches and lists runs served by ``treadle worker``s.
 
     Use as ``async with treadle.workers.connect(dsn) as client:``, or call
     :meth:`close`.
@@ -115,7 +118,7 @@ class Client:
         until_rest: bool = False,
         poll_interval: float = 0.1,
     ) -> RunRecord:
-        """Wait until the run has ended (or, ``until_rest``, rests awaiting something).
+        """Wait until the run has ended (or, ``until_rest``, rests awaiting something or is paused).
 
         Raises:
             TimeoutError: ``timeout`` seconds passed first.
@@ -190,6 +193,8 @@ class Client:
             RequestError: The run has ended.
             RequestAlreadyAnsweredError: Another answer to a request was kept
                 first (the error names it); nothing was delivered.
+            RequestExpiredError: A request's ``timeout=`` was kept first: it
+                timed out (the error names when); nothing was delivered.
             UnknownRequestError, InvalidResponseError: An answer was refused
                 by the check above; nothing was delivered.
         """
@@ -203,7 +208,10 @@ class Client:
         else:
             # A worker may own the run right now; the inbox takes the answer meanwhile.
             items = await deliverable_answers(workflow, self.store, run_id, responses, wait=True)
-        await deliver(self.store, run_id, items)
+        try:
+            await deliver(self.store, run_id, items)
+        except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
+            raise expired_instead(refused) from None
 
     async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:
         """Deliver the next message of a session to the run (see :meth:`respond`)."""
@@ -219,6 +227,39 @@ class Client:
             RequestError: It has ended already.
         """
         await cancel_queued(self.store, run_id)
+
+    async def pause(self, run_id: str) -> PauseOutcome:
+        """Pause the run at a superstep boundary, with a checkpoint, until :meth:`unpause`.
+
+        Decided by the store, once: a run no worker holds is ``paused`` at
+        once; a run a worker is advancing pauses with that worker's next
+        commit, which checkpoints its superstep and releases it (a run that
+        ends there ends). No worker claims a paused run; answers and
+        messages delivered meanwhile wait in its inbox. Pausing a paused
+        run changes nothing.
+
+        Returns:
+            ``"paused"`` (it is paused now) or ``"requested"`` (its worker
+            pauses it at its next superstep boundary).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended (the error names its status).
+        """
+        return await self.store.pause(run_id)
+
+    async def unpause(self, run_id: str) -> None:
+        """Let a paused run go on: workers take it up at once (idle ones are told).
+
+        Its status becomes its latest checkpoint's again (a run paused
+        mid-run is taken up from there); what was delivered meanwhile is
+        applied. A pause asked of a run that has not paused yet is withdrawn.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended, or is neither paused nor asked to pause.
+        """
+        await self.store.unpause(run_id)
 
     async def list_runs(
         self,

@@ -19,7 +19,10 @@ Failure handling, by cause:
   the store, as in one process;
 * the run keeps killing its worker: each takeover of an expired lease
   counts, and past ``max_recoveries`` the run is parked ``FAILED`` with the
-  reason instead of being claimed again.
+  reason instead of being claimed again;
+* the run is paused (a client asked): its next commit checkpoints the
+  superstep, pauses it and gives the claim up; no worker claims it until
+  it is unpaused.
 
 Shutdown (``stop()``, or SIGTERM in ``treadle worker``): no new claims; each
 run finishes its current superstep, commits it and is released, so another
@@ -234,7 +237,7 @@ class Worker:
                 continue
             for run_id in lost:
                 gone = self._held.get(run_id)
-                if gone is None:
+                if gone is None or gone.view.paused:  # a paused run's commit let the claim go
                     continue
                 logger.warning("lease lost on run %s (epoch %d)", run_id, gone.claim.epoch)
                 gone.view.detach(LeaseLostError(run_id, gone.claim.epoch))
@@ -307,6 +310,9 @@ class Worker:
         """Release the run, or not, according to how its task ended."""
         claim, view = held.claim, held.view
         error = None if task.cancelled() else task.exception()
+        if view.paused:  # the commit that paused it released it too
+            logger.info("run %s paused; released epoch %d", claim.run_id, claim.epoch)
+            return
         detached = view.detached
         if isinstance(detached, LeaseLostError):
             logger.warning("run %s: lease lost, left to its new owner", claim.run_id)

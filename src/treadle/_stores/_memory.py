@@ -115,8 +115,11 @@ class MemoryStore(MemoryOwnership):
         consumed: int | None = None,
         release: bool = False,
         immediate: bool = False,  # noqa: ARG002 - every call is immediate here
-    ) -> None:
+    ) -> bool:
         """:meth:`commit` for several checkpoints of one run, in order, all or none.
+
+        Under a lease it honours a pause asked of the run meanwhile: ``True``
+        when this commit paused it (see the store port).
 
         Raises:
             RunNotFoundError: No such run.
@@ -147,11 +150,15 @@ class MemoryStore(MemoryOwnership):
             )
             if consumed is not None:
                 run.consumed = max(run.consumed, consumed)
-            if lease is not None and release:
+            paused = False
+            if lease is not None and run.record.pause_requested is not None:
+                paused = self._honour_pause(run)
+            elif lease is not None and release:
                 self._release(run)
             retention = keep_last if keep_last is not None else self._keep_last
             if retention is not None:
                 self._drop_oldest(run, retention)
+            return paused
 
     async def set_status(
         self,

@@ -19,7 +19,9 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RequestError,
     RunBusyError,
+    RunPausedError,
 )
+from treadle._stores import _pausing
 from treadle._stores._sql_ownership import ENDED_STATUSES, answer_preview, check_not_ended
 from treadle._stores._sql_rules import check_limit, due_at
 from treadle._stores._store import Claimed, InboxItem, Lease
@@ -58,7 +60,7 @@ class MemoryOwnership(ABC):
     """What the store port asks of ``MemoryStore`` about who owns a run, and its inbox.
 
     ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
-    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    ``answer_of``, ``cancel``, ``pause``, ``unpause``, ``park`` and ``claim``.
     """
 
     _runs: dict[str, MemoryRun]
@@ -86,6 +88,8 @@ class MemoryOwnership(ABC):
         with self._lock:
             run = self._run(run_id)
             now = time.time()
+            if run.record.status == _pausing.PAUSED:
+                raise RunPausedError(run_id)
             if not run.free(now) and (replacing is None or run.record.owner != replacing):
                 raise RunBusyError(
                     run_id, str(run.record.owner), float(run.record.lease_until or 0)
@@ -186,7 +190,64 @@ class MemoryOwnership(ABC):
                 lease_until=None,
                 error=None,
                 updated_at=time.time(),
+                pause_requested=None,
             )
+
+    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+        """Pause the run now, or ask its owner to at its next commit (see the store port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(run_id)
+            now = time.time()
+            step = _pausing.decide_pause(run_id, _pausable(run), now)
+            if run is not None and step == "pause":
+                run.epoch += 1  # an owner presumed dead commits nothing more
+                run.record = dataclasses.replace(
+                    run.record,
+                    status=_pausing.PAUSED,
+                    pause_requested=None,
+                    owner=None,
+                    lease_until=None,
+                    updated_at=now,
+                )
+            elif run is not None and step == "request" and run.record.pause_requested is None:
+                run.record = dataclasses.replace(run.record, pause_requested=now)
+            return _pausing.pause_outcome(step)
+
+    async def unpause(
+        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+    ) -> _pausing.Unpaused:
+        """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: With ``owner``, another owner's lease is current.
+            RequestError: It has ended, or is neither paused nor asked to pause.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(run_id)
+            now = time.time()
+            step = _pausing.decide_unpause(run_id, _pausable(run), now, taking=owner is not None)
+            assert run is not None  # noqa: S101 - decide_unpause refuses an unknown run
+            if step == "withdraw":
+                run.record = dataclasses.replace(run.record, pause_requested=None)
+                return _pausing.Unpaused(withdrawn=True)
+            latest = run.checkpoints.get(run.record.checkpoint_id or "")
+            status = latest.info.status if latest is not None else "pending"
+            run.record = dataclasses.replace(
+                run.record, status=status, pause_requested=None, updated_at=now
+            )
+            run.ready_at = (run.ready_at or now) if run.unapplied() else None
+            if owner is None:
+                return _pausing.Unpaused(withdrawn=False)
+            lease = self._lease(run, owner, now + duration, parked=run.record.parked)
+            return _pausing.Unpaused(withdrawn=False, lease=lease)
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
@@ -214,7 +275,7 @@ class MemoryOwnership(ABC):
                 for run in self._runs.values()
                 if run.free(wall)
                 and run.record.parked is None
-                and run.record.status not in (*ENDED_STATUSES, "pending")  # workers' only
+                and run.record.status not in _NOT_SERVICEABLE
             ]
             due = sorted(
                 (
@@ -251,8 +312,35 @@ class MemoryOwnership(ABC):
             raise LeaseLostError(lease.run_id, lease.epoch)
 
     def _release(self, run: MemoryRun) -> None:
+        if run.record.pause_requested is not None:
+            self._honour_pause(run)
+            return
         if run.unapplied():
             run.ready_at = run.ready_at if run.ready_at is not None else time.time()
         else:
             run.ready_at = None
         run.record = dataclasses.replace(run.record, owner=None, lease_until=None)
+
+    def _honour_pause(self, run: MemoryRun) -> bool:
+        """Pause a run whose owner commits or lets go (unless it ended); ``True`` if paused."""
+        status = run.record.status
+        run.record = dataclasses.replace(
+            run.record,
+            status=_pausing.paused_status(status),
+            pause_requested=None,
+            owner=None,
+            lease_until=None,
+        )
+        return status not in ENDED_STATUSES
+
+
+# Not for a timer service: ended and paused runs, and runs queued for workers (pending).
+_NOT_SERVICEABLE = frozenset((*ENDED_STATUSES, _pausing.PAUSED, "pending"))
+
+
+def _pausable(run: MemoryRun | None) -> tuple[object, ...] | None:
+    """A run as the pause rules read it: (status, owner, lease_until, pause_requested)."""
+    if run is None:
+        return None
+    record = run.record
+    return (record.status, record.owner, record.lease_until, record.pause_requested)

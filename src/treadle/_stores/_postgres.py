@@ -33,7 +33,13 @@ from psycopg_pool import PoolClosed
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
-from treadle._stores._postgres_ownership import Owned, PostgresOwnership, refusal, release_lease
+from treadle._stores._postgres_ownership import (
+    Owned,
+    PostgresOwnership,
+    honour_pause,
+    refusal,
+    release_lease,
+)
 from treadle._stores._postgres_pools import Connection, LoopPools
 from treadle._stores._postgres_writes import delete_old, insert_checkpoints
 from treadle._stores._sql_dialect import POSTGRES
@@ -50,8 +56,9 @@ _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled co
 
 _render = functools.cache(POSTGRES.render)
 
-# The shared writes, fenced by a lease (see _postgres_ownership).
-_FENCED_ADVANCE = _sql_statements.ADVANCE_RUN + _sql_ownership.FENCE
+# The shared writes, fenced by a lease (see _postgres_ownership); a fenced
+# advance also says whether a pause was asked of the run meanwhile.
+_FENCED_ADVANCE = _sql_statements.ADVANCE_RUN + _sql_ownership.FENCE + " RETURNING pause_requested"
 _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 
 # Held while a store migrates, so that stores opening one new database at once
@@ -198,13 +205,15 @@ class PostgresStore(SqlReads, PostgresOwnership):
         consumed: int | None = None,
         release: bool = False,
         immediate: bool = False,  # noqa: ARG002 - a server: always a round trip
-    ) -> None:
+    ) -> bool:
         """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
 
         With ``lease`` it commits only while the lease is current; ``consumed``
         marks the run's inbox items up to that ``seq`` applied and ``release``
         gives the lease up, in the same transaction, so an item is applied
         exactly once and a run at rest is free the moment its last barrier is.
+        A pause asked of the run meanwhile is honoured there too: ``True``
+        when this commit paused it (see the store port).
 
         Raises:
             RunNotFoundError: No such run.
@@ -216,7 +225,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         _sql_rules.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = Owned(lease, consumed, release)
-        await self._run(
+        return await self._run(
             functools.partial(_commit, tuple(checkpoints), retention, owned), write=True
         )
 
@@ -428,25 +437,33 @@ async def _commit(
     keep_last: int | None,
     owned: Owned,
     connection: Connection,
-) -> None:
+) -> bool:
     info = checkpoints[-1].info
     lease = owned.lease
-    # The run row first: its lock makes concurrent commits to one run take turns.
+    asked = None  # when a pause was asked of the run, if it was
+    # The run row first: its lock makes concurrent commits (and pauses) of one run take turns.
     if lease is None:
         advanced = await connection.execute(
             _render(_sql_statements.ADVANCE_RUN), _sql_rows.advance_parameters(info)
         )
+        if advanced.rowcount == 0:
+            raise await refusal(connection, info.run_id, lease)
     else:
         fenced = (*_sql_rows.advance_parameters(info), lease.owner, lease.epoch)
-        advanced = await connection.execute(_render(_FENCED_ADVANCE), fenced)
-    if advanced.rowcount == 0:
-        raise await refusal(connection, info.run_id, lease)
+        row = await (await connection.execute(_render(_FENCED_ADVANCE), fenced)).fetchone()
+        if row is None:
+            raise await refusal(connection, info.run_id, lease)
+        asked = row[0]
     await insert_checkpoints(connection, checkpoints)
     now = time.time()
     if owned.consumed is not None:
         consumed = (now, info.run_id, owned.consumed)
         await connection.execute(_render(_sql_ownership.CONSUME_INBOX), consumed)
-    if lease is not None and owned.release:
+    paused = False
+    if asked is not None:  # this barrier is where the run stops; the lease goes with it
+        paused = await honour_pause(connection, info.run_id, info.status)
+    elif lease is not None and owned.release:
         await release_lease(connection, lease, now)
     if keep_last is not None:
         await delete_old(connection, info.run_id, keep_last)
+    return paused

@@ -20,6 +20,7 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._postgres_queue import Claim
@@ -84,6 +85,7 @@ class LeasedStore:
         self._claimed = Lease(claim.run_id, owner, claim.epoch, 0.0)
         self._consumed = consumed
         self.detached: DurabilityError | None = None  # set: write nothing more
+        self.paused = False  # a commit paused the run: the claim went with it
         self._stop_after: DurabilityError | None = None
 
     def consume(self, seq: int) -> None:
@@ -147,20 +149,24 @@ class LeasedStore:
         consumed: int | None = None,
         release: bool = False,  # noqa: ARG002 - the worker releases
         immediate: bool = False,  # noqa: ARG002 - a server: always a round trip
-    ) -> None:
+    ) -> bool:
         """Add checkpoints of the run in order, in one transaction, under the current lease.
 
         ``consumed`` marks inbox items applied with them, as :meth:`consume` does.
+        ``True``: a pause asked of the run was honoured with them, and the
+        claim given up (:attr:`paused`); the run stops at this barrier.
         """
         if consumed is not None:
             self.consume(consumed if self._consumed is None else max(consumed, self._consumed))
         self._check_attached()
         consumed, self._consumed = self._consumed, None
-        await self._settle(
+        paused = await self._settle(
             self.store.commit_many(
                 checkpoints, keep_last=keep_last, lease=self._claimed, consumed=consumed
-            )
+            ),
+            paused=True,
         )
+        return bool(paused)
 
     async def set_status(
         self,
@@ -250,6 +256,16 @@ class LeasedStore:
         """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
         await self.store.cancel(run_id)
 
+    async def pause(self, run_id: str) -> PauseOutcome:
+        """Pause a run (the store's): the claimed run pauses with this view's next commit."""
+        return await self.store.pause(run_id)
+
+    async def unpause(
+        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+    ) -> Unpaused:
+        """Let a paused run go on (the store's)."""
+        return await self.store.unpause(run_id, owner=owner, duration=duration)
+
     async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease runs a timer service should take up (the store's)."""
         return await self.store.claim(owner, duration, now, limit=limit)
@@ -262,15 +278,20 @@ class LeasedStore:
         if self.detached is not None:
             raise self.detached
 
-    async def _settle(self, write: Awaitable[None]) -> None:
+    async def _settle(self, write: Awaitable[bool | None], *, paused: bool = False) -> bool | None:
+        """Await a write; ``paused``: it is a commit, which may have paused the run."""
         try:
-            await write
+            outcome = await write
         except DurabilityError as error:  # the lease lost, or the store failed
             self.detach(error)
             raise
+        if paused and outcome:
+            self.paused = True
+            return outcome  # the run stops here: stopping the worker changes nothing
         if self._stop_after is not None:
             self.detach(self._stop_after)
             raise self._stop_after
+        return outcome
 
     async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
         found = await connection.execute(_RUN_EXISTS, (run_id,))

@@ -29,8 +29,9 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RunBusyError,
     RunNotFoundError,
+    RunPausedError,
 )
-from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
+from treadle._stores import _pausing, _sql_ownership, _sql_pausing, _sql_rules, _sql_statements
 from treadle._stores._postgres_writes import NOTIFY_READY
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Claimed, InboxItem, Lease
@@ -51,9 +52,11 @@ _render = functools.cache(POSTGRES.render)
 _LOCK_OWNER = _sql_ownership.SELECT_OWNER + " FOR UPDATE"
 _LOCK_LEASE = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
 _LOCK_STATUS = _sql_ownership.SELECT_STATUS + " FOR UPDATE"
+_LOCK_PAUSABLE = _sql_pausing.SELECT_PAUSABLE + " FOR UPDATE"
 # Whether the released run is left ready (its inbox holds unapplied items): if
-# so, idle workers are told at once, as a delivery would have told them.
-_RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at"
+# so, idle workers are told at once, as a delivery would have told them; and
+# whether a pause was asked of it, which letting go of it honours.
+_RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at, pause_requested, status"
 # Concurrent claimers skip each other's candidates rather than wait for them,
 # and never take one run twice: a row locked here is leased before commit.
 _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
@@ -71,7 +74,7 @@ class PostgresOwnership(ABC):
     """What the store port asks of ``PostgresStore`` about who owns a run, and its inbox.
 
     ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
-    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    ``answer_of``, ``cancel``, ``pause``, ``unpause``, ``park`` and ``claim``.
     """
 
     @abstractmethod
@@ -108,6 +111,8 @@ class PostgresOwnership(ABC):
                 found = await locked.fetchone()
                 if found is None:
                     raise RunNotFoundError(run_id)
+                if found[2] == _pausing.PAUSED:
+                    raise RunPausedError(run_id)
                 taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
                 if taken is None:
                     raise RunBusyError(run_id, found[0], found[1])
@@ -211,6 +216,67 @@ class PostgresOwnership(ABC):
 
         await self._run(work, write=True)
 
+    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+        """Pause the run now, or ask its owner (a worker, a process) to at its next commit.
+
+        The run row is locked first, so a pause and a commit of the run take
+        turns: the commit either lands before the pause (which then asks the
+        owner, or finds the run at rest and pauses it) or honours it.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended.
+        """
+
+        async def work(connection: Connection) -> _pausing.PauseOutcome:
+            now = time.time()
+            locked = await connection.execute(_render(_LOCK_PAUSABLE), (run_id,))
+            step = _pausing.decide_pause(run_id, await locked.fetchone(), now)
+            if step == "pause":
+                await connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
+            elif step == "request":
+                await connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
+            return _pausing.pause_outcome(step)
+
+        return await self._run(work, write=True)
+
+    async def unpause(
+        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+    ) -> _pausing.Unpaused:
+        """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
+
+        Idle workers are told at once when the run is left for them to take up.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: With ``owner``, another owner's lease is current.
+            RequestError: It has ended, or is neither paused nor asked to pause.
+        """
+
+        async def work(connection: Connection) -> _pausing.Unpaused:
+            now = time.time()
+            locked = await connection.execute(_render(_LOCK_PAUSABLE), (run_id,))
+            found = await locked.fetchone()
+            step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
+            if step == "withdraw":
+                await connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
+                return _pausing.Unpaused(withdrawn=True)
+            if owner is None:
+                await connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id))
+                await connection.execute(NOTIFY_READY)
+                return _pausing.Unpaused(withdrawn=False)
+            until = now + duration
+            unpaused = (now, now, owner, until, run_id)
+            taken = await (
+                await connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused)
+            ).fetchone()
+            assert taken is not None  # noqa: S101 - the row is locked and was found paused
+            return _pausing.Unpaused(
+                withdrawn=False, lease=Lease(run_id, owner, int(taken[0]), until)
+            )
+
+        return await self._run(work, write=True)
+
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up: services stop waking it.
 
@@ -304,9 +370,23 @@ async def release_lease(connection: Connection, lease: Lease, now: float) -> boo
     row = await (await connection.execute(_render(_RELEASE), released)).fetchone()
     if row is None:
         return False
-    if row[0] is not None:
+    ready, requested, status = row
+    if requested is not None:
+        await honour_pause(connection, lease.run_id, status)
+    elif ready is not None:
         await connection.execute(NOTIFY_READY)
     return True
+
+
+async def honour_pause(connection: Connection, run_id: str, status: str) -> bool:
+    """Pause a run whose owner commits or lets go (unless ``status`` ended it); ``True`` if paused.
+
+    The caller's transaction holds the run row's lock already: it just wrote it.
+    """
+    await connection.execute(
+        _render(_sql_pausing.HONOUR_PAUSE), (_pausing.paused_status(status), run_id)
+    )
+    return status not in _sql_ownership.ENDED_STATUSES
 
 
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
 from treadle._stores import _sql_ownership
+from treadle._stores._pausing import PAUSED, paused_status
 from treadle._stores._postgres_leases import FENCE, LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL
 from treadle._stores._sql_dialect import POSTGRES
@@ -56,11 +57,13 @@ _DUE = POSTGRES.render(DUE_AT)
 # run whose worker died mid-superstep stays claimable whatever its status; a
 # run ``running`` (or ``pending``) with no current owner is claimable even
 # without it: an in-process owner on this store that died mid-run never set it.
+# A paused run is claimed by nobody, whatever was delivered to it meanwhile.
 _CLAIM = f"""
 WITH chosen AS (
     SELECT run_id FROM treadle_runs
     WHERE workflow = ANY(%(workflows)s)
         AND parked IS NULL
+        AND status <> 'paused'
         AND (ready_at <= %(now)s OR {_DUE} <= %(now)s OR status IN ('running', 'pending'))
         AND (owner IS NULL OR lease_until IS NULL OR lease_until < {_DB_NOW})
     ORDER BY (owner IS NULL), COALESCE(ready_at, {_DUE})
@@ -84,11 +87,17 @@ FROM unnest(%s::TEXT[], %s::BIGINT[]) AS held(run_id, epoch)
 WHERE r.run_id = held.run_id AND r.lease_epoch = held.epoch AND r.owner = %s
 RETURNING r.run_id"""  # noqa: S608 - constants only
 
-_LOCK_LEASED = "SELECT status FROM treadle_runs WHERE run_id = %s" + FENCE + " FOR UPDATE"  # noqa: S608 - constants only
+_LOCK_LEASED = (
+    "SELECT status, pause_requested FROM treadle_runs WHERE run_id = %s"  # noqa: S608 - constants
+    + FENCE
+    + " FOR UPDATE"
+)
 
+# A pause asked of the run while the worker held it is honoured as it lets go.
 _RELEASE = """
 UPDATE treadle_runs
-SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s
+SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s, status = %s,
+    pause_requested = NULL
 WHERE run_id = %s"""
 
 _SELECT_INBOX = POSTGRES.render(_sql_ownership.SELECT_INBOX)
@@ -202,11 +211,15 @@ class RunQueue:
                 return False
             waiting = await connection.execute(_HAS_INBOX, (claim.run_id,))
             has_inbox = await waiting.fetchone() is not None
-            status = row[0]
-            ready = status not in _sql_ownership.ENDED_STATUSES and (
+            status, asked = row
+            if asked is not None:
+                status = paused_status(status)
+            ready = status not in (*_sql_ownership.ENDED_STATUSES, PAUSED) and (
                 status in ("running", "pending") or has_inbox
             )
-            await connection.execute(_RELEASE, (now if ready else None, claim.run_id))
+            # A paused run keeps ready_at while its inbox holds items, as any run does.
+            ready_at = now if ready or (status == PAUSED and has_inbox) else None
+            await connection.execute(_RELEASE, (ready_at, status, claim.run_id))
             if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
                 await connection.execute(NOTIFY_READY)
             return True

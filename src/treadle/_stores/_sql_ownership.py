@@ -26,34 +26,37 @@ FENCE = " AND owner = ? AND lease_epoch = ?"
 # A lease is free when nobody holds one, or the holder's ran out (it died).
 _FREE = "(owner IS NULL OR lease_until IS NULL OR lease_until <= ?)"
 
+# A paused run is taken by nobody: ``unpause`` (which may lease it) lets it go on.
 ACQUIRE = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
-WHERE run_id = ? AND {_FREE}
+WHERE run_id = ? AND status <> 'paused' AND {_FREE}
 RETURNING lease_epoch"""  # noqa: S608 - constants only
 
 # Taking a lease over from an owner known to be dead (its process is gone), however long it had.
 ACQUIRE_FROM = """
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
-WHERE run_id = ? AND owner = ?
+WHERE run_id = ? AND owner = ? AND status <> 'paused'
 RETURNING lease_epoch"""
 
-SELECT_OWNER = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
+# Why an acquire took nothing: the owner and its lease, or the run is paused.
+SELECT_OWNER = "SELECT owner, lease_until, status FROM treadle_runs WHERE run_id = ?"
 
 RENEW = "UPDATE treadle_runs SET lease_until = ? WHERE run_id = ?" + FENCE  # noqa: S608 - constants
 
-_UNAPPLIED = (
+UNAPPLIED = (
     "EXISTS (SELECT 1 FROM treadle_inbox AS i"
     " WHERE i.run_id = treadle_runs.run_id AND i.consumed_at IS NULL)"
 )
+"""Whether a run's inbox holds items no owner has applied (a condition on ``treadle_runs``)."""
 
 # Giving a lease up leaves the run ready when its inbox holds unapplied items,
 # so a timer service or worker applies what arrived while it was owned.
 RELEASE = f"""
 UPDATE treadle_runs
 SET owner = NULL, lease_until = NULL,
-    ready_at = (CASE WHEN {_UNAPPLIED} THEN COALESCE(ready_at, ?) END)
+    ready_at = (CASE WHEN {UNAPPLIED} THEN COALESCE(ready_at, ?) END)
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
 # A commit that brings a run to rest under its lease, in one statement: the
@@ -72,7 +75,7 @@ WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
 CLEAR_READY = f"""
 UPDATE treadle_runs SET ready_at = NULL
-WHERE run_id = ? AND ready_at IS NOT NULL AND NOT {_UNAPPLIED}"""  # noqa: S608 - constants only
+WHERE run_id = ? AND ready_at IS NOT NULL AND NOT {UNAPPLIED}"""  # noqa: S608 - constants only
 
 CONSUME_INBOX = (
     "UPDATE treadle_inbox SET consumed_at = ?"
@@ -100,15 +103,16 @@ ENDED_STATUSES = ("cancelled", "completed", "failed", "stalled")
 
 _ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
 
-# Not for a timer service: ended runs, and runs a client queued for ``treadle
-# worker``s (``pending``: no checkpoint yet; only a worker can start them).
-_NOT_SERVICEABLE = "(" + ", ".join(f"'{s}'" for s in (*ENDED_STATUSES, "pending")) + ")"
+# Not for a timer service: ended runs, paused ones, and runs a client queued for
+# ``treadle worker``s (``pending``: no checkpoint yet; only a worker can start them).
+_NOT_SERVICEABLE = "(" + ", ".join(f"'{s}'" for s in (*ENDED_STATUSES, "paused", "pending")) + ")"
 
 CANCEL = f"""
 UPDATE treadle_runs
 SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
-    lease_epoch = lease_epoch + 1, updated_at = ?, error = NULL
+    lease_epoch = lease_epoch + 1, updated_at = ?, error = NULL, pause_requested = NULL
 WHERE run_id = ? AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
+
 
 CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
 

@@ -52,7 +52,8 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         run.deadline_at,
         run.owner,
         run.lease_until,
-        None,
+        None,  # not parked
+        None,  # no pause asked
         1 if run.owner is not None else 0,
         graph,
     )

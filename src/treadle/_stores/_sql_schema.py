@@ -136,7 +136,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # as in every checkpoint written before this step: each holds all it needs).
         "ALTER TABLE treadle_checkpoints ADD COLUMN refs TEXT",
     ),
+    (  # 6: pausing runs; a paused run is status 'paused', which needs no column
+        # When a pause was asked of a run its owner was advancing (NULL: none):
+        # the owner's next commit pauses it.
+        "ALTER TABLE treadle_runs ADD COLUMN pause_requested DOUBLE PRECISION",
+    ),
 )
+
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.
 
 The schema version is the number of steps. Only ever append a step; a

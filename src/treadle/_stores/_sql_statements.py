@@ -31,6 +31,7 @@ RUN_FIELDS = (
     "owner",
     "lease_until",
     "parked",
+    "pause_requested",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 
@@ -38,8 +39,9 @@ _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
 INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
+
 
 INSERT_CHECKPOINT = """
 INSERT INTO treadle_checkpoints

@@ -35,7 +35,7 @@ from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, 
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
-from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal
+from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal, release_row
 from treadle._stores._sqlite_writes import commit, delete_old, insert_checkpoints
 from treadle._stores._store import DEFAULT_LEASE
 
@@ -179,7 +179,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         consumed: int | None = None,
         release: bool = False,
         immediate: bool = False,
-    ) -> asyncio.Future[None]:
+    ) -> asyncio.Future[bool]:
         """:meth:`commit` for several checkpoints of one run, in order, as one transaction.
 
         The run row follows the last of them. The work is queued for the
@@ -187,7 +187,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
         is durable, so a caller that awaits it later (background and batched
         durability) has the disk busy meanwhile. With ``lease`` it commits
         only while the lease is current; ``consumed`` and ``release`` mark
-        inbox items applied and give the lease up in the same transaction.
+        inbox items applied and give the lease up in the same transaction,
+        and a pause asked of the run is honoured there too (the future then
+        gives ``True``: see the port).
         ``immediate``: the caller awaits it at once, so when the writer is
         idle and quick, and no other run committed since this run's last
         commit (runs taking turns group their commits on the thread), it
@@ -236,9 +238,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
             if connection.execute(_render(query), stamped).rowcount == 0:
                 raise refusal(connection, run_id, lease)
             if lease is not None and release:
-                connection.execute(
-                    _render(_sql_ownership.RELEASE), (now, run_id, lease.owner, lease.epoch)
-                )
+                release_row(connection, lease, now)
 
         await self._call(work, write=True, group=True)
 

@@ -20,8 +20,9 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RunBusyError,
     RunNotFoundError,
+    RunPausedError,
 )
-from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
+from treadle._stores import _pausing, _sql_ownership, _sql_pausing, _sql_rules, _sql_statements
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._store import Claimed, InboxItem, Lease
 
@@ -39,7 +40,7 @@ class SqliteOwnership(ABC):
     """What the store port asks of ``SqliteStore`` about who owns a run, and its inbox.
 
     ``acquire``, ``renew``, ``release``, ``deliver``, ``inbox``,
-    ``answer_of``, ``cancel``, ``park`` and ``claim``.
+    ``answer_of``, ``cancel``, ``pause``, ``unpause``, ``park`` and ``claim``.
     """
 
     @abstractmethod
@@ -80,6 +81,8 @@ class SqliteOwnership(ABC):
                 ).fetchone()
                 if found is None:
                     raise RunNotFoundError(run_id)
+                if found[2] == _pausing.PAUSED:
+                    raise RunPausedError(run_id)
                 raise RunBusyError(run_id, found[0], found[1])
             return Lease(run_id, owner, row[0], until)
 
@@ -105,8 +108,7 @@ class SqliteOwnership(ABC):
         """Give a lease up; ``False`` when it was no longer current."""
 
         def work(connection: sqlite3.Connection) -> bool:
-            released = (time.time(), lease.run_id, lease.owner, lease.epoch)
-            return bool(connection.execute(_render(_sql_ownership.RELEASE), released).rowcount)
+            return release_row(connection, lease, time.time())
 
         return await self._call(work, write=True, group=True)
 
@@ -169,6 +171,54 @@ class SqliteOwnership(ABC):
 
         await self._call(work, write=True, group=True)
 
+    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+        """Pause the run now, or ask its owner to at its next commit (see the port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RequestError: It has ended.
+        """
+
+        def work(connection: sqlite3.Connection) -> _pausing.PauseOutcome:
+            now = time.time()
+            found = connection.execute(_render(_sql_pausing.SELECT_PAUSABLE), (run_id,)).fetchone()
+            step = _pausing.decide_pause(run_id, found, now)
+            if step == "pause":
+                connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
+            elif step == "request":
+                connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
+            return _pausing.pause_outcome(step)
+
+        return await self._call(work, write=True, group=True)
+
+    async def unpause(
+        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+    ) -> _pausing.Unpaused:
+        """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: With ``owner``, another owner's lease is current.
+            RequestError: It has ended, or is neither paused nor asked to pause.
+        """
+
+        def work(connection: sqlite3.Connection) -> _pausing.Unpaused:
+            now = time.time()
+            found = connection.execute(_render(_sql_pausing.SELECT_PAUSABLE), (run_id,)).fetchone()
+            step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
+            if step == "withdraw":
+                connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
+                return _pausing.Unpaused(withdrawn=True)
+            if owner is None:
+                connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id)).fetchall()
+                return _pausing.Unpaused(withdrawn=False)
+            until = now + duration
+            unpaused = (now, now, owner, until, run_id)
+            ((epoch,),) = connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused).fetchall()
+            return _pausing.Unpaused(withdrawn=False, lease=Lease(run_id, owner, epoch, until))
+
+        return await self._call(work, write=True, group=True)
+
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
 
@@ -215,6 +265,28 @@ class SqliteOwnership(ABC):
             return claimed
 
         return await self._call(work, write=True)
+
+
+_RELEASE = _render(_sql_ownership.RELEASE + " RETURNING pause_requested, status")
+_HONOUR_PAUSE = _render(_sql_pausing.HONOUR_PAUSE)
+
+
+def release_row(connection: sqlite3.Connection, lease: Lease, now: float) -> bool:
+    """Give ``lease`` up, pausing the run if a pause was asked; ``False``: it was not current."""
+    released = connection.execute(_RELEASE, (now, lease.run_id, lease.owner, lease.epoch))
+    rows = released.fetchall()
+    if not rows:
+        return False
+    ((requested, status),) = rows
+    if requested is not None:
+        honour_pause(connection, lease.run_id, status)
+    return True
+
+
+def honour_pause(connection: sqlite3.Connection, run_id: str, status: str) -> bool:
+    """Pause a run whose owner lets go of it (unless ``status`` ended it); ``True`` if paused."""
+    connection.execute(_HONOUR_PAUSE, (_pausing.paused_status(status), run_id))
+    return status not in _sql_ownership.ENDED_STATUSES
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from treadle._stores._pieces import (
     run_collection,
 )
 from treadle._stores._sql_dialect import SQLITE
-from treadle._stores._sqlite_ownership import refusal
+from treadle._stores._sqlite_ownership import honour_pause, refusal
 
 if TYPE_CHECKING:
     import sqlite3
@@ -88,7 +88,10 @@ def insert_checkpoints(
     store_pieces(connection, checkpoints)
 
 
-_ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE
+# Under a lease, the run row's write also says whether a pause was asked meanwhile.
+_ASKED = " RETURNING pause_requested"
+_ADVANCE_FENCED = _sql_statements.ADVANCE_RUN_POSITION + _sql_ownership.FENCE + _ASKED
+_ADVANCE_AND_RELEASE = _sql_ownership.ADVANCE_AND_RELEASE + _ASKED
 
 
 def commit(
@@ -96,7 +99,8 @@ def commit(
     keep_last: int | None,
     owned: Owned | None,
     connection: sqlite3.Connection,
-) -> None:
+) -> bool:
+    """Commit checkpoints of one run; ``True`` when that paused the run (a pause was asked)."""
     info = checkpoints[-1].info
     position: tuple[Any, ...] = (
         info.superstep,
@@ -113,20 +117,28 @@ def commit(
             _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
         )
         connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
-    if lease is not None and owned is not None and owned.release:
-        resting = (info.status, *position, lease.owner, lease.epoch)
-        advanced = connection.execute(_render(_sql_ownership.ADVANCE_AND_RELEASE), resting)
-    elif lease is not None:
-        advanced = connection.execute(
-            _render(_ADVANCE_FENCED), (*position, lease.owner, lease.epoch)
-        )
-    else:
+    paused = False
+    if lease is None:
         advanced = connection.execute(_render(_sql_statements.ADVANCE_RUN_POSITION), position)
-    if advanced.rowcount == 0:
-        raise refusal(connection, info.run_id, lease)
-    if owned is None or not owned.release:
+        if advanced.rowcount == 0:
+            raise refusal(connection, info.run_id, lease)
+    else:
+        releasing = owned is not None and owned.release
+        fence = (lease.owner, lease.epoch)
+        if releasing:
+            rows = connection.execute(
+                _render(_ADVANCE_AND_RELEASE), (info.status, *position, *fence)
+            ).fetchall()
+        else:
+            rows = connection.execute(_render(_ADVANCE_FENCED), (*position, *fence)).fetchall()
+        if not rows:
+            raise refusal(connection, info.run_id, lease)
+        if rows[0][0] is not None:  # a pause was asked: this barrier is where it stops
+            paused = honour_pause(connection, info.run_id, info.status)
+    if not paused and (owned is None or not owned.release):
         status_change = (info.status, info.run_id, info.status)
         connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
     insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
         delete_old(connection, info.run_id, keep_last)
+    return paused

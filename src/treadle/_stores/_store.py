@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from treadle._stores._pausing import Pausing
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
@@ -61,6 +63,9 @@ class RunRecord:
         parked: Why a timer service or worker set the run aside (it could
             not load it), or ``None``. A parked run is not woken until a
             ``resume`` takes it up.
+        pause_requested: When ``pause`` was asked of the run while an owner
+            held a current lease on it (epoch seconds), or ``None``. The
+            owner's next commit pauses it (see :meth:`Store.pause`).
     """
 
     run_id: str
@@ -78,6 +83,7 @@ class RunRecord:
     owner: str | None = None
     lease_until: float | None = None
     parked: str | None = None
+    pause_requested: float | None = None
 
     def owned(self, now: float) -> bool:
         """Whether a process holds a current lease on the run at ``now``."""
@@ -208,11 +214,13 @@ class CheckpointRecord:
     requires: tuple[str, ...] = ()
 
 
-class Store(Protocol):
+class Store(Pausing, Protocol):
     """Where runs and their checkpoints live.
 
     Implementations: ``MemoryStore`` (tests, ephemeral work), ``SqliteStore``
-    (the embedded default), ``PostgresStore`` (many workers).
+    (the embedded default), ``PostgresStore`` (many workers). Pausing runs
+    (``pause``, ``unpause``) is :class:`~treadle._stores._pausing.Pausing`'s part.
+
 
     Attributes:
         lease: Seconds a lease on one of its runs lasts without a heartbeat.
@@ -260,13 +268,19 @@ class Store(Protocol):
         consumed: int | None = None,
         release: bool = False,
         immediate: bool = False,
-    ) -> Awaitable[None]:
+    ) -> Awaitable[bool]:
         """:meth:`commit` for several checkpoints of one run, in order, atomically.
 
         With ``lease``, only while it is current (else ``LeaseLostError``);
         ``consumed`` marks the run's inbox items up to that ``seq`` applied,
         and ``release`` gives the lease up, both in the same transaction (a
         run that comes to rest releases its lease with its last commit).
+        With ``lease``, the commit also honours a pause asked of the run
+        meanwhile (``pause_requested``), in the same transaction: unless the
+        last checkpoint ends the run (an ended run stays ended), the run
+        becomes ``paused`` and the lease is given up; the awaitable then
+        gives ``True``, telling the committer to stop at this barrier. It
+        gives ``False`` otherwise (always without a lease).
         ``immediate`` says the caller awaits the commit at once, with nothing
         to overlap it with: a store may then write on the calling thread
         (``SqliteStore`` does, when its writer is idle and quick).
@@ -321,6 +335,7 @@ class Store(Protocol):
         Raises:
             RunNotFoundError: no such run.
             RunBusyError: another owner's lease is current (names it and its end).
+            RunPausedError: the run is paused (``unpause`` may lease it instead).
         """
         ...
 
@@ -388,7 +403,7 @@ class Store(Protocol):
         """Lease up to ``limit`` runs a timer service should take up.
 
         A run is taken when nobody holds a current lease on it, it is not
-        parked or ended, and: its timer or deadline is due at ``now`` (the
+        parked, paused or ended, and: its timer or deadline is due at ``now`` (the
         service's clock, as in :meth:`due_runs`); or it was delivered
         something no owner has applied; or it is orphaned (``running`` with
         no current lease: its owner died or was detached mid-run).

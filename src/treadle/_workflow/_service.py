@@ -104,10 +104,10 @@ class Runtime:
 
         That is: runs whose timer or deadline is due, runs delivered an
         answer or message nobody applied, and orphans (``running`` with no
-        current owner). Each is claimed with a lease first, so two services
-        (or a service and a ``resume``) never continue one run twice. Up to
-        ``concurrency`` runs continue at once. Results come in claim order,
-        earliest due first.
+        current owner); never a paused run. Each is claimed with a lease
+        first, so two services (or a service and a ``resume``) never
+        continue one run twice. Up to ``concurrency`` runs continue at
+        once. Results come in claim order, earliest due first.
 
         A run that fails (its deadline passed, a handler raised) is recorded
         as ``FAILED`` in the store and reported in the list like any other.
