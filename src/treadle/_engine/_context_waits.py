@@ -3,7 +3,11 @@
 A handler that reaches a durable wait raises :class:`Suspend` out of it;
 re-executed once the wait is satisfied, it meets its recorded steps and
 waits again in the same order and gets their recorded values back (see
-``_engine/_waits.py``). :class:`DurableWaits` is the base of
+``_engine/_waits.py``). A wait given a ``timeout=`` raises
+``RequestTimeoutError`` there instead, once its deadline passed
+(``_engine/_deadlines.py``). Scheduled messages (and cancelling them) and
+``continue_later`` leave work for after the invocation's barrier
+(``_engine/_later.py``). :class:`DurableWaits` is the base of
 ``WorkflowContext`` that holds these methods, so the context's own module
 keeps to messages, state and events.
 """
@@ -12,8 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
+from treadle._engine._later import ContinueLater, ScheduledHandle
 from treadle._engine._polling import poll_until_complete
 from treadle._engine._waits import Journal, Suspend, Wait, WaitKind, wait_key
 from treadle._exceptions import RoutingError
@@ -28,6 +33,23 @@ if TYPE_CHECKING:
     from treadle._graph._policies import ExponentialBackoff
 
 ResponseT = TypeVar("ResponseT")
+
+
+def _seconds(name: str, delay: dt.timedelta | float, *, zero: bool = False) -> float:
+    """``delay`` in seconds: a wait's ``timeout=`` (positive), a continuation's ``after=``.
+
+    Raises:
+        TypeError, ValueError: ``delay`` is not a duration, or not a positive one
+            (nor zero, if ``zero`` allows it).
+    """
+    if isinstance(delay, bool) or not isinstance(delay, dt.timedelta | int | float):
+        msg = f"{name} must be seconds or a datetime.timedelta, got {delay!r}"
+        raise TypeError(msg)
+    seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
+    if not (seconds > 0 or (zero and seconds == 0)):
+        msg = f"{name} must be a positive duration, got {delay!r}"
+        raise ValueError(msg)
+    return seconds
 
 
 def _epoch(when: dt.datetime | float) -> float:
@@ -49,6 +71,7 @@ class DurableWaits:
     __slots__ = ("_journal",)
 
     _journal: Journal | None
+    _later: LaterWork | None
     _invocation: Invocation
     _run: RunLoop
     executor_id: str
@@ -111,7 +134,13 @@ class DurableWaits:
             return value
         raise Suspend(Wait(kind, key, **fields))
 
-    async def request(self, payload: Any, response_type: type[ResponseT]) -> ResponseT:
+    async def request(
+        self,
+        payload: Any,
+        response_type: type[ResponseT],
+        *,
+        timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - a durable deadline
+    ) -> ResponseT:
         """Ask a human (or any outside party) and wait durably for the answer.
 
         The run surfaces a ``RequestEvent`` and a ``PendingRequest``, and
@@ -119,18 +148,45 @@ class DurableWaits:
         restarts. ``Workflow.respond(run_id, {request_id: answer})`` checks
         the answer against ``response_type`` and resumes the handler, which
         re-executes from the top; this call then returns the answer.
+
+        With ``timeout`` (a ``timedelta`` or seconds, counted from when the
+        request is first asked) the request has a deadline, stored with it:
+        the run's ``wake_at`` says it, and a timer service wakes the run then.
+        Unanswered by the deadline, this call raises ``RequestTimeoutError``
+        instead, once (the timeout is journaled like an answer); catch it to
+        remind, escalate or decide by default. An answer arriving after the
+        timeout is refused with ``RequestExpiredError``.
+
+        Raises:
+            RequestTimeoutError: the deadline passed first.
         """
         name = self._run.workflow.response_type_name(response_type)
-        answer: ResponseT = self._wait("request", payload=payload, response_type=name)
+        due = self._deadline(timeout)
+        answer: ResponseT = self._wait("request", due_at=due, payload=payload, response_type=name)
         return answer
 
-    async def wait_for_input(self) -> Any:
+    async def wait_for_input(
+        self,
+        *,
+        timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - a durable deadline
+    ) -> Any:
         """Wait durably for the next message of a session.
 
         The run rests as ``AWAITING_INPUT`` until
         ``Workflow.send_message(run_id, message)``; this call then returns it.
+        With ``timeout``, as :meth:`request`: a message that has not arrived
+        by the deadline makes this call raise ``RequestTimeoutError``.
+
+        Raises:
+            RequestTimeoutError: the deadline passed first.
         """
-        return self._wait("input")
+        return self._wait("input", due_at=self._deadline(timeout))
+
+    def _deadline(self, timeout: dt.timedelta | float | None) -> float | None:
+        """The deadline of a wait given ``timeout``, from now (kept only if it suspends)."""
+        if timeout is None:
+            return None
+        return self._run.clock.now() + _seconds("timeout", timeout)
 
     async def sleep(self, delay: dt.timedelta | float) -> None:
         """Wait durably for ``delay`` (a ``timedelta`` or seconds).
@@ -175,11 +231,13 @@ class DurableWaits:
         after: dt.timedelta | float | None = None,
         at: dt.datetime | float | None = None,
         target: str | Executor | None = None,
-    ) -> None:
+    ) -> ScheduledHandle:
         """Send ``message`` later: a durable timer that does not suspend the sender.
 
         Routed like ``send_message`` (now, so routing errors surface here),
-        delivered in the first superstep after it falls due.
+        delivered in the first superstep after it falls due. Returns a handle
+        (keep it, or its ``key``, in state) that :meth:`cancel_scheduled`
+        takes, in this invocation or any later one, until it is delivered.
         """
         if (after is None) == (at is None):
             msg = "schedule_message takes exactly one of after= or at="
@@ -191,8 +249,62 @@ class DurableWaits:
             assert at is not None  # noqa: S101 - an invariant, narrows the type for mypy
             due = _epoch(at)
         target_id = target.id if isinstance(target, Executor) else target
-        for delivered, fan_in in self._run.router.route(self.executor_id, message, target_id):
-            if fan_in >= 0:
-                msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
-                raise RoutingError(msg)
-            self._later_work().scheduled.append((due, delivered, message))
+        routes = self._run.router.route(self.executor_id, message, target_id)
+        if any(fan_in >= 0 for _, fan_in in routes):
+            msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
+            raise RoutingError(msg)
+        later = self._later_work()
+        stamp = self._invocation.envelope.stamp
+        key = wait_key("schedule", self._run.run_id, self.executor_id, stamp, later.schedule_calls)
+        later.schedule_calls += 1
+        later.scheduled.extend((due, delivered, message, key) for delivered, _ in routes)
+        return ScheduledHandle(key, due, tuple(delivered for delivered, _ in routes))
+
+    def cancel_scheduled(self, scheduled: ScheduledHandle | str) -> bool:
+        """Cancel a message scheduled with :meth:`schedule_message` (its handle or key).
+
+        Takes effect when this invocation commits, with everything else it
+        did (not if it fails or suspends). Returns whether the message was
+        still to be delivered; cancelling one that was delivered already,
+        or cancelled, is a no-op returning ``False``, as there is nothing
+        left to stop: a reminder that fell due as its answer arrived has
+        simply gone.
+
+        Raises:
+            TypeError: ``scheduled`` is neither a handle nor a key.
+        """
+        key = scheduled.key if isinstance(scheduled, ScheduledHandle) else scheduled
+        if not isinstance(key, str):
+            msg = f"cancel_scheduled takes a ScheduledHandle or its key, got {scheduled!r}"
+            raise TypeError(msg)
+        later = self._later
+        if later is not None and any(item[3] == key for item in later.scheduled):
+            later.scheduled = [item for item in later.scheduled if item[3] != key]
+            return True  # scheduled by this very invocation: it never reaches the barrier
+        if not any(m.key == key for m in self._run.waits.scheduled):
+            return False
+        later = self._later_work()
+        if key not in later.cancelled:
+            later.cancelled.append(key)
+        return True
+
+    def continue_later(self, after: dt.timedelta | float | None = None) -> NoReturn:
+        """End this invocation now, and handle the same message again later.
+
+        What the invocation did so far commits at its barrier as if the
+        handler had returned (messages, state writes, outputs, scheduled
+        messages). Then the same message is delivered to this executor
+        again, as a new invocation with a fresh journal and its own
+        idempotency key: next superstep, or ``after`` from now (a
+        ``timedelta`` or seconds) as a durable timer, the run resting as
+        ``WAITING`` in between. Keep progress in ``ctx.state``. Iteration
+        limits count every continuation.
+
+        It raises a ``BaseException`` that ends the handler; a handler's
+        ``except Exception`` does not catch it.
+        """
+        later = self._later_work()
+        later.continuing = True
+        if after is not None:
+            later.continue_at = self._run.clock.now() + _seconds("after", after, zero=True)
+        raise ContinueLater

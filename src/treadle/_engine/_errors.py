@@ -89,6 +89,32 @@ class RunTimeoutError(WorkflowRunError, TimeoutError):
         super().__init__(f"run {run_id!r} passed its deadline at {deadline_at:.3f} (epoch seconds)")
 
 
+class UnanswerableWaitError(WorkflowRunError):
+    """A run with no store came to rest waiting for what only a store lets anyone give.
+
+    Requests, handoff approvals and session input are answered through the
+    store (``respond``, ``send_message``), so without one the run could
+    never go on: it fails here, naming what it waits for, instead of
+    returning a resting result nobody can continue. Give the workflow a
+    store, or ask for the resting result with ``rest_without_store=True``.
+
+    Attributes:
+        run_id: The run.
+        waiting: (executor id, request id) of each wait, in the order asked.
+    """
+
+    def __init__(self, run_id: str, waiting: Sequence[tuple[str, str]]) -> None:
+        self.run_id = run_id
+        self.waiting = tuple(waiting)
+        what = ", ".join(f"{key!r} of executor {executor!r}" for executor, key in self.waiting)
+        super().__init__(
+            f"run {run_id!r} has no store, so nothing can answer what it waits for ({what}); "
+            f"give it a store (WorkflowBuilder(store=...) or store=...) so respond() or "
+            f"send_message() can continue it, or pass rest_without_store=True to get the "
+            f"resting result instead"
+        )
+
+
 class RunCancelledError(TreadleError):
     """The run was cancelled; ``result`` holds what had been committed."""
 

@@ -50,6 +50,11 @@ class RunOptions:
         keep_last: Checkpoints to keep for this run (default: the store's).
         record_events: Keep every event in ``RunResult.events``; ``False``
             builds no events at all (streams always see theirs).
+        rest_without_store: A run with no store that comes to rest on a
+            request, a handoff approval or session input returns (or ends
+            its stream) ``AWAITING_INPUT``, instead of failing with
+            ``UnanswerableWaitError``: nothing can answer it without a
+            store, so it is an error unless asked for (tests, dry runs).
     """
 
     max_supersteps: int | None = None
@@ -61,6 +66,7 @@ class RunOptions:
     durability: Durability | None = None
     keep_last: int | None = None
     record_events: bool = True
+    rest_without_store: bool = False
 
     def __post_init__(self) -> None:
         _check_count("max_supersteps", self.max_supersteps)
@@ -69,6 +75,7 @@ class RunOptions:
         _check_count("keep_last", self.keep_last)
         _check_flag("deterministic", self.deterministic)
         _check_flag("record_events", self.record_events)
+        _check_flag("rest_without_store", self.rest_without_store)
         _check_clock(self.clock)
         _check_durability(self.durability)
         if isinstance(self.timeout, dt.timedelta):
@@ -98,6 +105,7 @@ class RunOptionArgs(TypedDict, total=False):
     durability: Durability | None
     keep_last: int | None
     record_events: bool
+    rest_without_store: bool
 
 
 def run_options(options: RunOptions | None, overrides: RunOptionArgs) -> RunOptions:
@@ -136,7 +144,8 @@ class RunSettings:
     """What a run runs with: the workflow's defaults, then the run's options.
 
     ``sleep_through_timers`` is not an option: a run with no store has
-    nowhere to rest, so it sleeps through its timers instead.
+    nowhere to rest, so it sleeps through its timers instead (and fails
+    where it would rest on a request, unless ``rest_without_store``).
     """
 
     max_supersteps: int = 1000
@@ -149,6 +158,7 @@ class RunSettings:
     sleep_through_timers: bool = False
     durability: Durability = "sync"
     tracing: Tracing[Any] | None = None
+    rest_without_store: bool = False
 
     def __post_init__(self) -> None:
         _check_count("max_supersteps", self.max_supersteps)
@@ -174,6 +184,7 @@ class RunSettings:
             sleep_through_timers=sleep_through_timers,
             durability=pick(options.durability, self.durability),
             tracing=self.tracing,
+            rest_without_store=options.rest_without_store,
         )
 
 

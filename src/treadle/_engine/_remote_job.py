@@ -334,6 +334,14 @@ class RemoteContext:
         """Not available on a pool: its journal lives with the run."""
         raise _unavailable("step")
 
+    def cancel_scheduled(self, *_: Any, **__: Any) -> Any:
+        """Not available on a pool: what is scheduled lives with the run."""
+        raise _unavailable("cancel_scheduled")
+
+    def continue_later(self, *_: Any, **__: Any) -> Any:
+        """Not available on a pool (see :meth:`request`)."""
+        raise _unavailable("continue_later")
+
     # -- the result -------------------------------------------------------------------
     def effects(self) -> dict[str, Any]:
         """Everything the handler did, as plain data for the serializer."""

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
+from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._ownership import Ownership
+from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
 from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
@@ -51,6 +53,8 @@ class Launch(NamedTuple):
             steps (``respond``).
         inputs: (message, target executor or None) pairs delivered to
             invocations waiting for session input (``send_message``).
+        expired: Request ids whose timeout the store kept as their answer
+            (a process that decided it died before committing): they time out.
         ownership: The lease a stored run is continued under, taken before
             its checkpoint was read (a new run takes one as it is created).
     """
@@ -64,6 +68,7 @@ class Launch(NamedTuple):
     answers: Mapping[str, Any] = _NO_ANSWERS
     inputs: tuple[tuple[Any, str | None], ...] = ()
     ownership: Ownership | None = None
+    expired: frozenset[str] = frozenset()
 
 
 async def open_run(
@@ -106,12 +111,15 @@ async def open_run(
                 clock=settings.clock,
             )
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
+        if store is not None:  # deadlines are decided against answers at the store
+            loop.ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
         if restored is not None:
             _restore(loop, restored)
             for request_id, answer in launch.answers.items():
                 loop.answer(request_id, answer)
             for message, target in launch.inputs:
                 loop.send_input(message, target)
+            expire_requests(loop, launch.expired)
             # No status write here: the next barrier's commit records
             # ``running`` (or wherever the run rests) in the same transaction.
             # Until then the row keeps its resting status, so a run whose

@@ -27,6 +27,7 @@ from treadle._checkpoints._graph_description import (
     encode_description,
     fingerprint,
 )
+from treadle._checkpoints._inbox import expired_instead, sort_inbox
 from treadle._checkpoints._ownership import Ownership, owner_is_dead
 from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
@@ -77,12 +78,14 @@ class TakenOver:
         answers: Answers from its inbox to requests the checkpoint has pending.
         inputs: Session messages from its inbox, in delivery order (the
             ownership marks what was read applied with the run's next commit).
+        expired: Pending requests whose timeout the store kept as their answer.
     """
 
     restored: RestoredRun
     ownership: Ownership
-    answers: dict[str, Any]
+    answers: Mapping[str, Any]
     inputs: tuple[tuple[Any, str | None], ...]
+    expired: frozenset[str] = frozenset()
 
 
 async def take_over(
@@ -116,18 +119,12 @@ async def take_over(
     except BaseException:
         await owned.close()
         raise
-    answers: dict[str, Any] = {}
-    inputs: list[tuple[Any, str | None]] = []
-    pending = {r.request_id for r in restored.waits.pending_requests()} if items else set()
-    for item in items:
-        value = workflow.serializer.loads(item.payload)
-        if item.kind == "answer" and item.target in pending:
-            answers[item.target] = value
-        elif item.kind == "message":
-            inputs.append((value, item.target))
-    if items:
-        owned.consumed = items[-1].seq
-    return TakenOver(restored, owned, answers, tuple(inputs))
+    if not items:
+        return TakenOver(restored, owned, {}, ())
+    pending = {r.request_id for r in restored.waits.pending_requests()}
+    read = sort_inbox(items, workflow.serializer, pending)
+    owned.consumed = items[-1].seq
+    return TakenOver(restored, owned, read.answers, read.inputs, read.expired)
 
 
 async def deliverable_answers(
@@ -141,6 +138,7 @@ async def deliverable_answers(
     Raises:
         RunBusyError: another process owns the run now (without ``wait``).
         RequestAlreadyAnsweredError: a request was answered (names the answer).
+        RequestExpiredError: a request timed out (names its deadline).
         UnknownRequestError: a request id is not waiting and never was answered.
         InvalidResponseError: an answer has the wrong type.
     """
@@ -151,8 +149,10 @@ async def deliverable_answers(
             waiting = restored.waits.find_request(request_id)
         except UnknownRequestError:
             kept = await store.answer_of(run_id, request_id)
-            if kept is not None:
-                raise RequestAlreadyAnsweredError(run_id, request_id, *kept) from None
+            if kept is not None:  # answered, or timed out (a timeout is kept as its answer)
+                raise expired_instead(
+                    RequestAlreadyAnsweredError(run_id, request_id, *kept)
+                ) from None
             raise
         checked = workflow.validate_response(request_id, response_type_of(waiting), value)
         items.append(("answer", request_id, workflow.serializer.dumps(checked)))
