@@ -8,6 +8,7 @@
     research ─fan-out─▶ search docs, search forum ─fan-in─▶ draft reply ─▶ check
     check ─if not good─▶ draft reply (a loop);  check ─if good─▶ send reply
     send reply ─fan-out (selector)─▶ email, sms (sms for urgent tickets only)
+    sms ┄on error┄▶ sms failed (once the gateway's retries are spent)
 
 It exists to be drawn: ``scripts/render_graph_picture.py`` renders it to
 ``docs/graph.png``, and ``tests/graph/test_render.py`` checks that Mermaid
@@ -24,6 +25,7 @@ from treadle import (
     Case,
     Default,
     Executor,
+    ExecutorFailure,
     HandoffRefused,
     WorkflowBuilder,
     WorkflowContext,
@@ -154,6 +156,11 @@ async def sms(reply: Reply, ctx: WorkflowContext) -> None:
     ctx.yield_output(f"sms: {reply.text[:40]}")
 
 
+@executor(id="sms failed")
+async def sms_failed(failure: ExecutorFailure, ctx: WorkflowContext) -> None:
+    ctx.yield_output(f"no sms ({failure.message}); the email went out")
+
+
 searchers = [searcher("docs"), searcher("forum")]
 
 workflow = (
@@ -175,6 +182,7 @@ workflow = (
     .add_edge(check, "draft reply", condition=lambda r: not is_good(r))
     .add_edge(check, send_reply, condition=is_good)
     .add_fan_out(send_reply, [email, sms], selector=channels)
+    .add_error_edge(sms, sms_failed)
     .build()
 )
 

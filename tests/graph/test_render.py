@@ -27,7 +27,14 @@ from treadle import (
     handler,
 )
 from treadle._graph._cycles import cycle_members
-from treadle._graph._edges import DirectEdge, FanInEdge, FanOutEdge, HandoffEdge, SwitchEdge
+from treadle._graph._edges import (
+    DirectEdge,
+    ErrorEdge,
+    FanInEdge,
+    FanOutEdge,
+    HandoffEdge,
+    SwitchEdge,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -112,6 +119,7 @@ def test_the_example_has_every_edge_kind_and_a_loop():
     assert any(isinstance(e, SwitchEdge) and len(e.cases) >= 2 and e.default for e in edges)
     assert any(isinstance(e, HandoffEdge) and e.require_approval for e in edges)
     assert any(isinstance(e, HandoffEdge) and not e.require_approval for e in edges)
+    assert any(isinstance(e, ErrorEdge) for e in edges)
     assert cycle_members(EVERY_KIND.ranks, edges), "the example should have a loop"
 
 
@@ -271,15 +279,17 @@ def test_dot_edge_kinds_look_different():
             attributes = re.sub(r',? ?label="[^"]*"', "", match[3] or "")
             label = re.sub(r'.*label="\s*(.*?)\s*".*', r"\1", line)
             styles.setdefault(attributes, set()).add(label)
-    plain, conditional, fan, handoff = (
+    plain, conditional, fan, handoff, error = (
         "",
         "style=dashed",
         "style=bold",
         'style=dotted, color="#7b1fa2", fontcolor="#7b1fa2", penwidth=1.5',
+        'style=dashed, color="#c62828", fontcolor="#c62828"',
     )
-    assert set(styles) == {plain, conditional, fan, handoff}
+    assert set(styles) == {plain, conditional, fan, handoff, error}
     assert styles[conditional] == {"if"}
     assert styles[handoff] == {"handoff", "handoff (approval)"}
+    assert styles[error] == {"on error"}
 
 
 def dot_labels(text: str) -> list[str]:
@@ -402,7 +412,8 @@ def test_mmdc_draws_every_edge_kind_with_marks(tmp_path: Path):
     marks = {"receive": "ran", "triage": "ran", "research": "failed", "billing desk": "waiting"}
     texts = svg_texts(mermaid_svg(EVERY_KIND.to_mermaid(marks=marks), tmp_path))
     expected = {"fan-out", "fan-out (selector)", "fan-in", "switch", "if", "case 1", "case 2"}
-    expected |= {"default", "handoff", "handoff (approval)", *EVERY_KIND.executor_ids}
+    expected |= {"default", "handoff", "handoff (approval)", "on error"}
+    expected |= set(EVERY_KIND.executor_ids)
     assert expected <= texts
 
 
@@ -416,7 +427,8 @@ def test_dot_draws_every_edge_kind_with_marks(tmp_path: Path, kind: str):
     else:
         texts = {t.strip() for t in svg_texts(picture)}
         expected = {"fan-out", "fan-out (selector)", "fan-in", "switch", "if", "case 1"}
-        expected |= {"default", "handoff", "handoff (approval)", *EVERY_KIND.executor_ids}
+        expected |= {"default", "handoff", "handoff (approval)", "on error"}
+        expected |= set(EVERY_KIND.executor_ids)
         assert expected <= texts
 
 

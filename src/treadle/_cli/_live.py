@@ -86,6 +86,8 @@ def describe(event: WorkflowEvent) -> str | None:  # noqa: PLR0911 - one return 
         return f"  [green]✓[/green] {event.executor_id}"
     if isinstance(event, ExecutorFailed):
         retry = " (will retry)" if event.retrying else ""
+        if event.routed_to is not None:
+            retry = f" (to its error route, {event.routed_to})"
         return f"  [red]✗[/red] {event.executor_id}: {event.error!r}{retry}"
     if isinstance(event, ExecutorSuspended):
         return f"  [yellow]…[/yellow] {event.executor_id} waits ({event.wait})"

@@ -67,12 +67,18 @@ class ExecutorCompleted(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class ExecutorFailed(WorkflowEvent):
-    """A handler raised; unless ``retrying``, the superstep will not commit."""
+    """A handler raised; unless ``retrying`` or ``routed_to``, the superstep will not commit.
+
+    ``routed_to`` names the handler of the executor's error route, which
+    receives the failure as an ``ExecutorFailure`` next superstep while
+    the rest of this superstep commits.
+    """
 
     position: int = 0
     error: BaseException | None = None
     attempt: int = 1
     retrying: bool = False
+    routed_to: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)

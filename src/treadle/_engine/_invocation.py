@@ -150,16 +150,24 @@ class LaterWork:
     """What an invocation leaves for after its barrier; made only if it leaves any.
 
     Attributes:
-        scheduled: (due, target, payload) from ``schedule_message``.
+        scheduled: (due, target, payload, key) from ``schedule_message``.
         approvals: (target, payload, handoff) handoffs awaiting approval.
         spawns: (record, function, arguments) background work to start.
+        schedule_calls: How many ``schedule_message`` calls made keys so far.
+        cancelled: Keys of scheduled messages to cancel (``cancel_scheduled``).
+        continuing: Whether the message is to be delivered again (``continue_later``).
+        continue_at: When, if not next superstep.
     """
 
-    scheduled: list[tuple[float, str, Any]] = field(default_factory=list)
+    scheduled: list[tuple[float, str, Any, str]] = field(default_factory=list)
     approvals: list[tuple[str, Any, HandoffContext]] = field(default_factory=list)
     spawns: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = field(
         default_factory=list
     )
+    schedule_calls: int = 0
+    cancelled: list[str] = field(default_factory=list)
+    continuing: bool = False
+    continue_at: float | None = None
 
 
 @dataclass(slots=True)

@@ -32,6 +32,8 @@ from treadle._engine._events import (
     executor_completed,
     executor_invoked,
 )
+from treadle._engine._failure import routed_failure
+from treadle._engine._later import ContinueLater
 from treadle._engine._remote import call_on_pool, retries_remote
 from treadle._engine._threads import in_daemon_thread
 from treadle._engine._waits import Suspend
@@ -76,7 +78,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     most of what is left to save.
 
     Raises:
-        ExecutorFailedError: it failed before waiting, with no retry left.
+        ExecutorFailedError: it failed before waiting, with no retry and no error route left.
     """
     run = invocation.run
     spec = invocation.spec
@@ -98,7 +100,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     handler = invocation.executor.invoke(spec, invocation.envelope.payload, ctx)
     try:
         yielded = handler.send(None)
-    except StopIteration:
+    except (StopIteration, ContinueLater):  # it returned, or ended itself to go on later
         invocation.outcome = (
             ctx.outcome(
                 executor_completed(
@@ -114,6 +116,8 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         return None
     except Exception as error:  # noqa: BLE001 - retried below, or raised by _failed
         delay = _failed(invocation, ctx, ctx.kept_events(), error, 1)
+        if delay is None:  # its error route took it: the outcome is set
+            return None
         return start(invoke(invocation, _PickUp(ctx.kept_events(), 2, delay=delay)))
     rest = Resumed(handler, yielded)  # stepped in the context invoke itself is stepped in
     return start(invoke(invocation, _PickUp(ctx.kept_events(), 1, (ctx, rest))))
@@ -123,7 +127,7 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
     """Every attempt of ``invocation`` (from where ``pick_up`` says); its ``outcome`` is set.
 
     Raises:
-        ExecutorFailedError: the last attempt failed.
+        ExecutorFailedError: the last attempt failed, and the executor has no error route.
     """
     run = invocation.run
     spec = invocation.spec
@@ -143,7 +147,7 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
         events, attempt, running = pick_up.events, pick_up.attempt, pick_up.running
         if pick_up.delay is not None:
             await sleep_for(run.clock, pick_up.delay)
-    while True:
+    while attempt:  # 0 once an error route has taken the failure (the outcome is set)
         if running is not None:
             ctx, call = running
             running = None
@@ -179,26 +183,29 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
         except Suspend as suspend:
             invocation.outcome = _suspended(invocation, ctx, suspend.wait)
             return
+        except ContinueLater:
+            pass  # it ended itself early: it completes, and its LaterWork says when it goes on
         except Exception as error:  # noqa: BLE001 - retried, or raised by _failed
             events = ctx.kept_events()  # the next attempt keeps in the same list
-            await sleep_for(run.clock, _failed(invocation, ctx, events, error, attempt))
-            attempt += 1
+            attempt = await _next_attempt(invocation, ctx, events, error, attempt)
             continue
-        if not listening:
-            invocation.outcome = ctx.outcome()
-            return
-        completed = executor_completed(
-            run.run_id, invocation.superstep, ctx.executor_id, invocation.position
-        )
-        if batching:
-            invocation.outcome = ctx.outcome(completed)
-        else:
-            ctx.emit(completed)
-            invocation.outcome = ctx.outcome()
+        invocation.outcome = _completed(invocation, ctx) if listening else ctx.outcome()
         return
 
 
 # -- what each attempt reports --------------------------------------------------------
+def _completed(invocation: Invocation, ctx: WorkflowContext[object]) -> InvocationOutcome:
+    """Report that the handler returned (to a listener); its outcome is all it did."""
+    run = invocation.run
+    completed = executor_completed(
+        run.run_id, invocation.superstep, ctx.executor_id, invocation.position
+    )
+    if run.batching:
+        return ctx.outcome(completed)
+    ctx.emit(completed)
+    return ctx.outcome()
+
+
 def _suspended(
     invocation: Invocation, ctx: WorkflowContext[object], wait: Wait
 ) -> InvocationOutcome:
@@ -221,25 +228,61 @@ def _failed(
     events: list[WorkflowEvent],
     error: Exception,
     attempt: int,
-) -> float:
+) -> float | None:
     """Report a failed attempt; return the backoff before the next one.
 
+    ``None``: no retry is left and the executor has an error route, so the
+    invocation ends here, its outcome the :class:`ExecutorFailure` sent
+    along it (see ``_engine/_failure.py``).
+
     Raises:
-        ExecutorFailedError: ``error`` ends the invocation (no retry left).
+        ExecutorFailedError: ``error`` ends the invocation (no retry left, no route).
     """
     run = invocation.run
     policy = _retry_policy(invocation)
     retrying = policy.should_retry(error, attempt) or retries_remote(policy, error, attempt)
-    if run.listening and (retrying or run.live):  # a batch reports the final failure itself
+    routes = run.router.error_routes
+    handler = routes.get(ctx.executor_id) if routes and not retrying else None
+    # A batch reports the final failure itself, unless it is routed: then nobody else will.
+    if run.listening and (retrying or run.live or handler is not None):
         ctx.announce(
-            ExecutorFailed, position=ctx.position, error=error, attempt=attempt, retrying=retrying
+            ExecutorFailed,
+            position=ctx.position,
+            error=error,
+            attempt=attempt,
+            retrying=retrying,
+            routed_to=handler,
         )
+    if handler is not None:
+        invocation.outcome = routed_failure(invocation, error, attempt, handler, events)
+        return None
     if not retrying:
         failure = ExecutorFailedError(ctx.executor_id, ctx.superstep, error)
         failure.attempt = attempt
         failure.events = events  # for a batch: what this invocation raised
         raise failure from error
     return policy.backoff.delay(attempt)
+
+
+async def _next_attempt(
+    invocation: Invocation,
+    ctx: WorkflowContext[object],
+    events: list[WorkflowEvent],
+    error: Exception,
+    attempt: int,
+) -> int:
+    """After failed ``attempt``: the next one's number, its backoff slept (see :func:`_failed`).
+
+    0: no retry was left and the error route took the failure.
+
+    Raises:
+        ExecutorFailedError: no retry was left, and the executor has no error route.
+    """
+    delay = _failed(invocation, ctx, events, error, attempt)
+    if delay is None:
+        return 0
+    await sleep_for(invocation.run.clock, delay)
+    return attempt + 1
 
 
 def _retry_policy(invocation: Invocation) -> RetryPolicy:
@@ -266,6 +309,9 @@ async def _call(invocation: Invocation, ctx: WorkflowContext[object], attempt: i
             await _call_limited(invocation, spec, ctx)
         except Suspend:
             span.set_outcome("suspended")
+            raise
+        except ContinueLater:
+            span.set_outcome("completed")
             raise
         except asyncio.CancelledError:
             span.set_outcome("cancelled")

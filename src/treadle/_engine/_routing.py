@@ -21,6 +21,7 @@ from treadle._graph._edges import (
     Condition,
     DirectEdge,
     Edge,
+    ErrorEdge,
     FanInEdge,
     FanOutEdge,
     HandoffEdge,
@@ -30,7 +31,7 @@ from treadle._graph._edges import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 Delivery: TypeAlias = tuple[str, int]
 """(target id, fan-in index or -1 for a direct delivery)."""
@@ -102,6 +103,7 @@ class Router:
         "_by_source",
         "_can_handle",
         "_compiled",
+        "_error_routes",
         "_fan_ins",
         "_handoffs",
         "_neighbours",
@@ -113,8 +115,12 @@ class Router:
         self._handoffs: dict[str, frozenset[str]] = {}
         self._approvals: set[tuple[str, str]] = set()
         self._neighbours: dict[str, dict[str, int]] = {}
+        self._error_routes: dict[str, str] = {}
         fan_ins: list[FanInEdge] = []
         for edge in edges:
+            if isinstance(edge, ErrorEdge):  # carries no message the source sends
+                self._error_routes[edge.source] = edge.target
+                continue
             if isinstance(edge, HandoffEdge):
                 known = self._handoffs.get(edge.source, frozenset())
                 self._handoffs[edge.source] = known | frozenset(edge.targets)
@@ -135,6 +141,15 @@ class Router:
         # Compiled per (source, message class): the deliveries themselves when
         # nothing depends on the message (a tuple), else the routes to follow.
         self._compiled: dict[tuple[str, type], tuple[Delivery, ...] | Routes] = {}
+
+    def has_edges_from(self, source: str) -> bool:
+        """Whether any edge (other than a handoff) leaves ``source``."""
+        return source in self._by_source
+
+    @property
+    def error_routes(self) -> Mapping[str, str]:
+        """Executor id → the handler its failures go to (``add_error_edge``)."""
+        return self._error_routes
 
     @property
     def fan_ins(self) -> tuple[FanInEdge, ...]:

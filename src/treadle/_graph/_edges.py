@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from treadle._graph._executor import Executor
+    from treadle._graph._render import Drawable
 
-ExecutorRef: TypeAlias = "Executor | str | Callable[[], Executor]"
-"""How users name an executor: the instance, its id, or a factory."""
+ExecutorRef: TypeAlias = "Executor | str | Callable[[], Executor] | Drawable"
+"""How users name an executor: the instance, its id, or a factory; or a built
+workflow (a ``Drawable``), which runs as a sub-workflow."""
 
 Condition: TypeAlias = Callable[[Any], bool]
 Selector: TypeAlias = Callable[[Any, Sequence[str]], Iterable[str]]
@@ -85,7 +87,19 @@ class HandoffEdge:
     require_approval: bool = False
 
 
-Edge: TypeAlias = DirectEdge | FanOutEdge | FanInEdge | SwitchEdge | HandoffEdge
+@dataclass(frozen=True, slots=True)
+class ErrorEdge:
+    """``source``'s failures, once its retries are spent, go to ``target``.
+
+    Not a path for messages the source sends: ``target`` receives only the
+    ``ExecutorFailure`` that replaces a failed invocation's outcome.
+    """
+
+    source: str
+    target: str
+
+
+Edge: TypeAlias = DirectEdge | FanOutEdge | FanInEdge | SwitchEdge | HandoffEdge | ErrorEdge
 
 
 def edge_sources(edge: Edge) -> tuple[str, ...]:
@@ -97,7 +111,7 @@ def edge_sources(edge: Edge) -> tuple[str, ...]:
 
 def edge_targets(edge: Edge) -> tuple[str, ...]:
     """The executors a message may arrive at along this edge."""
-    if isinstance(edge, DirectEdge | FanInEdge):
+    if isinstance(edge, DirectEdge | FanInEdge | ErrorEdge):
         return (edge.target,)
     if isinstance(edge, FanOutEdge | HandoffEdge):
         return edge.targets

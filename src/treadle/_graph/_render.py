@@ -17,6 +17,9 @@ switch          an arrow into a diamond labelled ``switch``, and from it
                 arrows labelled ``case 1``, ``case 2``, ... and ``default``
 handoff         a dotted purple arrow labelled ``handoff`` or
                 ``handoff (approval)``
+error route     a dashed red arrow labelled ``on error``
+sub-workflow    a cluster labelled with its id, holding its own picture;
+                arrows to and from it meet the cluster
 ==============  ==========================================================
 
 ``marks`` colours executors by what a run did with them (see :data:`MARKS`).
@@ -33,7 +36,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
-from treadle._graph._edges import DirectEdge, FanInEdge, FanOutEdge, SwitchEdge
+from treadle._graph._edges import DirectEdge, ErrorEdge, FanInEdge, FanOutEdge, SwitchEdge
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,8 +46,10 @@ if TYPE_CHECKING:
 MARKS = ("ran", "running", "waiting", "failed")
 """What ``marks`` may say of an executor, in a run's picture."""
 
-_NodeKind: TypeAlias = Literal["executor", "start", "fan-out", "fan-in", "switch"]
-_LinkKind: TypeAlias = Literal["plain", "conditional", "fan-out", "fan-in", "switch", "handoff"]
+_NodeKind: TypeAlias = Literal["executor", "start", "fan-out", "fan-in", "switch", "workflow"]
+_LinkKind: TypeAlias = Literal[
+    "plain", "conditional", "fan-out", "fan-in", "switch", "handoff", "error"
+]
 
 
 class Drawable(Protocol):
@@ -70,6 +75,10 @@ class Drawable(Protocol):
         """Every edge, in the order it was added."""
         ...
 
+    def subgraph_of(self, executor_id: str) -> Drawable | None:
+        """The workflow an executor runs as a sub-workflow (``None``: it is not one)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Node:
@@ -77,6 +86,7 @@ class _Node:
     label: str
     kind: _NodeKind
     mark: str | None = None
+    inner: _Picture | None = None  # a sub-workflow's own picture, drawn as a cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,28 @@ class _Link:
     target: str
     kind: _LinkKind
     label: str | None = None
+
+
+_Picture: TypeAlias = tuple[list[_Node], list[_Link]]
+
+
+def _flat_links(links: list[_Link], nodes: list[_Node]) -> list[_Link]:
+    """Every link of the picture, the clusters' own after the graph's, in a fixed order."""
+    every = list(links)
+    for node in nodes:
+        if node.inner is not None:
+            every.extend(_flat_links(node.inner[1], node.inner[0]))
+    return every
+
+
+def _flat_nodes(nodes: list[_Node]) -> list[_Node]:
+    """Every node of the picture, clusters' included, in a fixed order."""
+    every = []
+    for node in nodes:
+        every.append(node)
+        if node.inner is not None:
+            every.extend(_flat_nodes(node.inner[0]))
+    return every
 
 
 def _check_marks(marks: Mapping[str, str], executor_ids: tuple[str, ...]) -> None:
@@ -101,8 +133,11 @@ def _check_marks(marks: Mapping[str, str], executor_ids: tuple[str, ...]) -> Non
         raise ValueError("; ".join(problems))
 
 
-def _layout(graph: Drawable, marks: Mapping[str, str] | None) -> tuple[list[_Node], list[_Link]]:
+def _layout(graph: Drawable, marks: Mapping[str, str] | None, prefix: str = "") -> _Picture:
     """The nodes and links of the picture, in a fixed order.
+
+    A sub-workflow's node holds its own picture, whose keys start with the
+    node's key (``n1_n0``), so no two nodes of the whole picture share one.
 
     Raises:
         ValueError: ``marks`` names an executor the graph lacks, or a mark
@@ -110,11 +145,16 @@ def _layout(graph: Drawable, marks: Mapping[str, str] | None) -> tuple[list[_Nod
     """
     marks = marks or {}
     _check_marks(marks, graph.executor_ids)
-    key = {eid: f"n{rank}" for rank, eid in enumerate(graph.executor_ids)}
-    nodes = [
-        _Node(key[eid], eid, "start" if eid == graph.start_id else "executor", marks.get(eid))
-        for eid in graph.executor_ids
-    ]
+    key = {eid: f"{prefix}n{rank}" for rank, eid in enumerate(graph.executor_ids)}
+    nodes = []
+    for eid in graph.executor_ids:
+        inner = graph.subgraph_of(eid)
+        if inner is not None:
+            picture = _layout(inner, None, f"{key[eid]}_")
+            nodes.append(_Node(key[eid], eid, "workflow", marks.get(eid), picture))
+        else:
+            kind: _NodeKind = "start" if eid == graph.start_id else "executor"
+            nodes.append(_Node(key[eid], eid, kind, marks.get(eid)))
     links: list[_Link] = []
     for index, edge in enumerate(graph.edges):
         if isinstance(edge, DirectEdge):
@@ -143,6 +183,8 @@ def _layout(graph: Drawable, marks: Mapping[str, str] | None) -> tuple[list[_Nod
             )
             if edge.default is not None:
                 links.append(_Link(hub, key[edge.default], "switch", "default"))
+        elif isinstance(edge, ErrorEdge):
+            links.append(_Link(key[edge.source], key[edge.target], "error", "on error"))
         else:
             label = "handoff (approval)" if edge.require_approval else "handoff"
             links.extend(
@@ -183,12 +225,14 @@ _MERMAID_ARROWS: dict[_LinkKind, str] = {
     "fan-in": "==>",
     "switch": "-->",
     "handoff": "-.->",
+    "error": "-.->",
 }
 
-# Mermaid has one broken-line arrow; these tell a condition from a handoff.
+# Mermaid has one broken-line arrow; these tell a condition, a handoff and an error route apart.
 _MERMAID_LINK_STYLES: dict[_LinkKind, str] = {
     "conditional": "stroke-dasharray: 8 4",
     "handoff": "stroke:#7b1fa2,stroke-dasharray: 2 3",
+    "error": "stroke:#c62828,stroke-dasharray: 6 3",
 }
 
 _MERMAID_CLASSES = {
@@ -229,11 +273,9 @@ def render_mermaid(graph: Drawable, marks: Mapping[str, str] | None = None) -> s
     # title before it decodes #code; escapes, so the title is left as written.
     title = json.dumps(_visible(graph.name).replace("\n", " "), ensure_ascii=False)
     lines = ["---", f"title: {title}", "---", "flowchart TD"]
-    for node in nodes:
-        opening, closing = _MERMAID_SHAPES[node.kind]
-        lines.append(f"    {node.key}{opening}{_mermaid_text(node.label)}{closing}")
+    lines.extend(_mermaid_nodes(nodes, "    "))
     styled: dict[_LinkKind, list[str]] = {}
-    for number, link in enumerate(links):
+    for number, link in enumerate(_flat_links(links, nodes)):
         arrow = _MERMAID_ARROWS[link.kind]
         label = f'|"{_mermaid_text(link.label)}"|' if link.label is not None else ""
         lines.append(f"    {link.source} {arrow}{label} {link.target}")
@@ -243,7 +285,9 @@ def render_mermaid(graph: Drawable, marks: Mapping[str, str] | None = None) -> s
         if kind in styled:
             lines.append(f"    linkStyle {','.join(styled[kind])} {style}")
     members: dict[str, list[str]] = {}
-    for node in nodes:
+    for node in _flat_nodes(nodes):
+        if node.kind == "workflow":
+            continue  # a cluster: drawn by its frame, not styled as a node
         if node.kind in {"fan-out", "fan-in", "switch"}:
             members.setdefault("hub", []).append(node.key)
         if node.kind == "start":
@@ -255,6 +299,19 @@ def render_mermaid(graph: Drawable, marks: Mapping[str, str] | None = None) -> s
             lines.append(f"    classDef {name} {style}")
             lines.append(f"    class {','.join(members[name])} {name}")
     return "\n".join(lines) + "\n"
+
+
+def _mermaid_nodes(nodes: list[_Node], indent: str) -> list[str]:
+    lines = []
+    for node in nodes:
+        if node.inner is not None:
+            lines.append(f'{indent}subgraph {node.key} ["{_mermaid_text(node.label)}"]')
+            lines.extend(_mermaid_nodes(node.inner[0], indent + "    "))
+            lines.append(f"{indent}end")
+            continue
+        opening, closing = _MERMAID_SHAPES[node.kind]
+        lines.append(f"{indent}{node.key}{opening}{_mermaid_text(node.label)}{closing}")
+    return lines
 
 
 # -- Graphviz -----------------------------------------------------------------------
@@ -275,6 +332,7 @@ _DOT_ARROWS: dict[_LinkKind, str] = {
     "fan-in": "style=bold",
     "switch": "",
     "handoff": 'style=dotted, color="#7b1fa2", fontcolor="#7b1fa2", penwidth=1.5',
+    "error": 'style=dashed, color="#c62828", fontcolor="#c62828"',
 }
 
 _DOT_MARKS = {
@@ -304,6 +362,42 @@ def _dot_node_style(node: _Node) -> str:
     return ", ".join(attributes)
 
 
+def _dot_nodes(nodes: list[_Node], indent: str) -> list[str]:
+    lines = []
+    for n in nodes:
+        if n.inner is not None:
+            lines.append(f"{indent}subgraph cluster_{n.key} {{")
+            style = "rounded,filled" + (",dashed" if n.mark == "waiting" else "")
+            colour = _DOT_MARKS.get(n.mark or "", 'fillcolor="#f7f7f7", color="#888888"')
+            colour = colour.replace(", ", "; ")  # statements in a cluster, not a list
+            lines.append(f'{indent}    label={_dot_text(n.label)}; style="{style}"; {colour};')
+            lines.extend(_dot_nodes(n.inner[0], indent + "    "))
+            lines.append(f"{indent}}}")
+            continue
+        lines.append(f"{indent}{n.key} [label={_dot_text(n.label)}, {_dot_node_style(n)}];")
+    return lines
+
+
+def _dot_anchored(link: _Link, clusters: Mapping[str, _Node]) -> tuple[_Link, list[str]]:
+    """``link`` with each cluster end moved to a node inside it, and clipped at its frame."""
+    clipped = []
+    source, target = link.source, link.target
+    if source in clusters:
+        clipped.append(f"ltail=cluster_{source}")
+        source = _dot_anchor(clusters[source])
+    if target in clusters:
+        clipped.append(f"lhead=cluster_{target}")
+        target = _dot_anchor(clusters[target])
+    return _Link(source, target, link.kind, link.label), clipped
+
+
+def _dot_anchor(cluster: _Node) -> str:
+    """A node inside a cluster: its start node (itself a cluster's, if nested)."""
+    assert cluster.inner is not None  # noqa: S101 - called for clusters only
+    first = cluster.inner[0][0]
+    return _dot_anchor(first) if first.inner is not None else first.key
+
+
 def render_dot(graph: Drawable, marks: Mapping[str, str] | None = None) -> str:
     """The graph as a Graphviz ``digraph`` (see the module docstring).
 
@@ -322,9 +416,17 @@ def render_dot(graph: Drawable, marks: Mapping[str, str] | None = None) -> str:
         '    node [shape=box, fillcolor=white, fontname="Helvetica"];',
         '    edge [fontname="Helvetica", fontsize=10];',
     ]
-    lines.extend(f"    {n.key} [label={_dot_text(n.label)}, {_dot_node_style(n)}];" for n in nodes)
-    for link in links:
+    lines.extend(_dot_nodes(nodes, "    "))
+    # An arrow meets a cluster at its sub-workflow's start node, clipped at the frame.
+    anchors = {n.key: n for n in _flat_nodes(nodes) if n.inner is not None}
+    if anchors:
+        lines.insert(1, "    compound=true;")
+    for each in _flat_links(links, nodes):
+        link = each
         attributes = [_DOT_ARROWS[link.kind]] if _DOT_ARROWS[link.kind] else []
+        if link.source in anchors or link.target in anchors:
+            link, clipped = _dot_anchored(each, anchors)
+            attributes.extend(clipped)
         if link.label is not None:  # padded: dot sets a label close to its edge
             attributes.append(f"label={_dot_text(f'  {link.label}  ')}")
         suffix = f" [{', '.join(attributes)}]" if attributes else ""
