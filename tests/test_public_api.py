@@ -164,7 +164,9 @@ def test_reprs_tracebacks_and_pickles_name_public_paths():
     error = treadle.errors.RoutingError("nowhere to go")
     (line,) = traceback.format_exception_only(error)
     assert line == "treadle.errors.RoutingError: nowhere to go\n"
-    for value in (treadle.RunStatus.COMPLETED, treadle.SpawnResult(name="n", key="k"), error):
+    failure = treadle.ExecutorFailure("charge", "builtins.ValueError", "no", "Traceback ...", 1)
+    spawned = treadle.SpawnResult(name="n", key="k")
+    for value in (treadle.RunStatus.COMPLETED, spawned, failure, error):
         dumped = pickle.dumps(value)
         assert b"treadle._" not in dumped
         assert repr(pickle.loads(dumped)) == repr(value)  # noqa: S301 - our own bytes
@@ -178,6 +180,7 @@ def test_type_hints_of_public_classes_still_resolve():
     assert options["timeout"] == float | dt.timedelta | None
     (field,) = [f for f in dataclasses.fields(treadle.SpawnResult) if f.name == "value"]
     assert field.type is typing.Any  # what pydantic reads
+    assert typing.get_type_hints(treadle.ExecutorFailure)["input"] is typing.Any
 
 
 def test_import_treadle_loads_no_optional_extra():

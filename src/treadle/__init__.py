@@ -16,6 +16,8 @@ processes on PostgreSQL), ``treadle.dask`` (executors on a Dask cluster),
 from treadle._engine._clock import Clock, SystemClock
 from treadle._engine._context import WorkflowContext
 from treadle._engine._delivery import HandoffContext, HandoffRefused, StalledFanIn
+from treadle._engine._failure import ExecutorFailure
+from treadle._engine._later import ScheduledHandle
 from treadle._engine._options import Durability, RunOptions
 from treadle._engine._result import RunResult, RunStatus
 from treadle._engine._spawn import SpawnResult
@@ -40,6 +42,7 @@ __all__ = [
     "Durability",
     "ExecutionMode",
     "Executor",
+    "ExecutorFailure",
     "ExponentialBackoff",
     "HandoffContext",
     "HandoffRefused",
@@ -50,6 +53,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "Runtime",
+    "ScheduledHandle",
     "SharedState",
     "SpawnResult",
     "StalledFanIn",

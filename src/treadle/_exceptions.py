@@ -59,6 +59,14 @@ class RoutingError(TreadleError):
     """A message was sent along no edge that leads to an executor accepting it."""
 
 
+class SubWorkflowError(TreadleError):
+    """A sub-workflow ended in a way its parent cannot go on from.
+
+    It stalled (a fan-in inside it can never fill), or it output a value
+    of a class it does not declare.
+    """
+
+
 class AppLoadError(TreadleError, LookupError):
     """An ``--app`` import path does not load, or holds no workflow."""
 
@@ -141,6 +149,30 @@ class PollTimeout(TreadleError, TimeoutError):  # noqa: N818 - the contract's na
     """``ctx.poll_until_complete`` ran past its ``max_duration``."""
 
 
+class RequestTimeoutError(TreadleError, TimeoutError):
+    """A ``ctx.request`` or ``ctx.wait_for_input`` given ``timeout=`` was not answered in time.
+
+    Raised inside the handler, where it awaited, once the deadline has
+    passed; catch it to remind, escalate or fall back to a default. It is
+    journaled like an answer, so a re-execution raises it again at the same
+    point instead of waiting anew, and it happens once across restarts.
+
+    Attributes:
+        executor_id: The executor that waited.
+        request_id: The request's id (an input wait's key, for ``wait_for_input``).
+        deadline_at: When it ran out (seconds since the epoch).
+    """
+
+    def __init__(self, executor_id: str, request_id: str, deadline_at: float) -> None:
+        self.executor_id = executor_id
+        self.request_id = request_id
+        self.deadline_at = deadline_at
+        super().__init__(
+            f"request {request_id!r} of executor {executor_id!r} was not answered by its "
+            f"deadline, {_iso(deadline_at)}"
+        )
+
+
 class JournalMismatchError(TreadleError):
     """A re-executed handler called its steps in another order than recorded.
 
@@ -197,6 +229,30 @@ class RequestAlreadyAnsweredError(UnknownRequestError):
         )
 
 
+class RequestExpiredError(UnknownRequestError):
+    """The request's ``timeout=`` passed before this answer reached the run; it changed nothing.
+
+    A deadline is decided like an answer, once, by the store: the process
+    that processes it records the timeout as the request's first answer, so
+    of an answer and a deadline, whichever reaches the store first wins
+    (``docs/semantics.md``, "Deadlines on waits").
+
+    Attributes:
+        run_id: The run.
+        request_id: The request.
+        deadline_at: When it ran out (seconds since the epoch).
+    """
+
+    def __init__(self, run_id: str, request_id: str, deadline_at: float) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.deadline_at = deadline_at
+        super().__init__(
+            f"request {request_id!r} of run {run_id!r} timed out at {_iso(deadline_at)}, "
+            f"before this answer arrived; this answer changed nothing"
+        )
+
+
 class RunBusyError(RequestError):
     """Another process owns the run: it holds the run's lease and may be advancing it.
 
@@ -217,6 +273,24 @@ class RunBusyError(RequestError):
         super().__init__(
             f"run {run_id!r} is owned by {owner} (lease until {_iso(lease_until)}); "
             f"nothing was changed: wait for it, or try again later"
+        )
+
+
+class RunPausedError(RequestError):
+    """The run is paused: nothing advances it until it is unpaused; nothing was changed.
+
+    Raised to whoever would take the run over to advance it (``send_message``,
+    a ``resume`` that could not unpause it). ``unpause`` (or ``resume``) lets
+    it go on; answers given to a paused run are kept and applied then.
+
+    Attributes:
+        run_id: The run.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id!r} is paused; nothing was changed: unpause or resume it to let it go on"
         )
 
 

@@ -18,19 +18,24 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── PoolError                    an executor pool could not run an invocation
     │   └── WorkerLostError          the worker running it died or left the cluster
     ├── PollTimeout                  poll_until_complete ran past max_duration [TimeoutError]
+    ├── RequestTimeoutError          a request(timeout=) was not answered in time [TimeoutError]
     ├── JournalMismatchError         a re-executed handler took another path
+    ├── SubWorkflowError             a sub-workflow stalled, or output an undeclared type
     ├── AppLoadError                 an import path holds no workflow [LookupError]
     ├── CommandError                 a CLI command cannot be done as asked
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
-    │   │   └── RequestAlreadyAnsweredError  another answer won; names it
+    │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
+    │   │   └── RequestExpiredError  the request's timeout won; names the deadline
     │   ├── InvalidResponseError     the answer has the wrong type [TypeError]
-    │   └── RunBusyError             another process owns the run now
+    │   ├── RunBusyError             another process owns the run now
+    │   └── RunPausedError           the run is paused until it is unpaused
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
     │   ├── StateConflictError       two executors set one key in a superstep
     │   ├── IterationLimitExceeded   max_supersteps / max_node_iterations hit
-    │   └── RunTimeoutError          the run passed its deadline [TimeoutError]
+    │   ├── RunTimeoutError          the run passed its deadline [TimeoutError]
+    │   └── UnanswerableWaitError    no store, so nothing can answer what it waits for
     ├── RunCancelledError            the run was cancelled while a caller waited
     └── DurabilityError              storing or restoring a run failed
         ├── SerializationError       a value cannot be stored or restored
@@ -54,6 +59,7 @@ from treadle._engine._errors import (
     RunCancelledError,
     RunTimeoutError,
     StateConflictError,
+    UnanswerableWaitError,
     WorkflowRunError,
 )
 from treadle._exceptions import (
@@ -73,11 +79,15 @@ from treadle._exceptions import (
     RemoteHandlerError,
     RequestAlreadyAnsweredError,
     RequestError,
+    RequestExpiredError,
+    RequestTimeoutError,
     RoutingError,
     RunBusyError,
     RunExistsError,
     RunNotFoundError,
+    RunPausedError,
     SerializationError,
+    SubWorkflowError,
     TreadleError,
     UnknownRequestError,
     WorkerLostError,
@@ -105,15 +115,20 @@ __all__ = [
     "RemoteHandlerError",
     "RequestAlreadyAnsweredError",
     "RequestError",
+    "RequestExpiredError",
+    "RequestTimeoutError",
     "RoutingError",
     "RunBusyError",
     "RunCancelledError",
     "RunExistsError",
     "RunNotFoundError",
+    "RunPausedError",
     "RunTimeoutError",
     "SerializationError",
     "StateConflictError",
+    "SubWorkflowError",
     "TreadleError",
+    "UnanswerableWaitError",
     "UnknownRequestError",
     "WorkerLostError",
     "WorkerStoppingError",

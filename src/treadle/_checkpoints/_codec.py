@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from treadle._checkpoints._blob import seal, unseal
 from treadle._checkpoints._delta import Manifest, PieceCache, PieceReader, PieceWriter
+from treadle._engine._barrier import BarrierState
 from treadle._engine._delivery import Envelope, FanInBuffer, HandoffContext
+from treadle._engine._result import RunStatus
 from treadle._engine._spawn import SpawnRecord
 from treadle._engine._waits import (
     HandoffApproval,
+    NestedRun,
     ScheduledMessage,
     Suspension,
     Wait,
@@ -42,7 +45,6 @@ from treadle._values._serialization import dump_plain
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from treadle._engine._barrier import BarrierState
     from treadle._stores._store import CheckpointRecord, Piece
     from treadle._values._serialization import Serializer
 
@@ -143,14 +145,60 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
             ]
             for s in waits.suspended
         ],
-        "scheduled": [
-            [m.due_at, m.target, _envelope_out(m.envelope, enc)] for m in waits.scheduled
+        "scheduled": [  # the key (cancel_scheduled) last: checkpoints without it still load
+            [m.due_at, m.target, _envelope_out(m.envelope, enc), m.key] for m in waits.scheduled
         ],
         "answered": sorted(waits.answered),
         "approvals": [
             [a.key, a.source, a.target, _envelope_out(a.envelope, enc)] for a in waits.approvals
         ],
+        "nested": [[key, _nested_out(run, enc)] for key, run in waits.nested.items()],
     }
+
+
+def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
+    """A sub-workflow's run, whole, inside its parent's waits (it is what changes)."""
+    barrier = run.barrier
+    return {
+        "path": run.path,
+        "superstep": barrier.superstep,
+        "status": barrier.status.value,
+        "pending": [
+            [target, [_envelope_out(e, enc) for e in inbox]]
+            for target, inbox in barrier.pending.items()
+        ],
+        "fan_in": _fan_in_out(barrier.fan_in_buffers, enc),
+        "state": {key: enc(value) for key, value in barrier.state.items()},
+        "iterations": dict(barrier.iterations),
+        "outputs": [enc(value) for value in barrier.outputs],
+        "waits": _waits_out(barrier.waits, enc),
+        "deadline_at": barrier.deadline_at,
+        "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
+        "snapshots": {key: enc(value) for key, value in run.snapshots.items()},
+    }
+
+
+def _nested_in(raw: dict[str, Any]) -> NestedRun:
+    barrier = BarrierState(
+        run_id="",  # a sub-workflow's run is named by its parent's invocation
+        superstep=int(raw["superstep"]),
+        status=RunStatus(raw["status"]),
+        pending={target: tuple(_envelope_in(e) for e in inbox) for target, inbox in raw["pending"]},
+        fan_in_buffers=_fan_in_in(raw["fan_in"]),
+        state=dict(raw["state"]),
+        iterations={str(k): int(v) for k, v in raw["iterations"].items()},
+        outputs=tuple(raw["outputs"]),
+        waits=_waits_in(raw["waits"]),
+        deadline_at=raw["deadline_at"],
+        spawned=tuple(SpawnRecord(k, e, n) for k, e, n in raw["spawned"]),
+    )
+    return NestedRun(str(raw["path"]), barrier, dict(raw["snapshots"]))
+
+
+def _fan_in_in(raw: list[Any]) -> tuple[FanInBuffer, ...]:
+    return tuple(
+        {source: tuple(_envelope_in(e) for e in envs) for source, envs in buffer} for buffer in raw
+    )
 
 
 def _waits_in(raw: dict[str, Any]) -> WaitBook:
@@ -164,14 +212,15 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
         for executor_id, envelope, journal, wait in raw["suspended"]
     ]
     scheduled = [
-        ScheduledMessage(float(due), target, _envelope_in(envelope))
-        for due, target, envelope in raw["scheduled"]
+        ScheduledMessage(float(due), target, _envelope_in(envelope), *key)
+        for due, target, envelope, *key in raw["scheduled"]
     ]
     approvals = [
         HandoffApproval(key, source, target, _envelope_in(envelope))
         for key, source, target, envelope in raw["approvals"]
     ]
-    return WaitBook(suspended, scheduled, set(raw["answered"]), approvals)
+    nested = {key: _nested_in(run) for key, run in raw.get("nested", ())}
+    return WaitBook(suspended, scheduled, set(raw["answered"]), approvals, nested)
 
 
 class CheckpointCodec:
@@ -321,10 +370,7 @@ class CheckpointCodec:
                     target: [_envelope_in(e) for e in inbox]
                     for target, inbox in document["pending"]
                 },
-                fan_in_buffers=tuple(
-                    {source: tuple(_envelope_in(e) for e in envs) for source, envs in buffer}
-                    for buffer in fan_in
-                ),
+                fan_in_buffers=_fan_in_in(fan_in),
                 state=state,
                 iterations={str(k): int(v) for k, v in document["iterations"].items()},
                 outputs=outputs,

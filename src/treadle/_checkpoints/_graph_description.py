@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._graph._edges import (
     DirectEdge,
     Edge,
+    ErrorEdge,
     FanInEdge,
     FanOutEdge,
     HandoffEdge,
@@ -50,6 +51,8 @@ def _edge_text(edge: Edge) -> str:
     if isinstance(edge, SwitchEdge):
         cases = [t for _, t in edge.cases]
         return f"switch {edge.source!r} -> cases {cases!r}, default {edge.default!r}"
+    if isinstance(edge, ErrorEdge):
+        return f"error route {edge.source!r} -> {edge.target!r}"
     assert isinstance(edge, HandoffEdge)  # noqa: S101 - the edge kinds are closed
     return f"handoff {edge.source!r} -> {list(edge.targets)!r}"
 
@@ -66,6 +69,11 @@ def describe_graph(workflow: Topology) -> dict[str, Any]:
             "class": type(prototype).__qualname__,
             "accepts": sorted(t.__qualname__ for t in prototype.accepted_types()),
         }
+        inner: Topology | None = getattr(prototype, "subgraph", None)  # a sub-workflow
+        if inner is not None:
+            nested = describe_graph(inner)
+            nested.pop(ORIGIN, None)
+            executors[executor_id]["workflow"] = nested
     description: dict[str, Any] = {
         "name": workflow.name,
         "start": workflow.start_id,
@@ -109,6 +117,11 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         for field in ("class", "accepts", "rank")
         if old_ex[e][field] != new_ex[e][field]
     )
+    for e in sorted(old_ex.keys() & new_ex.keys()):
+        old_inner, new_inner = old_ex[e].get("workflow"), new_ex[e].get("workflow")
+        if old_inner != new_inner:
+            inside = describe_changes(old_inner or {}, new_inner or {})
+            changes.append(f"executor {e!r}: its sub-workflow changed: {'; '.join(inside)}")
     old_edges, new_edges = old.get("edges", []), new.get("edges", [])
     changes.extend(f"{edge} was removed" for edge in old_edges if edge not in new_edges)
     changes.extend(f"{edge} was added" for edge in new_edges if edge not in old_edges)

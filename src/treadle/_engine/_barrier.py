@@ -40,10 +40,25 @@ class EventSink(Protocol):
 class Checkpointing(Protocol):
     """What the loop needs from durability: save barriers, record statuses."""
 
-    last_checkpoint_id: str | None
+    @property
+    def last_checkpoint_id(self) -> str | None:
+        """The newest checkpoint saved (``None`` before the first)."""
+        ...
 
-    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str:
-        """Persist one committed barrier; return its checkpoint id."""
+    @property
+    def paused(self) -> bool:
+        """Whether a save found the run paused (someone asked it to pause).
+
+        The commit that found it made its checkpoint the run's last, and
+        nothing more is written: the loop stops at this barrier, ``PAUSED``.
+        """
+        ...
+
+    async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str | None:
+        """Persist one committed barrier; return its checkpoint id.
+
+        ``None``: it was not written, as the run was paused first (:attr:`paused`).
+        """
         ...
 
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:

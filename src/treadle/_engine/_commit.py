@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
+from treadle._engine._later import commit_later_work
 from treadle._engine._state import commit_state
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def _record_outputs(run: RunLoop, superstep: int, invocations: list[Invocation])
 
 
 def _commit_durable_work(run: RunLoop, invocations: list[Invocation]) -> None:
-    """Scheduled messages, spawned work and handoffs awaiting approval."""
+    """Scheduled messages and their cancellations, spawns, approvals, continuations."""
     for invocation in invocations:
         outcome = invocation.outcome
         later = outcome.later
@@ -108,3 +109,6 @@ def _commit_durable_work(run: RunLoop, invocations: list[Invocation]) -> None:
         )
         for record, fn, args in later.spawns:
             run.spawned.queue(record, fn, args)
+        if later.cancelled or later.continuing:
+            seq = len(outcome.sent) + len(later.scheduled) + len(later.approvals)
+            commit_later_work(run, invocation, later, seq)

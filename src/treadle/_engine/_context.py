@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._engine._invocation import Invocation
+    from treadle._engine._loop import RunLoop
 
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
@@ -111,6 +112,16 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     def position(self) -> int:
         """The message's position in the executor's inbox for this superstep."""
         return self._invocation.position
+
+    @property
+    def stamp(self) -> tuple[int, int, int, int]:
+        """The stamp of the message being handled: the same each time it is re-delivered."""
+        return self._invocation.envelope.stamp
+
+    @property
+    def host_run(self) -> RunLoop:
+        """The run this invocation belongs to (for the runtime's own executors: sub-workflows)."""
+        return self._run
 
     @property
     def idempotency_key(self) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._engine._barrier import BarrierState, Checkpointing, EventSink
 from treadle._engine._commit import commit_superstep
+from treadle._engine._deadlines import expire_due, refuse_unanswerable
 from treadle._engine._delivery import Envelope, FanInBuffer, stalled_fan_ins
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
@@ -40,6 +41,7 @@ from treadle._exceptions import RequestError, TreadleError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
     from treadle._engine._topology import Topology
@@ -57,6 +59,7 @@ class RunLoop:
     """Drives one run of a workflow, superstep by superstep."""
 
     __slots__ = (
+        "_progress",
         "_sink",
         "backpressure",
         "batching",
@@ -68,6 +71,7 @@ class RunLoop:
         "fan_in_edges",
         "inline_calls",
         "iterations",
+        "ledger",
         "limiter",
         "listening",
         "live",
@@ -124,6 +128,10 @@ class RunLoop:
         self.error: TreadleError | None = None
         self.pool = pool
         self.checkpointer = checkpointer
+        self._progress: asyncio.Lock | None = None  # made by the first save_progress
+        # Where request deadlines are decided against answers: the store's (set by
+        # whoever opens a stored run); without one they are decided here.
+        self.ledger: AnswerLedger | None = None
         self._sink = sink
         self.listening = sink is not None
         # The sink's own method, bound once: events are published on the hot path.
@@ -196,8 +204,8 @@ class RunLoop:
             if not self.pending and self.spawned:
                 for executor_id, result in await self.spawned.wait_any():
                     self.deliver_spawn_result(superstep, executor_id, result)
-            if self.deadline_at is not None:
-                self._check_deadline(superstep)
+            if self.deadline_at is not None or waits.suspended:
+                await self._check_deadlines(superstep)
             if not self.pending:
                 # Restored and still resting: its last checkpoint says it all.
                 self._set_status(self._resting_status())
@@ -214,6 +222,7 @@ class RunLoop:
             if self.backpressure is not None:
                 await self.backpressure()
             commit_superstep(self, plan)
+            refuse_unanswerable(self)  # with no store, a request would rest forever
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -224,7 +233,7 @@ class RunLoop:
             raise
         status = _RUNNING if self.pending else self._resting_status()
         if self.checkpointer is not None or self.spawned.queued:
-            await self._conclude(status)
+            status = await self._conclude(status)
         if status is not _RUNNING:
             self._set_status(status)
         if self.trace is not None:
@@ -256,21 +265,27 @@ class RunLoop:
         if len(box) > 1:
             box.sort(key=lambda e: e.stamp)
 
-    def _check_deadline(self, superstep: int) -> None:
+    async def _check_deadlines(self, superstep: int) -> None:
+        """Fail the run past its deadline; time out the waits past theirs (``_deadlines.py``)."""
         deadline = self.deadline_at
         if deadline is not None and self.clock.now() >= deadline:
             raise RunTimeoutError(self.run_id, deadline, superstep)
+        if self.waits.suspended:
+            await expire_due(self)
 
-    async def _conclude(self, status: RunStatus) -> None:
+    async def _conclude(self, status: RunStatus) -> RunStatus:
         """Checkpoint the barrier (with its resulting status), then start queued work.
 
-        The caller moves the run to ``status`` afterwards, so a status is
-        announced only once the barrier that led to it is durable.
+        Returns the status the run moves to: ``status``, or ``PAUSED`` when
+        the commit found the run paused (see :meth:`_stop_paused`). The
+        caller moves the run there afterwards, so a status is announced only
+        once the barrier that led to it is durable.
         """
-        if self.checkpointer is not None:
+        checkpointer = self.checkpointer
+        if checkpointer is not None:
             try:
                 written, self.written = frozenset(self.written), set()
-                checkpoint_id = await self.checkpointer.save(
+                checkpoint_id = await checkpointer.save(
                     self.barrier_state(status, written), self.pool.snapshots()
                 )
             except TreadleError as error:
@@ -278,9 +293,11 @@ class RunLoop:
                 self._set_status(RunStatus.FAILED, error)
                 await self._record_status(RunStatus.FAILED, error)
                 raise
+            if checkpointer.paused:
+                return await self._stop_paused(checkpoint_id)
             if self.spawned.queued:
-                await self.checkpointer.flush()  # background mode: make it durable first
-            if self.listening:
+                await checkpointer.flush()  # background mode: make it durable first
+            if self.listening and checkpoint_id is not None:  # None only once paused
                 self.publish(
                     CheckpointSaved(
                         run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
@@ -288,6 +305,44 @@ class RunLoop:
                 )
         if self.spawned.queued:
             self.spawned.start_queued()
+        return status
+
+    async def _stop_paused(self, checkpoint_id: str | None) -> RunStatus:
+        """Stop at this barrier: someone paused the run, and its last commit honoured that.
+
+        ``checkpoint_id`` is this barrier's, if its commit was the one (else
+        the run paused at an earlier barrier still in flight, and this one
+        is not written). The lease went with that commit; background work
+        the run holds is cancelled (reported lost once it goes on).
+        """
+        if checkpoint_id is not None and self.listening:
+            self.publish(
+                CheckpointSaved(
+                    run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
+                )
+            )
+        await self.spawned.cancel_all()
+        return RunStatus.PAUSED
+
+    async def save_progress(self) -> str | None:
+        """Checkpoint the last barrier again, with the sub-workflow runs as they stand now.
+
+        A sub-workflow runs its own supersteps inside one invocation of this
+        run; each of its barriers is made durable through here, as a
+        checkpoint of this run (its history shows them), so a crash inside it
+        resumes from its last barrier. Until this run's own barrier, the
+        loop still holds the previous barrier's committed point: that is
+        what is saved, with :attr:`WaitBook.nested` as it is now. Saves of
+        sibling sub-workflows take turns. ``None`` without a store.
+        """
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return None
+        if self._progress is None:
+            self._progress = asyncio.Lock()
+        async with self._progress:
+            barrier = self.barrier_state(_RUNNING, frozenset(self.written))
+            return await checkpointer.save(barrier, self.pool.snapshots())
 
     async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         if self.checkpointer is not None:
@@ -317,7 +372,9 @@ class RunLoop:
         """
         waiting = self.waits.find_request(request_id)
         checked = self.workflow.validate_response(request_id, response_type_of(waiting), value)
-        self.deliver(*self.waits.answer(waiting, checked))
+        delivery = self.waits.answer(waiting, checked)
+        if delivery is not None:  # None: a sub-workflow's invocation re-delivered already
+            self.deliver(*delivery)
 
     def send_input(self, message: Any, target: str | None = None) -> None:
         """Deliver a session message to the invocation waiting for input.
@@ -330,7 +387,9 @@ class RunLoop:
             where = f"executor {target!r} of run" if target else "run"
             msg = f"{where} {self.run_id!r} is not waiting for input ({self.status.value})"
             raise RequestError(msg)
-        self.deliver(*self.waits.answer(suspension, message))
+        delivery = self.waits.answer(suspension, message)
+        assert delivery is not None  # noqa: S101 - a suspension always re-delivers
+        self.deliver(*delivery)
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         if self.listening and not self.live and isinstance(error, ExecutorFailedError):

@@ -13,22 +13,24 @@ that suspended it now returns its value.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._engine._delivery import Envelope, HandoffContext, HandoffRefused
-from treadle._exceptions import JournalMismatchError, UnknownRequestError
+from treadle._exceptions import JournalMismatchError, RequestTimeoutError, UnknownRequestError
 
 APPROVAL_SOURCE = "__approval__"
 """The ``source`` of a ``HandoffRefused`` message."""
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-WaitKind: TypeAlias = Literal["request", "input", "timer"]
+    from treadle._engine._barrier import BarrierState
+
+WaitKind: TypeAlias = Literal["request", "input", "timer", "workflow"]
 
 JournalEntry: TypeAlias = tuple[str, str, Any]
-"""("step", step name, result) or ("wait", wait key, value)."""
+"""("step", step name, result), ("wait", wait key, value) or ("timeout", wait key, deadline)."""
 
 
 class Journal:
@@ -66,11 +68,16 @@ class Journal:
 
         Raises:
             JournalMismatchError: the entry recorded here is another step or wait.
+            RequestTimeoutError: the wait asked for timed out here (its deadline
+                passed unanswered), which the handler meets where it awaited.
         """
         if self._cursor >= len(self._entries):
             return False, None
         recorded_kind, recorded_name, value = self._entries[self._cursor]
         if (recorded_kind, recorded_name) != (kind, name):
+            if (recorded_kind, kind, recorded_name) == ("timeout", "wait", name):
+                self._cursor += 1  # the wait's deadline passed: raised where it is awaited
+                raise RequestTimeoutError(executor_id, name, value)
             raise JournalMismatchError(
                 executor_id, self._cursor, f"{recorded_kind} {recorded_name!r}", f"{kind} {name!r}"
             )
@@ -91,7 +98,9 @@ class Wait:
         kind: ``"request"`` (answered by ``respond``), ``"input"`` (by
             ``send_message``) or ``"timer"`` (by the clock).
         key: Unique within the run: the request id for requests.
-        due_at: For timers, when they fire (epoch seconds).
+        due_at: For timers, when they fire (epoch seconds); for requests
+            and input given a ``timeout=``, their deadline (see
+            ``_engine/_deadlines.py``).
         payload: For requests, what was asked.
         response_type: For requests, the name of the type the answer must
             have (validated when it arrives).
@@ -115,12 +124,51 @@ class Suspension:
 
 
 @dataclass(frozen=True, slots=True)
+class NestedRun:
+    """A sub-workflow's run inside one invocation of its parent: where it stands.
+
+    Kept by the parent's :class:`WaitBook` under the invocation's key while
+    the invocation is under way (each of the sub-workflow's barriers is
+    checkpointed with the parent) or suspended (the sub-workflow rests), so
+    a crash, a restart or an answer continues it from its last barrier.
+
+    Attributes:
+        path: The sub-workflow's executor id in the parent: the prefix of
+            the executor ids its requests and events are reported under.
+        barrier: Its last committed barrier.
+        snapshots: Its executors' snapshots at that barrier.
+    """
+
+    path: str
+    barrier: BarrierState
+    snapshots: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NestedRequest:
+    """A request asked inside a sub-workflow, as its parent finds it (``find_request``).
+
+    Attributes:
+        key: The parent invocation's key in ``WaitBook.nested``.
+        waiting: What waits inside the sub-workflow (itself nested, deeper down).
+    """
+
+    key: str
+    waiting: Suspension | HandoffApproval | NestedRequest
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduledMessage:
-    """A message to deliver at ``due_at`` (``ctx.schedule_message``)."""
+    """A message to deliver at ``due_at`` (``ctx.schedule_message``, ``ctx.continue_later``).
+
+    ``key`` names it for ``ctx.cancel_scheduled`` (``None``: it cannot be
+    cancelled: a continuation, or scheduled before keys existed).
+    """
 
     due_at: float
     target: str
     envelope: Envelope
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +201,15 @@ class PendingRequest:
         executor_id: The executor that asked.
         payload: What it asked.
         response_type: The name of the type the answer must have.
+        deadline_at: When its ``timeout=`` runs out (seconds since the
+            epoch), if it was given one.
     """
 
     request_id: str
     executor_id: str
     payload: Any
     response_type: str | None
+    deadline_at: float | None = None
 
 
 class Suspend(BaseException):
@@ -173,8 +224,14 @@ class Suspend(BaseException):
         self.wait = wait
 
 
-def response_type_of(waiting: Suspension | HandoffApproval) -> str | None:
+Waiting: TypeAlias = Suspension | HandoffApproval | NestedRequest
+"""Whatever an answer to a request goes to."""
+
+
+def response_type_of(waiting: Waiting) -> str | None:
     """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
+    while isinstance(waiting, NestedRequest):
+        waiting = waiting.waiting
     return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
 
 
@@ -197,7 +254,7 @@ class WaitBook:
     deliver, each carrying its journal with the wait's value appended.
     """
 
-    __slots__ = ("answered", "approvals", "scheduled", "suspended")
+    __slots__ = ("answered", "approvals", "nested", "scheduled", "suspended")
 
     def __init__(
         self,
@@ -205,45 +262,62 @@ class WaitBook:
         scheduled: list[ScheduledMessage] | None = None,
         answered: set[str] | None = None,
         approvals: list[HandoffApproval] | None = None,
+        nested: dict[str, NestedRun] | None = None,
     ) -> None:
         self.suspended: list[Suspension] = suspended or []
         self.scheduled: list[ScheduledMessage] = scheduled or []
         self.answered: set[str] = answered or set()
         self.approvals: list[HandoffApproval] = approvals or []
+        # Sub-workflow runs by their parent invocation's key (see NestedRun).
+        self.nested: dict[str, NestedRun] = nested or {}
 
     def __bool__(self) -> bool:
-        return bool(self.suspended or self.scheduled or self.approvals)
+        return bool(self.suspended or self.scheduled or self.approvals or self.nested)
 
     def copy(self) -> WaitBook:
         """An independent copy (the entries themselves are never mutated)."""
         return WaitBook(
-            list(self.suspended), list(self.scheduled), set(self.answered), list(self.approvals)
+            list(self.suspended),
+            list(self.scheduled),
+            set(self.answered),
+            list(self.approvals),
+            dict(self.nested),
         )
 
     @property
     def awaits_input(self) -> bool:
         """Whether something waits for an answer, an approval or session input."""
-        return bool(self.approvals) or any(s.wait.kind != "timer" for s in self.suspended)
+        if self.approvals:
+            return True
+        for suspension in self.suspended:
+            kind = suspension.wait.kind
+            if kind == "workflow":
+                nested = self.nested.get(suspension.wait.key)
+                if nested is not None and nested.barrier.waits.awaits_input:
+                    return True
+            elif kind != "timer":
+                return True
+        return False
 
     def commit_later(
         self,
         run_id: str,
         source: str,
         stamp: tuple[int, int, int, int],
-        scheduled: Sequence[tuple[float, str, Any]],
+        scheduled: Sequence[tuple[float, str, Any, str]],
         approvals: Sequence[tuple[str, Any, HandoffContext]],
     ) -> None:
         """Take what a committed invocation left for later.
 
-        ``scheduled``: (due, target, payload) messages for ``schedule_message``;
+        ``scheduled``: (due, target, payload, key) messages for ``schedule_message``;
         ``approvals``: (target, payload, handoff) handoffs awaiting approval.
         ``stamp`` is the invocation's next free stamp; each item takes the
         next sequence number, so delivery order stays deterministic.
         """
         superstep, rank, position, seq = stamp
-        for due, target, payload in scheduled:
+        for due, target, payload, key in scheduled:
             envelope = Envelope((superstep, rank, position, seq), source, payload)
-            self.scheduled.append(ScheduledMessage(due, target, envelope))
+            self.scheduled.append(ScheduledMessage(due, target, envelope, key))
             seq += 1
         for target, payload, handoff in approvals:
             item_stamp = (superstep, rank, position, seq)
@@ -264,7 +338,9 @@ class WaitBook:
         keep: list[Suspension] = []
         for suspension in self.suspended:
             wait = suspension.wait
-            if wait.kind == "timer" and wait.due_at is not None and wait.due_at <= now:
+            # A sub-workflow's timer re-delivers its invocation, which wakes the timer inside.
+            ripe = wait.due_at is not None and wait.due_at <= now
+            if ripe and wait.kind in ("timer", "workflow"):
                 due.append(_resumed(suspension, None))
             else:
                 keep.append(suspension)
@@ -277,15 +353,24 @@ class WaitBook:
     def pending_requests(self) -> list[PendingRequest]:
         """The questions waiting for an answer, in the order they were asked."""
         asked = [
-            PendingRequest(s.wait.key, s.executor_id, s.wait.payload, s.wait.response_type)
+            PendingRequest(
+                s.wait.key, s.executor_id, s.wait.payload, s.wait.response_type, s.wait.due_at
+            )
             for s in self.suspended
             if s.wait.kind == "request"
         ]
         asked.extend(PendingRequest(a.key, a.source, a.question, "bool") for a in self.approvals)
+        for nested in self.nested.values():  # named by their path: "review/legal/approve"
+            asked.extend(
+                PendingRequest(
+                    r.request_id, f"{nested.path}/{r.executor_id}", r.payload, r.response_type
+                )
+                for r in nested.barrier.waits.pending_requests()
+            )
         return asked
 
-    def find_request(self, request_id: str) -> Suspension | HandoffApproval:
-        """The suspension or handoff approval waiting on ``request_id``.
+    def find_request(self, request_id: str) -> Waiting:
+        """The suspension, handoff approval or sub-workflow's request waiting on ``request_id``.
 
         Raises:
             UnknownRequestError: no such request is waiting (or it was
@@ -297,6 +382,10 @@ class WaitBook:
         for approval in self.approvals:
             if approval.key == request_id:
                 return approval
+        for key, nested in self.nested.items():
+            inner = nested.barrier.waits
+            if any(r.request_id == request_id for r in inner.pending_requests()):
+                return NestedRequest(key, inner.find_request(request_id))
         if request_id in self.answered:
             msg = f"request {request_id!r} was answered already"
             raise UnknownRequestError(msg)
@@ -304,13 +393,17 @@ class WaitBook:
         msg = f"no request {request_id!r} is waiting; waiting: {waiting or 'none'}"
         raise UnknownRequestError(msg)
 
-    def answer(self, waiting: Suspension | HandoffApproval, value: Any) -> tuple[str, Envelope]:
+    def answer(self, waiting: Waiting, value: Any) -> tuple[str, Envelope] | None:
         """Satisfy a request, approval or input wait; return the delivery it causes.
 
         A suspended invocation is re-delivered with the value in its journal;
         an approved handoff goes to its target; a refused one comes back to
-        its source as a ``HandoffRefused`` message.
+        its source as a ``HandoffRefused`` message. An answer to a
+        sub-workflow's request is applied inside it, and its parent
+        invocation is re-delivered (``None`` once it was, by an earlier answer).
         """
+        if isinstance(waiting, NestedRequest):
+            return self._answer_nested(waiting, value)
         if isinstance(waiting, HandoffApproval):
             self.approvals.remove(waiting)
             self.answered.add(waiting.key)
@@ -324,6 +417,26 @@ class WaitBook:
         if waiting.wait.kind == "request":
             self.answered.add(waiting.wait.key)
         return _resumed(waiting, value)
+
+    def _answer_nested(self, request: NestedRequest, value: Any) -> tuple[str, Envelope] | None:
+        nested = self.nested[request.key]
+        barrier = nested.barrier
+        inner = barrier.waits.copy()
+        delivery = inner.answer(request.waiting, value)
+        pending = dict(barrier.pending)
+        if delivery is not None:
+            target, envelope = delivery
+            inbox = (*pending.get(target, ()), envelope)
+            pending[target] = tuple(sorted(inbox, key=lambda e: e.stamp))
+        self.nested[request.key] = NestedRun(
+            nested.path, replace(barrier, waits=inner, pending=pending), nested.snapshots
+        )
+        self.answered.update(inner.answered)
+        for suspension in self.suspended:
+            if suspension.wait.kind == "workflow" and suspension.wait.key == request.key:
+                self.suspended.remove(suspension)
+                return _resumed(suspension, None)
+        return None
 
     def input_waiter(self, target: str | None) -> Suspension | None:
         """The first invocation (in stamp order) waiting for session input."""

@@ -97,6 +97,20 @@ class TypeRegistry:
         self._claim(cls, kind, qualified(cls) if name is None else name)
         self._explicit.add(cls)
 
+    def include(self, other: TypeRegistry) -> None:
+        """Allow every class ``other`` allows, under the same names.
+
+        A workflow that runs another as a sub-workflow stores that one's
+        messages and state in its own checkpoints, so it allows its types too.
+
+        Raises:
+            ValueError: a name belongs to different classes in the two.
+        """
+        for name, cls in other._by_name.items():
+            entry = other._by_class.get(cls)
+            if self._by_name.get(name) is not cls and entry is not None:
+                self._claim(cls, entry.kind, name)
+
     def register_annotation(self, annotation: Any) -> None:
         """Register every enum, dataclass and pydantic model reachable from a type annotation.
 

@@ -29,6 +29,7 @@ from treadle._graph._edges import (
     Default,
     DirectEdge,
     Edge,
+    ErrorEdge,
     ExecutorRef,
     FanInEdge,
     FanOutEdge,
@@ -40,7 +41,10 @@ from treadle._graph._edges import (
 )
 from treadle._graph._executor import Executor, FunctionExecutor
 from treadle._graph._typing import accepts_any_of
+from treadle._workflow._composing import Composing
+from treadle._workflow._error_routes import ErrorRouting, error_route_problems
 from treadle._workflow._workflow import Workflow
+from treadle._workflow._workflow_graph import WorkflowGraph
 
 if TYPE_CHECKING:
     from treadle._engine._clock import Clock
@@ -63,7 +67,7 @@ class _Entry:
         self.factory = factory
 
 
-class WorkflowBuilder:
+class WorkflowBuilder(ErrorRouting, Composing):
     """Builds an immutable :class:`Workflow` from executors and edges.
 
     Args:
@@ -136,6 +140,7 @@ class WorkflowBuilder:
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)
         self._state: dict[str, StateKey] = {}
         self._problems: list[str] = []
+        self._subworkflows = {}
         self._start = self._resolve(start, "start")
 
     # -- executors ----------------------------------------------------------------
@@ -145,6 +150,8 @@ class WorkflowBuilder:
             return ref
         if isinstance(ref, Executor):
             return self._register(ref, None, where)
+        if isinstance(ref, WorkflowGraph):  # a built workflow: a sub-workflow
+            return self._register(self._subworkflow(ref), None, where)
         if callable(ref):
             try:
                 made = ref()
@@ -316,6 +323,7 @@ class WorkflowBuilder:
         problems.extend(broken.values())
         sound = {eid: entry for eid, entry in known.items() if eid not in broken}
         problems.extend(_type_problems(self._edges, sound))
+        problems.extend(error_route_problems(self._edges, sound))
         problems.extend(_duplicate_edges(self._edges))
         problems.extend(_unreachable(self._start, self._edges, known))
         if problems:
@@ -407,6 +415,8 @@ def _type_problems(edges: list[tuple[str, Edge]], known: dict[str, _Entry]) -> l
     for where, edge in edges:
         if any(e not in known for e in (*edge_sources(edge), *edge_targets(edge))):
             continue  # reported as unknown or broken already
+        if isinstance(edge, ErrorEdge):
+            continue  # carries no message of the source's (see _error_routes.py)
         if isinstance(edge, HandoffEdge) and edge.require_approval:
             source = known[edge.source].prototype
             if source.find_handler(HandoffRefused) is None:
@@ -440,7 +450,7 @@ def _duplicate_edges(edges: list[tuple[str, Edge]]) -> list[str]:
     problems = []
     seen: set[tuple[str, str, str]] = set()
     for where, edge in edges:
-        if isinstance(edge, SwitchEdge | HandoffEdge):
+        if isinstance(edge, SwitchEdge | HandoffEdge | ErrorEdge):
             continue
         for source in edge_sources(edge):
             for target in edge_targets(edge):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Unpack
 
+from treadle._checkpoints._inbox import expired_instead
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._errors import WorkflowRunError
 from treadle._engine._options import (
@@ -20,8 +21,9 @@ from treadle._engine._options import (
     continuing_options,
     run_options,
 )
-from treadle._exceptions import TreadleError
+from treadle._exceptions import RequestAlreadyAnsweredError, RunPausedError, TreadleError
 from treadle._workflow._launch import Launch, open_run
+from treadle._workflow._pausing import paused_result, take_over_paused, take_over_unpausing
 from treadle._workflow._runs import (
     RunHistory,
     TakenOver,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from treadle._engine._result import RunResult
+    from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import Store
 
 
@@ -48,8 +51,8 @@ class Workflow(WorkflowGraph):
 
     Call :meth:`run` for a result, :meth:`stream` for live events, and their
     ``_sync`` twins from code that is not async; :meth:`resume`,
-    :meth:`respond`, :meth:`send_message`, :meth:`fork` and :meth:`history`
-    work on stored runs.
+    :meth:`respond`, :meth:`send_message`, :meth:`fork`, :meth:`history`,
+    :meth:`cancel`, :meth:`pause` and :meth:`unpause` work on stored runs.
     """
 
     async def run(
@@ -78,7 +81,10 @@ class Workflow(WorkflowGraph):
         A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
         for requests and session input, ``WAITING`` for timers when it has a
         store (a ``Runtime`` or ``resume`` continues it). Without a store
-        there is nothing to resume from, so it sleeps through its timers.
+        there is nothing to resume from, so it sleeps through its timers, and
+        where it would rest on a request it fails with
+        ``UnanswerableWaitError`` (``rest_without_store=True``: it returns
+        the ``AWAITING_INPUT`` result instead).
 
         Raises:
             WorkflowRunError: The run failed; ``error.result`` has what was
@@ -145,6 +151,7 @@ class Workflow(WorkflowGraph):
         it, this raises ``RunBusyError``, or with ``wait=True`` waits until
         the owner lets go (its run rests, or its lease runs out). Answers
         and messages delivered to the run and not yet applied are applied.
+        A paused run is unpaused first, as :meth:`unpause` does.
         ``options`` (or their keywords) are those of :meth:`run` but
         ``timeout``: a stored run keeps the deadline it started with.
 
@@ -159,7 +166,7 @@ class Workflow(WorkflowGraph):
         """
         chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
-        taken = await take_over(self, chosen, run_id, checkpoint_id, wait=wait)
+        taken = await take_over_unpausing(self, chosen, run_id, checkpoint_id, wait=wait)
         return await continue_taken(self, taken, chosen, chosen_options)
 
     def resume_sync(
@@ -204,7 +211,9 @@ class Workflow(WorkflowGraph):
         the first answer to each request and refuses any later one; this
         call then takes the run over (waiting for a current owner to let
         go) and continues it. A caller is told it succeeded only if its
-        answers were the ones applied.
+        answers were the ones applied. A paused run keeps the answers in
+        its inbox, applied once it is unpaused: the result then says
+        ``PAUSED`` (its requests still pending), and nothing ran.
 
         Args:
             run_id: The run.
@@ -219,6 +228,8 @@ class Workflow(WorkflowGraph):
         Raises:
             RequestAlreadyAnsweredError: another answer to a request won
                 (the error names it).
+            RequestExpiredError: a request's ``timeout=`` won: it timed out
+                before this answer reached the store (the error names when).
             UnknownRequestError: a request id is not waiting.
             InvalidResponseError: an answer has the wrong type.
             RunBusyError: another process owns the run (without ``wait``).
@@ -230,9 +241,15 @@ class Workflow(WorkflowGraph):
             raise ValueError(msg)
         chosen = self.store_for(store)
         items = await deliverable_answers(self, chosen, run_id, responses, wait=wait)
-        await chosen.deliver(run_id, items)
+        try:
+            await chosen.deliver(run_id, items)
+        except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
+            raise expired_instead(refused) from None
         # Delivered: whoever owns the run now applies it, or this caller once it may.
-        taken = await take_over(self, chosen, run_id, wait=True)
+        try:
+            taken = await take_over(self, chosen, run_id, wait=True)
+        except RunPausedError:  # kept in its inbox, applied once the run goes on
+            return await paused_result(self, chosen, run_id)
         return await continue_taken(self, taken, chosen, chosen_options)
 
     async def send_message(
@@ -259,6 +276,9 @@ class Workflow(WorkflowGraph):
         Raises:
             RequestError: the run is not waiting for input.
             RunBusyError: another process owns the run (without ``wait``).
+            RunPausedError: the run is paused (nothing was delivered: unlike
+                an answer, a session message is checked against a run this
+                call holds, and nobody holds a paused run).
             TypeError, ValueError: an option is not valid (nothing changed).
         """
         chosen_options = continuing_options(options, overrides)
@@ -284,6 +304,61 @@ class Workflow(WorkflowGraph):
         right now commits nothing more: its caller gets ``RunCancelledError``.
         """
         await cancel_run(self.store_for(store), run_id)
+
+    async def pause(self, run_id: str, *, store: Store | None = None) -> PauseOutcome:
+        """Pause a stored run at a superstep boundary, with a checkpoint, until it is unpaused.
+
+        Decided by the store, once: a run nobody is advancing (resting,
+        orphaned, queued) is ``PAUSED`` at once, at its latest checkpoint; a
+        run a process is advancing right now pauses with that process's next
+        commit, which checkpoints its superstep and gives the run up (that
+        process's ``run`` or ``resume`` returns a ``PAUSED`` result). A run
+        that ends at that barrier ends. While paused nothing advances it:
+        timer services and workers pass it over, its timers wait,
+        ``send_message`` is refused and ``respond`` keeps the answer for
+        later. Pausing a paused run changes nothing.
+
+        Returns:
+            ``"paused"``: it is paused now; ``"requested"``: its owner
+            pauses it at its next superstep boundary.
+
+        Raises:
+            RequestError: the run has ended (the error names its status).
+            RunNotFoundError: no such run.
+        """
+        return await self.store_for(store).pause(run_id)
+
+    async def unpause(
+        self,
+        run_id: str,
+        *,
+        store: Store | None = None,
+        wait: bool = False,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionArgs],
+    ) -> RunResult:
+        """Let a paused run go on, here: continue it as :meth:`resume` does, and return its result.
+
+        The run is unpaused and leased to this process in one step, so no
+        timer service or worker takes it up first; what was delivered while
+        it was paused is applied. A pause asked of a run that has not paused
+        yet is withdrawn if its owner's lease ran out; while its owner still
+        holds the lease this raises ``RunBusyError``, or with ``wait=True``
+        waits for it to pause, then goes on. (To let a timer service or
+        worker go on with it instead, unpause it through the store, the
+        client or ``treadle unpause``.)
+
+        Raises:
+            RequestError: the run has ended, or is neither paused nor asked to pause.
+            RunBusyError: its owner has not paused it yet (without ``wait``).
+            RunNotFoundError: no such run.
+            WorkflowRunError: the run failed as it went on.
+            TypeError, ValueError: an option is not valid (nothing changed).
+        """
+        chosen_options = continuing_options(options, overrides)
+        chosen = self.store_for(store)
+        taken = await take_over_paused(self, chosen, run_id, wait=wait)
+        return await continue_taken(self, taken, chosen, chosen_options)
 
     async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
         """A stored run's checkpoints, oldest first, with its lineage (time travel)."""
@@ -327,5 +402,6 @@ async def continue_taken(
         answers=taken.answers,
         inputs=taken.inputs,
         ownership=taken.ownership,
+        expired=taken.expired,
     )
     return await drive(workflow, launch)

@@ -15,6 +15,8 @@ from treadle._checkpoints._codec import CheckpointCodec
 from treadle._checkpoints._graph_description import describe_graph, fingerprint
 from treadle._engine._answers import response_type_name, validate_response
 from treadle._engine._delivery import HandoffRefused
+from treadle._engine._failure import ExecutorFailure
+from treadle._engine._later import ScheduledHandle
 from treadle._engine._options import DEFAULT_OPTIONS
 from treadle._engine._pool import ExecutorNode, ExecutorPool, InstanceClaims
 from treadle._engine._routing import Router
@@ -82,6 +84,11 @@ class WorkflowGraph:
         """Every executor id, in rank (definition) order."""
         return tuple(self._nodes)
 
+    def subgraph_of(self, executor_id: str) -> WorkflowGraph | None:
+        """The workflow an executor runs as a sub-workflow (``None``: it is not one)."""
+        inner = getattr(self._nodes[executor_id].prototype, "subgraph", None)
+        return inner if isinstance(inner, WorkflowGraph) else None
+
     def prototype(self, executor_id: str) -> Executor:
         """The instance used to inspect an executor's handlers."""
         return self._nodes[executor_id].prototype
@@ -140,10 +147,15 @@ class WorkflowGraph:
                 for spec in node.prototype.handler_specs():
                     for annotation in spec.annotations:
                         registry.register_annotation(annotation)
+                inner = getattr(node.prototype, "subgraph", None)  # a SubWorkflow's workflow
+                if isinstance(inner, WorkflowGraph):
+                    registry.include(inner.type_registry)
             # Fixed names, as stored before these classes moved: checkpoints
             # written by earlier versions still load, and later moves are free.
             registry.register(SpawnResult, "treadle._runtime._spawn.SpawnResult")
             registry.register(HandoffRefused, "treadle._runtime._delivery.HandoffRefused")
+            registry.register(ExecutorFailure, "treadle.ExecutorFailure")
+            registry.register(ScheduledHandle, "treadle.ScheduledHandle")  # kept in state
             for cls in self._types:
                 registry.register(cls)
             self._registry = registry
