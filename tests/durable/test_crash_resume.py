@@ -1,10 +1,11 @@
 """Crash and resume: SIGKILL a real process mid-run, resume in another.
 
-Each of 50 trials starts the 20-superstep workflow of ``crash_workflow.py`` in
-a subprocess on a real SQLite file, kills it with SIGKILL at a random moment,
-then resumes the run in a new process. Every run must end exactly as an
-uninterrupted one, and no superstep committed before the kill may have run
-again (invocations are counted in a side table the workflow writes).
+Each of 30 trials starts the 20-superstep workflow of ``crash_workflow.py``
+in a subprocess on a real SQLite file, kills it with SIGKILL at a random
+moment, then resumes the run in a new process. Every run
+must end exactly as an uninterrupted one, and no superstep committed before
+the kill may have run again (invocations are counted in a side table the
+workflow writes).
 """
 
 import asyncio
@@ -25,7 +26,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import crash_workflow  # noqa: E402 - the script doubles as the reference workflow
 
-TRIALS = 50
+TRIALS = 30
 LOSS_WINDOW = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}  # supersteps
 
 
@@ -71,7 +72,12 @@ async def committed_superstep(store_path: Path, run_id: str) -> int | None:
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
-    ("durability", "trials"), [("sync", TRIALS), ("background", 20), ("batched", 20)]
+    ("durability", "trials"),
+    [
+        ("sync", TRIALS),
+        ("background", 20),
+        ("batched", 20),
+    ],
 )
 def test_sigkill_at_a_random_superstep_then_resume_completes_exactly(tmp_path, durability, trials):
     """In every mode no superstep whose checkpoint was durable at the kill runs again.

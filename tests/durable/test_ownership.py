@@ -21,8 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import race_workflow
-from conftest import fresh_schema, postgres_dsn
 
+from durable.conftest import fresh_schema, postgres_dsn
 from treadle import RunResult, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
     LeaseLostError,

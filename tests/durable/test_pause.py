@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import fresh_schema, postgres_dsn
 from pause_app import Job, expected_acc, lines, supersteps_logged, ticker
 
+from durable.conftest import fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
 from treadle.errors import (
     RequestAlreadyAnsweredError,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import fresh_schema, postgres_dsn
 from pause_app import Job, expected_acc, supersteps_logged, ticker
 
+from durable.conftest import fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.stores import PostgresStore, SqliteStore
 
