@@ -28,7 +28,7 @@ from treadle.errors import (
     WorkflowValidationError,
 )
 from treadle.events import ExecutorSuspended, ProgressEvent, RequestEvent, StatusChanged
-from treadle.stores import MemoryStore
+from treadle.stores import MemoryStore, SqliteStore
 from treadle.testing import FakeClock
 
 
@@ -442,3 +442,40 @@ async def test_a_deadline_inside_is_decided_once_through_the_parents_store(answe
     assert done.outputs == ["memo: held"]
     with pytest.raises(RequestExpiredError):  # the store kept the timeout as its answer
         await workflow.respond(asked.run_id, {request.request_id: True})
+
+
+async def test_a_pause_asked_inside_stops_at_the_sub_workflows_next_barrier(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    ran: list[str] = []
+    holder: dict[str, object] = {}
+
+    @executor(id="first")
+    async def first(doc: Doc, ctx: WorkflowContext[Doc]) -> None:
+        ran.append("first")
+        await holder["workflow"].pause("p1")  # another caller, as this superstep runs
+        ctx.send_message(doc)
+
+    @executor(id="second")
+    async def second(doc: Doc, ctx: WorkflowContext[object]) -> None:
+        ran.append("second")
+        ctx.yield_output(Verdict(doc.text, approved=True))
+
+    inner = WorkflowBuilder(first, name="two-steps").add_edge(first, second).build()
+    workflow = parent(inner, store=store)
+    holder["workflow"] = workflow
+    try:
+        paused = await workflow.run("memo", run_id="p1")
+        assert paused.status is RunStatus.PAUSED
+        assert ran == ["first"]  # stopped at the sub-workflow's first barrier
+        holder["workflow"] = _NoPause()
+        done = await workflow.unpause("p1")
+        assert done.status is RunStatus.COMPLETED
+        assert done.outputs == ["memo: published"]
+        assert ran == ["first", "second"]  # what committed before the pause never ran again
+    finally:
+        await store.close()
+
+
+class _NoPause:
+    async def pause(self, run_id: str) -> None:
+        raise AssertionError(run_id)
