@@ -21,6 +21,7 @@ several commands share are :mod:`treadle._cli._flags`'. Exit codes:
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -83,6 +84,27 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        out.print(f"treadle {version('treadle')}", highlight=False)
+        raise typer.Exit
+
+
+@app.callback()
+def main_options(
+    version_: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print treadle's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run, inspect and steer durable treadle workflows."""
+
+
 @app.command()
 @with_run_flags
 def run(
@@ -103,7 +125,7 @@ def run(
             loaded, value, chosen, run_id, out, quiet=flags.as_json, options=options
         )
 
-    _report(execute(flags.store, work, drives=run_id or True), flags)
+    _report(execute(flags.store, work, drives=run_id or True, creates=True), flags)
 
 
 @app.command()
@@ -239,7 +261,7 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Queue a run for `treadle worker`s on PostgreSQL; print its id."""
-    started = execute(store, lambda s: commands.start(s, workflow, input_, run_id))
+    started = execute(store, lambda s: commands.start(s, workflow, input_, run_id), creates=True)
     print_started(started, workflow, as_json=as_json)
 
 
@@ -354,7 +376,7 @@ def worker(
         worker_id=worker_id,
     )
     log_to_stderr()
-    execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease)
+    execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease, creates=True)
 
 
 def main() -> None:

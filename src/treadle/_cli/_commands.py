@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._ownership import owner_is_dead
@@ -49,8 +50,12 @@ MAX_JSON_DEPTH = 256
 _ARGUMENT = {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
 
 
-def open_store(url: str | None, *, lease: float | None = None) -> Store:
+def open_store(url: str | None, *, lease: float | None = None, create: bool = True) -> Store:
     """The store a URL names: a SQLite path (default) or ``postgresql://...``.
+
+    ``create=False`` (every command that reads or acts on runs already
+    stored) refuses a SQLite file that does not exist, naming it, rather
+    than creating an empty store in whatever directory the command ran in.
 
     For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables.
     On SQLite, ``lease`` (else ``TREADLE_LEASE``, else 30) is how many
@@ -59,7 +64,8 @@ def open_store(url: str | None, *, lease: float | None = None) -> Store:
     take theirs from ``treadle worker --lease``.)
 
     Raises:
-        CommandError: ``TREADLE_LEASE`` is not a positive number.
+        CommandError: ``TREADLE_LEASE`` is not a positive number; with
+            ``create=False``, the SQLite file does not exist.
     """
     url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
     if url.startswith(("postgresql://", "postgres://")):
@@ -74,6 +80,12 @@ def open_store(url: str | None, *, lease: float | None = None) -> Store:
     from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+    if not create and not Path(path).exists():
+        msg = (
+            f"no store at {str(Path(path).resolve())!r}: give --store (or set TREADLE_STORE) "
+            f"to the file your runs are in; only `treadle run`, `start` and `worker` create one"
+        )
+        raise CommandError(msg)
     return SqliteStore(path, lease=lease if lease is not None else lease_from_environment())
 
 

@@ -24,7 +24,7 @@ from treadle._cli import _commands as commands
 from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
-from treadle._exceptions import TreadleError
+from treadle._exceptions import SerializationError, TreadleError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -46,6 +46,7 @@ def execute(
     *,
     drives: str | bool = False,
     lease: float | None = None,
+    creates: bool = False,
 ) -> T:
     """Run one command against the store, turning errors into one line and an exit code.
 
@@ -56,10 +57,12 @@ def execute(
             run they name): Ctrl-C detaches from the runs this process owns
             instead of cancelling them, says so and exits with 130.
         lease: The store's lease in seconds (``None``: ``TREADLE_LEASE`` or 30).
+        creates: The command may create the store (it starts runs); every
+            other command refuses a SQLite file that does not exist.
     """
 
     async def main() -> T:
-        store = commands.open_store(store_url, lease=lease)
+        store = commands.open_store(store_url, lease=lease, create=creates)
         try:
             if drives is False:
                 return await work(store)
@@ -76,6 +79,12 @@ def execute(
         err.print("interrupted: stopped at once; nothing was cancelled")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except WorkflowRunError as error:
+        err.print(f"[red]run failed:[/red] {escape(str(error))}")
+        raise typer.Exit(1) from None
+    except SerializationError as error:
+        if drives is False:
+            refuse(escape(str(error)))
+        # Driving a run, it is the run's checkpoint that could not be written: the run failed.
         err.print(f"[red]run failed:[/red] {escape(str(error))}")
         raise typer.Exit(1) from None
     except RunCancelledError as error:

@@ -1,0 +1,41 @@
+"""What a new user meets first: the version, a missing store, a run that cannot be saved."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+from treadle_cli import Cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_version_prints_the_installed_version(tmp_path):
+    done = Cli(tmp_path)("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"treadle {version('treadle')}"
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "r1"], ["history", "r1"], ["cancel", "r1"]])
+def test_a_read_never_creates_a_store_and_the_error_names_the_file(tmp_path, command):
+    cli = Cli(tmp_path)
+    done = cli(*command)
+    assert done.returncode == 2
+    assert f"no store at '{cli.db}'" in done.stderr
+    assert "--store" in done.stderr
+    assert not cli.db.exists()  # nothing was created
+
+
+def test_run_creates_the_store_it_is_given(tmp_path):
+    cli = Cli(tmp_path)
+    done = cli("run", "cli_app:long_job", "--input", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    assert cli.db.exists()
+    assert cli("runs").returncode == 0
+
+
+def test_a_run_whose_checkpoint_cannot_be_written_exits_as_failed_not_as_bad_input(tmp_path):
+    done = Cli(tmp_path)("run", "unserializable_app:workflow", "--input", "1")
+    assert done.returncode == 1, done.stderr
+    assert "run failed" in done.stderr
+    assert "Opaque" in done.stderr  # names what could not be stored
