@@ -21,6 +21,7 @@ from treadle.errors import (
     ExecutorFailedError,
     GraphChangedError,
     IterationLimitExceeded,
+    RequestError,
     RequestExpiredError,
     RequestTimeoutError,
     SubWorkflowError,
@@ -479,3 +480,22 @@ async def test_a_pause_asked_inside_stops_at_the_sub_workflows_next_barrier(tmp_
 class _NoPause:
     async def pause(self, run_id: str) -> None:
         raise AssertionError(run_id)
+
+
+@executor(id="listen")
+async def listen(doc: Doc, ctx: WorkflowContext[object]) -> None:
+    said = await ctx.wait_for_input()
+    ctx.yield_output(Verdict(f"{doc.text}: {said}", approved=True))
+
+
+@pytest.mark.parametrize("target", ["review/listen", None])
+async def test_a_session_inside_takes_messages_sent_to_the_parent_by_path(target):
+    store = MemoryStore()
+    workflow = parent(WorkflowBuilder(listen, name="chat").build(), store=store)
+    waiting = await workflow.run("memo")
+    assert waiting.status is RunStatus.AWAITING_INPUT
+    with pytest.raises(RequestError, match="not waiting for input"):
+        await workflow.send_message(waiting.run_id, "hello", target="review/other")
+    done = await workflow.send_message(waiting.run_id, "hello", target=target)
+    assert done.status is RunStatus.COMPLETED
+    assert done.outputs == ["memo: hello: published"]

@@ -388,8 +388,8 @@ class RunLoop:
             msg = f"{where} {self.run_id!r} is not waiting for input ({self.status.value})"
             raise RequestError(msg)
         delivery = self.waits.answer(suspension, message)
-        assert delivery is not None  # noqa: S101 - a suspension always re-delivers
-        self.deliver(*delivery)
+        if delivery is not None:  # None: a sub-workflow's invocation re-delivered already
+            self.deliver(*delivery)
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         if self.listening and not self.live and isinstance(error, ExecutorFailedError):

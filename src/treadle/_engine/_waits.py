@@ -438,14 +438,27 @@ class WaitBook:
                 return _resumed(suspension, None)
         return None
 
-    def input_waiter(self, target: str | None) -> Suspension | None:
-        """The first invocation (in stamp order) waiting for session input."""
+    def input_waiter(self, target: str | None) -> Suspension | NestedRequest | None:
+        """The first invocation (in stamp order) waiting for session input.
+
+        Then one inside a sub-workflow, named by its path (``chat/reply``),
+        or any there when no ``target`` is given.
+        """
         waiting = [
             s
             for s in self.suspended
             if s.wait.kind == "input" and (target is None or s.executor_id == target)
         ]
-        return min(waiting, key=lambda s: s.envelope.stamp) if waiting else None
+        if waiting:
+            return min(waiting, key=lambda s: s.envelope.stamp)
+        for key, nested in self.nested.items():
+            prefix = f"{nested.path}/"
+            if target is not None and not target.startswith(prefix):
+                continue
+            inner = nested.barrier.waits.input_waiter(target and target.removeprefix(prefix))
+            if inner is not None:
+                return NestedRequest(key, inner)
+        return None
 
 
 def _resumed(suspension: Suspension, value: Any) -> tuple[str, Envelope]:
