@@ -39,3 +39,20 @@ def test_a_run_whose_checkpoint_cannot_be_written_exits_as_failed_not_as_bad_inp
     assert done.returncode == 1, done.stderr
     assert "run failed" in done.stderr
     assert "Opaque" in done.stderr  # names what could not be stored
+
+
+def test_an_answer_of_the_wrong_shape_names_each_field_and_changes_nothing(tmp_path):
+    cli = Cli(tmp_path)
+    asked = cli(
+        "run", "cli_app:review", "--input", '{"topic": "tides", "words": 5}', "--run-id", "r1"
+    )
+    assert asked.returncode == 3, asked.stderr
+    [request] = cli.json("show", "r1")["pending_requests"]
+    before = cli.snapshot()
+    done = cli("respond", "r1", request["request_id"], '{"ok": "yes", "notes": "typo"}')
+    assert done.returncode == 2
+    assert "ok: Input should be a valid boolean" in done.stderr
+    assert "notes: no such field (it has: ok, note)" in done.stderr
+    assert cli.snapshot() == before
+    accepted = cli("respond", "r1", request["request_id"], '{"ok": true, "note": "fine"}')
+    assert accepted.returncode == 0, accepted.stderr

@@ -88,6 +88,28 @@ async def test_bad_answers_are_refused_and_change_nothing():
         await wf.respond("r1", {request_id: {"approved": True, "reviewer": "x"}})
 
 
+async def test_structured_answers_are_checked_strictly_and_every_field_at_fault_is_named():
+    store = MemoryStore()
+    wf = approval_workflow(store, [])
+    request_id = (await wf.run("x", run_id="r1")).pending_requests[0].request_id
+    refusals = {
+        "approved: Input should be a valid boolean": {"approved": "yes", "reviewer": "ann"},
+        "reviewer: Field required": {"approved": True},
+        "aproved: no such field (it has: approved, reviewer)": {
+            "approved": True,
+            "reviewer": "ann",
+            "aproved": False,  # a misspelt key is refused, not dropped
+        },
+    }
+    for named, answer in refusals.items():
+        with pytest.raises(InvalidResponseError) as refused:
+            await wf.respond("r1", {request_id: answer})
+        assert named in str(refused.value)
+    assert (await store.get_run("r1")).status == "awaiting_input"  # nothing changed
+    done = await wf.respond("r1", {request_id: {"approved": True, "reviewer": "ann"}})
+    assert done.outputs == [(1, True, "ann")]
+
+
 async def test_builtin_response_types_must_match_exactly():
     @executor
     async def ask(q: str, ctx: WorkflowContext) -> None:

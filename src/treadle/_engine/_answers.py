@@ -44,14 +44,18 @@ def response_type_name(registry: TypeRegistry, cls: type) -> str:
 def validate_response(
     registry: TypeRegistry, request_id: str, type_name: str | None, value: Any
 ) -> Any:
-    """The answer, checked (and for structured types, coerced) against its type.
+    """The answer, checked strictly (and for structured types, built) against its type.
 
     Builtin types must match exactly (``True`` is not an ``int`` answer);
     dataclasses, enums and pydantic models also accept their plain-data form
-    (a dict, an enum value), as an answer typed at a command line would be.
+    (a dict, an enum value), as an answer typed at a command line would be,
+    checked as strict JSON: nothing is coerced (``"yes"`` is not a ``bool``),
+    and a key the type does not have is refused rather than dropped. Every
+    field at fault is named.
 
     Raises:
-        InvalidResponseError: the answer does not fit, naming the request.
+        InvalidResponseError: the answer does not fit, naming the request
+            and each field at fault.
     """
     cls = _BUILTINS.get(type_name or "object") or registry.class_of(type_name or "")
     if cls is None:
@@ -70,12 +74,49 @@ def validate_response(
         msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {value!r}"
         raise InvalidResponseError(msg)
     from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only when answers arrive
+    from pydantic_core import to_json  # noqa: PLC0415
 
+    adapter = TypeAdapter(cls)
+    problems = _unknown_keys(value, adapter.json_schema())
     try:
-        return TypeAdapter(cls).validate_python(value)
+        answer = adapter.validate_json(to_json(value), strict=True)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()
-        )
-        msg = f"request {request_id!r} expects {type_name}: {problems}"
-        raise InvalidResponseError(msg) from error
+        problems += [f"{_where(e['loc'])}: {e['msg']}" for e in error.errors()]
+    if problems:
+        msg = f"request {request_id!r} expects {type_name}: {'; '.join(problems)}"
+        raise InvalidResponseError(msg)
+    return answer
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(map(str, loc)) or "value"
+
+
+def _unknown_keys(
+    value: Any, schema: dict[str, Any], defs: dict[str, Any] | None = None, at: str = ""
+) -> list[str]:
+    """Keys of ``value`` the type's JSON schema has no property for, each with its path.
+
+    Validation alone drops them silently (a dataclass ignores extra keys),
+    so a misspelt field would be lost without a word.
+    """
+    defs = defs if defs is not None else schema.get("$defs", {})
+    for option in schema.get("anyOf", ()):  # an optional field: its object form, if any
+        if isinstance(option, dict) and ("$ref" in option or "properties" in option):
+            schema = option
+            break
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+    properties = schema.get("properties")
+    if not isinstance(value, dict) or not isinstance(properties, dict):
+        return []
+    found = [
+        f"{at}{key}: no such field (it has: {', '.join(properties) or 'none'})"
+        for key in value
+        if key not in properties
+    ]
+    for key, inner in value.items():
+        if key in properties:
+            found += _unknown_keys(inner, properties[key], defs, f"{at}{key}.")
+    return found
