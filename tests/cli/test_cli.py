@@ -88,7 +88,7 @@ def test_a_long_run_shows_a_progress_bar_advancing_in_a_terminal(tmp_path):
         (("respond", "no-such-run", "req-1", "true"), "no run 'no-such-run'"),
         (("run", "cli_app:review", "--input", "{not json"), "not valid JSON"),
         (("run", "missing_module:wf", "--input", "1"), "cannot import 'missing_module'"),
-        (("run", "cli_app", "--input", "1"), "write it as pkg.module:workflow"),
+        (("run", "cli_app", "--input", "1"), "holds 3 workflows at its top level; name one"),
         (("run", "cli_app:review", "--input", '{"topic": 3}'), "does not fit the start executor"),
         (("runs", "--status", "sleepy"), "unknown status 'sleepy'"),
     ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 import pytest
-from treadle_cli import Cli
+from treadle_cli import HERE, Cli
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +56,39 @@ def test_an_answer_of_the_wrong_shape_names_each_field_and_changes_nothing(tmp_p
     assert cli.snapshot() == before
     accepted = cli("respond", "r1", request["request_id"], '{"ok": true, "note": "fine"}')
     assert accepted.returncode == 0, accepted.stderr
+
+
+def test_an_app_may_be_a_bare_module_with_one_workflow_or_a_file(tmp_path):
+    cli = Cli(tmp_path)
+    bare = cli("graph", "unserializable_app")
+    assert bare.returncode == 0, bare.stderr
+    assert '"unserializable"' in bare.stdout
+    by_file = cli("graph", str(HERE / "unserializable_app.py"))
+    assert by_file.returncode == 0, by_file.stderr
+    assert by_file.stdout == bare.stdout
+    # A run started from a file is found again by later commands, from anywhere.
+    (tmp_path / "elsewhere").mkdir()
+    app = tmp_path / "elsewhere" / "asking.py"
+    app.write_text((HERE / "cli_app.py").read_text())
+    asked = cli("run", f"{app}:review", "--input", '{"topic": "t", "words": 1}', "--run-id", "r1")
+    assert asked.returncode == 3, asked.stderr
+    [request] = cli.json("show", "r1")["pending_requests"]
+    done = cli("respond", "r1", request["request_id"], '{"ok": true}')
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_app_naming_no_single_workflow_says_what_it_holds_and_what_was_meant(tmp_path):
+    cli = Cli(tmp_path)
+    several = cli("graph", "cli_app")
+    assert several.returncode == 2
+    assert "holds 3 workflows" in several.stderr
+    assert "cli_app:review" in several.stderr
+    typo = cli("graph", "cli_app:reveiw")
+    assert typo.returncode == 2
+    assert "did you mean cli_app:review?" in typo.stderr
+
+
+def test_an_input_that_does_not_fit_names_the_field(tmp_path):
+    done = Cli(tmp_path)("run", "cli_app:review", "--input", '{"topic": "tides"}')
+    assert done.returncode == 2
+    assert "as Brief, words: Field required" in done.stderr

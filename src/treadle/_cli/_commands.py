@@ -13,6 +13,8 @@ is refused as bad input before anything is stored.
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import json
 import os
 import sys
@@ -31,6 +33,8 @@ from treadle._workflow._runs import cancel_run
 from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from treadle._engine._options import RunOptions
     from treadle._engine._result import RunResult
     from treadle._scaleout._client import Client
@@ -109,25 +113,73 @@ def lease_from_environment() -> float:
 
 
 def load_workflow(spec: str) -> Workflow:
-    """Import ``pkg.module:attribute`` and check it is a ``Workflow``."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        msg = f"{spec!r} is not an import path: write it as pkg.module:workflow"
+    """The workflow an app path names, its path kept as the workflow's origin.
+
+    ``pkg.module:workflow``; ``pkg.module`` when the module holds exactly
+    one workflow; or a file, ``path/to/app.py[:workflow]``. Later commands
+    find a run's workflow by the origin it was started with.
+
+    Raises:
+        CommandError: It does not import, or names no single workflow; the
+            message says what it holds and which name was perhaps meant.
+    """
+    where, _, attribute = spec.partition(":")
+    if not where:
+        msg = f"{spec!r} is not an app: write pkg.module:workflow, pkg.module or path/app.py"
         raise CommandError(msg)
+    file = where.endswith(".py") or "/" in where
     try:
-        module = import_here(module_name)
+        module = _import_file(where) if file else import_here(where)
     except AppLoadError as error:
         raise CommandError(str(error)) from error
-    try:
-        workflow = getattr(module, attribute)
-    except AttributeError:
-        msg = f"module {module_name!r} has no attribute {attribute!r}"
-        raise CommandError(msg) from None
+    found = {name: v for name, v in vars(module).items() if isinstance(v, Workflow)}
+    if not attribute:
+        if len(found) != 1:
+            held = ", ".join(f"{where}:{name}" for name in found) or "none"
+            msg = f"{where!r} holds {len(found)} workflows at its top level; name one ({held})"
+            raise CommandError(msg)
+        [attribute] = found
+    workflow = getattr(module, attribute, None)
     if not isinstance(workflow, Workflow):
-        msg = f"{spec} is a {type(workflow).__name__}, not a Workflow (call .build())"
+        what = "has no attribute" if workflow is None else f"has a {type(workflow).__name__} as"
+        close = difflib.get_close_matches(attribute, list(found), n=1)
+        hint = f"; did you mean {where}:{close[0]}?" if close else ""
+        listed = ", ".join(found) or "none"
+        msg = f"{where!r} {what} {attribute!r}, not a Workflow (its workflows: {listed}){hint}"
         raise CommandError(msg)
-    workflow.origin = spec
+    workflow.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
     return workflow
+
+
+def _import_file(path: str) -> ModuleType:
+    """Import a Python file as a module (its directory importable, as for a script).
+
+    Raises:
+        AppLoadError: There is no such file, or it does not import.
+    """
+    file = Path(path).resolve()
+    if not file.is_file():
+        msg = f"no file {str(file)!r}"
+        raise AppLoadError(msg)
+    name = file.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
+        return loaded
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        msg = f"cannot import {str(file)!r}: not a Python file"
+        raise AppLoadError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        msg = f"cannot import {str(file)!r}: {type(error).__name__}: {error}"
+        raise AppLoadError(msg) from error
+    return module
 
 
 def parse_json(text: str, what: str) -> Any:

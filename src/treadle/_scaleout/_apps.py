@@ -88,9 +88,15 @@ def coerce_input(workflow: Workflow, value: Any) -> Any:
         try:
             return TypeAdapter(cls).validate_python(value)
         except ValidationError as error:
-            problems.append(f"{cls.__qualname__}: {error.error_count()} error(s)")
+            fields = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()
+            )
+            problems.append(f"as {cls.__qualname__}, {fields}")
     names = ", ".join(c.__qualname__ for c in accepted)
-    msg = f"the input does not fit the start executor {workflow.start_id!r} (accepts {names})"
+    msg = (
+        f"the input does not fit the start executor {workflow.start_id!r} "
+        f"(accepts {names}): {' | '.join(problems)}"
+    )
     raise AppLoadError(msg)
 
 
