@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import version
 
 import pytest
@@ -92,3 +93,25 @@ def test_an_input_that_does_not_fit_names_the_field(tmp_path):
     done = Cli(tmp_path)("run", "cli_app:review", "--input", '{"topic": "tides"}')
     assert done.returncode == 2
     assert "as Brief, words: Field required" in done.stderr
+
+
+def test_a_checkpoint_is_named_by_a_prefix_of_its_id_or_by_its_superstep(tmp_path):
+    cli = Cli(tmp_path)
+    asked = cli("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}', "--run-id", "r1")
+    assert asked.returncode == 3, asked.stderr
+    checkpoints = cli.json("history", "r1")["checkpoints"]
+    at_one = next(c["checkpoint_id"] for c in checkpoints if c["superstep"] == 1)
+    by_prefix = cli("fork", "r1", "--checkpoint", at_one[:8], "--json")
+    assert by_prefix.returncode == 0, by_prefix.stderr
+    assert json.loads(by_prefix.stdout)["checkpoint_id"] == at_one
+    by_step = cli("fork", "r1", "--superstep", "1", "--json")
+    assert by_step.returncode == 0, by_step.stderr
+    assert json.loads(by_step.stdout)["checkpoint_id"] == at_one
+    missing = cli("fork", "r1", "--superstep", "9")
+    assert missing.returncode == 2
+    assert "no superstep 9 (its supersteps: [0, 1, 2]" in missing.stderr
+    both = cli("resume", "r1", "--checkpoint", at_one[:8], "--superstep", "1")
+    assert both.returncode == 2
+    assert "not both" in both.stderr
+    resumed = cli("resume", "r1", "--superstep", "1")
+    assert resumed.returncode == 3, resumed.stderr  # it asks again, from superstep 1

@@ -105,6 +105,12 @@ def main_options(
     """Run, inspect and steer durable treadle workflows."""
 
 
+SuperstepOption = Annotated[
+    int | None,
+    typer.Option("--superstep", help="The checkpoint of this superstep (see treadle history)."),
+]
+
+
 @app.command()
 @with_run_flags
 def run(
@@ -172,19 +178,23 @@ def history(
 def resume(
     run_id: RunIdArgument,
     checkpoint: Annotated[
-        str | None, typer.Option("--checkpoint", help="Resume from here.")
+        str | None,
+        typer.Option("--checkpoint", help="Resume from here (its id, or a prefix of it)."),
     ] = None,
+    superstep: SuperstepOption = None,
     app_: AppOption = None,
     wait: WaitOption = False,
     *,
     flags: RunFlags,
 ) -> None:
-    """Continue a run from its latest checkpoint, or from --checkpoint."""
+    """Continue a run from its latest checkpoint, or from --checkpoint / --superstep."""
     options = flags.run_options(continuing=True)
     _continue(
         run_id,
         flags,
-        lambda s: commands.resume(s, run_id, checkpoint, app_, wait=wait, options=options),
+        lambda s: commands.resume(
+            s, run_id, checkpoint, app_, wait=wait, options=options, superstep=superstep
+        ),
     )
 
 
@@ -268,7 +278,11 @@ def start(
 @app.command()
 def fork(
     run_id: Annotated[str, typer.Argument(help="The run to branch from.")],
-    checkpoint: Annotated[str, typer.Option("--checkpoint", help="The checkpoint to branch at.")],
+    checkpoint: Annotated[
+        str | None,
+        typer.Option("--checkpoint", help="The checkpoint to branch at (its id, or a prefix)."),
+    ] = None,
+    superstep: SuperstepOption = None,
     patch: Annotated[
         str | None, typer.Option("--patch", help="State changes as a JSON object.")
     ] = None,
@@ -277,8 +291,23 @@ def fork(
     as_json: JsonOption = False,
 ) -> None:
     """Branch a new run from a checkpoint (continue it with `treadle resume`)."""
-    new_id = execute(store, lambda s: commands.fork(s, run_id, checkpoint, patch, app_))
-    print_forked(new_id, run_id, checkpoint, as_json=as_json)
+    new_id, at = execute(store, lambda s: _forked(s, run_id, checkpoint, patch, app_, superstep))
+    print_forked(new_id, run_id, at, as_json=as_json)
+
+
+async def _forked(
+    store: Store,
+    run_id: str,
+    checkpoint: str | None,
+    patch: str | None,
+    app_: str | None,
+    superstep: int | None,
+) -> tuple[str, str]:
+    """Fork, and say at which checkpoint (a prefix or a superstep resolved to its id)."""
+    at = await commands.resolve_checkpoint(store, run_id, checkpoint, superstep)
+    new_id = await commands.fork(store, run_id, at, patch, app_)
+    assert at is not None  # noqa: S101 - fork refuses neither
+    return new_id, at
 
 
 @app.command()

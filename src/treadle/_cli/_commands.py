@@ -371,6 +371,7 @@ async def resume(
     *,
     wait: bool = False,
     options: RunOptions | None = None,
+    superstep: int | None = None,
 ) -> RunResult:
     """Continue a stored run; with ``wait``, once its current owner lets go of it.
 
@@ -379,6 +380,7 @@ async def resume(
     """
     await get_run(store, run_id)
     workflow = await workflow_of(store, run_id, app)
+    checkpoint_id = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
     try:
         return await workflow.resume(run_id, checkpoint_id, store=store, wait=wait, options=options)
     except RunBusyError as error:
@@ -486,16 +488,62 @@ def _refuse_options_for_workers(options: RunOptions | None) -> None:
 
 
 async def fork(
-    store: Store, run_id: str, checkpoint_id: str, raw_patch: str | None, app: str | None
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None,
+    raw_patch: str | None,
+    app: str | None,
+    superstep: int | None = None,
 ) -> str:
     """Branch a new run from a checkpoint; return its id."""
     await get_run(store, run_id)
+    chosen = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
+    if chosen is None:
+        msg = "fork needs --checkpoint ID (or a prefix of it) or --superstep N"
+        raise CommandError(msg)
     patch = parse_json(raw_patch, "state patch") if raw_patch else None
     if patch is not None and not isinstance(patch, dict):
         msg = "the state patch must be a JSON object of key: value"
         raise CommandError(msg)
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.fork(run_id, checkpoint_id, patch, store=store)
+    return await workflow.fork(run_id, chosen, patch, store=store)
+
+
+async def resolve_checkpoint(
+    store: Store, run_id: str, given: str | None, superstep: int | None
+) -> str | None:
+    """The checkpoint a command names: its id, a prefix of it, or ``--superstep N``.
+
+    Ids are 32 hex digits, cut short in a narrow terminal: any prefix that
+    names one checkpoint of the run will do. ``None``: neither was given.
+
+    Raises:
+        CommandError: both or neither fits one checkpoint; the message lists
+            what would.
+    """
+    if given is None and superstep is None:
+        return None
+    if given is not None and superstep is not None:
+        msg = "give --checkpoint or --superstep, not both"
+        raise CommandError(msg)
+    checkpoints = await store.list_checkpoints(run_id)
+    if superstep is not None:
+        found = [c.checkpoint_id for c in checkpoints if c.superstep == superstep]
+        what = f"superstep {superstep}"
+    else:
+        assert given is not None  # noqa: S101 - one of the two, checked above
+        if any(c.checkpoint_id == given for c in checkpoints):
+            return given
+        found = [c.checkpoint_id for c in checkpoints if c.checkpoint_id.startswith(given)]
+        what = f"a checkpoint id starting {given!r}"
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        steps = sorted({c.superstep for c in checkpoints})
+        msg = f"run {run_id!r} has no {what} (its supersteps: {steps}; see treadle history)"
+    else:
+        msg = f"run {run_id!r} has {len(found)} checkpoints at {what}: {', '.join(found)}"
+    raise CommandError(msg)
 
 
 async def cancel(store: Store, run_id: str) -> None:
