@@ -36,6 +36,7 @@ from treadle._cli._flags import (
     WaitOption,
     with_run_flags,
 )
+from treadle._cli._inputs import load_workflow
 from treadle._cli._live import stream_run
 from treadle._cli._serve import WorkerSettings, serve
 from treadle._cli._views import (
@@ -356,7 +357,7 @@ def graph(
     fmt: Annotated[str, typer.Option("--format", help="mermaid or dot")] = "mermaid",
 ) -> None:
     """Print a workflow's graph for Mermaid or Graphviz."""
-    loaded = execute_sync(lambda: commands.load_workflow(workflow))
+    loaded = execute_sync(lambda: load_workflow(workflow))
     if fmt not in ("mermaid", "dot"):
         refuse(f"unknown format {fmt!r}; use mermaid or dot")
     render = getattr(loaded, "to_mermaid" if fmt == "mermaid" else "to_dot", None)

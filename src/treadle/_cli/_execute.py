@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 
 from treadle._checkpoints._ownership import detach_all
-from treadle._cli import _commands as commands
+from treadle._cli._inputs import open_store
 from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
@@ -62,7 +62,7 @@ def execute(
     """
 
     async def main() -> T:
-        store = commands.open_store(store_url, lease=lease, create=creates)
+        store = open_store(store_url, lease=lease, create=creates)
         try:
             if drives is False:
                 return await work(store)

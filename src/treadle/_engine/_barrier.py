@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from treadle._engine._waits import WaitBook
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from treadle._engine._delivery import Envelope, FanInBuffer
     from treadle._engine._events import WorkflowEvent
@@ -68,6 +68,35 @@ class Checkpointing(Protocol):
     async def flush(self) -> None:
         """Wait until every barrier handed to :meth:`save` is durable."""
         ...
+
+
+class CommittedPoint(Protocol):
+    """A committed point a run goes on from: a decoded checkpoint, or a sub-workflow's barrier.
+
+    ``RestoredRun`` (a checkpoint read back) and :class:`BarrierState` (a
+    barrier kept in memory) both are; ``RunLoop.restore`` seeds a loop with either.
+    """
+
+    @property
+    def superstep(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def state(self) -> Mapping[str, Any]: ...
+    @property
+    def pending(self) -> Mapping[str, Sequence[Envelope]]: ...
+    @property
+    def fan_in_buffers(self) -> tuple[FanInBuffer, ...]: ...
+    @property
+    def iterations(self) -> Mapping[str, int]: ...
+    @property
+    def outputs(self) -> Sequence[Any]: ...
+    @property
+    def waits(self) -> WaitBook: ...
+    @property
+    def deadline_at(self) -> float | None: ...
+    @property
+    def spawned(self) -> Sequence[SpawnRecord]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from treadle._engine._invocation import plan_superstep
 from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
 from treadle._engine._runner import run_superstep
-from treadle._engine._spawn import SpawnedWork, SpawnResult
+from treadle._engine._spawn import SpawnedWork, SpawnResult, lost
 from treadle._engine._state import initial_state
 from treadle._engine._tracing import RunTrace
 from treadle._engine._waits import (
@@ -41,6 +41,7 @@ from treadle._exceptions import RequestError, TreadleError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from treadle._engine._barrier import CommittedPoint
     from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
@@ -357,6 +358,28 @@ class RunLoop:
             await self._record_status(RunStatus.CANCELLED)
         elif self.trace is not None:
             self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
+
+    def restore(self, point: CommittedPoint, snapshots: Mapping[str, Any]) -> bool:
+        """Seed the loop with a committed point instead of an input; ``False`` if it had ended.
+
+        Background work the point still held died with its process: each
+        executor that spawned it is told so (``SpawnResult(lost=True)``).
+        """
+        self.superstep = point.superstep
+        self.state = point.state
+        self.pending = {target: list(inbox) for target, inbox in point.pending.items()}
+        self.fan_in_buffers = point.fan_in_buffers
+        self.iterations = dict(point.iterations)
+        self.outputs = list(point.outputs)
+        self.waits = point.waits.copy()
+        self.deadline_at = point.deadline_at
+        for executor_id, result in lost(list(point.spawned)):
+            self.deliver_spawn_result(self.superstep + 1, executor_id, result)
+        self.pool.restore(snapshots)
+        if point.status in (RunStatus.COMPLETED, RunStatus.STALLED):
+            self.status = RunStatus(point.status)  # nothing left to run
+            return False
+        return True
 
     def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
         stamp = (superstep - 1, self.ranks[executor_id], -1, 0)

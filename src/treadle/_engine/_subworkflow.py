@@ -34,7 +34,6 @@ from treadle._engine._events import (
 )
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
 from treadle._engine._result import RunStatus
-from treadle._engine._spawn import lost
 from treadle._engine._topology import Topology
 from treadle._engine._waits import NestedRun, Suspend, Wait
 from treadle._exceptions import SubWorkflowError
@@ -137,7 +136,7 @@ class SubWorkflow(Executor):
                 start = self.workflow.start_id
                 inner.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
             else:
-                _restore(inner, nested)
+                inner.restore(nested.barrier, nested.snapshots)
             await inner.run_to_end()
         except BaseException:
             host.waits.nested.pop(key, None)  # this invocation is over: a retry starts afresh
@@ -186,23 +185,6 @@ class SubWorkflow(Executor):
                 ctx.send_message(value)
             else:
                 ctx.yield_output(value)
-
-
-def _restore(inner: RunLoop, nested: NestedRun) -> None:
-    """Seed the sub-workflow's loop with its last barrier (as ``open_run`` does a run's)."""
-    barrier = nested.barrier
-    inner.superstep = barrier.superstep
-    inner.state = barrier.state
-    inner.pending = {k: list(v) for k, v in barrier.pending.items()}
-    inner.fan_in_buffers = barrier.fan_in_buffers
-    inner.iterations = dict(barrier.iterations)
-    inner.outputs = list(barrier.outputs)
-    inner.waits = barrier.waits.copy()
-    for executor_id, result in lost(list(barrier.spawned)):
-        inner.deliver_spawn_result(inner.superstep + 1, executor_id, result)
-    inner.pool.restore(nested.snapshots)
-    if barrier.status in (RunStatus.COMPLETED, RunStatus.STALLED):
-        inner.status = barrier.status  # nothing left to run
 
 
 class _Forwarding:

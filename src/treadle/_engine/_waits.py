@@ -383,9 +383,10 @@ class WaitBook:
             if approval.key == request_id:
                 return approval
         for key, nested in self.nested.items():
-            inner = nested.barrier.waits
-            if any(r.request_id == request_id for r in inner.pending_requests()):
-                return NestedRequest(key, inner.find_request(request_id))
+            try:
+                return NestedRequest(key, nested.barrier.waits.find_request(request_id))
+            except UnknownRequestError:
+                continue  # not this sub-workflow's
         if request_id in self.answered:
             msg = f"request {request_id!r} was answered already"
             raise UnknownRequestError(msg)

@@ -22,7 +22,6 @@ from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._engine._result import RunStatus
-from treadle._engine._spawn import lost
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -177,20 +176,7 @@ def _deliver_input(loop: RunLoop, message: Any) -> None:
 
 def _restore(loop: RunLoop, restored: RestoredRun) -> None:
     """Seed the loop with a checkpoint instead of a fresh input."""
-    loop.superstep = restored.superstep
-    loop.state = restored.state
-    loop.pending = restored.pending
-    loop.fan_in_buffers = restored.fan_in_buffers
-    loop.iterations = dict(restored.iterations)
-    loop.outputs = list(restored.outputs)
-    loop.waits = restored.waits.copy()
-    loop.deadline_at = restored.deadline_at
-    for executor_id, result in lost(list(restored.spawned)):
-        loop.deliver_spawn_result(loop.superstep + 1, executor_id, result)
-    loop.pool.restore(restored.snapshots)
-    if restored.status in (RunStatus.COMPLETED, RunStatus.STALLED):
-        loop.status = RunStatus(restored.status)  # nothing left to run
-    else:
+    if loop.restore(restored, restored.snapshots):
         _announce_start(loop)
 
 

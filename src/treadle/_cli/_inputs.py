@@ -1,0 +1,251 @@
+"""What the command line gives, made into what commands work on: a store, a workflow, values.
+
+A store URL (``--store``, ``TREADLE_STORE``) becomes a store, never
+created by a command that only reads; an app path (``pkg.module:workflow``,
+``pkg.module``, ``path/app.py``) becomes a workflow; JSON (an input, an
+answer, a message, a state patch; inline or ``@file``) becomes a value.
+That JSON is bounded: at most :data:`MAX_JSON_BYTES` and
+:data:`MAX_JSON_DEPTH` levels of nested arrays and objects. Beyond either it
+is refused as bad input before anything is stored. Errors are
+:class:`CommandError`, naming what is at fault.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import AppLoadError, CommandError
+from treadle._scaleout import _apps as apps
+from treadle._scaleout._apps import import_here
+from treadle._stores._store import DEFAULT_LEASE
+from treadle._workflow._workflow import Workflow
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from treadle._stores._store import Store
+
+DEFAULT_STORE = "treadle.sqlite"
+"""The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
+
+MAX_JSON_BYTES = 16 * 1024 * 1024
+"""The largest JSON document (input, answer, message, state patch) a command accepts: 16 MiB."""
+
+MAX_JSON_DEPTH = 256
+"""How many levels deep arrays and objects may nest in JSON a command accepts."""
+
+# Which argument of its command each kind of JSON comes from, for the error message.
+_ARGUMENT = {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
+
+
+def open_store(url: str | None, *, lease: float | None = None, create: bool = True) -> Store:
+    """The store a URL names: a SQLite path (default) or ``postgresql://...``.
+
+    ``create=False`` (every command that reads or acts on runs already
+    stored) refuses a SQLite file that does not exist, naming it, rather
+    than creating an empty store in whatever directory the command ran in.
+
+    For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables.
+    On SQLite, ``lease`` (else ``TREADLE_LEASE``, else 30) is how many
+    seconds this process's lease on a run lasts without a heartbeat: how
+    soon a run whose process died counts as orphaned. (PostgreSQL workers
+    take theirs from ``treadle worker --lease``.)
+
+    Raises:
+        CommandError: ``TREADLE_LEASE`` is not a positive number; with
+            ``create=False``, the SQLite file does not exist.
+    """
+    url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
+    if url.startswith(("postgresql://", "postgres://")):
+        from treadle import stores  # noqa: PLC0415 - psycopg only when asked for
+
+        postgres: Any = getattr(stores, "PostgresStore", None)
+        if postgres is None:
+            msg = "PostgreSQL stores need the postgres extra: pip install 'treadle[postgres]'"
+            raise CommandError(msg)
+        store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None)
+        return store
+    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
+
+    path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+    if not create and not Path(path).exists():
+        msg = (
+            f"no store at {str(Path(path).resolve())!r}: give --store (or set TREADLE_STORE) "
+            f"to the file your runs are in; only `treadle run`, `start` and `worker` create one"
+        )
+        raise CommandError(msg)
+    return SqliteStore(path, lease=lease if lease is not None else lease_from_environment())
+
+
+def lease_from_environment() -> float:
+    """``TREADLE_LEASE`` in seconds, or 30.
+
+    Raises:
+        CommandError: It is not a positive number.
+    """
+    raw = os.environ.get("TREADLE_LEASE")
+    if not raw:
+        return DEFAULT_LEASE
+    try:
+        lease = float(raw)
+    except ValueError:
+        lease = 0.0
+    if not lease > 0 or lease == float("inf"):
+        msg = f"TREADLE_LEASE must be a positive number of seconds, got {raw!r}"
+        raise CommandError(msg)
+    return lease
+
+
+def load_workflow(spec: str) -> Workflow:
+    """The workflow an app path names, its path kept as the workflow's origin.
+
+    ``pkg.module:workflow``; ``pkg.module`` when the module holds exactly
+    one workflow; or a file, ``path/to/app.py[:workflow]``. Later commands
+    find a run's workflow by the origin it was started with.
+
+    Raises:
+        CommandError: It does not import, or names no single workflow; the
+            message says what it holds and which name was perhaps meant.
+    """
+    where, _, attribute = spec.partition(":")
+    if not where:
+        msg = f"{spec!r} is not an app: write pkg.module:workflow, pkg.module or path/app.py"
+        raise CommandError(msg)
+    file = where.endswith(".py") or "/" in where
+    try:
+        module = _import_file(where) if file else import_here(where)
+    except AppLoadError as error:
+        raise CommandError(str(error)) from error
+    found = {name: v for name, v in vars(module).items() if isinstance(v, Workflow)}
+    if not attribute:
+        if len(found) != 1:
+            held = ", ".join(f"{where}:{name}" for name in found) or "none"
+            msg = f"{where!r} holds {len(found)} workflows at its top level; name one ({held})"
+            raise CommandError(msg)
+        [attribute] = found
+    workflow = getattr(module, attribute, None)
+    if not isinstance(workflow, Workflow):
+        what = "has no attribute" if workflow is None else f"has a {type(workflow).__name__} as"
+        close = difflib.get_close_matches(attribute, list(found), n=1)
+        hint = f"; did you mean {where}:{close[0]}?" if close else ""
+        listed = ", ".join(found) or "none"
+        msg = f"{where!r} {what} {attribute!r}, not a Workflow (its workflows: {listed}){hint}"
+        raise CommandError(msg)
+    workflow.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
+    return workflow
+
+
+def _import_file(path: str) -> ModuleType:
+    """Import a Python file as a module (its directory importable, as for a script).
+
+    Raises:
+        AppLoadError: There is no such file, or it does not import.
+    """
+    file = Path(path).resolve()
+    if not file.is_file():
+        msg = f"no file {str(file)!r}"
+        raise AppLoadError(msg)
+    name = file.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
+        return loaded
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        msg = f"cannot import {str(file)!r}: not a Python file"
+        raise AppLoadError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        msg = f"cannot import {str(file)!r}: {type(error).__name__}: {error}"
+        raise AppLoadError(msg) from error
+    return module
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON from the command line; ``@path`` reads it from a file.
+
+    ``what`` is ``"input"``, ``"answer"``, ``"message"`` or ``"state patch"``.
+
+    Raises:
+        CommandError: The file cannot be read, the text is not JSON, or it
+            is larger than :data:`MAX_JSON_BYTES` or nests deeper than
+            :data:`MAX_JSON_DEPTH`.
+    """
+    argument = _ARGUMENT.get(what, what)
+    document: str | bytes = text
+    if text.startswith("@"):
+        document = _read_json_file(text[1:], what, argument)
+    elif len(text) > MAX_JSON_BYTES or len(text.encode(errors="replace")) > MAX_JSON_BYTES:
+        raise _too_large(what, argument)
+    try:
+        value = json.loads(document)
+    except RecursionError:  # deeper than the parser's own stack allows
+        raise _too_deep(what, argument) from None
+    except ValueError as error:
+        head = document[:60]
+        shown = head if isinstance(head, str) else head.decode(errors="replace")
+        msg = f"the {what} is not valid JSON ({error}): {shown!r}"
+        raise CommandError(msg) from error
+    if json_depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(what, argument)
+    return value
+
+
+def _read_json_file(path: str, what: str, argument: str) -> bytes:
+    try:
+        with open(path, "rb") as source:  # noqa: PTH123 - one bounded read
+            data = source.read(MAX_JSON_BYTES + 1)
+    except OSError as error:
+        msg = f"cannot read the {what} file {path!r}: {error.strerror}"
+        raise CommandError(msg) from error
+    if len(data) > MAX_JSON_BYTES:
+        raise _too_large(what, argument)
+    return data
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels deep in ``value``.
+
+    An iterative walk (no recursion, whatever the depth); ``[]`` is one level.
+    """
+    stack = [(value, 1)] if isinstance(value, list | dict) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, list | dict))
+    return False
+
+
+def _too_large(what: str, argument: str) -> CommandError:
+    return CommandError(
+        f"the {what} ({argument}) is larger than {MAX_JSON_BYTES // 2**20} MiB, "
+        f"the most a command accepts"
+    )
+
+
+def _too_deep(what: str, argument: str) -> CommandError:
+    return CommandError(
+        f"the {what} ({argument}) nests arrays and objects more than {MAX_JSON_DEPTH} "
+        f"levels deep, the most a command accepts"
+    )
+
+
+def coerce_input(workflow: Workflow, value: Any) -> Any:
+    """Turn JSON into the type the start executor accepts (a dataclass, a model...)."""
+    try:
+        return apps.coerce_input(workflow, value)
+    except AppLoadError as error:
+        raise CommandError(str(error)) from None
