@@ -318,6 +318,25 @@ class CheckpointCorruptError(DurabilityError):
         super().__init__(f"checkpoint {checkpoint_id!r} of run {run_id!r} is corrupt: {reason}")
 
 
+class RunHasForksError(DurabilityError):
+    """A run cannot be deleted while runs forked from it exist; nothing was deleted.
+
+    Forks share what their parent stored, so the parent goes last: delete
+    the forks first (``treadle delete`` names them).
+
+    Attributes:
+        run_id: The run.
+        forks: The ids of the runs forked from it.
+    """
+
+    def __init__(self, run_id: str, forks: list[str]) -> None:
+        self.run_id = run_id
+        self.forks = forks
+        super().__init__(
+            f"run {run_id!r} has forks ({', '.join(forks)}); delete them first; nothing was deleted"
+        )
+
+
 class RunNotFoundError(DurabilityError, LookupError):
     """The store has no run with this id."""
 

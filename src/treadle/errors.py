@@ -43,6 +43,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
         ├── RunNotFoundError         the store has no run with that id [LookupError]
         ├── CheckpointNotFoundError  the run has no such checkpoint [LookupError]
         ├── RunExistsError           a run with that id exists already
+        ├── RunHasForksError         a run with forks cannot be deleted before them
         ├── LeaseLostError           this process no longer owns the run
         ├── WorkerStoppingError      the worker shut down and released the run
         └── GraphChangedError        the stored run was made by another graph
@@ -84,6 +85,7 @@ from treadle._exceptions import (
     RoutingError,
     RunBusyError,
     RunExistsError,
+    RunHasForksError,
     RunNotFoundError,
     RunPausedError,
     SerializationError,
@@ -121,6 +123,7 @@ __all__ = [
     "RunBusyError",
     "RunCancelledError",
     "RunExistsError",
+    "RunHasForksError",
     "RunNotFoundError",
     "RunPausedError",
     "RunTimeoutError",

@@ -5,7 +5,8 @@ in a subprocess on a real SQLite file, kills it with SIGKILL at a random
 moment, then resumes the run in a new process. Every run
 must end exactly as an uninterrupted one, and no superstep committed before
 the kill may have run again (invocations are counted in a side table the
-workflow writes).
+workflow writes). The run's event log, written with its checkpoints, holds
+each superstep once: what the kill interrupted left no events behind.
 """
 
 import asyncio
@@ -69,6 +70,25 @@ async def committed_superstep(store_path: Path, run_id: str) -> int | None:
         await store.close()
 
 
+async def event_log(store_path: Path, run_id: str) -> list:
+    store = SqliteStore(store_path)
+    try:
+        return await store.read_events(run_id)
+    finally:
+        await store.close()
+
+
+def assert_logged_once(events: list, trial: int) -> None:
+    """The run's event log holds each superstep once, whatever the kill interrupted."""
+    assert [event.seq for event in events] == list(range(1, len(events) + 1)), trial
+    started = [event.superstep for event in events if event.kind == "superstep_started"]
+    assert started == list(range(1, crash_workflow.SUPERSTEPS + 1)), (trial, started)
+    saved = [event.superstep for event in events if event.kind == "checkpoint_saved"]
+    assert saved == sorted(set(saved)), (trial, saved)
+    statuses = [event.data["status"] for event in events if event.kind == "status_changed"]
+    assert statuses[-1] == "completed", (trial, statuses)
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
@@ -121,4 +141,5 @@ def test_sigkill_at_a_random_superstep_then_resume_completes_exactly(tmp_path, d
         for superstep in range(1, (committed or 0) + 1):
             assert before.get(superstep) == 1, (trial, superstep, before)
             assert after[superstep] == 1, f"trial {trial}: committed superstep {superstep} re-ran"
+        assert_logged_once(asyncio.run(event_log(store_path, run_id)), trial)
     assert killed_mid_run >= trials // 2, "most trials should kill a run in flight"

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from treadle._checkpoints._codec import CheckpointCodec, RestoredRun
+    from treadle._checkpoints._journal import EventJournal
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._barrier import BarrierState
     from treadle._engine._clock import Clock
@@ -92,6 +93,9 @@ class Checkpointer:
         clock: The run's clock, which stamps each checkpoint's
             ``created_at`` (and a new run's row), so a run on a fake clock
             has a history in its own time, consistent with its timers.
+        journal: Where the run's events are kept for its event log: each
+            checkpoint carries those of its superstep to the store, and a
+            status recorded without one carries those since the last.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Checkpointer:
         durability: Durability = "sync",
         ownership: Ownership | None = None,
         clock: Clock | None = None,
+        journal: EventJournal | None = None,
     ) -> None:
         if durability not in _IN_FLIGHT:
             modes = ", ".join(map(repr, _IN_FLIGHT))
@@ -116,6 +121,7 @@ class Checkpointer:
         self._codec = codec
         self._fingerprint = fingerprint
         self.last_checkpoint_id = base.checkpoint_id if base is not None else None
+        self.journal = journal
         self._keep_last = keep_last
         self._in_flight_limit = _IN_FLIGHT[durability]
         self._cache = base.piece_cache() if base is not None else PieceCache()
@@ -130,8 +136,15 @@ class Checkpointer:
         self.paused = False
 
     def _record(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> CheckpointRecord:
+        checkpoint_id = new_checkpoint_id()
+        journal = self.journal
+        events = (
+            journal.take(barrier.superstep, barrier.status.value, checkpoint_id)
+            if journal is not None
+            else ()
+        )
         info = CheckpointInfo(
-            checkpoint_id=new_checkpoint_id(),
+            checkpoint_id=checkpoint_id,
             run_id=barrier.run_id,
             superstep=barrier.superstep,
             status=barrier.status.value,
@@ -140,7 +153,9 @@ class Checkpointer:
             wake_at=barrier.wake_at,
         )
         encoded = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
-        return CheckpointRecord(info, encoded.blob, encoded.refs, encoded.pieces, encoded.requires)
+        return CheckpointRecord(
+            info, encoded.blob, encoded.refs, encoded.pieces, encoded.requires, events
+        )
 
     async def create(
         self,
@@ -263,7 +278,11 @@ class Checkpointer:
                 await self._write_status(run_id, status, error)
 
     async def _write_status(self, run_id: str, status: str, error: str | None) -> None:
+        journal = self.journal
+        events = journal.failure_entries(status, error) if journal is not None else ()
         if self.ownership is not None:
-            await self.ownership.set_status(status, error, release=status != "running")
+            await self.ownership.set_status(
+                status, error, release=status != "running", events=events
+            )
         else:
-            await self.store.set_status(run_id, status, error)
+            await self.store.set_status(run_id, status, error, events=events)

@@ -31,7 +31,7 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from treadle._stores._store import CheckpointRecord, RunRecord, Store
+    from treadle._stores._store import CheckpointRecord, EventEntry, RunRecord, Store
 
 
 class _Heartbeat:
@@ -269,13 +269,20 @@ class Ownership:
         self.detach(error)
         return await self._why_lost(error)
 
-    async def set_status(self, status: str, error: str | None, *, release: bool) -> None:
-        """Record a status under the lease (refused quietly once detached: nothing to record)."""
+    async def set_status(
+        self,
+        status: str,
+        error: str | None,
+        *,
+        release: bool,
+        events: Sequence[EventEntry] = (),
+    ) -> None:
+        """Record a status (and its events) under the lease; quietly nothing once detached."""
         if self.detached is not None:
             return
         await self._settle(
             self.store.set_status(
-                self.lease.run_id, status, error, lease=self.lease, release=release
+                self.lease.run_id, status, error, lease=self.lease, release=release, events=events
             ),
             release=release,
         )

@@ -50,6 +50,11 @@ class RunOptions:
         keep_last: Checkpoints to keep for this run (default: the store's).
         record_events: Keep every event in ``RunResult.events``; ``False``
             builds no events at all (streams always see theirs).
+        event_log: Keep a stored run's events in its store's event log,
+            written with each checkpoint (what ``treadle watch``, ``logs``
+            and the server's event streams read). ``False`` spares a run
+            nobody will watch that work; its log then holds only the
+            statuses the store itself records (cancel, pause, unpause).
         rest_without_store: A run with no store that comes to rest on a
             request, a handoff approval or session input returns (or ends
             its stream) ``AWAITING_INPUT``, instead of failing with
@@ -66,6 +71,7 @@ class RunOptions:
     durability: Durability | None = None
     keep_last: int | None = None
     record_events: bool = True
+    event_log: bool = True
     rest_without_store: bool = False
 
     def __post_init__(self) -> None:
@@ -105,6 +111,7 @@ class RunOptionArgs(TypedDict, total=False):
     durability: Durability | None
     keep_last: int | None
     record_events: bool
+    event_log: bool
     rest_without_store: bool
 
 

@@ -7,7 +7,14 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
+from treadle._exceptions import (
+    CheckpointNotFoundError,
+    RunBusyError,
+    RunExistsError,
+    RunHasForksError,
+    RunNotFoundError,
+)
+from treadle._stores import _memory_events
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
 from treadle._stores._sql_ownership import check_lease
@@ -23,6 +30,7 @@ from treadle._stores._store import DEFAULT_LEASE
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from treadle._stores._events import EventEntry, LoggedEvent
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 
 
@@ -93,6 +101,7 @@ class MemoryStore(MemoryOwnership):
             )
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
+            _memory_events.append(self._runs[run.run_id], first.events)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and make it the run's latest, then apply retention.
@@ -148,6 +157,8 @@ class MemoryStore(MemoryOwnership):
                 wake_at=info.wake_at,
                 error=None,
             )
+            for checkpoint in checkpoints:
+                _memory_events.append(run, checkpoint.events)
             if consumed is not None:
                 run.consumed = max(run.consumed, consumed)
             paused = False
@@ -168,8 +179,11 @@ class MemoryStore(MemoryOwnership):
         *,
         lease: Lease | None = None,
         release: bool = False,
+        events: Sequence[EventEntry] = (),
     ) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        ``events`` go to the run's log with the change.
 
         Raises:
             RunNotFoundError: No such run.
@@ -184,6 +198,42 @@ class MemoryStore(MemoryOwnership):
             )
             if lease is not None and release:
                 self._release(run)
+            _memory_events.append(run, events)
+
+    async def read_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[LoggedEvent]:
+        """The run's events after ``after``, oldest first, at most ``limit``.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: ``limit`` is negative.
+        """
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            return _memory_events.read(self._run(run_id), after, limit)
+
+    async def delete_run(self, run_id: str) -> None:
+        """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: A process holds a current lease on it.
+            RunHasForksError: Runs were forked from it (delete them first).
+        """
+        self._check_open()
+        with self._lock:
+            record = self._run(run_id).record
+            if record.owned(time.time()):
+                assert record.owner is not None  # noqa: S101 - owned says so
+                raise RunBusyError(run_id, record.owner, record.lease_until or 0.0)
+            runs = self._runs.values()
+            forks = [r.record.run_id for r in runs if r.record.parent_run_id == run_id]
+            if forks:
+                raise RunHasForksError(run_id, forks)
+            self._drop_oldest(self._runs[run_id], 0, keep_latest=False)
+            del self._runs[run_id]
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
@@ -256,6 +306,8 @@ class MemoryStore(MemoryOwnership):
         workflow: str | None = None,
         parent_run_id: str | None = None,
         limit: int | None = None,
+        id_prefix: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         """Runs matching every filter given, newest first (by ``created_at``, then creation).
 
@@ -272,9 +324,12 @@ class MemoryStore(MemoryOwnership):
             if (status is None or record.status == status)
             and (workflow is None or record.workflow == workflow)
             and (parent_run_id is None or record.parent_run_id == parent_run_id)
+            and (id_prefix is None or record.run_id.startswith(id_prefix))
         ]
         # Stable, so runs with equal created_at stay newest-created first.
         matching.sort(key=lambda record: record.created_at, reverse=True)
+        if before is not None:
+            matching = _after_cursor(matching, before)
         return matching if limit is None else matching[:limit]
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
@@ -334,13 +389,10 @@ class MemoryStore(MemoryOwnership):
         if owner is not None:
             raise ValueError(f"checkpoint id {info.checkpoint_id!r} is taken by run {owner!r}")
 
-    def _drop_oldest(self, run: MemoryRun, keep_last: int) -> int:
-        latest = run.record.checkpoint_id
-        doomed = [
-            checkpoint_id
-            for checkpoint_id in list(run.checkpoints)[:-keep_last]
-            if checkpoint_id != latest
-        ]
+    def _drop_oldest(self, run: MemoryRun, keep_last: int, *, keep_latest: bool = True) -> int:
+        latest = run.record.checkpoint_id if keep_latest else None
+        kept = list(run.checkpoints)[:-keep_last] if keep_latest else list(run.checkpoints)
+        doomed = [checkpoint_id for checkpoint_id in kept if checkpoint_id != latest]
         named: list[str] = []
         for checkpoint_id in doomed:
             named.extend(run.checkpoints.pop(checkpoint_id).refs)
@@ -370,3 +422,12 @@ def _bare(checkpoint: CheckpointRecord) -> CheckpointRecord:
     if not checkpoint.pieces and not checkpoint.requires:
         return checkpoint
     return dataclasses.replace(checkpoint, pieces=(), requires=())
+
+
+def _after_cursor(listed: list[RunRecord], before: tuple[float, str]) -> list[RunRecord]:
+    """The runs ``listed`` (newest first) after the one ``before`` names, as the SQL stores page."""
+    created_at, run_id = before
+    ids = [record.run_id for record in listed]
+    if run_id in ids:
+        return listed[ids.index(run_id) + 1 :]
+    return [record for record in listed if record.created_at < created_at]

@@ -21,7 +21,7 @@ from treadle._exceptions import (
     RunBusyError,
     RunPausedError,
 )
-from treadle._stores import _pausing
+from treadle._stores import _memory_events, _pausing
 from treadle._stores._sql_ownership import ENDED_STATUSES, answer_preview, check_not_ended
 from treadle._stores._sql_rules import check_limit, due_at
 from treadle._stores._store import Claimed, InboxItem, Lease
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Sequence
 
+    from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointRecord, RunRecord
 
 
@@ -46,6 +47,7 @@ class MemoryRun:
     # Every item ever delivered, applied ones too: the answers ledger.
     inbox: list[tuple[InboxItem, float]] = dataclasses.field(default_factory=list)
     consumed: int = 0  # items up to this seq are applied
+    events: list[LoggedEvent] = dataclasses.field(default_factory=list)  # its event log
 
     def free(self, now: float) -> bool:
         """Whether nobody holds a current lease on the run at ``now``."""
@@ -192,6 +194,7 @@ class MemoryOwnership(ABC):
                 updated_at=time.time(),
                 pause_requested=None,
             )
+            _memory_events.log_status(run, time.time(), "cancel")
 
     async def pause(self, run_id: str) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner to at its next commit (see the store port).
@@ -215,6 +218,7 @@ class MemoryOwnership(ABC):
                     lease_until=None,
                     updated_at=now,
                 )
+                _memory_events.log_status(run, now, "pause")
             elif run is not None and step == "request" and run.record.pause_requested is None:
                 run.record = dataclasses.replace(run.record, pause_requested=now)
             return _pausing.pause_outcome(step)
@@ -244,6 +248,7 @@ class MemoryOwnership(ABC):
                 run.record, status=status, pause_requested=None, updated_at=now
             )
             run.ready_at = (run.ready_at or now) if run.unapplied() else None
+            _memory_events.log_status(run, now, "unpause")
             if owner is None:
                 return _pausing.Unpaused(withdrawn=False)
             lease = self._lease(run, owner, now + duration, parked=run.record.parked)
@@ -331,7 +336,10 @@ class MemoryOwnership(ABC):
             owner=None,
             lease_until=None,
         )
-        return status not in ENDED_STATUSES
+        paused = status not in ENDED_STATUSES
+        if paused:
+            _memory_events.log_status(run, time.time(), "pause")
+        return paused
 
 
 # Not for a timer service: ended and paused runs, and runs queued for workers (pending).

@@ -41,7 +41,12 @@ from treadle._stores._postgres_ownership import (
     release_lease,
 )
 from treadle._stores._postgres_pools import Connection, LoopPools
-from treadle._stores._postgres_writes import delete_old, insert_checkpoints
+from treadle._stores._postgres_writes import (
+    append_events,
+    delete_old,
+    delete_run,
+    insert_checkpoints,
+)
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._store import DEFAULT_LEASE
@@ -49,6 +54,7 @@ from treadle._stores._store import DEFAULT_LEASE
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
+    from treadle._stores._events import EventEntry
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
 
 _T = TypeVar("_T")
@@ -237,11 +243,12 @@ class PostgresStore(SqlReads, PostgresOwnership):
         *,
         lease: Lease | None = None,
         release: bool = False,
+        events: Sequence[EventEntry] = (),
     ) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
 
-        With ``lease``, only while it is current; ``release`` gives it up in
-        the same transaction.
+        With ``lease``, only while it is current; ``release`` gives it up and
+        ``events`` go to the run's log, in the same transaction.
 
         Raises:
             RunNotFoundError: No such run.
@@ -258,9 +265,21 @@ class PostgresStore(SqlReads, PostgresOwnership):
                 raise await refusal(connection, run_id, lease)
             if lease is not None and release:
                 await release_lease(connection, lease, now)
+            if events:
+                await append_events(connection, run_id, events)
 
         # One statement alone is a transaction of its own.
-        await self._run(work, write=lease is not None and release)
+        await self._run(work, write=(lease is not None and release) or bool(events))
+
+    async def delete_run(self, run_id: str) -> None:
+        """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: A process holds a current lease on it.
+            RunHasForksError: Runs were forked from it (delete them first).
+        """
+        await self._run(lambda c: delete_run(c, run_id, time.time()), write=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.

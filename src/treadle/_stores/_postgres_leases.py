@@ -20,6 +20,7 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._stores._events import EventEntry, LoggedEvent
     from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_pools import Connection
@@ -176,11 +177,14 @@ class LeasedStore:
         *,
         lease: Lease | None = None,  # noqa: ARG002 - fenced by the claim
         release: bool = False,  # noqa: ARG002 - the worker releases
+        events: Sequence[EventEntry] = (),
     ) -> None:
-        """Record a status without a checkpoint, only under the current lease."""
+        """Record a status (and its events) without a checkpoint, only under the current lease."""
         self._check_attached()
         fenced = dataclasses.replace(self._claimed, run_id=run_id)
-        await self._settle(self.store.set_status(run_id, status, error, lease=fenced))
+        await self._settle(
+            self.store.set_status(run_id, status, error, lease=fenced, events=events)
+        )
 
     # --- ownership: answered from the claim --------------------------------------
 
@@ -337,11 +341,28 @@ class LeasedStore:
         workflow: str | None = None,
         parent_run_id: str | None = None,
         limit: int | None = None,
+        id_prefix: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         """Runs matching the filters."""
         return await self.store.list_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+            status=status,
+            workflow=workflow,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            id_prefix=id_prefix,
+            before=before,
         )
+
+    async def read_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[LoggedEvent]:
+        """A run's event log (the store's)."""
+        return await self.store.read_events(run_id, after=after, limit=limit)
+
+    async def delete_run(self, run_id: str) -> None:
+        """Refused: a worker deletes no run (it only advances the one it claimed)."""
+        raise LeaseLostError(run_id, self.held.epoch)
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """Due runs (the store's)."""

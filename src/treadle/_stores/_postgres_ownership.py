@@ -32,7 +32,7 @@ from treadle._exceptions import (
     RunPausedError,
 )
 from treadle._stores import _pausing, _sql_ownership, _sql_pausing, _sql_rules, _sql_statements
-from treadle._stores._postgres_writes import NOTIFY_READY
+from treadle._stores._postgres_writes import NOTIFY_READY, log_status
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Claimed, InboxItem, Lease
 
@@ -213,6 +213,7 @@ class PostgresOwnership(ABC):
                 found = await connection.execute(_render(_sql_ownership.SELECT_STATUS), (run_id,))
                 raise _sql_ownership.not_cancellable(run_id, await found.fetchone())
             await connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
+            await log_status(connection, run_id, now, "cancel")
 
         await self._run(work, write=True)
 
@@ -234,6 +235,7 @@ class PostgresOwnership(ABC):
             step = _pausing.decide_pause(run_id, await locked.fetchone(), now)
             if step == "pause":
                 await connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
+                await log_status(connection, run_id, now, "pause")
             elif step == "request":
                 await connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
             return _pausing.pause_outcome(step)
@@ -263,6 +265,7 @@ class PostgresOwnership(ABC):
                 return _pausing.Unpaused(withdrawn=True)
             if owner is None:
                 await connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id))
+                await log_status(connection, run_id, now, "unpause")
                 await connection.execute(NOTIFY_READY)
                 return _pausing.Unpaused(withdrawn=False)
             until = now + duration
@@ -271,6 +274,7 @@ class PostgresOwnership(ABC):
                 await connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused)
             ).fetchone()
             assert taken is not None  # noqa: S101 - the row is locked and was found paused
+            await log_status(connection, run_id, now, "unpause")
             return _pausing.Unpaused(
                 withdrawn=False, lease=Lease(run_id, owner, int(taken[0]), until)
             )
@@ -386,7 +390,10 @@ async def honour_pause(connection: Connection, run_id: str, status: str) -> bool
     await connection.execute(
         _render(_sql_pausing.HONOUR_PAUSE), (_pausing.paused_status(status), run_id)
     )
-    return status not in _sql_ownership.ENDED_STATUSES
+    paused = status not in _sql_ownership.ENDED_STATUSES
+    if paused:
+        await log_status(connection, run_id, time.time(), "pause")
+    return paused
 
 
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from treadle._stores import _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._exceptions import RunBusyError, RunHasForksError, RunNotFoundError
+from treadle._stores import _sql_events, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
 from treadle._stores._pieces import (
     collect,
     ids_text,
@@ -23,6 +24,7 @@ from treadle._stores._sql_dialect import POSTGRES
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from treadle._stores._events import EventEntry
     from treadle._stores._pieces import Links
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._store import CheckpointRecord
@@ -51,6 +53,54 @@ async def insert_checkpoints(
     if (await connection.execute(query, parameters)).rowcount < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
     await _store_pieces(connection, checkpoints)
+    entries = _sql_events.entries_of(checkpoints)
+    if entries:  # after the run row's write, as every append is (see _sql_events)
+        await append_events(connection, checkpoints[-1].info.run_id, entries)
+
+
+async def append_events(connection: Connection, run_id: str, entries: Sequence[EventEntry]) -> None:
+    """Append events to the run's log, numbered after its last (the run row is locked)."""
+    found = await connection.execute(_render(_sql_events.LAST_SEQ), (run_id,))
+    row = await found.fetchone()
+    last = int(row[0]) if row is not None else 0
+    parameters = _sql_events.event_parameters(run_id, last, entries)
+    await connection.execute(_render(_sql_events.insert_events(len(entries))), parameters)
+
+
+async def log_status(connection: Connection, run_id: str, at: float, by: str) -> None:
+    """Record in the run's log the status the store just gave it for a caller (``by``)."""
+    parameters = _sql_events.log_status_parameters(run_id, at, by)
+    await connection.execute(_render(_sql_events.LOG_STATUS), parameters)
+
+
+async def delete_run(connection: Connection, run_id: str, now: float) -> None:
+    """Delete a run and all that is only its (see ``Store.delete_run``); locks its row first.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunBusyError: a process holds a current lease on it.
+        RunHasForksError: runs were forked from it.
+    """
+    query = _render(_sql_events.SELECT_DELETABLE + " FOR UPDATE")
+    found = await (await connection.execute(query, (run_id,))).fetchone()
+    if found is None:
+        raise RunNotFoundError(run_id)
+    owner, lease_until = found
+    if owner is not None and lease_until is not None and lease_until > now:
+        raise RunBusyError(run_id, owner, lease_until)
+    forks = await (
+        await connection.execute(_render(_sql_events.SELECT_FORKS), (run_id,))
+    ).fetchall()
+    if forks:
+        raise RunHasForksError(run_id, [fork for (fork,) in forks])
+    deleted = await (
+        await connection.execute(_render(_sql_events.DELETE_CHECKPOINTS), (run_id,))
+    ).fetchall()
+    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    if named:  # while the run's row still links its lineage
+        await _collect_pieces(connection, run_id, named)
+    for statement in _sql_events.DELETE_RUN:
+        await connection.execute(_render(statement), (run_id,))
 
 
 async def _store_pieces(connection: Connection, checkpoints: Sequence[CheckpointRecord]) -> None:
@@ -72,15 +122,20 @@ async def delete_old(connection: Connection, run_id: str, keep_last: int) -> int
     ).fetchall()
     named = [ref for (text,) in deleted for ref in refs_of(text)]
     if named:
-        rows = await connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
-        needed = {ref for (text,) in await rows.fetchall() for ref in refs_of(text)}
-
-        async def links(ids: list[str]) -> Links:
-            wanted = (ids_text(ids),) * 2
-            found = await connection.execute(_render(_sql_pieces.SELECT_LINKS), wanted)
-            return [(piece_id, extends) for piece_id, extends in await found.fetchall()]
-
-        doomed = await run_collection_async(collect(named, needed), links)
-        if doomed:
-            await connection.execute(_render(_sql_pieces.DELETE_PIECES), (ids_text(doomed),))
+        await _collect_pieces(connection, run_id, named)
     return len(deleted)
+
+
+async def _collect_pieces(connection: Connection, run_id: str, named: Sequence[str]) -> None:
+    """Delete what deleted checkpoints of ``run_id`` ``named`` that no kept checkpoint needs."""
+    rows = await connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
+    needed = {ref for (text,) in await rows.fetchall() for ref in refs_of(text)}
+
+    async def links(ids: list[str]) -> Links:
+        wanted = (ids_text(ids),) * 2
+        found = await connection.execute(_render(_sql_pieces.SELECT_LINKS), wanted)
+        return [(piece_id, extends) for piece_id, extends in await found.fetchall()]
+
+    doomed = await run_collection_async(collect(named, needed), links)
+    if doomed:
+        await connection.execute(_render(_sql_pieces.DELETE_PIECES), (ids_text(doomed),))

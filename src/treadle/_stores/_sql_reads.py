@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
-from treadle._stores import _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores import _sql_events, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores._events import LoggedEvent
 from treadle._stores._pieces import complete, ids_text
 from treadle._stores._store import Piece
 
@@ -138,6 +139,8 @@ class SqlReads(ABC):
         workflow: str | None = None,
         parent_run_id: str | None = None,
         limit: int | None = None,
+        id_prefix: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         """Runs matching every filter given, newest first (by ``created_at``, then creation).
 
@@ -146,9 +149,32 @@ class SqlReads(ABC):
         """
         _sql_rules.check_limit(limit)
         query, parameters = _sql_statements.select_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+            status=status,
+            workflow=workflow,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            id_prefix=id_prefix,
+            before=before,
         )
         return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
+
+    async def read_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[LoggedEvent]:
+        """The run's events after ``after``, oldest first (see ``EventLog``).
+
+        Raises:
+            RunNotFoundError: no such run (and so no events).
+            ValueError: ``limit`` is negative.
+        """
+        _sql_rules.check_limit(limit)
+        if limit is None:
+            rows = await self._select(_sql_events.SELECT_EVENTS, (run_id, after))
+        else:
+            rows = await self._select(_sql_events.SELECT_SOME_EVENTS, (run_id, after, limit))
+        if not rows:
+            await self.get_run(run_id)  # none yet, or no such run
+        return [LoggedEvent.from_row(run_id, tuple(row)) for row in rows]
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.

@@ -95,6 +95,20 @@ CREATE TABLE treadle_pieces (
     blob {blob} NOT NULL
 )"""
 
+# A run's event log: seq is the event's place in its run's log (1, 2, ...), given
+# in commit order by the transaction that writes it (see _sql_events).
+_CREATE_EVENTS = """
+CREATE TABLE treadle_events (
+    run_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    superstep BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    executor_id TEXT,
+    at DOUBLE PRECISION NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -140,6 +154,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # When a pause was asked of a run its owner was advancing (NULL: none):
         # the owner's next commit pauses it.
         "ALTER TABLE treadle_runs ADD COLUMN pause_requested DOUBLE PRECISION",
+    ),
+    (  # 7: each run's event log (see treadle._stores._events)
+        _CREATE_EVENTS,
+        # Newest runs first, for listing and paging through them.
+        "CREATE INDEX treadle_runs_created ON treadle_runs (created_at, run_id)",
     ),
 )
 

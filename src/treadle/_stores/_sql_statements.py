@@ -124,22 +124,42 @@ RETURNING refs"""
 
 
 def select_runs(
-    *, status: str | None, workflow: str | None, parent_run_id: str | None, limit: int | None
+    *,
+    status: str | None,
+    workflow: str | None,
+    parent_run_id: str | None,
+    limit: int | None,
+    id_prefix: str | None = None,
+    before: tuple[float, str] | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """The ``list_runs`` template for the filters given, newest first, with its parameters.
 
-    Each argument but ``limit`` that is not ``None`` is a column's wanted
-    value; ``limit``, when given, caps the number of rows.
+    Each of ``status``, ``workflow`` and ``parent_run_id`` that is not
+    ``None`` is a column's wanted value; ``id_prefix`` is the start of the
+    wanted ids; ``before`` a run's ``(created_at, run_id)``, of which only
+    the runs listed after it are wanted; ``limit``, when given, caps the
+    number of rows.
     """
     given = {"status": status, "workflow": workflow, "parent_run_id": parent_run_id}
     wanted = {column: value for column, value in given.items() if value is not None}
-    filters = " AND ".join(f"{column} = ?" for column in wanted)
-    where = f" WHERE {filters}" if filters else ""
+    filters = [f"{column} = ?" for column in wanted]
+    parameters: tuple[Any, ...] = tuple(wanted.values())
+    if id_prefix is not None:
+        filters.append("SUBSTR(run_id, 1, ?) = ?")
+        parameters += (len(id_prefix), id_prefix)
+    if before is not None:
+        # Ties on created_at go by insertion order, as the listing's own order does.
+        filters.append(
+            "(created_at < ? OR (created_at = ? AND {order} <"
+            " (SELECT {order} FROM treadle_runs WHERE run_id = ?)))"
+        )
+        parameters += (before[0], before[0], before[1])
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
     template = (
         f"SELECT {_RUN_COLUMNS} FROM treadle_runs{where}"  # noqa: S608 - constant column names only
         f" ORDER BY created_at DESC, {{order}} DESC"
     )
-    return _limited(template, tuple(wanted.values()), limit)
+    return _limited(template, parameters, limit)
 
 
 def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]]:

@@ -32,16 +32,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
+from treadle._stores import _sqlite_writes as writes
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal, release_row
-from treadle._stores._sqlite_writes import commit, delete_old, insert_checkpoints
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
     import asyncio
 
+    from treadle._stores._events import EventEntry
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
 
 _T = TypeVar("_T")
@@ -152,7 +153,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql_statements.INSERT_RUN), run_row).rowcount == 0:
                 raise RunExistsError(run.run_id)
-            insert_checkpoints(connection, (first,))
+            writes.insert_checkpoints(connection, (first,))
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
         await self._call(work, write=True, group=True)
@@ -207,7 +208,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         owned = (
             Owned(lease, consumed, release) if lease is not None or consumed is not None else None
         )
-        work = functools.partial(commit, tuple(checkpoints), retention, owned)
+        work = functools.partial(writes.commit, tuple(checkpoints), retention, owned)
         run_id = checkpoints[-1].info.run_id
         alone = run_id == self._last_committer  # no other run committed in between
         self._last_committer = run_id
@@ -221,8 +222,11 @@ class SqliteStore(SqlReads, SqliteOwnership):
         *,
         lease: Lease | None = None,
         release: bool = False,
+        events: Sequence[EventEntry] = (),
     ) -> None:
         """Change a run's status and error, stamping ``updated_at`` with the wall clock.
+
+        ``events`` go to the run's log in the same transaction.
 
         Raises:
             RunNotFoundError: No such run.
@@ -239,8 +243,20 @@ class SqliteStore(SqlReads, SqliteOwnership):
                 raise refusal(connection, run_id, lease)
             if lease is not None and release:
                 release_row(connection, lease, now)
+            if events:
+                writes.append_events(connection, run_id, events)
 
         await self._call(work, write=True, group=True)
+
+    async def delete_run(self, run_id: str) -> None:
+        """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RunBusyError: A process holds a current lease on it.
+            RunHasForksError: Runs were forked from it (delete them first).
+        """
+        await self._call(lambda c: writes.delete_run(c, run_id, time.time()), write=True)
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -260,7 +276,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
             found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
             if found.fetchone() is None:
                 raise RunNotFoundError(run_id)
-            return delete_old(connection, run_id, keep_last)
+            return writes.delete_old(connection, run_id, keep_last)
 
         return await self._call(work, write=True)
 

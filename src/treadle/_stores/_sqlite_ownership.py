@@ -22,7 +22,14 @@ from treadle._exceptions import (
     RunNotFoundError,
     RunPausedError,
 )
-from treadle._stores import _pausing, _sql_ownership, _sql_pausing, _sql_rules, _sql_statements
+from treadle._stores import (
+    _pausing,
+    _sql_events,
+    _sql_ownership,
+    _sql_pausing,
+    _sql_rules,
+    _sql_statements,
+)
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._store import Claimed, InboxItem, Lease
 
@@ -168,6 +175,7 @@ class SqliteOwnership(ABC):
                 ).fetchone()
                 raise _sql_ownership.not_cancellable(run_id, found)
             connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
+            log_status(connection, run_id, now, "cancel")
 
         await self._call(work, write=True, group=True)
 
@@ -185,6 +193,7 @@ class SqliteOwnership(ABC):
             step = _pausing.decide_pause(run_id, found, now)
             if step == "pause":
                 connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
+                log_status(connection, run_id, now, "pause")
             elif step == "request":
                 connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
             return _pausing.pause_outcome(step)
@@ -211,10 +220,12 @@ class SqliteOwnership(ABC):
                 return _pausing.Unpaused(withdrawn=True)
             if owner is None:
                 connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id)).fetchall()
+                log_status(connection, run_id, now, "unpause")
                 return _pausing.Unpaused(withdrawn=False)
             until = now + duration
             unpaused = (now, now, owner, until, run_id)
             ((epoch,),) = connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused).fetchall()
+            log_status(connection, run_id, now, "unpause")
             return _pausing.Unpaused(withdrawn=False, lease=Lease(run_id, owner, epoch, until))
 
         return await self._call(work, write=True, group=True)
@@ -286,7 +297,16 @@ def release_row(connection: sqlite3.Connection, lease: Lease, now: float) -> boo
 def honour_pause(connection: sqlite3.Connection, run_id: str, status: str) -> bool:
     """Pause a run whose owner lets go of it (unless ``status`` ended it); ``True`` if paused."""
     connection.execute(_HONOUR_PAUSE, (_pausing.paused_status(status), run_id))
-    return status not in _sql_ownership.ENDED_STATUSES
+    paused = status not in _sql_ownership.ENDED_STATUSES
+    if paused:
+        log_status(connection, run_id, time.time(), "pause")
+    return paused
+
+
+def log_status(connection: sqlite3.Connection, run_id: str, at: float, by: str) -> None:
+    """Record in the run's log the status the store just gave it for a caller (``by``)."""
+    parameters = _sql_events.log_status_parameters(run_id, at, by)
+    connection.execute(_render(_sql_events.LOG_STATUS), parameters)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,7 +12,15 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._stores import _sql_ownership, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._exceptions import RunBusyError, RunHasForksError, RunNotFoundError
+from treadle._stores import (
+    _sql_events,
+    _sql_ownership,
+    _sql_pieces,
+    _sql_rows,
+    _sql_rules,
+    _sql_statements,
+)
 from treadle._stores._pieces import (
     collect,
     ids_text,
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
+    from treadle._stores._events import EventEntry
     from treadle._stores._pieces import Links
     from treadle._stores._sqlite_ownership import Owned
     from treadle._stores._store import CheckpointRecord
@@ -86,6 +95,43 @@ def insert_checkpoints(
     if connection.execute(query, parameters).rowcount < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
     store_pieces(connection, checkpoints)
+    entries = _sql_events.entries_of(checkpoints)
+    if entries:  # after the run row's write, as every append is (see _sql_events)
+        append_events(connection, checkpoints[-1].info.run_id, entries)
+
+
+def append_events(
+    connection: sqlite3.Connection, run_id: str, entries: Sequence[EventEntry]
+) -> None:
+    """Append events to the run's log, numbered after its last."""
+    ((last,),) = connection.execute(_render(_sql_events.LAST_SEQ), (run_id,)).fetchall()
+    parameters = _sql_events.event_parameters(run_id, last, entries)
+    connection.execute(_render(_sql_events.insert_events(len(entries))), parameters)
+
+
+def delete_run(connection: sqlite3.Connection, run_id: str, now: float) -> None:
+    """Delete a run and all that is only its (see ``Store.delete_run``).
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunBusyError: a process holds a current lease on it.
+        RunHasForksError: runs were forked from it.
+    """
+    found = connection.execute(_render(_sql_events.SELECT_DELETABLE), (run_id,)).fetchone()
+    if found is None:
+        raise RunNotFoundError(run_id)
+    owner, lease_until = found
+    if owner is not None and lease_until is not None and lease_until > now:
+        raise RunBusyError(run_id, owner, lease_until)
+    forks = connection.execute(_render(_sql_events.SELECT_FORKS), (run_id,)).fetchall()
+    if forks:
+        raise RunHasForksError(run_id, [fork for (fork,) in forks])
+    deleted = connection.execute(_render(_sql_events.DELETE_CHECKPOINTS), (run_id,)).fetchall()
+    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    if named:  # while the run's row still links its lineage
+        collect_pieces(connection, run_id, named)
+    for statement in _sql_events.DELETE_RUN:
+        connection.execute(_render(statement), (run_id,))
 
 
 # Under a lease, the run row's write also says whether a pause was asked meanwhile.
@@ -117,7 +163,7 @@ def commit(
             _render(_sql_ownership.CONSUME_INBOX), (now, info.run_id, owned.consumed)
         )
         connection.execute(_render(_sql_ownership.CLEAR_READY), (info.run_id,))
-    paused = False
+    paused = asked = False
     if lease is None:
         advanced = connection.execute(_render(_sql_statements.ADVANCE_RUN_POSITION), position)
         if advanced.rowcount == 0:
@@ -133,12 +179,14 @@ def commit(
             rows = connection.execute(_render(_ADVANCE_FENCED), (*position, *fence)).fetchall()
         if not rows:
             raise refusal(connection, info.run_id, lease)
-        if rows[0][0] is not None:  # a pause was asked: this barrier is where it stops
-            paused = honour_pause(connection, info.run_id, info.status)
+        asked = rows[0][0] is not None
+    # The checkpoints (and their events) before a pause honoured, whose status logs last.
+    insert_checkpoints(connection, checkpoints)
+    if asked:  # a pause was asked: this barrier is where it stops
+        paused = honour_pause(connection, info.run_id, info.status)
     if not paused and (owned is None or not owned.release):
         status_change = (info.status, info.run_id, info.status)
         connection.execute(_render(_sql_statements.CHANGE_STATUS), status_change)
-    insert_checkpoints(connection, checkpoints)
     if keep_last is not None:
         delete_old(connection, info.run_id, keep_last)
     return paused

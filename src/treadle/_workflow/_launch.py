@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._inbox import InboxLedger
+from treadle._checkpoints._journal import EventJournal
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
@@ -98,6 +99,10 @@ async def open_run(
 
     try:
         checkpointer = None
+        journal = None
+        if store is not None and launch.options.event_log:
+            status = restored.status if restored is not None else None
+            sink = journal = EventJournal(sink, settings.clock, status)
         if store is not None:
             checkpointer = Checkpointer(
                 store,
@@ -108,6 +113,7 @@ async def open_run(
                 durability=settings.durability,
                 ownership=ownership,
                 clock=settings.clock,
+                journal=journal,
             )
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if store is not None:  # deadlines are decided against answers at the store

@@ -1,0 +1,151 @@
+"""What a stored run reports, kept for its event log (see :mod:`treadle._stores._events`).
+
+:class:`EventJournal` sits between the run loop and whoever listens (or
+nobody): it passes every event on and keeps a plain-data copy, which the
+:class:`~treadle._checkpoints._checkpointer.Checkpointer` hands to the store
+with the checkpoint of the superstep the events belong to. So the log holds
+what committed and nothing else: a superstep a crash interrupts is
+re-planned, and reports again, with no trace of the attempt that died.
+
+Two kinds of event are the checkpointer's to record, not the loop's: a
+checkpoint being saved and the run's status moving. The loop announces
+both after the commit that made them true, too late to travel with it, so
+the journal drops the loop's and the checkpointer writes its own into the
+same transaction (:meth:`EventJournal.take`).
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._events import (
+    CheckpointSaved,
+    StatusChanged,
+    WorkflowEvent,
+)
+from treadle._stores._events import EventEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._engine._barrier import EventSink
+    from treadle._engine._clock import Clock
+
+# The fields every event has, which the log keeps in columns of their own.
+_COMMON = frozenset(("run_id", "superstep", "executor_id", "sequence"))
+
+# Announced after the commit that made them true: the checkpointer records its own.
+_RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
+
+_KINDS: dict[type[WorkflowEvent], str] = {}
+
+
+def kind_of(event_type: type[WorkflowEvent]) -> str:
+    """An event class's name in the log: ``ExecutorFailed`` -> ``executor_failed``.
+
+    ``RequestEvent`` and ``OutputEvent`` drop their suffix (``request``,
+    ``output``), as does ``CustomEvent`` (``custom``), and so every class
+    named ``...Event``.
+    """
+    kind = _KINDS.get(event_type)
+    if kind is None:
+        name = event_type.__name__.removesuffix("Event") or event_type.__name__
+        kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+        _KINDS[event_type] = kind
+    return kind
+
+
+def error_data(error: BaseException | None) -> dict[str, Any] | None:
+    """An exception as plain data: its type, message and full traceback (with causes)."""
+    if error is None:
+        return None
+    return {
+        "type": type(error).__name__,
+        "message": str(error),
+        "traceback": "".join(traceback.format_exception(error)),
+    }
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON-ready data (dataclasses, models, enums, ...; ``repr`` as the last resort)."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when logging
+
+    return to_jsonable_python(value, fallback=repr)
+
+
+def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
+    """One event as the log keeps it: its own fields as JSON, errors with their tracebacks."""
+    data: dict[str, Any] = {}
+    for field in fields(event):
+        name = field.name
+        if name in _COMMON:
+            continue
+        value = getattr(event, name)
+        if isinstance(value, BaseException) or (name == "error" and value is None):
+            data[name] = error_data(value)
+        else:
+            data[name] = value
+    text = json.dumps(plain(data), separators=(",", ":"))
+    return EventEntry(event.superstep, kind_of(type(event)), event.executor_id, at, text)
+
+
+class EventJournal:
+    """An event sink that keeps a stored run's events for its log, and passes each on.
+
+    Args:
+        inner: The caller's sink (``None``: nobody listens). Whether the
+            run streams live, and its backpressure, are the inner sink's.
+        clock: The run's clock, which stamps each event's ``at``.
+        status: The run's status as stored before this process took it up
+            (``None`` for a new run): a status is logged when it changes.
+    """
+
+    __slots__ = ("_clock", "_inner", "_kept", "_status", "_superstep", "backpressure", "live")
+
+    def __init__(self, inner: EventSink | None, clock: Clock, status: str | None = None) -> None:
+        self._inner = inner
+        self._clock = clock
+        self.live = inner.live if inner is not None else False
+        self.backpressure: Callable[[], Awaitable[None]] | None = (
+            inner.backpressure if inner is not None else None
+        )
+        self._kept: list[tuple[WorkflowEvent, float]] = []
+        self._status = status
+        self._superstep = 0
+
+    def publish(self, event: WorkflowEvent) -> None:
+        """Keep ``event`` for the next checkpoint (unless it is the checkpointer's); pass it on."""
+        if not isinstance(event, _RECORDED_BY_CHECKPOINTER):
+            self._kept.append((event, self._clock.now()))
+        if self._inner is not None:
+            self._inner.publish(event)
+
+    def take(
+        self, superstep: int, status: str, checkpoint_id: str | None, error: str | None = None
+    ) -> tuple[EventEntry, ...]:
+        """The events kept since the last call, then the checkpointer's own, for one write.
+
+        ``checkpoint_id`` is the checkpoint being written (``None``: a status
+        recorded without one); a ``status_changed`` entry follows when
+        ``status`` differs from the last one logged.
+        """
+        kept, self._kept = self._kept, []
+        entries = [entry_of(event, at) for event, at in kept]
+        now = self._clock.now()
+        if checkpoint_id is not None:
+            data = json.dumps({"checkpoint_id": checkpoint_id})
+            entries.append(EventEntry(superstep, "checkpoint_saved", None, now, data))
+        if status != self._status:
+            self._status = status
+            data = json.dumps({"status": status, "error": error})
+            entries.append(EventEntry(superstep, "status_changed", None, now, data))
+        self._superstep = superstep
+        return tuple(entries)
+
+    def failure_entries(self, status: str, error: str | None) -> tuple[EventEntry, ...]:
+        """What a status recorded without a checkpoint (failed, cancelled) carries to the log."""
+        superstep = max((event.superstep for event, _ in self._kept), default=self._superstep)
+        return self.take(superstep, status, None, error)

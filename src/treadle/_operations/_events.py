@@ -1,0 +1,67 @@
+"""Following a run's event log as it grows, for ``treadle watch`` and the server's streams.
+
+The log lives in the store (:mod:`treadle._stores._events`), so a run is
+followed the same way wherever it runs: this process, another one, a
+worker. Following polls: the store is the only thing every such process
+shares. Each look reads the run's row *before* its events, so when the row
+says the run has ended, the events read after it include every event of
+the commit that ended it, and following can stop with nothing missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from treadle._stores._sql_ownership import ENDED_STATUSES
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from treadle._stores._store import LoggedEvent, RunRecord, Store
+
+RESTING_STATUSES = ("awaiting_input", "waiting", "paused")
+"""Statuses a run stays in until someone (an answer, a timer, an unpause) moves it."""
+
+POLL_INTERVAL = 0.25
+"""Seconds between looks at a run whose log has nothing new."""
+
+_PAGE = 1000  # events read per look, so a long log streams out in pieces
+
+
+def stops_here(run: RunRecord, *, stop_at_rest: bool) -> bool:
+    """Whether following ends at this run row: it has ended, or (if asked) it rests."""
+    if run.status in ENDED_STATUSES:
+        return True
+    return stop_at_rest and run.status in RESTING_STATUSES
+
+
+async def follow(
+    store: Store,
+    run_id: str,
+    *,
+    after: int = 0,
+    poll: float = POLL_INTERVAL,
+    stop_at_rest: bool = False,
+) -> AsyncIterator[LoggedEvent]:
+    """Every event of the run after ``after``, as it commits, until the run ends.
+
+    With ``stop_at_rest`` it also ends once the run rests (waits for an
+    answer, a timer or an unpause) with every event read. A run that never
+    ends is followed until the caller stops iterating.
+
+    Raises:
+        RunNotFoundError: no such run (or it was deleted meanwhile).
+    """
+    last = after
+    while True:
+        run = await store.get_run(run_id)  # first: see the module docstring
+        events = await store.read_events(run_id, after=last, limit=_PAGE)
+        for event in events:
+            yield event
+            last = event.seq
+        if len(events) == _PAGE:
+            continue  # more are there already
+        if stops_here(run, stop_at_rest=stop_at_rest):
+            return
+        await asyncio.sleep(poll)
