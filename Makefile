@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint renderers
-	$(BIN)/pytest -m "not soak"
+	$(BIN)/pytest -m "not soak" -n auto
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
