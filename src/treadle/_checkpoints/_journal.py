@@ -76,19 +76,48 @@ def plain(value: Any) -> Any:
     return to_jsonable_python(value, fallback=repr)
 
 
+# Each event class's own fields (not the common ones), found once per class.
+_OWN_FIELDS: dict[type[WorkflowEvent], tuple[str, ...]] = {}
+
+# Values the encoder takes as they are; anything else goes through plain() first.
+_SIMPLE = frozenset((int, str, float, bool, type(None)))
+
+# One encoder, made once: json.dumps with any option makes a new one every call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(event_type)
+    if names is None:
+        names = tuple(f.name for f in fields(event_type) if f.name not in _COMMON)
+        _OWN_FIELDS[event_type] = names
+    return names
+
+
 def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
-    """One event as the log keeps it: its own fields as JSON, errors with their tracebacks."""
+    """One event as the log keeps it: its own fields as JSON, errors with their tracebacks.
+
+    Most events (a superstep starting, a handler invoked) hold only numbers
+    and names, which are written as they are; only user values (outputs,
+    payloads, custom data) are converted first. Every stored run logs
+    several events a superstep, so this is on its path.
+    """
     data: dict[str, Any] = {}
-    for field in fields(event):
-        name = field.name
-        if name in _COMMON:
-            continue
+    simple = True
+    for name in _own_fields(type(event)):
         value = getattr(event, name)
         if isinstance(value, BaseException) or (name == "error" and value is None):
             data[name] = error_data(value)
-        else:
-            data[name] = value
-    text = json.dumps(plain(data), separators=(",", ":"))
+            continue
+        data[name] = value
+        kind = type(value)
+        if (
+            simple
+            and kind not in _SIMPLE
+            and not (kind is tuple and all(type(item) is str for item in value))
+        ):
+            simple = False
+    text = _encode(data if simple else plain(data))
     return EventEntry(event.superstep, kind_of(type(event)), event.executor_id, at, text)
 
 
