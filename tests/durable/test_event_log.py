@@ -143,3 +143,29 @@ async def test_a_run_without_an_event_log_keeps_only_what_the_store_records(tmp_
         assert await store.read_events("quiet") == []
     finally:
         await store.close()
+
+
+async def test_a_value_the_log_cannot_write_as_json_is_logged_by_its_repr(tmp_path):
+    class Opaque:
+        def __repr__(self) -> str:
+            return "Opaque()"
+
+    deep: list = []
+    for _ in range(400):  # deeper than JSON conversion goes
+        deep = [deep]
+
+    @executor(id="report")
+    async def report(_: str, ctx: WorkflowContext[str]) -> None:
+        ctx.add_event(deep)
+        ctx.add_event({"thing": Opaque()})
+        ctx.yield_output("done")
+
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        result = await WorkflowBuilder(report).build().run("go", store=store, run_id="odd")
+        assert result.outputs == ["done"]  # what it reported never stops a run
+        custom = [e.data["data"] for e in await store.read_events("odd") if e.kind == "custom"]
+        assert custom[0]["unrepresentable"].startswith("[[[")
+        assert custom[1] == {"thing": "Opaque()"}
+    finally:
+        await store.close()

@@ -69,11 +69,27 @@ def error_data(error: BaseException | None) -> dict[str, Any] | None:
     }
 
 
+_REPR_LIMIT = 2000
+"""Characters of a value's ``repr`` the log keeps when the value cannot be written as JSON."""
+
+
 def plain(value: Any) -> Any:
-    """A value as JSON-ready data (dataclasses, models, enums, ...; ``repr`` as the last resort)."""
+    """A value as JSON-ready data (dataclasses, models, enums, ...; ``repr`` as the last resort).
+
+    Never raises: what a run reports must not stop it. A value that cannot
+    be converted at all (nested too deep, a ``__repr__`` that raises) is
+    logged as ``{"unrepresentable": "<its repr, cut short>"}``.
+    """
     from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when logging
 
-    return to_jsonable_python(value, fallback=repr)
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except Exception:  # noqa: BLE001 - see the docstring
+        try:
+            shown = repr(value)
+        except Exception:  # noqa: BLE001 - a repr that raises
+            shown = f"<{type(value).__name__}>"
+        return {"unrepresentable": shown[:_REPR_LIMIT]}
 
 
 # Each event class's own fields (not the common ones), found once per class.
@@ -103,21 +119,21 @@ def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
     several events a superstep, so this is on its path.
     """
     data: dict[str, Any] = {}
-    simple = True
     for name in _own_fields(type(event)):
         value = getattr(event, name)
-        if isinstance(value, BaseException) or (name == "error" and value is None):
-            data[name] = error_data(value)
-            continue
-        data[name] = value
         kind = type(value)
-        if (
-            simple
-            and kind not in _SIMPLE
-            and not (kind is tuple and all(type(item) is str for item in value))
-        ):
-            simple = False
-    text = _encode(data if simple else plain(data))
+        if kind in _SIMPLE or (kind is tuple and all(type(item) is str for item in value)):
+            data[name] = value
+        elif isinstance(value, BaseException):
+            data[name] = error_data(value)
+        else:
+            data[name] = plain(value)
+    try:
+        text = _encode(data)
+    except (ValueError, RecursionError):  # nested too deep even for the encoder
+        text = _encode(
+            {name: {"unrepresentable": repr(v)[:_REPR_LIMIT]} for name, v in data.items()}
+        )
     return EventEntry(event.superstep, kind_of(type(event)), event.executor_id, at, text)
 
 

@@ -103,3 +103,11 @@ class EventLog(Protocol):
             RunNotFoundError: no such run.
         """
         ...
+
+    async def last_event_seq(self, run_id: str) -> int:
+        """The ``seq`` of the run's newest event (0: none yet): where a follower starts.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ...

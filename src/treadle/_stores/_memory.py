@@ -214,6 +214,16 @@ class MemoryStore(MemoryOwnership):
         with self._lock:
             return _memory_events.read(self._run(run_id), after, limit)
 
+    async def last_event_seq(self, run_id: str) -> int:
+        """The ``seq`` of the run's newest event, 0 if none yet.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        self._check_open()
+        with self._lock:
+            return len(self._run(run_id).events)
+
     async def delete_run(self, run_id: str) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
 

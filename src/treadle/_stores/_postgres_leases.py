@@ -360,6 +360,10 @@ class LeasedStore:
         """A run's event log (the store's)."""
         return await self.store.read_events(run_id, after=after, limit=limit)
 
+    async def last_event_seq(self, run_id: str) -> int:
+        """The newest event's ``seq`` (the store's)."""
+        return await self.store.last_event_seq(run_id)
+
     async def delete_run(self, run_id: str) -> None:
         """Refused: a worker deletes no run (it only advances the one it claimed)."""
         raise LeaseLostError(run_id, self.held.epoch)

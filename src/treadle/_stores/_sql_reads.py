@@ -176,6 +176,17 @@ class SqlReads(ABC):
             await self.get_run(run_id)  # none yet, or no such run
         return [LoggedEvent.from_row(run_id, tuple(row)) for row in rows]
 
+    async def last_event_seq(self, run_id: str) -> int:
+        """The ``seq`` of the run's newest event, 0 if none yet.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        ((last,),) = await self._select(_sql_events.LAST_SEQ, (run_id,))
+        if not last:
+            await self.get_run(run_id)
+        return int(last)
+
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
 
