@@ -146,11 +146,18 @@ class EventJournal:
         clock: The run's clock, which stamps each event's ``at``.
         status: The run's status as stored before this process took it up
             (``None`` for a new run): a status is logged when it changes.
+        superstep: The run's last committed superstep (0 for a new run).
     """
 
     __slots__ = ("_clock", "_inner", "_kept", "_status", "_superstep", "backpressure", "live")
 
-    def __init__(self, inner: EventSink | None, clock: Clock, status: str | None = None) -> None:
+    def __init__(
+        self,
+        inner: EventSink | None,
+        clock: Clock,
+        status: str | None = None,
+        superstep: int = 0,
+    ) -> None:
         self._inner = inner
         self._clock = clock
         self.live = inner.live if inner is not None else False
@@ -159,7 +166,7 @@ class EventJournal:
         )
         self._kept: list[tuple[WorkflowEvent, float]] = []
         self._status = status
-        self._superstep = 0
+        self._superstep = superstep
 
     def publish(self, event: WorkflowEvent) -> None:
         """Keep ``event`` for the next checkpoint (unless it is the checkpointer's); pass it on."""
@@ -191,6 +198,10 @@ class EventJournal:
         return tuple(entries)
 
     def failure_entries(self, status: str, error: str | None) -> tuple[EventEntry, ...]:
-        """What a status recorded without a checkpoint (failed, cancelled) carries to the log."""
-        superstep = max((event.superstep for event, _ in self._kept), default=self._superstep)
-        return self.take(superstep, status, None, error)
+        """What a status recorded without a checkpoint (failed, cancelled) carries to the log.
+
+        Its ``status_changed`` is at the last committed superstep, as the
+        run's own ``StatusChanged`` is: the failure's events say where it
+        happened (the superstep after).
+        """
+        return self.take(self._superstep, status, None, error)

@@ -101,8 +101,12 @@ async def open_run(
         checkpointer = None
         journal = None
         if store is not None and launch.options.event_log:
-            status = restored.status if restored is not None else None
-            sink = journal = EventJournal(sink, settings.clock, status)
+            if restored is None:
+                sink = journal = EventJournal(sink, settings.clock)
+            else:
+                sink = journal = EventJournal(
+                    sink, settings.clock, restored.status, restored.superstep
+                )
         if store is not None:
             checkpointer = Checkpointer(
                 store,
