@@ -200,8 +200,9 @@ class EventJournal:
     def failure_entries(self, status: str, error: str | None) -> tuple[EventEntry, ...]:
         """What a status recorded without a checkpoint (failed, cancelled) carries to the log.
 
-        Its ``status_changed`` is at the last committed superstep, as the
-        run's own ``StatusChanged`` is: the failure's events say where it
-        happened (the superstep after).
+        Its ``status_changed`` belongs to the superstep that failed (or was
+        under way), with that superstep's events: the one after the last
+        committed, which the run's own ``StatusChanged`` names instead.
         """
-        return self.take(self._superstep, status, None, error)
+        superstep = max((event.superstep for event, _ in self._kept), default=self._superstep)
+        return self.take(superstep, status, None, error)
