@@ -8,7 +8,8 @@ in the process, for tests and throwaway work. All implement :class:`Store`,
 the small port any backend implements, whose methods take and return the
 records exported here (:class:`RunRecord`, :class:`CheckpointInfo`,
 :class:`CheckpointRecord`, :class:`Lease`, :class:`InboxItem`,
-:class:`Claimed`, :class:`Unpaused`); ``treadle.serialization`` holds the
+:class:`Claimed`, :class:`Unpaused`, and a run's event log as
+:class:`LoggedEvent` and :class:`EventEntry`); ``treadle.serialization`` holds the
 serializers that turn checkpoint values into bytes.
 """
 
@@ -22,8 +23,10 @@ from treadle._stores._store import (
     CheckpointInfo,
     CheckpointRecord,
     Claimed,
+    EventEntry,
     InboxItem,
     Lease,
+    LoggedEvent,
     RunRecord,
     Store,
 )
@@ -35,8 +38,10 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointRecord",
     "Claimed",
+    "EventEntry",
     "InboxItem",
     "Lease",
+    "LoggedEvent",
     "MemoryStore",
     "PostgresStore",
     "RunRecord",

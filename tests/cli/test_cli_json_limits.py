@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 from treadle_cli import Cli
 
-from treadle._cli._inputs import (
+from treadle._operations._inputs import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
     CommandError,

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from treadle._cli import _execute, _views
-from treadle._cli._commands import is_orphaned
+from treadle._operations._commands import is_orphaned
 from treadle._stores._store import RunRecord
 
 NOW = 1_800_000_000.0

@@ -1,7 +1,7 @@
 """The ``treadle`` command line: its commands, their arguments and exit codes, nothing else.
 
 Each command parses its arguments, calls the commands layer
-(:mod:`treadle._cli._commands`) on the chosen store through
+(:mod:`treadle._operations._commands`) on the chosen store through
 :mod:`treadle._cli._execute` (errors and Ctrl-C), and prints the result
 with :mod:`treadle._cli._views` (rich, or JSON with ``--json``); the options
 several commands share are :mod:`treadle._cli._flags`'. Exit codes:
@@ -10,7 +10,8 @@ several commands share are :mod:`treadle._cli._flags`'. Exit codes:
 * 1 — the run failed, stalled or was cancelled;
 * 2 — bad input: unknown run or request, malformed, oversized or too
   deeply nested JSON, an import path that does not load, a refused or
-  already given answer, a run another process owns (without ``--wait``);
+  already given answer, a run another process owns (without ``--wait``), a
+  run-id prefix several runs share, a ``delete`` refused or not confirmed;
   nothing was changed;
 * 3 — the run rests (it awaits input or waits on a timer) or is paused;
 * 130 — interrupted (Ctrl-C): ``run``, ``resume``, ``respond`` and ``send``
@@ -22,23 +23,25 @@ several commands share are :mod:`treadle._cli._flags`'. Exit codes:
 from __future__ import annotations
 
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from treadle._cli import _commands as commands
+from treadle._cli._event_views import print_settled
 from treadle._cli._execute import execute, execute_sync, refuse
 from treadle._cli._flags import (
     AppOption,
+    FollowOption,
     JsonOption,
     RunIdArgument,
     StoreOption,
     WaitOption,
     with_run_flags,
 )
-from treadle._cli._inputs import load_workflow
+from treadle._cli._follow import continue_run, follow_new
 from treadle._cli._live import stream_run
 from treadle._cli._serve import WorkerSettings, serve
+from treadle._cli._serve_http import serve as serve_http
 from treadle._cli._views import (
     log_to_stderr,
     out,
@@ -55,6 +58,9 @@ from treadle._cli._views import (
     print_unpaused,
 )
 from treadle._engine._result import RunStatus
+from treadle._operations import _commands as commands
+from treadle._operations._inputs import load_workflow
+from treadle._operations._requests import requests_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -80,7 +86,7 @@ app = typer.Typer(
     name="treadle",
     help="Run, inspect and steer durable treadle workflows.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -127,12 +133,13 @@ def run(
     options = flags.run_options()
     loaded, value = execute_sync(lambda: commands.prepare_run(workflow, input_))
 
-    async def work(chosen: Store) -> RunResult:
-        return await stream_run(
+    async def work(chosen: Store) -> tuple[RunResult, list[dict[str, Any]]]:
+        result = await stream_run(
             loaded, value, chosen, run_id, out, quiet=flags.as_json, options=options
         )
+        return result, await requests_of(chosen, result, loaded=loaded)
 
-    _report(execute(flags.store, work, drives=run_id or True, creates=True), flags)
+    _report(*execute(flags.store, work, drives=run_id or True, creates=True), flags)
 
 
 @app.command()
@@ -193,6 +200,7 @@ def resume(
     _continue(
         run_id,
         flags,
+        app_,
         lambda s: commands.resume(
             s, run_id, checkpoint, app_, wait=wait, options=options, superstep=superstep
         ),
@@ -215,6 +223,7 @@ def respond(
     _continue(
         run_id,
         flags,
+        app_,
         lambda s: commands.respond(s, run_id, request_id, value, app_, wait=wait, options=options),
     )
 
@@ -234,29 +243,40 @@ def send(
     _continue(
         run_id,
         flags,
+        app_,
         lambda s: commands.send(s, run_id, message, app_, wait=wait, options=options),
     )
 
 
 def _continue(
-    run_id: str, flags: RunFlags, work: Callable[[Store], Awaitable[RunResult | None]]
+    run_id: str,
+    flags: RunFlags,
+    app_: str | None,
+    work: Callable[[Store], Awaitable[RunResult | None]],
 ) -> None:
     """Continue a stored run through ``work``; Ctrl-C detaches from it.
 
     ``work`` returns the run's new state, or ``None`` when the run's inbox
     holds what it delivered for a worker to apply (on PostgreSQL).
     """
-    result = execute(flags.store, work, drives=run_id)
-    if result is None:
-        print_delivered(run_id, as_json=flags.as_json)
-    else:
-        _report(result, flags)
+    done = execute(flags.store, lambda s: continue_run(s, run_id, work, flags, app_), drives=run_id)
+    if done.result is not None:
+        _report(done.result, done.requests, flags)
+    if done.view is not None:  # --follow, after a worker applied what was delivered
+        _settled(done.view, as_json=flags.as_json)
+    print_delivered(run_id, as_json=flags.as_json)
 
 
-def _report(result: RunResult, flags: RunFlags) -> NoReturn:
-    """Print a run's outcome and exit with its status's code."""
-    print_result(result, as_json=flags.as_json)
+def _report(result: RunResult, requests: list[dict[str, Any]], flags: RunFlags) -> NoReturn:
+    """Print a run's outcome (with how to answer what it asks) and exit with its status's code."""
+    print_result(result, as_json=flags.as_json, requests=requests)
     raise typer.Exit(EXIT_FOR_STATUS[result.status])
+
+
+def _settled(view: commands.RunView, *, as_json: bool) -> NoReturn:
+    """Print where a followed run settled and exit with its status's code."""
+    print_settled(view, as_json=as_json)
+    raise typer.Exit(EXIT_FOR_STATUS[RunStatus(view.run.status)])
 
 
 @app.command()
@@ -270,10 +290,15 @@ def start(
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    follow: FollowOption = False,
 ) -> None:
-    """Queue a run for `treadle worker`s on PostgreSQL; print its id."""
+    """Queue a run for `treadle worker`s on PostgreSQL; print its id (--follow: follow it too)."""
     started = execute(store, lambda s: commands.start(s, workflow, input_, run_id), creates=True)
-    print_started(started, workflow, as_json=as_json)
+    if not (follow and as_json):
+        print_started(started, workflow, as_json=as_json)
+    if follow:
+        view = execute(store, lambda s: follow_new(s, started, quiet=as_json))
+        _settled(view, as_json=as_json)
 
 
 @app.command()
@@ -292,8 +317,10 @@ def fork(
     as_json: JsonOption = False,
 ) -> None:
     """Branch a new run from a checkpoint (continue it with `treadle resume`)."""
-    new_id, at = execute(store, lambda s: _forked(s, run_id, checkpoint, patch, app_, superstep))
-    print_forked(new_id, run_id, at, as_json=as_json)
+    new_id, at, parent = execute(
+        store, lambda s: _forked(s, run_id, checkpoint, patch, app_, superstep)
+    )
+    print_forked(new_id, parent, at, as_json=as_json)
 
 
 async def _forked(
@@ -303,12 +330,13 @@ async def _forked(
     patch: str | None,
     app_: str | None,
     superstep: int | None,
-) -> tuple[str, str]:
-    """Fork, and say at which checkpoint (a prefix or a superstep resolved to its id)."""
+) -> tuple[str, str, str]:
+    """Fork; say at which checkpoint (prefix or superstep resolved) of which run (prefix too)."""
+    run_id = (await commands.get_run(store, run_id)).run_id
     at = await commands.resolve_checkpoint(store, run_id, checkpoint, superstep)
     new_id = await commands.fork(store, run_id, at, patch, app_)
     assert at is not None  # noqa: S101 - fork refuses neither
-    return new_id, at
+    return new_id, at, run_id
 
 
 @app.command()
@@ -321,8 +349,7 @@ def cancel(
     A process advancing it right now commits nothing more. (Ctrl-C on
     ``run``, ``resume``, ``respond`` or ``send`` only detaches.)
     """
-    execute(store, lambda s: commands.cancel(s, run_id))
-    print_cancelled(run_id)
+    print_cancelled(execute(store, lambda s: commands.cancel(s, run_id)))
 
 
 @app.command()
@@ -409,6 +436,13 @@ def worker(
     execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease, creates=True)
 
 
+app.command("serve")(serve_http)  # the HTTP API and the page: treadle._server
+
+
 def main() -> None:
     """Entry point of the ``treadle`` console script."""
     app()
+
+
+# The commands of these modules add themselves to ``app`` (kept apart to keep this one short).
+from treadle._cli import _housekeeping, _inspect  # noqa: E402, F401

@@ -20,11 +20,11 @@ import typer
 from rich.markup import escape
 
 from treadle._checkpoints._ownership import detach_all
-from treadle._cli._inputs import open_store
 from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
 from treadle._exceptions import SerializationError, TreadleError
+from treadle._operations._inputs import open_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -42,7 +42,11 @@ WaitOption = Annotated[
     bool,
     typer.Option("--wait", help="If another process owns the run, wait for it rather than refuse."),
 ]
-RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
+RunIdArgument = Annotated[str, typer.Argument(help="The run id, or a prefix of it naming one run.")]
+FollowOption = Annotated[
+    bool,
+    typer.Option("--follow", help="Draw the run's events as they commit, until it rests or ends."),
+]
 
 # The run options (``treadle.RunOptions``), one typer option each; left out,
 # each takes the workflow's default.
@@ -87,6 +91,8 @@ class RunFlags:
     Attributes:
         store: ``--store``: the store's file or URL (``None``: the default).
         as_json: ``--json``: print JSON for scripts rather than rich text.
+        follow: ``--follow``: draw the run's events from its log as they
+            commit (``run`` always does), until it rests or ends.
         max_supersteps, max_node_iterations, max_concurrency, deterministic,
         timeout, durability, keep_last: the run's options, as in
             ``treadle.RunOptions`` (``None``: the workflow's default).
@@ -94,6 +100,7 @@ class RunFlags:
 
     store: StoreOption = None
     as_json: JsonOption = False
+    follow: FollowOption = False
     max_supersteps: MaxSuperstepsOption = None
     max_node_iterations: MaxNodeIterationsOption = None
     max_concurrency: MaxConcurrencyOption = None

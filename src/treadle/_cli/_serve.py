@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from treadle._checkpoints._ownership import detach_all
-from treadle._cli._inputs import lease_from_environment
+from treadle._operations._inputs import lease_from_environment
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store

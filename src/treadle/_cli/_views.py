@@ -20,8 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from treadle._cli import _commands as commands
+from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
+from treadle._operations import _commands as commands
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
@@ -76,16 +77,28 @@ def when(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
 
 
-def print_result(result: RunResult, *, as_json: bool) -> None:
-    """A run's outcome: status, outputs, and how to answer what it waits for."""
+def print_result(
+    result: RunResult, *, as_json: bool, requests: list[dict[str, Any]] | None = None
+) -> None:
+    """A run's outcome: status, outputs, and how to answer what it waits for.
+
+    ``requests``: its pending requests described with their answer schemas
+    (``_operations._requests.requests_of``), shown field by field; without
+    them, each is shown by its type's name.
+    """
     if as_json:
-        out.print_json(data=plain(_result_data(result)))
+        data = _result_data(result)
+        if requests:
+            data["pending_requests"] = requests
+        out.print_json(data=plain(data))
     else:
         style = "green" if result.status is RunStatus.COMPLETED else "yellow"
         out.print(f"run [bold]{result.run_id}[/bold]: [{style}]{result.status.value}[/{style}]")
         for value in result.outputs:
             out.print(f"  output: {escape(json.dumps(plain(value)))}")
-        for request in result.pending_requests:
+        for line in (line for r in requests or () for line in request_lines(plain(r))):
+            out.print(f"  {line}")
+        for request in () if requests else result.pending_requests:
             payload = escape(json.dumps(plain(request.payload)))
             out.print(
                 f"  waiting for {request.response_type} on request {request.request_id}: {payload}"
@@ -279,11 +292,8 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
     if view.detail:
         out.print(f"  [yellow]{escape(view.detail)}[/yellow]")
         return
-    for request in view.pending_requests:
-        out.print(
-            f"  request {request['request_id']} from {request['executor_id']} "
-            f"({request['response_type']}): {escape(json.dumps(plain(request['payload'])))}"
-        )
+    for line in (line for r in view.pending_requests for line in request_lines(plain(r))):
+        out.print(f"  {line}")
     if view.wake_at is not None:
         out.print(f"  next timer: {when(view.wake_at)}")
     out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")

@@ -5,7 +5,7 @@ typer app only parses arguments and prints. Nothing here prints or exits.
 Errors are :class:`CommandError` (bad input: unknown run, malformed JSON, an
 import path that does not load) or the runtime's own ``TreadleError``s.
 What the command line gives (a store URL, an app path, JSON) is turned into
-a store, a workflow and values by :mod:`treadle._cli._inputs`.
+a store, a workflow and values by :mod:`treadle._operations._inputs`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._cli._inputs import coerce_input, load_workflow, parse_json
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
+from treadle._operations._inputs import coerce_input, load_workflow, parse_json
+from treadle._operations._schemas import describe_request
 from treadle._workflow._runs import cancel_run
 
 if TYPE_CHECKING:
@@ -47,12 +49,38 @@ async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
 
 
 async def get_run(store: Store, run_id: str) -> RunRecord:
-    """The run row, with a one-line error for an unknown id."""
+    """The run a command names: by its id, or by a prefix of it that names one run.
+
+    Ids are long and cut short in a narrow terminal, so any prefix that
+    picks out one run will do (``RunRecord.run_id`` is its full id).
+
+    Raises:
+        CommandError: No run has that id or prefix (naming the store), or
+            several share the prefix (listing them).
+    """
     try:
         return await store.get_run(run_id)
     except RunNotFoundError:
-        msg = f"no run {run_id!r} in this store"
-        raise CommandError(msg) from None
+        found = await store.list_runs(id_prefix=run_id, limit=_SHOWN + 1) if run_id else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        msg = f"no run {run_id!r} in {store_label(store)} (treadle runs lists them)"
+    else:
+        more = ", ..." if len(found) > _SHOWN else ""
+        ids = ", ".join(r.run_id for r in found[:_SHOWN])
+        msg = f"{run_id!r} starts the ids of several runs ({ids}{more}); give more of it"
+    raise CommandError(msg)
+
+
+_SHOWN = 10
+"""How many runs an ambiguous prefix lists."""
+
+
+def store_label(store: Store) -> str:
+    """The store, as an error names it: a SQLite file's full path, else its repr (no password)."""
+    path = getattr(store, "path", None)
+    return repr(str(Path(path).resolve())) if isinstance(path, str) else repr(store)
 
 
 def is_orphaned(run: RunRecord, now: float | None = None) -> bool:
@@ -96,6 +124,7 @@ class RunView:
 async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
     """A run's row plus what its latest checkpoint holds (if its workflow loads)."""
     run = await get_run(store, run_id)
+    run_id = run.run_id
     try:
         workflow = await workflow_of(store, run_id, app)
     except CommandError as error:
@@ -107,13 +136,7 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
         outputs=restored.outputs,
         state=restored.state,
         pending_requests=[
-            {
-                "request_id": r.request_id,
-                "executor_id": r.executor_id,
-                "payload": r.payload,
-                "response_type": r.response_type,
-            }
-            for r in restored.waits.pending_requests()
+            describe_request(workflow, run_id, r) for r in restored.waits.pending_requests()
         ],
         wake_at=restored.waits.next_wake_at(),
     )
@@ -124,7 +147,8 @@ async def history(
 ) -> tuple[RunRecord, list[CheckpointInfo], list[RunRecord]]:
     """A run's row, its checkpoints (oldest first) and its forks."""
     run = await get_run(store, run_id)
-    return run, await store.list_checkpoints(run_id), await store.list_runs(parent_run_id=run_id)
+    forks = await store.list_runs(parent_run_id=run.run_id)
+    return run, await store.list_checkpoints(run.run_id), forks
 
 
 def prepare_run(app: str, raw_input: str) -> tuple[Workflow, Any]:
@@ -148,7 +172,7 @@ async def resume(
     Raises:
         CommandError: No such run, or (without ``wait``) another process owns it.
     """
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     workflow = await workflow_of(store, run_id, app)
     checkpoint_id = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
     try:
@@ -201,7 +225,7 @@ async def respond(
         CommandError: No such run, bad JSON, or (without ``wait``) a busy run.
         RequestAlreadyAnsweredError: Another answer won (the error names it).
     """
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     value = parse_json(raw_value, "answer")
     if served_by_workers(store):
         _refuse_options_for_workers(options)
@@ -230,7 +254,7 @@ async def send(
     Raises:
         CommandError: No such run, bad JSON, or (without ``wait``) a busy run.
     """
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     message = parse_json(raw_message, "message")
     if served_by_workers(store):
         _refuse_options_for_workers(options)
@@ -266,7 +290,7 @@ async def fork(
     superstep: int | None = None,
 ) -> str:
     """Branch a new run from a checkpoint; return its id."""
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     chosen = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
     if chosen is None:
         msg = "fork needs --checkpoint ID (or a prefix of it) or --superstep N"
@@ -316,13 +340,14 @@ async def resolve_checkpoint(
     raise CommandError(msg)
 
 
-async def cancel(store: Store, run_id: str) -> None:
-    """Cancel a run wherever it is: a process advancing it commits nothing more."""
-    await get_run(store, run_id)
+async def cancel(store: Store, run_id: str) -> str:
+    """Cancel a run wherever it is (a process advancing it commits nothing more); return its id."""
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     if served_by_workers(store):
         await client_of(store).cancel(run_id)
-        return
-    await cancel_run(store, run_id)
+    else:
+        await cancel_run(store, run_id)
+    return run_id
 
 
 async def pause(store: Store, run_id: str) -> tuple[PauseOutcome, RunRecord]:
@@ -335,7 +360,7 @@ async def pause(store: Store, run_id: str) -> tuple[PauseOutcome, RunRecord]:
         CommandError: No such run.
         RequestError: It has ended.
     """
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     outcome = await store.pause(run_id)
     return outcome, await store.get_run(run_id)
 
@@ -350,6 +375,6 @@ async def unpause(store: Store, run_id: str) -> tuple[bool, RunRecord]:
         CommandError: No such run.
         RequestError: It has ended, or is neither paused nor asked to pause.
     """
-    await get_run(store, run_id)
+    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     unpaused = await store.unpause(run_id)
     return not unpaused.withdrawn, await store.get_run(run_id)

@@ -1,0 +1,200 @@
+"""Following a run's event log from the command line: ``watch`` and ``--follow``.
+
+Every process that advances a run writes its events to the run's log in
+the store, so this process can draw a run it does not run: one started by
+another ``treadle run``, by a worker, by the server. Three ways:
+
+* :func:`watch`: from the log's start (or ``after``), until the run ends or
+  rests; Ctrl-C stops watching and leaves the run alone.
+* :func:`while_working`: while this process continues the run itself
+  (``resume``, ``respond``, ``send`` with ``--follow`` on SQLite), the
+  events it commits, until it is done.
+* :func:`until_settled`: after this process handed the run to someone else
+  (``start``, or an answer delivered for a worker on PostgreSQL), until
+  the run next rests or ends.
+
+:func:`continue_run` and :func:`follow_new` are what the commands call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from treadle._cli._event_views import EventDrawer
+from treadle._cli._views import out
+from treadle._engine._result import ENDED, RunStatus
+from treadle._operations import _commands as commands
+from treadle._operations._events import POLL_INTERVAL, follow
+from treadle._operations._requests import requests_of
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._cli._flags import RunFlags
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import LoggedEvent, RunRecord, Store
+
+T = TypeVar("T")
+
+_PAGE = 1000  # events read per look
+_SETTLED = frozenset(
+    {s.value for s in ENDED} | {s.value for s in RunStatus if s.is_resting} | {"paused"}
+)
+
+
+async def last_seq(store: Store, run_id: str) -> int:
+    """The ``seq`` of the run's newest event (0: none yet): where following starts."""
+    return await store.last_event_seq(run_id)
+
+
+async def watch(
+    store: Store,
+    run_id: str,
+    shown: Callable[[LoggedEvent], None],
+    *,
+    after: int = 0,
+    poll: float = POLL_INTERVAL,
+) -> bool:
+    """Show the run's events until it ends or rests; ``False`` if Ctrl-C stopped watching first.
+
+    Ctrl-C only stops this loop: the run is not this process's, and nothing
+    is written to it.
+    """
+    loop = asyncio.get_running_loop()
+
+    async def consume() -> None:
+        async for event in follow(store, run_id, after=after, poll=poll, stop_at_rest=True):
+            shown(event)
+
+    task = asyncio.create_task(consume())
+    interrupted = False
+
+    def stop() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    with contextlib.suppress(NotImplementedError):  # a loop without signal handlers
+        loop.add_signal_handler(signal.SIGINT, stop)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise  # cancelled from outside, not by Ctrl-C
+        return False
+    finally:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_signal_handler(signal.SIGINT)
+    return True
+
+
+async def while_working(
+    store: Store, run_id: str, work: Awaitable[T], drawer: EventDrawer, *, after: int
+) -> T:
+    """``work`` (which advances the run here), drawing each event it commits as it commits.
+
+    Ends when ``work`` does, with every event it committed drawn. If this is
+    cancelled (Ctrl-C detaching), ``work`` is cancelled too and unwinds first.
+    """
+    task = asyncio.ensure_future(work)
+    last = after
+    try:
+        while True:
+            finished = task.done()  # before reading: what it committed is then in the log
+            events = await store.read_events(run_id, after=last, limit=_PAGE)
+            for event in events:
+                drawer.draw(event)
+                last = event.seq
+            if len(events) == _PAGE:
+                continue
+            if finished:
+                return task.result()
+            await asyncio.wait({task}, timeout=POLL_INTERVAL)
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def until_settled(
+    store: Store, run_id: str, drawer: EventDrawer, *, after: int, poll: float = POLL_INTERVAL
+) -> RunRecord:
+    """Draw the run's events after ``after`` until it comes to a new rest, or ends; its row then.
+
+    The run may rest already (an answer was just delivered to it, for a
+    worker to apply): it is followed until its log records it moving to a
+    resting or ended status, or it is seen ended with every event drawn.
+    """
+    last, settled = after, False
+    while True:
+        run = await store.get_run(run_id)  # before the events: as follow() does
+        events = await store.read_events(run_id, after=last, limit=_PAGE)
+        for event in events:
+            drawer.draw(event)
+            last = event.seq
+            settled = settled or (
+                event.kind == "status_changed" and event.data.get("status") in _SETTLED
+            )
+        if len(events) == _PAGE:
+            continue
+        if settled or run.status in {s.value for s in ENDED}:
+            return await store.get_run(run_id)
+        await asyncio.sleep(poll)
+
+
+@dataclass(frozen=True, slots=True)
+class Continued:
+    """How ``resume``, ``respond`` or ``send`` left the run.
+
+    Attributes:
+        result: The run's state, when this process continued it.
+        requests: Its pending requests, described (with answer schemas).
+        view: With ``--follow``, the run as it settled after a worker
+            applied what was delivered (on PostgreSQL).
+    """
+
+    result: RunResult | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    view: commands.RunView | None = None
+
+
+async def continue_run(
+    store: Store,
+    run_id: str,
+    work: Callable[[Store], Awaitable[RunResult | None]],
+    flags: RunFlags,
+    app: str | None,
+) -> Continued:
+    """Continue a run through ``work``; with ``--follow``, draw its events as they commit.
+
+    ``work`` returns the run's state, or ``None`` when it delivered to the
+    run's inbox for a worker to apply: then, following, the run is followed
+    until that worker brings it to rest or to its end.
+    """
+    if not flags.follow:
+        result = await work(store)
+    else:
+        run_id = (await commands.get_run(store, run_id)).run_id
+        after = await last_seq(store, run_id)
+        with EventDrawer(out, quiet=flags.as_json) as drawer:
+            result = await while_working(store, run_id, work(store), drawer, after=after)
+            if result is None:
+                await until_settled(store, run_id, drawer, after=drawer.last_seq or after)
+        if result is None:
+            return Continued(view=await commands.show_run(store, run_id, app))
+    if result is None:
+        return Continued()
+    return Continued(result=result, requests=await requests_of(store, result, app))
+
+
+async def follow_new(
+    store: Store, run_id: str, *, quiet: bool, app: str | None = None
+) -> commands.RunView:
+    """A run just queued (``treadle start --follow``), drawn from its first event to its rest."""
+    with EventDrawer(out, quiet=quiet) as drawer:
+        await until_settled(store, run_id, drawer, after=0)
+    return await commands.show_run(store, run_id, app)

@@ -1,0 +1,114 @@
+"""``treadle delete`` and ``treadle prune``: keeping a long-lived store small.
+
+Both go through :mod:`treadle._operations._cleanup`; the store refuses to
+delete a run a live process owns, or one runs were forked from until those
+forks are deleted (exit 2, nothing deleted). ``delete`` asks before it deletes unless
+given ``--yes`` (and, with no terminal to ask on, refuses without it).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from treadle._cli._app import app
+from treadle._cli._execute import execute, refuse
+from treadle._cli._flags import JsonOption, RunIdArgument, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._views import err, out, when
+from treadle._operations import _cleanup as cleanup
+from treadle._operations import _commands as commands
+
+if TYPE_CHECKING:
+    from treadle._stores._store import RunRecord
+
+
+@app.command()
+def delete(
+    run_id: RunIdArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a run: its row, checkpoints, events and inbox.
+
+    Refused (exit 2, nothing deleted) while a process owns the run, and for a
+    run with forks (delete those first: they share what it stored).
+    """
+    row = execute(store, lambda s: commands.get_run(s, run_id))
+    if not yes:
+        if not sys.stdin.isatty():
+            refuse(f"delete run {escape(row.run_id)}? add --yes to delete without asking")
+        question = f"delete run {row.run_id} ({row.workflow}, {row.status}) for good?"
+        if not typer.confirm(question, err=True):
+            refuse("nothing was deleted")
+    execute(store, lambda s: cleanup.delete_run(s, row.run_id))
+    if as_json:
+        out.print_json(data={"run_id": row.run_id, "deleted": True})
+    else:
+        out.print(f"deleted run {escape(row.run_id)} ({escape(row.workflow)}, {row.status})")
+
+
+@app.command()
+def prune(
+    older_than: Annotated[
+        float | None,
+        typer.Option("--older-than", help="Delete ended runs unchanged for more than DAYS."),
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            help=f"Delete ended runs with this status ({', '.join(cleanup.ENDED_STATUSES)}); "
+            "repeatable.",
+        ),
+    ] = None,
+    keep: Annotated[
+        int | None,
+        typer.Option("--keep", help="Every run not deleted keeps only its newest N checkpoints."),
+    ] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="Only runs of it.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go; change nothing.")
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete ended runs (--older-than, --status) and trim the others' checkpoints (--keep).
+
+    Only runs that have ended (completed, failed, cancelled, stalled) are
+    ever deleted; with both --older-than and --status, a run must match
+    both. A run a process owns, or one with a fork that stays, is left
+    alone and named on stderr.
+    """
+    chosen = cleanup.PruneFilter(
+        statuses=tuple(status or ()), older_than_days=older_than, keep=keep, workflow=workflow
+    )
+    done = execute(store, lambda s: cleanup.prune(s, chosen, dry_run=dry_run))
+    for line in done.skipped:
+        err.print(f"[yellow]left alone:[/yellow] {escape(line)}")
+    if as_json:
+        out.print_json(data=_pruned_data(done))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for run in done.deleted:
+        out.print(f"{verb} run {_run_text(run)}")
+    for run_id, count in done.trimmed.items():
+        out.print(f"{verb} {count} old checkpoint(s) of run {escape(run_id)}")
+    checkpoints = sum(done.trimmed.values())
+    out.print(f"{verb} {len(done.deleted)} run(s) and {checkpoints} old checkpoint(s)")
+
+
+def _run_text(run: RunRecord) -> str:
+    return f"{escape(run.run_id)} ({escape(run.workflow)}, {run.status}, {when(run.updated_at)})"
+
+
+def _pruned_data(done: cleanup.Pruned) -> dict[str, Any]:
+    return {
+        "dry_run": done.dry_run,
+        "deleted": [r.run_id for r in done.deleted],
+        "trimmed": done.trimmed,
+        "skipped": done.skipped,
+    }

@@ -1,0 +1,215 @@
+"""Looking at runs from anywhere: ``requests``, ``watch``, ``logs``, ``export``.
+
+``treadle requests`` is the approver's inbox: every request pending in a run
+that awaits input (or waits on a timer while a request is open), newest run
+first, each with the fields its answer takes and a ``treadle respond`` line
+that fits (:mod:`treadle._cli._answering`); a run whose workflow does not
+load here is named on stderr rather than failing the listing.
+
+The others read a run's durable event log, so they work for a run started
+anywhere (another process, a worker, the server) and need none of its code:
+``watch`` follows it live until it ends or rests (Ctrl-C stops watching and
+leaves the run alone: exit 130); ``logs`` prints it whole, failures with
+their full tracebacks; ``export`` writes the run, its checkpoints and its
+events as JSON lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path  # noqa: TC003 - typer reads the annotation
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+from rich.markup import escape
+
+from treadle._cli._answering import request_lines
+from treadle._cli._app import EXIT_FOR_STATUS, app
+from treadle._cli._event_views import EventDrawer, log_lines, print_settled
+from treadle._cli._execute import EXIT_INTERRUPTED, execute, refuse
+from treadle._cli._flags import (  # noqa: TC001 - typer reads them
+    AppOption,
+    JsonOption,
+    RunIdArgument,
+    StoreOption,
+)
+from treadle._cli._follow import watch as watch_events
+from treadle._cli._views import err, out, plain
+from treadle._engine._result import RunStatus
+from treadle._operations import _commands as commands
+from treadle._operations._requests import Pending, scan_pending
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from treadle._stores._store import LoggedEvent, Store
+
+_PAGE = 1000  # events read at a time
+
+AfterOption = Annotated[
+    int, typer.Option("--after", min=0, help="Only events after this one (its seq).")
+]
+
+
+@app.command()
+def requests(
+    workflow: Annotated[str | None, typer.Option("--workflow", help="A workflow name.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Pending requests across runs: who asks what, and how to answer each."""
+    found = execute(store, lambda s: scan_pending(s, workflow=workflow, limit=limit, app=app_))
+    print_requests(found, as_json=as_json)
+
+
+def print_requests(found: Pending, *, as_json: bool) -> None:
+    """Each pending request with its answer's fields; runs that could not be read on stderr."""
+    for line in found.unread:
+        err.print(f"[yellow]could not read run[/yellow] {escape(line)}")
+    if as_json:
+        out.print_json(data=plain({"requests": found.requests, "unread": found.unread}))
+        return
+    if not found.requests:
+        out.print("no pending requests")
+        return
+    shown_run = None
+    for request in found.requests:
+        if request["run_id"] != shown_run:
+            shown_run = request["run_id"]
+            out.print(f"run [bold]{escape(shown_run)}[/bold]:")
+        for line in request_lines(plain(request)):
+            out.print(f"  {line}")
+
+
+@app.command()
+def watch(
+    run_id: RunIdArgument,
+    after: AfterOption = 0,
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Follow a run live, wherever it runs, until it ends or rests (Ctrl-C stops watching only).
+
+    Draws its supersteps, executors, outputs and failures from its event
+    log; ends with where it stands and what it asks. Exit code: the run's
+    (0 completed, 1 failed or cancelled, 3 resting or paused); 130 when
+    Ctrl-C stopped watching, which leaves the run as it was.
+    With --json: its events as JSON lines.
+    """
+
+    async def work(s: Store) -> tuple[str, commands.RunView | None]:
+        full = (await commands.get_run(s, run_id)).run_id
+        with EventDrawer(out, quiet=as_json) as drawer:
+            shown = _print_json_line if as_json else drawer.draw
+            if not await watch_events(s, full, shown, after=after):
+                return full, None
+        return full, await commands.show_run(s, full, app_)
+
+    full, view = execute(store, work)
+    if view is None:
+        err.print(
+            f"stopped watching run {escape(full)}; the run was not touched "
+            f"(treadle watch {escape(full)} to watch it again)"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if not as_json:
+        print_settled(view, as_json=False)
+    raise typer.Exit(EXIT_FOR_STATUS[RunStatus(view.run.status)])
+
+
+@app.command()
+def logs(
+    run_id: RunIdArgument,
+    after: AfterOption = 0,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's event log: every event, numbered; each failure with its full traceback.
+
+    With --json: one JSON object a line (seq, run_id, superstep, type,
+    executor_id, at, data).
+    """
+
+    async def work(s: Store) -> int:
+        row = await commands.get_run(s, run_id)
+        if not as_json:
+            out.print(
+                f"run [bold]{escape(row.run_id)}[/bold] ({escape(row.workflow)}): {row.status}"
+            )
+        count = 0
+        async for event in _events(s, row.run_id, after):
+            count += 1
+            if as_json:
+                _print_json_line(event)
+            else:
+                for line in log_lines(event):
+                    out.print(line)
+        return count
+
+    if execute(store, work) == 0 and not as_json:
+        out.print("  (no events logged)")
+
+
+@app.command()
+def export(
+    run_id: RunIdArgument,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """A run as JSON lines: its row, each checkpoint's info, each event.
+
+    Each line is an object whose "record" says which: "run" (the run's
+    fields), "checkpoint" (checkpoint_id, superstep, status, created_at,
+    parent_checkpoint_id, ...) or "event" (as treadle logs --json).
+    """
+    if output is not None and output.is_dir():
+        refuse(f"{escape(str(output))} is a directory; give a file to write")
+
+    async def work(s: Store) -> tuple[str, int]:
+        row = await commands.get_run(s, run_id)
+        checkpoints = await s.list_checkpoints(row.run_id)
+        target = sys.stdout if output is None else output.open("w", encoding="utf-8")
+        try:
+            _write_line(target, {"record": "run", **dataclasses.asdict(row)})
+            for info in checkpoints:
+                _write_line(target, {"record": "checkpoint", **dataclasses.asdict(info)})
+            count = 0
+            async for event in _events(s, row.run_id, 0):
+                _write_line(target, {"record": "event", **event.to_json()})
+                count += 1
+        finally:
+            if output is not None:
+                target.close()
+        return row.run_id, 1 + len(checkpoints) + count
+
+    full, lines = execute(store, work)
+    if output is not None:
+        err.print(f"exported run {escape(full)} to {escape(str(output))}: {lines} lines")
+
+
+async def _events(store: Store, run_id: str, after: int) -> AsyncIterator[LoggedEvent]:
+    """Every event of the run after ``after``, read a page at a time."""
+    last = after
+    while True:
+        page = await store.read_events(run_id, after=last, limit=_PAGE)
+        for event in page:
+            yield event
+        if len(page) < _PAGE:
+            return
+        last = page[-1].seq
+
+
+def _print_json_line(event: LoggedEvent) -> None:
+    _write_line(sys.stdout, event.to_json())
+    sys.stdout.flush()
+
+
+def _write_line(target: TextIO, record: dict[str, Any]) -> None:
+    target.write(json.dumps(record, default=repr) + "\n")

@@ -1,0 +1,161 @@
+"""``treadle serve``: the HTTP API and the web page, until SIGTERM or Ctrl-C.
+
+The command only gathers its options into a
+:class:`~treadle._server._settings.ServerSettings`, binds the socket
+(so ``--port 0`` gets a free port, named in the printed address), prints the
+page's address with the token (as Jupyter does) and runs uvicorn. The
+server itself is :mod:`treadle._server`; like ``treadle worker`` on SQLite
+it is the store file's timer service while it runs, and stopping it leaves
+the runs it was advancing as last committed (``treadle resume`` or the next
+server or worker takes them up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import secrets
+import signal
+import socket
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from treadle._cli._execute import execute_sync, refuse
+from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads annotations at run time
+from treadle._cli._views import out
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+_HELP_APP = "pkg.module (every workflow in it), pkg.module:workflow or path/app.py[:workflow]."
+_HELP_TOKEN = "The access token (default: TREADLE_TOKEN, else a new one, printed)."  # noqa: S105 - help text
+
+
+def serve(
+    apps: Annotated[list[str], typer.Option("--app", help=_HELP_APP)],
+    store: StoreOption = None,
+    host: Annotated[
+        str, typer.Option("--host", help="The address to listen on (this machine only by default).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="The port (0: any free one).")
+    ] = 8420,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="TREADLE_TOKEN", help=_HELP_TOKEN)
+    ] = None,
+    max_body: Annotated[
+        int, typer.Option("--max-body", min=1, help="The largest request body, in bytes.")
+    ] = 1024 * 1024,
+    poll_interval: Annotated[
+        float,
+        typer.Option("--poll-interval", min=0.01, help="Seconds between looks for due runs."),
+    ] = 1.0,
+) -> None:
+    """Serve the HTTP API and the web page for people who operate and approve runs.
+
+    Every request needs the token (printed with the page's address when none
+    is given): as `Authorization: Bearer TOKEN`, or, for the page's reads, the
+    cookie it sets. On SQLite this process also runs the file's runs and
+    wakes their timers (as `treadle worker` does); on PostgreSQL `treadle
+    worker`s run them and this process queues and delivers.
+    """
+    try:
+        from treadle._server._app import create_app  # noqa: PLC0415 - the server extra
+        from treadle._server._json import Redactor  # noqa: PLC0415
+        from treadle._server._settings import ServerSettings  # noqa: PLC0415
+    except ImportError as error:
+        refuse(f"treadle serve needs the server extra: pip install 'treadle[server]' ({error})")
+    try:
+        settings = ServerSettings(
+            token=token or secrets.token_urlsafe(32),
+            apps=tuple(apps),
+            store=store,
+            host=host,
+            port=port,
+            max_body=max_body,
+            poll_interval=poll_interval,
+        )
+    except ValueError as error:
+        refuse(str(error))
+    application = execute_sync(lambda: create_app(settings))
+    listening = _bind(host, port)
+    bound = listening.getsockname()[1]
+    redact = Redactor.of(settings.token, store)
+    served = ", ".join(sorted(application.state.workflows))
+    out.print(f"treadle serve: {served} on {redact(store or 'treadle.sqlite')}", highlight=False)
+    out.print(f"open {settings.page_url(bound)}", highlight=False, soft_wrap=True)
+    out.print("(API clients send the token as Authorization: Bearer TOKEN)", highlight=False)
+    out.file.flush()
+    _run(application, listening, redact)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket (bound here, so a busy port is refused with one line)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as error:
+        listening.close()
+        refuse(f"cannot listen on {host}:{port}: {error.strerror}")
+    listening.listen(2048)
+    listening.setblocking(False)  # noqa: FBT003 - socket's own signature
+    return listening
+
+
+def _run(application: Any, listening: socket.socket, redact: Callable[[str], str]) -> None:
+    """Run uvicorn on the socket until SIGTERM or Ctrl-C; logs go to stderr, tokens hidden."""
+    import uvicorn  # noqa: PLC0415 - the server extra
+    from uvicorn.config import LOGGING_CONFIG  # noqa: PLC0415
+
+    logs = copy.deepcopy(LOGGING_CONFIG)
+    logs["handlers"]["access"]["stream"] = "ext://sys.stderr"  # stdout: what the command says
+    config = uvicorn.Config(
+        application, log_config=logs, lifespan="on", timeout_graceful_shutdown=5
+    )
+    server = _server_class()(config)
+    logging.getLogger("uvicorn.access").addFilter(_Redacting(redact))
+    asyncio.run(server.serve(sockets=[listening]))
+
+
+def _server_class() -> type[Any]:
+    import uvicorn  # noqa: PLC0415 - the server extra
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping on SIGTERM or Ctrl-C as ``treadle worker`` does.
+
+        uvicorn raises the signal again once it has shut down gracefully, so
+        the process would end killed by it (Ctrl-C: a traceback); a
+        server that stopped as asked exits 0 instead.
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            originals = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in originals.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Redacting(logging.Filter):
+    """Hides the token in access-log lines (``GET /?token=...`` is logged as it came)."""
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self._redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._redact(a) if isinstance(a, str) else a for a in record.args)
+        return True

@@ -1,0 +1,180 @@
+"""Operations that make a change durable now and leave the running for later.
+
+A command that runs a run (``treadle run``, ``resume``, ``respond``) holds
+its caller until the run rests. The HTTP API cannot: it answers as soon as
+what was asked is *durable*, and the run goes on in the background, in the
+server process (SQLite) or on a ``treadle worker`` (PostgreSQL). Each
+operation here does the first half in the caller's time, where a refusal
+(a busy run, an answer that lost, a bad value) can still be reported and
+nothing was changed, and returns the second half, a :data:`DriveOn`, for
+the caller to run in a task it owns.
+
+Answers are decided by the store, never here: :func:`deliver_answer`
+delivers to the run's inbox, and the store keeps the first answer to each
+request and refuses every later one, whoever sent it. An operation that
+goes on with a run here takes its lease *before* it changes anything, as
+``Workflow.send_message`` does, so no timer service takes the run up in
+between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._inbox import expired_instead
+from treadle._checkpoints._ownership import Ownership
+from treadle._engine._options import RunOptions
+from treadle._exceptions import (
+    RequestAlreadyAnsweredError,
+    RunBusyError,
+    RunPausedError,
+    TreadleError,
+)
+from treadle._workflow._launch import Launch, new_run_id, open_run
+from treadle._workflow._pausing import take_over_unpausing
+from treadle._workflow._runs import deliverable_answers, deliverable_message, take_over
+from treadle._workflow._workflow import continue_taken
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._stores._store import Store
+    from treadle._workflow._runs import TakenOver
+    from treadle._workflow._workflow import Workflow
+
+    DriveOn = Callable[[], Awaitable[None]]
+
+logger = logging.getLogger("treadle.server")
+
+BACKGROUND = RunOptions(record_events=False)
+"""How runs go on in the background: nobody waits for their in-memory events."""
+
+
+async def open_new(
+    workflow: Workflow, value: Any, store: Store, run_id: str | None
+) -> tuple[str, DriveOn]:
+    """Create a run (its first checkpoint, leased to this process); return its id and its drive.
+
+    Once this returns the run is stored: a process that dies before driving
+    it leaves an orphan that a timer service takes over.
+
+    Raises:
+        RunExistsError: ``run_id`` is taken.
+        TypeError: The start executor has no handler for the value's type.
+    """
+    chosen = run_id or new_run_id()
+    launch = Launch(message=value, run_id=chosen, store=store, options=BACKGROUND)
+    loop, release = await open_run(workflow, launch, None)
+
+    async def drive_on() -> None:
+        # As Workflow.run drives: cancelled (a server stopping detaches its runs
+        # first, so nothing is recorded), the run stays as last committed.
+        try:
+            await loop.run_to_end()
+        except asyncio.CancelledError:
+            await loop.cancel()
+            raise
+        finally:
+            await release()
+
+    return chosen, drive_on
+
+
+def drive_taken(workflow: Workflow, store: Store, taken: TakenOver) -> DriveOn:
+    """The drive of a run this process has taken over (its lease held, its inbox read)."""
+
+    async def drive_on() -> None:
+        await continue_taken(workflow, taken, store, BACKGROUND)
+
+    return drive_on
+
+
+async def take_for_resume(
+    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None
+) -> DriveOn:
+    """Take a run over to go on from its latest checkpoint (or ``checkpoint_id``).
+
+    A paused run is unpaused first. Raises what ``Workflow.resume`` raises
+    before it runs anything (``RunBusyError`` while another process owns the
+    run; nothing was changed then).
+    """
+    taken = await take_over_unpausing(workflow, store, run_id, checkpoint_id)
+    return drive_taken(workflow, store, taken)
+
+
+async def deliver_answer(
+    workflow: Workflow, store: Store, run_id: str, request_id: str, value: Any, *, take: bool
+) -> DriveOn | None:
+    """Check an answer strictly and deliver it; the store keeps the first answer to a request.
+
+    Nothing is stored unless the answer fits the type its request asked for.
+    With ``take`` (a store whose runs this process runs), the run is leased
+    here first if nobody holds it, and the drive that applies the answer is
+    returned; else (``None``) the answer waits in the run's inbox for
+    whoever takes the run up next: its current owner, a timer service, a
+    worker, or the process that unpauses it.
+
+    Raises:
+        InvalidResponseError: It does not fit (every field at fault named).
+        RequestAlreadyAnsweredError: Another answer was kept first (named).
+        RequestExpiredError: The request's timeout was kept first.
+        UnknownRequestError: No such request is waiting.
+        RequestError: The run has ended.
+    """
+    # wait=True: an answer to a run another process holds waits in its inbox.
+    items = await deliverable_answers(workflow, store, run_id, {request_id: value}, wait=True)
+    # Leased before delivering, so no timer service takes the run up in between
+    # (only to have this process take it over again once it rests).
+    ownership = await _lease_if_free(store, run_id) if take else None
+    try:
+        await store.deliver(run_id, items)
+    except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
+        if ownership is not None:
+            await ownership.close()
+        raise expired_instead(refused) from None
+    except BaseException:
+        if ownership is not None:
+            await ownership.close()
+        raise
+    if ownership is None:
+        return None
+    try:
+        taken = await take_over(workflow, store, run_id, ownership=ownership)
+    except TreadleError as error:  # cancelled meanwhile, say: the answer is kept all the same
+        logger.info("run %s: answer delivered, not applied here: %s", run_id, error)
+        return None
+    return drive_taken(workflow, store, taken)
+
+
+async def _lease_if_free(store: Store, run_id: str) -> Ownership | None:
+    """The run's lease, if nobody holds it and it is not paused (``None`` otherwise)."""
+    try:
+        return await Ownership.acquire(store, run_id)
+    except (RunBusyError, RunPausedError):
+        return None
+
+
+async def deliver_message(
+    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None
+) -> DriveOn:
+    """Deliver the next message of a session to a run this process takes over, to go on here.
+
+    The run is taken first, so the message is checked against a checkpoint
+    no other sender can move on meanwhile (as ``Workflow.send_message``).
+
+    Raises:
+        RunBusyError: Another process owns the run; nothing was delivered.
+        RunPausedError: It is paused; nothing was delivered.
+        RequestError: It is not waiting for input.
+    """
+    ownership = await Ownership.acquire(store, run_id)
+    try:
+        items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
+        await store.deliver(run_id, items)
+    except BaseException:
+        await ownership.close()
+        raise
+    taken = await take_over(workflow, store, run_id, ownership=ownership)
+    return drive_taken(workflow, store, taken)

@@ -1,0 +1,128 @@
+"""The questions runs are waiting on, across runs: an approver's inbox.
+
+``treadle requests`` and ``GET /api/requests`` list them; ``treadle run``,
+``resume`` and ``respond`` describe those a run ends up waiting on. Each is
+the ``<request>`` JSON of the HTTP API (:func:`~._schemas.describe_request`),
+with the JSON schema its answer must fit.
+
+A run's requests are in its latest checkpoint, which only its workflow can
+read (payloads may be its own types), so listing them loads each run's
+workflow: the one given, else the one the run records. A run whose workflow
+does not load is left out of the listing and named in :attr:`Pending.unread`
+rather than failing the whole listing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._result import RunStatus
+from treadle._exceptions import TreadleError
+from treadle._operations._commands import workflow_of
+from treadle._operations._schemas import describe_request
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._engine._result import RunResult
+    from treadle._stores._store import RunRecord, Store
+    from treadle._workflow._workflow import Workflow
+
+ASKING = (RunStatus.AWAITING_INPUT.value, RunStatus.WAITING.value)
+"""The statuses of runs that may have requests pending (a waiting run may ask and sleep)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Pending requests across runs, and the runs that could not be read.
+
+    Attributes:
+        requests: ``<request>`` dicts, the newest run's first, each run's
+            in the order they were asked.
+        unread: One line per run left out: its id and why it could not be read.
+    """
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+
+async def pending_requests(
+    store: Store,
+    *,
+    workflow: str | None = None,
+    limit: int | None = None,
+    app: str | None = None,
+    workflows: Mapping[str, Workflow] | None = None,
+) -> list[dict[str, Any]]:
+    """The requests pending in runs that await input or wait, newest run first.
+
+    Args:
+        store: Where the runs are.
+        workflow: Only runs of the workflow of this name.
+        limit: At most this many requests.
+        app: The app path of every run's workflow (else each run's recorded one).
+        workflows: Loaded workflows by name (a server's ``--app``), used
+            before anything is imported for a run.
+    """
+    found = await scan_pending(store, workflow=workflow, limit=limit, app=app, workflows=workflows)
+    return found.requests
+
+
+async def scan_pending(
+    store: Store,
+    *,
+    workflow: str | None = None,
+    limit: int | None = None,
+    app: str | None = None,
+    workflows: Mapping[str, Workflow] | None = None,
+) -> Pending:
+    """:func:`pending_requests`, and which runs could not be read (for the listing to say so)."""
+    runs: list[RunRecord] = []
+    for status in ASKING:
+        runs += await store.list_runs(status=status, workflow=workflow)
+    runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
+    pending = Pending()
+    for run in runs:
+        if limit is not None and len(pending.requests) >= limit:
+            break
+        try:
+            loaded = await _workflow_for(store, run, app, workflows)
+            record = await store.load_checkpoint(run.run_id)
+            restored = loaded.codec.decode(record, run_id=run.run_id)
+        except TreadleError as error:
+            pending.unread.append(f"{run.run_id}: {error}")
+            continue
+        pending.requests.extend(
+            describe_request(loaded, run.run_id, request)
+            for request in restored.waits.pending_requests()
+        )
+    if limit is not None:
+        del pending.requests[limit:]
+    return pending
+
+
+async def requests_of(
+    store: Store, result: RunResult, app: str | None = None, loaded: Workflow | None = None
+) -> list[dict[str, Any]]:
+    """The requests a run's result waits on, described (with their answer schemas).
+
+    ``loaded``: the run's workflow, when the caller has it; else it is found
+    as every command finds it. ``[]`` when it cannot be: the result stands
+    without its schemas.
+    """
+    if not result.pending_requests:
+        return []
+    try:
+        workflow = loaded or await workflow_of(store, result.run_id, app)
+    except TreadleError:
+        return []
+    return [describe_request(workflow, result.run_id, r) for r in result.pending_requests]
+
+
+async def _workflow_for(
+    store: Store, run: RunRecord, app: str | None, workflows: Mapping[str, Workflow] | None
+) -> Workflow:
+    if app is None and workflows is not None and run.workflow in workflows:
+        return workflows[run.workflow]
+    return await workflow_of(store, run.run_id, app)

@@ -1,0 +1,143 @@
+"""JSON schemas of what a person must type: a workflow's input, a request's answer.
+
+The shape an answer must take used to be a class name, which sends whoever
+must approve something to the source code. The command line prints these
+schemas as fields to fill in, and the HTTP API serves them so that the page
+can draw a form; both describe a pending request the same way here
+(:func:`describe_request`, the ``<request>`` JSON of the API).
+
+A request stores the *name* of its answer's type; the name resolves through
+the workflow's type allowlist, plus the builtins ``_engine._answers`` knows,
+exactly as the check of an arriving answer resolves it, so the schema shown
+is the schema enforced.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import typing
+from typing import TYPE_CHECKING, Any
+
+from treadle._engine._answers import _BUILTINS as ANSWER_BUILTINS
+
+if TYPE_CHECKING:
+    from treadle._engine._waits import PendingRequest
+    from treadle._workflow._workflow import Workflow
+
+
+def input_schema(workflow: Workflow) -> dict[str, Any]:
+    """The JSON schema of a workflow's input: what its start executor accepts.
+
+    An executor with handlers for several types accepts any of them
+    (``anyOf``); one that accepts anything gives ``{}``.
+    """
+    accepted = workflow.prototype(workflow.start_id).accepted_types()
+    if not accepted or object in accepted:
+        return {}
+    if len(accepted) == 1:
+        return _schema_of(accepted[0])
+    return _schema_of(typing.Union[accepted])  # noqa: UP007 - a union of a tuple, at run time
+
+
+def answer_schema(response_type: type | None) -> dict[str, Any]:
+    """The JSON schema an answer of type ``response_type`` must fit.
+
+    Dataclasses, pydantic models, enums and plain types are described as
+    pydantic sees them. Answers are checked strictly (a key the type does
+    not have is refused, not dropped), so each object with named fields says
+    ``"additionalProperties": false``. ``None`` (an untyped request) and
+    ``object`` accept anything: ``{}``.
+    """
+    if response_type is None or response_type is object:
+        return {}
+    schema = _schema_of(response_type)
+    _close_objects(schema)
+    return schema
+
+
+def response_class(workflow: Workflow, type_name: str | None) -> type | None:
+    """The class a request's stored type name names, as an arriving answer's check resolves it.
+
+    ``None``: the request accepts anything, or the workflow does not know
+    the name (its answer would be refused, so no schema fits).
+    """
+    if type_name is None:
+        return None
+    return ANSWER_BUILTINS.get(type_name) or workflow.type_registry.class_of(type_name)
+
+
+def request_answer_schema(workflow: Workflow, type_name: str | None) -> dict[str, Any]:
+    """The JSON schema of the answer a request asking for ``type_name`` must be."""
+    return answer_schema(response_class(workflow, type_name))
+
+
+def describe_request(workflow: Workflow, run_id: str, request: PendingRequest) -> dict[str, Any]:
+    """A pending request as the command line and the HTTP API show it.
+
+    ``{"run_id", "request_id", "executor_id", "payload", "response_type",
+    "answer_schema", "deadline_at"}``; the payload as the run holds it (the
+    caller makes it JSON).
+    """
+    return {
+        "run_id": run_id,
+        "request_id": request.request_id,
+        "executor_id": request.executor_id,
+        "payload": request.payload,
+        "response_type": request.response_type,
+        "answer_schema": request_answer_schema(workflow, request.response_type),
+        "deadline_at": request.deadline_at,
+    }
+
+
+def _schema_of(annotation: Any) -> dict[str, Any]:
+    """A fresh copy of the (cached) schema, which callers may change."""
+    return copy.deepcopy(_cached_schema(annotation))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_schema(annotation: Any) -> dict[str, Any]:
+    """Pydantic's JSON schema of a type; a described ``{}`` for a type it cannot describe.
+
+    Cached: building a ``TypeAdapter`` costs far more than reading a dict,
+    and a listing of pending requests asks for the same few types again
+    and again.
+    """
+    from pydantic import PydanticUserError, TypeAdapter  # noqa: PLC0415 - pydantic only when asked
+
+    name = getattr(annotation, "__qualname__", None) or repr(annotation)
+    try:
+        return TypeAdapter(annotation).json_schema()
+    except PydanticUserError:  # a class pydantic has no schema for: anything it validates
+        return {"title": name, "description": f"a {name} (it has no JSON schema)"}
+
+
+_NAMED_SCHEMAS = ("properties", "$defs")  # keyword -> {name: schema}
+_LISTED_SCHEMAS = ("anyOf", "oneOf", "allOf", "prefixItems")  # keyword -> [schema]
+_ONE_SCHEMA = ("items", "additionalProperties")  # keyword -> schema
+
+
+def _close_objects(schema: dict[str, Any]) -> None:
+    """Mark every object with named fields as taking no other keys (in place, nested too).
+
+    Walks the schema's structure (its sub-schemas, keyword by keyword), so a
+    field that happens to be called ``properties``, or a default value that
+    looks like a schema, is never mistaken for one.
+    """
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node.get("properties"), dict):
+            node.setdefault("additionalProperties", False)
+        for keyword in _NAMED_SCHEMAS:
+            named = node.get(keyword)
+            if isinstance(named, dict):
+                stack.extend(s for s in named.values() if isinstance(s, dict))
+        for keyword in _LISTED_SCHEMAS:
+            listed = node.get(keyword)
+            if isinstance(listed, list):
+                stack.extend(s for s in listed if isinstance(s, dict))
+        for keyword in _ONE_SCHEMA:
+            one = node.get(keyword)
+            if isinstance(one, dict):
+                stack.append(one)

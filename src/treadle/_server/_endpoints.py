@@ -1,0 +1,78 @@
+"""The API's route table: each route once, with what the OpenAPI document says of it.
+
+Routes are declared as :class:`Endpoint` values, not decorated functions,
+so that one table makes the router's routes (:meth:`Endpoint.route`), the
+OpenAPI document (:mod:`treadle._server._openapi`) and the tests that
+every route refuses a request without the token: a route cannot be added
+to one and forgotten in the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query parameter, as the OpenAPI document describes it.
+
+    Attributes:
+        name: Its name.
+        schema: Its JSON schema.
+        description: What it does.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One route of the API.
+
+    Attributes:
+        method: ``GET``, ``POST`` or ``DELETE``.
+        path: Its path, with ``{name}`` parameters (as Starlette and OpenAPI write them).
+        handler: The coroutine answering it.
+        summary: One line for the OpenAPI document.
+        status: The status of a success.
+        response: The component schema of a success's body (``None``: no body).
+        body: The component schema of the request body (``None``: it takes none).
+        body_required: Whether the body must be given.
+        query: Its query parameters.
+        errors: The error statuses it may answer with, besides 401 and 413.
+        stream: It answers with Server-Sent Events, not JSON.
+    """
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    status: int = 200
+    response: str | None = None
+    body: str | None = None
+    body_required: bool = False
+    query: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = (400,)
+    stream: bool = False
+
+    def route(self) -> Route:
+        """The router's route for it."""
+        return Route(self.path, self.handler, methods=[self.method])
+
+    @property
+    def operation_id(self) -> str:
+        """Its OpenAPI ``operationId``: the handler's name."""
+        return self.handler.__name__.strip("_")

@@ -1,0 +1,213 @@
+"""What the API answers with: JSON bodies, the one error shape, and secrets kept out of both.
+
+Every error, whatever raised it, reaches the client as
+``{"error": {"type", "message"[, "fields"]}}`` with the status
+:func:`status_of` gives its class (bad input 400, unknown things 404,
+conflicts 409, values that do not fit their type 422), and every message
+passes through a :class:`Redactor` first, so neither the server's token nor
+a store password is ever echoed back, whatever an error happened to quote.
+Values a run holds (outputs, state, payloads) may be any type its workflow
+allows; :func:`plain` makes them JSON, never failing on one it cannot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from starlette.responses import Response
+
+from treadle._engine._errors import RunCancelledError
+from treadle._exceptions import (
+    AppLoadError,
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    CommandError,
+    DurabilityError,
+    GraphChangedError,
+    InvalidResponseError,
+    LeaseLostError,
+    RequestAlreadyAnsweredError,
+    RequestError,
+    RequestExpiredError,
+    RunExistsError,
+    RunHasForksError,
+    RunNotFoundError,
+    SerializationError,
+    TreadleError,
+    UnknownRequestError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from treadle._stores._store import RunRecord
+
+HIDDEN = "***"
+"""What a secret is replaced with in any message the server sends."""
+
+# A URL's userinfo password (scheme://user:password@host): hidden wherever one appears.
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s]+(?=@)")
+# A libpq key=value password (password=secret).
+_KEY_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+class ApiError(Exception):
+    """A request the API refuses, with the HTTP status and error type to answer with.
+
+    For what the server itself checks (the body, a query parameter, an id
+    prefix); the runtime's own errors are mapped by :func:`status_of`. It
+    never leaves the server (it *is* the response), so it stands outside
+    the ``TreadleError`` tree that callers of treadle catch.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str = "CommandError",
+        fields: list[dict[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.fields = fields
+        self.headers = dict(headers or {})
+
+
+# Most specific first: RequestAlreadyAnsweredError and RequestExpiredError are
+# UnknownRequestErrors, which are RequestErrors; RunNotFoundError is a DurabilityError.
+_STATUSES: tuple[tuple[type[BaseException], int], ...] = (
+    (RequestAlreadyAnsweredError, 409),
+    (RequestExpiredError, 409),  # its timeout was kept as its answer first
+    (UnknownRequestError, 404),
+    (InvalidResponseError, 422),
+    (RunNotFoundError, 404),
+    (CheckpointNotFoundError, 404),
+    (RunExistsError, 409),
+    (RunHasForksError, 409),
+    (LeaseLostError, 409),
+    (SerializationError, 422),  # a value the run's workflow cannot store
+    (RunCancelledError, 409),
+    (RequestError, 409),  # ended, busy, paused: the run's state does not allow it
+    (GraphChangedError, 409),
+    (CheckpointCorruptError, 409),
+    (AppLoadError, 422),  # an input that fits none of the start executor's types
+    (CommandError, 400),
+    (DurabilityError, 503),  # the store is unreachable or failing
+    (TreadleError, 400),  # raised on purpose: what was asked cannot be done
+)
+
+
+def status_of(error: BaseException) -> int:
+    """The HTTP status an error is answered with (500: a bug, never bad input)."""
+    if isinstance(error, ApiError):
+        return error.status
+    for cls, status in _STATUSES:
+        if isinstance(error, cls):
+            return status
+    return 500
+
+
+class Redactor:
+    """Hides secrets (the token, store passwords) in text the server sends or logs.
+
+    Args:
+        secrets: Strings that must never appear: the token, passwords.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        # Longest first, so a secret containing another is hidden whole.
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    @classmethod
+    def of(cls, token: str, store_url: str | None) -> Redactor:
+        """The redactor of a server: its token and its store URL's password."""
+        secrets = [token]
+        if store_url:
+            try:
+                password = urlsplit(store_url).password
+            except ValueError:
+                password = None
+            if password:
+                secrets += [password, unquote(password)]
+            secrets += [m.group(2).strip("'") for m in _KEY_PASSWORD.finditer(store_url)]
+        return cls(secrets)
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every secret and URL or key=value password replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, HIDDEN)
+        text = _URL_PASSWORD.sub(lambda m: m.group("head") + HIDDEN, text)
+        return _KEY_PASSWORD.sub(lambda m: m.group("head") + HIDDEN, text)
+
+
+def error_body(
+    kind: str, message: str, fields: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """The one error shape: ``{"error": {"type", "message"[, "fields"]}}``."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON-ready data: dataclasses, models, datetimes, bytes; NaN as null.
+
+    A value of a type with no JSON form becomes its ``repr``; nesting deeper
+    than pydantic serializes is copied level by level.
+    """
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - only when answering
+
+    try:
+        return to_jsonable_python(value, fallback=repr, inf_nan_mode="null")
+    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
+        return _plain_deep(value)
+
+
+def _plain_deep(value: Any) -> Any:
+    """:func:`plain` without recursion: lists, tuples and dicts copied level by level."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - only when answering
+
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        copied: Any
+        if isinstance(item, dict):
+            named = [(k if isinstance(k, str) else str(plain(k)), v) for k, v in item.items()]
+            copied = dict.fromkeys(k for k, _ in named)
+            stack.extend((copied, k, v) for k, v in named)
+        elif isinstance(item, list | tuple):
+            copied = [None] * len(item)
+            stack.extend((copied, index, v) for index, v in enumerate(item))
+        else:
+            try:
+                copied = to_jsonable_python(item, fallback=repr, inf_nan_mode="null")
+            except ValueError:  # a deep model or dataclass: its repr will do
+                copied = repr(item)
+        parent[key] = copied
+    return root[0]
+
+
+class JsonResponse(Response):
+    """A JSON response of any value :func:`plain` can make JSON (never a serialization error)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        """The body: compact UTF-8 JSON."""
+        return json.dumps(
+            plain(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode()
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    """A run row as the API's ``<run>``: every field the store keeps of it."""
+    return {field.name: getattr(run, field.name) for field in dataclasses.fields(run)}

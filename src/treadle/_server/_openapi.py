@@ -1,0 +1,322 @@
+"""The OpenAPI 3.1 document served at ``/openapi.json``, made from the route table.
+
+Paths and operations come from the :class:`Endpoint` table itself, so the
+document lists every route the router has; the shapes they take and give
+are the component schemas below, written once here (OpenAPI 3.1 schemas
+are JSON Schema 2020-12).
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from treadle._server._endpoints import Endpoint
+
+_PATH_PARAMETER = re.compile(r"{(\w+)}")
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str) -> dict[str, Any]:
+    return {"type": [kind, "null"]}
+
+
+def _object(required: Iterable[str] = (), **properties: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+_ANY: dict[str, Any] = {}  # any JSON value
+
+_RUN = _object(
+    ("run_id", "workflow", "status", "superstep", "created_at", "updated_at"),
+    run_id={"type": "string"},
+    workflow={"type": "string"},
+    status={"type": "string"},
+    superstep={"type": "integer"},
+    checkpoint_id=_nullable("string"),
+    parent_run_id=_nullable("string"),
+    parent_checkpoint_id=_nullable("string"),
+    created_at={"type": "number"},
+    updated_at={"type": "number"},
+    error=_nullable("string"),
+    wake_at=_nullable("number"),
+    deadline_at=_nullable("number"),
+    owner=_nullable("string"),
+    lease_until=_nullable("number"),
+    parked=_nullable("string"),
+    pause_requested=_nullable("number"),
+)
+
+_GRAPH = _object(
+    ("nodes", "edges", "start"),
+    nodes={
+        "type": "array",
+        "items": _object(
+            ("id", "kind", "rank"),
+            id={"type": "string"},
+            kind={"enum": ["start", "executor", "workflow"]},
+            rank={"type": "integer"},
+            graph=_ref("Graph"),
+        ),
+    },
+    edges={
+        "type": "array",
+        "items": _object(
+            ("source", "target", "kind"),
+            source={"type": "string"},
+            target={"type": "string"},
+            kind={
+                "enum": ["plain", "conditional", "fan-out", "fan-in", "switch", "handoff", "error"]
+            },
+            label={"type": "string"},
+        ),
+    },
+    start={"type": "string"},
+)
+
+_REQUEST = _object(
+    ("run_id", "request_id", "executor_id", "payload", "response_type", "answer_schema"),
+    run_id={"type": "string"},
+    request_id={"type": "string"},
+    executor_id={"type": "string"},
+    payload=_ANY,
+    response_type=_nullable("string"),
+    answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
+    deadline_at=_nullable("number"),
+)
+
+_CHECKPOINT = _object(
+    ("checkpoint_id", "superstep", "status", "created_at"),
+    checkpoint_id={"type": "string"},
+    run_id={"type": "string"},
+    superstep={"type": "integer"},
+    status={"type": "string"},
+    parent_checkpoint_id=_nullable("string"),
+    created_at={"type": "number"},
+    wake_at=_nullable("number"),
+)
+
+_EVENT = _object(
+    ("seq", "run_id", "superstep", "type", "at", "data"),
+    seq={"type": "integer", "description": "Its place in the run's log: the SSE id."},
+    run_id={"type": "string"},
+    superstep={"type": "integer"},
+    type={"type": "string", "description": "The event's kind: the SSE event name."},
+    executor_id=_nullable("string"),
+    at={"type": "number"},
+    data={"type": "object"},
+)
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Error": _object(
+        ("error",),
+        error=_object(
+            ("type", "message"),
+            type={"type": "string"},
+            message={"type": "string"},
+            fields={
+                "type": "array",
+                "items": _object(
+                    ("loc", "message"), loc={"type": "string"}, message={"type": "string"}
+                ),
+            },
+        ),
+    ),
+    "Run": _RUN,
+    "RunOnly": _object(("run",), run=_ref("Run")),
+    "RunPage": _object(
+        ("runs", "next_cursor"),
+        runs={"type": "array", "items": _ref("Run")},
+        next_cursor=_nullable("string"),
+    ),
+    "Graph": _GRAPH,
+    "Workflow": _object(
+        ("name", "start", "input_schema", "graph"),
+        name={"type": "string"},
+        start={"type": "string"},
+        input_schema={"type": "object"},
+        graph=_ref("Graph"),
+    ),
+    "WorkflowList": _object(("workflows",), workflows={"type": "array", "items": _ref("Workflow")}),
+    "Request": _REQUEST,
+    "RequestList": _object(("requests",), requests={"type": "array", "items": _ref("Request")}),
+    "RunDetail": _object(
+        ("run", "outputs", "state", "pending_requests", "wake_at", "traceback", "graph"),
+        run=_ref("Run"),
+        outputs={"type": "array"},
+        state={"type": "object"},
+        pending_requests={"type": "array", "items": _ref("Request")},
+        wake_at=_nullable("number"),
+        traceback=_nullable("string"),
+        graph={"oneOf": [_ref("Graph"), {"type": "null"}]},
+        detail=_nullable("string"),
+    ),
+    "Checkpoint": _CHECKPOINT,
+    "History": _object(
+        ("run", "checkpoints", "forks"),
+        run=_ref("Run"),
+        checkpoints={"type": "array", "items": _ref("Checkpoint")},
+        forks={"type": "array", "items": _ref("Run")},
+    ),
+    "Steered": _object(
+        ("run",),
+        run=_ref("Run"),
+        outcome={"enum": ["paused", "requested"], "description": "pause: now, or at a barrier."},
+        was_paused={"type": "boolean", "description": "unpause: false if a pause was withdrawn."},
+    ),
+    "Event": _EVENT,
+    "EventStream": {
+        "type": "string",
+        "description": (
+            "text/event-stream: per event `id: <seq>`, `event: <type>`, `data: <Event as JSON>`;"
+            " a last `event: end` once the run has ended"
+        ),
+    },
+    "StartRun": _object(
+        ("workflow",),
+        workflow={"type": "string"},
+        input=_ANY,
+        run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+    ),
+    "Fork": _object(
+        ("checkpoint_id",),
+        checkpoint_id={"type": "string", "description": "Its id, or a prefix naming one."},
+        state_patch={"type": "object"},
+        run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+    ),
+    "Resume": _object(checkpoint_id={"type": "string"}),
+    "Answer": _object(("answer",), answer=_ANY),
+    "Message": _object(("message",), message=_ANY, target={"type": "string"}),
+}
+
+for _name in ("StartRun", "Fork", "Resume", "Answer", "Message"):
+    SCHEMAS[_name]["additionalProperties"] = False
+
+_REASONS = {
+    400: "Bad input (the message says what; `fields` names each field at fault)",
+    401: "No token, a wrong one, or a change authorized by the cookie alone",
+    404: "No such run, request or workflow",
+    409: "A conflict: answered already, busy, paused, ended or existing",
+    413: "The body is larger than the server's limit",
+    415: "The body is not application/json",
+    422: "An answer or input that does not fit its type (`fields` names each)",
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _operation(endpoint: Endpoint) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "operationId": endpoint.operation_id,
+        "summary": endpoint.summary,
+        "parameters": [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in _PATH_PARAMETER.findall(endpoint.path)
+        ]
+        + [
+            {"name": p.name, "in": "query", "schema": p.schema, "description": p.description}
+            for p in endpoint.query
+        ],
+    }
+    if endpoint.stream:
+        operation["parameters"].append(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "schema": {"type": "string"},
+                "description": "Resume after this event id (wins over ?after=).",
+            }
+        )
+    if endpoint.body is not None:
+        operation["requestBody"] = {
+            "required": endpoint.body_required,
+            "content": _json(_ref(endpoint.body)),
+        }
+    success: dict[str, Any] = {"description": "Done"}
+    if endpoint.stream:
+        success["content"] = {"text/event-stream": {"schema": _ref("EventStream")}}
+    elif endpoint.response is not None:
+        success["content"] = _json(_ref(endpoint.response))
+    responses: dict[str, Any] = {str(endpoint.status): success}
+    for status in sorted({401, 413, *endpoint.errors}):
+        responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref("Error"))}
+    operation["responses"] = responses
+    return operation
+
+
+def _page_paths() -> dict[str, Any]:
+    html = {"description": "The page", "content": {"text/html": {"schema": {"type": "string"}}}}
+    unauthorized = {"description": _REASONS[401], "content": _json(_ref("Error"))}
+    return {
+        "/": {
+            "get": {
+                "operationId": "page",
+                "summary": "The web page (?token=T sets its cookie and redirects here)",
+                "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "200": html,
+                    "303": {"description": "Signed in"},
+                    "401": unauthorized,
+                },
+            }
+        },
+        "/static/{path}": {
+            "get": {
+                "operationId": "static",
+                "summary": "The page's scripts and styles",
+                "parameters": [
+                    {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": {"description": "The file"}, "401": unauthorized},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": {
+                    "200": {"description": "OpenAPI 3.1", "content": _json({"type": "object"})},
+                    "401": unauthorized,
+                },
+            }
+        },
+    }
+
+
+def openapi_document(endpoints: Iterable[Endpoint]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of these endpoints, the page and this document."""
+    paths: dict[str, Any] = _page_paths()
+    for endpoint in endpoints:
+        paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = _operation(endpoint)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "treadle",
+            "version": version("treadle"),
+            "description": (
+                "Operate durable treadle runs: start, follow, steer and answer them. "
+                "Every route needs the token `treadle serve` printed."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": "treadle_token"},
+            },
+        },
+        "security": [{"bearer": []}, {"cookie": []}],
+    }

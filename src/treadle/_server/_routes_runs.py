@@ -1,0 +1,241 @@
+"""Routes over runs: start, list, get, history, fork, delete.
+
+Each is a thin adapter over the commands layer (:mod:`treadle._operations`):
+it reads the request (:mod:`treadle._server._body`), names the run
+(:meth:`Served.find_run`), calls the operation and answers with JSON.
+Errors are raised, and answered by the app's handlers in the one error shape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import Response
+
+from treadle._engine._result import RunStatus
+from treadle._exceptions import CommandError
+from treadle._operations import _commands as commands
+from treadle._operations._background import open_new
+from treadle._operations._cleanup import delete_run
+from treadle._operations._inputs import coerce_input
+from treadle._server._body import (
+    MAX_LIMIT,
+    check_query,
+    choice_query,
+    decode_cursor,
+    encode_cursor,
+    int_query,
+    json_object,
+    text_field,
+    text_query,
+)
+from treadle._server._endpoints import Endpoint, Param
+from treadle._server._fields import fields_of
+from treadle._server._json import ApiError, JsonResponse, run_json
+from treadle._server._state import served_of
+from treadle._server._views import checkpoint_json, run_detail
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from treadle._scaleout._client import Client
+    from treadle._server._state import Served
+    from treadle._workflow._workflow import Workflow
+
+# Ids the API creates runs under: they travel in paths, so no slash, space or '%'.
+_RUN_ID = re.compile(r"[A-Za-z0-9._~:@+-]{1,200}")
+_STATUSES = [status.value for status in RunStatus]
+
+
+def typed_input(workflow: Workflow, value: Any) -> Any:
+    """The JSON input made the type the start executor takes.
+
+    Raises:
+        ApiError: 422 it fits none of them (each field at fault named).
+    """
+    try:
+        return coerce_input(workflow, value)
+    except CommandError as error:
+        message = str(error)
+        raise ApiError(422, message, kind="InvalidInputError", fields=fields_of(message)) from None
+
+
+def chosen_run_id(body: dict[str, Any]) -> str | None:
+    """The ``run_id`` a body asks a new run to have, if any.
+
+    Raises:
+        ApiError: 400 it is not 1 to 200 of letters, digits and ``. _ ~ : @ + -``.
+    """
+    run_id = text_field(body, "run_id")
+    if run_id is not None and not _RUN_ID.fullmatch(run_id):
+        message = "must be 1 to 200 letters, digits or . _ ~ : @ + - (it goes in URLs)"
+        raise ApiError(400, f"run_id: {message}", fields=[{"loc": "run_id", "message": message}])
+    return run_id
+
+
+async def start_run(request: Request) -> Response:
+    """``POST /api/runs``: start a run; it goes on in the background."""
+    served = served_of(request)
+    check_query(request, ())
+    body = await json_object(request, ("workflow", "input", "run_id"))
+    name = text_field(body, "workflow", required=True)
+    assert name is not None  # noqa: S101 - required above
+    workflow = served.workflow(name)
+    run_id = chosen_run_id(body)
+    value = typed_input(workflow, body.get("input"))
+    if served.driver.runs_here:
+        try:
+            run_id, drive_on = await open_new(workflow, value, served.store, run_id)
+        except TypeError as error:  # no handler for the value's type
+            raise ApiError(422, str(error), kind="InvalidInputError") from None
+        served.driver.spawn(run_id, drive_on)
+    else:
+        run_id = await _client(served).start(workflow.name, value, run_id=run_id)
+    run = await served.store.get_run(run_id)
+    return JsonResponse(
+        {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{run_id}"}
+    )
+
+
+def _client(served: Served) -> Client:
+    """A client of the workers' queue (PostgreSQL), encoding with the served workflows."""
+    from treadle._scaleout._client import Client  # noqa: PLC0415 - PostgreSQL only
+
+    return Client(served.store, served.workflows.values())  # type: ignore[arg-type]
+
+
+async def list_runs(request: Request) -> Response:
+    """``GET /api/runs``: runs newest first, a page at a time."""
+    served = served_of(request)
+    check_query(request, ("status", "workflow", "limit", "cursor"))
+    status = choice_query(request, "status", _STATUSES)
+    limit = int_query(request, "limit", 50, low=1, high=MAX_LIMIT)
+    cursor = text_query(request, "cursor")
+    before = decode_cursor(cursor) if cursor is not None else None
+    rows = await served.store.list_runs(
+        status=status, workflow=text_query(request, "workflow"), limit=limit + 1, before=before
+    )
+    page, more = rows[:limit], len(rows) > limit
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].run_id) if more else None
+    return JsonResponse({"runs": [run_json(r) for r in page], "next_cursor": next_cursor})
+
+
+async def get_run(request: Request) -> Response:
+    """``GET /api/runs/{run_id}``: a run, what it holds, its traceback and its graph."""
+    served = served_of(request)
+    check_query(request, ())
+    run = await served.find_run(request.path_params["run_id"])
+    return JsonResponse(await run_detail(served, run))
+
+
+async def run_history(request: Request) -> Response:
+    """``GET /api/runs/{run_id}/history``: its checkpoints, oldest first, and its forks."""
+    served = served_of(request)
+    check_query(request, ())
+    found = await served.find_run(request.path_params["run_id"])
+    run, checkpoints, forks = await commands.history(served.store, found.run_id)
+    return JsonResponse(
+        {
+            "run": run_json(run),
+            "checkpoints": [checkpoint_json(c) for c in checkpoints],
+            "forks": [run_json(f) for f in forks],
+        }
+    )
+
+
+async def fork_run(request: Request) -> Response:
+    """``POST /api/runs/{run_id}/fork``: branch a new run from a checkpoint, its state patched."""
+    served = served_of(request)
+    check_query(request, ())
+    found = await served.find_run(request.path_params["run_id"])
+    body = await json_object(request, ("checkpoint_id", "state_patch", "run_id"))
+    given = text_field(body, "checkpoint_id", required=True)
+    patch = body.get("state_patch")
+    if patch is not None and not isinstance(patch, dict):
+        message = "must be an object of state key: new value"
+        raise ApiError(
+            400, f"state_patch: {message}", fields=[{"loc": "state_patch", "message": message}]
+        )
+    new_id = chosen_run_id(body)
+    workflow = served.workflow(found.workflow)
+    checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
+    assert checkpoint is not None  # noqa: S101 - given above
+    forked = await workflow.fork(
+        found.run_id, checkpoint, patch, new_run_id=new_id, store=served.store
+    )
+    run = await served.store.get_run(forked)
+    return JsonResponse(
+        {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{forked}"}
+    )
+
+
+async def delete_one(request: Request) -> Response:
+    """``DELETE /api/runs/{run_id}``: delete a run (refused while a live process owns it)."""
+    served = served_of(request)
+    check_query(request, ())
+    found = await served.find_run(request.path_params["run_id"])
+    await delete_run(served.store, found.run_id)
+    return Response(status_code=204)
+
+
+_RUN_PATH = "/api/runs/{run_id}"
+
+ENDPOINTS = (
+    Endpoint(
+        "GET",
+        "/api/runs",
+        list_runs,
+        "List runs, newest first, a page at a time",
+        response="RunPage",
+        query=(
+            Param("status", {"type": "string", "enum": _STATUSES}, "Only runs with this status."),
+            Param("workflow", {"type": "string"}, "Only runs of this workflow."),
+            Param(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50},
+                "At most this many runs.",
+            ),
+            Param("cursor", {"type": "string"}, "Where the last page left off (its next_cursor)."),
+        ),
+    ),
+    Endpoint(
+        "POST",
+        "/api/runs",
+        start_run,
+        "Start a run (it goes on in the background)",
+        status=201,
+        response="RunOnly",
+        body="StartRun",
+        body_required=True,
+        errors=(400, 404, 409, 415, 422),
+    ),
+    Endpoint(
+        "GET",
+        _RUN_PATH,
+        get_run,
+        "A run: its row, outputs, state, pending requests, traceback and graph",
+        response="RunDetail",
+        errors=(400, 404),
+    ),
+    Endpoint("DELETE", _RUN_PATH, delete_one, "Delete a run", status=204, errors=(400, 404, 409)),
+    Endpoint(
+        "GET",
+        f"{_RUN_PATH}/history",
+        run_history,
+        "A run's checkpoints (oldest first) and its forks",
+        response="History",
+        errors=(400, 404),
+    ),
+    Endpoint(
+        "POST",
+        f"{_RUN_PATH}/fork",
+        fork_run,
+        "Branch a new run from a checkpoint, its state patched",
+        status=201,
+        response="RunOnly",
+        body="Fork",
+        body_required=True,
+        errors=(400, 404, 409, 415),
+    ),
+)

@@ -1,0 +1,87 @@
+"""How ``treadle serve`` serves, as one frozen, checked value.
+
+Everything the command line says about the server (where the runs are,
+which workflows it serves, where it listens, its token and limits) travels
+as one :class:`ServerSettings`, checked where it is made, so a bad value is
+refused before anything is opened or bound.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where the server listens unless told otherwise: this machine only."""
+
+DEFAULT_PORT = 8420
+"""The server's port unless told otherwise."""
+
+DEFAULT_MAX_BODY = 1024 * 1024
+"""The largest request body the server reads: 1 MiB."""
+
+# A token goes into a header, a cookie and a URL unchanged: RFC 7235's token68
+# characters (no spaces, quotes, semicolons or commas) keep all three safe.
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{8,512}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """What ``treadle serve`` was told.
+
+    Attributes:
+        token: The secret every request must carry (``Authorization: Bearer``,
+            or for reads the page's cookie).
+        apps: The ``--app`` paths of the workflows it serves.
+        store: The store's URL (``None``: ``TREADLE_STORE``, else the default file).
+        host: The address it listens on.
+        port: Its port (0: any free one, chosen when it binds).
+        max_body: The largest request body, in bytes.
+        poll_interval: Seconds between the SQLite timer service's looks for due runs.
+        event_poll: Seconds between an event stream's looks for new events.
+    """
+
+    token: str
+    apps: tuple[str, ...] = ()
+    store: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    max_body: int = DEFAULT_MAX_BODY
+    poll_interval: float = 1.0
+    event_poll: float = 0.25
+
+    def __post_init__(self) -> None:
+        """Refuse values no server could run with.
+
+        Raises:
+            ValueError: The token is too short, too long or holds characters
+                a header or cookie cannot carry; a limit or interval is not
+                positive; the port is out of range.
+        """
+        if not _TOKEN.fullmatch(self.token):
+            msg = (
+                "the token must be 8 to 512 characters of letters, digits and . _ ~ + / = -"
+                " (it travels in a header, a cookie and a URL)"
+            )
+            raise ValueError(msg)
+        if not 0 <= self.port <= 65535:  # noqa: PLR2004 - the port range
+            msg = f"the port must be 0 to 65535, not {self.port}"
+            raise ValueError(msg)
+        if self.max_body < 1:
+            msg = f"the body limit must be at least 1 byte, not {self.max_body}"
+            raise ValueError(msg)
+        for name in ("poll_interval", "event_poll"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                msg = f"{name} must be a positive number of seconds, not {value}"
+                raise ValueError(msg)
+
+    def page_url(self, port: int | None = None) -> str:
+        """The page's address with the token, as printed at start (``port``: the bound one)."""
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):  # noqa: S104 - naming it, not binding it
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port if port is not None else self.port}/?token={quote(self.token)}"

@@ -1,0 +1,110 @@
+"""A run's event log as Server-Sent Events, resumable with nothing missed or repeated.
+
+``GET /api/runs/{run_id}/events`` sends one SSE message per logged event:
+``id: <seq>``, ``event: <kind>``, ``data: <the event as JSON>``. The log is
+the store's (:mod:`treadle._operations._events`), so a run started
+anywhere (another process, a worker) is followed the same way, and since
+each event's ``seq`` is its place in the run's log, a client that
+reconnects with ``Last-Event-ID: N`` (as a browser's ``EventSource`` does
+by itself) gets exactly the events after N, in order. ``?after=N`` does the
+same for a first connection; the header wins when both are given, since it
+is where the client actually got to. Once the run has ended and every event
+is sent, a last message ``event: end`` (with no id) closes the stream: a
+client should then stop rather than reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from treadle._exceptions import TreadleError
+from treadle._operations._events import follow
+from treadle._server._body import check_query, int_query
+from treadle._server._endpoints import Endpoint, Param
+from treadle._server._json import ApiError, error_body, plain, status_of
+from treadle._server._state import served_of
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from treadle._server._state import Served
+
+_MAX_SEQ = 2**53
+"""The largest event id a client may name (JSON's largest exact integer)."""
+
+_PING = 15
+"""Seconds between keep-alive comments on a quiet stream."""
+
+
+def _resume_point(request: Request) -> int:
+    """Where the stream starts: after ``Last-Event-ID``, else after ``?after=``, else 0.
+
+    Raises:
+        ApiError: 400 either is not a whole number from 0 up.
+    """
+    after = int_query(request, "after", 0, low=0, high=_MAX_SEQ)
+    last = request.headers.get("last-event-id")
+    if last is None or not last.strip():
+        return after
+    try:
+        seq = int(last.strip())
+    except ValueError:
+        seq = -1
+    if not 0 <= seq <= _MAX_SEQ:
+        message = "must be the id of an event this stream sent (a whole number)"
+        raise ApiError(
+            400, f"Last-Event-ID: {message}", fields=[{"loc": "Last-Event-ID", "message": message}]
+        )
+    return seq
+
+
+async def run_events(request: Request) -> Response:
+    """``GET /api/runs/{run_id}/events``: the run's events as they commit (see the module)."""
+    served = served_of(request)
+    check_query(request, ("after",))
+    run = await served.find_run(request.path_params["run_id"])
+    after = _resume_point(request)
+    return EventSourceResponse(
+        _messages(served, run.run_id, after),
+        ping=_PING,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    try:
+        async for event in follow(
+            served.store, run_id, after=after, poll=served.settings.event_poll
+        ):
+            data = json.dumps(plain(event.to_json()), ensure_ascii=False, allow_nan=False)
+            yield ServerSentEvent(data, event=event.kind, id=str(event.seq))
+            # Let the loop run between events: a client gone mid-burst is noticed at once,
+            # rather than after writing the rest of a page of events to a closed socket.
+            await asyncio.sleep(0)
+    except TreadleError as error:  # deleted meanwhile, or the store failed: say so, then stop
+        body = error_body(type(error).__name__, served.redactor(str(error)))
+        body["error"]["status"] = status_of(error)
+        yield ServerSentEvent(json.dumps(body), event="error")
+        return
+    yield ServerSentEvent("{}", event="end")
+
+
+ENDPOINTS = (
+    Endpoint(
+        "GET",
+        "/api/runs/{run_id}/events",
+        run_events,
+        "A run's events as Server-Sent Events (Last-Event-ID resumes)",
+        response="EventStream",
+        query=(Param("after", {"type": "integer", "minimum": 0}, "Start after this event id."),),
+        errors=(400, 404),
+        stream=True,
+    ),
+)

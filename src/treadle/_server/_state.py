@@ -1,0 +1,94 @@
+"""What every route works with: the store, the served workflows, the driver of runs.
+
+One :class:`Served` per server, made when its lifespan opens the store and
+kept on ``app.state.served``. Runs are named in paths by their id or any
+prefix of it that picks out one run (:meth:`Served.find_run`); a run's
+workflow is one of those the server was started with (``--app``), found
+by the name the run records, never imported from anything a request or a
+stored run says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import RunNotFoundError
+from treadle._server._json import ApiError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from starlette.requests import Request
+
+    from treadle._server._driver import Driver
+    from treadle._server._json import Redactor
+    from treadle._server._settings import ServerSettings
+    from treadle._stores._store import RunRecord, Store
+    from treadle._workflow._workflow import Workflow
+
+_SHOWN = 5
+"""How many runs an ambiguous prefix names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The server's running parts.
+
+    Attributes:
+        settings: What it was started with.
+        store: Its store, open for the server's lifetime.
+        workflows: The workflows it serves, by name.
+        driver: What advances runs (see :mod:`treadle._server._driver`).
+        redactor: Hides the token and store passwords in what it sends.
+    """
+
+    settings: ServerSettings
+    store: Store
+    workflows: Mapping[str, Workflow]
+    driver: Driver
+    redactor: Redactor
+
+    async def find_run(self, given: str) -> RunRecord:
+        """The run named by its id, or by a prefix of its id that names one run.
+
+        Raises:
+            RunNotFoundError: No run has that id or prefix (404).
+            ApiError: Several runs share the prefix (400, some named).
+        """
+        try:
+            return await self.store.get_run(given)
+        except RunNotFoundError:
+            if not given:
+                raise
+            found = await self.store.list_runs(id_prefix=given, limit=_SHOWN + 1)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise RunNotFoundError(given)
+        more = ", ..." if len(found) > _SHOWN else ""
+        shown = ", ".join(r.run_id for r in found[:_SHOWN])
+        raise ApiError(400, f"{given!r} starts the ids of several runs ({shown}{more}); give more")
+
+    def workflow(self, name: str) -> Workflow:
+        """The served workflow of this name.
+
+        Raises:
+            ApiError: 404, this server does not serve it (the ones it does named).
+        """
+        found = self.workflows.get(name)
+        if found is None:
+            served = ", ".join(sorted(self.workflows)) or "none"
+            raise ApiError(
+                404,
+                f"this server does not serve a workflow {name!r} (it serves: {served}; "
+                f"start it with --app for that workflow's module)",
+                kind="WorkflowNotFoundError",
+            )
+        return found
+
+
+def served_of(request: Request) -> Served:
+    """The server's parts, as its lifespan left them on the app."""
+    served: Served = request.app.state.served
+    return served

@@ -1,0 +1,97 @@
+"""What the API shows of runs and workflows, as JSON-ready dicts.
+
+A run's outputs, state and pending requests are in its latest checkpoint,
+which only its workflow can decode: the server decodes runs of the
+workflows it serves and, for any other, shows the run's row and says why
+the rest is missing (``"detail"``) rather than failing. A failed run's
+traceback is in its event log (the ``status_changed`` event that failed
+it, or else the last ``executor_failed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import TreadleError
+from treadle._operations._schemas import describe_request, input_schema
+from treadle._server._graphs import graph_json
+from treadle._server._json import run_json
+
+if TYPE_CHECKING:
+    from treadle._server._state import Served
+    from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._workflow._workflow import Workflow
+
+
+def workflow_json(workflow: Workflow) -> dict[str, Any]:
+    """A served workflow: its name, start executor, input schema and graph."""
+    return {
+        "name": workflow.name,
+        "start": workflow.start_id,
+        "input_schema": input_schema(workflow),
+        "graph": graph_json(workflow),
+    }
+
+
+def checkpoint_json(info: CheckpointInfo) -> dict[str, Any]:
+    """A checkpoint as ``history`` lists it."""
+    return {field.name: getattr(info, field.name) for field in dataclasses.fields(info)}
+
+
+async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
+    """``GET /api/runs/{id}``: the row, what its checkpoint holds, its traceback, its graph."""
+    detail: dict[str, Any] = {
+        "run": run_json(run),
+        "outputs": [],
+        "state": {},
+        "pending_requests": [],
+        "wake_at": run.wake_at,
+        "traceback": await traceback_of(served.store, run),
+        "graph": None,
+        "detail": None,
+    }
+    workflow = served.workflows.get(run.workflow)
+    if workflow is None:
+        served_names = ", ".join(sorted(served.workflows)) or "none"
+        detail["detail"] = (
+            f"this server does not serve workflow {run.workflow!r} (it serves: {served_names}); "
+            f"its outputs, state and requests are shown by a server started with its --app"
+        )
+        return detail
+    detail["graph"] = graph_json(workflow)
+    if run.checkpoint_id is None:  # queued for a worker: nothing committed yet
+        return detail
+    try:
+        record = await served.store.load_checkpoint(run.run_id)
+        restored = workflow.codec.decode(record, run_id=run.run_id)
+    except TreadleError as error:  # a corrupt checkpoint, a type no longer allowed
+        detail["detail"] = f"{type(error).__name__}: {error}"
+        return detail
+    detail |= {
+        "outputs": list(restored.outputs),
+        "state": dict(restored.state),
+        "pending_requests": [
+            describe_request(workflow, run.run_id, request)
+            for request in restored.waits.pending_requests()
+        ],
+        "wake_at": restored.waits.next_wake_at(),
+    }
+    return detail
+
+
+async def traceback_of(store: Store, run: RunRecord) -> str | None:
+    """The traceback of what failed a failed run, from its event log (``None``: none kept)."""
+    if run.status != "failed":
+        return None
+    events = await store.read_events(run.run_id)
+    for event in reversed(events):
+        if event.kind == "status_changed" and isinstance(event.data.get("traceback"), str):
+            traceback: str = event.data["traceback"]
+            return traceback
+    for event in reversed(events):
+        error = event.data.get("error") if event.kind == "executor_failed" else None
+        if isinstance(error, dict) and isinstance(error.get("traceback"), str):
+            found: str = error["traceback"]
+            return found
+    return None

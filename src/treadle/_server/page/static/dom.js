@@ -1,0 +1,99 @@
+// Small DOM helpers: the page builds its markup with h(), never from HTML
+// strings, so nothing a run holds (ids, payloads, tracebacks) is ever parsed
+// as markup.
+
+/**
+ * h("a", {href: "#/", class: "x", onclick: fn}, "text", child, [more]) -> Element.
+ * Attributes named on* become listeners; `false`, null and undefined are left out.
+ */
+export function h(tag, attrs, ...children) {
+  const svg = tag.startsWith("svg:");
+  const el = svg
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag.slice(4))
+    : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name.startsWith("on") && typeof value === "function") {
+      el.addEventListener(name.slice(2), value);
+    } else if (name === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (!svg && (name === "value" || name === "checked" || name === "selected")) {
+      el[name] = value;
+    } else {
+      el.setAttribute(name, value === true ? "" : String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : String(child));
+  }
+}
+
+/** Replaces everything inside `el` with `children`. */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+/** A value as indented JSON in a <pre>. */
+export function jsonBlock(value, label) {
+  return h("pre", { class: "json", "aria-label": label || null }, JSON.stringify(value, null, 2));
+}
+
+/** Epoch seconds as local "YYYY-MM-DD HH:MM:SS". */
+export function when(epoch) {
+  if (epoch === null || epoch === undefined) return "";
+  const d = new Date(epoch * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+  );
+}
+
+/** Seconds as "0.42 s" / "12 s" / "3 min". */
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "";
+  if (seconds < 10) return `${seconds.toFixed(2)} s`;
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  return `${Math.round(seconds / 60)} min`;
+}
+
+/** A run status as a coloured badge (the colour is never the only sign: the word is there). */
+export function statusBadge(status) {
+  return h("span", { class: `badge status-${status}` }, String(status).replace("_", " "));
+}
+
+/** Tells the user something through the polite live region. */
+export function notify(text, kind = "info") {
+  const box = document.getElementById("notice");
+  if (!box) return;
+  fill(box, h("p", { class: `notice-${kind}` }, text));
+  clearTimeout(notify.timer);
+  notify.timer = setTimeout(() => box.replaceChildren(), 6000);
+}
+
+/** An id short enough for a table, the whole id in its tooltip. */
+export function shortId(id) {
+  return id.length > 14 ? `${id.slice(0, 12)}…` : id;
+}
+
+export const FINAL = new Set(["completed", "failed", "cancelled", "stalled"]);
+export const STATUSES = [
+  "pending",
+  "running",
+  "awaiting_input",
+  "waiting",
+  "paused",
+  "completed",
+  "failed",
+  "cancelled",
+  "stalled",
+];

@@ -1,0 +1,112 @@
+"""Workflows the page's browser tests drive through `treadle serve`.
+
+``approval`` drafts a proposal, asks a person to approve it (the answer is an
+``Approval``: ``approved: bool`` and ``note: str``) and publishes the
+verdict; ``failing`` raises in its only handler, so its run fails with a
+traceback.
+"""
+
+import enum
+from dataclasses import dataclass
+
+from treadle import WorkflowBuilder, WorkflowContext, executor
+
+
+@dataclass(frozen=True)
+class Proposal:
+    title: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Approval:
+    approved: bool
+    note: str
+
+
+@executor
+async def draft(proposal: Proposal, ctx: WorkflowContext[str]) -> None:
+    ctx.state.set("title", proposal.title)
+    ctx.send_message(f"{proposal.title}: {proposal.amount} EUR")
+
+
+@executor
+async def review(text: str, ctx: WorkflowContext[dict]) -> None:
+    verdict = await ctx.request({"proposal": text}, Approval)
+    ctx.state.set("approved", verdict.approved)
+    ctx.send_message({"text": text, "approved": verdict.approved, "note": verdict.note})
+
+
+@executor
+async def publish(verdict: dict, ctx: WorkflowContext) -> None:
+    ctx.yield_output(verdict)
+
+
+approval = (
+    WorkflowBuilder(start=draft, name="approval")
+    .add_edge(draft, review)
+    .add_edge(review, publish)
+    .register_type(Approval)
+    .build()
+)
+
+
+def check_amount(amount: int) -> None:
+    if amount > 100:
+        raise ValueError(f"amount {amount} is over the limit of 100")
+
+
+@executor
+async def validate(amount: int, ctx: WorkflowContext) -> None:
+    check_amount(amount)
+    ctx.yield_output(amount)
+
+
+failing = WorkflowBuilder(start=validate, name="failing").build()
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@dataclass(frozen=True)
+class Address:
+    city: str
+    floor: int
+
+
+@dataclass(frozen=True)
+class Survey:
+    """An answer with every kind of field the page's form generator draws."""
+
+    priority: Priority
+    score: float
+    address: Address
+    tags: list[str]
+    urgent: bool = False
+    comment: str | None = None
+
+
+@executor
+async def ask_survey(topic: str, ctx: WorkflowContext) -> None:
+    answer = await ctx.request({"topic": topic}, Survey)
+    ctx.yield_output(
+        {
+            "priority": answer.priority.value,
+            "score": answer.score,
+            "address": {"city": answer.address.city, "floor": answer.address.floor},
+            "tags": answer.tags,
+            "urgent": answer.urgent,
+            "comment": answer.comment,
+        }
+    )
+
+
+survey = (
+    WorkflowBuilder(start=ask_survey, name="survey")
+    .register_type(Survey)
+    .register_type(Address)
+    .register_type(Priority)
+    .build()
+)

@@ -1,0 +1,288 @@
+"""The page in a real browser (Debian's Chromium, driven by Playwright) against `treadle serve`.
+
+One server (a subprocess on a SQLite file) and one browser serve the whole
+module; each test opens its own browser context, signs in with the printed
+address, and works the page as a person would: by labels and buttons. The
+screenshots in docs/images/server-*.png are taken here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from page_server import Server, start_server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+IMAGES = Path(__file__).parents[2] / "docs" / "images"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    store = tmp_path_factory.mktemp("page") / "runs.db"
+    running = start_server(store, "page_app")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, server: Server):
+    context = browser.new_context(viewport={"width": 1240, "height": 900})
+    context.set_default_timeout(10_000)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.goto(server.page_url)  # sets the cookie, then redirects to / without the token
+    expect(opened).to_have_url(re.compile(r"/(#/runs)?$"))
+    yield opened
+    context.close()
+    assert errors == [], f"errors in the page: {errors}; server said:\n{''.join(server.output)}"
+
+
+def run_id_of(page) -> str:
+    match = re.search(r"#/runs/([^/?]+)$", page.url)
+    assert match, page.url
+    return match.group(1)
+
+
+def start_from_page(page, workflow: str, fill) -> str:
+    page.get_by_role("link", name="Start a run").click()
+    expect(page.get_by_role("heading", name="Start a run")).to_be_visible()
+    page.get_by_label("Workflow").select_option(workflow)
+    fill(page)
+    page.get_by_role("button", name="Start run").click()
+    expect(page).to_have_url(re.compile(r"#/runs/\w+$"))
+    return run_id_of(page)
+
+
+def test_approval_started_watched_answered_and_completed_from_the_page(page, server: Server):
+    def fill(p) -> None:
+        p.get_by_label("Title").fill("New laptop")
+        p.get_by_label("Amount").fill("900")
+
+    run_id = start_from_page(page, "approval", fill)
+
+    # Live: the event stream colours the graph and fills the timeline while the page stays put.
+    expect(page.locator('svg .node[data-id="draft"]')).to_have_attribute("data-mark", "ran")
+    expect(page.locator('svg .node[data-id="review"]')).to_have_attribute("data-mark", "waiting")
+    expect(page.locator(".run-header .badge")).to_have_text("awaiting input")
+    expect(page.locator("#timeline li.step").first).to_be_visible()
+
+    # The inbox lists the request with a form generated from Approval's schema.
+    page.get_by_role("link", name=re.compile("^Inbox")).click()
+    expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+    card = page.locator(f'form.request[data-run="{run_id}"]')
+    expect(card.get_by_label("Approved")).to_have_attribute("type", "checkbox")
+    expect(card.get_by_label("Note")).to_have_attribute("type", "text")
+
+    # A wrong-shape answer: each field's error next to it, and nothing changes.
+    with server.api() as api:
+        before = api.get(f"/api/runs/{run_id}").json()
+    card.get_by_text("Edit as JSON").click()
+    card.locator(".json-editor textarea").fill(json.dumps({"approved": "yes", "note": 5}))
+    card.get_by_role("button", name="Send answer").click()
+    approved_error = card.locator('.field[data-path="approved"] .field-error')
+    note_error = card.locator('.field[data-path="note"] .field-error')
+    expect(approved_error).to_be_visible()
+    expect(note_error).to_be_visible()
+    expect(card.get_by_label("Approved")).to_have_attribute("aria-invalid", "true")
+    card.scroll_into_view_if_needed()
+    page.screenshot(path=str(IMAGES / "server-inbox-error.png"), full_page=True)
+    with server.api() as api:
+        after = api.get(f"/api/runs/{run_id}").json()
+    assert after["run"]["status"] == "awaiting_input"
+    assert after["run"]["checkpoint_id"] == before["run"]["checkpoint_id"]
+    assert after["run"]["updated_at"] == before["run"]["updated_at"]
+    assert [r["request_id"] for r in after["pending_requests"]] == [
+        r["request_id"] for r in before["pending_requests"]
+    ]
+
+    # The right answer, through the form on the run's own page: it completes live.
+    page.locator(f'form.request[data-run="{run_id}"] a').first.click()
+    expect(page).to_have_url(re.compile(rf"#/runs/{run_id}$"))
+    card = page.locator("#requests form.request")
+    card.get_by_label("Approved").check()
+    card.get_by_label("Note").fill("fine by me")
+    card.get_by_role("button", name="Send answer").click()
+    expect(page.locator(".run-header .badge")).to_have_text("completed")
+    expect(page.locator("#requests")).to_be_hidden()  # an ended run waits for nothing
+    expect(page.locator("#outputs")).to_contain_text('"note": "fine by me"')
+    expect(page.locator("#outputs")).to_contain_text('"approved": true')
+    expect(page.locator('svg .node[data-id="publish"]')).to_have_attribute("data-mark", "ran")
+    expect(page.locator("#state")).to_contain_text('"title": "New laptop"')
+    expect(page.locator("#checkpoints tbody tr").first).to_be_visible()
+    page.screenshot(path=str(IMAGES / "server-run.png"), full_page=True)
+    with server.api() as api:
+        assert api.get(f"/api/runs/{run_id}").json()["run"]["status"] == "completed"
+
+
+def test_a_failed_run_shows_its_traceback(page, server: Server):
+    def fill(p) -> None:
+        p.get_by_label("Input for validate").fill("500")
+
+    run_id = start_from_page(page, "failing", fill)
+    expect(page.locator(".run-header .badge")).to_have_text("failed")
+    traceback = page.locator(".error-box pre.traceback")
+    expect(traceback).to_contain_text("Traceback (most recent call last)")
+    expect(traceback).to_contain_text("check_amount")
+    expect(traceback).to_contain_text("ValueError: amount 500 is over the limit of 100")
+    failure = page.locator("#failures .failure").first
+    expect(failure).to_contain_text("validate")
+    expect(failure.locator("pre.traceback")).to_contain_text("check_amount")
+    expect(page.locator('svg .node[data-id="validate"]')).to_have_attribute("data-mark", "failed")
+    page.screenshot(path=str(IMAGES / "server-failed.png"), full_page=True)
+    with server.api() as api:
+        assert api.get(f"/api/runs/{run_id}").json()["run"]["status"] == "failed"
+
+
+def test_runs_list_filters_by_status_and_pages(page, server: Server):
+    with server.api() as api:
+        started = [
+            api.post("/api/runs", json={"workflow": "failing", "input": n}).json()["run"]["run_id"]
+            for n in (101, 102, 103)
+        ]
+        kept = api.post(
+            "/api/runs", json={"workflow": "approval", "input": {"title": "Desk", "amount": 50}}
+        ).json()["run"]["run_id"]
+    page.get_by_role("link", name="Runs", exact=True).click()
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    rows = page.locator("table.runs tbody tr[data-run]")
+    expect(page.locator(f'tr[data-run="{kept}"] .badge')).to_have_text("awaiting input")
+    page.screenshot(path=str(IMAGES / "server-runs.png"), full_page=True)
+
+    page.get_by_label("Status").select_option("failed")
+    expect(page.locator(f'tr[data-run="{started[-1]}"]')).to_be_visible()
+    expect(page.locator(f'tr[data-run="{kept}"]')).to_have_count(0)
+    for badge in page.locator("table.runs tbody .badge").all():
+        expect(badge).to_have_text("failed")
+
+    # Two to a page: the newest two, then older ones through next_cursor, and back.
+    page.goto(f"{server.base}/#/runs?status=failed&limit=2")
+    expect(rows).to_have_count(2)
+    first_page = rows.evaluate_all("rows => rows.map(r => r.dataset.run)")
+    assert first_page == [started[2], started[1]]
+    page.get_by_role("button", name="Older →").click()
+    expect(page.locator(f'tr[data-run="{started[0]}"]')).to_be_visible()
+    page.get_by_role("button", name="← Newer").click()
+    expect(page.locator(f'tr[data-run="{started[2]}"]')).to_be_visible()
+
+
+def test_pause_unpause_resume_fork_with_a_state_patch_and_cancel(page, server: Server):
+    with server.api() as api:
+        run_id = api.post(
+            "/api/runs", json={"workflow": "approval", "input": {"title": "Chair", "amount": 80}}
+        ).json()["run"]["run_id"]
+    page.goto(f"{server.base}/#/runs/{run_id}")
+    badge = page.locator(".run-header .badge")
+    expect(badge).to_have_text("awaiting input")
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(badge).to_have_text("paused")
+    page.get_by_role("button", name="Unpause").click()
+    expect(badge).to_have_text("awaiting input")
+
+    # Paused again, then resumed from the checkpoint that asked for the answer: it asks again.
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(badge).to_have_text("paused")
+    asked = page.locator("#checkpoints tbody tr", has=page.get_by_text("awaiting input")).last
+    asked.get_by_role("button", name="Resume from here").click()
+    expect(badge).to_have_text("awaiting input")
+    expect(page.locator("#requests form.request")).to_be_visible()
+
+    # Fork from the checkpoint that awaits the answer, with the title patched.
+    row = page.locator("#checkpoints tbody tr").last
+    row.get_by_role("button", name="Fork…").click()
+    page.get_by_label("State patch").fill('{"title": "Patched chair"}')
+    page.get_by_role("button", name="Fork run").click()
+    expect(page).not_to_have_url(re.compile(rf"#/runs/{run_id}$"))
+    forked = run_id_of(page)
+    expect(page.locator("#state")).to_contain_text('"title": "Patched chair"')
+    with server.api() as api:
+        assert api.get(f"/api/runs/{forked}").json()["run"]["parent_run_id"] == run_id
+
+    page.goto(f"{server.base}/#/runs/{run_id}")
+    page.get_by_role("button", name="Cancel", exact=True).click()
+    expect(badge).to_have_text("cancelled")
+    with server.api() as api:
+        assert api.get(f"/api/runs/{run_id}").json()["run"]["status"] == "cancelled"
+
+
+def test_an_answer_someone_sent_first_shows_already_answered(page, server: Server):
+    with server.api() as api:
+        run_id = api.post(
+            "/api/runs", json={"workflow": "approval", "input": {"title": "Lamp", "amount": 20}}
+        ).json()["run"]["run_id"]
+    # The inbox refreshes on a timer; stopped here, the card stays while the answer races it.
+    page.clock.install()
+    page.goto(f"{server.base}/#/inbox")
+    page.reload()
+    card = page.locator(f'form.request[data-run="{run_id}"]')
+    expect(card).to_be_visible()
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+    with server.api() as api:
+        request_id = card.get_attribute("data-request")
+        sent = api.post(
+            f"/api/runs/{run_id}/requests/{request_id}",
+            json={"answer": {"approved": False, "note": "no lamps"}},
+        )
+        assert sent.status_code == 202, sent.text
+    card.get_by_label("Approved").check()
+    card.get_by_label("Note").fill("yes to lamps")
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.locator(".form-message")).to_contain_text("Already answered")
+    expect(card.get_by_role("button", name="Send answer")).to_be_disabled()
+
+
+def test_the_generated_form_draws_enums_numbers_objects_lists_and_optionals(page, server: Server):
+    with server.api() as api:
+        run_id = api.post("/api/runs", json={"workflow": "survey", "input": "office"}).json()[
+            "run"
+        ]["run_id"]
+    page.goto(f"{server.base}/#/runs/{run_id}")
+    card = page.locator("#requests form.request")
+    priority = card.get_by_label("Priority")
+    expect(priority).to_have_js_property("tagName", "SELECT")
+    priority.select_option("high")
+    expect(card.get_by_label("Score")).to_have_attribute("type", "number")
+    card.get_by_label("Score").fill("4.5")
+    address = card.get_by_role("group", name="Address")
+    address.get_by_label("City").fill("Lyon")
+    address.get_by_label("Floor").fill("3")
+    card.get_by_label("Tags").fill('["red", "blue"]')
+    card.get_by_label("Urgent").check()
+    card.get_by_role("button", name="Send answer").click()
+    expect(page.locator(".run-header .badge")).to_have_text("completed")
+    with server.api() as api:
+        outputs = api.get(f"/api/runs/{run_id}").json()["outputs"]
+    assert outputs == [
+        {
+            "priority": "high",
+            "score": 4.5,
+            "address": {"city": "Lyon", "floor": 3},
+            "tags": ["red", "blue"],
+            "urgent": True,
+            "comment": None,  # left empty: not sent, so its default
+        }
+    ]

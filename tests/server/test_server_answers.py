@@ -1,0 +1,159 @@
+"""Answering requests through the API: strictly checked, and the first answer wins.
+
+An answer that does not fit the type its request asked for is refused with
+422 naming each field at fault, and nothing is stored. Of answers racing
+for one request (concurrent HTTP clients and a `treadle respond` process),
+the store keeps exactly one: its sender alone is told it succeeded; every
+other gets 409 (the CLI: exit 2, "already answered"); the run goes on with
+the winning answer. On SQLite the server applies it; on PostgreSQL a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from conftest import TREADLE, cli_env, worker_on
+
+CONTENDERS = 6
+
+
+async def _awaiting(api, run_id: str) -> str:
+    await api.start("approval", {"topic": "otters", "words": 30}, run_id=run_id)
+    detail = await api.wait_for(run_id, {"awaiting_input"})
+    (request,) = detail["pending_requests"]
+    return request["request_id"]
+
+
+async def _refused_answers_store_nothing(api, run_id: str, request_id: str) -> None:
+    path = f"/api/runs/{run_id}/requests/{request_id}"
+    wrong = await api.post(path, json={"answer": {"approved": "yes", "note": "ok", "extra": 1}})
+    assert wrong.status_code == 422, wrong.text
+    error = wrong.json()["error"]
+    assert error["type"] == "InvalidResponseError"
+    by_field = {field["loc"]: field["message"] for field in error["fields"]}
+    assert set(by_field) == {"approved", "extra"}
+    assert "boolean" in by_field["approved"]
+    assert "no such field" in by_field["extra"]
+    missing = await api.post(path, json={"answer": {"approved": True}})
+    assert missing.status_code == 422
+    assert [f["loc"] for f in missing.json()["error"]["fields"]] == ["note"]
+    for body, status in (({}, 400), ({"answer": 1, "more": 2}, 400)):
+        assert (await api.post(path, json=body)).status_code == status
+    unknown = await api.post(f"/api/runs/{run_id}/requests/req-nope", json={"answer": True})
+    assert unknown.status_code == 404
+    assert await api.store.inbox(run_id) == []
+    assert await api.store.answer_of(run_id, request_id) is None
+
+
+async def _race(api, tmp_path, run_id: str, request_id: str) -> str:
+    """Answer at once from several HTTP clients and one `treadle respond`; the winner's note."""
+    cli = await asyncio.create_subprocess_exec(
+        TREADLE,
+        "respond",
+        run_id,
+        request_id,
+        json.dumps({"approved": False, "note": "cli"}),
+        "--wait",
+        cwd=tmp_path,
+        env=cli_env(api.store_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    path = f"/api/runs/{run_id}/requests/{request_id}"
+    answers = [
+        api.post(path, json={"answer": {"approved": True, "note": f"http-{n}"}})
+        for n in range(CONTENDERS)
+    ]
+    *responses, (out, err) = await asyncio.gather(*answers, cli.communicate())
+    winners = [f"http-{n}" for n, r in enumerate(responses) if r.status_code == 202]
+    for response in responses:
+        if response.status_code != 202:
+            assert response.status_code == 409, response.text
+            assert response.json()["error"]["type"] == "RequestAlreadyAnsweredError"
+    if cli.returncode == 0 or b"delivered" in out:
+        winners.append("cli")
+    else:
+        assert cli.returncode == 2, err
+        assert b"already answered" in err, err
+    assert len(winners) == 1, (winners, [r.text for r in responses], out, err)
+    return winners[0]
+
+
+async def test_a_wrong_answer_is_refused_by_field_and_stores_nothing(api):
+    request_id = await _awaiting(api, "w1")
+    await _refused_answers_store_nothing(api, "w1", request_id)
+    right = await api.post(
+        f"/api/runs/w1/requests/{request_id}", json={"answer": {"approved": True, "note": "ok"}}
+    )
+    assert right.status_code == 202, right.text
+    detail = await api.wait_for("w1", {"completed"})
+    assert detail["outputs"] == [{"text": "30 words about otters", "approved": True, "note": "ok"}]
+    late = await api.post(
+        f"/api/runs/w1/requests/{request_id}", json={"answer": {"approved": False, "note": "x"}}
+    )
+    assert late.status_code == 409
+    assert "already answered" in late.json()["error"]["message"]
+
+
+async def test_pending_requests_are_listed_across_runs(api):
+    first = await _awaiting(api, "q1")
+    second = await _awaiting(api, "q2")
+    listed = (await api.get("/api/requests")).json()["requests"]
+    assert [(r["run_id"], r["request_id"]) for r in listed] == [("q2", second), ("q1", first)]
+    assert listed[0]["answer_schema"]["required"] == ["approved", "note"]
+    assert listed[0]["response_type"] == "server_app.Verdict"
+    only = (await api.get("/api/requests", params={"workflow": "approval", "limit": 1})).json()
+    assert [r["run_id"] for r in only["requests"]] == ["q2"]
+    assert (await api.get("/api/requests", params={"workflow": "chat"})).json() == {"requests": []}
+    assert (await api.get("/api/requests", params={"workflow": "nope"})).status_code == 404
+
+
+async def test_answers_racing_on_sqlite_one_wins(api, tmp_path):
+    request_id = await _awaiting(api, "race")
+    winner = await _race(api, tmp_path, "race", request_id)
+    detail = await api.wait_for("race", {"completed"})
+    assert detail["outputs"][0]["note"] == winner
+    assert (await api.get("/api/requests")).json() == {"requests": []}
+
+
+@pytest.mark.integration
+async def test_answers_racing_on_postgres_one_wins(pg_api, tmp_path):
+    api = pg_api
+    async with worker_on(api):
+        queued = await api.start("approval", {"topic": "otters", "words": 30}, run_id="race")
+        assert queued["run_id"] == "race"
+        detail = await api.wait_for("race", {"awaiting_input"})
+        (request,) = detail["pending_requests"]
+        await _refused_answers_store_nothing(api, "race", request["request_id"])
+        winner = await _race(api, tmp_path, "race", request["request_id"])
+        detail = await api.wait_for("race", {"completed"})
+    assert detail["outputs"][0]["note"] == winner
+
+
+@pytest.mark.integration
+async def test_on_postgres_runs_are_queued_for_workers(pg_api):
+    api = pg_api
+    queued = await api.start("failing", "no worker yet", run_id="q1")
+    assert queued["status"] == "pending"
+    async with worker_on(api):
+        detail = await api.wait_for("q1", {"failed"})
+    assert "raise Boom" in detail["traceback"]
+    bad = await api.post("/api/runs", json={"workflow": "approval", "input": {"words": "x"}})
+    assert bad.status_code == 422
+
+
+async def test_an_answer_to_a_paused_run_is_kept_until_it_goes_on(api):
+    request_id = await _awaiting(api, "p1")
+    assert (await api.post("/api/runs/p1/pause")).json()["run"]["status"] == "paused"
+    kept = await api.post(
+        f"/api/runs/p1/requests/{request_id}", json={"answer": {"approved": True, "note": "later"}}
+    )
+    assert kept.status_code == 202, kept.text
+    assert kept.json()["run"]["status"] == "paused"
+    detail = (await api.get("/api/runs/p1")).json()
+    assert [r["request_id"] for r in detail["pending_requests"]] == [request_id]  # not applied
+    assert (await api.post("/api/runs/p1/unpause")).status_code == 200
+    detail = await api.wait_for("p1", {"completed"})  # the timer service applies it
+    assert detail["outputs"][0]["note"] == "later"

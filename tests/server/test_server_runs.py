@@ -1,0 +1,206 @@
+"""The JSON API over runs on a real SQLite file: start, list, get, steer, fork, delete.
+
+On SQLite the server runs the runs it starts (and wakes the file's timers)
+in tasks its lifespan owns: a start answers 201 once the run is stored,
+and the run then goes on in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from conftest import serving
+
+
+async def test_workflows_are_listed_with_their_input_schemas_and_graphs(api):
+    listed = (await api.get("/api/workflows")).json()["workflows"]
+    assert [w["name"] for w in listed] == ["approval", "chat", "counting", "failing"]
+    approval = (await api.get("/api/workflows/approval")).json()
+    assert approval["start"] == "draft"
+    assert approval["input_schema"]["required"] == ["topic", "words"]
+    assert approval["graph"] == {
+        "nodes": [
+            {"id": "draft", "rank": 0, "kind": "start"},
+            {"id": "approve", "rank": 1, "kind": "executor"},
+        ],
+        "edges": [{"source": "draft", "target": "approve", "kind": "plain"}],
+        "start": "draft",
+    }
+    counting = (await api.get("/api/workflows/counting")).json()["graph"]
+    assert counting["edges"] == [{"source": "count", "target": "count", "kind": "plain"}]
+    missing = await api.get("/api/workflows/nope")
+    assert missing.status_code == 404
+    assert "serves: approval, chat, counting, failing" in missing.json()["error"]["message"]
+
+
+async def test_a_started_run_goes_on_in_the_background_and_its_page_shows_it(api):
+    started = await api.start("approval", {"topic": "otters", "words": 30}, run_id="r1")
+    assert started["run_id"] == "r1"
+    assert started["workflow"] == "approval"
+    assert started["checkpoint_id"] is not None  # stored before the answer
+    detail = await api.wait_for("r1", {"awaiting_input"})
+    assert detail["state"] == {"topic": "otters"}
+    (request,) = detail["pending_requests"]
+    assert request["executor_id"] == "approve"
+    assert request["payload"] == {"text": "30 words about otters"}
+    assert request["answer_schema"]["properties"]["approved"] == {
+        "title": "Approved",
+        "type": "boolean",
+    }
+    assert detail["graph"]["start"] == "draft"
+    assert detail["traceback"] is None
+
+    by_prefix = await api.get("/api/runs/r")
+    assert by_prefix.json()["run"]["run_id"] == "r1"
+    again = await api.post(
+        "/api/runs",
+        json={"workflow": "approval", "input": {"topic": "x", "words": 1}, "run_id": "r1"},
+    )
+    assert again.status_code == 409
+    assert again.json()["error"]["type"] == "RunExistsError"
+
+
+async def test_an_input_that_does_not_fit_is_refused_naming_each_field(api):
+    response = await api.post(
+        "/api/runs", json={"workflow": "approval", "input": {"topic": 3}, "run_id": "bad"}
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "InvalidInputError"
+    locs = {field["loc"] for field in error["fields"]}
+    assert {"topic", "words"} <= locs
+    assert (await api.get("/api/runs/bad")).status_code == 404  # nothing was stored
+    for body, status in (
+        ({"input": 1}, 400),  # no workflow
+        ({"workflow": "nope", "input": 1}, 404),
+        ({"workflow": "approval", "input": None, "run_id": "a/b"}, 400),
+        ({"workflow": "approval", "input": None, "run_id": ""}, 400),
+        ({"workflow": 7, "input": None}, 400),
+    ):
+        refused = await api.post("/api/runs", json=body)
+        assert refused.status_code == status, (body, refused.text)
+    assert await api.store.list_runs() == []
+
+
+async def test_a_failed_run_shows_its_error_and_full_traceback(api):
+    await api.start("failing", "the reason", run_id="f1")
+    detail = await api.wait_for("f1", {"failed"})
+    assert "Boom: exploded: the reason" in detail["run"]["error"]
+    traceback = detail["traceback"]
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert "server_app.py" in traceback
+    assert "raise Boom" in traceback
+
+
+async def test_runs_are_listed_newest_first_a_page_at_a_time_with_filters(api):
+    for number in range(5):
+        await api.start("failing", f"n{number}", run_id=f"f{number}")
+    await api.start("approval", {"topic": "t", "words": 1}, run_id="a0")
+    for run_id in ("f0", "f1", "f2", "f3", "f4"):
+        await api.wait_for(run_id, {"failed"})
+    await api.wait_for("a0", {"awaiting_input"})
+
+    seen, cursor = [], None
+    while True:
+        query = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = (await api.get("/api/runs", params=query)).json()
+        assert len(page["runs"]) <= 2
+        seen += [run["run_id"] for run in page["runs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ["a0", "f4", "f3", "f2", "f1", "f0"]
+
+    failed = (await api.get("/api/runs", params={"status": "failed", "limit": 50})).json()
+    assert [run["run_id"] for run in failed["runs"]] == ["f4", "f3", "f2", "f1", "f0"]
+    assert failed["next_cursor"] is None
+    of_approval = (await api.get("/api/runs", params={"workflow": "approval"})).json()
+    assert [run["run_id"] for run in of_approval["runs"]] == ["a0"]
+    for params in (
+        {"status": "nope"},
+        {"limit": 0},
+        {"limit": "x"},
+        {"cursor": "!!"},
+        {"sort": "x"},
+    ):
+        assert (await api.get("/api/runs", params=params)).status_code == 400, params
+
+
+async def test_cancel_pause_unpause_and_resume(api):
+    await api.start("approval", {"topic": "t", "words": 1}, run_id="p1")
+    await api.wait_for("p1", {"awaiting_input"})
+    paused = await api.post("/api/runs/p1/pause")
+    assert paused.status_code == 200
+    assert (paused.json()["outcome"], paused.json()["run"]["status"]) == ("paused", "paused")
+    unpaused = await api.post("/api/runs/p1/unpause")
+    assert unpaused.json()["was_paused"] is True
+    assert unpaused.json()["run"]["status"] == "awaiting_input"
+    again = await api.post("/api/runs/p1/pause")
+    assert again.json()["run"]["status"] == "paused"
+    resumed = await api.post("/api/runs/p1/resume")  # resume unpauses, and goes on here
+    assert resumed.status_code == 202, resumed.text
+    await api.wait_for("p1", {"awaiting_input"})
+
+    cancelled = await api.post("/api/runs/p1/cancel")
+    assert cancelled.json()["run"]["status"] == "cancelled"
+    for verb in ("cancel", "pause", "unpause"):
+        refused = await api.post(f"/api/runs/p1/{verb}")
+        assert refused.status_code == 409, refused.text
+    assert (await api.post("/api/runs/nope/cancel")).status_code == 404
+
+
+async def test_history_fork_with_a_state_patch_and_delete(api):
+    await api.start("approval", {"topic": "otters", "words": 3}, run_id="h1")
+    await api.wait_for("h1", {"awaiting_input"})
+    history = (await api.get("/api/runs/h1/history")).json()
+    assert [c["superstep"] for c in history["checkpoints"]] == [0, 1, 2]
+    assert history["forks"] == []
+    at = history["checkpoints"][2]["checkpoint_id"]
+
+    forked = await api.post(
+        "/api/runs/h1/fork",
+        json={"checkpoint_id": at[:8], "state_patch": {"topic": "badgers"}, "run_id": "h2"},
+    )
+    assert forked.status_code == 201, forked.text
+    assert forked.json()["run"]["parent_run_id"] == "h1"
+    assert forked.json()["run"]["parent_checkpoint_id"] == at
+    detail = (await api.get("/api/runs/h2")).json()
+    assert detail["state"] == {"topic": "badgers"}
+    assert [f["run_id"] for f in (await api.get("/api/runs/h1/history")).json()["forks"]] == ["h2"]
+
+    for body in ({}, {"checkpoint_id": "zzzz"}, {"checkpoint_id": at, "state_patch": [1]}):
+        assert (await api.post("/api/runs/h1/fork", json=body)).status_code == 400, body
+
+    refused = await api.delete("/api/runs/h1")  # its fork needs what it stored
+    assert refused.status_code == 409, refused.text
+    assert (await api.delete("/api/runs/h2")).status_code == 204
+    assert (await api.delete("/api/runs/h1")).status_code == 204
+    assert (await api.get("/api/runs/h1")).status_code == 404
+    assert (await api.delete("/api/runs/h1")).status_code == 404
+
+
+async def test_a_session_takes_messages(api):
+    await api.start("chat", "hello", run_id="c1")
+    await api.wait_for("c1", {"awaiting_input"})
+    sent = await api.post("/api/runs/c1/messages", json={"message": "one"})
+    assert sent.status_code == 202, sent.text
+    await api.wait_for("c1", {"awaiting_input"})
+    await api.post("/api/runs/c1/messages", json={"message": "bye"})
+    detail = await api.wait_for("c1", {"completed"})
+    assert detail["outputs"] == [["hello", "one"]]
+    assert (await api.post("/api/runs/c1/messages", json={})).status_code == 400
+
+
+async def test_stopping_the_server_leaves_its_runs_resumable(tmp_path):
+    url = str(tmp_path / "runs.sqlite")
+    gate = tmp_path / "gate"
+    async with serving(url) as api:
+        await api.start("counting", {"to": 3, "gate": str(gate), "hold_at": 1}, run_id="k1")
+        async with asyncio.timeout(20):
+            while not gate.with_name("gate.reached").exists():  # noqa: ASYNC110 - another task's file
+                await asyncio.sleep(0.02)
+    # Stopped mid-superstep: the run is as last committed, not cancelled.
+    gate.touch()
+    async with serving(url) as api:  # the next server (its timer service) takes it over
+        detail = await api.wait_for("k1", {"completed"})
+        assert detail["outputs"] == [3]
