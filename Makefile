@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/scaleout.py
 	$(BIN)/python benchmarks/cluster.py
+	$(BIN)/python benchmarks/server.py
 
 # 1, 2 and 4 `treadle worker` processes on one PostgreSQL (TREADLE_BENCH_POSTGRES_DSN,
 # else the local server); writes benchmarks/SCALEOUT.md, about 2 minutes on 2 cores.

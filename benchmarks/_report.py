@@ -282,4 +282,9 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         "",
         *[f"- `{w}`: {WORKLOADS[w].description} ({WORKLOADS[w].unit})." for w in medians],
     ]
+    # Sections other scripts write (benchmarks/server.py) stay, between their markers.
+    kept = path.read_text() if path.exists() else ""
+    start, end = "<!-- server benchmark -->", "<!-- /server benchmark -->"
+    if start in kept and end in kept:
+        out += ["", start + kept.split(start, 1)[1].split(end, 1)[0] + end]
     path.write_text("\n".join(out) + "\n")
