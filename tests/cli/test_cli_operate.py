@@ -324,3 +324,49 @@ def test_every_new_command_is_documented_with_its_exit_codes():
     commands = ("requests", "delete", "prune", "watch", "logs", "export", "--show-completion")
     for command in (*commands, "--install-completion"):
         assert f"treadle {command}" in doc, command
+
+
+APPROVAL_FILE = """
+from dataclasses import dataclass
+
+from treadle import WorkflowBuilder, WorkflowContext, executor
+
+
+@dataclass
+class Verdict:
+    ok: bool
+
+
+@executor(id="ask")
+async def ask(topic: str, ctx: WorkflowContext[str]) -> None:
+    verdict = await ctx.request({"topic": topic}, Verdict)
+    ctx.yield_output({"topic": topic, "ok": verdict.ok})
+
+
+approval = WorkflowBuilder(ask, name="approval").register_type(Verdict).build()
+"""
+
+
+def test_show_reads_a_run_whose_code_does_not_load_here_from_its_event_log(tmp_path):
+    cli = Cli(tmp_path)
+    app = tmp_path / "approval_app.py"
+    app.write_text(APPROVAL_FILE)
+    assert cli("run", str(app), "-i", '"budget"', "--run-id", "far").returncode == 3
+    hidden = tmp_path / "elsewhere.txt"
+    app.rename(hidden)  # its code is gone from here, as on a machine that only operates runs
+
+    shown = cli.json("show", "far")
+    assert shown["read_from"] == "event log"
+    (request,) = shown["pending_requests"]
+    assert (request["executor_id"], request["payload"]) == ("ask", {"topic": "budget"})
+    text = cli("show", "far")
+    assert "read from its event log" in text.stdout
+    assert request["request_id"] in text.stdout
+
+    hidden.rename(app)
+    answered = cli("respond", "far", request["request_id"], '{"ok": true}')
+    assert answered.returncode == 0, answered.stderr
+    app.rename(hidden)
+    shown = cli.json("show", "far")
+    assert (shown["status"], shown["pending_requests"]) == ("completed", [])
+    assert shown["outputs"] == [{"topic": "budget", "ok": True}]

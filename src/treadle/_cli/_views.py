@@ -262,6 +262,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         "state": view.state,
         "pending_requests": view.pending_requests,
         "next_timer": view.wake_at,
+        "read_from": "event log" if view.detail else "checkpoint",
     }
     if as_json:
         out.print_json(data=plain(data))
@@ -291,13 +292,13 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         out.print(f"  error: {escape(row.error)}")
     if view.detail:
         out.print(f"  [yellow]{escape(view.detail)}[/yellow]")
-        return
     for line in (line for r in view.pending_requests for line in request_lines(plain(r))):
         out.print(f"  {line}")
     if view.wake_at is not None:
         out.print(f"  next timer: {when(view.wake_at)}")
     out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")
-    out.print(f"  state: {escape(json.dumps(plain(view.state)))}")
+    if not view.detail:  # the state needs the run's code to decode its checkpoint
+        out.print(f"  state: {escape(json.dumps(plain(view.state)))}")
 
 
 def print_history(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
 from treadle._operations._inputs import coerce_input, load_workflow, parse_json
+from treadle._operations._logged import logged_outputs_and_requests
 from treadle._operations._schemas import describe_request
 from treadle._workflow._runs import cancel_run
 
@@ -119,6 +120,7 @@ class RunView:
     pending_requests: list[dict[str, Any]] = field(default_factory=list)
     wake_at: float | None = None
     detail: str | None = None
+    """Set when the run's code does not load here: why, and that the log was read instead."""
 
 
 async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
@@ -127,8 +129,10 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
     run_id = run.run_id
     try:
         workflow = await workflow_of(store, run_id, app)
-    except CommandError as error:
-        return RunView(run=run, detail=str(error))
+    except CommandError as error:  # its outputs and requests are plain data in its log
+        outputs, pending = await logged_outputs_and_requests(store, run)
+        detail = f"{error}; outputs and requests are read from its event log, its state is not"
+        return RunView(run=run, outputs=outputs, pending_requests=pending, detail=detail)
     record = await store.load_checkpoint(run_id)
     restored = workflow.codec.decode(record, run_id=run_id)
     return RunView(
