@@ -223,8 +223,13 @@ def dependency_rule() -> str:
 
 
 def mentions(sentence: str, package: str) -> bool:
-    """Whether ``sentence`` names ``package`` (``opentelemetry-api`` also as OpenTelemetry)."""
-    spellings = {package, package.split("-", maxsplit=1)[0]}
+    """Whether ``sentence`` names ``package`` (``opentelemetry-api`` also as OpenTelemetry).
+
+    A package is also named by its first part, unless that part is a package of
+    its own (``pydantic-ai-slim`` is not named by ``pydantic``).
+    """
+    short = package.split("-", maxsplit=1)[0]
+    spellings = {package} if short in {"pydantic"} - {package} else {package, short}
     patterns = [rf"(?<![\w\-]){re.escape(s)}(?![\w\-])" for s in spellings]
     return any(re.search(pattern, sentence, re.IGNORECASE) for pattern in patterns)
 
