@@ -153,6 +153,10 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
             [a.key, a.source, a.target, _envelope_out(a.envelope, enc)] for a in waits.approvals
         ],
         "nested": [[key, _nested_out(run, enc)] for key, run in waits.nested.items()],
+        "saved": [
+            [key, [[step, enc(value)] for step, value in steps.items()]]
+            for key, steps in waits.saved.items()
+        ],
     }
 
 
@@ -220,7 +224,8 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
         for key, source, target, envelope in raw["approvals"]
     ]
     nested = {key: _nested_in(run) for key, run in raw.get("nested", ())}
-    return WaitBook(suspended, scheduled, set(raw["answered"]), approvals, nested)
+    saved = {key: dict(steps) for key, steps in raw.get("saved", ())}
+    return WaitBook(suspended, scheduled, set(raw["answered"]), approvals, nested, saved)
 
 
 class CheckpointCodec:
@@ -265,7 +270,7 @@ class CheckpointCodec:
         try:
             enc = to_json if to_json is not None else _same
             book = barrier.waits
-            held = book or book.answered
+            held = book or book.answered or book.saved
             framed = {  # the frame's parts that carry messages across supersteps
                 "fan_in": _fan_in_out(barrier.fan_in_buffers, enc),
                 "waits": _waits_out(book, enc) if held else _NO_WAITS,

@@ -15,6 +15,7 @@ from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
 from treadle._engine._later import commit_later_work
 from treadle._engine._state import commit_state
+from treadle._engine._waits import invocation_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,10 +67,20 @@ def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
         run.waits.suspended.extend(suspended)
     if later:
         _commit_durable_work(run, invocations)
+    if run.waits.saved:  # the saved steps of invocations that are over go with them
+        _drop_saved_steps(run, invocations)
     iterations = run.iterations
     for executor_id in plan.order:
         iterations[executor_id] = iterations.get(executor_id, 0) + len(handled[executor_id])
     _record_outputs(run, superstep, invocations)
+
+
+def _drop_saved_steps(run: RunLoop, invocations: list[Invocation]) -> None:
+    """Forget the saved steps of the invocations that completed (a suspended one keeps its)."""
+    saved = run.waits.saved
+    for invocation in invocations:
+        if invocation.outcome.suspension is None:
+            saved.pop(invocation_key(invocation.executor.id, invocation.envelope.stamp), None)
 
 
 def _record_outputs(run: RunLoop, superstep: int, invocations: list[Invocation]) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from treadle._engine._later import ContinueLater, ScheduledHandle
 from treadle._engine._polling import poll_until_complete
-from treadle._engine._waits import Journal, Suspend, Wait, WaitKind, wait_key
+from treadle._engine._waits import Journal, Suspend, Wait, WaitKind, invocation_key, wait_key
 from treadle._exceptions import RoutingError
 from treadle._graph._executor import Executor
 
@@ -122,6 +122,41 @@ class DurableWaits:
         if journal is None:
             journal = self._journal = Journal()
         journal.record("step", name, value)
+        return value
+
+    async def saved_step(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this invocation, its result checkpointed as it returns.
+
+        Unlike :meth:`step`, whose results become durable with the
+        invocation's next durable wait or its barrier, a saved step is made
+        durable before this returns: the run's last barrier is checkpointed
+        again, with the saved steps of invocations under way. So after a
+        crash mid-invocation (or a retry, or a durable wait) the invocation
+        runs again and each saved step returns its recorded result instead
+        of calling ``fn``: a model request paid for, a payment made, happens
+        once. A step a crash interrupts before it returns runs again: pass
+        ``f"{ctx.idempotency_key}/{key}"`` to a service that deduplicates.
+
+        ``key`` names the step within the invocation ("model:0",
+        "tool:<call id>"); steps with different keys may run concurrently,
+        in any order. The result must be serializable by the workflow's
+        serializer. The saved steps are dropped once the invocation
+        completes. Without a store the result is kept in memory only.
+
+        Each saved step costs a checkpoint write: use it for what must not
+        run twice, and :meth:`step` for the rest.
+        """
+        run = self._run
+        invocation = self._invocation
+        slot = invocation_key(invocation.executor.id, invocation.envelope.stamp)
+        steps = run.waits.saved.get(slot)
+        if steps is not None and key in steps:
+            return steps[key]
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        run.waits.saved.setdefault(slot, {})[key] = value
+        await run.save_progress(durable=True)
         return value
 
     def _wait(self, kind: WaitKind, **fields: Any) -> Any:

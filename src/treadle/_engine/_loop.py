@@ -325,7 +325,7 @@ class RunLoop:
         await self.spawned.cancel_all()
         return RunStatus.PAUSED
 
-    async def save_progress(self) -> str | None:
+    async def save_progress(self, *, durable: bool = False) -> str | None:
         """Checkpoint the last barrier again, with the sub-workflow runs as they stand now.
 
         A sub-workflow runs its own supersteps inside one invocation of this
@@ -333,8 +333,11 @@ class RunLoop:
         checkpoint of this run (its history shows them), so a crash inside it
         resumes from its last barrier. Until this run's own barrier, the
         loop still holds the previous barrier's committed point: that is
-        what is saved, with :attr:`WaitBook.nested` as it is now. Saves of
-        sibling sub-workflows take turns. ``None`` without a store.
+        what is saved, with :attr:`WaitBook.nested` (and the saved steps of
+        invocations under way, :attr:`WaitBook.saved`) as it is now. Saves
+        take turns. ``durable``: durable on return in every durability mode
+        (a saved step's caller goes on to the next side effect only then).
+        ``None`` without a store.
         """
         checkpointer = self.checkpointer
         if checkpointer is None:
@@ -343,7 +346,10 @@ class RunLoop:
             self._progress = asyncio.Lock()
         async with self._progress:
             barrier = self.barrier_state(_RUNNING, frozenset(self.written))
-            return await checkpointer.save(barrier, self.pool.snapshots())
+            saved = await checkpointer.save(barrier, self.pool.snapshots())
+            if durable:
+                await checkpointer.flush()
+            return saved
 
     async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         if self.checkpointer is not None:

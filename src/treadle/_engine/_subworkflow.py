@@ -35,7 +35,7 @@ from treadle._engine._events import (
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
 from treadle._engine._result import RunStatus
 from treadle._engine._topology import Topology
-from treadle._engine._waits import NestedRun, Suspend, Wait
+from treadle._engine._waits import NestedRun, Suspend, Wait, invocation_key
 from treadle._exceptions import SubWorkflowError
 from treadle._graph._executor import Executor, HandlerSpec
 from treadle._graph._policies import RetryPolicy
@@ -126,7 +126,7 @@ class SubWorkflow(Executor):
     async def _run(self, message: Any, ctx: WorkflowContext[Any]) -> None:
         """Run the sub-workflow on ``message``, or go on with it, until it rests or ends."""
         host = ctx.host_run
-        key = f"{self.id}@{'.'.join(map(str, ctx.stamp))}"
+        key = invocation_key(self.id, ctx.stamp)
         nested = host.waits.nested.get(key)
         inner_id = f"{host.run_id}/{key}"
         pool, release = self.workflow.claim(inner_id)

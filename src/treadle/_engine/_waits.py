@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from treadle._engine._barrier import BarrierState
+    from treadle._engine._delivery import Stamp
 
 WaitKind: TypeAlias = Literal["request", "input", "timer", "workflow"]
 
@@ -235,6 +236,15 @@ def response_type_of(waiting: Waiting) -> str | None:
     return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
 
 
+def invocation_key(executor_id: str, stamp: Stamp) -> str:
+    """An invocation's key among a run's waits: its executor and its message's stamp.
+
+    The same whenever the invocation runs again (a crash re-plans it, a
+    retry or a durable wait re-executes it), since a message keeps its stamp.
+    """
+    return f"{executor_id}@{'.'.join(map(str, stamp))}"
+
+
 def wait_key(kind: str, run_id: str, executor_id: str, stamp: tuple[int, ...], index: int) -> str:
     """A stable key for the ``index``-th wait of one invocation.
 
@@ -254,7 +264,7 @@ class WaitBook:
     deliver, each carrying its journal with the wait's value appended.
     """
 
-    __slots__ = ("answered", "approvals", "nested", "scheduled", "suspended")
+    __slots__ = ("answered", "approvals", "nested", "saved", "scheduled", "suspended")
 
     def __init__(
         self,
@@ -263,6 +273,7 @@ class WaitBook:
         answered: set[str] | None = None,
         approvals: list[HandoffApproval] | None = None,
         nested: dict[str, NestedRun] | None = None,
+        saved: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.suspended: list[Suspension] = suspended or []
         self.scheduled: list[ScheduledMessage] = scheduled or []
@@ -270,6 +281,9 @@ class WaitBook:
         self.approvals: list[HandoffApproval] = approvals or []
         # Sub-workflow runs by their parent invocation's key (see NestedRun).
         self.nested: dict[str, NestedRun] = nested or {}
+        # The saved steps of invocations under way, by invocation key, then step key
+        # (``WorkflowContext.saved_step``): kept until the invocation completes.
+        self.saved: dict[str, dict[str, Any]] = saved or {}
 
     def __bool__(self) -> bool:
         return bool(self.suspended or self.scheduled or self.approvals or self.nested)
@@ -282,6 +296,7 @@ class WaitBook:
             set(self.answered),
             list(self.approvals),
             dict(self.nested),
+            {key: dict(steps) for key, steps in self.saved.items()},
         )
 
     @property
