@@ -169,3 +169,32 @@ async def test_a_value_the_log_cannot_write_as_json_is_logged_by_its_repr(tmp_pa
         assert custom[1] == {"thing": "Opaque()"}
     finally:
         await store.close()
+
+
+async def test_an_ephemeral_event_reaches_listeners_but_not_the_log(tmp_path):
+    from dataclasses import dataclass  # noqa: PLC0415 - this test's own event class
+
+    from treadle.events import WorkflowEvent  # noqa: PLC0415
+
+    @dataclass(slots=True, kw_only=True)
+    class Token(WorkflowEvent):
+        ephemeral = True  # a class attribute, not a field
+        text: str = ""
+
+    @executor(id="speak")
+    async def speak(_: str, ctx: WorkflowContext[str]) -> None:
+        for word in ("hello", "there"):
+            ctx.emit(Token(run_id=ctx.run_id, superstep=0, executor_id="speak", text=word))
+        ctx.yield_output("hello there")
+
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        workflow = WorkflowBuilder(speak).build()
+        async with workflow.stream("go", store=store, run_id="talk") as events:
+            seen = [e.text async for e in events if isinstance(e, Token)]
+        assert seen == ["hello", "there"]
+        kinds = [e.kind for e in await store.read_events("talk")]
+        assert "token" not in kinds
+        assert "output" in kinds
+    finally:
+        await store.close()

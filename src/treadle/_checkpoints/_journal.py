@@ -42,6 +42,21 @@ _RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
 
 _KINDS: dict[type[WorkflowEvent], str] = {}
 
+# Whether each event class goes into the log, found once per class.
+_LOGGED: dict[type[WorkflowEvent], bool] = {}
+
+
+def _is_logged(event_type: type[WorkflowEvent]) -> bool:
+    """Whether events of a class are logged: not the checkpointer's, and not ephemeral.
+
+    A class that sets ``ephemeral = True`` (an agent's token deltas) reaches
+    live listeners only: there are many, and the final message they add up
+    to is what is kept.
+    """
+    if issubclass(event_type, _RECORDED_BY_CHECKPOINTER):
+        return False
+    return not getattr(event_type, "ephemeral", False)
+
 
 def kind_of(event_type: type[WorkflowEvent]) -> str:
     """An event class's name in the log: ``ExecutorFailed`` -> ``executor_failed``.
@@ -169,8 +184,11 @@ class EventJournal:
         self._superstep = superstep
 
     def publish(self, event: WorkflowEvent) -> None:
-        """Keep ``event`` for the next checkpoint (unless it is the checkpointer's); pass it on."""
-        if not isinstance(event, _RECORDED_BY_CHECKPOINTER):
+        """Keep ``event`` for the next checkpoint (unless it is not the log's); pass it on."""
+        logged = _LOGGED.get(type(event))
+        if logged is None:
+            logged = _LOGGED[type(event)] = _is_logged(type(event))
+        if logged:
             self._kept.append((event, self._clock.now()))
         if self._inner is not None:
             self._inner.publish(event)
