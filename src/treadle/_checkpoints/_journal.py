@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._engine._events import (
     CheckpointSaved,
+    ExecutorCompleted,
+    ExecutorInvoked,
     StatusChanged,
+    SuperstepCompleted,
+    SuperstepStarted,
     WorkflowEvent,
 )
 from treadle._stores._events import EventEntry
@@ -88,33 +92,30 @@ _REPR_LIMIT = 2000
 """Characters of a value's ``repr`` the log keeps when the value cannot be written as JSON."""
 
 
-def plain(value: Any) -> Any:
-    """A value as JSON-ready data (dataclasses, models, enums, ...; ``repr`` as the last resort).
+def _json(value: Any) -> str:
+    """``value`` as JSON text: dataclasses, models, enums, ...; ``repr`` for anything else.
 
-    Never raises: what a run reports must not stop it. A value that cannot
-    be converted at all (nested too deep, a ``__repr__`` that raises) is
-    logged as ``{"unrepresentable": "<its repr, cut short>"}``.
+    pydantic-core's encoder, which is several times quicker than the standard
+    library's on the small objects most events are; every stored run logs
+    several events a superstep, so this is on its path. Imported here, so
+    that ``import treadle`` loads no pydantic until a stored run logs.
     """
-    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when logging
+    from pydantic_core import to_json  # noqa: PLC0415 - see the docstring
 
+    return to_json(value, fallback=repr).decode()
+
+
+def _unrepresentable(value: Any) -> dict[str, str]:
+    """What the log keeps of a value that cannot be written as JSON (nested too deep, say)."""
     try:
-        return to_jsonable_python(value, fallback=repr)
-    except Exception:  # noqa: BLE001 - see the docstring
-        try:
-            shown = repr(value)
-        except Exception:  # noqa: BLE001 - a repr that raises
-            shown = f"<{type(value).__name__}>"
-        return {"unrepresentable": shown[:_REPR_LIMIT]}
+        shown = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that raises: the type is all there is
+        shown = f"<{type(value).__name__}>"
+    return {"unrepresentable": shown[:_REPR_LIMIT]}
 
 
 # Each event class's own fields (not the common ones), found once per class.
 _OWN_FIELDS: dict[type[WorkflowEvent], tuple[str, ...]] = {}
-
-# Values the encoder takes as they are; anything else goes through plain() first.
-_SIMPLE = frozenset((int, str, float, bool, type(None)))
-
-# One encoder, made once: json.dumps with any option makes a new one every call.
-_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
@@ -125,30 +126,42 @@ def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
     return names
 
 
+# The events every superstep logs, written without a JSON encoder (they hold
+# only numbers and executor ids, which _json quotes).
+_WRITTEN: dict[type[WorkflowEvent], Callable[[Any], str]] = {
+    SuperstepStarted: lambda e: '{"executor_ids":' + _json(e.executor_ids) + "}",
+    SuperstepCompleted: lambda _: "{}",
+    ExecutorInvoked: lambda e: f'{{"position":{e.position},"attempt":{e.attempt}}}',
+    ExecutorCompleted: lambda e: f'{{"position":{e.position}}}',
+}
+
+
 def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
     """One event as the log keeps it: its own fields as JSON, errors with their tracebacks.
 
-    Most events (a superstep starting, a handler invoked) hold only numbers
-    and names, which are written as they are; only user values (outputs,
-    payloads, custom data) are converted first. Every stored run logs
-    several events a superstep, so this is on its path.
+    Never raises: what a run reports must not stop it. A field that cannot be
+    written as JSON is kept as ``{"unrepresentable": "<its repr, cut short>"}``.
     """
+    event_type = type(event)
+    written = _WRITTEN.get(event_type)
+    if written is not None:
+        return EventEntry(
+            event.superstep, kind_of(event_type), event.executor_id, at, written(event)
+        )
     data: dict[str, Any] = {}
     for name in _own_fields(type(event)):
         value = getattr(event, name)
-        kind = type(value)
-        if kind in _SIMPLE or (kind is tuple and all(type(item) is str for item in value)):
-            data[name] = value
-        elif isinstance(value, BaseException):
-            data[name] = error_data(value)
-        else:
-            data[name] = plain(value)
+        data[name] = error_data(value) if isinstance(value, BaseException) else value
     try:
-        text = _encode(data)
-    except (ValueError, RecursionError):  # nested too deep even for the encoder
-        text = _encode(
-            {name: {"unrepresentable": repr(v)[:_REPR_LIMIT]} for name, v in data.items()}
-        )
+        text = _json(data)
+    except Exception:  # noqa: BLE001 - see the docstring: field by field, then
+        kept = {}
+        for name, value in data.items():
+            try:
+                kept[name] = json.loads(_json(value))
+            except Exception:  # noqa: BLE001
+                kept[name] = _unrepresentable(value)
+        text = _json(kept)
     return EventEntry(event.superstep, kind_of(type(event)), event.executor_id, at, text)
 
 
@@ -206,11 +219,11 @@ class EventJournal:
         entries = [entry_of(event, at) for event, at in kept]
         now = self._clock.now()
         if checkpoint_id is not None:
-            data = json.dumps({"checkpoint_id": checkpoint_id})
+            data = f'{{"checkpoint_id":{_json(checkpoint_id)}}}'
             entries.append(EventEntry(superstep, "checkpoint_saved", None, now, data))
         if status != self._status:
             self._status = status
-            data = json.dumps({"status": status, "error": error})
+            data = _json({"status": status, "error": error})
             entries.append(EventEntry(superstep, "status_changed", None, now, data))
         self._superstep = superstep
         return tuple(entries)

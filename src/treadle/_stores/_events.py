@@ -61,12 +61,6 @@ class LoggedEvent:
     at: float
     data: dict[str, Any]
 
-    @classmethod
-    def from_row(cls, run_id: str, row: tuple[Any, ...]) -> LoggedEvent:
-        """Read a stored row: ``(seq, superstep, kind, executor_id, at, data)``."""
-        seq, superstep, kind, executor_id, at, data = row
-        return cls(run_id, int(seq), int(superstep), kind, executor_id, float(at), json.loads(data))
-
     def to_json(self) -> dict[str, Any]:
         """The event as plain data, the shape the CLI and the HTTP API give."""
         return {

@@ -60,11 +60,8 @@ async def insert_checkpoints(
 
 async def append_events(connection: Connection, run_id: str, entries: Sequence[EventEntry]) -> None:
     """Append events to the run's log, numbered after its last (the run row is locked)."""
-    found = await connection.execute(_render(_sql_events.LAST_SEQ), (run_id,))
-    row = await found.fetchone()
-    last = int(row[0]) if row is not None else 0
-    parameters = _sql_events.event_parameters(run_id, last, entries)
-    await connection.execute(_render(_sql_events.insert_events(len(entries))), parameters)
+    row = _sql_events.event_row(run_id, entries)
+    await connection.execute(_render(_sql_events.INSERT_EVENTS), row)
 
 
 async def log_status(connection: Connection, run_id: str, at: float, by: str) -> None:

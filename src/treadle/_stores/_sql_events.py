@@ -1,40 +1,58 @@
 """The SQL stores' statements for event logs (see :mod:`treadle._stores._events`).
 
-Events are appended inside the transaction that writes what they belong
-to, after that transaction has written the run's row: a writer then holds
-the row (PostgreSQL locks it; SQLite has one writer), so the log's last
-``seq`` it reads cannot change before it commits, and seqs follow commit
-order with no gap and no repeat.
+A write's events go into one row: its first and last ``seq`` and the
+events as a JSON array, ``[[superstep, kind, executor_id, at, data], ...]``.
+A commit then adds one row, not one per event: the log costs a store about
+what one more small column of the checkpoint would. The row's seqs are
+computed by its own INSERT from the run's last row, after the transaction
+has written the run's row: a writer then holds the row (PostgreSQL locks
+it; SQLite has one writer), so the last ``seq`` cannot change before it
+commits, and seqs follow commit order with no gap and no repeat. Reads
+unpack rows into events.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
+from treadle._stores._events import LoggedEvent
+
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from treadle._stores._events import EventEntry
     from treadle._stores._records import CheckpointRecord
 
-LAST_SEQ = "SELECT COALESCE(MAX(seq), 0) FROM treadle_events WHERE run_id = ?"
+# The run's last seq, read from its newest row through the primary key (seqs grow
+# with first_seq), never by scanning the run's rows.
+_LAST = (
+    "COALESCE((SELECT last_seq FROM treadle_events WHERE run_id = ?"
+    " ORDER BY first_seq DESC LIMIT 1), 0)"
+)
 
-_COLUMNS = "(run_id, seq, superstep, kind, executor_id, at, data)"
-_ROW = "(?, ?, ?, ?, ?, ?, ?)"
+LAST_SEQ = f"SELECT {_LAST}"
 
+# One row for a write's events, numbered after the run's last (2 parameters
+# more than a row's: the count, and the run id again for the subquery).
+INSERT_EVENTS = f"""
+INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
+SELECT ?, last + 1, last + ?, ?
+FROM (SELECT {_LAST} AS last) AS log"""  # noqa: S608 - constants only
+
+# The rows holding the events after a seq N: from the row holding N + 1 on (it
+# may start before it: the reader trims), found through the primary key.
+# Parameters: the run, the run again, N + 1.
 SELECT_EVENTS = (
-    "SELECT seq, superstep, kind, executor_id, at, data FROM treadle_events"
-    " WHERE run_id = ? AND seq > ? ORDER BY seq"
+    "SELECT first_seq, events FROM treadle_events WHERE run_id = ? AND first_seq >= COALESCE("
+    "(SELECT first_seq FROM treadle_events WHERE run_id = ? AND first_seq <= ?"
+    " ORDER BY first_seq DESC LIMIT 1), 0) ORDER BY first_seq"
 )
 SELECT_SOME_EVENTS = SELECT_EVENTS + " LIMIT ?"
 
 DELETE_EVENTS = "DELETE FROM treadle_events WHERE run_id = ?"
 
-
-def insert_events(count: int) -> str:
-    """One INSERT for ``count`` events (a template)."""
-    rows = ", ".join([_ROW] * count)
-    return f"INSERT INTO treadle_events {_COLUMNS} VALUES {rows}"  # noqa: S608 - constants only
+_encode_text = json.encoder.encode_basestring
 
 
 def entries_of(checkpoints: Sequence[CheckpointRecord]) -> list[EventEntry]:
@@ -44,30 +62,48 @@ def entries_of(checkpoints: Sequence[CheckpointRecord]) -> list[EventEntry]:
     return [entry for checkpoint in checkpoints for entry in checkpoint.events]
 
 
-def event_parameters(run_id: str, last_seq: int, entries: Sequence[EventEntry]) -> list[Any]:
-    """The parameters of :func:`insert_events`, numbering the entries after ``last_seq``."""
-    parameters: list[Any] = []
-    for offset, (superstep, kind, executor_id, at, data) in enumerate(entries, 1):
-        parameters += (run_id, last_seq + offset, superstep, kind, executor_id, at, data)
-    return parameters
+def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
+    """The parameters of :data:`INSERT_EVENTS` for ``entries`` (each ``data`` is JSON already)."""
+    items = ",".join(
+        f"[{superstep},{_encode_text(kind)},"
+        f"{'null' if executor_id is None else _encode_text(executor_id)},{at!r},{data}]"
+        for superstep, kind, executor_id, at, data in entries
+    )
+    return (run_id, len(entries), f"[{items}]", run_id)
+
+
+def unpack(
+    run_id: str, rows: Iterable[Sequence[Any]], after: int, limit: int | None
+) -> list[LoggedEvent]:
+    """The events of ``rows`` (oldest first) after ``after``, at most ``limit`` of them."""
+    events: list[LoggedEvent] = []
+    for first_seq, text in rows:
+        for seq, (superstep, kind, executor_id, at, data) in enumerate(
+            json.loads(text), int(first_seq)
+        ):
+            if seq > after:
+                events.append(LoggedEvent(run_id, seq, superstep, kind, executor_id, at, data))
+                if limit is not None and len(events) == limit:
+                    return events
+    return events
 
 
 # The store's own record that it changed a run's status on a caller's behalf
 # (``by``: "cancel", "pause", "unpause"), at the run's current superstep and
 # status; run in the transaction that changed it, after the change. (Braces are
 # doubled: templates are format strings.)
-LOG_STATUS = """
-INSERT INTO treadle_events (run_id, seq, superstep, kind, executor_id, at, data)
-SELECT run_id,
-    (SELECT COALESCE(MAX(seq), 0) + 1 FROM treadle_events WHERE run_id = ?),
-    superstep, 'status_changed', NULL, ?,
-    '{{"status": "' || status || '", "by": "' || CAST(? AS TEXT) || '"}}'
-FROM treadle_runs WHERE run_id = ?"""
+LOG_STATUS = f"""
+INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
+SELECT run_id, log.last + 1, log.last + 1,
+    '[[' || superstep || ',"status_changed",null,' || CAST(? AS TEXT)
+    || ',{{{{"status":"' || status || '","by":"' || CAST(? AS TEXT) || '"}}}}]]'
+FROM treadle_runs, (SELECT {_LAST} AS last) AS log
+WHERE run_id = ?"""  # noqa: S608 - constants only
 
 
 def log_status_parameters(run_id: str, at: float, by: str) -> tuple[Any, ...]:
     """The parameters of :data:`LOG_STATUS`."""
-    return (run_id, at, by, run_id)
+    return (repr(at), by, run_id, run_id)
 
 
 # What delete_run reads and deletes.

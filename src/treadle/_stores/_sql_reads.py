@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
 from treadle._stores import _sql_events, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
-from treadle._stores._events import LoggedEvent
 from treadle._stores._pieces import complete, ids_text
 from treadle._stores._store import Piece
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 _ATTEMPTS = (1, 2)
@@ -168,13 +168,14 @@ class SqlReads(ABC):
             ValueError: ``limit`` is negative.
         """
         _sql_rules.check_limit(limit)
+        start = (run_id, run_id, after + 1)
         if limit is None:
-            rows = await self._select(_sql_events.SELECT_EVENTS, (run_id, after))
-        else:
-            rows = await self._select(_sql_events.SELECT_SOME_EVENTS, (run_id, after, limit))
+            rows = await self._select(_sql_events.SELECT_EVENTS, start)
+        else:  # a row holds one event at least: one more row than asked holds enough
+            rows = await self._select(_sql_events.SELECT_SOME_EVENTS, (*start, limit + 1))
         if not rows:
             await self.get_run(run_id)  # none yet, or no such run
-        return [LoggedEvent.from_row(run_id, tuple(row)) for row in rows]
+        return _sql_events.unpack(run_id, rows, after, limit)
 
     async def last_event_seq(self, run_id: str) -> int:
         """The ``seq`` of the run's newest event, 0 if none yet.

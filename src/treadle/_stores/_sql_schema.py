@@ -95,18 +95,16 @@ CREATE TABLE treadle_pieces (
     blob {blob} NOT NULL
 )"""
 
-# A run's event log: seq is the event's place in its run's log (1, 2, ...), given
-# in commit order by the transaction that writes it (see _sql_events).
+# A run's event log, a row per write: the seqs of its events (their places in
+# the run's log, 1, 2, ..., given in commit order by the transaction that
+# writes them) and the events as a JSON array (see _sql_events).
 _CREATE_EVENTS = """
 CREATE TABLE treadle_events (
     run_id TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    superstep BIGINT NOT NULL,
-    kind TEXT NOT NULL,
-    executor_id TEXT,
-    at DOUBLE PRECISION NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    events TEXT NOT NULL,
+    PRIMARY KEY (run_id, first_seq)
 )"""
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (

@@ -104,9 +104,7 @@ def append_events(
     connection: sqlite3.Connection, run_id: str, entries: Sequence[EventEntry]
 ) -> None:
     """Append events to the run's log, numbered after its last."""
-    ((last,),) = connection.execute(_render(_sql_events.LAST_SEQ), (run_id,)).fetchall()
-    parameters = _sql_events.event_parameters(run_id, last, entries)
-    connection.execute(_render(_sql_events.insert_events(len(entries))), parameters)
+    connection.execute(_render(_sql_events.INSERT_EVENTS), _sql_events.event_row(run_id, entries))
 
 
 def delete_run(connection: sqlite3.Connection, run_id: str, now: float) -> None:
