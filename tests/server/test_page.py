@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import TOKEN, serving
-
+from server.conftest import TOKEN, serving
 from treadle._server._page import PAGE_DIR
 
 _IMPORT = re.compile(r"""^\s*(?:import|export)\s[^'"]*?from\s+["']([^"']+)["']""", re.MULTILINE)

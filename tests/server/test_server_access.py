@@ -11,9 +11,9 @@ token or a store password.
 from __future__ import annotations
 
 import pytest
-from conftest import TOKEN, serving
 from starlette.routing import Mount, Route
 
+from server.conftest import TOKEN, serving
 from treadle._server._app import create_app
 from treadle._server._json import Redactor
 from treadle._server._settings import ServerSettings

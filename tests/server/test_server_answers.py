@@ -14,7 +14,8 @@ import asyncio
 import json
 
 import pytest
-from conftest import TREADLE, cli_env, worker_on
+
+from server.conftest import TREADLE, cli_env, worker_on
 
 CONTENDERS = 6
 

@@ -14,8 +14,9 @@ import socket
 import subprocess
 
 import pytest
-from conftest import TREADLE, ServeProcess, cli_env
 from sse import Message, messages
+
+from server.conftest import TREADLE, ServeProcess, cli_env
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import serving
+from server.conftest import serving
 
 
 async def test_workflows_are_listed_with_their_input_schemas_and_graphs(api):

@@ -47,19 +47,27 @@ _RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
 _KINDS: dict[type[WorkflowEvent], str] = {}
 
 # Whether each event class goes into the log, found once per class.
-_LOGGED: dict[type[WorkflowEvent], bool] = {}
+_LOGGED, _OWN, _LIVE = 0, 1, 2
+"""What the journal does with an event: log it; leave it to the checkpointer; not log it.
+
+Ephemeral events (``_LIVE``) reach this process's live followers from the
+context that raised them, the moment they are raised (``_engine/_live.py``).
+"""
+
+# What the journal does with each event class, found once per class.
+_HANDLING: dict[type[WorkflowEvent], int] = {}
 
 
-def _is_logged(event_type: type[WorkflowEvent]) -> bool:
-    """Whether events of a class are logged: not the checkpointer's, and not ephemeral.
+def _handling(event_type: type[WorkflowEvent]) -> int:
+    """Whether events of a class are logged, the checkpointer's, or ephemeral.
 
     A class that sets ``ephemeral = True`` (an agent's token deltas) reaches
     live listeners only: there are many, and the final message they add up
     to is what is kept.
     """
     if issubclass(event_type, _RECORDED_BY_CHECKPOINTER):
-        return False
-    return not getattr(event_type, "ephemeral", False)
+        return _OWN
+    return _LIVE if event_type.ephemeral else _LOGGED
 
 
 def kind_of(event_type: type[WorkflowEvent]) -> str:
@@ -198,10 +206,10 @@ class EventJournal:
 
     def publish(self, event: WorkflowEvent) -> None:
         """Keep ``event`` for the next checkpoint (unless it is not the log's); pass it on."""
-        logged = _LOGGED.get(type(event))
-        if logged is None:
-            logged = _LOGGED[type(event)] = _is_logged(type(event))
-        if logged:
+        handling = _HANDLING.get(type(event))
+        if handling is None:
+            handling = _HANDLING[type(event)] = _handling(type(event))
+        if handling == _LOGGED:
             self._kept.append((event, self._clock.now()))
         if self._inner is not None:
             self._inner.publish(event)

@@ -25,6 +25,7 @@ from treadle._engine._context_waits import DurableWaits
 from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
+from treadle._engine._live import LIVE
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
 from treadle._engine._waits import Journal, Suspension, Wait
@@ -300,12 +301,18 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         )
 
     def emit(self, event: WorkflowEvent) -> None:
-        """Route an event to the live stream or to this invocation's batch."""
+        """Route an event to the live stream or to this invocation's batch.
+
+        An ephemeral event also goes to this process's live followers at once.
+        """
         loop = self._loop
         if loop is not None and get_ident() != self._loop_thread:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
                 loop.call_soon_threadsafe(self._emit_from_thread, event)
-        elif self._run.live:
+            return
+        if type(event).ephemeral:
+            LIVE.publish(event)
+        if self._run.live:
             self._run.publish(event)
         else:
             self.kept_events().append(event)
@@ -313,6 +320,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     def _emit_from_thread(self, event: WorkflowEvent) -> None:
         """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
         if not self._abandoned:
+            if type(event).ephemeral:
+                LIVE.publish(event)
             if self._run.live:
                 self._run.publish(event)
             else:

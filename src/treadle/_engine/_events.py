@@ -14,7 +14,7 @@ result does not record events creates none.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunStatus
@@ -28,6 +28,10 @@ class WorkflowEvent:
     superstep: int
     executor_id: str | None = None
     sequence: int = field(default=-1, compare=False)
+
+    ephemeral: ClassVar[bool] = False
+    """A class that sets it (an agent's token deltas) is streamed live and never logged:
+    there are many, and what they add up to is what is kept."""
 
 
 @dataclass(slots=True, kw_only=True)

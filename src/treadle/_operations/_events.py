@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from treadle._stores._sql_ownership import ENDED_STATUSES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator
 
     from treadle._stores._store import LoggedEvent, RunRecord, Store
 
@@ -43,7 +43,7 @@ async def follow(
     after: int = 0,
     poll: float = POLL_INTERVAL,
     stop_at_rest: bool = False,
-) -> AsyncIterator[LoggedEvent]:
+) -> AsyncGenerator[LoggedEvent, None]:
     """Every event of the run after ``after``, as it commits, until the run ends.
 
     With ``stop_at_rest`` it also ends once the run rests (waits for an

@@ -11,16 +11,26 @@ same for a first connection; the header wins when both are given, since it
 is where the client actually got to. Once the run has ended and every event
 is sent, a last message ``event: end`` (with no id) closes the stream: a
 client should then stop rather than reconnect.
+
+Ephemeral events (an agent's token deltas: never logged) of a run this
+process drives are sent too, as they are raised, between the logged ones:
+each with its ``event:`` kind and ``"seq": null``, and no ``id``, since a
+reconnecting client cannot get them back (the final message they add up to
+is logged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from typing import TYPE_CHECKING
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from treadle._checkpoints._journal import entry_of
+from treadle._engine._live import LIVE
 from treadle._exceptions import TreadleError
 from treadle._operations._events import follow
 from treadle._server._body import check_query, int_query
@@ -34,7 +44,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from treadle._engine._events import WorkflowEvent
     from treadle._server._state import Served
+    from treadle._stores._store import LoggedEvent
 
 _MAX_SEQ = 2**53
 """The largest event id a client may name (JSON's largest exact integer)."""
@@ -79,21 +91,76 @@ async def run_events(request: Request) -> Response:
 
 
 async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    try:
-        async for event in follow(
-            served.store, run_id, after=after, poll=served.settings.event_poll
-        ):
-            data = json.dumps(plain(event.to_json()), ensure_ascii=False, allow_nan=False)
-            yield ServerSentEvent(data, event=event.kind, id=str(event.seq))
-            # Let the loop run between events: a client gone mid-burst is noticed at once,
-            # rather than after writing the rest of a page of events to a closed socket.
-            await asyncio.sleep(0)
-    except TreadleError as error:  # deleted meanwhile, or the store failed: say so, then stop
-        body = error_body(type(error).__name__, served.redactor(str(error)))
-        body["error"]["status"] = status_of(error)
-        yield ServerSentEvent(json.dumps(body), event="error")
-        return
+    """The run's logged events, with its live ephemeral ones (no ``id``) between them."""
+    logged: asyncio.Queue[LoggedEvent | BaseException | None] = asyncio.Queue()
+
+    async def read_log() -> None:  # the log, into ``logged``; None once it is all read
+        try:
+            async for event in follow(
+                served.store, run_id, after=after, poll=served.settings.event_poll
+            ):
+                logged.put_nowait(event)
+        except Exception as error:  # noqa: BLE001 - handed to the stream, which reports it
+            logged.put_nowait(error)
+        else:
+            logged.put_nowait(None)
+
+    with LIVE.subscribe(run_id) as live:
+        reader = asyncio.create_task(read_log())
+        next_logged = asyncio.ensure_future(logged.get())
+        next_live = asyncio.ensure_future(live.get())
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    (next_logged, next_live), return_when=asyncio.FIRST_COMPLETED
+                )
+                if next_live in done:
+                    yield _live_message(next_live.result())
+                    next_live = asyncio.ensure_future(live.get())
+                if next_logged in done:
+                    item = next_logged.result()
+                    if item is None:
+                        break
+                    if isinstance(item, TreadleError):  # deleted meanwhile, or the store failed
+                        yield _error_message(served, item)
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    data = json.dumps(plain(item.to_json()), ensure_ascii=False, allow_nan=False)
+                    yield ServerSentEvent(data, event=item.kind, id=str(item.seq))
+                    next_logged = asyncio.ensure_future(logged.get())
+                # Let the loop run between events: a client gone mid-burst is noticed at
+                # once, rather than after writing a page of events to a closed socket.
+                await asyncio.sleep(0)
+        finally:
+            next_live.cancel()
+            next_logged.cancel()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
     yield ServerSentEvent("{}", event="end")
+
+
+def _error_message(served: Served, error: TreadleError) -> ServerSentEvent:
+    """Why the stream stops early (the run was deleted, the store failed), as an event."""
+    body = error_body(type(error).__name__, served.redactor(str(error)))
+    body["error"]["status"] = status_of(error)
+    return ServerSentEvent(json.dumps(body), event="error")
+
+
+def _live_message(event: WorkflowEvent) -> ServerSentEvent:
+    """An ephemeral event (a token delta): no ``id``, as it is not in the log to resume from."""
+    entry = entry_of(event, time.time())
+    body = {
+        "seq": None,
+        "run_id": event.run_id,
+        "superstep": entry.superstep,
+        "type": entry.kind,
+        "executor_id": entry.executor_id,
+        "at": entry.at,
+        "data": json.loads(entry.data),
+    }
+    return ServerSentEvent(json.dumps(body, ensure_ascii=False), event=entry.kind)
 
 
 ENDPOINTS = (
