@@ -91,6 +91,7 @@ class RunLoop:
         "status",
         "superstep",
         "trace",
+        "wait_scope",
         "waits",
         "workflow",
         "written",
@@ -117,6 +118,10 @@ class RunLoop:
         # The state keys written since the last checkpoint (tracked only when there is one).
         self.written: set[str] = set()
         self.superstep = 0
+        # What a wait's key is made in (see wait_key): "" for a run of its own, whatever
+        # its id, so a fork's copied waits keep their keys; a sub-workflow's run sets its
+        # path in its parent, so waits of sibling sub-workflows never share a key.
+        self.wait_scope = ""
         self.status = RunStatus.RUNNING
         self.pending: dict[str, list[Envelope]] = {}
         self.fan_in_buffers: tuple[FanInBuffer, ...] = (

@@ -164,6 +164,7 @@ class SubWorkflow(Executor):
         sink = _Forwarding(ctx, self.id, host.run_id, host.live) if host.listening else None
         progress = _Progress(host, key, self.id) if host.checkpointer is not None else None
         inner = RunLoop(self.workflow, inner_id, settings, sink, pool, None, progress)
+        inner.wait_scope = f"{host.wait_scope}/{key}"
         inner.deadline_at = host.deadline_at
         if host.ledger is not None:  # its requests' deadlines are decided by the store too
             inner.ledger = _NestedLedger(host.ledger)

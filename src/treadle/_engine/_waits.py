@@ -64,8 +64,13 @@ class Journal:
         """Every entry, recorded before and since, in order."""
         return self._entries
 
-    def replay(self, executor_id: str, kind: str, name: str) -> tuple[bool, Any]:
+    def replay(
+        self, executor_id: str, kind: str, name: str, alias: str | None = None
+    ) -> tuple[bool, Any]:
         """``(True, value)`` for the next recorded entry, ``(False, None)`` past the end.
+
+        ``alias``: another name the entry may have been recorded under (a wait
+        recorded before wait keys were scoped).
 
         Raises:
             JournalMismatchError: the entry recorded here is another step or wait.
@@ -75,6 +80,8 @@ class Journal:
         if self._cursor >= len(self._entries):
             return False, None
         recorded_kind, recorded_name, value = self._entries[self._cursor]
+        if alias is not None and recorded_name == alias:
+            recorded_name = name
         if (recorded_kind, recorded_name) != (kind, name):
             if (recorded_kind, kind, recorded_name) == ("timeout", "wait", name):
                 self._cursor += 1  # the wait's deadline passed: raised where it is awaited
@@ -245,14 +252,18 @@ def invocation_key(executor_id: str, stamp: Stamp) -> str:
     return f"{executor_id}@{'.'.join(map(str, stamp))}"
 
 
-def wait_key(kind: str, run_id: str, executor_id: str, stamp: tuple[int, ...], index: int) -> str:
+def wait_key(kind: str, scope: str, executor_id: str, stamp: tuple[int, ...], index: int) -> str:
     """A stable key for the ``index``-th wait of one invocation.
 
     Stable across re-executions (the same message, executor and position in
     the journal give the same key), so a request keeps its id across
-    restarts, and short enough to type into a command line.
+    restarts, and short enough to type into a command line. ``scope`` is
+    where the run's keys are unique (``RunLoop.wait_scope``): a run's own
+    waits are keyed without its id, so a fork, which is a copy of its
+    parent under a new id, re-executes a copied wait under the key it was
+    recorded with. Request ids are unique within a run, not across runs.
     """
-    seed = f"{run_id}|{executor_id}|{stamp}|{index}".encode()
+    seed = f"{scope}|{executor_id}|{stamp}|{index}".encode()
     return f"{kind[:3]}-{hashlib.blake2b(seed, digest_size=6).hexdigest()}"
 
 
