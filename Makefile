@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := $(wildcard src tests examples benchmarks scripts)
 
-.PHONY: demo test lint format typecheck bench bench-scaleout soak clean renderers
+.PHONY: demo test lint format typecheck bench bench-scaleout soak clean renderers screenshots
 
 # Graphviz (`dot`) and the Mermaid CLI (`mmdc`) draw workflow graphs in the
 # rendering tests. Only the package registries are reachable, so puppeteer
@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scaleout.py
 	$(BIN)/python benchmarks/cluster.py
 	$(BIN)/python benchmarks/server.py
+	$(BIN)/python benchmarks/agents.py
 
 # 1, 2 and 4 `treadle worker` processes on one PostgreSQL (TREADLE_BENCH_POSTGRES_DSN,
 # else the local server); writes benchmarks/SCALEOUT.md, about 2 minutes on 2 cores.
@@ -59,6 +60,11 @@ bench-scaleout: $(STAMP)
 # benchmarks/SOAK.md, or to the file TREADLE_SOAK_REPORT names.
 soak: $(STAMP)
 	$(BIN)/pytest -m soak --timeout 3600
+
+# Retakes the page's screenshots in docs/images (the browser tests take them; an
+# ordinary run of the suite writes them to a scratch folder instead).
+screenshots: $(STAMP) renderers
+	TREADLE_SCREENSHOTS=1 $(BIN)/pytest tests/server/test_page_browser.py -p no:cacheprovider
 
 # Installs only what is missing, so it is quick to run again; the logs of a
 # failed install are printed, those of a good one stay in $(TOOLS)/.

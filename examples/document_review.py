@@ -13,9 +13,12 @@ hands ``aggregate`` their findings as one list, always in the same order.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import random
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from treadle import Case, Default, Executor, RunStatus, WorkflowBuilder, WorkflowContext, executor
@@ -192,10 +195,37 @@ async def main(store_path: str = "treadle-demo.sqlite") -> int:
     )
     steps = ", ".join(str(c.superstep) for c in history.checkpoints)
     print(f"checkpoints: {len(history.checkpoints)} (supersteps {steps})")
-    print(f"time travel: workflow.resume({result.run_id!r}, checkpoint_id=...) or .fork(...)")
-    print(f"  from a shell: treadle history {result.run_id} --store {store_path}")
+    print()
+    for line in time_travel(result.run_id, store_path):
+        print(line)
     return 0 if result.status is RunStatus.COMPLETED else 1
 
 
+def time_travel(run_id: str, store_path: str) -> list[str]:
+    """How to go back in the run just made: from Python, then from a shell.
+
+    The run was started from Python, so it does not record where its
+    workflow lives: ``treadle fork`` is told with ``--app`` (this file); the
+    fork records it, so ``treadle resume`` needs no ``--app``.
+    """
+    here = Path(__file__).resolve()
+    app = os.path.relpath(here) if here.is_relative_to(Path.cwd()) else str(here)
+    store = f"--store {store_path}"
+    return [
+        "time travel, from Python:",
+        f"  await workflow.history({run_id!r}, store=store)",
+        f"  await workflow.fork({run_id!r}, checkpoint_id=..., store=store)  # or .resume(...)",
+        "from a shell:",
+        f"  treadle history {run_id} {store}",
+        f"  treadle fork {run_id} --superstep 4 --app {app} {store}",
+        f"  treadle resume FORK_ID {store}  # FORK_ID: the run fork made",
+    ]
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(*sys.argv[1:])))
+    # Run as the module `document_review`, not as `__main__`: the classes it
+    # checkpoints are then named document_review.Document and so on, the names
+    # `treadle fork --app <this file>` finds when it loads this file.
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    demo = importlib.import_module("document_review")
+    sys.exit(asyncio.run(demo.main(*sys.argv[1:])))

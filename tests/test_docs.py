@@ -12,10 +12,15 @@ planned; CONTRIBUTING.md's dependency rule matches pyproject.toml; and the
 documented rule for writing undeclared state keys is what a run does.
 """
 
+import asyncio
 import importlib
+import os
 import pkgutil
 import re
+import signal
+import subprocess
 import sys
+import textwrap
 import tomllib
 import types
 from pathlib import Path
@@ -23,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import treadle
+from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import ExecutorFailedError
 
@@ -279,3 +285,94 @@ def test_the_quickstart_says_what_updating_an_undeclared_state_key_raises():
     assert inner.args[0] in said  # the message, word for word (in the example's output)
     assert "`set`" in said
     assert re.search(r"`set`[^.]*(?:any|undeclared|new) key", said), "set's rule is not stated"
+
+
+# -- deploy.md's shop, run as the guide runs it ----------------------------------------
+
+DEPLOY = ROOT / "docs" / "deploy.md"
+
+
+def deploy_block(marker: str) -> str:
+    """The one python block of docs/deploy.md that contains ``marker``."""
+    text = DEPLOY.read_text(encoding="utf-8")
+    (body,) = [b for _, lang, b, _, _ in fenced_blocks(text) if lang == "python" and marker in b]
+    return body
+
+
+@pytest.mark.integration
+def test_the_deploy_guides_shop_runs_on_workers_as_the_guide_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    dsn, schema = postgres_dsn(), fresh_schema()
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "flows.py").write_text(deploy_block("# shop/flows.py"))
+    client_code = deploy_block("from treadle.workers import connect")
+    assert 'connect("postgresql://treadle@db.internal/prod", schema="treadle")' in client_code
+    client_code = client_code.replace("postgresql://treadle@db.internal/prod", dsn)
+    client_code = client_code.replace('schema="treadle"', f"schema={schema!r}")
+    imports, _, body = client_code.partition("\n\n")
+    ending = "        outputs = (await client.result(run_id)).outputs\n    return final, outputs\n"
+    script = f"{imports}\n\n\nasync def main():\n{textwrap.indent(body, '    ')}{ending}"
+
+    # Section 2: `treadle worker --app shop.flows`, from the directory holding shop/.
+    env = {**os.environ, "TREADLE_STORE": dsn, "TREADLE_SCHEMA": schema}
+    treadle_command = str(Path(sys.executable).with_name("treadle"))
+    command = [treadle_command, "worker", "--app", "shop.flows", "--poll-interval", "0.1"]
+    worker = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    monkeypatch.syspath_prepend(str(tmp_path))  # `client.result` needs the workflow here
+    try:
+        namespace: dict[str, object] = {"__name__": "deploy_client"}
+        exec(compile(script, str(DEPLOY), "exec"), namespace)  # noqa: S102 - the guide's code
+        final, outputs = asyncio.run(namespace["main"]())  # type: ignore[operator]
+        assert (final.run_id, final.status) == ("refund-A-17", "completed")
+        assert outputs == ["refunded 40.0 euros for A-17"]  # approved by the guide's answer
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, logged = worker.communicate(timeout=30)
+        for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
+            del sys.modules[name]
+        asyncio.run(drop_schemas([schema]))
+    assert worker.returncode == 0, logged
+    assert "claimed run refund-A-17" in logged
+
+
+# -- installing: from a clone, as the quickstart says ------------------------------------
+
+PIP_INSTALL = re.compile(r"pip install (?P<what>[^`\n#]+)")
+INSTALLING = CITING
+
+
+def installs(doc: Path) -> list[str]:
+    """What each ``pip install`` in ``doc`` installs, as written."""
+    return [m["what"].strip() for m in PIP_INSTALL.finditer(doc.read_text(encoding="utf-8"))]
+
+
+def test_the_quickstart_installs_from_a_clone_since_treadle_is_not_on_pypi():
+    quickstart = " ".join(DOC.read_text(encoding="utf-8").split())
+    assert "not on PyPI" in quickstart
+    assert "-e ." in installs(DOC)
+    assert installs(ROOT / "docs" / "deploy.md") == ["-e '.[postgres]'"]
+
+
+@pytest.mark.parametrize("doc", INSTALLING, ids=lambda doc: doc.name)
+def test_every_doc_installs_treadle_and_its_extras_from_a_clone(doc: Path):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = set(project["optional-dependencies"])
+    for what in installs(doc):
+        if "treadle" not in what and not what.startswith("-e"):
+            continue  # some other package
+        assert re.fullmatch(r"-e (?:\.|'\.\[[\w,]+\]')", what), f"{doc.name}: pip install {what}"
+        named = set(re.findall(r"\w+", what.partition("[")[2]))
+        assert named <= extras, f"{doc.name} names extras pyproject.toml lacks: {named - extras}"
+
+
+# -- long-running.md: who wakes a timer -------------------------------------------------
+
+
+def test_long_running_names_treadle_worker_as_what_wakes_timers_from_a_shell():
+    text = (ROOT / "docs" / "long-running.md").read_text(encoding="utf-8")
+    section = text.split("### Where a run rests, and who wakes it", 1)[1].split("\n## ", 1)[0]
+    (timers,) = [line for line in section.splitlines() if line.startswith("| `ctx.sleep`")]
+    assert "`treadle worker`" in timers.rsplit("|", 2)[1]  # the "Woken by" column
+    assert "treadle worker --app your.module --store runs.sqlite" in section
+    # tests/cli/test_cli_ux.py shows `treadle run` naming it for a run resting on a timer.

@@ -3,14 +3,18 @@
 One server (a subprocess on a SQLite file) and one browser serve the whole
 module; each test opens its own browser context, signs in with the printed
 address, and works the page as a person would: by labels and buttons. The
-screenshots in docs/images/server-*.png are taken here.
+screenshots in docs/images/server-*.png are taken here: ``make screenshots``
+(``TREADLE_SCREENSHOTS=1``) writes them there; an ordinary run writes them to
+a scratch folder, so the suite leaves the checkout as it found it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +28,12 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-IMAGES = Path(__file__).parents[2] / "docs" / "images"
+IMAGES = (
+    Path(__file__).parents[2] / "docs" / "images"
+    if os.environ.get("TREADLE_SCREENSHOTS")
+    else Path(tempfile.gettempdir()) / "treadle-screenshots"
+)
+IMAGES.mkdir(exist_ok=True)
 
 pytestmark = [
     pytest.mark.integration,

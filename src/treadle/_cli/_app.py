@@ -23,9 +23,11 @@ several commands share are :mod:`treadle._cli._flags`'. Exit codes:
 from __future__ import annotations
 
 from importlib.metadata import version
+from pathlib import Path  # noqa: TC003 - typer reads the annotations at run time
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from treadle._cli._event_views import print_settled
 from treadle._cli._execute import execute, execute_sync, refuse
@@ -39,9 +41,11 @@ from treadle._cli._flags import (
     with_run_flags,
 )
 from treadle._cli._follow import continue_run, follow_new
+from treadle._cli._graphs import choose_format, draw
 from treadle._cli._live import stream_run
 from treadle._cli._serve import WorkerSettings, serve
 from treadle._cli._serve_http import serve as serve_http
+from treadle._cli._starting import prepare_run, refuse_taken_id
 from treadle._cli._views import (
     log_to_stderr,
     out,
@@ -123,20 +127,21 @@ SuperstepOption = Annotated[
 def run(
     workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
     input_: Annotated[
-        str, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
-    ] = "null",
+        str | None, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
+    ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
     *,
     flags: RunFlags,
 ) -> None:
     """Start a run and watch it live: supersteps, progress, outputs."""
     options = flags.run_options()
-    loaded, value = execute_sync(lambda: commands.prepare_run(workflow, input_))
+    loaded, value = execute_sync(lambda: prepare_run(workflow, input_))
 
     async def work(chosen: Store) -> tuple[RunResult, list[dict[str, Any]]]:
-        result = await stream_run(
+        streamed = stream_run(
             loaded, value, chosen, run_id, out, quiet=flags.as_json, options=options
         )
+        result = await refuse_taken_id(chosen, streamed, run_id)
         return result, await requests_of(chosen, result, loaded=loaded)
 
     _report(*execute(flags.store, work, drives=run_id or True, creates=True), flags)
@@ -283,7 +288,13 @@ def _settled(view: commands.RunView, *, as_json: bool) -> NoReturn:
 def start(
     workflow: Annotated[str, typer.Argument(help="The workflow's name, as workers serve it.")],
     input_: Annotated[
-        str, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            help="The input as JSON, or @file.json (left out: null).",
+            show_default=False,
+        ),
     ] = "null",
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Choose the run id (idempotent).")
@@ -316,11 +327,11 @@ def fork(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Branch a new run from a checkpoint (continue it with `treadle resume`)."""
-    new_id, at, parent = execute(
+    """Branch a new run from a checkpoint; say how to move it on (resume, or answer)."""
+    view, at, parent = execute(
         store, lambda s: _forked(s, run_id, checkpoint, patch, app_, superstep)
     )
-    print_forked(new_id, parent, at, as_json=as_json)
+    print_forked(view, parent, at, as_json=as_json)
 
 
 async def _forked(
@@ -330,13 +341,13 @@ async def _forked(
     patch: str | None,
     app_: str | None,
     superstep: int | None,
-) -> tuple[str, str, str]:
-    """Fork; say at which checkpoint (prefix or superstep resolved) of which run (prefix too)."""
+) -> tuple[commands.RunView, str, str]:
+    """Fork; the new run's view, and at which checkpoint (prefix resolved) of which run."""
     run_id = (await commands.get_run(store, run_id)).run_id
     at = await commands.resolve_checkpoint(store, run_id, checkpoint, superstep)
     new_id = await commands.fork(store, run_id, at, patch, app_)
     assert at is not None  # noqa: S101 - fork refuses neither
-    return new_id, at, run_id
+    return await commands.show_run(store, new_id, app_), at, run_id
 
 
 @app.command()
@@ -381,16 +392,22 @@ def unpause(
 @app.command()
 def graph(
     workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
-    fmt: Annotated[str, typer.Option("--format", help="mermaid or dot")] = "mermaid",
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="mermaid, dot, or png / svg (drawn by Graphviz's dot)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write it to this file.")
+    ] = None,
 ) -> None:
-    """Print a workflow's graph for Mermaid or Graphviz."""
+    """Print a workflow's graph for Mermaid or Graphviz, or draw it (-o graph.png)."""
+    chosen = execute_sync(lambda: choose_format(fmt, output))
     loaded = execute_sync(lambda: load_workflow(workflow))
-    if fmt not in ("mermaid", "dot"):
-        refuse(f"unknown format {fmt!r}; use mermaid or dot")
-    render = getattr(loaded, "to_mermaid" if fmt == "mermaid" else "to_dot", None)
-    if render is None:
-        refuse("this version of treadle cannot draw graphs yet")
-    print_graph(render())
+    drawn = execute_sync(lambda: draw(loaded, chosen, output))
+    if drawn is not None:
+        print_graph(drawn)
+    else:
+        out.print(f"wrote {escape(str(output))} ({chosen})")
 
 
 @app.command()

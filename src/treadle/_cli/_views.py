@@ -146,14 +146,29 @@ def print_started(run_id: str, workflow: str, *, as_json: bool) -> None:
         out.print(run_id)
 
 
-def print_forked(new_id: str, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:
-    """``treadle fork``: the new run, and how to continue it."""
+def print_forked(view: commands.RunView, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:
+    """``treadle fork``: the new run, and what moves it on from the status it was forked in."""
+    new_id = view.run.run_id
     if as_json:
-        out.print_json(
-            data={"run_id": new_id, "parent_run_id": run_id, "checkpoint_id": checkpoint_id}
-        )
+        data: dict[str, Any] = {"run_id": new_id, "parent_run_id": run_id}
+        data |= {"checkpoint_id": checkpoint_id, "status": view.run.status}
+        out.print_json(data=plain({**data, "pending_requests": view.pending_requests}))
+        return
+    status = view.run.status
+    out.print(f"forked run [bold]{new_id}[/bold] ({status}) from checkpoint {checkpoint_id}")
+    if view.pending_requests:  # resume would only ask again: answering moves it on
+        for line in (line for r in view.pending_requests for line in request_lines(plain(r))):
+            out.print(f"  {line}")
+    elif status == RunStatus.WAITING.value:
+        out.print(f"  next timer: {when(view.wake_at)}; `treadle worker` wakes it")
+    elif status == RunStatus.AWAITING_INPUT.value:  # a session: it waits for its next message
+        out.print(f"  send it its next message with: treadle send {new_id} '<json>'")
+    elif status == RunStatus.PAUSED.value:
+        out.print(f"  {_PAUSED_HINT.format(run=new_id)}")
+    elif RunStatus(status).is_final:
+        out.print(f"  it is {status} as forked: `treadle show {new_id}` shows its outputs")
     else:
-        out.print(f"forked run [bold]{new_id}[/bold]; continue it with: treadle resume {new_id}")
+        out.print(f"  continue it with: treadle resume {new_id}")
 
 
 def print_cancelled(run_id: str) -> None:
@@ -271,7 +286,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
     shown = escape(row.run_id)
     status = escape(_status_text(row, now))
     out.print(f"run [bold]{shown}[/bold] ({escape(row.workflow)}): {status}")
-    out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id}")
+    out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id or 'none yet'}")
     if row.owner is not None:
         out.print(f"  owner: {escape(_owner_text(row, now))}")
     if data["orphaned"] and not row.parked:

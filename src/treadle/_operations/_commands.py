@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
-from treadle._operations._inputs import coerce_input, load_workflow, parse_json
+from treadle._operations._inputs import load_workflow, parse_json
 from treadle._operations._logged import logged_outputs_and_requests
 from treadle._operations._schemas import describe_request
 from treadle._workflow._runs import cancel_run
@@ -38,8 +38,11 @@ async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
     """The workflow that wrote a run: ``app`` if given, else the run's stored origin."""
     if app is not None:
         return load_workflow(app)
-    graph = json.loads(await store.get_graph(run_id))
-    origin = graph.get("origin")
+    stored = await store.get_graph(run_id)
+    if not stored:  # queued by `treadle start`: no worker has stored its graph yet
+        msg = f"run {run_id!r} is queued: no worker has taken it up yet"
+        raise CommandError(msg)
+    origin = json.loads(stored).get("origin")
     if not origin:
         msg = (
             f"run {run_id!r} does not record where its workflow lives "
@@ -153,12 +156,6 @@ async def history(
     run = await get_run(store, run_id)
     forks = await store.list_runs(parent_run_id=run.run_id)
     return run, await store.list_checkpoints(run.run_id), forks
-
-
-def prepare_run(app: str, raw_input: str) -> tuple[Workflow, Any]:
-    """The workflow and typed input for ``treadle run`` (the caller streams it)."""
-    workflow = load_workflow(app)
-    return workflow, coerce_input(workflow, parse_json(raw_input, "input"))
 
 
 async def resume(
