@@ -30,6 +30,7 @@ from treadle.events import WorkflowEvent
 
 PUBLIC_MODULES = (
     "treadle",
+    "treadle.agents",
     "treadle.dask",
     "treadle.errors",
     "treadle.events",
@@ -190,8 +191,9 @@ def test_import_treadle_loads_no_optional_extra():
 
 
 def test_secondary_namespaces_load_no_optional_extra_until_used():
-    """``treadle.otel`` and ``treadle.dask`` are the only ones that need their extra to import."""
-    modules = ", ".join(m for m in PUBLIC_MODULES if m not in ("treadle.otel", "treadle.dask"))
+    """``treadle.otel``, ``.dask`` and ``.agents`` are the only ones that need their extra."""
+    extras = ("treadle.otel", "treadle.dask", "treadle.agents")
+    modules = ", ".join(m for m in PUBLIC_MODULES if m not in extras)
     code = f"import sys, {modules}; print([m for m in {OPTIONAL_EXTRAS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

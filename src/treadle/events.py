@@ -23,6 +23,7 @@ position) order, its :class:`ExecutorInvoked`, the events it raised,
 :class:`StatusChanged`. ``docs/semantics.md`` (section 7) has the details.
 """
 
+from treadle._agents._events import AgentDelta
 from treadle._engine._events import (
     CheckpointSaved,
     CustomEvent,
@@ -42,6 +43,7 @@ from treadle._engine._events import (
 from treadle._public import publish
 
 __all__ = [
+    "AgentDelta",
     "CheckpointSaved",
     "CustomEvent",
     "ExecutorCompleted",

@@ -1,0 +1,184 @@
+"""Tools that need approval: a durable request answered approve, edit or refuse."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent
+from refund_app import build
+from scripted import Call, counted, scripted
+
+from treadle import RunStatus, WorkflowBuilder
+from treadle.agents import AgentExecutor, ToolApproval, ToolDecision
+from treadle.errors import InvalidResponseError
+from treadle.stores import MemoryStore, SqliteStore
+
+HERE = Path(__file__).parent
+TREADLE = str(Path(sys.executable).parent / "treadle")
+
+
+async def ask(tmp_path: Path, run_id: str = "refund-1"):
+    side = tmp_path / "side.sqlite"
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    workflow = build(str(side))
+    asked = await workflow.run("Refund order A1, please.", store=store, run_id=run_id)
+    return workflow, store, side, asked
+
+
+async def test_a_tool_needing_approval_asks_first_and_runs_once_approved(tmp_path):
+    workflow, store, side, asked = await ask(tmp_path)
+    try:
+        assert asked.status is RunStatus.AWAITING_INPUT
+        (request,) = asked.pending_requests
+        assert request.payload == ToolApproval(
+            "billing", "refund", {"order": "A1", "cents": 5000}, "refund-1"
+        )
+        assert counted(side) == {}  # asked before anything ran
+        done = await workflow.respond(
+            "refund-1", {request.request_id: ToolDecision.approve()}, store=store
+        )
+    finally:
+        await store.close()
+    assert done.outputs == ["Done: refunded 5000 on A1 (refund #1)"]
+    assert counted(side) == {"refund": 1}
+
+
+async def test_an_edited_call_runs_with_the_new_arguments_and_the_history_shows_them(tmp_path):
+    workflow, store, _side, asked = await ask(tmp_path)
+    try:
+        (request,) = asked.pending_requests
+        answer = {"action": "edit", "args": {"order": "A1", "cents": 2000}}  # JSON, as typed
+        done = await workflow.respond("refund-1", {request.request_id: answer}, store=store)
+    finally:
+        await store.close()
+    assert done.outputs == ["Done: refunded 2000 on A1 (refund #1)"]
+    call = done.state["conversation"][1]["parts"][0]
+    assert (call["tool_name"], call["args"]) == ("refund", {"order": "A1", "cents": 2000})
+
+
+async def test_a_refused_call_never_runs_and_the_model_reads_the_reason(tmp_path):
+    workflow, store, side, asked = await ask(tmp_path)
+    try:
+        (request,) = asked.pending_requests
+        refusal = ToolDecision.refuse("over the limit")
+        done = await workflow.respond("refund-1", {request.request_id: refusal}, store=store)
+    finally:
+        await store.close()
+    # A failed tool result, as the model reads one.
+    assert done.outputs == ['Done: {"error":"The call of refund was refused: over the limit"}']
+    assert counted(side) == {}
+
+
+async def test_an_answer_that_is_no_decision_is_refused_and_the_run_still_waits(tmp_path):
+    workflow, store, side, asked = await ask(tmp_path)
+    try:
+        (request,) = asked.pending_requests
+        for bad in ({"action": "maybe"}, {"action": "edit"}, {"action": "approve", "reason": "x"}):
+            with pytest.raises(InvalidResponseError):
+                await workflow.respond("refund-1", {request.request_id: bad}, store=store)
+        again = await workflow.resume("refund-1", store=store)
+        assert again.status is RunStatus.AWAITING_INPUT
+    finally:
+        await store.close()
+    assert counted(side) == {}
+
+
+def test_tool_decisions_refuse_contradictions_where_they_are_made():
+    assert ToolDecision.edit({"a": 1}) == ToolDecision("edit", args={"a": 1})
+    with pytest.raises(ValueError, match="exactly when"):
+        ToolDecision("approve", args={"a": 1})
+    with pytest.raises(ValueError, match="only a refusal"):
+        ToolDecision("edit", args={}, reason="why")
+    assert dataclasses.asdict(ToolDecision.refuse()) == {
+        "action": "refuse",
+        "args": None,
+        "reason": None,
+    }
+
+
+@pytest.mark.integration
+def test_a_refund_asked_in_one_process_is_answered_by_treadle_respond_in_another(tmp_path):
+    side = tmp_path / "side.sqlite"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")},
+        "PYTHONPATH": str(HERE),
+        "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
+        "REFUND_SIDE": str(side),
+    }
+
+    def treadle(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TREADLE, *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=50,
+            check=False,
+        )
+
+    started = treadle(
+        "run",
+        "refund_app:desk",
+        "--input",
+        '"Refund order A1, please."',
+        "--run-id",
+        "r1",
+        "--json",
+    )
+    assert started.returncode == 3, started.stderr  # the process exits with the run awaiting input
+    (request,) = json.loads(started.stdout)["pending_requests"]
+    assert request["payload"] == {
+        "agent": "billing",
+        "tool": "refund",
+        "args": {"order": "A1", "cents": 5000},
+        "call_id": "refund-1",
+    }
+    assert counted(side) == {}
+
+    answered = treadle("respond", "r1", request["request_id"], '{"action": "approve"}', "--json")
+    assert answered.returncode == 0, answered.stderr
+    done = json.loads(answered.stdout)
+    assert done["status"] == "completed"
+    assert done["outputs"] == ["Done: refunded 5000 on A1 (refund #1)"]
+    assert counted(side) == {"refund": 1}
+
+    again = treadle("respond", "r1", request["request_id"], '{"action": "approve"}')
+    assert again.returncode != 0  # answered once: a second answer changes nothing
+    assert counted(side) == {"refund": 1}
+
+
+async def test_two_calls_needing_approval_in_one_response_are_asked_one_after_the_other():
+    model = scripted(
+        [
+            Call("refund", {"order": "A1", "cents": 100}, id="first"),
+            Call("refund", {"order": "B2", "cents": 200}, id="second"),
+        ],
+        "Both done.",
+    )
+    refunded: list[str] = []
+    agent = Agent(model, name="billing")
+
+    @agent.tool_plain
+    def refund(order: str, cents: int) -> str:
+        refunded.append(order)
+        return "ok"
+
+    workflow = WorkflowBuilder(AgentExecutor(agent, approve_tools=["refund"])).build()
+    store = MemoryStore()
+    asked = await workflow.run("Refund both.", store=store, run_id="two")
+    (first,) = asked.pending_requests
+    assert first.payload.call_id == "first"
+    asked = await workflow.respond("two", {first.request_id: ToolDecision.approve()}, store=store)
+    (second,) = asked.pending_requests
+    assert second.payload.call_id == "second"
+    assert refunded == []  # nothing runs before every call of the response is decided
+    done = await workflow.respond("two", {second.request_id: ToolDecision.approve()}, store=store)
+    assert done.outputs == ["Both done."]
+    assert sorted(refunded) == ["A1", "B2"]
