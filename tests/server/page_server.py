@@ -56,15 +56,18 @@ class Server:
             self.process.stdout.close()
 
 
-def start_server(store: Path, *apps: str) -> Server:
-    """Start ``treadle serve`` on the SQLite file ``store`` with ``apps`` from this directory."""
+def start_server(store: Path, *apps: str, beside: Path | None = None) -> Server:
+    """Start ``treadle serve`` on the SQLite file ``store`` with ``apps`` from this directory.
+
+    ``beside``: another directory the apps may come from too.
+    """
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
     command = [TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", "0"]
     for app in apps:
         command += ["--app", app]
     process = subprocess.Popen(
         command,
-        env={**inherited, "PYTHONPATH": str(HERE)},
+        env={**inherited, "PYTHONPATH": os.pathsep.join(map(str, filter(None, (HERE, beside))))},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
