@@ -18,7 +18,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
 from treadle._cli._answering import request_lines
-from treadle._cli._views import out, plain, when
+from treadle._cli._views import out, when
+from treadle._operations._plain import plain
 
 if TYPE_CHECKING:
     from types import TracebackType

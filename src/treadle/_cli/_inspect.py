@@ -36,9 +36,10 @@ from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     StoreOption,
 )
 from treadle._cli._follow import watch as watch_events
-from treadle._cli._views import err, out, plain
+from treadle._cli._views import err, out
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
+from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
 
 if TYPE_CHECKING:

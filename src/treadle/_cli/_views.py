@@ -23,6 +23,7 @@ from rich.table import Table
 from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
+from treadle._operations._plain import plain
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
@@ -33,41 +34,6 @@ if TYPE_CHECKING:
 _WIDTH = None if sys.stdout.isatty() else 240
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
-
-
-def plain(value: Any) -> Any:
-    """A value as JSON-ready data (dataclasses, models, datetimes included)."""
-    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
-
-    try:
-        return to_jsonable_python(value, fallback=repr)
-    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
-        return _plain_deep(value)
-
-
-def _plain_deep(value: Any) -> Any:
-    """:func:`plain` without recursion: lists, tuples and dicts copied level by level."""
-    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
-
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        parent, key, item = stack.pop()
-        copied: Any
-        if isinstance(item, dict):
-            named = [(k if isinstance(k, str) else str(plain(k)), v) for k, v in item.items()]
-            copied = dict.fromkeys(k for k, _ in named)
-            stack.extend((copied, k, v) for k, v in named)
-        elif isinstance(item, list | tuple):
-            copied = [None] * len(item)
-            stack.extend((copied, index, v) for index, v in enumerate(item))
-        else:
-            try:
-                copied = to_jsonable_python(item, fallback=repr)
-            except ValueError:  # a deep model or dataclass: its repr will do
-                copied = repr(item)
-        parent[key] = copied
-    return root[0]
 
 
 def when(epoch: float | None) -> str:

@@ -40,6 +40,7 @@ from treadle._exceptions import (
     TreadleError,
     UnknownRequestError,
 )
+from treadle._operations._plain import plain as to_plain
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -158,42 +159,8 @@ def error_body(
 
 
 def plain(value: Any) -> Any:
-    """A value as JSON-ready data: dataclasses, models, datetimes, bytes; NaN as null.
-
-    A value of a type with no JSON form becomes its ``repr``; nesting deeper
-    than pydantic serializes is copied level by level.
-    """
-    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - only when answering
-
-    try:
-        return to_jsonable_python(value, fallback=repr, inf_nan_mode="null")
-    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
-        return _plain_deep(value)
-
-
-def _plain_deep(value: Any) -> Any:
-    """:func:`plain` without recursion: lists, tuples and dicts copied level by level."""
-    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - only when answering
-
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        parent, key, item = stack.pop()
-        copied: Any
-        if isinstance(item, dict):
-            named = [(k if isinstance(k, str) else str(plain(k)), v) for k, v in item.items()]
-            copied = dict.fromkeys(k for k, _ in named)
-            stack.extend((copied, k, v) for k, v in named)
-        elif isinstance(item, list | tuple):
-            copied = [None] * len(item)
-            stack.extend((copied, index, v) for index, v in enumerate(item))
-        else:
-            try:
-                copied = to_jsonable_python(item, fallback=repr, inf_nan_mode="null")
-            except ValueError:  # a deep model or dataclass: its repr will do
-                copied = repr(item)
-        parent[key] = copied
-    return root[0]
+    """A value as JSON-ready data for an answer: NaN and infinities as null (strict JSON)."""
+    return to_plain(value, nan="null")
 
 
 class JsonResponse(Response):
