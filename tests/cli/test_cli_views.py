@@ -119,3 +119,12 @@ def test_worker_log_lines_carry_an_iso_time():
     line = _views.IsoTimeFormatter(_views.LOG_FORMAT).format(record)
     assert line == "2027-01-15T08:00:00.250+00:00 treadle.worker INFO hi x"
     assert re.match(r"^\d{4}-\d\d-\d\dT", line)
+
+
+def test_show_prints_a_long_state_list_as_its_size_and_last_item():
+    conversation = [{"role": "user", "text": f"message {n}"} for n in range(200)]
+    shown = _views.brief_state({"conversation": conversation, "tags": ["a", "b"], "n": 3})
+    assert shown["tags"] == ["a", "b"]  # short ones whole
+    assert shown["n"] == 3
+    assert shown["conversation"].startswith("<200 items, the last: ")
+    assert "message 199" in shown["conversation"]

@@ -279,7 +279,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         out.print(f"  next timer: {when(view.wake_at)}")
     out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")
     if not view.detail:  # the state needs the run's code to decode its checkpoint
-        out.print(f"  state: {escape(json.dumps(plain(view.state)))}")
+        out.print(f"  state: {escape(json.dumps(brief_state(plain(view.state))))}")
 
 
 def print_history(
@@ -342,3 +342,22 @@ def log_to_stderr() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+_LONG_LIST = 10
+"""A state list longer than this is shown by ``show`` as its length and last item."""
+
+
+def brief_state(state: dict[str, Any]) -> dict[str, Any]:
+    """State as ``treadle show`` prints it: a long list (a conversation) as its size and tail.
+
+    ``--json`` gives it whole; a terminal gets what fits a glance.
+    """
+    shown: dict[str, Any] = {}
+    for key, value in state.items():
+        if isinstance(value, list) and len(value) > _LONG_LIST:
+            shown[key] = f"<{len(value)} items, the last: {json.dumps(value[-1])[:200]}>"
+        else:
+            shown[key] = value
+    return shown
+
