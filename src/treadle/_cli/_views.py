@@ -360,4 +360,3 @@ def brief_state(state: dict[str, Any]) -> dict[str, Any]:
         else:
             shown[key] = value
     return shown
-
