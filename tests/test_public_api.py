@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "treadle",
     "treadle.agents",
     "treadle.dask",
+    "treadle.declarative",
     "treadle.errors",
     "treadle.events",
     "treadle.otel",
@@ -42,6 +43,7 @@ PUBLIC_MODULES = (
 )
 
 OPTIONAL_EXTRAS = (
+    "celpy",
     "dask",
     "distributed",
     "opentelemetry",
@@ -53,6 +55,7 @@ OPTIONAL_EXTRAS = (
     "starlette",
     "typer",
     "uvicorn",
+    "yaml",
 )
 
 
@@ -191,8 +194,8 @@ def test_import_treadle_loads_no_optional_extra():
 
 
 def test_secondary_namespaces_load_no_optional_extra_until_used():
-    """``treadle.otel``, ``.dask`` and ``.agents`` are the only ones that need their extra."""
-    extras = ("treadle.otel", "treadle.dask", "treadle.agents")
+    """``.otel``, ``.dask``, ``.agents`` and ``.declarative`` alone need their extra."""
+    extras = ("treadle.otel", "treadle.dask", "treadle.agents", "treadle.declarative")
     modules = ", ".join(m for m in PUBLIC_MODULES if m not in extras)
     code = f"import sys, {modules}; print([m for m in {OPTIONAL_EXTRAS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,9 +10,11 @@ in secondary namespaces, one home per name: ``treadle.errors`` (the whole
 exception tree, rooted at ``TreadleError``), ``treadle.events`` (what a run
 reports), ``treadle.stores`` (where runs live), ``treadle.workers`` (many
 processes on PostgreSQL), ``treadle.dask`` (executors on a Dask cluster),
-``treadle.serialization``, ``treadle.testing`` and ``treadle.otel``.
+``treadle.serialization``, ``treadle.testing``, ``treadle.otel`` and
+``treadle.declarative`` (workflows written in YAML or JSON: ``treadle.load``).
 """
 
+from treadle._declarative._entry import load
 from treadle._engine._clock import Clock, SystemClock
 from treadle._engine._context import WorkflowContext
 from treadle._engine._delivery import HandoffContext, HandoffRefused, StalledFanIn
@@ -67,6 +69,7 @@ __all__ = [
     "WorkflowStream",
     "executor",
     "handler",
+    "load",
 ]
 
 publish(__name__, globals(), __all__)

@@ -37,6 +37,21 @@ class WorkflowValidationError(TreadleError):
         super().__init__(f"workflow is invalid ({count} {noun}):\n{lines}")
 
 
+class DefinitionError(TreadleError):
+    """A declarative definition has problems; ``problems`` lists every one.
+
+    Each problem reads ``file:line:column: message``, the place in the
+    definition's text it comes from, so an editor can jump to it.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"the definition is invalid ({count} {noun}):\n{lines}")
+
+
 class ExecutorInUseError(TreadleError):
     """An executor instance given directly is already serving another run.
 

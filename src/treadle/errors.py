@@ -11,6 +11,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
 
     TreadleError
     ├── WorkflowValidationError      the builder found problems; lists them all
+    ├── DefinitionError              a declarative definition has problems; file:line:col each
     ├── ExecutorInUseError           a non-shareable instance is in another run
     ├── RoutingError                 a message has no edge that can carry it
     ├── HandlerTimeoutError          a handler ran past its timeout [TimeoutError]
@@ -68,6 +69,7 @@ from treadle._exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
     CommandError,
+    DefinitionError,
     DurabilityError,
     ExecutorInUseError,
     GraphChangedError,
@@ -103,6 +105,7 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "CommandError",
+    "DefinitionError",
     "DurabilityError",
     "ExecutorFailedError",
     "ExecutorInUseError",

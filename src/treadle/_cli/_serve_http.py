@@ -19,6 +19,7 @@ import logging
 import secrets
 import signal
 import socket
+from pathlib import Path  # noqa: TC003 - typer reads the annotation
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -34,8 +35,24 @@ _HELP_APP = "pkg.module (every workflow in it), pkg.module:workflow or path/app.
 _HELP_TOKEN = "The access token (default: TREADLE_TOKEN, else a new one, printed)."  # noqa: S105 - help text
 
 
+def served_apps(apps: list[str], folders: list[Path]) -> tuple[str, ...]:
+    """The ``--app`` paths, then the definition files of each ``--definitions`` folder, by name."""
+    found = list(apps)
+    for folder in folders:
+        if not folder.is_dir():
+            refuse(f"--definitions {folder}: not a folder")
+        found += sorted(str(f) for f in folder.iterdir() if f.suffix in {".yaml", ".yml", ".json"})
+    if not found:
+        refuse("name what to serve: --app pkg.module, or --definitions FOLDER")
+    return tuple(found)
+
+
 def serve(
-    apps: Annotated[list[str], typer.Option("--app", help=_HELP_APP)],
+    apps: Annotated[list[str] | None, typer.Option("--app", help=_HELP_APP)] = None,
+    definitions: Annotated[
+        list[Path] | None,
+        typer.Option("--definitions", help="A folder: serve every definition file in it."),
+    ] = None,
     store: StoreOption = None,
     host: Annotated[
         str, typer.Option("--host", help="The address to listen on (this machine only by default).")
@@ -71,7 +88,7 @@ def serve(
     try:
         settings = ServerSettings(
             token=token or secrets.token_urlsafe(32),
-            apps=tuple(apps),
+            apps=served_apps(apps or [], definitions or []),
             store=store,
             host=host,
             port=port,

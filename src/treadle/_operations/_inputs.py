@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import AppLoadError, CommandError
+from treadle._exceptions import AppLoadError, CommandError, DefinitionError
 from treadle._scaleout import _apps as apps
 from treadle._scaleout._apps import import_here
 from treadle._stores._store import DEFAULT_LEASE
@@ -106,13 +106,16 @@ def load_workflow(spec: str) -> Workflow:
     """The workflow an app path names, its path kept as the workflow's origin.
 
     ``pkg.module:workflow``; ``pkg.module`` when the module holds exactly
-    one workflow; or a file, ``path/to/app.py[:workflow]``. Later commands
+    one workflow; a file, ``path/to/app.py[:workflow]``; or a definition
+    file, ``path/to/flow.yaml`` (or ``.yml``, ``.json``). Later commands
     find a run's workflow by the origin it was started with.
 
     Raises:
         CommandError: It does not import, or names no single workflow; the
             message says what it holds and which name was perhaps meant.
     """
+    if spec.endswith(DEFINITION_SUFFIXES):
+        return load_definition(spec)
     where, _, attribute = spec.partition(":")
     if not where:
         msg = f"{spec!r} is not an app: write pkg.module:workflow, pkg.module or path/app.py"
@@ -139,6 +142,29 @@ def load_workflow(spec: str) -> Workflow:
         raise CommandError(msg)
     workflow.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
     return workflow
+
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+"""An app path ending so is a declarative definition file (``docs/declarative.md``)."""
+
+
+def load_definition(path: str) -> Workflow:
+    """The workflow a definition file describes (its absolute path is its origin).
+
+    Raises:
+        CommandError: The declarative extra is missing, or the definition has
+            problems (the message lists every one, ``file:line:column: message``).
+    """
+    try:
+        from treadle._declarative._loader import load_path  # noqa: PLC0415 - yaml and CEL on demand
+    except ImportError as error:
+        extra = "pip install 'treadle[declarative]'"
+        msg = f"definitions need the declarative extra: {extra} ({error})"
+        raise CommandError(msg) from None
+    try:
+        return load_path(path)
+    except DefinitionError as error:
+        raise CommandError(str(error)) from error
 
 
 def _import_file(path: str) -> ModuleType:

@@ -1,0 +1,312 @@
+"""Conditions and selectors in CEL, the Common Expression Language (cel-python).
+
+Why CEL: it was designed to be evaluated on untrusted input. It has no
+loops, no recursion, no assignment and no user-defined functions; the only
+iteration is a macro (``all``, ``exists``, ``exists_one``, ``map``,
+``filter``) over a list that already exists, so every expression
+terminates, in time polynomial in its data. Its values are plain data
+(numbers, strings, lists, maps), so there is no object whose attributes an
+expression could climb to reach Python (the road of every Jinja sandbox
+escape).
+
+Treadle narrows cel-python further, at load time:
+
+* the only names are ``message``, ``state`` and ``inputs`` (and ``targets``
+  in a fan-out's ``select``), plus the variables of macros;
+* only CEL's standard functions, minus ``matches``: cel-python runs it on
+  Python's backtracking ``re``, where a crafted pattern takes exponential
+  time (CEL's RE2 does not);
+* no field whose name starts with ``_``, no message construction
+  (``Type{...}``), no leading-dot names;
+* macros nest at most :data:`MAX_MACRO_DEPTH` deep, which bounds the
+  polynomial.
+
+What the expression sees is converted to plain data first (``plain``):
+mappings, lists, strings, numbers, booleans, null. A dataclass or pydantic
+model becomes the mapping of its fields; any other object is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
+from lark import Token, Tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+MAX_MACRO_DEPTH = 2
+"""How deeply ``all``/``exists``/``map``/``filter`` may nest in one expression."""
+
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_FUNCTIONS = frozenset(
+    {
+        "has",
+        "size",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bool",
+        "bytes",
+        "duration",
+        "timestamp",
+        "type",
+        "dyn",
+    }
+)
+_METHODS = frozenset(
+    {
+        *_MACROS,
+        "size",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "getDate",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getFullYear",
+        "getMonth",
+        "getHours",
+        "getMilliseconds",
+        "getMinutes",
+        "getSeconds",
+    }
+)
+_REFUSED_RULES = {
+    "member_object": "message construction (Type{...}) is not allowed",
+    "dot_ident": "names starting with '.' are not allowed",
+    "dot_ident_arg": "names starting with '.' are not allowed",
+}
+
+
+class ExpressionError(ValueError):
+    """A condition could not be evaluated (its data has no such key, a wrong type)."""
+
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    """The one CEL environment (made once: building its parser takes about 0.1 s).
+
+    cel-python sets the interpreter's recursion limit to 2500 (deep
+    expressions parse recursively); a higher limit set by the program stays.
+    """
+    before = sys.getrecursionlimit()
+    made = celpy.Environment()
+    sys.setrecursionlimit(max(before, sys.getrecursionlimit()))
+    return made
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A checked, compiled CEL expression and the names it reads."""
+
+    source: str
+    program: celpy.Runner
+    names: frozenset[str]
+
+    def evaluate(self, values: dict[str, Any]) -> Any:
+        """The expression's value (plain data) over ``values`` (name → plain data).
+
+        Raises:
+            ExpressionError: The evaluation failed (a missing key, a type mismatch).
+        """
+        activation = {name: json_to_cel(values[name]) for name in self.names}
+        try:
+            result = self.program.evaluate(activation)
+        except CELEvalError as error:
+            msg = f"the expression {self.source!r} failed: {error.args[0] if error.args else error}"
+            raise ExpressionError(msg) from None
+        if isinstance(result, CELEvalError):
+            msg = f"the expression {self.source!r} failed: {result.args[0]}"
+            raise ExpressionError(msg)
+        return _python(result)
+
+
+def compile_expression(source: str, names: Iterable[str]) -> Expression:
+    """Parse and check ``source``, which may read only ``names`` (and macro variables).
+
+    Raises:
+        ValueError: A syntax error or something CEL allows that treadle does not;
+            the message says what and where in the expression.
+    """
+    try:
+        tree = _environment().compile(source)
+    except CELParseError as error:
+        column = getattr(error, "column", None) or 1
+        msg = f"CEL syntax error in {source!r} at column {column}"
+        raise ValueError(msg) from None
+    allowed = frozenset(names)
+    used: set[str] = set()
+    problems: list[str] = []
+    _check(tree, allowed, set(), used, problems, 0)
+    if problems:
+        raise ValueError(f"in {source!r}: " + "; ".join(dict.fromkeys(problems)))
+    return Expression(source, _environment().program(tree), frozenset(used))
+
+
+def _check(
+    tree: Tree[Token] | Token,
+    allowed: frozenset[str],
+    bound: set[str],
+    used: set[str],
+    problems: list[str],
+    depth: int,
+) -> None:
+    """Walk the parse tree, refusing what CEL allows but treadle does not."""
+    if not isinstance(tree, Tree):
+        return
+    rule = str(tree.data)
+    children = tree.children
+    if rule in _REFUSED_RULES:
+        problems.append(_REFUSED_RULES[rule])
+        return
+    if rule == "ident":
+        name = str(children[0])
+        if name in allowed:
+            used.add(name)
+        elif name not in bound:
+            problems.append(f"unknown name {name!r} (use {', '.join(sorted(allowed))})")
+        return
+    if rule == "ident_arg":
+        name = str(children[0])
+        if name not in _FUNCTIONS:
+            problems.append(f"the function {name}() is not allowed")
+    elif rule == "member_dot" and str(children[1]).startswith("_"):
+        problems.append(f"the field {str(children[1])!r} is not allowed (it starts with '_')")
+    elif rule == "member_dot_arg":
+        method = str(children[1])
+        if method not in _METHODS:
+            problems.append(f"the method .{method}() is not allowed")
+        elif method in _MACROS:
+            if depth >= MAX_MACRO_DEPTH:
+                problems.append(f"macros nest at most {MAX_MACRO_DEPTH} deep")
+                return
+            variable = _macro_variable(children)
+            inner = {*bound, variable} if variable else bound
+            _check(children[0], allowed, bound, used, problems, depth)
+            for child in children[2:]:
+                _check(child, allowed, inner, used, problems, depth + 1)
+            return
+    for child in children:
+        _check(child, allowed, bound, used, problems, depth)
+
+
+def _macro_variable(children: Sequence[Tree[Token] | Token]) -> str | None:
+    """The variable a macro binds (``x`` in ``list.all(x, ...)``)."""
+    args = children[2] if len(children) > 2 else None  # noqa: PLR2004 - member, name, args
+    if not isinstance(args, Tree) or not args.children:
+        return None
+    first = args.children[0]
+    idents = (
+        [t for t in first.iter_subtrees() if str(t.data) == "ident"]
+        if isinstance(first, Tree)
+        else []
+    )
+    return str(idents[0].children[0]) if idents else None
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain data for an expression: no Python object gets through.
+
+    Raises:
+        ExpressionError: It holds an object that is not data.
+    """
+    if depth > 64:  # noqa: PLR2004 - deeper data is a mistake, not a message
+        raise ExpressionError("the value nests more than 64 levels deep")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return plain(value.value, depth + 1)
+    if isinstance(value, dict):
+        return {str(k): plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v, depth + 1) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    fields = getattr(type(value), "model_fields", None)
+    if isinstance(fields, dict):
+        return {name: plain(getattr(value, name), depth + 1) for name in fields}
+    msg = f"a {type(value).__name__} is not data an expression can read"
+    raise ExpressionError(msg)
+
+
+def _python(value: Any) -> Any:
+    """A CEL result back as plain Python."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.MapType):
+        return {_python(k): _python(v) for k, v in value.items()}
+    if isinstance(value, celtypes.ListType):
+        return [_python(v) for v in value]
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CelCondition:
+    """An edge condition or switch case: ``when`` as a callable of the message.
+
+    ``scope`` gives the ``state`` and ``inputs`` the expression reads, from
+    the invocation sending the message (see ``_nodes.py``).
+    """
+
+    expression: Expression
+    scope: Callable[[frozenset[str]], dict[str, Any]]
+
+    @property
+    def source(self) -> str:
+        """The expression's text, as written in the definition."""
+        return self.expression.source
+
+    def __call__(self, message: Any) -> bool:
+        """Whether ``message`` takes the edge (the expression must give a boolean)."""
+        values = self.scope(self.expression.names)
+        if "message" in self.expression.names:
+            values["message"] = plain(message)
+        result = self.expression.evaluate(values)
+        if not isinstance(result, bool):
+            msg = f"the condition {self.source!r} gave {result!r}, not true or false"
+            raise ExpressionError(msg)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class CelSelector:
+    """A fan-out's ``select``: the expression lists the ids of the targets to take."""
+
+    expression: Expression
+    scope: Callable[[frozenset[str]], dict[str, Any]]
+
+    @property
+    def source(self) -> str:
+        """The expression's text, as written in the definition."""
+        return self.expression.source
+
+    def __call__(self, message: Any, targets: Sequence[str]) -> list[str]:
+        """The targets the expression chose (a list of ids)."""
+        values = self.scope(self.expression.names)
+        if "message" in self.expression.names:
+            values["message"] = plain(message)
+        values["targets"] = list(targets)
+        result = self.expression.evaluate(values)
+        if not isinstance(result, list) or not all(isinstance(t, str) for t in result):
+            msg = f"the selector {self.source!r} gave {result!r}, not a list of node ids"
+            raise ExpressionError(msg)
+        return result

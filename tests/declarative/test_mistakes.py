@@ -1,0 +1,81 @@
+"""Loading checks everything at once: one DefinitionError lists every problem at its place."""
+
+from __future__ import annotations
+
+import pytest
+
+import treadle
+from treadle.errors import DefinitionError
+
+TEN_MISTAKES = """\
+name: broken
+start: shout
+inputs: {text: str}
+state:
+  total: {default: 0, reducer: "operator:nope"}
+nodes:
+  shout: {executor: "declarative.steps:shout", input: "{{inputs.txt}}"}
+  reply: {executor: "declarative.steps:keep", colour: red}
+  ghost: {executor: "no_such_module:thing"}
+  loud: {executor: "declarative.steps:missing"}
+  helper: {agent: nobody}
+  count: {executor: "declarative.steps:count"}
+  done: {step: output, input: "{{state.nothing}}"}
+edges:
+  - {from: shout, to: reply, when: "size(message) >"}
+  - {from: shout, to: nowhere}
+  - {from: shout, to: count}
+  - {from: shout, to: done}
+"""
+
+EXPECTED = [
+    "5:32: 'operator' has no attribute 'nope'",
+    "7:55: {{inputs.txt}}: no input 'txt' is declared",
+    "8:47: unknown key 'colour'",
+    "9:21: cannot import 'no_such_module': ModuleNotFoundError: No module named 'no_such_module'",
+    "10:20: 'declarative.steps' has no attribute 'missing'",
+    "11:19: unknown agent 'nobody' (the agents given: none: pass agents={...} to load)",
+    "13:31: {{state.nothing}}: no state key 'nothing' is declared",
+    "15:36: CEL syntax error in 'size(message) >' at column 15",
+    "16:23: unknown node 'nowhere'",
+    "17:5: 'shout' sends str, but 'count' accepts int",
+]
+
+
+def test_ten_mistakes_are_reported_together_each_at_its_line_and_column(write):
+    path = write(TEN_MISTAKES)
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    assert list(caught.value.problems) == [f"{path}:{where}" for where in EXPECTED]
+    assert str(caught.value).startswith("the definition is invalid (10 problems):")
+
+
+def test_treadle_validate_prints_every_problem_one_a_line_and_exits_2(write, treadle_command):
+    path = write(TEN_MISTAKES)
+    good = write("name: ok\nstart: a\nnodes:\n  a: {step: output}\n", name="good.yaml")
+    done = treadle_command("validate", str(good), str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{good}: ok (ok, 1 nodes)",
+        *(f"{path}:{where}" for where in EXPECTED),
+    ]
+
+
+def test_a_file_that_is_not_yaml_is_one_problem_at_the_place_it_broke(write):
+    path = write("name: x\nnodes: {a: [1, 2}\n")
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"{path}:2:")
+    assert "not valid YAML or JSON" in problem
+
+
+def test_json_definitions_report_positions_too(write):
+    path = write(
+        '{"name": "j", "start": "a",\n "nodes": {"a": {"step": "output"}},\n'
+        ' "edges": [{"from": "a", "to": "b"}]}\n',
+        name="flow.json",
+    )
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    assert caught.value.problems == (f"{path}:3:32: unknown node 'b'",)

@@ -1,0 +1,47 @@
+"""`treadle serve --definitions DIR` serves every definition of a folder as a workflow."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from server.conftest import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def test_serve_lists_the_definitions_of_a_folder_and_runs_them(write, tmp_path):
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    for name in ("greet", "shout"):
+        (folder / f"{name}.yaml").write_text(
+            f"name: {name}\nstart: up\nnodes:\n"
+            '  up: {executor: "declarative.steps:shout"}\n  done: {step: output}\n'
+            "edges:\n  - {from: up, to: done}\n",
+            encoding="utf-8",
+        )
+    (folder / "notes.txt").write_text("not a definition", encoding="utf-8")
+    server = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(TESTS))
+    server.args = ["serve", "--definitions", str(folder), "--port", "0", "--poll-interval", "0.05"]
+    server.start()
+    try:
+        server.ready()
+        with server.client(headers=server.auth) as client:
+            listed = client.get("/api/workflows").json()
+            names = sorted(w["name"] for w in listed["workflows"])
+            assert names == ["greet", "shout"]
+            started = client.post("/api/runs", json={"workflow": "greet", "input": "hi"})
+            assert started.status_code == 201, started.text
+            run_id = started.json()["run"]["run_id"]
+            for _ in range(500):
+                detail = client.get(f"/api/runs/{run_id}").json()
+                if detail["run"]["status"] == "completed":
+                    break
+                time.sleep(0.02)
+            assert detail["run"]["status"] == "completed"
+    finally:
+        server.stop()
