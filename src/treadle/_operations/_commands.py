@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
 from treadle._operations._inputs import load_workflow, parse_json
-from treadle._operations._logged import logged_outputs_and_requests
 from treadle._operations._schemas import describe_request
+from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._runs import cancel_run
 
 if TYPE_CHECKING:
@@ -135,7 +135,19 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
     except CommandError as error:  # its outputs and requests are plain data in its log
         outputs, pending = await logged_outputs_and_requests(store, run)
         detail = f"{error}; outputs and requests are read from its event log, its state is not"
-        return RunView(run=run, outputs=outputs, pending_requests=pending, detail=detail)
+        requests = [
+            {
+                "run_id": run_id,
+                "request_id": r.request_id,
+                "executor_id": r.executor_id,
+                "payload": r.payload,
+                "response_type": r.response_type,
+                "answer_schema": None,
+                "deadline_at": None,
+            }
+            for r in pending
+        ]
+        return RunView(run=run, outputs=outputs, pending_requests=requests, detail=detail)
     record = await store.load_checkpoint(run_id)
     restored = workflow.codec.decode(record, run_id=run_id)
     return RunView(

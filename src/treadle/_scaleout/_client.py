@@ -21,6 +21,7 @@ from treadle._exceptions import AppLoadError, RequestAlreadyAnsweredError
 from treadle._scaleout._apps import by_name, load_app
 from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._values._serialization import JsonSerializer
+from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._runs import deliverable_answers
 
 if TYPE_CHECKING:
@@ -152,16 +153,29 @@ class Client:
         """What the run has committed: outputs, state, pending requests.
 
         Decoded with the workflow given to :func:`connect`, or imported from
-        where the run's graph says it lives.
-
-        Raises:
-            AppLoadError: The workflow is neither given nor importable here.
+        where the run's graph says it lives. Where neither is possible (a
+        client with no workflow code), the outputs and pending requests are
+        read from the run's event log instead, as plain data, and ``state``
+        is empty: only the run's code can decode it.
         """
         row = await self.get(run_id)
         status = RunStatus(row.status)
         if row.checkpoint_id is None:
             return RunResult(run_id=run_id, status=status, outputs=[], state={}, superstep=0)
-        workflow = await self._workflow_of(row)
+        try:
+            workflow = await self._workflow_of(row)
+        except AppLoadError:
+            outputs, pending = await logged_outputs_and_requests(self.store, row)
+            return RunResult(
+                run_id=run_id,
+                status=status,
+                outputs=outputs,
+                state={},
+                superstep=row.superstep,
+                pending_requests=pending,
+                wake_at=row.wake_at,
+                last_checkpoint_id=row.checkpoint_id,
+            )
         record = await self.store.load_checkpoint(run_id)
         restored = workflow.codec.decode(record, run_id=run_id)
         return RunResult(
