@@ -182,3 +182,17 @@ async def test_runs_are_found_by_id_prefix_and_paged_newest_first(store):
         pages.append([r.run_id for r in page])
         before = (page[-1].created_at, page[-1].run_id)
     assert pages == [["ab6", "ab5", "ab4"], ["ab3", "ab2", "ab1"], ["ab0", "zz"]]
+
+
+async def test_an_answer_is_kept_whole_after_it_is_applied(store):
+    await new_run(store)
+    long = b'"' + b"x" * 500 + b'"'
+    await store.deliver("run-1", [("answer", "r1", long)])
+    lease = await store.acquire("run-1", "host:1:a", 30)
+    (item,) = await store.inbox("run-1")
+    await store.commit_many([checkpoint("run-1", "c1", 1)], lease=lease, consumed=item.seq)
+    assert await store.inbox("run-1") == []  # applied
+    assert await store.answered_payload("run-1", "r1") == long  # and kept whole
+    preview, _ = await store.answer_of("run-1", "r1")
+    assert len(preview) < len(long)
+    assert await store.answered_payload("run-1", "r2") is None

@@ -169,6 +169,16 @@ class MemoryOwnership(ABC):
                     return answer_preview(item.payload), at
             return None
 
+    async def answered_payload(self, run_id: str, request_id: str) -> bytes | None:
+        """The answer kept for a request, whole, as delivered (``None``: none was kept)."""
+        self._check_open()
+        with self._lock:
+            run = self._runs.get(run_id)
+            for item, _ in run.inbox if run is not None else ():
+                if item.kind == "answer" and item.target == request_id:
+                    return item.payload
+            return None
+
     async def cancel(self, run_id: str) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 

@@ -256,6 +256,10 @@ class LeasedStore:
         """The answer kept for a request (the store's)."""
         return await self.store.answer_of(run_id, request_id)
 
+    async def answered_payload(self, run_id: str, request_id: str) -> bytes | None:
+        """The answer kept for a request, whole (the store's)."""
+        return await self.store.answered_payload(run_id, request_id)
+
     async def cancel(self, run_id: str) -> None:
         """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
         await self.store.cancel(run_id)

@@ -159,6 +159,11 @@ class SqliteOwnership(ABC):
         rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
         return (_sql_ownership.answer_preview(rows[0][0]), rows[0][1]) if rows else None
 
+    async def answered_payload(self, run_id: str, request_id: str) -> bytes | None:
+        """The answer kept for a request, whole, as delivered (``None``: none was kept)."""
+        rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
+        return bytes(rows[0][0]) if rows else None
+
     async def cancel(self, run_id: str) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 

@@ -227,6 +227,14 @@ class Store(Pausing, EventLog, Protocol):
         """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""
         ...
 
+    async def answered_payload(self, run_id: str, request_id: str) -> bytes | None:
+        """The answer kept for a request, whole, as delivered (``None``: none was kept).
+
+        Applied answers stay in the run's inbox: this is how a replay check
+        gives a recorded superstep the very answer it had.
+        """
+        ...
+
     async def cancel(self, run_id: str) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 
