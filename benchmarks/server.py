@@ -66,9 +66,11 @@ class Served:
 
     def __init__(self, command: list[str], port: int) -> None:
         self.port = port
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=BENCH
-        )
+        self.log = Path(tempfile.mkstemp(prefix="treadle-bench-server-", suffix=".log")[1])
+        with self.log.open("w") as log:  # what it says, for when a request fails
+            self.process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=log, cwd=BENCH
+            )
         self.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -50,14 +50,23 @@ async def events(request):
     async def stream():
         with _connect() as connection:
             rows = connection.execute(
-                "SELECT seq, superstep, kind, executor_id, at, data FROM treadle_events"
-                " WHERE run_id = ? ORDER BY seq",
+                "SELECT first_seq, events FROM treadle_events WHERE run_id = ? ORDER BY first_seq",
                 (run_id,),
             ).fetchall()
-        for row in rows:
-            body = dict(row)
-            body["data"] = json.loads(body["data"])
-            yield ServerSentEvent(json.dumps(body), id=str(row["seq"]), event=row["kind"])
+        for row in rows:  # a row per write: its events as a JSON array, numbered from first_seq
+            for seq, (superstep, kind, executor_id, at, data) in enumerate(
+                json.loads(row["events"]), row["first_seq"]
+            ):
+                body = {
+                    "seq": seq,
+                    "run_id": run_id,
+                    "superstep": superstep,
+                    "type": kind,
+                    "executor_id": executor_id,
+                    "at": at,
+                    "data": data,
+                }
+                yield ServerSentEvent(json.dumps(body), id=str(seq), event=kind)
         yield ServerSentEvent("{}", event="end")
 
     return EventSourceResponse(stream())

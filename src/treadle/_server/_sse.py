@@ -117,8 +117,10 @@ async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[Se
                 if next_live in done:
                     yield _live_message(next_live.result())
                     next_live = asyncio.ensure_future(live.get())
-                if next_logged in done:
-                    item = next_logged.result()
+                if next_logged not in done:
+                    continue
+                item = next_logged.result()
+                while True:  # what the log has read already goes out without more waiting
                     if item is None:
                         break
                     if isinstance(item, TreadleError):  # deleted meanwhile, or the store failed
@@ -128,10 +130,18 @@ async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[Se
                         raise item
                     data = json.dumps(plain(item.to_json()), ensure_ascii=False, allow_nan=False)
                     yield ServerSentEvent(data, event=item.kind, id=str(item.seq))
-                    next_logged = asyncio.ensure_future(logged.get())
-                # Let the loop run between events: a client gone mid-burst is noticed at
-                # once, rather than after writing a page of events to a closed socket.
-                await asyncio.sleep(0)
+                    # Let the loop run between events: a client gone mid-burst is noticed
+                    # at once, rather than after writing a page of events to a closed socket.
+                    await asyncio.sleep(0)
+                    if not live.empty():  # a live delta waits: it goes next
+                        break
+                    try:
+                        item = logged.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+                if item is None:
+                    break
+                next_logged = asyncio.ensure_future(logged.get())
         finally:
             next_live.cancel()
             next_logged.cancel()
