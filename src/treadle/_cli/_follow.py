@@ -26,9 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._cli._event_views import EventDrawer
 from treadle._cli._views import out
-from treadle._engine._result import ENDED, RunStatus
 from treadle._operations import _commands as commands
-from treadle._operations._events import POLL_INTERVAL, follow
+from treadle._operations._events import (
+    ENDED_STATUSES,
+    POLL_INTERVAL,
+    SETTLED_STATUSES,
+    follow,
+    logged_after,
+)
 from treadle._operations._requests import requests_of
 
 if TYPE_CHECKING:
@@ -39,11 +44,6 @@ if TYPE_CHECKING:
     from treadle._stores._store import LoggedEvent, RunRecord, Store
 
 T = TypeVar("T")
-
-_PAGE = 1000  # events read per look
-_SETTLED = frozenset(
-    {s.value for s in ENDED} | {s.value for s in RunStatus if s.is_resting} | {"paused"}
-)
 
 
 async def last_seq(store: Store, run_id: str) -> int:
@@ -105,12 +105,9 @@ async def while_working(
     try:
         while True:
             finished = task.done()  # before reading: what it committed is then in the log
-            events = await store.read_events(run_id, after=last, limit=_PAGE)
-            for event in events:
+            async for event in logged_after(store, run_id, last):
                 drawer.draw(event)
                 last = event.seq
-            if len(events) == _PAGE:
-                continue
             if finished:
                 return task.result()
             await asyncio.wait({task}, timeout=POLL_INTERVAL)
@@ -132,16 +129,13 @@ async def until_settled(
     last, settled = after, False
     while True:
         run = await store.get_run(run_id)  # before the events: as follow() does
-        events = await store.read_events(run_id, after=last, limit=_PAGE)
-        for event in events:
+        async for event in logged_after(store, run_id, last):
             drawer.draw(event)
             last = event.seq
             settled = settled or (
-                event.kind == "status_changed" and event.data.get("status") in _SETTLED
+                event.kind == "status_changed" and event.data.get("status") in SETTLED_STATUSES
             )
-        if len(events) == _PAGE:
-            continue
-        if settled or run.status in {s.value for s in ENDED}:
+        if settled or run.status in ENDED_STATUSES:
             return await store.get_run(run_id)
         await asyncio.sleep(poll)
 

@@ -87,12 +87,12 @@ class DurableWaits:
             journal = self._journal = Journal(recorded)
         return journal
 
-    def _replayed(self, kind: str, name: str, alias: str | None = None) -> tuple[bool, Any]:
+    def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
         """The recorded result of the next journal entry, if re-executing."""
         journal = self._recorded()
         if journal is None:
             return False, None
-        return journal.replay(self.executor_id, kind, name, alias)
+        return journal.replay(self.executor_id, kind, name)
 
     @property
     def replaying(self) -> bool:
@@ -165,12 +165,12 @@ class DurableWaits:
         stamp = self._invocation.envelope.stamp
         run = self._run
         key = wait_key(kind, run.wait_scope, self.executor_id, stamp, cursor)
+        if journal is None or not journal.replaying:
+            raise Suspend(Wait(kind, key, **fields))  # reached for the first time
         # A wait recorded before keys were scoped (made from the run's id) replays too.
         legacy = wait_key(kind, run.run_id, self.executor_id, stamp, cursor)
-        replayed, value = self._replayed("wait", key, legacy)
-        if replayed:
-            return value
-        raise Suspend(Wait(kind, key, **fields))
+        _, value = journal.replay(self.executor_id, "wait", key, legacy)
+        return value
 
     async def request(
         self,

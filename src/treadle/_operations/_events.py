@@ -13,15 +13,23 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from treadle._stores._sql_ownership import ENDED_STATUSES
+from treadle._engine._result import ENDED, RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
 
     from treadle._stores._store import LoggedEvent, RunRecord, Store
 
-RESTING_STATUSES = ("awaiting_input", "waiting", "paused")
+ENDED_STATUSES = frozenset(status.value for status in ENDED)
+"""Statuses a run never leaves."""
+
+RESTING_STATUSES = frozenset(
+    {status.value for status in RunStatus if status.is_resting} | {RunStatus.PAUSED.value}
+)
 """Statuses a run stays in until someone (an answer, a timer, an unpause) moves it."""
+
+SETTLED_STATUSES = ENDED_STATUSES | RESTING_STATUSES
+"""Where a run that was moving comes to a stop: ended, or resting."""
 
 POLL_INTERVAL = 0.25
 """Seconds between looks at a run whose log has nothing new."""
@@ -56,12 +64,24 @@ async def follow(
     last = after
     while True:
         run = await store.get_run(run_id)  # first: see the module docstring
-        events = await store.read_events(run_id, after=last, limit=_PAGE)
-        for event in events:
+        async for event in logged_after(store, run_id, last):
             yield event
             last = event.seq
-        if len(events) == _PAGE:
-            continue  # more are there already
         if stops_here(run, stop_at_rest=stop_at_rest):
             return
         await asyncio.sleep(poll)
+
+
+async def logged_after(store: Store, run_id: str, after: int) -> AsyncGenerator[LoggedEvent, None]:
+    """Every event the run's log holds now after ``after``, read a page at a time.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    while True:
+        events = await store.read_events(run_id, after=after, limit=_PAGE)
+        for event in events:
+            yield event
+        if len(events) < _PAGE:
+            return
+        after = events[-1].seq

@@ -23,35 +23,40 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from treadle._server._endpoints import Handler
+    from treadle._server._state import Served
+
+
+async def _steered(request: Request) -> tuple[Served, str]:
+    """The server and the run a body-less steering route names (its id, or a prefix of it).
+
+    Raises:
+        ApiError: a query parameter, or a body with a field, was given.
+    """
+    served = served_of(request)
+    check_query(request, ())
+    found = await served.find_run(request.path_params["run_id"])
+    await json_object(request, (), optional=True)
+    return served, found.run_id
 
 
 async def cancel_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/cancel``: cancel it wherever it is."""
-    served = served_of(request)
-    check_query(request, ())
-    found = await served.find_run(request.path_params["run_id"])
-    await json_object(request, (), optional=True)
-    await commands.cancel(served.store, found.run_id)
-    return JsonResponse({"run": run_json(await served.store.get_run(found.run_id))})
+    served, run_id = await _steered(request)
+    await commands.cancel(served.store, run_id)
+    return JsonResponse({"run": run_json(await served.store.get_run(run_id))})
 
 
 async def pause_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/pause``: pause it now, or at its owner's next barrier."""
-    served = served_of(request)
-    check_query(request, ())
-    found = await served.find_run(request.path_params["run_id"])
-    await json_object(request, (), optional=True)
-    outcome, run = await commands.pause(served.store, found.run_id)
+    served, run_id = await _steered(request)
+    outcome, run = await commands.pause(served.store, run_id)
     return JsonResponse({"run": run_json(run), "outcome": outcome})
 
 
 async def unpause_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/unpause``: let a paused run go on (a pause asked is withdrawn)."""
-    served = served_of(request)
-    check_query(request, ())
-    found = await served.find_run(request.path_params["run_id"])
-    await json_object(request, (), optional=True)
-    was_paused, run = await commands.unpause(served.store, found.run_id)
+    served, run_id = await _steered(request)
+    was_paused, run = await commands.unpause(served.store, run_id)
     return JsonResponse({"run": run_json(run), "was_paused": was_paused})
 
 
