@@ -11,7 +11,8 @@ exception tree, rooted at ``TreadleError``), ``treadle.events`` (what a run
 reports), ``treadle.stores`` (where runs live), ``treadle.workers`` (many
 processes on PostgreSQL), ``treadle.dask`` (executors on a Dask cluster),
 ``treadle.serialization``, ``treadle.testing``, ``treadle.otel`` and
-``treadle.declarative`` (workflows written in YAML or JSON: ``treadle.load``).
+``treadle.declarative`` (workflows written in YAML or JSON: ``treadle.load``)
+and ``treadle.versions`` (migrations that move runs between versions).
 """
 
 from treadle._declarative._entry import load

@@ -414,3 +414,29 @@ class GraphChangedError(DurabilityError):
         super().__init__(
             f"run {run_id!r} was checkpointed by a different graph; refusing to resume:\n{lines}"
         )
+
+
+class VersionMismatchError(GraphChangedError):
+    """The stored run goes on with another version of its workflow than this one.
+
+    A run finishes on the version it started with (or the one a migration
+    moved it to): host that version too, or move the run with
+    ``treadle migrate``. Nothing was executed.
+    """
+
+    def __init__(self, run_id: str, workflow: str, run_version: int, version: int) -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.run_version = run_version
+        self.version = version
+        self.changes = (f"version {run_version}, not {version}",)
+        move = (
+            f", or move it with `treadle migrate --from {run_version} --to {version}`"
+            if run_version < version
+            else ""
+        )
+        DurabilityError.__init__(
+            self,
+            f"run {run_id!r} is on version {run_version} of {workflow!r}, not version "
+            f"{version}: host version {run_version} to go on with it{move}",
+        )

@@ -48,6 +48,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
         ├── LeaseLostError           this process no longer owns the run
         ├── WorkerStoppingError      the worker shut down and released the run
         └── GraphChangedError        the stored run was made by another graph
+            └── VersionMismatchError another version of the workflow goes on with it
 
 ``WorkflowRunError`` and ``RunCancelledError`` carry the run's committed
 ``RunResult`` as ``result``. Internal control flow (suspension,
@@ -94,6 +95,7 @@ from treadle._exceptions import (
     SubWorkflowError,
     TreadleError,
     UnknownRequestError,
+    VersionMismatchError,
     WorkerLostError,
     WorkerStoppingError,
     WorkflowValidationError,
@@ -136,6 +138,7 @@ __all__ = [
     "TreadleError",
     "UnanswerableWaitError",
     "UnknownRequestError",
+    "VersionMismatchError",
     "WorkerLostError",
     "WorkerStoppingError",
     "WorkflowRunError",

@@ -269,7 +269,8 @@ def test_the_postgresql_worker_logs_each_line_once_with_an_iso_time(tmp_path):
     assert len([s for s in said if s.startswith("released run w1 ")]) == 1, err
     serving = re.fullmatch(r"worker \S+ serving (.+)", said[0])
     assert serving is not None, err
-    assert set(serving[1].split(", ")) == {"progress", "retrying", "optional", "napper"}
+    hosted = set(serving[1].split("; "))
+    assert hosted == {"progress v1", "retrying v1", "optional v1", "napper v1"}
     assert said[-1].endswith("stopped"), err
 
 

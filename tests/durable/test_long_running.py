@@ -191,10 +191,15 @@ async def test_a_run_deadline_fails_a_run_waiting_on_a_later_timer_across_a_rest
     await store.close()
 
 
-def test_runtime_refuses_two_workflows_with_one_name():
-    wf = WorkflowBuilder(start=nap, name="same").build()
-    with pytest.raises(ValueError, match="two workflows are named 'same'"):
-        Runtime(None, [wf, wf])  # type: ignore[arg-type]
+def test_runtime_refuses_two_workflows_with_one_name_and_version():
+    one = WorkflowBuilder(start=nap, name="same").build()
+    other = WorkflowBuilder(start=nap, name="same").build()
+    with pytest.raises(ValueError, match=r"two workflows are version 1 of 'same'.*version=2"):
+        Runtime(None, [one, other])  # type: ignore[arg-type]
+    newer = WorkflowBuilder(start=nap, name="same", version=2).build()
+    runtime = Runtime(None, [one, newer, one])  # type: ignore[arg-type]
+    assert runtime.workflow("same") is newer  # the newest, unless a version is named
+    assert runtime.workflow("same", 1) is one
 
 
 @pytest.mark.integration

@@ -130,7 +130,7 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(post
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN] == [7]
+    assert await schema_version(postgres, schema) == [KNOWN] == [8]
 
 
 async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
@@ -416,7 +416,7 @@ async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_item
         assert await releasing is True
         row = await store.get_run("run-1")
         assert (row.owner, row.lease_until) == (None, None)
-        ((claimed, _, delivered),) = await store.claim(
+        ((claimed, _, delivered, _),) = await store.claim(
             "service", 30, T0, limit=5
         )  # ready: taken up
         assert (claimed.run_id, delivered) == ("run-1", True)

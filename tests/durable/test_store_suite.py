@@ -611,8 +611,8 @@ async def test_a_parked_run_is_not_claimed_until_someone_acquires_it(store):
     taken = await store.acquire("run-1", "resumer", 30)  # a resume takes it up
     assert (await store.get_run("run-1")).parked is None
     await store.release(taken)
-    ((claimed, workflow, _),) = await store.claim("other", 30, T0 + 99, limit=10)
-    assert (claimed.run_id, claimed.owner, workflow) == ("run-1", "other", "wf")
+    ((claimed, workflow, _, version),) = await store.claim("other", 30, T0 + 99, limit=10)
+    assert (claimed.run_id, claimed.owner, workflow, version) == ("run-1", "other", "wf", 1)
 
 
 async def test_claim_takes_due_ready_and_orphaned_runs_never_a_currently_owned_one(store):
@@ -634,7 +634,7 @@ async def test_claim_takes_due_ready_and_orphaned_runs_never_a_currently_owned_o
     first = await store.claim("service", 30, T0 + 1, limit=2)
     rest = await store.claim("service", 30, T0 + 1, limit=10)
     assert len(first) == 2
-    claimed = {lease.run_id: (lease, workflow) for lease, workflow, _ in first + rest}
+    claimed = {lease.run_id: (lease, workflow) for lease, workflow, _, _ in first + rest}
     # Only a run that was delivered to says so: the service reads no other inbox.
     assert {c.lease.run_id: c.delivered for c in first + rest} == {
         "due": False,
@@ -678,10 +678,10 @@ async def test_concurrent_claims_never_take_one_run_twice(store):
     batches = await asyncio.gather(
         *(store.claim(f"service-{n}", 30, T0 + 1, limit=10) for n in range(6))
     )
-    claimed = [lease.run_id for batch in batches for lease, _, _ in batch]
+    claimed = [lease.run_id for batch in batches for lease, _, _, _ in batch]
     assert len(claimed) == len(set(claimed)) == 30
     for batch in batches:
-        for lease, _, _ in batch:
+        for lease, _, _, _ in batch:
             assert (await store.get_run(lease.run_id)).owner == lease.owner
 
 

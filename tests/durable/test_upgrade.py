@@ -76,7 +76,7 @@ async def test_a_store_file_from_the_release_before_pieces_migrates_and_resumes(
     finally:
         await store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version FROM treadle_schema").fetchall() == [(7,)]
+        assert db.execute("SELECT version FROM treadle_schema").fetchall() == [(8,)]
         # Written after the upgrade: frames naming pieces; before it: whole checkpoints.
         named = db.execute("SELECT COUNT(*) FROM treadle_checkpoints WHERE refs IS NOT NULL")
         assert named.fetchone()[0] > 0

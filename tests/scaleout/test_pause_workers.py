@@ -104,7 +104,7 @@ async def test_workers_pause_a_run_at_a_barrier_serve_others_meanwhile_and_finis
         other = await client.start("ticker", Job(5, 0.0, str(log)), run_id="pw-2")
         assert (await client.wait(other, timeout=60)).status == "completed"
         queue = RunQueue(store, "test", lease=2.0)
-        assert await queue.claim(["ticker"], time.time(), 10) == []  # nothing to take up
+        assert await queue.claim([("ticker", 1)], time.time(), 10) == []  # nothing to take up
         assert logged(log, run_id) == Counter(range(1, at + 1))
         assert (await client.get(run_id)).status == "paused"
         paused_result = await client.result(run_id)

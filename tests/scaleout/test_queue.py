@@ -109,7 +109,7 @@ async def test_concurrent_claims_never_hand_one_run_to_two_workers(dsn, schema, 
     queues = [RunQueue(s, f"w{n}", lease=30) for n, s in enumerate(stores)]
     try:
         rounds = await asyncio.gather(
-            *(q.claim(["counter"], time.time(), 10) for q in queues for _ in range(3))
+            *(q.claim([("counter", 1)], time.time(), 10) for q in queues for _ in range(3))
         )
     finally:
         for s in stores:
@@ -126,7 +126,7 @@ async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_ove
     client = treadle.workers.Client(store, WORKFLOWS)
     await client.start("asker", "colour?", run_id="stale")
     stale = RunQueue(store, "stale-worker", lease=0.2)
-    (claim,) = await stale.claim(["asker"], time.time(), 1)
+    (claim,) = await stale.claim([("asker", 1)], time.time(), 1)
     view = stale.leased(claim, None)
     # The stale worker starts the run under its lease: the run rests on its request.
     (start,) = await stale.inbox("stale")
@@ -136,7 +136,7 @@ async def test_a_stale_worker_commits_nothing_once_another_has_taken_its_run_ove
     (request,) = (await client.result("stale")).pending_requests
     await asyncio.sleep(0.3)  # its lease lapses without a heartbeat
     fresh = RunQueue(store, "fresh-worker", lease=30)
-    (taken,) = await fresh.claim(["asker"], time.time(), 1)
+    (taken,) = await fresh.claim([("asker", 1)], time.time(), 1)
     assert (taken.run_id, taken.epoch, taken.recoveries) == ("stale", claim.epoch + 1, 1)
     # An answer arrives; the stale worker, resumed, applies it and tries to commit. Refused.
     await client.respond("stale", {request.request_id: "x"})
@@ -190,7 +190,7 @@ async def test_a_run_that_keeps_losing_its_worker_is_parked_failed_with_the_reas
     await client.start("counter", {"total": 3}, run_id="loop")
     for n in range(4):  # four workers in a row die holding it (their leases lapse)
         dying = RunQueue(store, f"dying-{n}", lease=0.05)
-        (claim,) = await dying.claim(["counter"], time.time(), 1)
+        (claim,) = await dying.claim([("counter", 1)], time.time(), 1)
         assert claim.recoveries == n
         await asyncio.sleep(0.08)
     assert await worker(store, max_recoveries=3).run_until_idle() == 1
@@ -443,7 +443,7 @@ async def test_a_worker_takes_over_a_run_whose_in_process_owner_died_mid_run(dsn
     await make_orphan(store, dsn, schema, "orphan")
     await make_orphan(store, dsn, schema, "parked", parked="GraphChangedError: moved")
     queue = RunQueue(store, "taker", lease=30)
-    (claim,) = await queue.claim(["counter"], time.time(), 10)  # the parked one is not taken
+    (claim,) = await queue.claim([("counter", 1)], time.time(), 10)  # the parked one is not taken
     assert (claim.run_id, claim.status, claim.recoveries) == ("orphan", "running", 1)
     assert await queue.release(claim, time.time())
     assert await worker(store).run_until_idle() == 1
@@ -459,7 +459,7 @@ async def test_a_leased_view_answers_the_ownership_port_from_its_claim(store):
     await client.start("asker", "colour?", run_id="held")
     await client.start("asker", "shape?", run_id="other")
     queue = RunQueue(store, "holder", lease=30)
-    (claim, _) = sorted(await queue.claim(["asker"], time.time(), 2), key=lambda c: c.run_id)
+    (claim, _) = sorted(await queue.claim([("asker", 1)], time.time(), 2), key=lambda c: c.run_id)
     assert claim.run_id == "held"
     view = queue.leased(claim, None)
     before = time.time()

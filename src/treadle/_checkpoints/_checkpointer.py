@@ -165,8 +165,12 @@ class Checkpointer:
         snapshots: Mapping[str, Any],
         *,
         parent_run_id: str | None = None,
+        version: int = 1,
     ) -> str:
-        """Create the run row with its first checkpoint; return the checkpoint id."""
+        """Create the run row with its first checkpoint; return the checkpoint id.
+
+        ``version`` is the version of ``workflow_name`` the run goes on with.
+        """
         record = self._record(barrier, snapshots)
         now = record.info.created_at
         run = RunRecord(
@@ -183,6 +187,7 @@ class Checkpointer:
             deadline_at=barrier.deadline_at,
             owner=self.ownership.lease.owner if self.ownership is not None else None,
             lease_until=self.ownership.lease.until if self.ownership is not None else None,
+            version=version,
         )
         if self.ownership is not None:
             await self.ownership.create_run(run, graph, record)

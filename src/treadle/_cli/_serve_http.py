@@ -101,7 +101,7 @@ def serve(
     listening = _bind(host, port)
     bound = listening.getsockname()[1]
     redact = Redactor.of(settings.token, store)
-    served = ", ".join(sorted(application.state.workflows))
+    served = application.state.workflows.describe()
     out.print(f"treadle serve: {served} on {redact(store or 'treadle.sqlite')}", highlight=False)
     out.print(f"open {settings.page_url(bound)}", highlight=False, soft_wrap=True)
     out.print("(API clients send the token as Authorization: Bearer TOKEN)", highlight=False)

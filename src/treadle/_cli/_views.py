@@ -182,7 +182,7 @@ def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:
     for row in rows:
         table.add_row(
             escape(row.run_id),
-            escape(row.workflow),
+            escape(f"{row.workflow} v{row.version}"),
             escape(_status_text(row, now)),
             str(row.superstep),
             escape(_owner_text(row, now)),
@@ -216,6 +216,7 @@ def _run_data(row: RunRecord, now: float) -> dict[str, Any]:
     return {
         "run_id": row.run_id,
         "workflow": row.workflow,
+        "version": row.version,
         "status": row.status,
         "superstep": row.superstep,
         "checkpoint_id": row.checkpoint_id,
@@ -251,7 +252,8 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
     row = view.run
     shown = escape(row.run_id)
     status = escape(_status_text(row, now))
-    out.print(f"run [bold]{shown}[/bold] ({escape(row.workflow)}): {status}")
+    workflow = escape(f"{row.workflow} v{row.version}")
+    out.print(f"run [bold]{shown}[/bold] ({workflow}): {status}")
     out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id or 'none yet'}")
     if row.owner is not None:
         out.print(f"  owner: {escape(_owner_text(row, now))}")

@@ -177,7 +177,11 @@ def export(workflow: WorkflowGraph) -> dict[str, Any]:
         ValueError: Some part has no form in a definition; the message lists every one.
     """
     problems: list[str] = []
-    written: dict[str, Any] = {"name": workflow.name, "version": 1, "start": workflow.start_id}
+    written: dict[str, Any] = {
+        "name": workflow.name,
+        "version": workflow.version,
+        "start": workflow.start_id,
+    }
     start = workflow.prototype(workflow.start_id)
     if isinstance(start, DeclaredNode) and start.wrapping.inputs is not None:
         written["inputs"] = dict(start.wrapping.inputs)

@@ -110,6 +110,7 @@ class Translation:
         builder = WorkflowBuilder(
             d.start,
             name=d.name,
+            version=d.version,
             max_supersteps=d.limits.max_supersteps,
             max_node_iterations=d.limits.max_node_iterations,
             max_concurrency=d.limits.max_concurrency,

@@ -129,7 +129,7 @@ async def deliver_answer(
     # (only to have this process take it over again once it rests).
     ownership = await _lease_if_free(store, run_id) if take else None
     try:
-        await store.deliver(run_id, items)
+        await store.deliver(run_id, items, version=workflow.version)
     except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
         if ownership is not None:
             await ownership.close()
@@ -172,7 +172,7 @@ async def deliver_message(
     ownership = await Ownership.acquire(store, run_id)
     try:
         items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
-        await store.deliver(run_id, items)
+        await store.deliver(run_id, items, version=workflow.version)
     except BaseException:
         await ownership.close()
         raise

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
-from treadle._operations._inputs import load_workflow, parse_json
+from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._runs import cancel_run
@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 
 
 async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
-    """The workflow that wrote a run: ``app`` if given, else the run's stored origin."""
+    """The workflow that wrote a run: ``app`` if given, else the run's stored origin.
+
+    Of the version the run goes on with, when the module holds it.
+    """
+    row = await store.get_run(run_id)
     if app is not None:
-        return load_workflow(app)
+        return load_version(app, row.workflow, row.version)
     stored = await store.get_graph(run_id)
     if not stored:  # queued by `treadle start`: no worker has stored its graph yet
         msg = f"run {run_id!r} is queued: no worker has taken it up yet"
@@ -49,7 +53,7 @@ async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
             f"(it was started from Python); pass --app pkg.module:workflow"
         )
         raise CommandError(msg)
-    return load_workflow(origin)
+    return load_version(origin, row.workflow, row.version)
 
 
 async def get_run(store: Store, run_id: str) -> RunRecord:

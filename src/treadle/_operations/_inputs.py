@@ -144,6 +144,41 @@ def load_workflow(spec: str) -> Workflow:
     return workflow
 
 
+def load_version(spec: str, name: str, version: int) -> Workflow:
+    """Version ``version`` of workflow ``name``: the one ``spec`` names, or one beside it.
+
+    A run records the app path it was started from; after a deploy that
+    path may name a newer version, with the run's own kept beside it in the
+    same module (``review_v1 = ...``), which is then the one returned. When
+    none matches, the workflow ``spec`` names is returned, and resuming with
+    it names the mismatch.
+
+    Raises:
+        CommandError: ``spec`` does not load.
+    """
+    try:
+        named: Workflow | None = load_workflow(spec)
+    except CommandError:
+        if ":" in spec or spec.endswith(DEFINITION_SUFFIXES):
+            raise
+        named = None  # a module holding several: one of them may be it
+    if named is not None and (named.name, named.version) == (name, version):
+        return named
+    if not spec.endswith(DEFINITION_SUFFIXES):
+        where = spec.partition(":")[0]
+        file = where.endswith(".py") or "/" in where
+        module = _import_file(where) if file else import_here(where)
+        for attribute, held in vars(module).items():
+            if isinstance(held, Workflow) and (held.name, held.version) == (name, version):
+                if held.origin is None:
+                    held.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
+                return held
+    if named is None:
+        msg = f"{spec!r} holds no version {version} of workflow {name!r}"
+        raise CommandError(msg)
+    return named
+
+
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 """An app path ending so is a declarative definition file (``docs/declarative.md``)."""
 

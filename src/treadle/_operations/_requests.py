@@ -23,10 +23,9 @@ from treadle._operations._commands import workflow_of
 from treadle._operations._schemas import describe_request
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from treadle._engine._result import RunResult
     from treadle._stores._store import RunRecord, Store
+    from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
 
 ASKING = (RunStatus.AWAITING_INPUT.value, RunStatus.WAITING.value)
@@ -53,7 +52,7 @@ async def pending_requests(
     workflow: str | None = None,
     limit: int | None = None,
     app: str | None = None,
-    workflows: Mapping[str, Workflow] | None = None,
+    workflows: Hosted | None = None,
 ) -> list[dict[str, Any]]:
     """The requests pending in runs that await input or wait, newest run first.
 
@@ -62,7 +61,7 @@ async def pending_requests(
         workflow: Only runs of the workflow of this name.
         limit: At most this many requests.
         app: The app path of every run's workflow (else each run's recorded one).
-        workflows: Loaded workflows by name (a server's ``--app``), used
+        workflows: Loaded workflows (a server's ``--app``), used
             before anything is imported for a run.
     """
     found = await scan_pending(store, workflow=workflow, limit=limit, app=app, workflows=workflows)
@@ -75,7 +74,7 @@ async def scan_pending(
     workflow: str | None = None,
     limit: int | None = None,
     app: str | None = None,
-    workflows: Mapping[str, Workflow] | None = None,
+    workflows: Hosted | None = None,
 ) -> Pending:
     """:func:`pending_requests`, and which runs could not be read (for the listing to say so)."""
     runs: list[RunRecord] = []
@@ -121,8 +120,9 @@ async def requests_of(
 
 
 async def _workflow_for(
-    store: Store, run: RunRecord, app: str | None, workflows: Mapping[str, Workflow] | None
+    store: Store, run: RunRecord, app: str | None, workflows: Hosted | None
 ) -> Workflow:
-    if app is None and workflows is not None and run.workflow in workflows:
-        return workflows[run.workflow]
+    hosted = workflows.get(run.workflow, run.version) if workflows is not None else None
+    if app is None and hosted is not None:
+        return hosted
     return await workflow_of(store, run.run_id, app)

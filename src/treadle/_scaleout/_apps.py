@@ -1,10 +1,9 @@
 """Finding workflows by import path and by name, for workers and clients.
 
 A worker is told where its workflows live (``--app pkg.module`` or
-``--app pkg.module:workflow``) and serves runs by the name each workflow was
-built with. A name is also its version: a changed graph is a new workflow,
-so deploy it under a new name (``"review@2"``) while runs of the old one
-finish on workers that still load it.
+``--app pkg.module:workflow``) and serves runs by the name and version each
+workflow was built with (see :mod:`treadle._workflow._versions`): a module
+may hold several versions of one workflow, and a run goes on with its own.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from treadle._exceptions import AppLoadError
 from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from types import ModuleType
 
 
@@ -98,21 +96,3 @@ def coerce_input(workflow: Workflow, value: Any) -> Any:
         f"(accepts {names}): {' | '.join(problems)}"
     )
     raise AppLoadError(msg)
-
-
-def by_name(workflows: Iterable[Workflow]) -> dict[str, Workflow]:
-    """Workflows keyed by name.
-
-    Raises:
-        ValueError: Two different workflows share a name.
-    """
-    named: dict[str, Workflow] = {}
-    for workflow in workflows:
-        other = named.setdefault(workflow.name, workflow)
-        if other is not workflow:
-            msg = (
-                f"two workflows are named {workflow.name!r}; runs find their workflow "
-                f"by name, so give each its own (a new version a new name: 'name@2')"
-            )
-            raise ValueError(msg)
-    return named

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 from treadle._checkpoints._inbox import expired_instead
 from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError, RequestAlreadyAnsweredError
-from treadle._scaleout._apps import by_name, load_app
+from treadle._scaleout._apps import load_app
 from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._runs import deliverable_answers
+from treadle._workflow._versions import Hosted, check_version
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
@@ -70,7 +71,7 @@ class Client:
 
     def __init__(self, store: PostgresStore, workflows: Iterable[Workflow] = ()) -> None:
         self.store = store
-        self._workflows = by_name(workflows)
+        self._workflows = Hosted(workflows)
         self._plain = JsonSerializer()
 
     async def start(
@@ -80,6 +81,7 @@ class Client:
         *,
         run_id: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline
+        version: int | None = None,
     ) -> str:
         """Start a run of the workflow named ``workflow``; return its id.
 
@@ -92,15 +94,26 @@ class Client:
             message: The input, for the start executor.
             run_id: The run's id; a fresh one when omitted.
             timeout: Seconds from now to the run's deadline, enforced by workers.
+            version: The version of the workflow to run. By default a
+                workflow object's own; for a name, the newest this client was
+                given, else the newest of the worker that starts it.
 
         Raises:
             RunExistsError: ``run_id`` belongs to a run of another workflow.
         """
-        name = workflow if isinstance(workflow, str) else workflow.name
+        if isinstance(workflow, str):
+            name, known = workflow, self._workflows.get(workflow, version)
+        else:
+            name, known = workflow.name, workflow
+        if version is None:
+            version = known.version if known is not None else 0  # 0: the worker's newest
+        else:
+            check_version(version)
+        serializer = known.serializer if known is not None else self._plain
         chosen = run_id or uuid.uuid4().hex
-        payload = self._serializer(name).dumps(message)
+        payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
-        await enqueue_run(self.store, chosen, name, payload, deadline_at=deadline)
+        await enqueue_run(self.store, chosen, name, payload, deadline_at=deadline, version=version)
         return chosen
 
     async def get(self, run_id: str) -> RunRecord:
@@ -217,7 +230,7 @@ class Client:
         try:
             workflow = await self._workflow_of(row)
         except AppLoadError:
-            serializer = self._serializer(row.workflow)
+            serializer = self._serializer(row.workflow, row.version)
             items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
         else:
             # A worker may own the run right now; the inbox takes the answer meanwhile.
@@ -230,7 +243,7 @@ class Client:
     async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:
         """Deliver the next message of a session to the run (see :meth:`respond`)."""
         row = await self.get(run_id)
-        payload = self._serializer(row.workflow).dumps(message)
+        payload = self._serializer(row.workflow, row.version).dumps(message)
         await deliver(self.store, run_id, [("message", target, payload)])
 
     async def cancel(self, run_id: str) -> None:
@@ -301,12 +314,12 @@ class Client:
     ) -> None:
         await self.close()
 
-    def _serializer(self, name: str) -> Serializer:
-        known = self._workflows.get(name)
+    def _serializer(self, name: str, version: int | None = None) -> Serializer:
+        known = self._workflows.get(name, version or None)
         return known.serializer if known is not None else self._plain
 
     async def _workflow_of(self, row: RunRecord) -> Workflow:
-        known = self._workflows.get(row.workflow)
+        known = self._workflows.get(row.workflow, row.version)
         if known is not None:
             return known
         origin = json.loads(await self.store.get_graph(row.run_id)).get("origin")
@@ -316,6 +329,15 @@ class Client:
                 f"its workflow lives; pass it to treadle.workers.connect(..., workflows=[...])"
             )
             raise AppLoadError(msg)
-        (workflow,) = load_app(origin)
-        self._workflows[workflow.name] = workflow
-        return workflow
+        # The module it was loaded from; its version may sit beside a newer one there.
+        module = origin.partition(":")[0]
+        for workflow in [*load_app(origin), *load_app(module)]:
+            if (workflow.name, workflow.version) == (row.workflow, row.version):
+                self._workflows.add(workflow)
+                return workflow
+        msg = (
+            f"run {row.run_id!r} is on version {row.version} of {row.workflow!r}, which "
+            f"{module!r} no longer defines; pass that version to "
+            f"treadle.workers.connect(..., workflows=[...])"
+        )
+        raise AppLoadError(msg)

@@ -55,9 +55,10 @@ from treadle._exceptions import (
     SerializationError,
     WorkerStoppingError,
 )
-from treadle._scaleout._apps import by_name, coerce_input
+from treadle._scaleout._apps import coerce_input
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
+from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -82,7 +83,9 @@ class Worker:
 
     Args:
         store: The shared store.
-        workflows: The workflows this worker runs, found by name.
+        workflows: The workflows this worker runs, by name and version: it
+            claims only runs of the versions it hosts (and runs started with
+            no version, which it starts on the newest it hosts).
         worker_id: Written into the rows it leases (default: host:pid:random).
         concurrency: Runs driven at once.
         lease: Seconds a claim lasts without a heartbeat; a dead worker's
@@ -118,7 +121,7 @@ class Worker:
             )
             raise ValueError(msg)
         self.store = store
-        self.workflows = by_name(workflows)
+        self.workflows = Hosted(workflows)
         if not self.workflows:
             msg = "a worker needs at least one workflow to serve"
             raise ValueError(msg)
@@ -142,7 +145,7 @@ class Worker:
 
     async def serve(self) -> None:
         """Claim and run until :meth:`stop`, then drain (see the module docstring)."""
-        logger.info("worker %s serving %s", self.worker_id, ", ".join(sorted(self.workflows)))
+        logger.info("worker %s serving %s", self.worker_id, self.workflows.describe())
         async with asyncio.TaskGroup() as group:
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
             listening = group.create_task(self._listen(), name="treadle-listen")
@@ -197,7 +200,7 @@ class Worker:
         if free <= 0:
             return 0
         try:
-            claims = await self.queue.claim(list(self.workflows), self.clock.now(), free)
+            claims = await self.queue.claim(self.workflows.keys(), self.clock.now(), free)
         except DurabilityError as error:
             logger.warning("worker %s cannot claim: %s", self.worker_id, error)
             return 0
@@ -266,7 +269,8 @@ class Worker:
 
     async def _execute(self, held: _Held) -> None:
         claim = held.claim
-        workflow = self.workflows[claim.workflow]
+        # A run started without a version (0) starts on the newest hosted here.
+        workflow = self.workflows.find(claim.workflow, claim.version or None)
         if claim.status in ENDED:
             return  # its worker died between the last commit and the release
         if claim.recoveries > self.max_recoveries:

@@ -21,13 +21,14 @@ from starlette.routing import Route
 
 from treadle._exceptions import AppLoadError, CommandError, TreadleError
 from treadle._operations._inputs import load_workflow, open_store
-from treadle._scaleout._apps import by_name, load_app
+from treadle._scaleout._apps import load_app
 from treadle._server import _page, _routes_control, _routes_requests, _routes_runs, _sse
 from treadle._server._auth import AccessGuard
 from treadle._server._driver import Driver
 from treadle._server._json import ApiError, JsonResponse, Redactor, error_body, status_of
 from treadle._server._openapi import openapi_document
 from treadle._server._state import Served
+from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -68,7 +69,7 @@ def load_workflows(apps: Sequence[str]) -> list[Workflow]:
         except AppLoadError as error:
             raise CommandError(str(error)) from error
     try:
-        by_name(found)
+        Hosted(found)
     except ValueError as error:
         raise CommandError(str(error)) from error
     return found
@@ -84,9 +85,12 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     Raises:
         CommandError: An app does not load, or two workflows share a name.
     """
-    served_workflows = by_name(
-        workflows if workflows is not None else load_workflows(settings.apps)
-    )
+    try:
+        served_workflows = Hosted(
+            workflows if workflows is not None else load_workflows(settings.apps)
+        )
+    except ValueError as error:
+        raise CommandError(str(error)) from error
     redactor = Redactor.of(settings.token, settings.store)
     document = openapi_document(ENDPOINTS)
 
@@ -94,9 +98,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = open_store(settings.store, create=True)
         try:
-            async with Driver(
-                store, list(served_workflows.values()), settings.poll_interval
-            ) as driver:
+            async with Driver(store, served_workflows.all(), settings.poll_interval) as driver:
                 app.state.served = Served(settings, store, served_workflows, driver, redactor)
                 yield
         finally:

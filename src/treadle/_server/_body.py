@@ -110,6 +110,20 @@ def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> st
     return value
 
 
+def version_field(body: dict[str, Any], name: str = "version") -> int | None:
+    """A workflow version field of a body (``None`` when absent or null).
+
+    Raises:
+        ApiError: 400 it is not an integer from 1.
+    """
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _refuse(name, "must be an integer from 1")
+    return value
+
+
 def check_query(request: Request, known: Iterable[str]) -> None:
     """Refuse query parameters a route does not know, and repeated ones.
 

@@ -55,6 +55,7 @@ _RUN = _object(
     lease_until=_nullable("number"),
     parked=_nullable("string"),
     pause_requested=_nullable("number"),
+    version={"type": "integer", "description": "The version of its workflow it goes on with."},
 )
 
 _GRAPH = _object(
@@ -141,8 +142,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "Graph": _GRAPH,
     "Workflow": _object(
-        ("name", "start", "input_schema", "graph"),
+        ("name", "version", "start", "input_schema", "graph"),
         name={"type": "string"},
+        version={"type": "integer", "description": "The newest version served."},
+        versions={"type": "array", "items": {"type": "integer"}},
         start={"type": "string"},
         input_schema={"type": "object"},
         graph=_ref("Graph"),
@@ -185,6 +188,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "StartRun": _object(
         ("workflow",),
         workflow={"type": "string"},
+        version={"type": "integer", "minimum": 1, "description": "Default: the newest served."},
         input=_ANY,
         run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
     ),

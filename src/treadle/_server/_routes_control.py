@@ -67,7 +67,7 @@ async def resume_run(request: Request) -> Response:
     found = await served.find_run(request.path_params["run_id"])
     body = await json_object(request, ("checkpoint_id",), optional=True)
     given = text_field(body, "checkpoint_id")
-    workflow = served.workflow(found.workflow)
+    workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     drive_on = await take_for_resume(workflow, served.store, found.run_id, checkpoint)
     served.driver.spawn(found.run_id, drive_on)

@@ -41,15 +41,18 @@ async def list_workflows(request: Request) -> Response:
     """``GET /api/workflows``: the workflows this server serves."""
     served = served_of(request)
     check_query(request, ())
-    chosen = [served.workflows[name] for name in sorted(served.workflows)]
-    return JsonResponse({"workflows": [workflow_json(w) for w in chosen]})
+    chosen = list(served.workflows)  # the newest version of each
+    hosted = served.workflows
+    listed = [workflow_json(w, hosted.versions(w.name)) for w in chosen]
+    return JsonResponse({"workflows": listed})
 
 
 async def get_workflow(request: Request) -> Response:
     """``GET /api/workflows/{name}``: one served workflow."""
     served = served_of(request)
     check_query(request, ())
-    return JsonResponse(workflow_json(served.workflow(request.path_params["name"])))
+    found = served.workflow(request.path_params["name"])
+    return JsonResponse(workflow_json(found, served.workflows.versions(found.name)))
 
 
 async def list_requests(request: Request) -> Response:
@@ -58,7 +61,7 @@ async def list_requests(request: Request) -> Response:
     check_query(request, ("workflow", "limit"))
     limit = int_query(request, "limit", 100, low=1, high=MAX_LIMIT)
     wanted = text_query(request, "workflow")
-    names = [served.workflow(wanted).name] if wanted is not None else sorted(served.workflows)
+    names = [served.workflow(wanted).name] if wanted is not None else list(served.workflows.names())
     # One workflow at a time: only runs of served workflows are read (nothing is imported).
     found: list[dict[str, Any]] = []
     for name in names:
@@ -86,7 +89,7 @@ async def answer_request(request: Request) -> Response:
     body = await json_object(request, ("answer",))
     if "answer" not in body:
         raise ApiError(400, "answer: required", fields=[{"loc": "answer", "message": "required"}])
-    workflow = served.workflow(found.workflow)
+    workflow = served.workflow_of(found)
     request_id = request.path_params["request_id"]
     try:
         drive_on = await deliver_answer(
@@ -117,7 +120,7 @@ async def send_message(request: Request) -> Response:
     if "message" not in body:
         raise ApiError(400, "message: required", fields=[{"loc": "message", "message": "required"}])
     target = text_field(body, "target")
-    workflow = served.workflow(found.workflow)
+    workflow = served.workflow_of(found)
     if served.driver.runs_here:
         drive_on = await deliver_message(
             workflow, served.store, found.run_id, body["message"], target

@@ -29,6 +29,7 @@ from treadle._server._body import (
     json_object,
     text_field,
     text_query,
+    version_field,
 )
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._fields import fields_of
@@ -78,10 +79,10 @@ async def start_run(request: Request) -> Response:
     """``POST /api/runs``: start a run; it goes on in the background."""
     served = served_of(request)
     check_query(request, ())
-    body = await json_object(request, ("workflow", "input", "run_id"))
+    body = await json_object(request, ("workflow", "version", "input", "run_id"))
     name = text_field(body, "workflow", required=True)
     assert name is not None  # noqa: S101 - required above
-    workflow = served.workflow(name)
+    workflow = served.workflow(name, version_field(body))
     run_id = chosen_run_id(body)
     value = typed_input(workflow, body.get("input"))
     if served.driver.runs_here:
@@ -91,7 +92,7 @@ async def start_run(request: Request) -> Response:
             raise ApiError(422, str(error), kind="InvalidInputError") from None
         served.driver.spawn(run_id, drive_on)
     else:
-        run_id = await _client(served).start(workflow.name, value, run_id=run_id)
+        run_id = await _client(served).start(workflow, value, run_id=run_id)
     run = await served.store.get_run(run_id)
     return JsonResponse(
         {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{run_id}"}
@@ -102,7 +103,7 @@ def _client(served: Served) -> Client:
     """A client of the workers' queue (PostgreSQL), encoding with the served workflows."""
     from treadle._scaleout._client import Client  # noqa: PLC0415 - PostgreSQL only
 
-    return Client(served.store, served.workflows.values())  # type: ignore[arg-type]
+    return Client(served.store, served.workflows.all())  # type: ignore[arg-type]
 
 
 async def list_runs(request: Request) -> Response:
@@ -158,7 +159,7 @@ async def fork_run(request: Request) -> Response:
             400, f"state_patch: {message}", fields=[{"loc": "state_patch", "message": message}]
         )
     new_id = chosen_run_id(body)
-    workflow = served.workflow(found.workflow)
+    workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     assert checkpoint is not None  # noqa: S101 - given above
     forked = await workflow.fork(

@@ -17,14 +17,13 @@ from treadle._exceptions import RunNotFoundError
 from treadle._server._json import ApiError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from starlette.requests import Request
 
     from treadle._server._driver import Driver
     from treadle._server._json import Redactor
     from treadle._server._settings import ServerSettings
     from treadle._stores._store import RunRecord, Store
+    from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
 
 _SHOWN = 5
@@ -45,7 +44,7 @@ class Served:
 
     settings: ServerSettings
     store: Store
-    workflows: Mapping[str, Workflow]
+    workflows: Hosted
     driver: Driver
     redactor: Redactor
 
@@ -70,15 +69,22 @@ class Served:
         shown = ", ".join(r.run_id for r in found[:_SHOWN])
         raise ApiError(400, f"{given!r} starts the ids of several runs ({shown}{more}); give more")
 
-    def workflow(self, name: str) -> Workflow:
-        """The served workflow of this name.
+    def workflow(self, name: str, version: int | None = None) -> Workflow:
+        """The served workflow of this name: version ``version``, else the newest.
 
         Raises:
             ApiError: 404, this server does not serve it (the ones it does named).
         """
-        found = self.workflows.get(name)
+        found = self.workflows.get(name, version)
+        if found is None and name in self.workflows:
+            served = ", ".join(map(str, self.workflows.versions(name)))
+            raise ApiError(
+                404,
+                f"this server does not serve version {version} of {name!r} (it serves: {served})",
+                kind="WorkflowNotFoundError",
+            )
         if found is None:
-            served = ", ".join(sorted(self.workflows)) or "none"
+            served = ", ".join(self.workflows.names()) or "none"
             raise ApiError(
                 404,
                 f"this server does not serve a workflow {name!r} (it serves: {served}; "
@@ -86,6 +92,16 @@ class Served:
                 kind="WorkflowNotFoundError",
             )
         return found
+
+    def workflow_of(self, run: RunRecord) -> Workflow:
+        """The served version of ``run``'s workflow: the one the run goes on with.
+
+        A run queued without a version (0) takes the newest, as a worker would.
+
+        Raises:
+            ApiError: 404, this server does not serve that version.
+        """
+        return self.workflow(run.workflow, run.version or None)
 
 
 def served_of(request: Request) -> Served:

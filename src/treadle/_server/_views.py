@@ -19,15 +19,22 @@ from treadle._server._graphs import graph_json
 from treadle._server._json import run_json
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._server._state import Served
     from treadle._stores._store import CheckpointInfo, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 
-def workflow_json(workflow: Workflow) -> dict[str, Any]:
-    """A served workflow: its name, start executor, input schema and graph."""
+def workflow_json(workflow: Workflow, versions: Sequence[int] = ()) -> dict[str, Any]:
+    """A served workflow: its name, version, start executor, input schema and graph.
+
+    ``versions``: every version of it served (default: its own).
+    """
     return {
         "name": workflow.name,
+        "version": workflow.version,
+        "versions": list(versions or (workflow.version,)),
         "start": workflow.start_id,
         "input_schema": input_schema(workflow),
         "graph": graph_json(workflow),
@@ -51,12 +58,12 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "graph": None,
         "detail": None,
     }
-    workflow = served.workflows.get(run.workflow)
+    workflow = served.workflows.get(run.workflow, run.version)
     if workflow is None:
-        served_names = ", ".join(sorted(served.workflows)) or "none"
         detail["detail"] = (
-            f"this server does not serve workflow {run.workflow!r} (it serves: {served_names}); "
-            f"its outputs, state and requests are shown by a server started with its --app"
+            f"this server does not serve version {run.version} of workflow {run.workflow!r} "
+            f"(it serves: {served.workflows.describe()}); its outputs, state and requests "
+            f"are shown by a server started with its --app"
         )
         return detail
     detail["graph"] = graph_json(workflow)

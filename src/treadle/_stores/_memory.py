@@ -67,7 +67,7 @@ class MemoryStore(MemoryOwnership):
         self._pieces = MemoryPieces()
         # Checkpoint ids are unique store-wide, as in the SQL stores' primary key.
         self._owners: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         self._inbox_seq = 0
 
@@ -170,6 +170,26 @@ class MemoryStore(MemoryOwnership):
             if retention is not None:
                 self._drop_oldest(run, retention)
             return paused
+
+    async def migrate_run(
+        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+    ) -> bool:
+        """Move a run to another version under ``lease``, all or nothing (see the port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        self._check_open()
+        with self._lock:  # re-entered by commit_many: one step for other threads
+            run = self._run(checkpoint.info.run_id)
+            self._check_lease(run, lease)
+            if any(item.seq > run.consumed for item, _ in run.inbox):
+                return False
+            await self.commit_many((checkpoint,), lease=lease, release=True)
+            run.record = dataclasses.replace(run.record, version=version)
+            run.graph = graph
+            return True
 
     async def set_status(
         self,

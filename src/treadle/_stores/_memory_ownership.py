@@ -22,7 +22,12 @@ from treadle._exceptions import (
     RunPausedError,
 )
 from treadle._stores import _memory_events, _pausing
-from treadle._stores._sql_ownership import ENDED_STATUSES, answer_preview, check_not_ended
+from treadle._stores._sql_ownership import (
+    ENDED_STATUSES,
+    answer_preview,
+    check_not_ended,
+    check_version,
+)
 from treadle._stores._sql_rules import check_limit, due_at
 from treadle._stores._store import Claimed, InboxItem, Lease
 
@@ -66,7 +71,7 @@ class MemoryOwnership(ABC):
     """
 
     _runs: dict[str, MemoryRun]
-    _lock: threading.Lock
+    _lock: threading.RLock
     _inbox_seq: int  # the seq of the latest item delivered to any run
 
     @abstractmethod
@@ -122,7 +127,13 @@ class MemoryOwnership(ABC):
             self._release(run)
             return True
 
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    async def deliver(
+        self,
+        run_id: str,
+        items: Sequence[tuple[str, str | None, bytes]],
+        *,
+        version: int | None = None,
+    ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
         Raises:
@@ -133,6 +144,8 @@ class MemoryOwnership(ABC):
         self._check_open()
         with self._lock:
             run = self._run(run_id)
+            record = run.record
+            check_version(run_id, record.workflow, record.version, version)
             answers = {item.target: (item, at) for item, at in run.inbox if item.kind == "answer"}
             now = time.time()
             for kind, target, payload in items:
@@ -310,6 +323,7 @@ class MemoryOwnership(ABC):
                     self._lease(run, owner, wall + duration, parked=run.record.parked),
                     run.record.workflow,
                     run.ready_at is not None,
+                    run.record.version,
                 )
                 for run in list(chosen.values())[:limit]
             ]

@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
+from treadle._stores._postgres_dsn import HIDDEN, redact
 from treadle._stores._postgres_ownership import (
     Owned,
     PostgresOwnership,
@@ -70,12 +69,6 @@ _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 # Held while a store migrates, so that stores opening one new database at once
 # take turns: concurrent CREATE ... IF NOT EXISTS can otherwise collide.
 _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
-
-# What hides a password in a DSN: in a URI's user info or query, or as a keyword.
-_URI_USER_INFO = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^:@/]*):[^@/]*@", re.IGNORECASE)
-_URI_SECRET = re.compile(r"(?P<head>[?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
-_KEYWORD_SECRET = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
-_HIDDEN = "***"
 
 
 class PostgresStore(SqlReads, PostgresOwnership):
@@ -137,7 +130,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
                 f"need 0 <= min_size <= max_size and max_size >= 1, got {min_size}, {max_size}"
             )
         self._dsn = dsn
-        self._shown_dsn, self._secrets = _redact(dsn)
+        self._shown_dsn, self._secrets = redact(dsn)
         self._where = f"PostgreSQL store {self._shown_dsn}" + (
             "" if schema is None else f" (schema {schema!r})"
         )
@@ -270,6 +263,35 @@ class PostgresStore(SqlReads, PostgresOwnership):
 
         # One statement alone is a transaction of its own.
         await self._run(work, write=(lease is not None and release) or bool(events))
+
+    async def migrate_run(
+        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+    ) -> bool:
+        """Move a run to another version under ``lease``, in one transaction (see the port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        run_id = checkpoint.info.run_id
+        moved = (version, graph, run_id, lease.owner, lease.epoch)
+
+        async def work(connection: Connection) -> None:
+            query = _render(_sql_statements.SET_VERSION + _sql_ownership.FENCE)
+            if (await connection.execute(query, moved)).rowcount == 0:
+                raise await refusal(connection, run_id, lease)
+            # The row is locked now: deliveries to the run wait for this transaction.
+            unapplied = await connection.execute(_render(_sql_statements.HAS_UNAPPLIED), (run_id,))
+            if await unapplied.fetchone():
+                raise _sql_rules.Unapplied  # rolls the version back
+            owned = Owned(lease, None, release=True)
+            await _commit((checkpoint,), self._keep_last, owned, connection)
+
+        try:
+            await self._run(work, write=True)
+        except _sql_rules.Unapplied:
+            return False
+        return True
 
     async def delete_run(self, run_id: str) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
@@ -418,37 +440,8 @@ class PostgresStore(SqlReads, PostgresOwnership):
     def _hide(self, error: psycopg.Error) -> str:
         message = str(error).strip()
         for secret in self._secrets:
-            message = message.replace(secret, _HIDDEN)
+            message = message.replace(secret, HIDDEN)
         return message
-
-
-def _redact(dsn: str) -> tuple[str, tuple[str, ...]]:
-    """``dsn`` with its passwords hidden, and the passwords, to hide them anywhere.
-
-    Raises:
-        ValueError: ``dsn`` is not a libpq connection string.
-    """
-    try:
-        parameters = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        # libpq's complaint quotes the DSN, and so possibly its password.
-        raise ValueError(
-            "dsn is not a PostgreSQL connection string (a URI such as "
-            "postgresql://user@host/db, or key=value pairs); it is not repeated "
-            "here as it may hold a password"
-        ) from None
-    secrets = tuple(
-        str(parameters[key]) for key in ("password", "sslpassword") if parameters.get(key)
-    )
-    if "://" in dsn:
-        shown = _URI_SECRET.sub(
-            rf"\g<head>{_HIDDEN}", _URI_USER_INFO.sub(rf"\g<head>:{_HIDDEN}@", dsn)
-        )
-    else:
-        shown = _KEYWORD_SECRET.sub(rf"\g<head>{_HIDDEN}", dsn)
-    for secret in secrets:  # whatever spelling the patterns missed
-        shown = shown.replace(secret, _HIDDEN)
-    return shown, secrets
 
 
 async def _commit(

@@ -46,7 +46,7 @@ _PARK = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa:
 _ADOPT = f"""
 UPDATE treadle_runs
 SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
-    deadline_at = %s, graph = %s, error = NULL
+    deadline_at = %s, graph = %s, error = NULL, version = %s
 WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
 
 
@@ -125,6 +125,7 @@ class LeasedStore:
             info.wake_at,
             run.deadline_at,
             graph,
+            run.version,
             run.run_id,
             *self._fence,
         )
@@ -211,6 +212,17 @@ class LeasedStore:
             raise LeaseLostError(run_id, self.held.epoch)
         return Lease(run_id, self._owner, self.held.epoch, time.time() + duration)
 
+    async def migrate_run(
+        self,
+        lease: Lease,  # noqa: ARG002 - the claim is the lease
+        version: int,
+        graph: bytes,
+        checkpoint: CheckpointRecord,
+    ) -> bool:
+        """Move the claimed run to another version, fenced by the claim (see the port)."""
+        self._check_attached()
+        return await self.store.migrate_run(self._claimed, version, graph, checkpoint)
+
     async def renew(self, lease: Lease, duration: float) -> Lease:
         """The lease, extended on paper only: the worker's heartbeat renews the claim.
 
@@ -244,9 +256,15 @@ class LeasedStore:
 
         await self._write(work)
 
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    async def deliver(
+        self,
+        run_id: str,
+        items: Sequence[tuple[str, str | None, bytes]],
+        *,
+        version: int | None = None,
+    ) -> None:
         """Deliver to a run (the store's: the one place an answer is decided)."""
-        await self.store.deliver(run_id, items)
+        await self.store.deliver(run_id, items, version=version)
 
     async def inbox(self, run_id: str) -> list[InboxItem]:
         """A run's unapplied inbox items (the store's)."""

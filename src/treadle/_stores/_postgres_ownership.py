@@ -51,7 +51,7 @@ _render = functools.cache(POSTGRES.render)
 # run's, then its inbox's, so two of them never deadlock.
 _LOCK_OWNER = _sql_ownership.SELECT_OWNER + " FOR UPDATE"
 _LOCK_LEASE = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
-_LOCK_STATUS = _sql_ownership.SELECT_STATUS + " FOR UPDATE"
+_LOCK_DELIVERABLE = _sql_ownership.SELECT_DELIVERABLE + " FOR UPDATE"
 _LOCK_PAUSABLE = _sql_pausing.SELECT_PAUSABLE + " FOR UPDATE"
 # Whether the released run is left ready (its inbox holds unapplied items): if
 # so, idle workers are told at once, as a delivery would have told them; and
@@ -147,7 +147,13 @@ class PostgresOwnership(ABC):
 
         return await self._run(work, write=True)
 
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    async def deliver(
+        self,
+        run_id: str,
+        items: Sequence[tuple[str, str | None, bytes]],
+        *,
+        version: int | None = None,
+    ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
         The run row is locked first, so deliveries to one run (from any
@@ -164,8 +170,9 @@ class PostgresOwnership(ABC):
         batch = list(items)
 
         async def work(connection: Connection) -> None:
-            locked = await connection.execute(_render(_LOCK_STATUS), (run_id,))
-            (status,) = _sql_ownership.check_found(run_id, await locked.fetchone())
+            locked = await connection.execute(_render(_LOCK_DELIVERABLE), (run_id,))
+            status, workflow, held = _sql_ownership.check_found(run_id, await locked.fetchone())
+            _sql_ownership.check_version(run_id, workflow, held, version)
             now = time.time()
             for kind, target, payload in batch:
                 if kind == "answer":
@@ -329,9 +336,8 @@ class PostgresOwnership(ABC):
                 )
                 row = await taking.fetchone()
                 if row is not None:
-                    claimed.append(
-                        Claimed(Lease(run_id, owner, row[0], until), row[1], row[2] is not None)
-                    )
+                    lease = Lease(run_id, owner, row[0], until)
+                    claimed.append(Claimed(lease, row[1], row[2] is not None, row[3]))
             return claimed
 
         return await self._run(work, write=True)

@@ -58,10 +58,14 @@ _DUE = POSTGRES.render(DUE_AT)
 # run ``running`` (or ``pending``) with no current owner is claimable even
 # without it: an in-process owner on this store that died mid-run never set it.
 # A paused run is claimed by nobody, whatever was delivered to it meanwhile.
+# A worker claims the runs of the (workflow, version) pairs it hosts, and runs
+# started without a version (0: a client without the workflow's code) of the
+# workflows it hosts, which it starts on the newest version it has.
 _CLAIM = f"""
 WITH chosen AS (
     SELECT run_id FROM treadle_runs
-    WHERE workflow = ANY(%(workflows)s)
+    WHERE (workflow, version) IN (
+            SELECT * FROM unnest(%(workflows)s::TEXT[], %(versions)s::INTEGER[]))
         AND parked IS NULL
         AND status <> 'paused'
         AND (ready_at <= %(now)s OR {_DUE} <= %(now)s OR status IN ('running', 'pending'))
@@ -78,7 +82,8 @@ SET owner = %(owner)s,
     recoveries = (CASE WHEN r.owner IS NULL THEN 0 ELSE r.recoveries + 1 END)
 FROM chosen
 WHERE r.run_id = chosen.run_id
-RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries"""  # noqa: S608 - constants only
+RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries,
+    r.version"""  # noqa: S608 - constants only
 
 _HEARTBEAT = f"""
 UPDATE treadle_runs AS r
@@ -109,8 +114,9 @@ _DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND con
 
 _ENQUEUE = """
 INSERT INTO treadle_runs
-    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at)
-VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s)
+    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
+    version)
+VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id) DO NOTHING"""
 
 
@@ -126,6 +132,9 @@ class Claim:
         epoch: The lease epoch this claim holds; every write checks it.
         recoveries: How many times in a row the run was taken over from a
             worker whose lease expired (0 for a run released cleanly).
+        version: The run's version of its workflow; 0 for a run a client
+            started without naming one, which the worker starts on the newest
+            version it hosts.
     """
 
     run_id: str
@@ -134,6 +143,7 @@ class Claim:
     checkpoint_id: str | None
     epoch: int
     recoveries: int
+    version: int = 1
 
 
 class RunQueue:
@@ -153,12 +163,18 @@ class RunQueue:
         self.owner = owner
         self.lease = lease
 
-    async def claim(self, workflows: Sequence[str], now: float, limit: int) -> list[Claim]:
-        """Lease up to ``limit`` runnable runs of these workflows; none blocks on another worker."""
-        if limit <= 0 or not workflows:
+    async def claim(self, hosted: Sequence[tuple[str, int]], now: float, limit: int) -> list[Claim]:
+        """Lease up to ``limit`` runnable runs of these (workflow, version) pairs.
+
+        Runs started with no version (0) are claimed by a worker hosting any
+        version of their workflow. No worker blocks on another.
+        """
+        if limit <= 0 or not hosted:
             return []
+        pairs = sorted({*hosted, *((name, 0) for name, _ in hosted)})
         parameters = {
-            "workflows": list(workflows),
+            "workflows": [name for name, _ in pairs],
+            "versions": [version for _, version in pairs],
             "now": now,
             "limit": limit,
             "owner": self.owner,
@@ -260,8 +276,12 @@ async def enqueue_run(
     payload: bytes,
     *,
     deadline_at: float | None = None,
+    version: int = 0,
 ) -> bool:
     """Create a pending run with its input; ``False`` if the id exists for this workflow.
+
+    ``version`` pins the run to a version of its workflow; 0 leaves the
+    choice to the worker that starts it (the newest it hosts).
 
     Idempotent: a second start with the same id (also a concurrent one)
     creates nothing and returns ``False``.
@@ -272,7 +292,7 @@ async def enqueue_run(
     now = time.time()
 
     async def work(connection: Connection) -> bool:
-        row = (run_id, workflow, now, now, deadline_at, b"", now)
+        row = (run_id, workflow, now, now, deadline_at, b"", now, version)
         if (await connection.execute(_ENQUEUE, row)).rowcount == 0:
             found = await connection.execute(
                 "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)

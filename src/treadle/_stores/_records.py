@@ -42,6 +42,8 @@ class RunRecord:
         pause_requested: When ``pause`` was asked of the run while an owner
             held a current lease on it (epoch seconds), or ``None``. The
             owner's next commit pauses it (see :meth:`Store.pause`).
+        version: The version of its workflow the run goes on with: the one
+            that started it, or the one a migration moved it to.
     """
 
     run_id: str
@@ -60,6 +62,7 @@ class RunRecord:
     lease_until: float | None = None
     parked: str | None = None
     pause_requested: float | None = None
+    version: int = 1
 
     def owned(self, now: float) -> bool:
         """Whether a process holds a current lease on the run at ``now``."""
@@ -98,12 +101,13 @@ class Claimed(NamedTuple):
 
     ``delivered`` says the run's inbox may hold items no owner has applied
     (it was made ready by a delivery), so the service reads its inbox only
-    when it is set.
+    when it is set. ``version`` is the run's version of its workflow.
     """
 
     lease: Lease
     workflow: str
     delivered: bool
+    version: int = 1
 
 
 @dataclass(frozen=True, slots=True)

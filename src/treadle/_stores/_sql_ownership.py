@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import RequestError, RunNotFoundError
+from treadle._exceptions import RequestError, RunNotFoundError, VersionMismatchError
 from treadle._stores._sql_schema import DUE_AT
 
 if TYPE_CHECKING:
@@ -118,6 +118,9 @@ CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND con
 
 SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
 
+# What a delivery checks, the row locked (in PostgreSQL) so a migration takes turns with it.
+SELECT_DELIVERABLE = "SELECT status, workflow, version FROM treadle_runs WHERE run_id = ?"
+
 PARK = (
     "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"  # noqa: S608 - constants
     " WHERE run_id = ?" + FENCE
@@ -144,7 +147,7 @@ CLAIM = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?
 WHERE run_id = ? AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE} AND {_FREE}
-RETURNING lease_epoch, workflow, ready_at"""  # noqa: S608 - constants only
+RETURNING lease_epoch, workflow, ready_at, version"""  # noqa: S608 - constants only
 
 
 @functools.cache
@@ -154,7 +157,7 @@ def claim_many(count: int) -> str:
     return (
         "UPDATE treadle_runs SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?"  # noqa: S608 - constants only
         f" WHERE run_id IN ({runs}) AND parked IS NULL AND status NOT IN {_NOT_SERVICEABLE}"
-        f" AND {_FREE} RETURNING run_id, lease_epoch, workflow, ready_at"
+        f" AND {_FREE} RETURNING run_id, lease_epoch, workflow, ready_at, version"
     )
 
 
@@ -192,6 +195,16 @@ def check_found(run_id: str, found: Sequence[Any] | None) -> Sequence[Any]:
     if found is None:
         raise RunNotFoundError(run_id)
     return found
+
+
+def check_version(run_id: str, workflow: str, held: int, version: int | None) -> None:
+    """Refuse a delivery meant for ``version`` of a run that is on version ``held``.
+
+    Raises:
+        VersionMismatchError: The versions differ (``version`` given).
+    """
+    if version is not None and held != version:
+        raise VersionMismatchError(run_id, workflow, held, version)
 
 
 def check_not_ended(run_id: str, status: str) -> None:

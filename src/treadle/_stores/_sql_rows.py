@@ -54,6 +54,7 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         run.lease_until,
         None,  # not parked
         None,  # no pause asked
+        run.version,
         1 if run.owner is not None else 0,
         graph,
     )

@@ -95,3 +95,10 @@ def first_checkpoint_id(run: RunRecord, first: CheckpointInfo) -> str:
             f"but its first checkpoint is {first.checkpoint_id!r}"
         )
     return first.checkpoint_id
+
+
+class Unapplied(Exception):  # noqa: N818 - a signal, not an error anyone sees
+    """Raised inside a migration's transaction to roll it back: the run holds deliveries.
+
+    ``migrate_run`` turns it into ``False``; never raised out of a store.
+    """

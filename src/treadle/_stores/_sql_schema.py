@@ -158,6 +158,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # Newest runs first, for listing and paging through them.
         "CREATE INDEX treadle_runs_created ON treadle_runs (created_at, run_id)",
     ),
+    (  # 8: workflow versions: the version of its workflow each run goes on with
+        "ALTER TABLE treadle_runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+    ),
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -32,6 +32,7 @@ RUN_FIELDS = (
     "lease_until",
     "parked",
     "pause_requested",
+    "version",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 
@@ -39,7 +40,7 @@ _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
 INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 
@@ -71,6 +72,11 @@ ADVANCE_RUN_POSITION = """
 UPDATE treadle_runs
 SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
 WHERE run_id = ?"""
+
+# Moving a run to another version (under a lease: the fence is appended).
+SET_VERSION = "UPDATE treadle_runs SET version = ?, graph = ? WHERE run_id = ?"
+# Whether a run holds deliveries no owner has applied (a migration waits for them).
+HAS_UNAPPLIED = "SELECT 1 FROM treadle_inbox WHERE run_id = ? AND consumed_at IS NULL LIMIT 1"
 
 CHANGE_STATUS = "UPDATE treadle_runs SET status = ? WHERE run_id = ? AND status <> ?"
 

@@ -20,7 +20,6 @@ contention surfaces only if some writer holds the lock for longer than that.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -37,6 +36,7 @@ from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal, release_row
+from treadle._stores._sqlite_transactions import each_saved, is_busy, select, transaction
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
@@ -248,6 +248,34 @@ class SqliteStore(SqlReads, SqliteOwnership):
 
         await self._call(work, write=True, group=True)
 
+    async def migrate_run(
+        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+    ) -> bool:
+        """Move a run to another version under ``lease``, in one transaction (see the port).
+
+        Raises:
+            RunNotFoundError: No such run.
+            LeaseLostError: ``lease`` is no longer current.
+        """
+        run_id = checkpoint.info.run_id
+        moved = (version, graph, run_id, lease.owner, lease.epoch)
+
+        def work(connection: sqlite3.Connection) -> None:
+            query = _render(_sql_statements.SET_VERSION + _sql_ownership.FENCE)
+            if connection.execute(query, moved).rowcount == 0:
+                raise refusal(connection, run_id, lease)
+            if connection.execute(_render(_sql_statements.HAS_UNAPPLIED), (run_id,)).fetchone():
+                raise _sql_rules.Unapplied  # rolls the version back
+            writes.commit(
+                (checkpoint,), self._keep_last, Owned(lease, None, release=True), connection
+            )
+
+        try:
+            await self._call(work, write=True)
+        except _sql_rules.Unapplied:
+            return False
+        return True
+
     async def delete_run(self, run_id: str) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
 
@@ -299,7 +327,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
 
     async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
         # One SELECT is one consistent read, so reads need no explicit transaction.
-        work = functools.partial(_select, query, parameters)
+        work = functools.partial(select, query, parameters)
         if not self._migrated.is_set():  # the first use opens the file, on the writer
             return await self._call(work, write=False)
         with self._lock:
@@ -350,9 +378,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
         connection = self._connection
         assert connection is not None  # noqa: S101 - inline only once the writer opened the file
         try:
-            return _transaction(connection, work, write=True)
+            return transaction(connection, work, write=True)
         except sqlite3.OperationalError as error:
-            if _is_busy(error):
+            if is_busy(error):
                 raise Unavailable from error
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
         except sqlite3.Error as error:
@@ -379,7 +407,7 @@ class SqliteStore(SqlReads, SqliteOwnership):
         """
         try:
             connection = self._open() if self._connection is None else self._connection
-            return self._retrying(connection, functools.partial(_each_saved, works), write=True)
+            return self._retrying(connection, functools.partial(each_saved, works), write=True)
         except sqlite3.Error as error:
             failure = DurabilityError(f"SQLite store {self._path}: {error}")
             failure.__cause__ = error
@@ -432,9 +460,9 @@ class SqliteStore(SqlReads, SqliteOwnership):
         pause = _FIRST_PAUSE
         while True:
             try:
-                return _transaction(connection, work, write=write)
+                return transaction(connection, work, write=write)
             except sqlite3.OperationalError as error:
-                if not _is_busy(error):
+                if not is_busy(error):
                     raise
                 if time.monotonic() >= deadline:
                     raise DurabilityError(
@@ -453,46 +481,3 @@ class SqliteStore(SqlReads, SqliteOwnership):
         if self._read_connection is not None:
             self._read_connection.close()
             self._read_connection = None
-
-
-def _each_saved(
-    works: list[_Work[Any]], connection: sqlite3.Connection
-) -> list[tuple[Any, BaseException | None]]:
-    outcomes: list[tuple[Any, BaseException | None]] = []
-    for work in works:
-        connection.execute("SAVEPOINT treadle_commit")
-        try:
-            outcomes.append((work(connection), None))
-        except sqlite3.Error:
-            raise  # the database itself failed: the whole group rolls back
-        except Exception as refused:  # noqa: BLE001 - this commit's own refusal, reported to it
-            connection.execute("ROLLBACK TO treadle_commit")
-            outcomes.append((None, refused))
-        connection.execute("RELEASE treadle_commit")
-    return outcomes
-
-
-def _transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
-    if not write:
-        return work(connection)
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(connection)
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            # Keep the original error: a failed rollback means SQLite already rolled back.
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-        raise
-    return result
-
-
-def _is_busy(error: sqlite3.OperationalError) -> bool:
-    # The low byte is the primary code: SQLITE_BUSY_SNAPSHOT and the like count too.
-    code: int = getattr(error, "sqlite_errorcode", 0)
-    return code & 0xFF in {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-
-
-def _select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
-    return connection.execute(query, parameters).fetchall()

@@ -119,7 +119,13 @@ class SqliteOwnership(ABC):
 
         return await self._call(work, write=True, group=True)
 
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    async def deliver(
+        self,
+        run_id: str,
+        items: Sequence[tuple[str, str | None, bytes]],
+        *,
+        version: int | None = None,
+    ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
         Raises:
@@ -129,8 +135,10 @@ class SqliteOwnership(ABC):
         """
 
         def work(connection: sqlite3.Connection) -> None:
-            found = connection.execute(_render(_sql_ownership.SELECT_STATUS), (run_id,)).fetchone()
-            (status,) = _sql_ownership.check_found(run_id, found)
+            query = _render(_sql_ownership.SELECT_DELIVERABLE)
+            found = connection.execute(query, (run_id,)).fetchone()
+            status, workflow, held = _sql_ownership.check_found(run_id, found)
+            _sql_ownership.check_version(run_id, workflow, held, version)
             now = time.time()
             for kind, target, payload in items:
                 if kind == "answer":
@@ -270,14 +278,13 @@ class SqliteOwnership(ABC):
             rows = connection.execute(
                 _render(_sql_ownership.claim_many(len(ids))), (owner, until, *ids, wall)
             ).fetchall()
-            taken = {run_id: (epoch, workflow, ready) for run_id, epoch, workflow, ready in rows}
+            taken = {row[0]: row[1:] for row in rows}
             claimed: list[Claimed] = []
             for run_id in ids:  # in claim order: due first
                 if run_id in taken:
-                    epoch, workflow, ready = taken[run_id]
-                    claimed.append(
-                        Claimed(Lease(run_id, owner, epoch, until), workflow, ready is not None)
-                    )
+                    epoch, workflow, ready, version = taken[run_id]
+                    lease = Lease(run_id, owner, epoch, until)
+                    claimed.append(Claimed(lease, workflow, ready is not None, version))
             return claimed
 
         return await self._call(work, write=True)

@@ -171,6 +171,28 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
+    async def migrate_run(
+        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+    ) -> bool:
+        """Move a run to another version of its workflow, under ``lease``, atomically.
+
+        The run row takes ``version`` and ``graph`` (the new version's
+        description); ``checkpoint`` (the migrated contents, parented on the
+        run's latest) becomes its latest, its events logged; and the lease
+        is given up. All of it, or nothing (``treadle migrate``).
+
+        ``False``, with nothing written and the lease kept, when the run's
+        inbox holds deliveries no owner has applied (an answer to a request
+        the migration may have renamed): they are for the version they were
+        sent to, so the run takes them first. Deliveries take turns with
+        this write, so none slips in between the check and the move.
+
+        Raises:
+            RunNotFoundError: no such run.
+            LeaseLostError: ``lease`` is no longer current; nothing was written.
+        """
+        ...
+
     async def acquire(
         self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
     ) -> Lease:
@@ -204,18 +226,27 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
-    async def deliver(self, run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    async def deliver(
+        self,
+        run_id: str,
+        items: Sequence[tuple[str, str | None, bytes]],
+        *,
+        version: int | None = None,
+    ) -> None:
         """Put (kind, target, payload) items in the run's inbox, all or none.
 
         This is where an answer to a request is decided, once: the first
         answer to a request id is kept; a later one raises and changes
         nothing. The run is marked ready, so a timer service or worker
-        applies the items if no caller does.
+        applies the items if no caller does. With ``version``, only to a run
+        on that version of its workflow, checked in the same transaction
+        (a migration moving the run takes turns with it).
 
         Raises:
             RunNotFoundError: no such run.
             RequestError: the run has ended.
             RequestAlreadyAnsweredError: a request was answered already.
+            VersionMismatchError: the run is on another version than ``version``.
         """
         ...
 

@@ -43,6 +43,7 @@ from treadle._graph._executor import Executor, FunctionExecutor
 from treadle._graph._typing import accepts_any_of
 from treadle._workflow._composing import Composing
 from treadle._workflow._error_routes import ErrorRouting, error_route_problems
+from treadle._workflow._versions import check_version
 from treadle._workflow._workflow import Workflow
 from treadle._workflow._workflow_graph import WorkflowGraph
 
@@ -73,6 +74,11 @@ class WorkflowBuilder(ErrorRouting, Composing):
     Args:
         start: The executor that receives the run's input.
         name: A name for the workflow, used in messages and registries.
+        version: Which version of the workflow this is (an int from 1). A
+            runtime, worker or server may host several versions of one name:
+            a run goes on with the version it started with, new runs take the
+            newest, and ``treadle migrate`` moves parked runs between them
+            (see ``docs/versions.md``).
         max_supersteps: Default cap on supersteps per run (runaway loops).
         max_node_iterations: Default cap on invocations per executor per run.
         max_concurrency: Default cap on handlers running at once.
@@ -104,6 +110,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
         start: ExecutorRef,
         *,
         name: str = "workflow",
+        version: int = 1,
         max_supersteps: int = 1000,
         max_node_iterations: int | None = None,
         max_concurrency: int | None = None,
@@ -122,6 +129,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
             raise TypeError(msg)
         self._pool = pool
         self._name = name
+        self._version = check_version(version)
         self._store = store
         self._checkpoint_key = checkpoint_key
         self._serializer = serializer
@@ -339,6 +347,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
         ]
         return Workflow(
             name=self._name,
+            version=self._version,
             start_id=self._start,
             nodes=nodes,
             edges=[edge for _, edge in self._edges],

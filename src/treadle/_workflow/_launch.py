@@ -141,6 +141,7 @@ async def open_run(
                     encode_description(workflow.description),
                     loop.barrier_state(),
                     pool.snapshots(),
+                    version=workflow.version,
                 )
     except BaseException:
         await release()

@@ -41,6 +41,7 @@ from treadle._exceptions import (
     RequestError,
     RunBusyError,
     UnknownRequestError,
+    VersionMismatchError,
 )
 
 if TYPE_CHECKING:
@@ -105,10 +106,17 @@ async def take_over(
 
     Raises:
         RunBusyError: another process owns the run (without ``wait``).
+        VersionMismatchError: the run is on another version of the workflow;
+            refused before the lease is taken, so nothing is written.
         RunNotFoundError, CheckpointNotFoundError, GraphChangedError,
         CheckpointCorruptError, SerializationError, RunCancelledError: as
             :func:`load_restored`; the lease is given up again.
     """
+    if ownership is None:
+        # Refused before the lease is taken: taking it would clear a parked run's mark.
+        row = await store.get_run(run_id)
+        if row.version != workflow.version:
+            raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
     owned = (
         ownership if ownership is not None else await Ownership.acquire(store, run_id, wait=wait)
     )
@@ -202,6 +210,8 @@ async def load_restored(
     row, graph, record = await store.load_resumable(run_id, checkpoint_id)
     if row.status == RunStatus.CANCELLED.value:
         raise RunCancelledError(run_id)
+    if row.version != workflow.version:
+        raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
     try:
         stored = _stored_fingerprint(graph)
     except ValueError as error:
@@ -263,6 +273,7 @@ async def fork_run(
         barrier,
         restored.snapshots,
         parent_run_id=run_id,
+        version=workflow.version,
     )
     return new_id
 

@@ -8,8 +8,10 @@ taking up (a due timer or deadline, an answer delivered and not applied, or
 an orphan whose owner died mid-run), each with a lease, and continues each
 under it. ``treadle worker`` processes play the same part on PostgreSQL.
 
-A claimed run it cannot load (a workflow it was not given, a changed graph,
-a corrupt checkpoint) is *parked*: set aside with the reason, logged once,
+It may host several versions of a workflow: each run goes on with the
+version it records, and new runs take the newest. A claimed run it cannot
+load (a workflow or version it was not given, a changed graph, a corrupt
+checkpoint) is *parked*: set aside with the reason, logged once,
 and not claimed again until a ``resume`` takes it up; every other run goes
 on being served.
 """
@@ -33,6 +35,7 @@ from treadle._exceptions import (
     TreadleError,
 )
 from treadle._workflow._runs import take_over
+from treadle._workflow._versions import Hosted
 from treadle._workflow._workflow import continue_taken
 
 if TYPE_CHECKING:
@@ -56,7 +59,8 @@ class Runtime:
 
     Args:
         store: Where runs live (``SqliteStore`` for the embedded set-up).
-        workflows: The workflows whose runs it may resume, found by name.
+        workflows: The workflows whose runs it may resume, found by name and
+            version (any number of versions of one name).
         clock: The time source (``treadle.testing.FakeClock`` in tests).
         poll_interval: How often :meth:`serve` asks the store for due runs.
 
@@ -76,27 +80,26 @@ class Runtime:
         self.store = store
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval
-        self._workflows: dict[str, Workflow] = {}
-        for workflow in workflows:
-            if workflow.name in self._workflows:
-                msg = f"two workflows are named {workflow.name!r}; a runtime finds them by name"
-                raise ValueError(msg)
-            self._workflows[workflow.name] = workflow
+        self.hosted = Hosted(workflows)
         self._service: asyncio.Task[None] | None = None
         self._driving: set[Ownership] = set()  # the runs it is continuing right now
 
-    def workflow(self, name: str) -> Workflow:
-        """The workflow registered under ``name``."""
-        try:
-            return self._workflows[name]
-        except KeyError:
-            known = ", ".join(sorted(self._workflows)) or "none"
-            msg = f"this runtime has no workflow {name!r} (it has: {known})"
-            raise LookupError(msg) from None
+    def workflow(self, name: str, version: int | None = None) -> Workflow:
+        """Version ``version`` of the workflow named ``name`` (``None``: the newest hosted).
 
-    async def start(self, workflow: Workflow | str, message: Any, **options: Any) -> RunResult:
-        """Start a run on this runtime's store and clock; return when it rests or ends."""
-        chosen = self.workflow(workflow) if isinstance(workflow, str) else workflow
+        Raises:
+            AppLoadError: It is not hosted here (a ``LookupError``).
+        """
+        return self.hosted.find(name, version)
+
+    async def start(
+        self, workflow: Workflow | str, message: Any, *, version: int | None = None, **options: Any
+    ) -> RunResult:
+        """Start a run on this runtime's store and clock; return when it rests or ends.
+
+        A name starts the newest version hosted, unless ``version`` names another.
+        """
+        chosen = self.workflow(workflow, version) if isinstance(workflow, str) else workflow
         return await chosen.run(message, store=self.store, clock=self.clock, **options)
 
     async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
@@ -141,13 +144,10 @@ class Runtime:
         lease, name = claimed.lease, claimed.workflow
         ownership = Ownership(self.store, lease, duration)
         self._driving.add(ownership)
-        workflow = self._workflows.get(name)
+        workflow = self.hosted.get(name, claimed.version)
         try:
             if workflow is None:
-                known = ", ".join(sorted(self._workflows)) or "none"
-                await self._park(
-                    ownership, f"no workflow {name!r} here (this runtime has: {known})"
-                )
+                await self._park(ownership, self._not_hosted(name, claimed.version))
                 return None
             try:
                 taken = await take_over(
@@ -174,6 +174,16 @@ class Runtime:
         finally:
             self._driving.discard(ownership)
             await ownership.close()
+
+    def _not_hosted(self, name: str, version: int) -> str:
+        versions = self.hosted.versions(name)
+        if not versions:
+            return f"no workflow {name!r} here (this runtime has: {self.hosted.describe()})"
+        hosted = ", ".join(f"v{v}" for v in versions)
+        return (
+            f"version {version} of {name!r} is not hosted here (this runtime has {hosted}): "
+            f"host it, or move the run with treadle migrate --from {version} --to {versions[-1]}"
+        )
 
     async def _park(self, ownership: Ownership, reason: str) -> None:
         run_id = ownership.lease.run_id
@@ -214,5 +224,5 @@ class Runtime:
 
     @property
     def workflows(self) -> Mapping[str, Workflow]:
-        """The workflows this runtime serves, by name."""
-        return dict(self._workflows)
+        """The workflows this runtime serves, by name: the newest version of each."""
+        return {workflow.name: workflow for workflow in self.hosted}

@@ -242,7 +242,8 @@ class Workflow(WorkflowGraph):
         chosen = self.store_for(store)
         items = await deliverable_answers(self, chosen, run_id, responses, wait=wait)
         try:
-            await chosen.deliver(run_id, items)
+            # Only to a run still on this version: a migration takes turns with it.
+            await chosen.deliver(run_id, items, version=self.version)
         except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
             raise expired_instead(refused) from None
         # Delivered: whoever owns the run now applies it, or this caller once it may.
@@ -289,7 +290,7 @@ class Workflow(WorkflowGraph):
         ownership = await Ownership.acquire(chosen, run_id, wait=wait)
         try:
             items = await deliverable_message(self, chosen, run_id, message, target, wait=True)
-            await chosen.deliver(run_id, items)
+            await chosen.deliver(run_id, items, version=self.version)
         except BaseException:
             await ownership.close()
             raise

@@ -44,6 +44,7 @@ class WorkflowGraph:
         *,
         name: str,
         start_id: str,
+        version: int = 1,
         nodes: Sequence[ExecutorNode],
         edges: Sequence[Edge],
         state_specs: Mapping[str, StateKey],
@@ -54,6 +55,7 @@ class WorkflowGraph:
         types: Sequence[type] = (),
     ) -> None:
         self.name = name
+        self.version = version
         self.start_id = start_id
         self.edges: tuple[Edge, ...] = tuple(edges)
         self.state_specs: Mapping[str, StateKey] = dict(state_specs)
@@ -77,7 +79,8 @@ class WorkflowGraph:
         self._plain_settings: dict[bool, RunSettings] = {}
 
     def __repr__(self) -> str:
-        return f"<Workflow {self.name!r}: {len(self._nodes)} executors, start {self.start_id!r}>"
+        shape = f"{len(self._nodes)} executors, start {self.start_id!r}"
+        return f"<Workflow {self.name!r} v{self.version}: {shape}>"
 
     @property
     def executor_ids(self) -> tuple[str, ...]:

@@ -118,6 +118,7 @@ export function runView(main, given) {
         { class: "muted" },
         "workflow ",
         h("a", { href: `#/runs?workflow=${enc(run.workflow)}` }, run.workflow),
+        ` version ${run.version}`,
         ` · superstep ${run.superstep}`,
         ` · started ${when(run.created_at)} · updated ${when(run.updated_at)}`,
         run.parent_run_id ? [" · forked from ", h("a", { href: `#/runs/${enc(run.parent_run_id)}` }, h("code", {}, shortId(run.parent_run_id)))] : "",

@@ -76,7 +76,7 @@ export function runsView(main, query) {
                 "tr",
                 { "data-run": run.run_id },
                 h("td", {}, h("a", { href: `#/runs/${enc(run.run_id)}`, title: run.run_id }, h("code", {}, shortId(run.run_id)))),
-                h("td", {}, run.workflow),
+                h("td", {}, run.workflow, " ", h("span", { class: "muted version" }, `v${run.version}`)),
                 h("td", {}, statusBadge(run.status), run.parked ? " parked" : ""),
                 h("td", { class: "num" }, run.superstep),
                 h("td", {}, when(run.created_at)),

@@ -79,7 +79,7 @@ export function startView(main, query) {
   get("/api/workflows")
     .then((answer) => {
       workflows = answer.workflows;
-      fill(select, workflows.map((wf) => h("option", { value: wf.name, selected: wf.name === chosen }, wf.name)));
+      fill(select, workflows.map((wf) => h("option", { value: wf.name, selected: wf.name === chosen }, `${wf.name} (v${wf.version})`)));
       if (!workflows.length) select.append(h("option", { value: "" }, "(no workflows served)"));
       show(select.value);
     })

@@ -1,0 +1,60 @@
+"""How ``SqliteStore`` runs its work on a connection: transactions, savepoints, busy errors.
+
+A write is one ``BEGIN IMMEDIATE`` transaction, rolled back whole on any
+error; commits grouped into one transaction each get a savepoint, so one
+commit's refusal (a lost lease) undoes it alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+_Row = tuple[Any, ...]
+_Work = Callable[[sqlite3.Connection], _T]
+
+
+def each_saved(
+    works: list[_Work[Any]], connection: sqlite3.Connection
+) -> list[tuple[Any, BaseException | None]]:
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for work in works:
+        connection.execute("SAVEPOINT treadle_commit")
+        try:
+            outcomes.append((work(connection), None))
+        except sqlite3.Error:
+            raise  # the database itself failed: the whole group rolls back
+        except Exception as refused:  # noqa: BLE001 - this commit's own refusal, reported to it
+            connection.execute("ROLLBACK TO treadle_commit")
+            outcomes.append((None, refused))
+        connection.execute("RELEASE treadle_commit")
+    return outcomes
+
+
+def transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
+    if not write:
+        return work(connection)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            # Keep the original error: a failed rollback means SQLite already rolled back.
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+def is_busy(error: sqlite3.OperationalError) -> bool:
+    # The low byte is the primary code: SQLITE_BUSY_SNAPSHOT and the like count too.
+    code: int = getattr(error, "sqlite_errorcode", 0)
+    return code & 0xFF in {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
+    return connection.execute(query, parameters).fetchall()
