@@ -39,6 +39,7 @@ PUBLIC_MODULES = (
     "treadle.serialization",
     "treadle.stores",
     "treadle.testing",
+    "treadle.versions",
     "treadle.workers",
 )
 

@@ -90,6 +90,31 @@ class CommandError(TreadleError):
     """The command cannot be carried out as asked; nothing was changed."""
 
 
+class MigrationError(TreadleError):
+    """A migration cannot move a run (or no chain of migrations leads where asked).
+
+    ``reasons`` lists every problem found at once: a migration function that
+    raised or returned something else, and everything in the migrated
+    checkpoint the new version's graph cannot take (an executor it lacks, a
+    message its target refuses, a value it cannot store). ``run_id`` is the
+    run, or ``None`` when no run is concerned (no migration path). Nothing
+    was written.
+    """
+
+    def __init__(self, reasons: Sequence[str], run_id: str | None = None) -> None:
+        self.reasons: tuple[str, ...] = tuple(reasons)
+        self.run_id = run_id
+        what = f"run {run_id!r} cannot be migrated" if run_id is not None else "cannot migrate"
+        if len(self.reasons) == 1:
+            super().__init__(f"{what}: {self.reasons[0]}")
+        else:
+            lines = "\n".join(f"  - {reason}" for reason in self.reasons)
+            super().__init__(f"{what} ({len(self.reasons)} problems):\n{lines}")
+
+    def __reduce__(self) -> tuple[type[MigrationError], tuple[tuple[str, ...], str | None]]:
+        return (type(self), (self.reasons, self.run_id))
+
+
 class HandlerTimeoutError(TreadleError, TimeoutError):
     """A handler ran past its ``timeout``; its late result never commits.
 

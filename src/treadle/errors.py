@@ -24,6 +24,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── SubWorkflowError             a sub-workflow stalled, or output an undeclared type
     ├── AppLoadError                 an import path holds no workflow [LookupError]
     ├── CommandError                 a CLI command cannot be done as asked
+    ├── MigrationError               a migration cannot move a run; lists every reason
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
     │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
@@ -78,6 +79,7 @@ from treadle._exceptions import (
     InvalidResponseError,
     JournalMismatchError,
     LeaseLostError,
+    MigrationError,
     PollTimeout,
     PoolError,
     RemoteHandlerError,
@@ -117,6 +119,7 @@ __all__ = [
     "IterationLimitExceeded",
     "JournalMismatchError",
     "LeaseLostError",
+    "MigrationError",
     "PollTimeout",
     "PoolError",
     "RemoteHandlerError",

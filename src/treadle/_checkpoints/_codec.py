@@ -141,7 +141,7 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
                 s.executor_id,
                 _envelope_out(s.envelope, enc),
                 [[kind, name, enc(value)] for kind, name, value in s.journal],
-                [s.wait.kind, s.wait.key, s.wait.due_at, enc(s.wait.payload), s.wait.response_type],
+                _wait_out(s.wait, enc),
             ]
             for s in waits.suspended
         ],
@@ -158,6 +158,13 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
             for key, steps in waits.saved.items()
         ],
     }
+
+
+def _wait_out(wait: Wait, enc: Callable[[Any], Any]) -> list[Any]:
+    out = [wait.kind, wait.key, wait.due_at, enc(wait.payload), wait.response_type]
+    if wait.replay_key is not None:  # only a migrated wait has one: other checkpoints are as before
+        out.append(wait.replay_key)
+    return out
 
 
 def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
@@ -211,7 +218,7 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
             executor_id,
             _envelope_in(envelope),
             [(kind, name, value) for kind, name, value in journal],
-            Wait(wait[0], wait[1], wait[2], wait[3], wait[4]),
+            Wait(wait[0], wait[1], wait[2], wait[3], wait[4], *wait[5:6]),
         )
         for executor_id, envelope, journal, wait in raw["suspended"]
     ]

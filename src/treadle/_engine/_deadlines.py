@@ -94,7 +94,7 @@ def time_out(waits: WaitBook, suspension: Suspension) -> tuple[str, Envelope]:
     waits.suspended = [s for s in waits.suspended if s is not suspension]
     envelope = suspension.envelope
     wait = suspension.wait
-    journal = [*suspension.journal, ("timeout", wait.key, wait.due_at)]
+    journal = [*suspension.journal, ("timeout", wait.replay_key or wait.key, wait.due_at)]
     return suspension.executor_id, type(envelope)(
         envelope.stamp, envelope.source, envelope.payload, envelope.handoff, journal
     )

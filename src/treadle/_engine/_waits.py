@@ -112,6 +112,8 @@ class Wait:
         payload: For requests, what was asked.
         response_type: For requests, the name of the type the answer must
             have (validated when it arrives).
+        replay_key: The key a re-executed handler computes, when not ``key``
+            (a migration renamed the executor but kept the request's id).
     """
 
     kind: WaitKind
@@ -119,6 +121,7 @@ class Wait:
     due_at: float | None = None
     payload: Any = None
     response_type: str | None = None
+    replay_key: str | None = None
 
 
 @dataclass(slots=True)
@@ -489,8 +492,8 @@ class WaitBook:
 
 
 def _resumed(suspension: Suspension, value: Any) -> tuple[str, Envelope]:
-    envelope = suspension.envelope
-    journal = [*suspension.journal, ("wait", suspension.wait.key, value)]
+    envelope, wait = suspension.envelope, suspension.wait
+    journal = [*suspension.journal, ("wait", wait.replay_key or wait.key, value)]
     return suspension.executor_id, type(envelope)(
         envelope.stamp, envelope.source, envelope.payload, envelope.handoff, journal
     )
