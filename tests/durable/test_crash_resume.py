@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import crash_workflow  # noqa: E402 - the script doubles as the reference workflow
 
-TRIALS = 15
+TRIALS = 12
 LOSS_WINDOW = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}  # supersteps
 
 
@@ -95,8 +95,8 @@ def assert_logged_once(events: list, trial: int) -> None:
     ("durability", "trials"),
     [
         ("sync", TRIALS),
-        ("background", 10),
-        ("batched", 10),
+        ("background", 8),
+        ("batched", 8),
         # The long campaign (`make soak`): many more kills in every mode.
         pytest.param("sync", 300, marks=pytest.mark.soak, id="sync-soak"),
         pytest.param("background", 200, marks=pytest.mark.soak, id="background-soak"),
