@@ -21,11 +21,10 @@ from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._views import out
 from treadle._exceptions import AppLoadError
-from treadle._scaleout._apps import import_here
+from treadle._scaleout._apps import import_here, load_app
 from treadle._workflow._migrate_runs import MigrationReport, RunMigration, migrate
 from treadle._workflow._migration import Migration
 from treadle._workflow._versions import Hosted
-from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store
@@ -86,18 +85,10 @@ def _load(spec: str) -> tuple[Hosted, list[Migration]]:
     """Every workflow version and every migration at the top level of a module."""
     module_name = spec.partition(":")[0]
     try:
-        module = import_here(module_name)
-    except AppLoadError as error:
+        hosted = Hosted(load_app(module_name))  # each workflow's origin recorded
+    except (AppLoadError, ValueError) as error:
         refuse(escape(str(error)))
-    found = vars(module)
-    workflows = [v for v in found.values() if isinstance(v, Workflow)]
-    for attribute, value in found.items():
-        if isinstance(value, Workflow) and value.origin is None:
-            value.origin = f"{module_name}:{attribute}"
-    try:
-        hosted = Hosted(workflows)
-    except ValueError as error:
-        refuse(escape(str(error)))
+    found = vars(import_here(module_name))  # imported already: for its migrations
     migrations = [v for v in found.values() if isinstance(v, Migration)]
     if not migrations:
         refuse(

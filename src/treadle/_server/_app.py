@@ -56,7 +56,7 @@ def load_workflows(apps: Sequence[str]) -> list[Workflow]:
     """The workflows ``--app`` names: every one a module holds, one named, or one in a file.
 
     Raises:
-        CommandError: One does not load, or two share a name.
+        CommandError: One does not load.
     """
     found: list[Workflow] = []
     for spec in apps:
@@ -68,10 +68,6 @@ def load_workflows(apps: Sequence[str]) -> list[Workflow]:
                 found += load_app(spec)
         except AppLoadError as error:
             raise CommandError(str(error)) from error
-    try:
-        Hosted(found)
-    except ValueError as error:
-        raise CommandError(str(error)) from error
     return found
 
 
