@@ -50,3 +50,34 @@ async def test_each_operation_names_its_parameters_bodies_and_errors(api):
     events = document["paths"]["/api/runs/{run_id}/events"]["get"]
     assert "text/event-stream" in events["responses"]["200"]["content"]
     assert any(p["name"] == "Last-Event-ID" for p in events["parameters"])
+
+
+async def test_a_missing_static_file_answers_a_documented_404(api):
+    document = (await api.get("/openapi.json")).json()
+    static = document["paths"]["/static/{path}"]["get"]["responses"]
+    missing = await api.get("/static/no-such-file.js")
+    assert missing.status_code == 404
+    assert str(missing.status_code) in static, f"the 404 is not documented: {sorted(static)}"
+    documented = static["404"]["content"]
+    assert missing.headers["content-type"].split(";")[0] in documented
+    assert missing.json()["error"]["type"] == "NotFound"
+
+
+def _filled(path: str) -> str:
+    return re.sub(r"{\w+}", "x", path)
+
+
+async def test_a_405_allows_every_method_its_route_takes(api):
+    """Over the app's whole route table: a route added later is covered too."""
+    taken: dict[str, set[str]] = {}
+    for route in api.app.routes:
+        if isinstance(route, Route):
+            taken.setdefault(route.path, set()).update(route.methods or ())
+    assert "DELETE" in taken["/api/runs/{run_id}"]  # the route that showed the bug
+    for path, methods in taken.items():
+        for method in {"GET", "POST", "DELETE", "PUT", "PATCH"} - methods:
+            refused = await api.request(method, _filled(path))
+            assert refused.status_code == 405, (method, path, refused.text)
+            allowed = {m.strip() for m in refused.headers["allow"].split(",")}
+            assert allowed == methods, (method, path)
+            assert refused.json()["error"]["type"] == "MethodNotAllowed"

@@ -82,6 +82,22 @@ async def test_an_input_that_does_not_fit_is_refused_naming_each_field(api):
     assert await api.store.list_runs() == []
 
 
+async def test_an_input_is_checked_as_strictly_as_an_answer(api):
+    """A numeric string is not a number, and a misspelt key is named, not dropped."""
+    for given, loc, words in (
+        ({"topic": "t", "words": "12"}, "words", "Input should be a valid integer"),
+        ({"topic": "t", "words": 12, "wrods": 1}, "wrods", "did you mean 'words'"),
+    ):
+        response = await api.post(
+            "/api/runs", json={"workflow": "approval", "input": given, "run_id": "lax"}
+        )
+        assert response.status_code == 422, response.text
+        fields = response.json()["error"]["fields"]
+        assert [f["loc"] for f in fields] == [loc], fields
+        assert words in fields[0]["message"]
+    assert await api.store.list_runs() == []  # nothing was stored
+
+
 async def test_a_failed_run_shows_its_error_and_full_traceback(api):
     await api.start("failing", "the reason", run_id="f1")
     detail = await api.wait_for("f1", {"failed"})
@@ -204,3 +220,18 @@ async def test_stopping_the_server_leaves_its_runs_resumable(tmp_path):
     async with serving(url) as api:  # the next server (its timer service) takes it over
         detail = await api.wait_for("k1", {"completed"})
         assert detail["outputs"] == [3]
+
+
+async def test_resume_refuses_a_null_checkpoint_id_naming_the_field(api):
+    """Omitting ``checkpoint_id`` means the latest (docs/server.md, OpenAPI); null is refused."""
+    await api.start("approval", {"topic": "otters", "words": 30}, run_id="nul")
+    await api.wait_for("nul", {"awaiting_input"})
+    refused = await api.post("/api/runs/nul/resume", json={"checkpoint_id": None})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["fields"] == [
+        {"loc": "checkpoint_id", "message": "must be a non-empty string of at most 1024 characters"}
+    ]
+    schema = (await api.get("/openapi.json")).json()["components"]["schemas"]["Resume"]
+    assert schema["properties"]["checkpoint_id"]["type"] == "string"  # null is not documented
+    detail = await api.wait_for("nul", {"awaiting_input"})
+    assert detail["run"]["owner"] is None  # nothing was taken over

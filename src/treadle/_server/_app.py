@@ -25,6 +25,7 @@ from treadle._scaleout._apps import load_app
 from treadle._server import _page, _routes_control, _routes_requests, _routes_runs, _sse
 from treadle._server._auth import AccessGuard
 from treadle._server._driver import Driver
+from treadle._server._endpoints import routes
 from treadle._server._json import ApiError, JsonResponse, Redactor, error_body, status_of
 from treadle._server._openapi import openapi_document
 from treadle._server._state import Served
@@ -108,7 +109,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
 
     app = Starlette(
         routes=[
-            *(endpoint.route() for endpoint in ENDPOINTS),
+            *routes(ENDPOINTS),
             Route("/openapi.json", openapi, methods=["GET"]),
             *_page.routes(),
         ],

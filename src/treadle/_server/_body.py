@@ -95,30 +95,34 @@ def _kind(value: Any) -> str:
 
 
 def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    """A string field of a body (``None`` when absent or null and not required).
+    """A string field of a body (``None`` when absent and not required).
+
+    A field is left out to mean "none" (the OpenAPI document types none of
+    them as nullable): a ``null`` is refused by name, never read as absent,
+    so ``{"checkpoint_id": null}`` cannot quietly resume from the latest.
 
     Raises:
         ApiError: 400 it is missing though required, or not a non-empty string.
     """
-    value = body.get(name)
-    if value is None:
+    if name not in body:
         if required:
             raise _refuse(name, "required")
         return None
+    value = body[name]
     if not isinstance(value, str) or not value or len(value) > 1024:  # noqa: PLR2004 - an id's bound
         raise _refuse(name, "must be a non-empty string of at most 1024 characters")
     return value
 
 
 def version_field(body: dict[str, Any], name: str = "version") -> int | None:
-    """A workflow version field of a body (``None`` when absent or null).
+    """A workflow version field of a body (``None`` when absent; ``null`` is refused).
 
     Raises:
         ApiError: 400 it is not an integer from 1.
     """
-    value = body.get(name)
-    if value is None:
+    if name not in body:
         return None
+    value = body[name]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _refuse(name, "must be an integer from 1")
     return value

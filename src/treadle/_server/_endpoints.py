@@ -1,7 +1,7 @@
 """The API's route table: each route once, with what the OpenAPI document says of it.
 
 Routes are declared as :class:`Endpoint` values, not decorated functions,
-so that one table makes the router's routes (:meth:`Endpoint.route`), the
+so that one table makes the router's routes (:func:`routes`), the
 OpenAPI document (:mod:`treadle._server._openapi`) and the tests that
 every route refuses a request without the token: a route cannot be added
 to one and forgotten in the others.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.routing import Route
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -68,11 +68,34 @@ class Endpoint:
     errors: tuple[int, ...] = (400,)
     stream: bool = False
 
-    def route(self) -> Route:
-        """The router's route for it."""
-        return Route(self.path, self.handler, methods=[self.method])
-
     @property
     def operation_id(self) -> str:
         """Its OpenAPI ``operationId``: the handler's name."""
         return self.handler.__name__.strip("_")
+
+
+def routes(endpoints: Iterable[Endpoint]) -> list[Route]:
+    """The router's routes: one per path, taking every method the endpoints of that path have.
+
+    One route per path, not per endpoint: the router answers a method a
+    path does not take with 405 and the ``Allow`` header of the first route
+    whose path matched, so two routes of one path (``GET`` and ``DELETE``
+    ``/api/runs/{run_id}``) would each hide the other's method.
+    """
+    by_path: dict[str, dict[str, Handler]] = {}
+    for endpoint in endpoints:
+        by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint.handler
+    return [
+        Route(path, _dispatch(handlers), methods=list(handlers))
+        for path, handlers in by_path.items()
+    ]
+
+
+def _dispatch(handlers: dict[str, Handler]) -> Handler:
+    """One handler answering each method with its endpoint's (``HEAD`` as ``GET``)."""
+
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return endpoint

@@ -283,7 +283,11 @@ def _page_paths() -> dict[str, Any]:
                 "parameters": [
                     {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": {"description": "The file"}, "401": unauthorized},
+                "responses": {
+                    "200": {"description": "The file"},
+                    "401": unauthorized,
+                    "404": {"description": "No such file", "content": _json(_ref("Error"))},
+                },
             }
         },
         "/openapi.json": {
