@@ -12,10 +12,14 @@ from treadle.stores import SqliteStore
 from treadle.testing import ReplayReport, replay
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from expense_app import Verdict as ExpenseVerdict
+from expense_app import audited_v1, expenses_v1, expenses_v2
 from replay_app import Verdict, upgraded, workflow
 
 if TYPE_CHECKING:
     from treadle import Workflow
+
+HERE = Path(__file__).resolve().parent
 
 
 async def record(path: Path, runs: int) -> list[str]:
@@ -71,9 +75,11 @@ async def test_swapping_two_steps_names_the_first_divergence(tmp_path: Path) -> 
     assert "'approve'" in first.describe()
 
 
-def treadle(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def treadle(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The ``treadle`` command in a real process, with the upgrade app importable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")} | (env or {})
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent)
     command = [str(Path(sys.executable).parent / "treadle"), *args]
     return subprocess.run(
@@ -102,3 +108,72 @@ async def test_check_upgrade_exits_0_when_runs_replay_and_1_naming_the_divergenc
     assert changed.returncode == 1, changed.stdout + changed.stderr
     assert f"run {ids[1]} superstep 2 executor 'approve' step 'file'" in changed.stdout
     assert "0 of 1 run(s)" in changed.stdout
+
+
+# -- a replay runs no step, and checks each run against its own version ----------------------
+async def record_expenses(path: Path, marks: Path) -> dict[str, list[str]]:
+    """Runs of ``expense_app`` on SQLite: answered and waiting runs of version 1, one of 2."""
+    os.environ["EXPENSE_SIDE_EFFECTS"] = str(marks)
+    store = SqliteStore(path)
+    ids: dict[str, list[str]] = {"v1": [], "v2": []}
+    try:
+        for n, flow in enumerate([expenses_v1, expenses_v1, expenses_v1, expenses_v2]):
+            result = await flow.run(100 + n, store=store, deterministic=True)
+            ids[f"v{flow.version}"].append(result.run_id)
+            if n != 1:  # the second stays waiting for its answer
+                request = result.pending_requests[0].request_id
+                await flow.respond(result.run_id, {request: ExpenseVerdict(ok=True)}, store=store)
+    finally:
+        await store.close()
+    return ids
+
+
+async def test_check_upgrade_runs_no_step_and_checks_each_run_against_its_own_version(
+    tmp_path: Path,
+) -> None:
+    path, marks = tmp_path / "runs.sqlite", tmp_path / "side-effects.txt"
+    ids = await record_expenses(path, marks)
+    recorded = marks.read_text()
+    assert recorded.count("REMINDER") == 4  # the recording itself reminded once a run
+    checked = treadle(
+        tmp_path,
+        "check-upgrade",
+        "--app",
+        f"{HERE / 'expense_app.py'}:expenses_v1",
+        "--store",
+        str(path),
+        env={"EXPENSE_SIDE_EFFECTS": str(marks)},
+    )
+    assert marks.read_text() == recorded  # no step body ran again: no reminder, no filing
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "4 of 4 run(s) replay as recorded" in checked.stdout  # v2's run against v2
+    assert ids["v2"][0] in checked.stdout  # what it could not compare is named, with why
+
+
+async def test_a_step_the_new_code_added_is_a_divergence_and_is_not_run(tmp_path: Path) -> None:
+    path, marks = tmp_path / "runs.sqlite", tmp_path / "side-effects.txt"
+    ids = await record_expenses(path, marks)
+    recorded = marks.read_text()
+    report = await check(path, audited_v1, ids["v1"][:1])
+    assert marks.read_text() == recorded  # "audit" was reported, not performed
+    first = report.runs[0].divergence
+    assert first is not None, report
+    assert (first.superstep, first.executor_id, first.what, first.step) == (
+        2,
+        "approve",
+        "journal",
+        "audit",
+    )
+
+
+async def test_runs_of_a_version_not_given_are_skipped_and_say_why(tmp_path: Path) -> None:
+    path, marks = tmp_path / "runs.sqlite", tmp_path / "side-effects.txt"
+    ids = await record_expenses(path, marks)
+    report = await check(path, expenses_v1)
+    assert report.ok, [d.describe() for d in report.divergences]
+    by_id = {r.run_id: r for r in report.runs}
+    assert sorted(by_id) == sorted(ids["v1"] + ids["v2"])
+    skipped = by_id[ids["v2"][0]]
+    assert (skipped.checked, skipped.supersteps) == (False, 0)
+    assert "version 2" in skipped.skipped[0]
+    assert all(by_id[run_id].checked for run_id in ids["v1"])

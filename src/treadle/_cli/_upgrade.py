@@ -3,9 +3,12 @@
 Before deploying a changed workflow, an operator asks whether runs already
 under way will go on the same way: each recorded superstep is replayed from
 its checkpoint with the new code (in memory; the store is only read) and
-compared with what was recorded (:func:`treadle.testing.replay`). Exit 0
-when every run replays; 1, with the first divergence of each run that does
-not, otherwise.
+compared with what was recorded (:func:`treadle.testing.replay`). No step
+runs again: each returns its journaled result. Each run is checked against
+the code of its own version, found beside the named workflow in its module
+(as ``treadle resume`` finds it); a run of a version the module does not
+hold is skipped, and said to be. Exit 0 when every run checked replays; 1,
+with the first divergence of each run that does not, otherwise.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from treadle._cli._app import app
 from treadle._cli._execute import execute
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._views import out
-from treadle._operations._inputs import load_workflow
+from treadle._operations._inputs import load_version, load_workflow
 from treadle.testing import ReplayReport, replay
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
 
 
 @app.command("check-upgrade")
@@ -39,7 +43,15 @@ def check_upgrade(
     workflow = load_workflow(app_)
 
     async def work(s: Store) -> ReplayReport:
-        return await replay(workflow, s, run or None)
+        run_ids = run or [r.run_id for r in await s.list_runs(workflow=workflow.name)]
+        code: dict[int, Workflow] = {workflow.version: workflow}
+        for run_id in run_ids:
+            record = await s.get_run(run_id)
+            if record.workflow == workflow.name and record.version not in code:
+                held = load_version(app_, workflow.name, record.version)
+                if held.version == record.version:  # else: not in the module, skipped
+                    code[record.version] = held
+        return await replay(code.values(), s, run_ids)
 
     report = execute(store, work)
     if as_json:
@@ -52,14 +64,21 @@ def check_upgrade(
                         "supersteps": r.supersteps,
                         "divergence": r.divergence.describe() if r.divergence else None,
                         "skipped": list(r.skipped),
+                        "checked": r.checked,
                     }
                     for r in report.runs
                 ],
             }
         )
     else:
+        for replayed in report.runs:
+            for why in replayed.skipped:
+                out.print(escape(f"skipped: run {replayed.run_id}: {why}"), style="dim")
         for divergence in report.divergences:
             out.print(escape(divergence.describe()))
-        diverged = len(report.divergences)
-        out.print(f"{len(report.runs) - diverged} of {len(report.runs)} run(s) replay as recorded")
+        checked = sum(r.checked for r in report.runs)
+        summary = f"{checked - len(report.divergences)} of {checked} run(s) replay as recorded"
+        if checked < len(report.runs):
+            summary += f"; {len(report.runs) - checked} run(s) not checked"
+        out.print(summary)
     raise typer.Exit(0 if report.ok else 1)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from treadle._engine._later import ContinueLater, ScheduledHandle
 from treadle._engine._polling import poll_until_complete
+from treadle._engine._replaying import REPLAYING, StepNotReplayed
 from treadle._engine._waits import Journal, Suspend, Wait, WaitKind, invocation_key, wait_key
 from treadle._exceptions import RoutingError
 from treadle._graph._executor import Executor
@@ -83,8 +84,14 @@ class DurableWaits:
     def _recorded(self) -> Journal | None:
         """The journal, made from the message's on first use; ``None`` while there is none."""
         journal = self._journal
-        if journal is None and (recorded := self._invocation.envelope.journal):
-            journal = self._journal = Journal(recorded)
+        if journal is None:
+            recorded = self._invocation.envelope.journal
+            replaying = REPLAYING.get()
+            if replaying is not None:  # a replay check: the journal the run ended up with
+                stamp = self._invocation.envelope.stamp
+                recorded = replaying.journal(self.executor_id, stamp, recorded)
+            if recorded:
+                journal = self._journal = Journal(recorded)
         return journal
 
     def _replayed(self, kind: str, name: str) -> tuple[bool, Any]:
@@ -115,6 +122,11 @@ class DurableWaits:
         replayed, value = self._replayed("step", name)
         if replayed:
             return value
+        if REPLAYING.get() is not None:  # it happened when the run was recorded, or never did
+            journal = self._recorded()
+            raise StepNotReplayed(
+                self.executor_id, "step", name, journal.cursor if journal is not None else 0
+            )
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
@@ -152,6 +164,8 @@ class DurableWaits:
         steps = run.waits.saved.get(slot)
         if steps is not None and key in steps:
             return steps[key]
+        if REPLAYING.get() is not None:  # as for step: never performed again by a replay
+            raise StepNotReplayed(self.executor_id, "saved step", key, len(steps or ()))
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
