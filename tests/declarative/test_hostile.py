@@ -160,3 +160,77 @@ async def test_conditions_see_dataclass_messages_as_plain_fields(write):
     )
     assert (await workflow.run("urgent: server down")).outputs == ["urgent: urgent: server down"]
     assert (await workflow.run("new logo")).outputs == [1]
+
+
+def _deep(kind: str, depth: int) -> str:
+    """A definition whose node ``input`` nests ``depth`` levels deep."""
+    if kind == "yaml lists":
+        nested = "[" * depth + "]" * depth
+        return f"name: deep\nstart: a\nnodes:\n  a: {{step: output, input: {nested}}}\n"
+    if kind == "yaml mappings":
+        lines = ["name: deep", "start: a", "nodes:", "  a:", "    step: output", "    input:"]
+        lines += [" " * (6 + i) + "k:" for i in range(depth)]
+        return "\n".join(lines) + " 1\n"
+    inner = '{"k": ' * depth + "1" + "}" * depth
+    node = f'{{"step": "output", "input": {inner}}}'
+    return f'{{"name": "deep", "start": "a", "nodes": {{"a": {node}}}}}'
+
+
+@pytest.mark.parametrize("kind", ["yaml lists", "yaml mappings", "json"])
+def test_a_definition_nested_ten_thousand_deep_is_one_problem_at_its_place(
+    write, treadle_command, kind
+):
+    path = write(_deep(kind, 10_000), "deep.json" if kind == "json" else "deep.yaml")
+    validated = treadle_command("validate", str(path))
+    assert validated.returncode == 2, validated.stderr[-2000:]
+    assert "Traceback" not in validated.stderr
+    assert "RecursionError" not in validated.stdout + validated.stderr
+    (line,) = validated.stdout.strip().splitlines()
+    assert line.startswith(f"{path}:"), line
+    assert "nests more than 64 levels deep" in line
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    (problem,) = caught.value.problems
+    assert problem == line
+
+
+def test_a_definition_nested_within_the_bound_loads(write):
+    workflow = treadle.load(write(_deep("yaml lists", 50)))
+    assert workflow.name == "deep"
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "(" * 250 + "message" + ")" * 250 + " == 1",
+        "[" * 250 + "1" + "]" * 250 + " == message",
+        "size(" * 200 + "message" + ")" * 200 + " == 1",
+        "+".join(["1"] * 900) + " == message",
+        "!" * 1500 + "true",
+        "message" + ".a" * 900 + " == 1",
+    ],
+    ids=["parentheses", "lists", "calls", "a long sum", "negations", "fields"],
+)
+def test_a_condition_nested_too_deep_is_refused_at_load_not_crashing_the_checker(
+    write, treadle_command, condition
+):
+    path = write(
+        f"""\
+        name: deep
+        start: first
+        nodes:
+          first: {{executor: "declarative.steps:echo"}}
+          passed: {{step: output}}
+        edges:
+          - {{from: first, to: passed, when: {json.dumps(condition)}}}
+        """
+    )
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"{path}:7:37: the expression ")
+    assert "nests too deeply" in problem
+    validated = treadle_command("validate", str(path))
+    assert validated.returncode == 2
+    assert "Traceback" not in validated.stderr
+    assert validated.stdout.strip() == problem

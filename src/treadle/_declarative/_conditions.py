@@ -19,7 +19,12 @@ Treadle narrows cel-python further, at load time:
 * no field whose name starts with ``_``, no message construction
   (``Type{...}``), no leading-dot names;
 * macros nest at most :data:`MAX_MACRO_DEPTH` deep, which bounds the
-  polynomial.
+  polynomial;
+* brackets nest at most :data:`MAX_BRACKETS` deep, counted on the text
+  before the parser sees it, and the parse tree is at most
+  :data:`MAX_TREE_DEPTH` levels deep (a chain of 900 ``+`` is as deep as
+  900 parentheses): cel-python checks and evaluates by recursion, so depth
+  is what would exhaust the stack.
 
 What the expression sees is converted to plain data first (``plain``):
 mappings, lists, strings, numbers, booleans, null. A dataclass or pydantic
@@ -47,6 +52,15 @@ if TYPE_CHECKING:
 
 MAX_MACRO_DEPTH = 2
 """How deeply ``all``/``exists``/``map``/``filter`` may nest in one expression."""
+
+MAX_BRACKETS = 16
+"""How deeply ``(``, ``[`` and ``{`` may nest in one expression."""
+
+MAX_TREE_DEPTH = 200
+"""How many levels deep an expression's parse tree may be (``message == 1`` is 12)."""
+
+MAX_LENGTH = 2000
+"""The longest expression, in characters (the schema's bound, held here too)."""
 
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _FUNCTIONS = frozenset(
@@ -141,12 +155,26 @@ def compile_expression(source: str, names: Iterable[str]) -> Expression:
         ValueError: A syntax error or something CEL allows that treadle does not;
             the message says what and where in the expression.
     """
+    shown = source if len(source) <= 80 else f"{source[:77]}..."  # noqa: PLR2004 - a line
+    if len(source) > MAX_LENGTH:
+        msg = f"the expression {shown!r} is longer than {MAX_LENGTH} characters"
+        raise ValueError(msg)
+    if bracket_depth(source) > MAX_BRACKETS:
+        msg = f"the expression {shown!r} nests too deeply: at most {MAX_BRACKETS} brackets"
+        raise ValueError(msg + " inside one another")
     try:
         tree = _environment().compile(source)
     except CELParseError as error:
         column = getattr(error, "column", None) or 1
-        msg = f"CEL syntax error in {source!r} at column {column}"
+        msg = f"CEL syntax error in {shown!r} at column {column}"
         raise ValueError(msg) from None
+    depth = tree_depth(tree)
+    if depth > MAX_TREE_DEPTH:
+        msg = (
+            f"the expression {shown!r} nests too deeply: its operators, calls and fields "
+            f"chain {depth} levels deep, at most {MAX_TREE_DEPTH}"
+        )
+        raise ValueError(msg)
     allowed = frozenset(names)
     used: set[str] = set()
     problems: list[str] = []
@@ -154,6 +182,42 @@ def compile_expression(source: str, names: Iterable[str]) -> Expression:
     if problems:
         raise ValueError(f"in {source!r}: " + "; ".join(dict.fromkeys(problems)))
     return Expression(source, _environment().program(tree), frozenset(used))
+
+
+def bracket_depth(source: str) -> int:
+    """How deeply brackets nest in ``source``, string literals skipped (a bound, not a parse)."""
+    depth = deepest = 0
+    index, end = 0, len(source)
+    while index < end:
+        char = source[index]
+        if char in "\"'":
+            quote = (
+                source[index : index + 3] if source[index : index + 3] in {'"""', "'''"} else char
+            )
+            raw = index > 0 and source[index - 1] in "rR"
+            index += len(quote)
+            while index < end and not source.startswith(quote, index):
+                index += 2 if source[index] == "\\" and not raw else 1
+            index += len(quote)
+            continue
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth -= 1
+        index += 1
+    return deepest
+
+
+def tree_depth(tree: Tree[Token]) -> int:
+    """How many levels deep a parse tree is, found without recursion."""
+    deepest = 0
+    stack: list[tuple[Tree[Token], int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+    return deepest
 
 
 def _check(
