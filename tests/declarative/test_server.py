@@ -45,3 +45,31 @@ def test_serve_lists_the_definitions_of_a_folder_and_runs_them(write, tmp_path):
             assert detail["run"]["status"] == "completed"
     finally:
         server.stop()
+
+
+def test_serve_reports_a_bad_definition_of_its_folder_and_serves_the_others(tmp_path):
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "greet.yaml").write_text(
+        "name: greet\nstart: up\nnodes:\n"
+        '  up: {executor: "declarative.steps:shout"}\n  done: {step: output}\n'
+        "edges:\n  - {from: up, to: done}\n",
+        encoding="utf-8",
+    )
+    deep = folder / "deep.json"
+    nested = '{"k": ' * 10_000 + "1" + "}" * 10_000
+    node = f'{{"step": "output", "input": {nested}}}'
+    deep.write_text(f'{{"name": "deep", "start": "a", "nodes": {{"a": {node}}}}}', encoding="utf-8")
+    server = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(TESTS))
+    server.args = ["serve", "--definitions", str(folder), "--port", "0", "--poll-interval", "0.05"]
+    server.start()
+    try:
+        server.ready()
+        with server.client(headers=server.auth) as client:
+            listed = client.get("/api/workflows").json()
+            assert [w["name"] for w in listed["workflows"]] == ["greet"]
+    finally:
+        _, _, log = server.stop()
+    assert "RecursionError" not in log
+    assert f"{deep}:1:" in log
+    assert "nests more than 64 levels deep" in log

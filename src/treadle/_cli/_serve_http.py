@@ -23,10 +23,11 @@ from pathlib import Path  # noqa: TC003 - typer reads the annotation
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from treadle._cli._execute import execute_sync, refuse
 from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads annotations at run time
-from treadle._cli._views import out
+from treadle._cli._views import err, out
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -35,14 +36,14 @@ _HELP_APP = "pkg.module (every workflow in it), pkg.module:workflow or path/app.
 _HELP_TOKEN = "The access token (default: TREADLE_TOKEN, else a new one, printed)."  # noqa: S105 - help text
 
 
-def served_apps(apps: list[str], folders: list[Path]) -> tuple[str, ...]:
-    """The ``--app`` paths, then the definition files of each ``--definitions`` folder, by name."""
-    found = list(apps)
+def definition_files(apps: list[str], folders: list[Path]) -> tuple[str, ...]:
+    """The definition files of each ``--definitions`` folder, by name (something must be served)."""
+    found: list[str] = []
     for folder in folders:
         if not folder.is_dir():
             refuse(f"--definitions {folder}: not a folder")
         found += sorted(str(f) for f in folder.iterdir() if f.suffix in {".yaml", ".yml", ".json"})
-    if not found:
+    if not found and not apps:
         refuse("name what to serve: --app pkg.module, or --definitions FOLDER")
     return tuple(found)
 
@@ -88,7 +89,8 @@ def serve(
     try:
         settings = ServerSettings(
             token=token or secrets.token_urlsafe(32),
-            apps=served_apps(apps or [], definitions or []),
+            apps=tuple(apps or ()),
+            definitions=definition_files(apps or [], definitions or []),
             store=store,
             host=host,
             port=port,
@@ -98,6 +100,8 @@ def serve(
     except ValueError as error:
         refuse(str(error))
     application = execute_sync(lambda: create_app(settings))
+    for problem in application.state.left_out:
+        err.print(escape(f"treadle serve: not serving {problem}"), highlight=False)
     listening = _bind(host, port)
     bound = listening.getsockname()[1]
     redact = Redactor.of(settings.token, store)

@@ -72,20 +72,47 @@ def load_workflows(apps: Sequence[str]) -> list[Workflow]:
     return found
 
 
+def load_definitions(files: Sequence[str]) -> tuple[list[Workflow], list[str]]:
+    """The workflows of a folder's definition files, and the problems of those that do not load.
+
+    A folder is served as a whole: one bad file there (a typo, a hostile
+    upload) is reported and left out rather than keeping every other
+    workflow of the folder offline.
+    """
+    found: list[Workflow] = []
+    problems: list[str] = []
+    for file in files:
+        try:
+            found.append(load_workflow(file))
+        except CommandError as error:
+            cause = error.__cause__
+            problems += getattr(cause, "problems", None) or [f"{file}: {error}"]
+    return found, problems
+
+
 def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = None) -> Starlette:
     """The server's ASGI application.
 
+    The problems of definition files left out are kept as
+    ``app.state.left_out`` (``treadle serve`` prints them).
+
     Args:
         settings: What it serves and how.
-        workflows: The workflows to serve (default: those ``settings.apps`` names).
+        workflows: The workflows to serve (default: those ``settings.apps``
+            and ``settings.definitions`` name).
 
     Raises:
-        CommandError: An app does not load, or two workflows share a name.
+        CommandError: An app does not load, two workflows share a name, or
+            nothing at all is left to serve.
     """
+    left_out: list[str] = []
+    if workflows is None:
+        defined, left_out = load_definitions(settings.definitions)
+        workflows = [*load_workflows(settings.apps), *defined]
+        if not workflows and left_out:
+            raise CommandError("no workflow to serve:\n" + "\n".join(left_out))
     try:
-        served_workflows = Hosted(
-            workflows if workflows is not None else load_workflows(settings.apps)
-        )
+        served_workflows = Hosted(workflows)
     except ValueError as error:
         raise CommandError(str(error)) from error
     redactor = Redactor.of(settings.token, settings.store)
@@ -124,6 +151,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     )
     app.state.token = settings.token
     app.state.workflows = served_workflows
+    app.state.left_out = tuple(left_out)
     return app
 
 

@@ -33,7 +33,10 @@ class ServerSettings:
     Attributes:
         token: The secret every request must carry (``Authorization: Bearer``,
             or for reads the page's cookie).
-        apps: The ``--app`` paths of the workflows it serves.
+        apps: The ``--app`` paths of the workflows it serves (one that does
+            not load stops the server before it starts).
+        definitions: The definition files of its ``--definitions`` folders
+            (one that does not load is reported and left out; the others are served).
         store: The store's URL (``None``: ``TREADLE_STORE``, else the default file).
         host: The address it listens on.
         port: Its port (0: any free one, chosen when it binds).
@@ -44,6 +47,7 @@ class ServerSettings:
 
     token: str
     apps: tuple[str, ...] = ()
+    definitions: tuple[str, ...] = ()
     store: str | None = None
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
