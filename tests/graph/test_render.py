@@ -35,6 +35,7 @@ from treadle._graph._edges import (
     HandoffEdge,
     SwitchEdge,
 )
+from treadle.declarative import loads
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -180,6 +181,46 @@ def test_mermaid_draws_each_edge_kind_its_own_way():
     assert "    class n0 start" in lines
 
 
+def is_urgent(message: int) -> bool:
+    return message > 1
+
+
+def is_large(message: int) -> bool:
+    return message > 100
+
+
+def test_a_switch_case_and_a_condition_are_labelled_with_their_condition():
+    start, a, e, f = (passer(i) for i in ("start", "a", "e", "f"))
+    named = (
+        WorkflowBuilder(start=start, name="named")
+        .add_edge(start, a, condition=is_large)
+        .add_switch(a, [Case(is_urgent, e), Case(lambda m: m > 2, f), Default(f)])
+        .build()
+    )
+    for text in (named.to_mermaid(), named.to_dot()):
+        assert "is_urgent" in text
+        assert "if is_large" in text
+        assert "case 2" in text  # a lambda has no name: its place stands for it
+        assert "case 1" not in text
+    declared = loads(
+        """
+name: declared
+start: triage
+nodes:
+  triage: {step: output}
+  urgent: {step: output}
+  later: {step: output}
+edges:
+  - from: triage
+    switch:
+      - {when: "message.priority > 3", to: urgent}
+      - {default: later}
+"""
+    )
+    assert '-->|"message.priority #62; 3"|' in declared.to_mermaid()
+    assert 'label="  message.priority > 3  "' in declared.to_dot()
+
+
 def test_mermaid_labels_plain_fan_out_and_handoff_without_approval():
     text = EVERY_KIND.to_mermaid()
     assert '[/"fan-out"\\]' in text
@@ -287,7 +328,7 @@ def test_dot_edge_kinds_look_different():
         'style=dashed, color="#c62828", fontcolor="#c62828"',
     )
     assert set(styles) == {plain, conditional, fan, handoff, error}
-    assert styles[conditional] == {"if"}
+    assert styles[conditional] == {"if", "if is_good"}
     assert styles[handoff] == {"handoff", "handoff (approval)"}
     assert styles[error] == {"on error"}
 

@@ -8,13 +8,15 @@ graph element   drawn as
 executor        a box labelled with its id
 start executor  a rounded box (a stadium in Mermaid) with a bold border
 plain edge      a solid arrow
-conditional     a dashed arrow labelled ``if``
+conditional     a dashed arrow labelled ``if`` and its condition's name or text
 fan-out         bold arrows through a trapezium labelled ``fan-out`` (or
                 ``fan-out (selector)``) to every target
 fan-in          bold arrows from every source into an inverted trapezium
                 labelled ``fan-in``, and one from it to the target
 switch          an arrow into a diamond labelled ``switch``, and from it
-                arrows labelled ``case 1``, ``case 2``, ... and ``default``
+                arrows labelled with each case's condition (its name, or
+                its text in a definition; ``case 2`` for a lambda) and
+                ``default``
 handoff         a dotted purple arrow labelled ``handoff`` or
                 ``handoff (approval)``
 error route     a dashed red arrow labelled ``on error``
@@ -34,12 +36,12 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from treadle._graph._edges import DirectEdge, ErrorEdge, FanInEdge, FanOutEdge, SwitchEdge
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from treadle._graph._edges import Edge
 
@@ -161,7 +163,9 @@ def _layout(graph: Drawable, marks: Mapping[str, str] | None, prefix: str = "") 
             if edge.condition is None:
                 links.append(_Link(key[edge.source], key[edge.target], "plain"))
             else:
-                links.append(_Link(key[edge.source], key[edge.target], "conditional", "if"))
+                named = condition_name(edge.condition)
+                label = f"if {named}" if named is not None else "if"
+                links.append(_Link(key[edge.source], key[edge.target], "conditional", label))
         elif isinstance(edge, FanOutEdge):
             hub = f"fan_out_{index}"
             label = "fan-out" if edge.selector is None else "fan-out (selector)"
@@ -178,8 +182,8 @@ def _layout(graph: Drawable, marks: Mapping[str, str] | None, prefix: str = "") 
             nodes.append(_Node(hub, "switch", "switch"))
             links.append(_Link(key[edge.source], hub, "switch"))
             links.extend(
-                _Link(hub, key[target], "switch", f"case {number}")
-                for number, (_, target) in enumerate(edge.cases, start=1)
+                _Link(hub, key[target], "switch", condition_name(condition) or f"case {number}")
+                for number, (condition, target) in enumerate(edge.cases, start=1)
             )
             if edge.default is not None:
                 links.append(_Link(hub, key[edge.default], "switch", "default"))
@@ -191,6 +195,26 @@ def _layout(graph: Drawable, marks: Mapping[str, str] | None, prefix: str = "") 
                 _Link(key[edge.source], key[target], "handoff", label) for target in edge.targets
             )
     return nodes, links
+
+
+_CONDITION_LABEL = 60
+"""Characters of a condition's text a picture shows; a longer one is cut with ``…``."""
+
+
+def condition_name(condition: Callable[..., Any]) -> str | None:
+    """What a picture calls a condition: its text or its name; ``None`` for a lambda.
+
+    A condition that carries its text (``source``: a declarative
+    definition's CEL, as written) is labelled with it, a function with its
+    name (``is_urgent``); a lambda has neither, and keeps its place
+    (``case 2``).
+    """
+    source = getattr(condition, "source", None)
+    name = source if isinstance(source, str) else getattr(condition, "__name__", None)
+    if not isinstance(name, str) or not name or name.startswith("<"):
+        return None
+    name = " ".join(name.split())  # one line, however the definition wrapped it
+    return name if len(name) <= _CONDITION_LABEL else name[: _CONDITION_LABEL - 1] + "…"
 
 
 def _visible(text: str) -> str:
