@@ -3,7 +3,8 @@
 ``approval`` drafts a proposal, asks a person to approve it (the answer is an
 ``Approval``: ``approved: bool`` and ``note: str``) and publishes the
 verdict; ``failing`` raises in its only handler, so its run fails with a
-traceback.
+traceback; ``charging`` charges in a saved step, so its history holds two
+checkpoints of superstep 0 (the start, and the step saved during superstep 1).
 """
 
 import enum
@@ -110,3 +111,17 @@ survey = (
     .register_type(Priority)
     .build()
 )
+
+
+def make_receipt(amount: int) -> str:
+    return f"receipt for {amount} EUR"
+
+
+@executor
+async def charge(amount: int, ctx: WorkflowContext) -> None:
+    # A saved step is made durable at once: a checkpoint within the superstep.
+    receipt = await ctx.saved_step("charge", make_receipt, amount)
+    ctx.yield_output(receipt)
+
+
+charging = WorkflowBuilder(start=charge, name="charging").build()

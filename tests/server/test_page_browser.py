@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import tempfile
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -295,3 +297,100 @@ def test_the_generated_form_draws_enums_numbers_objects_lists_and_optionals(page
             "comment": None,  # left empty: not sent, so its default
         }
     ]
+
+
+def _started(server: Server, workflow: str, value: object) -> str:
+    with server.api() as api:
+        started = api.post("/api/runs", json={"workflow": workflow, "input": value})
+        assert started.status_code == 201, started.text
+        return started.json()["run"]["run_id"]
+
+
+def _wait(server: Server, run_id: str, status: str) -> dict:
+    with server.api() as api:
+        for _ in range(400):
+            detail = api.get(f"/api/runs/{run_id}").json()
+            if detail["run"]["status"] == status:
+                return detail
+            time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached {status}: {detail['run']}")
+
+
+def test_times_are_shown_in_the_viewers_zone_and_say_which(browser, server: Server):
+    context = browser.new_context(timezone_id="Asia/Kolkata")  # +05:30 all year
+    try:
+        page = context.new_page()
+        page.goto(server.page_url)
+        run_id = _started(server, "failing", 150)
+        with server.api() as api:
+            created = api.get(f"/api/runs/{run_id}").json()["run"]["created_at"]
+        local = datetime.fromtimestamp(_epoch(created), timezone(timedelta(hours=5, minutes=30)))
+        row = page.locator(f'tr[data-run="{run_id}"]')
+        expect(row).to_be_visible()
+        expected = local.strftime("%Y-%m-%d %H:%M:%S") + " UTC+05:30"
+        expect(row.locator("td").nth(4)).to_have_text(expected)
+    finally:
+        context.close()
+
+
+def _epoch(iso_or_number: str | float) -> float:
+    if isinstance(iso_or_number, str):
+        return datetime.fromisoformat(iso_or_number).timestamp()
+    return float(iso_or_number)
+
+
+def test_the_inbox_count_drops_as_soon_as_a_request_is_answered(page, server: Server):
+    run_id = _started(server, "approval", {"title": "Stool", "amount": 15})
+    _wait(server, run_id, "awaiting_input")
+    page.clock.install()  # the count's own timer is stopped: only the answer may update it
+    page.goto(f"{server.base}/#/inbox")
+    page.reload()
+    card = page.locator(f'form.request[data-run="{run_id}"]')
+    expect(card).to_be_visible()
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+    badge = page.locator("#inbox-count")
+    with server.api() as api:
+        waiting = len(api.get("/api/requests").json()["requests"])
+    expect(badge).to_have_text(str(waiting))
+    card.get_by_text("Edit as JSON").click()
+    card.locator(".json-editor textarea").fill(json.dumps({"approved": True, "note": "fine"}))
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.locator(".form-message")).to_contain_text("Answered")
+    expect(badge).to_have_text(str(waiting - 1) if waiting > 1 else "")
+
+
+def test_a_run_taken_up_again_shows_run_started_once_and_its_resumption(page, server: Server):
+    run_id = _started(server, "approval", {"title": "Sofa", "amount": 60})
+    detail = _wait(server, run_id, "awaiting_input")
+    with server.api() as api:  # the answer takes the stored run up again
+        request_id = detail["pending_requests"][0]["request_id"]
+        answer = {"answer": {"approved": True, "note": "ok"}}
+        sent = api.post(f"/api/runs/{run_id}/requests/{request_id}", json=answer)
+        assert sent.status_code == 202, sent.text
+    _wait(server, run_id, "completed")
+    page.goto(f"{server.base}/#/runs/{run_id}")
+    notes = page.locator("#timeline ul.notes li")
+    expect(notes.filter(has_text="status: completed")).to_have_count(1)
+    expect(notes.filter(has_text=re.compile(r"^run started$"))).to_have_count(1)
+    resumed = notes.filter(has_text=re.compile("^resumed by "))
+    expect(resumed).to_have_count(1)
+    expect(resumed).to_contain_text("(was awaiting input)")
+
+
+def test_each_checkpoint_is_told_apart_from_another_of_its_superstep(page, server: Server):
+    run_id = _started(server, "charging", 30)
+    _wait(server, run_id, "completed")
+    with server.api() as api:
+        history = api.get(f"/api/runs/{run_id}/history").json()["checkpoints"]
+    supersteps = [c["superstep"] for c in history]
+    assert supersteps == [0, 0, 1], supersteps  # the start, the saved step, the barrier
+    page.goto(f"{server.base}/#/runs/{run_id}")
+    rows = page.locator("#checkpoints tbody tr")
+    expect(rows).to_have_count(3)
+    shown = rows.evaluate_all(
+        "rows => rows.map(r => [...r.cells].slice(0, 2).map(c => c.innerText.trim()).join(' | '))"
+    )
+    assert len(set(shown)) == 3, shown
+    assert "start" in shown[0]
+    assert "saved during superstep 1" in shown[1]
+    assert "end of superstep 1" in shown[2]

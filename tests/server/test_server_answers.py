@@ -158,3 +158,19 @@ async def test_an_answer_to_a_paused_run_is_kept_until_it_goes_on(api):
     assert (await api.post("/api/runs/p1/unpause")).status_code == 200
     detail = await api.wait_for("p1", {"completed"})  # the timer service applies it
     assert detail["outputs"][0]["note"] == "later"
+
+
+@pytest.mark.integration
+async def test_an_answered_request_leaves_the_listing_before_the_run_applies_it(pg_api):
+    """On PostgreSQL with no worker up an answer waits in the inbox: answered all the same."""
+    api = pg_api
+    async with worker_on(api):
+        request_id = await _awaiting(api, "inbox1")
+    listed = (await api.get("/api/requests")).json()["requests"]
+    assert [r["request_id"] for r in listed] == [request_id]
+    sent = await api.post(
+        f"/api/runs/inbox1/requests/{request_id}", json={"answer": {"approved": True, "note": "ok"}}
+    )
+    assert sent.status_code == 202, sent.text
+    assert (await api.get("/api/runs/inbox1")).json()["run"]["status"] == "awaiting_input"
+    assert (await api.get("/api/requests")).json()["requests"] == []

@@ -8,6 +8,12 @@ and the run then goes on in the background.
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import datetime
+from time import time as time_now
+from typing import Any
+
+from sse import messages
 
 from server.conftest import serving
 
@@ -235,3 +241,41 @@ async def test_resume_refuses_a_null_checkpoint_id_naming_the_field(api):
     assert schema["properties"]["checkpoint_id"]["type"] == "string"  # null is not documented
     detail = await api.wait_for("nul", {"awaiting_input"})
     assert detail["run"]["owner"] is None  # nothing was taken over
+
+
+_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?[+-]\d\d:\d\d$")
+
+
+def _times_of(value: Any, names: set[str]) -> list[Any]:
+    """Every value of a key in ``names``, however deep in ``value``."""
+    if isinstance(value, dict):
+        return [v for k, v in value.items() if k in names] + [
+            t for v in value.values() for t in _times_of(v, names)
+        ]
+    if isinstance(value, list):
+        return [t for v in value for t in _times_of(v, names)]
+    return []
+
+
+async def test_every_time_the_api_gives_is_iso_8601_with_its_offset(api):
+    await api.start("approval", {"topic": "otters", "words": 3}, run_id="t1")
+    detail = await api.wait_for("t1", {"awaiting_input"})
+    history = (await api.get("/api/runs/t1/history")).json()
+    listed = (await api.get("/api/runs")).json()
+    requests = (await api.get("/api/requests")).json()
+    await api.start("failing", "ended", run_id="t2")
+    await api.wait_for("t2", {"failed"})
+    streamed = await api.get("/api/runs/t2/events")  # an ended run's stream ends
+    lines = streamed.text.splitlines()
+    events = [m.data for m in messages([*lines, ""])]
+    names = {"created_at", "updated_at", "wake_at", "deadline_at", "lease_until", "at"}
+    names |= {"pause_requested"}
+    found = _times_of([detail["run"], history, listed, requests, events], names)
+    given = [t for t in found if t is not None]
+    assert len(given) >= 8, found
+    for time in given:
+        assert isinstance(time, str), f"{time!r} is not ISO 8601"
+        assert _ISO.match(time), time
+        assert datetime.fromisoformat(time).utcoffset() is not None
+    created = datetime.fromisoformat(detail["run"]["created_at"])
+    assert abs(created.timestamp() - time_now()) < 3600  # the same instant, not a shifted one

@@ -46,6 +46,8 @@ _RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
 
 _KINDS: dict[type[WorkflowEvent], str] = {}
 
+_RUN_STARTED = "run_started"  # RunStarted's kind in the log
+
 # Whether each event class goes into the log, found once per class.
 _LOGGED, _OWN, _LIVE = 0, 1, 2
 """What the journal does with an event: log it; leave it to the checkpointer; not log it.
@@ -183,9 +185,24 @@ class EventJournal:
         status: The run's status as stored before this process took it up
             (``None`` for a new run): a status is logged when it changes.
         superstep: The run's last committed superstep (0 for a new run).
+        owner: The process taking a stored run up (``host:pid:tag``), if known.
+
+    A stored run taken up again logs its ``run_started`` as what it is: data
+    ``{"resumed": true, "from_status", "by"}`` (``from_status`` ``"running"``:
+    taken over from an owner that stopped), so a log that a run went on in
+    several processes shows one start and each resumption, not several starts.
     """
 
-    __slots__ = ("_clock", "_inner", "_kept", "_status", "_superstep", "backpressure", "live")
+    __slots__ = (
+        "_clock",
+        "_inner",
+        "_kept",
+        "_resumed",
+        "_status",
+        "_superstep",
+        "backpressure",
+        "live",
+    )
 
     def __init__(
         self,
@@ -193,9 +210,13 @@ class EventJournal:
         clock: Clock,
         status: str | None = None,
         superstep: int = 0,
+        owner: str | None = None,
     ) -> None:
         self._inner = inner
         self._clock = clock
+        self._resumed = (
+            None if status is None else _json({"resumed": True, "from_status": status, "by": owner})
+        )
         self.live = inner.live if inner is not None else False
         self.backpressure: Callable[[], Awaitable[None]] | None = (
             inner.backpressure if inner is not None else None
@@ -225,6 +246,9 @@ class EventJournal:
         """
         kept, self._kept = self._kept, []
         entries = [entry_of(event, at) for event, at in kept]
+        if self._resumed is not None:  # its run_started is kept before its first checkpoint
+            entries = [self._resumption(entry) for entry in entries]
+            self._resumed = None
         now = self._clock.now()
         if checkpoint_id is not None:
             data = f'{{"checkpoint_id":{_json(checkpoint_id)}}}'
@@ -235,6 +259,12 @@ class EventJournal:
             entries.append(EventEntry(superstep, "status_changed", None, now, data))
         self._superstep = superstep
         return tuple(entries)
+
+    def _resumption(self, entry: EventEntry) -> EventEntry:
+        """A ``run_started`` of a stored run taken up again, as its resumption (else as is)."""
+        if entry.kind != _RUN_STARTED or self._resumed is None:
+            return entry
+        return entry._replace(data=self._resumed)
 
     def failure_entries(self, status: str, error: str | None) -> tuple[EventEntry, ...]:
         """What a status recorded without a checkpoint (failed, cancelled) carries to the log.

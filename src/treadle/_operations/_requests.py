@@ -56,6 +56,9 @@ async def pending_requests(
 ) -> list[dict[str, Any]]:
     """The requests pending in runs that await input or wait, newest run first.
 
+    A request whose answer was delivered but not yet applied is answered: it
+    is left out.
+
     Args:
         store: Where the runs are.
         workflow: Only runs of the workflow of this name.
@@ -92,13 +95,30 @@ async def scan_pending(
         except TreadleError as error:
             pending.unread.append(f"{run.run_id}: {error}")
             continue
+        asked = restored.waits.pending_requests()
+        answered = await _answered(store, run.run_id) if asked else set()
         pending.requests.extend(
             describe_request(loaded, run.run_id, request)
-            for request in restored.waits.pending_requests()
+            for request in asked
+            if request.request_id not in answered
         )
     if limit is not None:
         del pending.requests[limit:]
     return pending
+
+
+async def _answered(store: Store, run_id: str) -> set[str]:
+    """The requests of a run whose answer waits in its inbox for its owner to apply.
+
+    The latest checkpoint still lists them until then (on PostgreSQL, until a
+    worker takes the run up): they are answered all the same, and a second
+    answer would be refused, so they are no longer waiting on anyone.
+    """
+    return {
+        item.target
+        for item in await store.inbox(run_id)
+        if item.kind == "answer" and item.target is not None
+    }
 
 
 async def requests_of(

@@ -37,6 +37,13 @@ def _object(required: Iterable[str] = (), **properties: Any) -> dict[str, Any]:
 
 _ANY: dict[str, Any] = {}  # any JSON value
 
+_TIME: dict[str, Any] = {
+    "type": "string",
+    "format": "date-time",
+    "description": "ISO 8601 in UTC, with its offset (+00:00).",
+}
+_MAYBE_TIME: dict[str, Any] = _TIME | {"type": ["string", "null"]}
+
 _RUN = _object(
     ("run_id", "workflow", "status", "superstep", "created_at", "updated_at"),
     run_id={"type": "string"},
@@ -46,15 +53,15 @@ _RUN = _object(
     checkpoint_id=_nullable("string"),
     parent_run_id=_nullable("string"),
     parent_checkpoint_id=_nullable("string"),
-    created_at={"type": "number"},
-    updated_at={"type": "number"},
+    created_at=_TIME,
+    updated_at=_TIME,
     error=_nullable("string"),
-    wake_at=_nullable("number"),
-    deadline_at=_nullable("number"),
+    wake_at=_MAYBE_TIME,
+    deadline_at=_MAYBE_TIME,
     owner=_nullable("string"),
-    lease_until=_nullable("number"),
+    lease_until=_MAYBE_TIME,
     parked=_nullable("string"),
-    pause_requested=_nullable("number"),
+    pause_requested=_MAYBE_TIME,
     version={"type": "integer", "description": "The version of its workflow it goes on with."},
 )
 
@@ -93,18 +100,26 @@ _REQUEST = _object(
     payload=_ANY,
     response_type=_nullable("string"),
     answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
-    deadline_at=_nullable("number"),
+    deadline_at=_MAYBE_TIME,
 )
 
 _CHECKPOINT = _object(
-    ("checkpoint_id", "superstep", "status", "created_at"),
+    ("checkpoint_id", "superstep", "status", "created_at", "kind"),
     checkpoint_id={"type": "string"},
     run_id={"type": "string"},
     superstep={"type": "integer"},
     status={"type": "string"},
     parent_checkpoint_id=_nullable("string"),
-    created_at={"type": "number"},
-    wake_at=_nullable("number"),
+    created_at=_TIME,
+    wake_at=_MAYBE_TIME,
+    kind={
+        "enum": ["start", "fork", "barrier", "progress", "migration"],
+        "description": (
+            "start: a new run's first; fork: a fork's first; barrier: a superstep's commit;"
+            " progress: the last barrier saved again during the next superstep (saved steps,"
+            " sub-workflow barriers); migration: rewritten for another version"
+        ),
+    },
 )
 
 _EVENT = _object(
@@ -114,7 +129,7 @@ _EVENT = _object(
     superstep={"type": "integer"},
     type={"type": "string", "description": "The event's kind: the SSE event name."},
     executor_id=_nullable("string"),
-    at={"type": "number"},
+    at=_TIME,
     data={"type": "object"},
 )
 
@@ -159,7 +174,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         outputs={"type": "array"},
         state={"type": "object"},
         pending_requests={"type": "array", "items": _ref("Request")},
-        wake_at=_nullable("number"),
+        wake_at=_MAYBE_TIME,
         traceback=_nullable("string"),
         graph={"oneOf": [_ref("Graph"), {"type": "null"}]},
         detail=_nullable("string"),

@@ -28,7 +28,7 @@ from treadle._server._endpoints import Endpoint, Param
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse, run_json
 from treadle._server._state import served_of
-from treadle._server._views import workflow_json
+from treadle._server._views import request_json, workflow_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -71,7 +71,7 @@ async def list_requests(request: Request) -> Response:
     if len(names) > 1:
         order = await _newest_first(served.store)
         found.sort(key=lambda r: order.get(r["run_id"], len(order)))
-    return JsonResponse({"requests": found[:limit]})
+    return JsonResponse({"requests": [request_json(r) for r in found[:limit]]})
 
 
 async def _newest_first(store: Store) -> dict[str, int]:

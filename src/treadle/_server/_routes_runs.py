@@ -35,7 +35,7 @@ from treadle._server._endpoints import Endpoint, Param
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse, run_json
 from treadle._server._state import served_of
-from treadle._server._views import checkpoint_json, run_detail
+from treadle._server._views import checkpoint_json, checkpoint_kinds, run_detail
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -139,7 +139,10 @@ async def run_history(request: Request) -> Response:
     return JsonResponse(
         {
             "run": run_json(run),
-            "checkpoints": [checkpoint_json(c) for c in checkpoints],
+            "checkpoints": [
+                checkpoint_json(c, kind)
+                for c, kind in zip(checkpoints, checkpoint_kinds(run, checkpoints), strict=True)
+            ],
             "forks": [run_json(f) for f in forks],
         }
     )

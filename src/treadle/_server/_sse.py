@@ -35,7 +35,14 @@ from treadle._exceptions import TreadleError
 from treadle._operations._events import follow
 from treadle._server._body import check_query, int_query
 from treadle._server._endpoints import Endpoint, Param
-from treadle._server._json import ApiError, error_body, plain, status_of
+from treadle._server._json import (
+    ApiError,
+    error_body,
+    iso_time,
+    plain,
+    status_of,
+    with_iso_times,
+)
 from treadle._server._state import served_of
 
 if TYPE_CHECKING:
@@ -128,7 +135,8 @@ async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[Se
                         return
                     if isinstance(item, BaseException):
                         raise item
-                    data = json.dumps(plain(item.to_json()), ensure_ascii=False, allow_nan=False)
+                    shown = with_iso_times(item.to_json(), ("at",))
+                    data = json.dumps(plain(shown), ensure_ascii=False, allow_nan=False)
                     yield ServerSentEvent(data, event=item.kind, id=str(item.seq))
                     # Let the loop run between events: a client gone mid-burst is noticed
                     # at once, rather than after writing a page of events to a closed socket.
@@ -167,7 +175,7 @@ def _live_message(event: WorkflowEvent) -> ServerSentEvent:
         "superstep": entry.superstep,
         "type": entry.kind,
         "executor_id": entry.executor_id,
-        "at": entry.at,
+        "at": iso_time(entry.at),
         "data": json.loads(entry.data),
     }
     return ServerSentEvent(json.dumps(body, ensure_ascii=False), event=entry.kind)

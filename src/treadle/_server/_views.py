@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._exceptions import TreadleError
 from treadle._operations._schemas import describe_request, input_schema
 from treadle._server._graphs import graph_json
-from treadle._server._json import run_json
+from treadle._server._json import iso_time, run_json, with_iso_times
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,9 +41,44 @@ def workflow_json(workflow: Workflow, versions: Sequence[int] = ()) -> dict[str,
     }
 
 
-def checkpoint_json(info: CheckpointInfo) -> dict[str, Any]:
-    """A checkpoint as ``history`` lists it."""
-    return {field.name: getattr(info, field.name) for field in dataclasses.fields(info)}
+def checkpoint_json(info: CheckpointInfo, kind: str) -> dict[str, Any]:
+    """A checkpoint as ``history`` lists it (times in ISO 8601), with its ``kind``."""
+    row = {field.name: getattr(info, field.name) for field in dataclasses.fields(info)}
+    return with_iso_times(row, ("created_at", "wake_at")) | {"kind": kind}
+
+
+def checkpoint_kinds(run: RunRecord, checkpoints: Sequence[CheckpointInfo]) -> list[str]:
+    """What each of a run's checkpoints is, told from the links between them.
+
+    A run may keep several checkpoints of one superstep, and they are not
+    copies: ``"start"`` is a new run's first; ``"fork"`` a fork's first
+    (its parent is in the run it branched from); ``"barrier"`` the commit
+    of a superstep (one more than its parent's); ``"progress"`` the last
+    barrier saved again while the next superstep runs, with the saved steps
+    (an agent's model requests and tool calls) or sub-workflow barriers it
+    made so far, so its superstep is its parent's; ``"migration"`` a
+    resting run's checkpoint rewritten for another version (``treadle
+    migrate``), its superstep also its parent's. A checkpoint whose parent
+    retention has dropped is taken for a barrier.
+    """
+    by_id = {c.checkpoint_id: c for c in checkpoints}
+    kinds = []
+    for checkpoint in checkpoints:
+        parent = by_id.get(checkpoint.parent_checkpoint_id or "")
+        if checkpoint.parent_checkpoint_id is None:
+            kinds.append("start")
+        elif parent is None and checkpoint.parent_checkpoint_id == run.parent_checkpoint_id:
+            kinds.append("fork")
+        elif parent is not None and parent.superstep == checkpoint.superstep:
+            kinds.append("progress" if checkpoint.status == "running" else "migration")
+        else:
+            kinds.append("barrier")
+    return kinds
+
+
+def request_json(request: dict[str, Any]) -> dict[str, Any]:
+    """A ``<request>`` as the API gives it: its deadline in ISO 8601."""
+    return with_iso_times(request, ("deadline_at",))
 
 
 async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
@@ -53,7 +88,7 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "outputs": [],
         "state": {},
         "pending_requests": [],
-        "wake_at": run.wake_at,
+        "wake_at": iso_time(run.wake_at),
         "traceback": await traceback_of(served.store, run),
         "graph": None,
         "detail": None,
@@ -79,10 +114,10 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "outputs": list(restored.outputs),
         "state": dict(restored.state),
         "pending_requests": [
-            describe_request(workflow, run.run_id, request)
+            request_json(describe_request(workflow, run.run_id, request))
             for request in restored.waits.pending_requests()
         ],
-        "wake_at": restored.waits.next_wake_at(),
+        "wake_at": iso_time(restored.waits.next_wake_at()),
     }
     return detail
 

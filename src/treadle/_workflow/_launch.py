@@ -105,7 +105,11 @@ async def open_run(
                 sink = journal = EventJournal(sink, settings.clock)
             else:
                 sink = journal = EventJournal(
-                    sink, settings.clock, restored.status, restored.superstep
+                    sink,
+                    settings.clock,
+                    restored.status,
+                    restored.superstep,
+                    owner=ownership.lease.owner if ownership is not None else None,
                 )
         if store is not None:
             checkpointer = Checkpointer(

@@ -61,5 +61,6 @@ async function countRequests() {
 }
 
 window.addEventListener("hashchange", route);
+document.addEventListener("treadle:answered", countRequests); // not only on the timer: at once
 route();
 setInterval(countRequests, 4000);

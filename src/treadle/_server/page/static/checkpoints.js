@@ -4,6 +4,22 @@
 import { ApiError, enc, get, post } from "./api.js";
 import { fill, h, notify, shortId, statusBadge, when } from "./dom.js";
 
+/** What a checkpoint is, from its kind (the API tells them apart: a superstep may have several). */
+export function checkpointWhat(cp) {
+  switch (cp.kind) {
+    case "start":
+      return "start of the run";
+    case "fork":
+      return "start of this fork";
+    case "progress":
+      return `saved during superstep ${cp.superstep + 1}`;
+    case "migration":
+      return "migrated to another version";
+    default:
+      return `end of superstep ${cp.superstep}`;
+  }
+}
+
 export class Checkpoints {
   constructor(runId) {
     this.runId = runId;
@@ -34,7 +50,7 @@ export class Checkpoints {
       h(
         "table",
         { class: "checkpoints" },
-        h("thead", {}, h("tr", {}, ["Superstep", "Status", "Saved", "Checkpoint", ""].map((t) => h("th", { scope: "col" }, t)))),
+        h("thead", {}, h("tr", {}, ["Superstep", "What", "Status", "Saved", "Checkpoint", ""].map((t) => h("th", { scope: "col" }, t)))),
         this.body,
       ),
       this.forkBox,
@@ -53,8 +69,9 @@ export class Checkpoints {
         ? checkpoints.map((cp) =>
             h(
               "tr",
-              { "data-checkpoint": cp.checkpoint_id },
+              { "data-checkpoint": cp.checkpoint_id, "data-kind": cp.kind },
               h("td", { class: "num" }, cp.superstep),
+              h("td", {}, checkpointWhat(cp)),
               h("td", {}, cp.status ? statusBadge(cp.status) : ""),
               h("td", {}, when(cp.created_at)),
               h("td", {}, h("code", { title: cp.checkpoint_id }, shortId(cp.checkpoint_id))),
@@ -66,11 +83,11 @@ export class Checkpoints {
               ),
             ),
           )
-        : h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No checkpoints yet.")),
+        : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No checkpoints yet.")),
     );
     fill(
       this.checkpointSelect,
-      checkpoints.map((cp) => h("option", { value: cp.checkpoint_id }, `superstep ${cp.superstep} · ${shortId(cp.checkpoint_id)}`)),
+      checkpoints.map((cp) => h("option", { value: cp.checkpoint_id }, `superstep ${cp.superstep} · ${checkpointWhat(cp)} · ${shortId(cp.checkpoint_id)}`)),
     );
     if (chosen && checkpoints.some((cp) => cp.checkpoint_id === chosen)) this.checkpointSelect.value = chosen;
     else if (checkpoints.length) this.checkpointSelect.value = checkpoints[checkpoints.length - 1].checkpoint_id;
@@ -93,7 +110,7 @@ export class Checkpoints {
   async resume(cp) {
     try {
       await post(`/api/runs/${enc(this.runId)}/resume`, { checkpoint_id: cp.checkpoint_id });
-      notify(`Resumed from superstep ${cp.superstep}.`, "ok");
+      notify(`Resumed from superstep ${cp.superstep} (${checkpointWhat(cp)}).`, "ok");
       if (this.onChange) this.onChange();
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;

@@ -47,14 +47,32 @@ export function jsonBlock(value, label) {
   return h("pre", { class: "json", "aria-label": label || null }, JSON.stringify(value, null, 2));
 }
 
-/** Epoch seconds as local "YYYY-MM-DD HH:MM:SS". */
-export function when(epoch) {
-  if (epoch === null || epoch === undefined) return "";
-  const d = new Date(epoch * 1000);
+/** A time as the API gives it (ISO 8601 with its offset) in seconds since the epoch; null: none. */
+export function seconds(time) {
+  if (time === null || time === undefined || time === "") return null;
+  const ms = typeof time === "number" ? time * 1000 : Date.parse(time);
+  return Number.isNaN(ms) ? null : ms / 1000;
+}
+
+/** The viewer's UTC offset at a moment, as "UTC+05:30" ("UTC" when it is UTC). */
+function zoneOf(date) {
+  const offset = -date.getTimezoneOffset();
+  if (offset === 0) return "UTC";
+  const sign = offset > 0 ? "+" : "-";
+  const minutes = Math.abs(offset);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `UTC${sign}${pad(Math.floor(minutes / 60))}:${pad(minutes % 60)}`;
+}
+
+/** An API time as the viewer's local "YYYY-MM-DD HH:MM:SS UTC+01:00": the zone always said. */
+export function when(time) {
+  const at = seconds(time);
+  if (at === null) return "";
+  const d = new Date(at * 1000);
   const pad = (n) => String(n).padStart(2, "0");
   return (
     `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
-    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneOf(d)}`
   );
 }
 

@@ -54,12 +54,14 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
     try {
       const answer = await post(`/api/runs/${enc(request.run_id)}/requests/${enc(request.request_id)}`, { answer: got.value });
       settle(element, h("p", { class: "ok" }, "Answered. The run goes on."));
+      answered();
       if (onAnswered) onAnswered(answer && answer.run);
     } catch (error) {
       submit.disabled = false;
       if (!(error instanceof ApiError)) throw error;
       if (error.status === 409) {
         settle(element, h("p", { class: "error" }, `Already answered. ${error.message}`));
+        answered();
       } else {
         const left = form.showErrors(error.fields);
         const fits = error.status === 422 && error.fields.length;
@@ -78,6 +80,11 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
     fill(message, note);
   }
   return { key, element };
+}
+
+/** Tells the page a request was answered, so what counts them (the inbox badge) counts again. */
+function answered() {
+  document.dispatchEvent(new CustomEvent("treadle:answered"));
 }
 
 const KEEP_SETTLED_MS = 5000;

@@ -2,7 +2,7 @@
 // invocations in each, the failures with their full tracebacks, and the raw
 // events. Each takes the events one by one, in order, as the stream gives them.
 
-import { duration, fill, h, when } from "./dom.js";
+import { duration, fill, h, seconds, when } from "./dom.js";
 
 /** The mark an event leaves on its executor in the graph (undefined: none). */
 export function markOf(event) {
@@ -25,7 +25,10 @@ function describe(event) {
   const data = event.data || {};
   switch (event.type) {
     case "run_started":
-      return "run started";
+      // A stored run taken up again (after an answer, a timer, a pause, its owner's end) is not a new start.
+      if (!data.resumed) return "run started";
+      if (data.from_status === "running") return `taken over by ${data.by || "another process"} (its last owner had stopped)`;
+      return `resumed by ${data.by || "a process"} (was ${String(data.from_status || "stored").replace("_", " ")})`;
     case "status_changed":
       return `status: ${String(data.status || "").replace("_", " ")}${data.error ? ` (${data.error})` : ""}`;
     case "output":
@@ -111,7 +114,7 @@ export class Timeline {
       this.list,
       items.map((step) => {
         const calls = [...step.calls.values()];
-        const took = step.start !== null && step.end !== null ? ` · ${duration(step.end - step.start)}` : "";
+        const took = step.start !== null && step.end !== null ? ` · ${duration(seconds(step.end) - seconds(step.start))}` : "";
         return h(
           "li",
           { class: "step", "data-superstep": step.number },
@@ -131,7 +134,7 @@ export class Timeline {
                       h("td", {}, h("code", {}, call.executor)),
                       h("td", {}, call.attempt ?? ""),
                       h("td", {}, call.outcome, call.error ? h("div", { class: "call-error" }, call.error) : null),
-                      h("td", {}, call.start !== null && call.end !== null ? duration(call.end - call.start) : ""),
+                      h("td", {}, call.start !== null && call.end !== null ? duration(seconds(call.end) - seconds(call.start)) : ""),
                     ),
                   ),
                 ),
