@@ -358,6 +358,23 @@ class CheckpointCorruptError(DurabilityError):
         super().__init__(f"checkpoint {checkpoint_id!r} of run {run_id!r} is corrupt: {reason}")
 
 
+class EventLogCorruptError(DurabilityError):
+    """A stored row of a run's event log cannot be read as the events it should hold.
+
+    Named rather than raised as a decoding error, so whoever reads the log
+    (``treadle events``, ``show``, the HTTP API) learns which run and which
+    events are at fault.
+    """
+
+    def __init__(self, run_id: str, first_seq: int, reason: str) -> None:
+        self.run_id = run_id
+        self.first_seq = first_seq
+        self.reason = reason
+        super().__init__(
+            f"the event log of run {run_id!r} is corrupt from event {first_seq}: {reason}"
+        )
+
+
 class RunHasForksError(DurabilityError):
     """A run cannot be deleted while runs forked from it exist; nothing was deleted.
 

@@ -42,6 +42,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     └── DurabilityError              storing or restoring a run failed
         ├── SerializationError       a value cannot be stored or restored
         ├── CheckpointCorruptError   a stored checkpoint fails its checksum
+        ├── EventLogCorruptError     a stored row of a run's event log cannot be read
         ├── RunNotFoundError         the store has no run with that id [LookupError]
         ├── CheckpointNotFoundError  the run has no such checkpoint [LookupError]
         ├── RunExistsError           a run with that id exists already
@@ -73,6 +74,7 @@ from treadle._exceptions import (
     CommandError,
     DefinitionError,
     DurabilityError,
+    EventLogCorruptError,
     ExecutorInUseError,
     GraphChangedError,
     HandlerTimeoutError,
@@ -111,6 +113,7 @@ __all__ = [
     "CommandError",
     "DefinitionError",
     "DurabilityError",
+    "EventLogCorruptError",
     "ExecutorFailedError",
     "ExecutorInUseError",
     "GraphChangedError",

@@ -234,3 +234,26 @@ def test_a_condition_nested_too_deep_is_refused_at_load_not_crashing_the_checker
     assert validated.returncode == 2
     assert "Traceback" not in validated.stderr
     assert validated.stdout.strip() == problem
+
+
+async def test_a_condition_over_its_budget_takes_the_nodes_error_route(write):
+    workflow = treadle.load(
+        write(
+            """\
+            name: costly
+            start: first
+            nodes:
+              first: {executor: "declarative.steps:echo"}
+              done: {step: output}
+              fix: {executor: "declarative.steps:recover"}
+            edges:
+              - {from: first, to: done, when: "size(message.map(x, message.map(y, x + y))) > 0"}
+              - {from: first, on_error: fix}
+            """
+        )
+    )
+    few = [f"w{i}" for i in range(20)]  # 400 pairs: well within the budget
+    assert (await workflow.run(few)).outputs == [few]
+    result = await workflow.run([f"word-{i:03d}-" + "x" * 90 for i in range(300)])
+    assert result.status is RunStatus.COMPLETED
+    assert result.outputs == ["recovered from first"]

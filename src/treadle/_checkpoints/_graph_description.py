@@ -18,6 +18,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from treadle._exceptions import CheckpointCorruptError
 from treadle._graph._edges import (
     DirectEdge,
     Edge,
@@ -92,6 +93,25 @@ def describe_graph(workflow: Topology) -> dict[str, Any]:
 def encode_description(description: dict[str, Any]) -> bytes:
     """Canonical bytes of a description (sorted keys, no spaces)."""
     return json.dumps(description, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_description(run_id: str, graph: bytes) -> dict[str, Any]:
+    """The graph description a run's row stores (``b""`` for a run queued without one: ``{}``).
+
+    Raises:
+        CheckpointCorruptError: The bytes are not a JSON object (a bad disk, a
+            hand edit), named as the run's ``<graph>`` rather than a decoding error.
+    """
+    if not graph:
+        return {}
+    try:
+        description = json.loads(graph)
+    except ValueError as error:  # not JSON, or not UTF-8
+        description = error
+    if not isinstance(description, dict):
+        reason = f"unreadable graph: not a JSON object ({description})"
+        raise CheckpointCorruptError(run_id, "<graph>", reason)
+    return description
 
 
 def fingerprint(description: dict[str, Any]) -> str:

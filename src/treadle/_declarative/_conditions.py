@@ -26,6 +26,16 @@ Treadle narrows cel-python further, at load time:
   900 parentheses): cel-python checks and evaluates by recursion, so depth
   is what would exhaust the stack.
 
+Evaluation has a budget, :data:`MAX_STEPS` steps of cel-python's
+evaluator (one step a node of the parse tree, each time it is visited, so a
+macro's body counts once per item). An expression that passes every rule
+above may still be quadratic in its data (``message.map(x, message.map(y,
+x + y))`` over 300 strings is 1.3 million steps, about ten seconds): past
+the budget the evaluation stops and fails with :class:`ExpressionError`,
+which fails the invocation of the node that sent the message (its retries,
+then its ``on_error`` route, apply as to any failure). Steps, not seconds,
+so the same data fails the same way on every machine and every replay.
+
 What the expression sees is converted to plain data first (``plain``):
 mappings, lists, strings, numbers, booleans, null. A dataclass or pydantic
 model becomes the mapping of its fields; any other object is refused.
@@ -46,6 +56,8 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 from lark import Token, Tree
+
+from treadle._declarative._budget import MAX_STEPS, BudgetedEvaluator, OverBudget, explained
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -106,7 +118,7 @@ _REFUSED_RULES = {
 
 
 class ExpressionError(ValueError):
-    """A condition could not be evaluated (its data has no such key, a wrong type)."""
+    """A condition could not be evaluated (its data has no such key, a wrong type, its budget)."""
 
 
 @functools.cache
@@ -137,13 +149,20 @@ class Expression:
             ExpressionError: The evaluation failed (a missing key, a type mismatch).
         """
         activation = {name: json_to_cel(values[name]) for name in self.names}
+        evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), [MAX_STEPS])
         try:
-            result = self.program.evaluate(activation)
+            result = evaluator.evaluate(activation)
         except CELEvalError as error:
-            msg = f"the expression {self.source!r} failed: {error.args[0] if error.args else error}"
+            msg = f"{self.source!r} failed: {explained(error)}"
+            raise ExpressionError(msg) from None
+        except OverBudget:
+            msg = (
+                f"{self.source!r} went over its budget of {MAX_STEPS:,} evaluation steps "
+                f"(a macro over a large list, inside another?) and was stopped"
+            )
             raise ExpressionError(msg) from None
         if isinstance(result, CELEvalError):
-            msg = f"the expression {self.source!r} failed: {result.args[0]}"
+            msg = f"{self.source!r} failed: {explained(result)}"
             raise ExpressionError(msg)
         return _python(result)
 
@@ -328,11 +347,13 @@ class CelCondition:
     """An edge condition or switch case: ``when`` as a callable of the message.
 
     ``scope`` gives the ``state`` and ``inputs`` the expression reads, from
-    the invocation sending the message (see ``_nodes.py``).
+    the invocation sending the message (see ``_nodes.py``); ``node`` is the
+    id of the node whose edge it is, named by every error.
     """
 
     expression: Expression
     scope: Callable[[frozenset[str]], dict[str, Any]]
+    node: str = "?"
 
     @property
     def source(self) -> str:
@@ -340,13 +361,20 @@ class CelCondition:
         return self.expression.source
 
     def __call__(self, message: Any) -> bool:
-        """Whether ``message`` takes the edge (the expression must give a boolean)."""
+        """Whether ``message`` takes the edge (the expression must give a boolean).
+
+        Raises:
+            ExpressionError: One line naming the node, the condition and what went wrong.
+        """
         values = self.scope(self.expression.names)
         if "message" in self.expression.names:
             values["message"] = plain(message)
-        result = self.expression.evaluate(values)
+        try:
+            result = self.expression.evaluate(values)
+        except ExpressionError as error:
+            raise ExpressionError(f"node {self.node!r}: the condition {error}") from None
         if not isinstance(result, bool):
-            msg = f"the condition {self.source!r} gave {result!r}, not true or false"
+            msg = f"node {self.node!r}: the condition {self.source!r} gave {result!r}, not a bool"
             raise ExpressionError(msg)
         return result
 
@@ -357,6 +385,7 @@ class CelSelector:
 
     expression: Expression
     scope: Callable[[frozenset[str]], dict[str, Any]]
+    node: str = "?"
 
     @property
     def source(self) -> str:
@@ -369,8 +398,11 @@ class CelSelector:
         if "message" in self.expression.names:
             values["message"] = plain(message)
         values["targets"] = list(targets)
-        result = self.expression.evaluate(values)
+        try:
+            result = self.expression.evaluate(values)
+        except ExpressionError as error:
+            raise ExpressionError(f"node {self.node!r}: the selector {error}") from None
         if not isinstance(result, list) or not all(isinstance(t, str) for t in result):
-            msg = f"the selector {self.source!r} gave {result!r}, not a list of node ids"
+            msg = f"node {self.node!r}: the selector {self.source!r} gave {result!r}, not a list"
             raise ExpressionError(msg)
         return result

@@ -7,8 +7,11 @@ node is wrapped in a :class:`DeclaredNode` only when it needs one of:
   the step in place of the message it received;
 * the run's ``inputs`` (the start node of a definition that declares
   inputs records them in state, checked against their declared types);
-* ``state`` or ``inputs`` in the conditions of edges leaving it (conditions
-  run while the node sends, and read them through :data:`_SCOPE`);
+* conditions on edges leaving it: they run while the node sends, reading
+  ``state`` and ``inputs`` through :data:`_SCOPE`, and an ``async`` step's
+  sends are made after it returns, in a worker thread, so a costly
+  condition never holds the event loop (and with it a server's every
+  request) while it is evaluated;
 * its output recorded for ``{{nodes.<id>.output}}``;
 * a ``retry`` or ``timeout`` of its own (set on the wrapper, never on an
   executor object that other workflows may share).
@@ -67,6 +70,7 @@ class Wrapping:
     state_keys: tuple[str, ...] = ()
     retry: RetryPolicy | None = None
     timeout: float | None = None
+    conditioned: bool = False  # conditions on its edges: sends evaluated off the loop
 
 
 class _Scope:
@@ -111,23 +115,59 @@ def condition_scope(names: frozenset[str]) -> dict[str, Any]:
 
 
 class _Recorder:
-    """The invocation's context, noting the last thing the node sent or output."""
+    """The invocation's context, noting the last thing the node sent or output.
 
-    def __init__(self, ctx: Any) -> None:
+    With ``defer``, sends are kept (in order) for :func:`_send_off_loop`
+    rather than routed at once, since routing evaluates the edges' conditions.
+    """
+
+    def __init__(self, ctx: Any, *, defer: bool = False) -> None:
         self._ctx = ctx
         self.last: Any = None
         self.sent = False
+        self.defer = defer
+        self.pending: list[tuple[Any, Any]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
 
     def send_message(self, message: Any, target: Any = None) -> None:
         self.last, self.sent = message, True
-        self._ctx.send_message(message, target)
+        if self.defer:
+            self.pending.append((message, target))
+        else:
+            self._ctx.send_message(message, target)
 
     def yield_output(self, value: Any) -> None:
         self.last, self.sent = value, True
         self._ctx.yield_output(value)
+
+
+async def _send_off_loop(recorder: _Recorder | None, ctx: Any) -> None:
+    """Route what an ``async`` step sent, in a worker thread: its conditions run there.
+
+    The context is told it is used from a thread (as for a plain ``def``
+    handler), so events raised while routing reach the loop safely; if the
+    invocation is stopped meanwhile, whatever the thread does later is dropped.
+    """
+    if recorder is None or not recorder.pending:
+        return
+    pending, recorder.pending = recorder.pending, []
+
+    def send_all() -> None:
+        for message, target in pending:
+            ctx.send_message(message, target)
+
+    hand_to_thread = getattr(ctx, "hand_to_thread", None)
+    if hand_to_thread is None:  # not the engine's context: route here
+        send_all()
+        return
+    hand_to_thread()
+    try:
+        await asyncio.to_thread(send_all)
+    except asyncio.CancelledError:
+        ctx.abandon()
+        raise
 
 
 class DeclaredNode(Executor):
@@ -191,11 +231,15 @@ class DeclaredNode(Executor):
             return self._scoped_async(lambda c: self.inner.invoke(spec, message, c), message, ctx)
         return self._scoped(lambda c: self.inner.invoke(spec, message, c), message, ctx)
 
-    def _enter(self, message: Any, ctx: Any) -> tuple[_Scope, _Recorder | None]:
+    def _enter(
+        self, message: Any, ctx: Any, *, defer: bool = False
+    ) -> tuple[_Scope, _Recorder | None]:
         if self.wrapping.inputs is not None and ctx.state.get(INPUTS_KEY) is None:
             ctx.state.set(INPUTS_KEY, checked_inputs(message, self.wrapping.inputs))
         scope = _Scope(ctx, message, self.wrapping.state_keys)
-        return scope, _Recorder(ctx) if self.wrapping.record_output else None
+        defer = defer and self.wrapping.conditioned
+        recorded = self.wrapping.record_output or defer
+        return scope, _Recorder(ctx, defer=defer) if recorded else None
 
     def _leave(self, recorder: _Recorder | None, ctx: Any) -> None:
         if recorder is not None and recorder.sent:
@@ -214,10 +258,11 @@ class DeclaredNode(Executor):
     async def _scoped_async(
         self, call: Callable[[Any], Awaitable[Any]], message: Any, ctx: Any
     ) -> Any:
-        scope, recorder = self._enter(message, ctx)
+        scope, recorder = self._enter(message, ctx, defer=True)
         token = _SCOPE.set(scope)
         try:
             result = await call(recorder or ctx)
+            await _send_off_loop(recorder, ctx)
         finally:
             _SCOPE.reset(token)
         self._leave(recorder, ctx)
@@ -225,7 +270,7 @@ class DeclaredNode(Executor):
 
     async def _with_input(self, message: Any, ctx: Any) -> None:
         """Resolve the ``input`` template, then hand its value to the step's handler."""
-        scope, recorder = self._enter(message, ctx)
+        scope, recorder = self._enter(message, ctx, defer=True)
         value = resolve(self.wrapping.input, scope.root)
         spec = self.inner.find_handler(type(value))
         if spec is None:
@@ -243,6 +288,7 @@ class DeclaredNode(Executor):
                 self.inner.invoke(spec, value, target)
             else:
                 await asyncio.to_thread(self.inner.invoke, spec, value, target)
+            await _send_off_loop(recorder, ctx)
         finally:
             _SCOPE.reset(token)
         self._leave(recorder, ctx)

@@ -191,11 +191,11 @@ class Translation:
                     if isinstance(case, schema.Case):
                         self._compile(("edges", index, "switch", i, "when"), case.when)
 
-    def _reads_scope(self, node_id: str) -> bool:
-        """Whether a condition on an edge leaving ``node_id`` reads state or inputs."""
-        for where, expression in self.expressions.items():
+    def _conditioned(self, node_id: str) -> bool:
+        """Whether a condition or selector sits on an edge leaving ``node_id``."""
+        for where in self.expressions:
             edge = self.definition.edges[int(where[1])]
-            if getattr(edge, "source", None) == node_id and expression.names & {"state", "inputs"}:
+            if getattr(edge, "source", None) == node_id:
                 return True
         return False
 
@@ -272,6 +272,7 @@ class Translation:
             state_keys=tuple(self.definition.state),
             retry=retry_policy(node.retry),
             timeout=node.timeout,
+            conditioned=self._conditioned(node_id),
         )
         needed = (
             wrapping.has_input
@@ -279,7 +280,7 @@ class Translation:
             or recorded
             or wrapping.retry is not None
             or wrapping.timeout is not None
-            or self._reads_scope(node_id)
+            or wrapping.conditioned
         )
         return wrapping if needed else None
 
@@ -347,20 +348,22 @@ class Translation:
                 fine = False  # its own problem is reported at the node
         return fine
 
-    def _condition(self, where: Where) -> CelCondition | None:
+    def _condition(self, where: Where, node: str) -> CelCondition | None:
         expression = self.expressions.get(where)
-        return CelCondition(expression, condition_scope) if expression is not None else None
+        return CelCondition(expression, condition_scope, node) if expression is not None else None
 
     def _add_edge(self, builder: WorkflowBuilder, index: int, edge: Any) -> None:
         at: Where = ("edges", index)
         if isinstance(edge, schema.DirectEdge):
             if self._known(at, edge):
-                builder.add_edge(edge.source, edge.to, self._condition((*at, "when")))
+                builder.add_edge(edge.source, edge.to, self._condition((*at, "when"), edge.source))
                 self.edge_places.append((f"add_edge({edge.source!r} -> {edge.to!r})", at))
         elif isinstance(edge, schema.FanOutEdge):
             if self._known(at, edge):
                 expression = self.expressions.get((*at, "select"))
-                selector = CelSelector(expression, condition_scope) if expression else None
+                selector = (
+                    CelSelector(expression, condition_scope, edge.source) if expression else None
+                )
                 builder.add_fan_out(edge.source, edge.fan_out, selector)
                 self.edge_places.append((f"add_fan_out({edge.source!r} -> {edge.fan_out!r})", at))
         elif isinstance(edge, schema.FanInEdge):
@@ -372,7 +375,7 @@ class Translation:
                 cases: list[Case | Default] = []
                 for i, case in enumerate(edge.switch):
                     if isinstance(case, schema.Case):
-                        condition = self._condition((*at, "switch", i, "when"))
+                        condition = self._condition((*at, "switch", i, "when"), edge.source)
                         if condition is not None:
                             cases.append(Case(condition, case.to))
                     else:

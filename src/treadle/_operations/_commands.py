@@ -10,7 +10,6 @@ a store, a workflow and values by :mod:`treadle._operations._inputs`.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
 from treadle._operations._inputs import load_version, parse_json
@@ -46,7 +46,7 @@ async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
     if not stored:  # queued by `treadle start`: no worker has stored its graph yet
         msg = f"run {run_id!r} is queued: no worker has taken it up yet"
         raise CommandError(msg)
-    origin = json.loads(stored).get("origin")
+    origin = decode_description(run_id, stored).get("origin")
     if not origin:
         msg = (
             f"run {run_id!r} does not record where its workflow lives "

@@ -10,11 +10,11 @@ says it lives.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._inbox import expired_instead
 from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError, RequestAlreadyAnsweredError
@@ -322,7 +322,8 @@ class Client:
         known = self._workflows.get(row.workflow, row.version)
         if known is not None:
             return known
-        origin = json.loads(await self.store.get_graph(row.run_id)).get("origin")
+        stored = await self.store.get_graph(row.run_id)
+        origin = decode_description(row.run_id, stored).get("origin")
         if not origin:
             msg = (
                 f"run {row.run_id!r} of workflow {row.workflow!r} does not record where "

@@ -23,9 +23,9 @@ those ids or extend one of them.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from treadle._exceptions import CheckpointNotFoundError
+from treadle._exceptions import CheckpointCorruptError, CheckpointNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
@@ -139,9 +139,35 @@ def refs_text(refs: Iterable[str]) -> str | None:
     return json.dumps(listed, separators=(",", ":")) if listed else None
 
 
-def refs_of(text: str | None) -> tuple[str, ...]:
-    """The ids :func:`refs_text` stored."""
-    return tuple(json.loads(text)) if text else ()
+def refs_of(text: object, run_id: str, checkpoint_id: str) -> tuple[str, ...]:
+    """The ids :func:`refs_text` stored in the ``refs`` cell of checkpoint ``checkpoint_id``.
+
+    Raises:
+        CheckpointCorruptError: The cell holds anything but a JSON array of ids
+            (a bad disk, a hand edit), named rather than raised as a decoding error.
+    """
+    if text is None or text == "":
+        return ()
+    try:
+        listed = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError:  # not JSON (UnicodeDecodeError is one too)
+        listed = None
+    if not isinstance(listed, list) or not all(isinstance(ref, str) for ref in listed):
+        shown = text[:60] if isinstance(text, str | bytes) else text
+        reason = f"its refs cell is not a JSON array of piece ids: {shown!r}"
+        raise CheckpointCorruptError(run_id, checkpoint_id, reason)
+    return tuple(listed)
+
+
+def refs_of_rows(rows: Iterable[Sequence[Any]]) -> list[str]:
+    """Every id named by rows of (run id, checkpoint id, refs cell), as the SQL stores select them.
+
+    Raises:
+        CheckpointCorruptError: A row's cell is not what :func:`refs_text` writes.
+    """
+    return [
+        ref for run_id, checkpoint_id, text in rows for ref in refs_of(text, run_id, checkpoint_id)
+    ]
 
 
 def ids_text(ids: Iterable[str]) -> str:

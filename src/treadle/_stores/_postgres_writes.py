@@ -15,7 +15,7 @@ from treadle._stores._pieces import (
     collect,
     ids_text,
     missing_required,
-    refs_of,
+    refs_of_rows,
     required_pieces,
     run_collection_async,
 )
@@ -93,7 +93,7 @@ async def delete_run(connection: Connection, run_id: str, now: float) -> None:
     deleted = await (
         await connection.execute(_render(_sql_events.DELETE_CHECKPOINTS), (run_id,))
     ).fetchall()
-    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    named = refs_of_rows(deleted)
     if named:  # while the run's row still links its lineage
         await _collect_pieces(connection, run_id, named)
     for statement in _sql_events.DELETE_RUN:
@@ -117,7 +117,7 @@ async def delete_old(connection: Connection, run_id: str, keep_last: int) -> int
     deleted = await (
         await connection.execute(_render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters)
     ).fetchall()
-    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    named = refs_of_rows(deleted)
     if named:
         await _collect_pieces(connection, run_id, named)
     return len(deleted)
@@ -126,7 +126,7 @@ async def delete_old(connection: Connection, run_id: str, keep_last: int) -> int
 async def _collect_pieces(connection: Connection, run_id: str, named: Sequence[str]) -> None:
     """Delete what deleted checkpoints of ``run_id`` ``named`` that no kept checkpoint needs."""
     rows = await connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
-    needed = {ref for (text,) in await rows.fetchall() for ref in refs_of(text)}
+    needed = set(refs_of_rows(await rows.fetchall()))
 
     async def links(ids: list[str]) -> Links:
         wanted = (ids_text(ids),) * 2

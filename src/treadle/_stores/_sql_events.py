@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from treadle._exceptions import EventLogCorruptError
 from treadle._stores._events import LoggedEvent
 
 if TYPE_CHECKING:
@@ -75,16 +76,28 @@ def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
 def unpack(
     run_id: str, rows: Iterable[Sequence[Any]], after: int, limit: int | None
 ) -> list[LoggedEvent]:
-    """The events of ``rows`` (oldest first) after ``after``, at most ``limit`` of them."""
+    """The events of ``rows`` (oldest first) after ``after``, at most ``limit`` of them.
+
+    Raises:
+        EventLogCorruptError: A row holds anything but the events it was
+            written with (a bad disk, a hand edit), named by run and seq.
+    """
     events: list[LoggedEvent] = []
     for first_seq, text in rows:
-        for seq, (superstep, kind, executor_id, at, data) in enumerate(
-            json.loads(text), int(first_seq)
-        ):
-            if seq > after:
-                events.append(LoggedEvent(run_id, seq, superstep, kind, executor_id, at, data))
-                if limit is not None and len(events) == limit:
-                    return events
+        try:
+            for seq, (superstep, kind, executor_id, at, data) in enumerate(
+                json.loads(text), int(first_seq)
+            ):
+                if type(data) is not dict:
+                    raise TypeError(data)  # noqa: TRY301 - reported with the rest below
+                if seq > after:
+                    events.append(LoggedEvent(run_id, seq, superstep, kind, executor_id, at, data))
+                    if limit is not None and len(events) == limit:
+                        return events
+        except (ValueError, TypeError):  # not JSON, or not a list of five-item events
+            shown = text[:60] if isinstance(text, str | bytes) else text
+            reason = f"its row is not a JSON array of events: {shown!r}"
+            raise EventLogCorruptError(run_id, int(first_seq), reason) from None
     return events
 
 
@@ -109,7 +122,9 @@ def log_status_parameters(run_id: str, at: float, by: str) -> tuple[Any, ...]:
 # What delete_run reads and deletes.
 SELECT_DELETABLE = "SELECT owner, lease_until FROM treadle_runs WHERE run_id = ?"
 SELECT_FORKS = "SELECT run_id FROM treadle_runs WHERE parent_run_id = ? ORDER BY created_at"
-DELETE_CHECKPOINTS = "DELETE FROM treadle_checkpoints WHERE run_id = ? RETURNING refs"
+DELETE_CHECKPOINTS = (
+    "DELETE FROM treadle_checkpoints WHERE run_id = ? RETURNING run_id, checkpoint_id, refs"
+)
 DELETE_RUN = (
     "DELETE FROM treadle_inbox WHERE run_id = ?",
     DELETE_EVENTS,

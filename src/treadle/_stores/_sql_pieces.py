@@ -80,6 +80,6 @@ down(run_id) AS (
     UNION
     SELECT r.run_id FROM treadle_runs AS r JOIN down ON r.parent_run_id = down.run_id
 )
-SELECT c.refs
+SELECT c.run_id, c.checkpoint_id, c.refs
 FROM down JOIN treadle_checkpoints AS c ON c.run_id = down.run_id
 WHERE c.refs IS NOT NULL"""

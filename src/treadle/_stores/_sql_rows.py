@@ -32,7 +32,7 @@ def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
 
     Its pieces are not in the row: the store reads them next.
     """
-    return CheckpointRecord(info_from_row(run_id, row), row[6], refs_of(row[7]))
+    return CheckpointRecord(info_from_row(run_id, row), row[6], refs_of(row[7], run_id, row[0]))
 
 
 def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:

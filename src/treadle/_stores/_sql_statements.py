@@ -126,7 +126,7 @@ WHERE run_id = ?
         ORDER BY {order} DESC LIMIT 1 OFFSET ?
     )
     AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)
-RETURNING refs"""
+RETURNING run_id, checkpoint_id, refs"""
 
 
 def select_runs(

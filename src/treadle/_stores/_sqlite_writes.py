@@ -25,7 +25,7 @@ from treadle._stores._pieces import (
     collect,
     ids_text,
     missing_required,
-    refs_of,
+    refs_of_rows,
     required_pieces,
     run_collection,
 )
@@ -66,7 +66,7 @@ def delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> i
     deleted = connection.execute(
         _render(_sql_statements.DELETE_OLD_CHECKPOINTS), parameters
     ).fetchall()
-    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    named = refs_of_rows(deleted)
     if named:
         collect_pieces(connection, run_id, named)
     return len(deleted)
@@ -75,7 +75,7 @@ def delete_old(connection: sqlite3.Connection, run_id: str, keep_last: int) -> i
 def collect_pieces(connection: sqlite3.Connection, run_id: str, named: Sequence[str]) -> None:
     """Delete what deleted checkpoints of ``run_id`` ``named`` that no kept checkpoint needs."""
     rows = connection.execute(_render(_sql_pieces.SELECT_LINEAGE_REFS), (run_id,))
-    needed = {ref for (text,) in rows for ref in refs_of(text)}
+    needed = set(refs_of_rows(rows))
 
     def links(ids: list[str]) -> Links:
         wanted: tuple[Any, ...] = (ids_text(ids),) * 2
@@ -125,7 +125,7 @@ def delete_run(connection: sqlite3.Connection, run_id: str, now: float) -> None:
     if forks:
         raise RunHasForksError(run_id, [fork for (fork,) in forks])
     deleted = connection.execute(_render(_sql_events.DELETE_CHECKPOINTS), (run_id,)).fetchall()
-    named = [ref for (text,) in deleted for ref in refs_of(text)]
+    named = refs_of_rows(deleted)
     if named:  # while the run's row still links its lineage
         collect_pieces(connection, run_id, named)
     for statement in _sql_events.DELETE_RUN:

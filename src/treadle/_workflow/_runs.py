@@ -15,7 +15,6 @@ store decides, once, which answer to a request wins.
 from __future__ import annotations
 
 import functools
-import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import (
+    decode_description,
     describe_changes,
     encode_description,
     fingerprint,
@@ -212,12 +212,9 @@ async def load_restored(
         raise RunCancelledError(run_id)
     if row.version != workflow.version:
         raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
-    try:
-        stored = _stored_fingerprint(graph)
-    except ValueError as error:
-        raise CheckpointCorruptError(run_id, "<graph>", f"unreadable graph: {error}") from error
-    if stored != workflow.fingerprint:
-        changes = describe_changes(json.loads(graph), workflow.description)
+    description = decode_description(run_id, graph)
+    if fingerprint(description) != workflow.fingerprint:
+        changes = describe_changes(description, workflow.description)
         raise GraphChangedError(run_id, changes)
     if record is None:
         raise CheckpointNotFoundError(run_id, checkpoint_id)
@@ -231,15 +228,6 @@ async def load_restored(
 
 
 @functools.lru_cache(maxsize=64)
-def _stored_fingerprint(graph: bytes) -> str:
-    """The fingerprint of a stored graph description; every run of a workflow stores the same.
-
-    Raises:
-        ValueError: The bytes are not a JSON graph description.
-    """
-    return fingerprint(json.loads(graph))
-
-
 async def fork_run(
     workflow: Workflow,
     store: Store,
