@@ -99,9 +99,10 @@ class Outcome:
     commits: int = 0
 
 
-async def _sql(
+async def run_sql(
     dsn: str, schema: str, statement: str, parameters: tuple[object, ...] = ()
 ) -> list[tuple[object, ...]]:
+    """One statement in ``schema``, on a connection of its own; its rows, if any."""
     import psycopg  # noqa: PLC0415
 
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
@@ -121,7 +122,15 @@ async def _prepare(dsn: str, schema: str) -> None:
             await client.start("counter", job, run_id=f"count-{n:03}")
     finally:
         await store.close()
-    await _sql(
+    await install_commit_log(dsn, schema)
+
+
+async def install_commit_log(dsn: str, schema: str) -> None:
+    """A trigger writing every checkpoint insert into ``commit_log``, with who and when.
+
+    The table has no unique key, so a superstep committed twice shows twice.
+    """
+    await run_sql(
         dsn,
         schema,
         "CREATE TABLE commit_log (run_id TEXT, superstep BIGINT, at DOUBLE PRECISION,"
@@ -129,7 +138,7 @@ async def _prepare(dsn: str, schema: str) -> None:
     )
     # The committing process (its connection's name) and the run row's epoch as
     # the committing transaction has it (a commit advances the row first).
-    await _sql(
+    await run_sql(
         dsn,
         schema,
         "CREATE FUNCTION log_commit() RETURNS trigger LANGUAGE plpgsql AS $$"
@@ -137,7 +146,7 @@ async def _prepare(dsn: str, schema: str) -> None:
         " EXTRACT(EPOCH FROM clock_timestamp()), current_setting('application_name'),"
         " lease_epoch FROM treadle_runs WHERE run_id = NEW.run_id; RETURN NEW; END $$",
     )
-    await _sql(
+    await run_sql(
         dsn,
         schema,
         "CREATE TRIGGER log_commit AFTER INSERT ON treadle_checkpoints"
@@ -145,7 +154,7 @@ async def _prepare(dsn: str, schema: str) -> None:
     )
 
 
-def _worker_dsn(dsn: str, name: str) -> str:
+def worker_dsn(dsn: str, name: str) -> str:
     """``dsn`` for worker ``name``: its connections carry its name, which commits record.
 
     Still a ``postgresql://`` URL: ``treadle worker --store`` takes anything else
@@ -164,7 +173,7 @@ async def _commits_by(
 ) -> dict[str, dict[int, int]]:
     """The commits ``worker``'s process made to each of ``runs``, by the run row's epoch."""
     found: dict[str, dict[int, int]] = {run: {} for run in runs}
-    rows = await _sql(
+    rows = await run_sql(
         dsn,
         schema,
         "SELECT run_id, epoch, count(*) FROM commit_log"
@@ -198,7 +207,7 @@ async def _pause_until_taken_over(
     others = sorted(n for n in workers if n != outcome.killed)
     for attempt in range(1, PAUSE_ATTEMPTS + 1):
         outcome.pause_attempts = attempt
-        owners = {str(row[0]) for row in await _sql(dsn, schema, running)} & set(others)
+        owners = {str(row[0]) for row in await run_sql(dsn, schema, running)} & set(others)
         if not owners:
             outcome.pause_problem = "no live worker was running a run to pause"
             return
@@ -206,12 +215,12 @@ async def _pause_until_taken_over(
         workers[name].send_signal(signal.SIGSTOP)
         stopped = time.time()
         await asyncio.sleep(0.1)  # what it had sent before stopping is done by now
-        free = {str(r): int(e) for r, e in await _sql(dsn, schema, unlocked, (name,))}  # type: ignore[call-overload]
+        free = {str(r): int(e) for r, e in await run_sql(dsn, schema, unlocked, (name,))}  # type: ignore[call-overload]
         if free:
             outcome.paused, outcome.claimable_at_pause = name, free
             deadline = stopped + TAKEOVER_BOUND
             while time.time() < deadline:
-                rows = await _sql(dsn, schema, epochs, (list(free),))
+                rows = await run_sql(dsn, schema, epochs, (list(free),))
                 taken = {str(r): free[str(r)] for r, e in rows if int(e) > free[str(r)]}  # type: ignore[call-overload]
                 if taken:
                     outcome.taken_from_paused = taken
@@ -224,7 +233,7 @@ async def _pause_until_taken_over(
                 return
             # None taken over: a real failure, unless a transaction it had sent
             # late (a loaded database) has locked every one of them meanwhile.
-            still_free = await _sql(dsn, schema, unlocked, (name,))
+            still_free = await run_sql(dsn, schema, unlocked, (name,))
             workers[name].send_signal(signal.SIGCONT)
             if still_free:
                 outcome.pause_problem = (
@@ -260,7 +269,7 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
     started = time.time()
     workers = {
         name: start_worker(
-            _worker_dsn(dsn, name), schema, logs[name], name=name, lease=LEASE, poll=POLL
+            worker_dsn(dsn, name), schema, logs[name], name=name, lease=LEASE, poll=POLL
         )
         for name in names
     }
@@ -269,7 +278,7 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
         threshold = rng.uniform(0.15, 0.45) * total
         progress = "SELECT count(*) FROM commit_log"
         stuck = time.time() + 60
-        while (await _sql(dsn, schema, progress))[0][0] < threshold:
+        while (await run_sql(dsn, schema, progress))[0][0] < threshold:
             if time.time() > stuck:
                 msg = f"the workers committed under {threshold:.0f} supersteps in 60 s"
                 raise AssertionError(msg)
@@ -285,7 +294,7 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
         await _pause_until_taken_over(dsn, schema, outcome, workers, rng)
         deadline = time.time() + 120
         query = "SELECT count(*) FROM treadle_runs WHERE status <> 'completed'"
-        while (await _sql(dsn, schema, query))[0][0] and time.time() < deadline:  # noqa: ASYNC110
+        while (await run_sql(dsn, schema, query))[0][0] and time.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         outcome.wall = time.time() - started
     finally:
@@ -300,20 +309,20 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
                 process.kill()
         try:
             outcome.rows = await _final_outputs(dsn, schema)
-            outcome.duplicates = await _sql(
+            outcome.duplicates = await run_sql(
                 dsn,
                 schema,
                 "SELECT run_id, superstep, count(*) FROM commit_log GROUP BY 1, 2"
                 " HAVING count(*) > 1",
             )
             last = "SELECT run_id, max(at) FROM commit_log GROUP BY 1"
-            outcome.last_commit_at = {str(r): float(t) for r, t in await _sql(dsn, schema, last)}  # type: ignore[arg-type]
+            outcome.last_commit_at = {str(r): float(t) for r, t in await run_sql(dsn, schema, last)}  # type: ignore[arg-type]
             if outcome.paused:
                 outcome.commits_by_paused_after = await _commits_by(
                     dsn, schema, outcome.paused, outcome.taken_from_paused
                 )
             outcome.commits = int(
-                (await _sql(dsn, schema, "SELECT count(*) FROM commit_log"))[0][0]
+                (await run_sql(dsn, schema, "SELECT count(*) FROM commit_log"))[0][0]
             )  # type: ignore[call-overload]
         finally:
             await drop_schemas([schema])

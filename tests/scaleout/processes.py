@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 HERE = Path(__file__).parent
+REPOSITORY = HERE.resolve().parents[1]
 TREADLE = str(Path(sys.executable).with_name("treadle"))
 
 
@@ -38,3 +39,13 @@ async def wait_until(done: Callable[[], Awaitable[bool]], *, interval: float = 0
     """Poll ``done`` until it is true (what another process does has no event to await)."""
     while not await done():  # noqa: ASYNC110 - no event crosses processes
         await asyncio.sleep(interval)
+
+
+def soak_report(name: str, variable: str) -> Path:
+    """Where a ``make soak`` campaign writes its figures.
+
+    The file ``$variable`` names when set, else ``benchmarks/<name>``: measured
+    figures live beside ``make bench``'s, not among the tests.
+    """
+    override = os.environ.get(variable)
+    return Path(override) if override else REPOSITORY / "benchmarks" / name

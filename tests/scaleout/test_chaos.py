@@ -12,26 +12,23 @@ runs two seeds; ``make soak`` runs ten and writes their figures to
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import chaos
+import processes
 import pytest
+from processes import REPOSITORY
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-
 
 def soak_report() -> Path:
-    """Where ``make soak`` writes its figures.
-
-    ``$TREADLE_SOAK_REPORT`` when set, else ``benchmarks/SOAK.md``: measured
-    figures live beside ``make bench``'s, not among the tests.
-    """
-    override = os.environ.get("TREADLE_SOAK_REPORT")
-    return Path(override) if override else REPOSITORY / "benchmarks" / "SOAK.md"
+    """Where ``make soak`` writes the chaos figures (``$TREADLE_SOAK_REPORT``, else SOAK.md)."""
+    return processes.soak_report("SOAK.md", "TREADLE_SOAK_REPORT")
 
 
 def test_the_soak_figures_go_beside_the_benchmarks_not_into_tests(monkeypatch, tmp_path):

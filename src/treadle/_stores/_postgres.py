@@ -39,7 +39,7 @@ from treadle._stores._postgres_ownership import (
     refusal,
     release_lease,
 )
-from treadle._stores._postgres_pools import Connection, LoopPools
+from treadle._stores._postgres_pools import Connection, IdleLimit, LoopPools
 from treadle._stores._postgres_writes import (
     append_events,
     delete_old,
@@ -137,6 +137,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         self._keep_last = keep_last
         self._schema = schema
         self._migrated = False  # at worst two loops at once both find nothing to migrate
+        self._idle_limit = IdleLimit(lease)  # frees the rows of a process stopped mid-transaction
         self._pools = LoopPools(
             dsn,
             min_size=min_size,
@@ -362,6 +363,15 @@ class PostgresStore(SqlReads, PostgresOwnership):
 
     # --- connections ------------------------------------------------------------
 
+    def limit_idle_transactions(self, seconds: float) -> None:
+        """End a transaction of this store's left idle ``seconds`` (only ever lowered).
+
+        It starts at the store's ``lease``; a worker lowers it to its own, so a
+        worker stopped in the middle of a commit holds its runs' rows no longer
+        than its lease (see :class:`~treadle._stores._postgres_pools.IdleLimit`).
+        """
+        self._idle_limit.lower(seconds)
+
     async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
         """Run ``work`` on a pooled connection, in one transaction when ``write``.
 
@@ -384,6 +394,7 @@ class PostgresStore(SqlReads, PostgresOwnership):
         try:
             pool = await self._pools.get()
             async with pool.connection() as connection:
+                await self._idle_limit.apply(connection)
                 if not write:
                     return await work(connection)
                 async with connection.transaction():

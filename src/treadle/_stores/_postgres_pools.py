@@ -162,6 +162,43 @@ class LoopPools:
         return pool
 
 
+class IdleLimit:
+    """How long the server lets a transaction of these connections sit idle before ending it.
+
+    A process stopped in the middle of a transaction (SIGSTOP, a long pause
+    of its event loop, a frozen VM) keeps the rows it locked locked until it
+    goes on, and claims skip locked rows: however long ago its lease ran
+    out, a run whose row it locked could not be taken over. PostgreSQL's
+    ``idle_in_transaction_session_timeout`` ends such a transaction, and its
+    connection, once it has sat idle this long, which frees the rows; a
+    process that goes on afterwards finds its connection closed and its
+    lease gone, and commits nothing. A live process never leaves a
+    transaction idle for anything like a lease: it would lose its leases
+    first, as its heartbeats would stall too.
+
+    Args:
+        seconds: The limit; lowered, never raised, by :meth:`lower`.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._set: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+
+    def lower(self, seconds: float) -> None:
+        """Lower the limit to ``seconds`` (a worker's lease shorter than the store's)."""
+        self.seconds = min(self.seconds, seconds)
+
+    async def apply(self, connection: Connection) -> None:
+        """Set the limit on ``connection`` unless it has it already (a dictionary look-up)."""
+        if self._set.get(connection) == self.seconds:
+            return
+        milliseconds = f"{max(round(self.seconds * 1000), 1)}ms"
+        await connection.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)", (milliseconds,)
+        )
+        self._set[connection] = self.seconds
+
+
 async def _configure(
     configure: Callable[[Connection], Awaitable[None]],
     connections: weakref.WeakSet[Connection],
