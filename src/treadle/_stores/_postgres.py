@@ -344,13 +344,20 @@ class PostgresStore(SqlReads, PostgresOwnership):
 
         Raises:
             DurabilityError: The connection failed or was lost (the server
-                restarted); iterate again to listen again.
+                restarted), or no schema of the ``search_path`` exists;
+                iterate again to listen again.
         """
         try:
+            # The schema first: asked before it exists, current_schema() is NULL,
+            # which no writer's notification would ever match.
+            await self._pools.get()
             async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as db:
                 await self._configure(db)
                 found = await (await db.execute("SELECT current_schema()")).fetchone()
                 mine = found[0] if found else None
+                if mine is None:
+                    msg = f"{self._where}: no schema of the search_path exists to listen for"
+                    raise DurabilityError(msg)
                 await db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 async for notify in db.notifies():
                     if notify.payload == mine:
