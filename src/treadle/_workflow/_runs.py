@@ -34,7 +34,6 @@ from treadle._engine._errors import RunCancelledError
 from treadle._engine._result import RunStatus
 from treadle._engine._waits import response_type_of
 from treadle._exceptions import (
-    CheckpointCorruptError,
     CheckpointNotFoundError,
     GraphChangedError,
     RequestAlreadyAnsweredError,
