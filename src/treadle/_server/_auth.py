@@ -17,10 +17,21 @@ forgotten:
   handed on whole, so that every route refuses it, also one that would
   never read a body. A body that runs past its declared length is counted
   too.
+* **The 413 is readable.** Most clients (urllib, ``http.client``,
+  ``requests``) send the whole body before they read a response; closing
+  the connection on a body still arriving makes their kernel meet a reset,
+  and they report "connection reset" or "broken pipe" instead of the 413.
+  So the 413 is sent at once, the rest of the body is read and discarded,
+  and only then is the connection closed (RFC 9112 §9.6) — within a bound,
+  :data:`DRAIN_BYTES` and :data:`DRAIN_SECONDS`, so that an endless body
+  is cut off. A client that sent ``Expect: 100-continue`` has sent nothing
+  yet: it reads the 413 instead of sending, and nothing is drained.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 from typing import TYPE_CHECKING
@@ -37,6 +48,12 @@ COOKIE = "treadle_token"
 """The page's cookie: it holds the token, for reads only."""
 
 _READS = frozenset({"GET", "HEAD"})
+
+DRAIN_BYTES = 8 * 1024 * 1024
+"""The most of a refused body read and discarded so its sender can read the 413: 8 MiB."""
+
+DRAIN_SECONDS = 5.0
+"""The longest a refused body is read for before the connection is closed anyway."""
 
 
 class BodyTooLargeError(Exception):
@@ -86,7 +103,11 @@ class AccessGuard:
                 await _send_json(send, 400, error_body("CommandError", "bad Content-Length"))
                 return
             if length > self._max_body:
-                await self._too_large(send)
+                # Nothing read yet: a client expecting 100-continue sends nothing now, and
+                # past the drain's bound the sender meets a reset however long it is read.
+                expecting = headers.get("expect", b"").lower() == b"100-continue"
+                drain = not expecting and length <= DRAIN_BYTES
+                await self._too_large(send, receive if drain else None)
                 return
         elif "transfer-encoding" in headers:  # streamed: read it whole here, then hand it on
             await self._buffered(scope, receive, send)
@@ -156,7 +177,8 @@ class AccessGuard:
                 return
             body += message.get("body", b"")
             if len(body) > self._max_body:
-                await self._too_large(send)
+                more = message.get("more_body", False)
+                await self._too_large(send, receive if more else None)
                 return
             more = message.get("more_body", False)
         replayed = False
@@ -175,11 +197,14 @@ class AccessGuard:
         received = 0
         started = False
 
+        more = True
+
         async def counted() -> Message:
-            nonlocal received
+            nonlocal received, more
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                more = message.get("more_body", False)
                 if received > self._max_body:
                     raise BodyTooLargeError
             return message
@@ -195,13 +220,35 @@ class AccessGuard:
         except BodyTooLargeError:
             if started:  # cannot happen with routes that read first; nothing more to say
                 raise
-            await self._too_large(send)
+            await self._too_large(send, receive if more else None)
 
-    async def _too_large(self, send: Send) -> None:
+    async def _too_large(self, send: Send, unread: Receive | None) -> None:
+        """Answer 413, drain the rest of the body from ``unread`` (module docstring), close."""
         message = f"the request body is larger than {self._max_body} bytes, the most this accepts"
         await _send_json(
-            send, 413, error_body("PayloadTooLarge", message), [(b"connection", b"close")]
+            send,
+            413,
+            error_body("PayloadTooLarge", message),
+            [(b"connection", b"close")],
+            more_body=unread is not None,
         )
+        if unread is not None:
+            await _drain(unread)
+            await send({"type": "http.response.body", "body": b""})  # the server closes now
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and discard the rest of a body: at most :data:`DRAIN_BYTES`, :data:`DRAIN_SECONDS`."""
+    drained = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while drained <= DRAIN_BYTES:
+                message = await receive()
+                if message["type"] != "http.request":  # the client left
+                    return
+                drained += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
 
 
 _CHALLENGE = [(b"www-authenticate", b'Bearer realm="treadle"')]
@@ -212,6 +259,8 @@ async def _send_json(
     status: int,
     body: dict[str, object],
     headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    more_body: bool = False,
 ) -> None:
     content = json.dumps(body).encode()
     await send(
@@ -226,4 +275,4 @@ async def _send_json(
             ],
         }
     )
-    await send({"type": "http.response.body", "body": content})
+    await send({"type": "http.response.body", "body": content, "more_body": more_body})
