@@ -186,15 +186,15 @@ def test_retry_lines_say_the_attempt_and_the_wait_before_the_next(tmp_path):
     assert recovered.returncode == 0, recovered.stderr
     lines = [line.strip() for line in recovered.stdout.splitlines()]
     assert lines[2:7] == [
-        "✗ flaky: ConnectionError('flake 1') (attempt 1 of 3 failed; retrying in 0.05 s)",
+        "✗ flaky: ConnectionError: flake 1 (attempt 1 of 3 failed; retrying in 0.05 s)",
         "↻ flaky: attempt 2 of 3",
-        "✗ flaky: ConnectionError('flake 2') (attempt 2 of 3 failed; retrying in 0.05 s)",
+        "✗ flaky: ConnectionError: flake 2 (attempt 2 of 3 failed; retrying in 0.05 s)",
         "↻ flaky: attempt 3 of 3",
         "✓ flaky",
     ]
     failed = cli("run", "ux_app:retrying", "--input", "5")
     assert failed.returncode == 1
-    assert "✗ flaky: ConnectionError('flake 3') (attempt 3 of 3; no retry left)" in failed.stdout
+    assert "✗ flaky: ConnectionError: flake 3 (attempt 3 of 3; no retry left)" in failed.stdout
 
 
 # -- the worker's log --------------------------------------------------------------------

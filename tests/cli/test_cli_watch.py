@@ -231,3 +231,61 @@ async def test_start_and_respond_follow_a_run_a_worker_runs_on_postgresql(tmp_pa
         worker.send_signal(signal.SIGTERM)
         worker.communicate(timeout=DEADLINE)
         await drop_schemas([schema])
+
+
+def test_watch_shows_the_superstep_under_way_in_another_process(tmp_path):
+    """The log holds a superstep's events once it commits; meanwhile `watch` says which
+    executors run in it and for how long, on a terminal, as `run` does."""
+    cli = Cli(tmp_path)
+    gate = tmp_path / "gate"
+    running = cli.start("run", "slow_app:gated", "-i", json.dumps(str(gate)), "--run-id", "u-1")
+    watching = None
+    try:
+        wait_for_file(tmp_path / "gate.reached", running)  # superstep 2 under way, uncommitted
+        watching = Terminal(cli, "watch", "u-1", "--app", "slow_app:gated")
+        watching.read_until("superstep 2 running: hold")
+        seen = watching.read_until(" s")  # and for how long, in seconds
+        assert re.search(r"superstep 2 running: hold\s+\d+ s", seen), seen
+        gate.touch()
+        watching.read_until("run u-1: completed")
+        assert watching.close() == 0
+    finally:
+        gate.touch()
+        if watching is not None:
+            watching.kill()
+        running.communicate(timeout=DEADLINE)
+    # Once committed, the superstep is drawn from the log as `run` draws it.
+    drawn = ["superstep 2: hold", "✓ hold", "superstep 3: finish", "run u-1: completed"]
+    at = [watching.seen.index(line) for line in drawn]
+    assert at == sorted(at), watching.seen
+
+
+def test_watch_until_end_follows_a_run_through_its_rest_to_its_end(tmp_path):
+    cli = Cli(tmp_path)
+    assert cli("run", "watch_app:counting", "-i", "2", "--run-id", "a-1").returncode == 3
+    plain = cli("watch", "a-1")  # without it: watching ends at the rest
+    assert plain.returncode == 3
+    following = cli.start("watch", "a-1", "--until-end")
+    try:
+        [request] = cli.json("show", "a-1")["pending_requests"]
+        deadline = time.monotonic() + DEADLINE
+        while following.poll() is None and time.monotonic() < deadline:
+            answered = cli("respond", "a-1", request["request_id"], "true")
+            if answered.returncode == 0:
+                break
+            time.sleep(0.1)
+        shown, errors = following.communicate(timeout=DEADLINE)
+    finally:
+        if following.poll() is None:
+            following.kill()
+            following.communicate()
+    assert following.returncode == 0, errors  # it followed on to the end: completed
+    drawn = [
+        "awaiting_input after superstep 2",
+        f"treadle respond a-1 {request['request_id']}",
+        "output from confirm: 2",
+        "completed after superstep 3",
+        "run a-1: completed",
+    ]
+    at = [shown.index(line) for line in drawn]
+    assert at == sorted(at), shown

@@ -42,6 +42,7 @@ from treadle._cli._flags import (
 )
 from treadle._cli._follow import continue_run, follow_new
 from treadle._cli._graphs import choose_format, draw
+from treadle._cli._help import TreadleGroup
 from treadle._cli._live import stream_run
 from treadle._cli._serve import WorkerSettings, serve
 from treadle._cli._serve_http import serve as serve_http
@@ -92,6 +93,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    cls=TreadleGroup,
+    rich_markup_mode=None,  # click's plain help: whole at 80 columns (see _help.py)
 )
 
 

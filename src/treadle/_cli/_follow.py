@@ -21,11 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._cli._event_views import EventDrawer
+from treadle._cli._live import LiveView
 from treadle._cli._views import out
+from treadle._engine._result import RunStatus
+from treadle._exceptions import TreadleError
 from treadle._operations import _commands as commands
 from treadle._operations._events import (
     ENDED_STATUSES,
@@ -42,8 +45,10 @@ if TYPE_CHECKING:
     from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
     from treadle._stores._store import LoggedEvent, RunRecord, Store
+    from treadle._workflow._workflow import Workflow
 
 T = TypeVar("T")
+RUNNING = RunStatus.RUNNING.value
 
 
 async def last_seq(store: Store, run_id: str) -> int:
@@ -58,8 +63,13 @@ async def watch(
     *,
     after: int = 0,
     poll: float = POLL_INTERVAL,
+    until_end: bool = False,
+    idle: Callable[[RunRecord], Awaitable[None]] | None = None,
 ) -> bool:
     """Show the run's events until it ends or rests; ``False`` if Ctrl-C stopped watching first.
+
+    ``until_end``: follow it through its rests (awaiting input, waiting on a
+    timer, paused) until it ends. ``idle``: see :func:`follow`.
 
     Ctrl-C only stops this loop: the run is not this process's, and nothing
     is written to it.
@@ -67,7 +77,9 @@ async def watch(
     loop = asyncio.get_running_loop()
 
     async def consume() -> None:
-        async for event in follow(store, run_id, after=after, poll=poll, stop_at_rest=True):
+        async for event in follow(
+            store, run_id, after=after, poll=poll, stop_at_rest=not until_end, idle=idle
+        ):
             shown(event)
 
     task = asyncio.create_task(consume())
@@ -92,8 +104,49 @@ async def watch(
     return True
 
 
+def under_way(
+    store: Store, run_id: str, drawer: LiveView, workflow: Workflow | None
+) -> Callable[[RunRecord], Awaitable[None]]:
+    """What :func:`watch` says between commits of a run driven elsewhere (its ``idle``).
+
+    A superstep's events reach the log when it commits, so while one runs
+    in another process its log is silent. What can be known meanwhile is
+    drawn instead: the superstep under way (the one after the last
+    committed, while an owner holds the run), since when, and, when the
+    run's code is here (``workflow``), the executors it runs: those its
+    last checkpoint holds messages for.
+    """
+    planned: dict[int, list[str] | None] = {}
+
+    async def idle(run: RunRecord) -> None:
+        if run.status != RUNNING or not run.owned(time.time()):
+            return  # resting, or nobody advances it: nothing is under way
+        if drawer.last_superstep > run.superstep:
+            return  # the log is ahead of the row read before it: look again
+        superstep = run.superstep + 1
+        if superstep not in planned:
+            planned[superstep] = await _planned(store, run_id, workflow)
+        since = drawer.last_at if drawer.last_at is not None else run.updated_at
+        drawer.superstep_running(superstep, planned[superstep], since)
+
+    return idle
+
+
+async def _planned(store: Store, run_id: str, workflow: Workflow | None) -> list[str] | None:
+    """The executors the superstep after the last checkpoint runs, by rank (``None``: unknown)."""
+    if workflow is None:
+        return None
+    try:
+        restored = workflow.codec.decode(await store.load_checkpoint(run_id), run_id=run_id)
+    except TreadleError:  # a checkpoint this code cannot read: say less
+        return None
+    rank = {executor_id: n for n, executor_id in enumerate(workflow.executor_ids)}
+    waiting = [executor_id for executor_id, inbox in restored.pending.items() if inbox]
+    return sorted(waiting, key=lambda executor_id: rank.get(executor_id, len(rank)))
+
+
 async def while_working(
-    store: Store, run_id: str, work: Awaitable[T], drawer: EventDrawer, *, after: int
+    store: Store, run_id: str, work: Awaitable[T], drawer: LiveView, *, after: int
 ) -> T:
     """``work`` (which advances the run here), drawing each event it commits as it commits.
 
@@ -118,7 +171,7 @@ async def while_working(
 
 
 async def until_settled(
-    store: Store, run_id: str, drawer: EventDrawer, *, after: int, poll: float = POLL_INTERVAL
+    store: Store, run_id: str, drawer: LiveView, *, after: int, poll: float = POLL_INTERVAL
 ) -> RunRecord:
     """Draw the run's events after ``after`` until it comes to a new rest, or ends; its row then.
 
@@ -174,7 +227,7 @@ async def continue_run(
     else:
         run_id = (await commands.get_run(store, run_id)).run_id
         after = await last_seq(store, run_id)
-        with EventDrawer(out, quiet=flags.as_json) as drawer:
+        with LiveView(out, quiet=flags.as_json) as drawer:
             result = await while_working(store, run_id, work(store), drawer, after=after)
             if result is None:
                 await until_settled(store, run_id, drawer, after=drawer.last_seq or after)
@@ -189,6 +242,6 @@ async def follow_new(
     store: Store, run_id: str, *, quiet: bool, app: str | None = None
 ) -> commands.RunView:
     """A run just queued (``treadle start --follow``), drawn from its first event to its rest."""
-    with EventDrawer(out, quiet=quiet) as drawer:
+    with LiveView(out, quiet=quiet) as drawer:
         await until_settled(store, run_id, drawer, after=0)
     return await commands.show_run(store, run_id, app)

@@ -27,7 +27,7 @@ from rich.markup import escape
 
 from treadle._cli._answering import request_lines
 from treadle._cli._app import EXIT_FOR_STATUS, app
-from treadle._cli._event_views import EventDrawer, log_lines, print_settled
+from treadle._cli._event_views import log_lines, print_settled, rest_lines
 from treadle._cli._execute import EXIT_INTERRUPTED, execute, refuse
 from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     AppOption,
@@ -35,17 +35,22 @@ from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     RunIdArgument,
     StoreOption,
 )
+from treadle._cli._follow import under_way
 from treadle._cli._follow import watch as watch_events
+from treadle._cli._live import LiveView
 from treadle._cli._views import err, out
 from treadle._engine._result import RunStatus
+from treadle._exceptions import TreadleError
 from treadle._operations import _commands as commands
+from treadle._operations._events import RESTING_STATUSES
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from treadle._stores._store import LoggedEvent, Store
+    from treadle._stores._store import LoggedEvent, RunRecord, Store
+    from treadle._workflow._workflow import Workflow
 
 _PAGE = 1000  # events read at a time
 
@@ -90,6 +95,13 @@ def print_requests(found: Pending, *, as_json: bool) -> None:
 def watch(
     run_id: RunIdArgument,
     after: AfterOption = 0,
+    until_end: Annotated[
+        bool,
+        typer.Option(
+            "--until-end",
+            help="Follow on through its rests (awaiting input, waiting, paused) until it ends.",
+        ),
+    ] = False,
     app_: AppOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -97,7 +109,10 @@ def watch(
     """Follow a run live, wherever it runs, until it ends or rests (Ctrl-C stops watching only).
 
     Draws its supersteps, executors, outputs and failures from its event
-    log; ends with where it stands and what it asks. Exit code: the run's
+    log, and the superstep under way (which executors, for how long) while
+    its events are not yet committed; with --until-end, on through each
+    rest, saying what it asks, until it ends (completed, failed, cancelled,
+    stalled). Ends with where it stands and what it asks. Exit code: the run's
     (0 completed, 1 failed or cancelled, 3 resting or paused); 130 when
     Ctrl-C stopped watching, which leaves the run as it was.
     With --json: its events as JSON lines.
@@ -105,9 +120,11 @@ def watch(
 
     async def work(s: Store) -> tuple[str, commands.RunView | None]:
         full = (await commands.get_run(s, run_id)).run_id
-        with EventDrawer(out, quiet=as_json) as drawer:
+        workflow = await _code_of(s, full, app_)
+        with LiveView(out, workflow, quiet=as_json) as drawer:
             shown = _print_json_line if as_json else drawer.draw
-            if not await watch_events(s, full, shown, after=after):
+            idle = None if as_json else _watching(s, full, app_, drawer, until_end=until_end)
+            if not await watch_events(s, full, shown, after=after, until_end=until_end, idle=idle):
                 return full, None
         return full, await commands.show_run(s, full, app_)
 
@@ -121,6 +138,36 @@ def watch(
     if not as_json:
         print_settled(view, as_json=False)
     raise typer.Exit(EXIT_FOR_STATUS[RunStatus(view.run.status)])
+
+
+async def _code_of(store: Store, run_id: str, app: str | None) -> Workflow | None:
+    """The run's workflow when its code loads here (``None``: the log alone is drawn)."""
+    try:
+        return await commands.workflow_of(store, run_id, app)
+    except TreadleError:
+        return None
+
+
+def _watching(
+    store: Store, run_id: str, app: str | None, drawer: LiveView, *, until_end: bool
+) -> Callable[[RunRecord], Awaitable[None]]:
+    """What ``watch`` says while the log is silent: the superstep under way, and each rest.
+
+    At each rest a run followed ``--until-end`` comes to, what it asks and
+    how to answer it, once: so the person watching knows what moves it on.
+    """
+    running = under_way(store, run_id, drawer, drawer.workflow)
+    told: set[tuple[int, str]] = set()
+
+    async def idle(run: RunRecord) -> None:
+        await running(run)
+        rest = (run.superstep, run.status)
+        if until_end and run.status in RESTING_STATUSES and rest not in told:
+            told.add(rest)
+            for line in rest_lines(await commands.show_run(store, run_id, app)):
+                out.print(f"  {line}")
+
+    return idle
 
 
 @app.command()

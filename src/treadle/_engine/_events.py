@@ -139,7 +139,11 @@ class CheckpointSaved(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class StatusChanged(WorkflowEvent):
-    """The run moved to a new status; the last event of every stream."""
+    """The run moved to a new status; the last event of every stream.
+
+    ``superstep`` is the last committed superstep, except for ``FAILED``
+    when a superstep failed: then it is the one that failed (as its error says).
+    """
 
     status: RunStatus
     error: BaseException | None = None

@@ -439,10 +439,17 @@ class RunLoop:
                 )
             )
         self.error = error
-        self._set_status(RunStatus.FAILED, error)
+        self._set_status(RunStatus.FAILED, error, superstep)
         error.result = self.result()
 
-    def _set_status(self, status: RunStatus, error: BaseException | None = None) -> None:
+    def _set_status(
+        self, status: RunStatus, error: BaseException | None = None, superstep: int | None = None
+    ) -> None:
+        """Move the run to ``status`` and announce it.
+
+        ``superstep``: the superstep the status belongs to, for a failure the
+        one that failed (not yet committed); else the last committed one.
+        """
         self.status = status
         # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
         if (
@@ -452,7 +459,8 @@ class RunLoop:
         ):
             self.trace.end(status, error)
         if self.listening:
-            self.publish(status_changed(self.run_id, self.superstep, status, error))
+            at = self.superstep if superstep is None else superstep
+            self.publish(status_changed(self.run_id, at, status, error))
 
     # -- views ----------------------------------------------------------------------
     def barrier_state(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from treadle._engine._result import ENDED, RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
+    from collections.abc import AsyncGenerator, Awaitable, Callable
 
     from treadle._stores._store import LoggedEvent, RunRecord, Store
 
@@ -51,12 +51,16 @@ async def follow(
     after: int = 0,
     poll: float = POLL_INTERVAL,
     stop_at_rest: bool = False,
+    idle: Callable[[RunRecord], Awaitable[None]] | None = None,
 ) -> AsyncGenerator[LoggedEvent, None]:
     """Every event of the run after ``after``, as it commits, until the run ends.
 
     With ``stop_at_rest`` it also ends once the run rests (waits for an
     answer, a timer or an unpause) with every event read. A run that never
-    ends is followed until the caller stops iterating.
+    ends is followed until the caller stops iterating. ``idle`` is given the
+    run's row after each look that found the run going on, with every event
+    read: what a follower can say of a superstep whose events are not in the
+    log yet (they are written when it commits).
 
     Raises:
         RunNotFoundError: no such run (or it was deleted meanwhile).
@@ -69,6 +73,8 @@ async def follow(
             last = event.seq
         if stops_here(run, stop_at_rest=stop_at_rest):
             return
+        if idle is not None:
+            await idle(run)
         await asyncio.sleep(poll)
 
 

@@ -1,0 +1,66 @@
+"""Small things a user meets in what the `treadle` command prints (issue 28, item 20):
+help at 80 columns, and the superstep a failure is said in.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from treadle_cli import HERE, Cli
+
+from treadle._cli._app import app
+
+pytestmark = pytest.mark.integration
+
+PYTHON_TYPES = re.compile(r"<(str|int|float|bool|list\[[a-z]+\]|[a-z]+ range)>")
+
+# Every command's --help, printed by one real process at 80 columns.
+_EVERY_HELP = """
+import sys
+import typer
+from treadle._cli._app import app
+group = typer.main.get_command(app)
+names = [None, *sorted(group.commands)]
+for name in names:
+    print(f"=== {name}")
+    try:
+        group([name, "--help"] if name else ["--help"], prog_name="treadle")
+    except SystemExit:
+        pass
+"""
+
+
+def test_every_command_s_help_reads_whole_at_80_columns():
+    import typer  # noqa: PLC0415 - only here: the option names to look for
+
+    done = subprocess.run(
+        [sys.executable, "-c", _EVERY_HELP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"COLUMNS": "80", "PATH": "", "PYTHONPATH": str(HERE), "TERM": "dumb"},
+    )
+    assert done.returncode == 0, done.stderr
+    helps = dict([*part.split("\n", 1), ""][:2] for part in done.stdout.split("=== ")[1:])
+    group = typer.main.get_command(app)
+    assert set(helps) == {"None", *group.commands}
+    for name, text in helps.items():
+        assert "…" not in text, f"{name}: a cut name\n{text}"
+        assert not PYTHON_TYPES.search(text), f"{name}: a Python type name\n{text}"
+        assert all(len(line) <= 80 for line in text.splitlines()), f"{name}\n{text}"
+        if name != "None":
+            for param in group.commands[name].params:
+                for opt in (*param.opts, *param.secondary_opts):
+                    if opt.startswith("-"):
+                        assert opt in text, f"{name}: {opt} is not shown whole\n{text}"
+
+
+def test_a_failure_is_said_in_the_superstep_it_failed_in(tmp_path):
+    done = Cli(tmp_path)("run", "watch_app:failing", "-i", '"x1"', "--run-id", "f-1")
+    assert done.returncode == 1
+    assert "failed in superstep 1" in done.stdout, done.stdout
+    assert "after superstep 0" not in done.stdout
