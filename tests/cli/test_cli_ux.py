@@ -171,6 +171,21 @@ def test_a_run_id_in_use_points_to_the_run_that_has_it(tmp_path):
 # -- the live view ---------------------------------------------------------------------
 
 
+def test_run_refuses_a_numeric_string_and_a_misspelt_key_in_the_input(tmp_path):
+    cli = Cli(tmp_path)
+    before = cli.snapshot()
+    numeric = cli("run", "cli_app:review", "--input", '{"topic": "t", "words": "12"}')
+    assert numeric.returncode == 2, numeric.stdout
+    assert "words: Input should be a valid integer" in numeric.stderr
+    misspelt = cli("run", "cli_app:review", "--input", '{"topc": "t", "words": 12}')
+    assert misspelt.returncode == 2, misspelt.stdout
+    assert "topc: no such field" in misspelt.stderr
+    assert "did you mean 'topic'" in misspelt.stderr
+    assert cli.snapshot() == before
+    fits = cli("run", "cli_app:review", "--input", '{"topic": "t", "words": 12}')
+    assert fits.returncode == 3, fits.stderr
+
+
 def test_the_live_view_fills_each_bar_when_its_executor_completes(tmp_path):
     done = Cli(tmp_path)("run", "ux_app:progress", "--input", "3")
     assert done.returncode == 0, done.stderr

@@ -13,6 +13,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import InvalidResponseError
+from treadle._values._strict import fit_type
 
 if TYPE_CHECKING:
     from treadle._values._registry import TypeRegistry
@@ -49,9 +50,10 @@ def validate_response(
     Builtin types must match exactly (``True`` is not an ``int`` answer);
     dataclasses, enums and pydantic models also accept their plain-data form
     (a dict, an enum value), as an answer typed at a command line would be,
-    checked as strict JSON: nothing is coerced (``"yes"`` is not a ``bool``),
-    and a key the type does not have is refused rather than dropped. Every
-    field at fault is named.
+    checked by the rule every input and answer passes
+    (:mod:`treadle._values._strict`): nothing is coerced (``"yes"`` is not a
+    ``bool``), and a key the type does not have is refused rather than
+    dropped. Every field at fault is named.
 
     Raises:
         InvalidResponseError: the answer does not fit, naming the request
@@ -66,6 +68,8 @@ def validate_response(
     exact = isinstance(value, cls) and not (cls in (int, float) and isinstance(value, bool))
     if exact:
         return value
+    if cls is float and type(value) is int:  # JSON has one number: a whole one is a float too
+        return float(value)
     if cls in _PRIMITIVES or not (
         dataclasses.is_dataclass(cls)
         or issubclass(cls, enum.Enum)
@@ -73,50 +77,8 @@ def validate_response(
     ):
         msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {value!r}"
         raise InvalidResponseError(msg)
-    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only when answers arrive
-    from pydantic_core import to_json  # noqa: PLC0415
-
-    adapter = TypeAdapter(cls)
-    problems = _unknown_keys(value, adapter.json_schema())
-    try:
-        answer = adapter.validate_json(to_json(value), strict=True)
-    except ValidationError as error:
-        problems += [f"{_where(e['loc'])}: {e['msg']}" for e in error.errors()]
+    answer, problems = fit_type(cls, value)
     if problems:
         msg = f"request {request_id!r} expects {type_name}: {'; '.join(problems)}"
         raise InvalidResponseError(msg)
     return answer
-
-
-def _where(loc: tuple[int | str, ...]) -> str:
-    return ".".join(map(str, loc)) or "value"
-
-
-def _unknown_keys(
-    value: Any, schema: dict[str, Any], defs: dict[str, Any] | None = None, at: str = ""
-) -> list[str]:
-    """Keys of ``value`` the type's JSON schema has no property for, each with its path.
-
-    Validation alone drops them silently (a dataclass ignores extra keys),
-    so a misspelt field would be lost without a word.
-    """
-    defs = defs if defs is not None else schema.get("$defs", {})
-    for option in schema.get("anyOf", ()):  # an optional field: its object form, if any
-        if isinstance(option, dict) and ("$ref" in option or "properties" in option):
-            schema = option
-            break
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        schema = defs.get(ref.rsplit("/", 1)[-1], {})
-    properties = schema.get("properties")
-    if not isinstance(value, dict) or not isinstance(properties, dict):
-        return []
-    found = [
-        f"{at}{key}: no such field (it has: {', '.join(properties) or 'none'})"
-        for key in value
-        if key not in properties
-    ]
-    for key, inner in value.items():
-        if key in properties:
-            found += _unknown_keys(inner, properties[key], defs, f"{at}{key}.")
-    return found

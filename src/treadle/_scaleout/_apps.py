@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import AppLoadError
+from treadle._values._strict import fit_type
 from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
@@ -73,23 +74,22 @@ def import_here(module_name: str) -> ModuleType:
 def coerce_input(workflow: Workflow, value: Any) -> Any:
     """Turn JSON into the type the start executor accepts (a dataclass, a model...).
 
+    Checked as answers are (:mod:`treadle._values._strict`): nothing is
+    coerced (``"12"`` is no number) and a key the type lacks is refused,
+    naming it; a whole number is a ``float`` where one is accepted.
+
     Raises:
         AppLoadError: The value fits none of the types the start executor takes.
     """
     accepted = workflow.prototype(workflow.start_id).accepted_types()
     if any(isinstance(value, cls) for cls in accepted) or object in accepted:
         return value
-    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415 - only for typed inputs
-
     problems = []
     for cls in accepted:
-        try:
-            return TypeAdapter(cls).validate_python(value)
-        except ValidationError as error:
-            fields = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors()
-            )
-            problems.append(f"as {cls.__qualname__}, {fields}")
+        built, wrong = fit_type(cls, value)
+        if not wrong:
+            return built
+        problems.append(f"as {cls.__qualname__}, {'; '.join(wrong)}")
     names = ", ".join(c.__qualname__ for c in accepted)
     msg = (
         f"the input does not fit the start executor {workflow.start_id!r} "

@@ -1,0 +1,127 @@
+"""One rule for the JSON people and programs hand to runs: inputs, answers, edited tool calls.
+
+A workflow's input (``treadle run --input``, ``POST /api/runs``, a
+worker's queued start), the answer to a request (``treadle respond``, the
+HTTP API, ``Workflow.respond``, the workers' client) and the arguments of an
+edited tool call are all checked here, the same way (``docs/values.md``):
+
+* as strict JSON: nothing is coerced. ``"12"`` is not a number, ``"yes"``
+  not a boolean; a whole number is a ``float`` where a float is asked for.
+  A type that wants a string read as a number says so itself, with a
+  pydantic ``BeforeValidator`` on the field.
+* a key the type has no field for is refused, naming it and the field it
+  was perhaps meant to be, never dropped: validation alone would lose a
+  misspelt field without a word.
+* every problem is reported at once, each as ``loc: what is wrong``,
+  separated by ``"; "`` (the HTTP API splits them back into fields).
+
+Session messages have no declared type: they reach the run as the JSON
+they are.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic import TypeAdapter
+
+
+def fit_type(cls: Any, value: Any) -> tuple[Any, list[str]]:
+    """``value`` (JSON data) built as ``cls`` by the rule above, and the problems if it is not.
+
+    Returns:
+        The built value (``None`` when there are problems) and the problems,
+        each ``loc: message`` (``[]``: it fits).
+    """
+    from pydantic import PydanticUserError  # noqa: PLC0415 - pydantic only when values arrive
+
+    name = getattr(cls, "__qualname__", None) or repr(cls)
+    try:
+        adapter = _adapter(cls)
+    except PydanticUserError:  # a class pydantic cannot build: only itself fits
+        return None, [f"value: a {name} cannot be made from JSON"]
+    try:
+        schema = adapter.json_schema()
+    except PydanticUserError:  # buildable but with no JSON schema: no keys to compare
+        schema = {}
+    return fit_schema(value, schema, lambda data: adapter.validate_json(data, strict=True))
+
+
+def fit_schema(
+    value: Any, schema: dict[str, Any], validate_json: Callable[[bytes], Any]
+) -> tuple[Any, list[str]]:
+    """``value`` checked by the rule above with a validator of JSON text and its JSON schema.
+
+    ``validate_json`` validates strictly (pydantic's ``strict=True``) and
+    raises ``ValidationError``; ``schema`` is the JSON schema of the same
+    type, read for the keys it has.
+    """
+    from pydantic import ValidationError  # noqa: PLC0415 - only when values arrive
+    from pydantic_core import to_json  # noqa: PLC0415
+
+    problems = unknown_keys(value, schema)
+    built = None
+    try:
+        built = validate_json(to_json(value))
+    except ValidationError as error:
+        problems += [
+            f"{where(e['loc'])}: {e['msg']}"
+            for e in error.errors()
+            if e["type"] != "extra_forbidden"  # named above, with what it may have meant
+        ]
+    return (None, problems) if problems else (built, [])
+
+
+def where(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a dotted path (``value`` for the whole)."""
+    return ".".join(map(str, loc)) or "value"
+
+
+def unknown_keys(
+    value: Any, schema: dict[str, Any], defs: dict[str, Any] | None = None, at: str = ""
+) -> list[str]:
+    """Keys of ``value`` the JSON schema has no property for, each with its path and a guess.
+
+    An object whose schema allows other keys (``additionalProperties``
+    true or a schema: a model with ``extra="allow"``, a mapping) is taken as
+    it is.
+    """
+    defs = defs if defs is not None else schema.get("$defs", {})
+    for option in schema.get("anyOf", ()):  # an optional field: its object form, if any
+        if isinstance(option, dict) and ("$ref" in option or "properties" in option):
+            schema = option
+            break
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+    properties = schema.get("properties")
+    if not isinstance(value, dict) or not isinstance(properties, dict):
+        return []
+    found = []
+    if schema.get("additionalProperties", False) is False:
+        found = [
+            _unknown(f"{at}{key}", str(key), properties) for key in value if key not in properties
+        ]
+    for key, inner in value.items():
+        if key in properties and isinstance(properties[key], dict):
+            found += unknown_keys(inner, properties[key], defs, f"{at}{key}.")
+    return found
+
+
+def _unknown(loc: str, key: str, properties: dict[str, Any]) -> str:
+    close = difflib.get_close_matches(key, list(properties), n=1)
+    guess = f", did you mean {close[0]!r}?" if close else ""
+    return f"{loc}: no such field (it has: {', '.join(properties) or 'none'}){guess}"
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(cls: Any) -> TypeAdapter[Any]:
+    """Pydantic's adapter of a type, kept: building one costs far more than using it."""
+    from pydantic import TypeAdapter  # noqa: PLC0415 - pydantic only when values arrive
+
+    return TypeAdapter(cls)
