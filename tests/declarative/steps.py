@@ -65,3 +65,16 @@ async def ticket(title: str, ctx: WorkflowContext[Ticket]) -> None:
 
 
 add = operator.add
+
+
+@dataclasses.dataclass
+class Decision:
+    approved: bool
+
+
+@executor
+async def review(expense: dict, ctx: WorkflowContext[dict]) -> None:
+    """Asks a person, then sends the expense on if they approved it."""
+    decision = await ctx.request(f"approve {expense['amount']}?", Decision)
+    if decision.approved:
+        ctx.send_message(expense)

@@ -124,3 +124,57 @@ def test_treadle_run_and_graph_take_a_definition_file(write, treadle_command):
     drawn = treadle_command("graph", "greet.yaml")
     assert drawn.returncode == 0, drawn.stderr
     assert 'n0(["shout"])' in drawn.stdout
+
+
+async def test_a_step_asking_for_a_typed_answer_and_a_float_input_given_an_int_run_through(
+    write, tmp_path
+):
+    from declarative.steps import Decision  # noqa: PLC0415 - the test's own step module
+    from treadle.stores import SqliteStore  # noqa: PLC0415 - as the other tests here
+
+    path = write(
+        """\
+        name: expenses
+        start: review
+        inputs: {amount: float}
+        nodes:
+          review: {executor: "declarative.steps:review"}
+          big: {step: output, input: "big: {{inputs.amount}}"}
+        edges:
+          - {from: review, to: big, when: "message.amount >= 1000.0"}
+        """
+    )
+    workflow = treadle.load(path)
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        waiting = await workflow.run({"amount": 1500}, store=store, run_id="exp-1")
+        assert waiting.status is RunStatus.AWAITING_INPUT
+        (asked,) = waiting.pending_requests
+        done = await workflow.respond("exp-1", {asked.request_id: Decision(True)}, store=store)
+    finally:
+        await store.close()
+    assert done.status is RunStatus.COMPLETED, done
+    assert done.outputs == ["big: 1500.0"]
+
+
+def test_validate_names_a_declared_type_that_does_not_import(write, treadle_command):
+    path = write(
+        """\
+        name: expenses
+        start: review
+        types: ["declarative.steps:Decision", "declarative.steps:Nope", "declarative.steps:add"]
+        nodes:
+          review: {executor: "declarative.steps:review"}
+        """
+    )
+    line = path.read_text().splitlines()[2]
+    nope, add = (
+        line.index('"declarative.steps:Nope"') + 1,
+        line.index('"declarative.steps:add"') + 1,
+    )
+    validated = treadle_command("validate", str(path))
+    assert validated.returncode == 2, validated.stdout
+    assert validated.stdout.splitlines() == [
+        f"{path}:3:{nope}: 'declarative.steps' has no attribute 'Nope'",
+        f"{path}:3:{add}: 'declarative.steps:add' is a builtin_function_or_method, not a class",
+    ]

@@ -101,7 +101,8 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
         except ValidationError:
             edges.append(None)  # keeps the indexes of the others
     fields: dict[str, Any] = {}
-    for name in ("name", "version", "description", "start", "inputs", "state", "limits", "retry"):
+    names = ("name", "version", "description", "start", "inputs", "types", "state", "limits")
+    for name in (*names, "retry"):
         if name not in data:
             continue
         field = schema.Definition.model_fields[name]
@@ -117,6 +118,7 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
         description=fields.get("description"),
         start=fields.get("start", ""),
         inputs=fields.get("inputs", {}),
+        types=fields.get("types", []),
         state=fields.get("state", {}),
         limits=fields.get("limits", schema.Limits()),
         retry=fields.get("retry"),

@@ -225,6 +225,8 @@ class DeclaredNode(Executor):
 
     def invoke(self, spec: HandlerSpec, message: Any, ctx: Any) -> Any:
         """Run the step within this node's scope (the engine calls it as for any executor)."""
+        if self.wrapping.inputs is not None:
+            message = coerced_inputs(message, self.wrapping.inputs)
         if self._templated is not None:
             return spec.fn(message, ctx)
         if spec.is_async:
@@ -294,6 +296,23 @@ class DeclaredNode(Executor):
         self._leave(recorder, ctx)
 
 
+def coerced_inputs(message: Any, declared: Mapping[str, str]) -> Any:
+    """A run's input with each whole number declared ``float`` made a float.
+
+    JSON writes ``1500.0`` as ``1500``; CEL never compares an int with a
+    double (``message.amount >= 1000.0`` would fail on it), so the declared
+    type is what the start node, templates and conditions see.
+    """
+    if not isinstance(message, dict):
+        return message
+    return {
+        name: float(value)
+        if declared.get(name) == "float" and isinstance(value, int) and not isinstance(value, bool)
+        else value
+        for name, value in message.items()
+    }
+
+
 def checked_inputs(message: Any, declared: Mapping[str, str]) -> dict[str, Any]:
     """A run's input, checked against the definition's declared inputs.
 
@@ -315,7 +334,7 @@ def checked_inputs(message: Any, declared: Mapping[str, str]) -> dict[str, Any]:
             problems.append(f"input {name!r} must be {kind}, got {type(value).__name__}")
     if problems:
         raise TypeError("; ".join(problems))
-    return dict(message)
+    return dict(coerced_inputs(message, declared))
 
 
 class OutputStep(Executor):

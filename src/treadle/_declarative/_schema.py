@@ -188,6 +188,13 @@ class Definition(_Model):
     description: str | None = None
     start: Identifier
     inputs: dict[Identifier, InputType] = Field(default_factory=dict)
+    types: list[ImportPath] = Field(
+        default_factory=list,
+        description=(
+            "Classes (dataclasses, pydantic models, enums) the run's checkpoints may hold "
+            "that no step names: `package.module:Class`."
+        ),
+    )
     state: dict[Identifier, StateSpec] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     retry: Retry | None = None

@@ -11,6 +11,8 @@ never is.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import importlib
 import sys
 from dataclasses import dataclass
@@ -143,6 +145,41 @@ def agent_step(node_id: str, node: Node, agents: Mapping[str, Any], directory: P
         msg = f"agent {name!r} is not an agent: {error}"
         raise LookupError(msg) from None
     return Made(made)
+
+
+def named_types(executor: Executor) -> list[type]:
+    """The dataclasses, pydantic models and enums an executor's handlers name in their code.
+
+    ``ctx.request(question, Decision)`` names ``Decision`` in the handler's
+    body, never in an annotation the builder reads; a definition has no
+    Python to call ``register_type`` from, so the classes a handler names
+    (looked up in its module) are registered for it. Only data classes: no
+    other object becomes loadable from a checkpoint.
+    """
+    found: list[type] = []
+    for spec in executor.handler_specs():
+        fn = getattr(spec.fn, "__func__", spec.fn)
+        code = getattr(fn, "__code__", None)
+        namespace = getattr(fn, "__globals__", {})
+        codes = [code] if code is not None else []
+        while codes:
+            current = codes.pop()
+            codes.extend(c for c in current.co_consts if hasattr(c, "co_names"))
+            for name in current.co_names:
+                value = namespace.get(name)
+                if isinstance(value, type) and _is_data_class(value) and value not in found:
+                    found.append(value)
+    return found
+
+
+def _is_data_class(value: Any) -> bool:
+    if not isinstance(value, type):
+        return False
+    return (
+        dataclasses.is_dataclass(value)
+        or issubclass(value, enum.Enum)
+        or isinstance(getattr(value, "model_fields", None), dict)
+    )
 
 
 def builtin_step(node_id: str, kind: str) -> Made:

@@ -25,7 +25,14 @@ from treadle._declarative._nodes import (
     condition_scope,
     merge_nodes,
 )
-from treadle._declarative._steps import Made, agent_step, builtin_step, executor_step, import_object
+from treadle._declarative._steps import (
+    Made,
+    agent_step,
+    builtin_step,
+    executor_step,
+    import_object,
+    named_types,
+)
 from treadle._declarative._templates import compile_value, lookups
 from treadle._engine._subworkflow import SubWorkflow
 from treadle._exceptions import WorkflowValidationError
@@ -118,6 +125,7 @@ class Translation:
             retry=retry_policy(d.retry),
         )
         self._add_state(builder, bool(recorded))
+        self._add_types(builder)
         order = [d.start] if d.start in d.nodes else []
         order += [n for n in d.nodes if n != d.start]
         for node_id in order:
@@ -164,6 +172,18 @@ class Translation:
             builder.add_state(INPUTS_KEY, default=None)
         if recorded:
             builder.add_state(NODES_KEY, default={}, reducer=merge_nodes)
+
+    def _add_types(self, builder: WorkflowBuilder) -> None:
+        for index, path in enumerate(self.definition.types):
+            try:
+                found = import_object(path, self.sources.directory)
+            except LookupError as error:
+                self.problem(("types", index), str(error))
+                continue
+            if not isinstance(found, type):
+                self.problem(("types", index), f"{path!r} is a {type(found).__name__}, not a class")
+                continue
+            builder.register_type(found)
 
     # -- expressions ------------------------------------------------------------------
     def _names(self) -> list[str]:
@@ -309,6 +329,7 @@ class Translation:
         if made is None:
             return
         self.added.add(node_id)
+        builder.register_type(*named_types(made.executor))
         if wrapping is None:
             builder.add_executor(made.factory if made.factory is not None else made.executor)
             return
