@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import RequestError, RunNotFoundError, VersionMismatchError
 from treadle._stores._sql_schema import DUE_AT
+from treadle._values._serialization import untagged_json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -178,8 +179,14 @@ _PREVIEW = 200
 
 
 def answer_preview(payload: bytes) -> str:
-    """A stored answer as an error shows it: its JSON, cut to 200 characters."""
-    text = bytes(payload).decode("utf-8", errors="replace")
+    """A stored answer as an error shows it: plain JSON, as it was typed, cut to 200 characters.
+
+    The store keeps an answer as its serializer wrote it (typed JSON, a
+    dataclass tagged with its registered name); a person reads the answer
+    without those tags. Bytes of another serializer are shown as text.
+    """
+    data = bytes(payload)
+    text = untagged_json(data) or data.decode("utf-8", errors="replace")
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 

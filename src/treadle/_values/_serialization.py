@@ -234,8 +234,36 @@ class JsonSerializer:
             raise SerializationError(f"stored data is not valid treadle JSON: {exc}") from exc
 
 
+def untagged_json(data: bytes) -> str | None:
+    """Stored typed JSON as the plain JSON a person typed or reads: its tags taken off.
+
+    A dataclass, model or enum shows as its fields or value, a tuple or set
+    as an array, a date as its ISO text; no class is looked up, so this
+    reads what any workflow stored. ``None``: ``data`` is not typed JSON
+    (another serializer wrote it).
+    """
+    try:
+        document = json.loads(data, object_hook=_untag, parse_constant=str)
+    except (ValueError, RecursionError):
+        return None
+    return _READABLE.encode(document)
+
+
+def _untag(d: dict[str, Any]) -> Any:
+    kind = d.get(TAG, _MISSING)
+    if kind is _MISSING or "v" not in d:
+        return d
+    value = d["v"]
+    if kind == "dict" and isinstance(value, list):
+        pairs = [pair for pair in value if isinstance(pair, list) and len(pair) == 2]  # noqa: PLR2004 - key and value
+        return {k if isinstance(k, str) else _READABLE.encode(k): v for k, v in pairs}
+    return value
+
+
 # One encoder for every dump: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+# For people to read (untagged_json): accents and NaN shown as they are.
+_READABLE = json.JSONEncoder(separators=(",", ":"), check_circular=False, ensure_ascii=False)
 
 
 def dump_plain(document: Any) -> bytes:
