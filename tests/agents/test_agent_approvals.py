@@ -182,3 +182,75 @@ async def test_two_calls_needing_approval_in_one_response_are_asked_one_after_th
     done = await workflow.respond("two", {second.request_id: ToolDecision.approve()}, store=store)
     assert done.outputs == ["Both done."]
     assert sorted(refunded) == ["A1", "B2"]
+
+
+@pytest.fixture
+def refund_cli(tmp_path: Path):
+    """``treadle`` on a refund run ``r1`` waiting for approval: (treadle, request_id)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")},
+        "PYTHONPATH": str(HERE),
+        "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
+        "REFUND_SIDE": str(tmp_path / "side.sqlite"),
+    }
+
+    def treadle(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TREADLE, *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=50,
+            check=False,
+        )
+
+    started = treadle(
+        "run", "refund_app:desk", "--input", '"Refund A1."', "--run-id", "r1", "--json"
+    )
+    assert started.returncode == 3, started.stderr
+    (request,) = json.loads(started.stdout)["pending_requests"]
+    return treadle, request["request_id"]
+
+
+@pytest.mark.integration
+def test_an_empty_decision_is_refused_naming_action_and_nothing_is_approved(refund_cli, tmp_path):
+    treadle, request_id = refund_cli
+    empty = treadle("respond", "r1", request_id, "{}")
+    assert empty.returncode == 2, (empty.stdout, empty.stderr)
+    assert "action" in empty.stderr
+    assert counted(tmp_path / "side.sqlite") == {}  # no refund paid out by default
+    chosen = treadle("respond", "r1", request_id, '{"action": "refuse"}', "--json")
+    assert chosen.returncode == 0, chosen.stderr  # the empty answer was not kept
+    assert counted(tmp_path / "side.sqlite") == {}
+
+
+@pytest.mark.integration
+def test_an_edit_that_does_not_fit_the_tool_is_refused_naming_the_field(refund_cli, tmp_path):
+    treadle, request_id = refund_cli
+    bad = '{"action": "edit", "args": {"order": "A1", "cents": "lots"}}'
+    refused = treadle("respond", "r1", request_id, bad)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert "cents" in refused.stderr
+    unknown = '{"action": "edit", "args": {"order": "A1", "cent": 10}}'
+    refused = treadle("respond", "r1", request_id, unknown)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert "cent" in refused.stderr
+    assert "did you mean 'cents'" in refused.stderr
+    fixed = '{"action": "edit", "args": {"order": "A1", "cents": 2000}}'
+    done = treadle("respond", "r1", request_id, fixed, "--json")
+    assert done.returncode == 0, done.stderr  # the refused edits were not kept
+    assert json.loads(done.stdout)["outputs"] == ["Done: refunded 2000 on A1 (refund #1)"]
+    assert counted(tmp_path / "side.sqlite") == {"refund": 1}
+
+
+@pytest.mark.integration
+def test_already_answered_shows_the_answer_as_plain_json(refund_cli):
+    treadle, request_id = refund_cli
+    first = treadle("respond", "r1", request_id, '{"action": "refuse", "reason": "no"}')
+    assert first.returncode == 0, first.stderr
+    again = treadle("respond", "r1", request_id, '{"action": "approve"}')
+    assert again.returncode == 2, (again.stdout, again.stderr)
+    assert "already answered" in again.stderr
+    assert '{"action":"refuse","args":null,"reason":"no"}' in again.stderr.replace("\n", "")
+    assert "__t" not in again.stderr

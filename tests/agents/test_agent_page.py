@@ -47,7 +47,14 @@ def test_a_refund_is_approved_on_the_page_and_the_tool_runs_once(tmp_path, monke
             page.get_by_role("link", name=re.compile("^Inbox")).click()
             card = page.locator('form.request[data-run="pg-1"]')
             expect(card).to_contain_text("refund")
-            card.get_by_label("Action").select_option("approve")
+            action = card.get_by_label("Action")
+            expect(action).to_have_value("")  # nothing is decided for the person
+            card.get_by_role("button", name="Send answer").click()  # undecided: refused
+            expect(card.locator('.field[data-path="action"] .field-error')).to_contain_text(
+                "required"
+            )
+            assert counted(side) == {}
+            action.select_option("approve")
             card.get_by_role("button", name="Send answer").click()
             expect(card).to_have_class(re.compile(r"\banswered\b"))  # the server took it
             page.evaluate("location.hash = '#/runs/pg-1'")

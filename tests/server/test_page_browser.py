@@ -106,7 +106,9 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
     page.get_by_role("link", name=re.compile("^Inbox")).click()
     expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
     card = page.locator(f'form.request[data-run="{run_id}"]')
-    expect(card.get_by_label("Approved")).to_have_attribute("type", "checkbox")
+    # A decision with no default starts undecided: no choice is made for the person.
+    expect(card.get_by_label("Approved")).to_have_js_property("tagName", "SELECT")
+    expect(card.get_by_label("Approved")).to_have_value("")
     expect(card.get_by_label("Note")).to_have_attribute("type", "text")
 
     # A wrong-shape answer: each field's error next to it, and nothing changes.
@@ -135,7 +137,7 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
     page.locator(f'form.request[data-run="{run_id}"] a').first.click()
     expect(page).to_have_url(re.compile(rf"#/runs/{run_id}$"))
     card = page.locator("#requests form.request")
-    card.get_by_label("Approved").check()
+    card.get_by_label("Approved").select_option("true")
     card.get_by_label("Note").fill("fine by me")
     card.get_by_role("button", name="Send answer").click()
     expect(page.locator(".run-header .badge")).to_have_text("completed")
@@ -259,7 +261,7 @@ def test_an_answer_someone_sent_first_shows_already_answered(page, server: Serve
             json={"answer": {"approved": False, "note": "no lamps"}},
         )
         assert sent.status_code == 202, sent.text
-    card.get_by_label("Approved").check()
+    card.get_by_label("Approved").select_option("true")
     card.get_by_label("Note").fill("yes to lamps")
     card.get_by_role("button", name="Send answer").click()
     expect(card.locator(".form-message")).to_contain_text("Already answered")

@@ -147,3 +147,18 @@ class AgentAdapter(Protocol):
     async def run_turn(self, turn: AgentTurn, steps: TurnSteps) -> TurnResult:
         """Run one turn of the agent, its model requests and tools through ``steps``."""
         ...
+
+
+@runtime_checkable
+class ToolArgsChecker(Protocol):
+    """An adapter that can check a tool's arguments before the tool is called (optional).
+
+    With it, an edited call (``ToolDecision.edit``) is checked when the
+    answer arrives, before it is kept: an edit that does not fit is refused
+    (``InvalidResponseError``, 422, exit 2) and the request still waits.
+    Without it, the agent library checks the arguments when the tool runs.
+    """
+
+    def tool_args_problems(self, tool: str, args: dict[str, Any]) -> list[str]:
+        """What is wrong with ``args`` for ``tool``: ``loc: message`` each (``[]``: they fit)."""
+        ...

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
-from treadle._agents._adapter import AgentAdapter, AgentTurn, HandoffTarget
+from treadle._agents._adapter import AgentAdapter, AgentTurn, HandoffTarget, ToolArgsChecker
 from treadle._agents._state import conversation, record_turn
 from treadle._agents._steps import ContextSteps
 from treadle._agents._values import (
@@ -121,6 +121,23 @@ class AgentExecutor(Executor):
         if self.session:
             table.append(_spec("next_message", self._on_next_message, NextMessage, sends))
         return tuple(table)
+
+    def answer_problems(self, question: Any, answer: Any) -> list[str]:
+        """An edit whose arguments do not fit the tool's schema, each field as ``args.<field>``.
+
+        Checked where the answer arrives, so a wrong edit is refused before
+        it is kept, rather than reaching the model as a failed call.
+        """
+        if not (
+            isinstance(question, ToolApproval)
+            and isinstance(answer, ToolDecision)
+            and answer.action == "edit"
+            and answer.args is not None
+            and isinstance(self.adapter, ToolArgsChecker)
+        ):
+            return []
+        problems = self.adapter.tool_args_problems(question.tool, answer.args)
+        return [f"args.{problem}" for problem in problems]
 
     # -- the executor's handlers, by message type ------------------------------------
     def handler_specs(self) -> tuple[HandlerSpec, ...]:

@@ -10,9 +10,11 @@ that hooks the run at the three places durability needs:
   ``ModelResponse`` as JSON. Replayed responses carry the same tool call
   ids, so the tool calls they ask for find their journaled results.
 * ``before_tool_validate``: a tool listed in ``approve_tools`` waits for a
-  decision before its arguments are even validated, so edited arguments are
-  checked as the model's would be; a refusal is a ``ToolFailed`` the model
-  reads.
+  decision before its arguments are even validated; edited arguments were
+  checked against the tool's schema when the answer arrived
+  (:meth:`PydanticAIAdapter.tool_args_problems`), and pydantic-ai checks
+  them again as it would the model's; a refusal is a ``ToolFailed`` the
+  model reads.
 * ``wrap_tool_execute``: every tool call is a journaled step (its result, or
   the retry or failure it ended in); a ``handoff_to_<id>`` call ends the
   turn with the conversation so far.
@@ -23,6 +25,7 @@ pydantic-ai does not see treadle's control flow: a durable wait raises a
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 from contextlib import asynccontextmanager
@@ -64,6 +67,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from treadle._agents._adapter import AgentTurn, HandoffTarget, TurnResult, TurnSteps
 from treadle._agents._values import ToolApproval
 from treadle._graph._typing import runtime_classes
+from treadle._values._strict import fit_schema
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -123,6 +127,25 @@ class PydanticAIAdapter:
         if isinstance(spec, type) or get_origin(spec) in _UNIONS:
             return runtime_classes(spec)
         return None
+
+    def tool_args_problems(self, tool: str, args: dict[str, Any]) -> list[str]:
+        """What is wrong with ``args`` for the agent's function tool ``tool``, checked strictly.
+
+        By the rule every answer passes (``docs/values.md``): nothing is
+        coerced, a key the tool does not take is named. ``[]`` for a tool
+        of another kind of toolset: pydantic-ai checks those when called.
+        """
+        for toolset in self.agent.toolsets:
+            found = toolset.tools.get(tool) if isinstance(toolset, FunctionToolset) else None
+            if found is not None:
+                schema = found.function_schema
+                _, problems = fit_schema(
+                    args,
+                    dict(schema.json_schema),
+                    functools.partial(schema.validator.validate_json, strict=True),
+                )
+                return problems
+        return []
 
     async def run_turn(self, turn: AgentTurn, steps: TurnSteps) -> TurnResult:
         """Run ``agent.run`` once, its model requests and tool calls journaled by ``steps``."""

@@ -41,18 +41,21 @@ class ToolDecision:
     """The answer to a :class:`ToolApproval`: approve, edit the arguments, or refuse.
 
     As JSON: ``{"action": "approve"}``, ``{"action": "edit", "args": {...}}``
-    or ``{"action": "refuse", "reason": "..."}``. Edited arguments are
-    checked against the tool's schema as the model's are (an invalid edit
-    goes back to the model as a retry). A refusal never calls the tool: the
-    model is told it was refused, with the reason, and carries on.
+    or ``{"action": "refuse", "reason": "..."}``. ``action`` has no
+    default: a decision is always made by someone (``{}`` is refused,
+    naming it, and a form shows no choice made). Edited arguments are
+    checked against the tool's argument schema when the answer arrives,
+    before it is kept: an edit that does not fit is refused, naming each
+    field at fault, and the request still waits. A refusal never calls the
+    tool: the model is told it was refused, with the reason, and carries on.
 
     Attributes:
-        action: What to do with the call.
+        action: What to do with the call (required).
         args: The arguments to call the tool with instead (``"edit"`` only).
         reason: Why it was refused (``"refuse"`` only); the model sees it.
     """
 
-    action: DecisionAction = "approve"
+    action: DecisionAction
     args: dict[str, Any] | None = None
     reason: str | None = None
 

@@ -32,10 +32,7 @@ from treadle._engine._runner import run_superstep
 from treadle._engine._spawn import SpawnedWork, SpawnResult, lost
 from treadle._engine._state import initial_state
 from treadle._engine._tracing import RunTrace
-from treadle._engine._waits import (
-    WaitBook,
-    response_type_of,
-)
+from treadle._engine._waits import WaitBook
 from treadle._exceptions import RequestError, TreadleError
 
 if TYPE_CHECKING:
@@ -405,7 +402,7 @@ class RunLoop:
             InvalidResponseError: the answer does not have the asked type.
         """
         waiting = self.waits.find_request(request_id)
-        checked = self.workflow.validate_response(request_id, response_type_of(waiting), value)
+        checked = self.workflow.check_answer(request_id, waiting, value)
         delivery = self.waits.answer(waiting, checked)
         if delivery is not None:  # None: a sub-workflow's invocation re-delivered already
             self.deliver(*delivery)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._routing import Router
     from treadle._engine._state import StateKey
+    from treadle._engine._waits import Waiting
     from treadle._graph._executor import Executor
     from treadle._values._serialization import Serializer
 
@@ -65,4 +66,8 @@ class Topology(Drawable, Protocol):
 
     def validate_response(self, request_id: str, type_name: str | None, value: Any) -> Any:
         """An answer checked against the type its request asked for."""
+        ...
+
+    def check_answer(self, request_id: str, waiting: Waiting, value: Any) -> Any:
+        """An answer checked against its type and by the executor that asked."""
         ...

@@ -239,6 +239,17 @@ Waiting: TypeAlias = Suspension | HandoffApproval | NestedRequest
 """Whatever an answer to a request goes to."""
 
 
+def asker_of(waiting: Waiting) -> tuple[str, Any] | None:
+    """The executor that asked a request of this run and what it asked (its payload).
+
+    ``None`` for a handoff approval and for a request asked inside a
+    sub-workflow (whose executors are not this graph's).
+    """
+    if isinstance(waiting, Suspension):
+        return waiting.executor_id, waiting.wait.payload
+    return None
+
+
 def response_type_of(waiting: Waiting) -> str | None:
     """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
     while isinstance(waiting, NestedRequest):

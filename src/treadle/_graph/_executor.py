@@ -245,6 +245,21 @@ class Executor:
     def restore(self, snapshot: Any) -> None:
         """Put back what :meth:`snapshot` returned, on a fresh instance."""
 
+    def answer_problems(self, question: Any, answer: Any) -> list[str]:
+        """What is wrong with ``answer`` to a request this executor asked, beyond its type.
+
+        ``question`` is the request's payload; ``answer`` is already built
+        as the asked type. Called wherever an answer arrives (``respond``,
+        ``treadle respond``, the HTTP API, a client), before it is kept, so
+        an answer refused here changes nothing and the request still waits.
+        Override when the asked type alone cannot say what fits (an agent
+        checks edited tool arguments against the tool's schema). Each
+        problem reads ``loc: what is wrong``, ``loc`` a field of the answer.
+        The default finds none.
+        """
+        del question, answer
+        return []
+
     # -- handlers -------------------------------------------------------------
     def handler_specs(self) -> tuple[HandlerSpec, ...]:
         """Every handler of this executor, resolved once per class."""

@@ -32,7 +32,6 @@ from treadle._checkpoints._ownership import Ownership, owner_is_dead
 from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
 from treadle._engine._result import RunStatus
-from treadle._engine._waits import response_type_of
 from treadle._exceptions import (
     CheckpointNotFoundError,
     GraphChangedError,
@@ -161,7 +160,7 @@ async def deliverable_answers(
                     RequestAlreadyAnsweredError(run_id, request_id, *kept)
                 ) from None
             raise
-        checked = workflow.validate_response(request_id, response_type_of(waiting), value)
+        checked = workflow.check_answer(request_id, waiting, value)
         items.append(("answer", request_id, workflow.serializer.dumps(checked)))
     return items
 

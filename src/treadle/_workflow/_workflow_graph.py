@@ -21,6 +21,8 @@ from treadle._engine._options import DEFAULT_OPTIONS
 from treadle._engine._pool import ExecutorNode, ExecutorPool, InstanceClaims
 from treadle._engine._routing import Router
 from treadle._engine._spawn import SpawnResult
+from treadle._engine._waits import asker_of, response_type_of
+from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
 from treadle._values._registry import TypeRegistry
 from treadle._values._serialization import JsonSerializer
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._options import RunOptions, RunSettings
     from treadle._engine._state import StateKey
+    from treadle._engine._waits import Waiting
     from treadle._graph._edges import Edge
     from treadle._graph._executor import Executor
     from treadle._stores._store import Store
@@ -184,6 +187,27 @@ class WorkflowGraph:
     def validate_response(self, request_id: str, type_name: str | None, value: Any) -> Any:
         """An answer checked against the type its request asked for."""
         return validate_response(self.type_registry, request_id, type_name, value)
+
+    def check_answer(self, request_id: str, waiting: Waiting, value: Any) -> Any:
+        """An answer checked against its type, then by the executor that asked.
+
+        The one check of every answer, wherever it arrives (``respond``, a
+        client, the command line, the HTTP API) and again when the run
+        applies it.
+
+        Raises:
+            InvalidResponseError: It does not fit, naming each field at fault.
+        """
+        type_name = response_type_of(waiting)
+        checked = validate_response(self.type_registry, request_id, type_name, value)
+        asker = asker_of(waiting)
+        if asker is not None and asker[0] in self._nodes:
+            executor_id, question = asker
+            problems = self.prototype(executor_id).answer_problems(question, checked)
+            if problems:
+                msg = f"request {request_id!r} expects {type_name}: {'; '.join(problems)}"
+                raise InvalidResponseError(msg)
+        return checked
 
     def store_for(self, store: Store | None) -> Store:
         """The store a runner method uses: the one given, else the workflow's."""

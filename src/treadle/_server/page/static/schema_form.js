@@ -1,11 +1,13 @@
 // A form generated from a JSON schema (pydantic's dialect: $defs/$ref,
-// anyOf with null for optional values). Booleans are checkboxes, strings
-// text inputs, enums selects, numbers number inputs, objects fieldsets; what
+// anyOf with null for optional values). A field is never given a value its
+// schema does not default to: booleans with a default are checkboxes, those
+// without (a decision) and enums are selects that start at "(choose)"; strings
+// text inputs, numbers number inputs, objects fieldsets; what
 // a form cannot show well (arrays, maps, unions) is a JSON text area. The
 // form never validates: the server does, strictly, and its per-field errors
 // come back through showErrors() next to the fields they name.
 
-import { h } from "./dom.js";
+import { h, withCode } from "./dom.js";
 
 let forms = 0;
 
@@ -58,7 +60,8 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
   function kindOf(s, nullable) {
     if (Array.isArray(s.enum)) return "enum";
     if ("const" in s) return "const";
-    if (s.type === "boolean") return nullable ? "enum" : "boolean";
+    // A checkbox always holds a value: only a boolean with a default may be one.
+    if (s.type === "boolean") return nullable || !("default" in s) ? "enum" : "boolean";
     if (s.type === "string") return "string";
     if (s.type === "integer" || s.type === "number") return "number";
     if ((s.type === "object" || s.properties) && s.properties && !nullable) return "object";
@@ -82,7 +85,7 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
     const kind = kindOf(s, nullable);
     const title = label || s.title || "Value";
     const hasDefault = "default" in s;
-    const help = s.description ? h("small", { class: "help", id: `${prefix}-help-${++ids}` }, s.description) : null;
+    const help = s.description ? h("small", { class: "help", id: `${prefix}-help-${++ids}` }, withCode(s.description)) : null;
 
     if (kind === "object") {
       const fieldset = h("fieldset", { class: "object", "data-path": path });
@@ -131,8 +134,9 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
       }
       if (kind === "const") input.value = JSON.stringify(s.const);
       wrapper.append(h("label", { for: id }, ...labelText), input);
+      // Nothing chosen sends nothing: the server names the field a decision is missing from.
       read = () => {
-        if (input.value === "") return nullable ? { present: required || hasDefault, value: null } : { present: required, value: null };
+        if (input.value === "") return nullable ? { present: required || hasDefault, value: null } : { present: false };
         return { present: true, value: JSON.parse(input.value) };
       };
     } else if (kind === "string") {
