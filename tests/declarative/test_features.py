@@ -178,3 +178,26 @@ def test_validate_names_a_declared_type_that_does_not_import(write, treadle_comm
         f"{path}:3:{nope}: 'declarative.steps' has no attribute 'Nope'",
         f"{path}:3:{add}: 'declarative.steps:add' is a builtin_function_or_method, not a class",
     ]
+
+
+async def test_a_condition_meeting_the_wrong_types_fails_in_one_line_naming_node_and_types(write):
+    workflow = treadle.load(
+        write(
+            """\
+            name: expenses
+            start: first
+            nodes:
+              first: {executor: "declarative.steps:echo"}
+              big: {step: output}
+            edges:
+              - {from: first, to: big, when: "message.amount >= 1000.0"}
+            """
+        )
+    )
+    with pytest.raises(ExecutorFailedError) as caught:
+        await workflow.run({"amount": 1500})
+    text = str(caught.value)
+    assert "node 'first': the condition 'message.amount >= 1000.0' failed: " in text
+    assert "cannot apply >= to int and double" in text
+    assert "celpy" not in text
+    assert "\n" not in text
