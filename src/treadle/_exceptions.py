@@ -254,7 +254,7 @@ class RequestAlreadyAnsweredError(UnknownRequestError):
     Attributes:
         run_id: The run.
         request_id: The request.
-        answer: The winning answer, as stored (JSON, cut to 200 characters).
+        answer: The winning answer as plain JSON, as it was typed (cut to 200 characters).
         answered_at: When it was accepted (seconds since the epoch).
     """
 

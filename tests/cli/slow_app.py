@@ -57,3 +57,17 @@ def napper(name: str):
 
 nap_a = napper("nap_a")
 nap_b = napper("nap_b")
+
+
+@executor
+async def ask(gate: str, ctx: WorkflowContext[str]) -> None:
+    if await ctx.request({"gate": gate}, bool):
+        ctx.send_message(gate)
+
+
+asked_then_gated = (
+    WorkflowBuilder(start=ask, name="asked-then-gated")
+    .add_edge(ask, hold)
+    .add_edge(hold, finish)
+    .build()
+)

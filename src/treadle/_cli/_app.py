@@ -47,6 +47,7 @@ from treadle._cli._live import stream_run
 from treadle._cli._serve import WorkerSettings, serve
 from treadle._cli._serve_http import serve as serve_http
 from treadle._cli._starting import prepare_run, refuse_taken_id
+from treadle._cli._stopping import guard_output
 from treadle._cli._views import (
     log_to_stderr,
     out,
@@ -311,7 +312,7 @@ def start(
     if not (follow and as_json):
         print_started(started, workflow, as_json=as_json)
     if follow:
-        view = execute(store, lambda s: follow_new(s, started, quiet=as_json))
+        view = execute(store, lambda s: follow_new(s, started, quiet=as_json), follows=True)
         _settled(view, as_json=as_json)
 
 
@@ -461,6 +462,7 @@ app.command("serve")(serve_http)  # the HTTP API and the page: treadle._server
 
 def main() -> None:
     """Entry point of the ``treadle`` console script."""
+    guard_output()
     app()
 
 

@@ -1,25 +1,26 @@
-"""How a ``treadle`` command runs: one event loop, errors as exit codes, Ctrl-C as detach.
+"""How a ``treadle`` command runs: one event loop, errors as exit codes, a stop as detach.
 
 Every command of :mod:`treadle._cli._app` hands its work to :func:`execute`
 (or :func:`execute_sync`), so that errors read and exit the same way
 everywhere: one line on stderr and the exit codes documented in
 :mod:`treadle._cli._app`. Commands that advance a run (``run``, ``resume``,
-``respond``, ``send``) also get the Ctrl-C handling here: it *detaches*
-from the run, which stays resumable, rather than cancelling it, since only
-``treadle cancel`` should ever cancel.
+``respond``, ``send``) also get the handling of a stop here (Ctrl-C,
+SIGTERM, SIGHUP, a closed output: :mod:`treadle._cli._stopping`): it
+*detaches* from the run, which stays resumable, rather than cancelling it,
+since only ``treadle cancel`` should ever cancel; commands that follow a
+run stop following and leave it alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from rich.markup import escape
 
 from treadle._checkpoints._ownership import detach_all
+from treadle._cli._stopping import CLOSED_OUTPUT, Stop, stopping
 from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
@@ -47,6 +48,7 @@ def execute(
     drives: str | bool = False,
     lease: float | None = None,
     creates: bool = False,
+    follows: bool = False,
 ) -> T:
     """Run one command against the store, turning errors into one line and an exit code.
 
@@ -55,18 +57,24 @@ def execute(
         work: The command, given the opened store.
         drives: For commands that advance a run (``True``, or the id of the
             run they name): Ctrl-C detaches from the runs this process owns
-            instead of cancelling them, says so and exits with 130.
+            instead of cancelling them, says so and exits with 130; so do
+            SIGTERM (143), SIGHUP (129) and a closed output (141).
         lease: The store's lease in seconds (``None``: ``TREADLE_LEASE`` or 30).
         creates: The command may create the store (it starts runs); every
             other command refuses a SQLite file that does not exist.
+        follows: For commands that follow a run they do not drive: Ctrl-C,
+            SIGTERM, SIGHUP or a closed output stops following, leaves the
+            run alone, and exits with 128 plus the signal's number.
     """
 
     async def main() -> T:
         store = open_store(store_url, lease=lease, create=creates)
         try:
-            if drives is False:
-                return await work(store)
-            return await _detach_on_interrupt(store, work, drives)
+            if drives is not False:
+                return await _detach_on_interrupt(store, work, drives)
+            if follows:
+                return await _stop_following(work(store))
+            return await work(store)
         finally:
             await store.close()
 
@@ -74,7 +82,11 @@ def execute(
         return asyncio.run(main())
     except Detached as detached:
         err.print(escape(str(detached)))
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(detached.stop.exit_code) from None
+    except Interrupted as interrupted:
+        if interrupted.stop is not CLOSED_OUTPUT:  # a reader that went away wants no more
+            err.print(f"interrupted by {interrupted.stop.cause}: stopped; nothing was changed")
+        raise typer.Exit(interrupted.stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C while detaching (or one before it could)
         err.print("interrupted: stopped at once; nothing was cancelled")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -111,49 +123,83 @@ def refuse(message: str) -> NoReturn:
 
 
 class Detached(Exception):  # noqa: N818 - an outcome, not a failure
-    """Ctrl-C detached the command from its run; the message says where the run stands."""
+    """A stop detached the command from its run; the message says where the run stands.
+
+    Args:
+        message: Where each run detached from stands, and how to continue it.
+        stop: What stopped the command (its exit code is the command's).
+    """
+
+    def __init__(self, message: str, stop: Stop) -> None:
+        super().__init__(message)
+        self.stop = stop
+
+
+class Interrupted(Exception):  # noqa: N818 - an outcome, not a failure
+    """A stop ended a command that drives no run (it follows one): nothing was changed."""
+
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.cause)
+        self.stop = stop
+
+
+async def _stop_following(work: Awaitable[T]) -> T:
+    """``work``, cancelled by the first Ctrl-C, SIGTERM, SIGHUP or closed output.
+
+    Raises:
+        Interrupted: A stop came before the work finished.
+    """
+    task = asyncio.ensure_future(work)
+    stopped: Stop | None = None
+
+    def on_stop(stop: Stop) -> None:
+        nonlocal stopped
+        stopped = stop
+        task.cancel()
+
+    with stopping(on_stop):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if stopped is None:
+                raise
+    raise Interrupted(stopped)
 
 
 async def _detach_on_interrupt(
     store: Store, work: Callable[[Store], Awaitable[T]], named: str | bool
 ) -> T:
-    """``work``, with Ctrl-C detaching from the runs this process owns rather than cancelling.
+    """``work``, with a stop detaching from the runs this process owns rather than cancelling.
 
-    The first Ctrl-C detaches every run this process owns (their writes are
-    refused from then on, so nothing, not even ``cancelled``, is recorded)
-    and cancels the work; each run's task unwinds and gives its lease up, so
+    A stop is Ctrl-C, SIGTERM, SIGHUP or the output closing (``| head -1``):
+    the first detaches every run this process owns (their writes are refused
+    from then on, so nothing, not even ``cancelled``, is recorded) and
+    cancels the work; each run's task unwinds and gives its lease up, so
     ``resume`` or a worker can take it over at once. A second Ctrl-C stops
     at once (the lease then runs out by itself).
 
     Raises:
-        Detached: Ctrl-C came before the work finished.
+        Detached: A stop came before the work finished.
     """
-    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work(store))
+    stopped: Stop | None = None
+    detached: list[str] = []
 
-    async def command() -> T:
-        return await work(store)
-
-    task = asyncio.create_task(command())
-    detached: list[str] | None = None
-
-    def interrupted() -> None:
-        nonlocal detached
-        loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C: KeyboardInterrupt
-        detached = detach_all("detached by Ctrl-C: the run stays as last committed")
+    def on_stop(stop: Stop) -> None:
+        nonlocal stopped, detached
+        stopped = stop
+        detached = detach_all(f"detached by {stop.cause}: the run stays as last committed")
         task.cancel()
 
-    with contextlib.suppress(NotImplementedError):  # a loop without signal handlers: as before
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-    try:
-        return await task
-    except BaseException:
-        if detached is None:
-            raise
-        # The cancellation, or a write refused while unwinding: the runs stay as committed.
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
+    with stopping(on_stop):
+        try:
+            return await task
+        except BaseException:
+            if stopped is None:
+                raise
+            # The cancellation, or a write refused while unwinding: the runs stay as committed.
     rows = [await _row_or_none(store, run_id) for run_id in detached]
-    raise Detached(_detached_message(detached, rows, named))
+    raise Detached(_detached_message(detached, rows, named), stopped)
 
 
 async def _row_or_none(store: Store, run_id: str) -> RunRecord | None:

@@ -5,7 +5,8 @@ the store, so this process can draw a run it does not run: one started by
 another ``treadle run``, by a worker, by the server. Three ways:
 
 * :func:`watch`: from the log's start (or ``after``), until the run ends or
-  rests; Ctrl-C stops watching and leaves the run alone.
+  rests; Ctrl-C (or SIGTERM, SIGHUP, a closed output) stops watching and
+  leaves the run alone.
 * :func:`while_working`: while this process continues the run itself
   (``resume``, ``respond``, ``send`` with ``--follow`` on SQLite), the
   events it commits, until it is done.
@@ -19,13 +20,12 @@ another ``treadle run``, by a worker, by the server. Three ways:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._cli._live import LiveView
+from treadle._cli._stopping import Stop, stopping
 from treadle._cli._views import out
 from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
@@ -65,16 +65,15 @@ async def watch(
     poll: float = POLL_INTERVAL,
     until_end: bool = False,
     idle: Callable[[RunRecord], Awaitable[None]] | None = None,
-) -> bool:
-    """Show the run's events until it ends or rests; ``False`` if Ctrl-C stopped watching first.
+) -> Stop | None:
+    """Show the run's events until it ends or rests; what stopped watching first, if anything.
 
     ``until_end``: follow it through its rests (awaiting input, waiting on a
     timer, paused) until it ends. ``idle``: see :func:`follow`.
 
-    Ctrl-C only stops this loop: the run is not this process's, and nothing
-    is written to it.
+    Ctrl-C, SIGTERM, SIGHUP or a closed output only stop this loop: the run
+    is not this process's, and nothing is written to it.
     """
-    loop = asyncio.get_running_loop()
 
     async def consume() -> None:
         async for event in follow(
@@ -83,25 +82,20 @@ async def watch(
             shown(event)
 
     task = asyncio.create_task(consume())
-    interrupted = False
+    stopped: Stop | None = None
 
-    def stop() -> None:
-        nonlocal interrupted
-        interrupted = True
+    def stop(why: Stop) -> None:
+        nonlocal stopped
+        stopped = why
         task.cancel()
 
-    with contextlib.suppress(NotImplementedError):  # a loop without signal handlers
-        loop.add_signal_handler(signal.SIGINT, stop)
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not interrupted:
-            raise  # cancelled from outside, not by Ctrl-C
-        return False
-    finally:
-        with contextlib.suppress(NotImplementedError):
-            loop.remove_signal_handler(signal.SIGINT)
-    return True
+    with stopping(stop):
+        try:
+            await task
+        except asyncio.CancelledError:
+            if stopped is None:
+                raise  # cancelled from outside, not by a stop
+    return stopped
 
 
 def under_way(

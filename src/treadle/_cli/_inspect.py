@@ -8,10 +8,10 @@ load here is named on stderr rather than failing the listing.
 
 The others read a run's durable event log, so they work for a run started
 anywhere (another process, a worker, the server) and need none of its code:
-``watch`` follows it live until it ends or rests (Ctrl-C stops watching and
-leaves the run alone: exit 130); ``logs`` prints it whole, failures with
-their full tracebacks; ``export`` writes the run, its checkpoints and its
-events as JSON lines.
+``watch`` follows it live until it ends or rests (Ctrl-C, SIGTERM, SIGHUP
+or a closed output stops watching and leaves the run alone: exit 130, 143,
+129, 141); ``logs`` prints it whole, failures with their full tracebacks;
+``export`` writes the run, its checkpoints and its events as JSON lines.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rich.markup import escape
 from treadle._cli._answering import request_lines
 from treadle._cli._app import EXIT_FOR_STATUS, app
 from treadle._cli._event_views import log_lines, print_settled, rest_lines
-from treadle._cli._execute import EXIT_INTERRUPTED, execute, refuse
+from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     AppOption,
     JsonOption,
@@ -38,6 +38,7 @@ from treadle._cli._flags import (  # noqa: TC001 - typer reads them
 from treadle._cli._follow import under_way
 from treadle._cli._follow import watch as watch_events
 from treadle._cli._live import LiveView
+from treadle._cli._stopping import CLOSED_OUTPUT, Stop
 from treadle._cli._views import err, out
 from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
@@ -114,27 +115,32 @@ def watch(
     rest, saying what it asks, until it ends (completed, failed, cancelled,
     stalled). Ends with where it stands and what it asks. Exit code: the run's
     (0 completed, 1 failed or cancelled, 3 resting or paused); 130 when
-    Ctrl-C stopped watching, which leaves the run as it was.
+    Ctrl-C stopped watching (143 SIGTERM, 129 SIGHUP, 141 a closed
+    output), which leaves the run as it was.
     With --json: its events as JSON lines.
     """
 
-    async def work(s: Store) -> tuple[str, commands.RunView | None]:
+    async def work(s: Store) -> tuple[str, commands.RunView | Stop]:
         full = (await commands.get_run(s, run_id)).run_id
         workflow = await _code_of(s, full, app_)
         with LiveView(out, workflow, quiet=as_json) as drawer:
             shown = _print_json_line if as_json else drawer.draw
             idle = None if as_json else _watching(s, full, app_, drawer, until_end=until_end)
-            if not await watch_events(s, full, shown, after=after, until_end=until_end, idle=idle):
-                return full, None
+            stopped = await watch_events(
+                s, full, shown, after=after, until_end=until_end, idle=idle
+            )
+            if stopped is not None:
+                return full, stopped
         return full, await commands.show_run(s, full, app_)
 
     full, view = execute(store, work)
-    if view is None:
-        err.print(
-            f"stopped watching run {escape(full)}; the run was not touched "
-            f"(treadle watch {escape(full)} to watch it again)"
-        )
-        raise typer.Exit(EXIT_INTERRUPTED)
+    if isinstance(view, Stop):
+        if view is not CLOSED_OUTPUT:  # a reader that went away wants no more
+            err.print(
+                f"stopped watching run {escape(full)}; the run was not touched "
+                f"(treadle watch {escape(full)} to watch it again)"
+            )
+        raise typer.Exit(view.exit_code)
     if not as_json:
         print_settled(view, as_json=False)
     raise typer.Exit(EXIT_FOR_STATUS[RunStatus(view.run.status)])
