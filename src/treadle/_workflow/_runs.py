@@ -33,6 +33,7 @@ from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
 from treadle._engine._result import RunStatus
 from treadle._exceptions import (
+    CheckpointCorruptError,
     CheckpointNotFoundError,
     GraphChangedError,
     RequestAlreadyAnsweredError,
@@ -210,9 +211,8 @@ async def load_restored(
         raise RunCancelledError(run_id)
     if row.version != workflow.version:
         raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
-    description = decode_description(run_id, graph)
-    if fingerprint(description) != workflow.fingerprint:
-        changes = describe_changes(description, workflow.description)
+    if _stored_fingerprint(run_id, graph) != workflow.fingerprint:
+        changes = describe_changes(decode_description(run_id, graph), workflow.description)
         raise GraphChangedError(run_id, changes)
     if record is None:
         raise CheckpointNotFoundError(run_id, checkpoint_id)
@@ -225,7 +225,30 @@ async def load_restored(
     return restored
 
 
+def _stored_fingerprint(run_id: str, graph: bytes) -> str:
+    """The fingerprint of a run's stored graph description.
+
+    Every run of a workflow stores the same bytes, so a resume decodes and
+    hashes them once per process rather than once per run.
+
+    Raises:
+        CheckpointCorruptError: The bytes are not a JSON object, naming the run.
+    """
+    found = _fingerprint_of(graph)
+    if found is None:
+        decode_description(run_id, graph)  # raises, naming the run and why
+    return found or ""
+
+
 @functools.lru_cache(maxsize=64)
+def _fingerprint_of(graph: bytes) -> str | None:
+    """:func:`fingerprint` of stored bytes, or None where they are no description."""
+    try:
+        return fingerprint(decode_description("", graph))
+    except CheckpointCorruptError:
+        return None
+
+
 async def fork_run(
     workflow: Workflow,
     store: Store,
