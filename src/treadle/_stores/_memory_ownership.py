@@ -328,6 +328,28 @@ class MemoryOwnership(ABC):
                 for run in list(chosen.values())[:limit]
             ]
 
+    async def held_claimable(self, now: float, *, limit: int) -> list[Lease]:
+        """The current leases on runs a claim would take, were they free (see the store port)."""
+        self._check_open()
+        check_limit(limit)
+        with self._lock:
+            wall = time.time()
+            held = [
+                Lease(run.record.run_id, run.record.owner, run.epoch, run.record.lease_until)
+                for run in self._runs.values()
+                if run.record.owner is not None
+                and run.record.lease_until is not None
+                and not run.free(wall)
+                and run.record.parked is None
+                and run.record.status not in _NOT_SERVICEABLE
+                and (
+                    run.record.status == "running"
+                    or (run.ready_at is not None and run.ready_at <= wall)
+                    or ((when := due_at(run.record)) is not None and when <= now)
+                )
+            ]
+        return held[:limit]
+
     def _lease(self, run: MemoryRun, owner: str, until: float, *, parked: str | None) -> Lease:
         run.epoch += 1
         run.record = dataclasses.replace(run.record, owner=owner, lease_until=until, parked=parked)

@@ -390,6 +390,10 @@ class LeasedStore:
         """Refused: a worker deletes no run (it only advances the one it claimed)."""
         raise LeaseLostError(run_id, self.held.epoch)
 
+    async def held_claimable(self, now: float, *, limit: int) -> list[Lease]:
+        """Leases on runs a claim would take, were they free (the store's)."""
+        return await self.store.held_claimable(now, limit=limit)
+
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """Due runs (the store's)."""
         return await self.store.due_runs(now, limit=limit)

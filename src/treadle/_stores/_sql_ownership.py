@@ -144,6 +144,16 @@ CLAIMABLE_ORPHANS = (
     " LIMIT ?"
 )
 
+# The same runs held under a current lease, with the lease: a service takes one
+# at once from an owner it knows is dead. Read by the indexes above, as the
+# claim is (status, ready_at, the due time).
+HELD_CLAIMABLE = (
+    "SELECT run_id, owner, lease_epoch, lease_until FROM treadle_runs"  # noqa: S608 - constants
+    f" WHERE (status = 'running' OR ready_at <= ? OR {DUE_AT} <= ?)"
+    f" AND owner IS NOT NULL AND lease_until > ? AND parked IS NULL"
+    f" AND status NOT IN {_NOT_SERVICEABLE} LIMIT ?"
+)
+
 CLAIM = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?

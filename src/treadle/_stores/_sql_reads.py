@@ -8,13 +8,21 @@ differs, and that is each backend's :meth:`SqlReads._select`.
 from __future__ import annotations
 
 import dataclasses
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
-from treadle._stores import _sql_events, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores import (
+    _sql_events,
+    _sql_ownership,
+    _sql_pieces,
+    _sql_rows,
+    _sql_rules,
+    _sql_statements,
+)
 from treadle._stores._pieces import complete, ids_text
-from treadle._stores._store import Piece
+from treadle._stores._store import Lease, Piece
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -187,6 +195,13 @@ class SqlReads(ABC):
         if not last:
             await self.get_run(run_id)
         return int(last)
+
+    async def held_claimable(self, now: float, *, limit: int) -> list[Lease]:
+        """The current leases on runs a claim would take, were they free (see the port)."""
+        _sql_rules.check_limit(limit)
+        wall = time.time()
+        rows = await self._select(_sql_ownership.HELD_CLAIMABLE, (wall, now, wall, limit))
+        return [Lease(str(r), str(o), int(epoch), float(until)) for r, o, epoch, until in rows]
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.

@@ -299,6 +299,17 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
+    async def held_claimable(self, now: float, *, limit: int) -> list[Lease]:
+        """The current leases on runs :meth:`claim` would take, were they free.
+
+        That is, up to ``limit`` runs not parked, paused or ended that are
+        ``running``, were delivered something, or are due at ``now``, and
+        whose owner's lease has not run out. A timer service looks at their
+        owners: one it knows is dead (a process gone from its host) need not
+        be waited out (``acquire(..., replacing=owner)``).
+        """
+        ...
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
 

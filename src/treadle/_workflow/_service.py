@@ -23,7 +23,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
+from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner, owner_is_dead
 from treadle._engine._clock import SystemClock
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._options import RunOptions
@@ -31,6 +31,9 @@ from treadle._exceptions import (
     CheckpointCorruptError,
     DurabilityError,
     GraphChangedError,
+    RunBusyError,
+    RunNotFoundError,
+    RunPausedError,
     SerializationError,
     TreadleError,
 )
@@ -42,9 +45,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from types import TracebackType
 
+    from treadle._checkpoints._codec import RestoredRun
     from treadle._engine._clock import Clock
     from treadle._engine._result import RunResult
-    from treadle._stores._store import Claimed, Store
+    from treadle._stores._store import Claimed, Lease, Store
     from treadle._workflow._workflow import Workflow
 
 logger = logging.getLogger("treadle.runtime")
@@ -129,6 +133,7 @@ class Runtime:
             async with slots:
                 results[index] = await self._continue_claimed(claimed, duration)
 
+        await self._let_go_for_the_dead(duration, batch)
         while True:  # without a limit, batch after batch until nothing more is due
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
             offset = len(results)
@@ -139,6 +144,50 @@ class Runtime:
             if limit is not None or len(claimed) < batch:
                 break
         return [result for result in results if result is not None]
+
+    async def _let_go_for_the_dead(self, duration: float, limit: int) -> None:
+        """Give up the leases of owners known dead, so that this round's claim takes their runs.
+
+        A process on this host that no longer exists (killed, crashed) will
+        never renew its leases: ``resume`` does not wait them out
+        (``owner_is_dead``), and neither does a service. Each is taken from its
+        dead owner (a new epoch fences it out) and let go at once, so the run
+        is claimed by the ordinary rules, by whichever service comes first.
+        """
+        for held in await self.store.held_claimable(self.clock.now(), limit=limit):
+            if not owner_is_dead(held.owner):
+                continue
+            logger.info(
+                "run %s: its owner %s is dead (no such process on this host); "
+                "taking the run over without waiting out its lease",
+                held.run_id,
+                held.owner,
+            )
+            try:
+                lease = await self.store.acquire(
+                    held.run_id, new_owner(), duration, replacing=held.owner
+                )
+            except (RunBusyError, RunNotFoundError, RunPausedError):
+                continue  # another service was quicker, or the run went meanwhile
+            await self.store.release(lease)
+
+    def _log_claim(self, lease: Lease, restored: RestoredRun, delivered: bool) -> None:
+        if restored.status == "running":
+            why = "orphaned: its owner died or let go mid-run"
+        elif restored.deadline_at is not None and restored.deadline_at <= self.clock.now():
+            why = "its deadline passed"
+        elif delivered:
+            why = "delivered to"
+        else:
+            why = "its timer is due"
+        logger.info(
+            "claimed run %s epoch %d status %s superstep %d (%s)",
+            lease.run_id,
+            lease.epoch,
+            restored.status,
+            restored.superstep,
+            why,
+        )
 
     async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
         lease, name = claimed.lease, claimed.workflow
@@ -162,15 +211,25 @@ class Runtime:
                 return None
             except RunCancelledError:
                 return None  # cancelled between the claim and the read
+            self._log_claim(lease, taken.restored, claimed.delivered)
             options = RunOptions(clock=self.clock, record_events=False)
             try:
-                return await continue_taken(workflow, taken, self.store, options)
+                result = await continue_taken(workflow, taken, self.store, options)
             except WorkflowRunError as error:
+                logger.info(
+                    "run %s failed at superstep %d: %s: %s",
+                    lease.run_id,
+                    error.result.superstep,
+                    type(error).__name__,
+                    error,
+                )
                 return error.result
             except TreadleError as error:
                 # Not raised: the other runs go on; what went wrong is in the store and the log.
                 logger.warning("run %s: %s", lease.run_id, error)
                 return None
+            logger.info("run %s %s at superstep %d", lease.run_id, result.status, result.superstep)
+            return result
         finally:
             self._driving.discard(ownership)
             await ownership.close()

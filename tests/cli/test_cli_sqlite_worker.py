@@ -1,0 +1,92 @@
+"""The SQLite ``treadle worker`` takes dead owners' runs over at once and says what it does.
+
+Every test drives the real command in subprocesses on one SQLite file, with
+a lease (60 s) far longer than any wait here: a run the worker takes up
+before that lease runs out was taken from an owner it knew to be dead.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from test_cli_ownership import ISO_LINE, end, gate_of, input_for, wait_for_file
+from treadle_cli import Cli
+
+if TYPE_CHECKING:
+    import subprocess
+
+pytestmark = pytest.mark.integration
+
+LEASE = "60"
+
+
+def stop(worker: subprocess.Popen[str]) -> str:
+    """SIGTERM the worker and return what it logged; it must exit cleanly."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        out, err = worker.communicate(timeout=30)
+    finally:
+        end(worker)
+    assert (worker.returncode, out) == (0, ""), err
+    assert all(ISO_LINE.match(line) for line in err.strip().splitlines()), err
+    return err
+
+
+def wait_for_status(cli: Cli, run_id: str, status: str, worker: subprocess.Popen[str]) -> float:
+    """Seconds until the run has ``status`` (another process moves it: polled)."""
+    began = time.monotonic()
+    while (shown := cli.json("show", run_id))["status"] != status:
+        if worker.poll() is not None:
+            pytest.fail(f"the worker exited: {worker.communicate()}")
+        assert time.monotonic() - began < 20, shown
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+def test_the_sqlite_worker_takes_over_at_once_a_run_whose_owner_process_was_killed(tmp_path):
+    cli = Cli(tmp_path, TREADLE_LEASE=LEASE)
+    gate = gate_of(tmp_path)
+    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "k1")
+    wait_for_file(gate.with_name("gate.reached"), owner)
+    worker = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        time.sleep(0.5)  # the worker is up, and leaves the live owner's run alone
+        assert cli.json("show", "k1")["owner"].split(":")[1] == str(owner.pid)
+        end(owner)  # SIGKILL in superstep 2, holding a lease for another minute
+        gate.touch()
+        taken = wait_for_status(cli, "k1", "completed", worker)
+    finally:
+        err = stop(worker)
+    assert taken < 10, err  # not a whole lease (60 s) later
+    assert cli.json("show", "k1")["owner"] is None
+    lines = err.splitlines()
+    (gone,) = [line for line in lines if "run k1: its owner" in line]
+    assert f":{owner.pid}:" in gone, gone
+    assert "is dead" in gone, gone
+    (claimed,) = [line for line in lines if "claimed run k1 " in line]
+    assert "status running" in claimed, claimed
+    assert "orphaned" in claimed, claimed
+    assert any("run k1 completed" in line for line in lines), err
+    # No superstep committed twice: the one it was killed in ran again, once.
+    assert cli.checkpoints("k1") == [0, 1, 2, 3]
+
+
+def test_the_sqlite_worker_logs_the_deadlines_it_fires(tmp_path):
+    cli = Cli(tmp_path, TREADLE_LEASE=LEASE)
+    started = cli("run", "slow_app:nap_a", "--input", "600", "--timeout", "1", "--run-id", "d1")
+    assert started.returncode == 3, started.stderr  # waiting on a timer ten minutes away
+    worker = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        wait_for_status(cli, "d1", "failed", worker)
+    finally:
+        err = stop(worker)
+    lines = err.splitlines()
+    (claimed,) = [line for line in lines if "claimed run d1 " in line]
+    assert "status waiting" in claimed, claimed
+    assert "its deadline passed" in claimed, claimed
+    (failed,) = [line for line in lines if "run d1 failed" in line]
+    assert "RunTimeoutError" in failed, failed
+    assert "deadline" in failed, failed
