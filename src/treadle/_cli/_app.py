@@ -418,7 +418,10 @@ def graph(
 def worker(
     apps: Annotated[
         list[str],
-        typer.Option("--app", help="pkg.module (every workflow in it) or pkg.module:workflow."),
+        typer.Option(
+            "--app",
+            help="pkg.module or path/app.py (every workflow in it), or pkg.module:workflow.",
+        ),
     ],
     poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.01)] = 1.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,

@@ -21,7 +21,7 @@ from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._views import out
 from treadle._exceptions import AppLoadError
-from treadle._scaleout._apps import import_here, load_app
+from treadle._scaleout._apps import import_app, load_app
 from treadle._workflow._migrate_runs import MigrationReport, RunMigration, migrate
 from treadle._workflow._migration import Migration
 from treadle._workflow._versions import Hosted
@@ -88,7 +88,7 @@ def _load(spec: str) -> tuple[Hosted, list[Migration]]:
         hosted = Hosted(load_app(module_name))  # each workflow's origin recorded
     except (AppLoadError, ValueError) as error:
         refuse(escape(str(error)))
-    found = vars(import_here(module_name))  # imported already: for its migrations
+    found = vars(import_app(module_name)[0])  # imported already: for its migrations
     migrations = [v for v in found.values() if isinstance(v, Migration)]
     if not migrations:
         refuse(

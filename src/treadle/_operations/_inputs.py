@@ -12,24 +12,18 @@ is refused as bad input before anything is stored. Errors are
 
 from __future__ import annotations
 
-import difflib
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import AppLoadError, CommandError, DefinitionError
 from treadle._scaleout import _apps as apps
-from treadle._scaleout._apps import import_here
 from treadle._stores._store import DEFAULT_LEASE
-from treadle._workflow._workflow import Workflow
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
 
 DEFAULT_STORE = "treadle.sqlite"
 """The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
@@ -105,10 +99,14 @@ def lease_from_environment() -> float:
 def load_workflow(spec: str) -> Workflow:
     """The workflow an app path names, its path kept as the workflow's origin.
 
-    ``pkg.module:workflow``; ``pkg.module`` when the module holds exactly
-    one workflow; a file, ``path/to/app.py[:workflow]``; or a definition
-    file, ``path/to/flow.yaml`` (or ``.yml``, ``.json``). Later commands
-    find a run's workflow by the origin it was started with.
+    ``pkg.module:workflow``; ``pkg.module`` when the module holds workflows
+    of one name (the newest version of it: older ones kept beside it are for
+    the runs they started); a file, ``path/to/app.py[:workflow]``, the same
+    way; or a definition file, ``path/to/flow.yaml`` (or ``.yml``,
+    ``.json``). Every command picks its workflow here
+    (:func:`treadle._scaleout._apps.choose_workflow`), as workers, the
+    server and ``Runtime.start`` pick a version. Later commands find a run's
+    workflow by the origin it was started with.
 
     Raises:
         CommandError: It does not import, or names no single workflow; the
@@ -116,32 +114,10 @@ def load_workflow(spec: str) -> Workflow:
     """
     if spec.endswith(DEFINITION_SUFFIXES):
         return load_definition(spec)
-    where, _, attribute = spec.partition(":")
-    if not where:
-        msg = f"{spec!r} is not an app: write pkg.module:workflow, pkg.module or path/app.py"
-        raise CommandError(msg)
-    file = where.endswith(".py") or "/" in where
     try:
-        module = _import_file(where) if file else import_here(where)
+        return apps.choose_workflow(spec)
     except AppLoadError as error:
         raise CommandError(str(error)) from error
-    found = {name: v for name, v in vars(module).items() if isinstance(v, Workflow)}
-    if not attribute:
-        if len(found) != 1:
-            held = ", ".join(f"{where}:{name}" for name in found) or "none"
-            msg = f"{where!r} holds {len(found)} workflows at its top level; name one ({held})"
-            raise CommandError(msg)
-        [attribute] = found
-    workflow = getattr(module, attribute, None)
-    if not isinstance(workflow, Workflow):
-        what = "has no attribute" if workflow is None else f"has a {type(workflow).__name__} as"
-        close = difflib.get_close_matches(attribute, list(found), n=1)
-        hint = f"; did you mean {where}:{close[0]}?" if close else ""
-        listed = ", ".join(found) or "none"
-        msg = f"{where!r} {what} {attribute!r}, not a Workflow (its workflows: {listed}){hint}"
-        raise CommandError(msg)
-    workflow.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
-    return workflow
 
 
 def load_version(spec: str, name: str, version: int) -> Workflow:
@@ -165,13 +141,12 @@ def load_version(spec: str, name: str, version: int) -> Workflow:
     if named is not None and (named.name, named.version) == (name, version):
         return named
     if not spec.endswith(DEFINITION_SUFFIXES):
-        where = spec.partition(":")[0]
-        file = where.endswith(".py") or "/" in where
-        module = _import_file(where) if file else import_here(where)
-        for attribute, held in vars(module).items():
-            if isinstance(held, Workflow) and (held.name, held.version) == (name, version):
-                if held.origin is None:
-                    held.origin = f"{str(Path(where).resolve()) if file else where}:{attribute}"
+        try:
+            beside = apps.load_app(spec.partition(":")[0])
+        except AppLoadError as error:
+            raise CommandError(str(error)) from error
+        for held in beside:
+            if (held.name, held.version) == (name, version):
                 return held
     if named is None:
         msg = f"{spec!r} holds no version {version} of workflow {name!r}"
@@ -200,37 +175,6 @@ def load_definition(path: str) -> Workflow:
         return load_path(path)
     except DefinitionError as error:
         raise CommandError(str(error)) from error
-
-
-def _import_file(path: str) -> ModuleType:
-    """Import a Python file as a module (its directory importable, as for a script).
-
-    Raises:
-        AppLoadError: There is no such file, or it does not import.
-    """
-    file = Path(path).resolve()
-    if not file.is_file():
-        msg = f"no file {str(file)!r}"
-        raise AppLoadError(msg)
-    name = file.stem
-    loaded = sys.modules.get(name)
-    if loaded is not None and getattr(loaded, "__file__", None) == str(file):
-        return loaded
-    if str(file.parent) not in sys.path:
-        sys.path.insert(0, str(file.parent))
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        msg = f"cannot import {str(file)!r}: not a Python file"
-        raise AppLoadError(msg)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:
-        del sys.modules[name]
-        msg = f"cannot import {str(file)!r}: {type(error).__name__}: {error}"
-        raise AppLoadError(msg) from error
-    return module
 
 
 def parse_json(text: str, what: str) -> Any:

@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from treadle._exceptions import AppLoadError, CommandError, TreadleError
-from treadle._operations._inputs import load_workflow, open_store
+from treadle._operations._inputs import DEFINITION_SUFFIXES, load_workflow, open_store
 from treadle._scaleout._apps import load_app
 from treadle._server import _page, _routes_control, _routes_requests, _routes_runs, _sse
 from treadle._server._auth import AccessGuard
@@ -54,16 +54,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 
 
 def load_workflows(apps: Sequence[str]) -> list[Workflow]:
-    """The workflows ``--app`` names: every one a module holds, one named, or one in a file.
+    """The workflows ``--app`` names: every one a module or file holds (every version), or one.
+
+    Read as ``treadle worker`` reads ``--app`` (:func:`load_app`); a
+    definition file holds one workflow.
 
     Raises:
         CommandError: One does not load.
     """
     found: list[Workflow] = []
     for spec in apps:
-        where = spec.partition(":")[0]
         try:
-            if where.endswith(".py") or "/" in where:
+            if spec.endswith(DEFINITION_SUFFIXES):
                 found.append(load_workflow(spec))
             else:
                 found += load_app(spec)
