@@ -45,9 +45,9 @@ def test_ask_answer_show_fork_and_every_listing_as_json(tmp_path):
     assert child_shown["state"] == {"topic": "seals"}
     assert cli.json("history", run_id)["forks"][0]["run_id"] == child
 
-    runs = cli.json("runs")
+    runs = cli.json("runs")["runs"]
     assert {r["run_id"] for r in runs} == {run_id, child}
-    assert [r["run_id"] for r in cli.json("runs", "--status", "completed")] == [run_id]
+    assert [r["run_id"] for r in cli.json("runs", "--status", "completed")["runs"]] == [run_id]
 
 
 def test_a_long_run_shows_a_progress_bar_advancing_in_a_terminal(tmp_path):

@@ -1,9 +1,11 @@
 """Small things a user meets in what the `treadle` command prints (issue 28, item 20):
-help at 80 columns, and the superstep a failure is said in.
+help at 80 columns, the superstep a failure is said in, `runs --json` shaped as the API's
+answer, and ISO times in `export`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -11,11 +13,13 @@ import sys
 import pytest
 from treadle_cli import HERE, Cli
 
+from server.conftest import serving
 from treadle._cli._app import app
 
 pytestmark = pytest.mark.integration
 
 PYTHON_TYPES = re.compile(r"<(str|int|float|bool|list\[[a-z]+\]|[a-z]+ range)>")
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00$")
 
 # Every command's --help, printed by one real process at 80 columns.
 _EVERY_HELP = """
@@ -64,3 +68,35 @@ def test_a_failure_is_said_in_the_superstep_it_failed_in(tmp_path):
     assert done.returncode == 1
     assert "failed in superstep 1" in done.stdout, done.stdout
     assert "after superstep 0" not in done.stdout
+
+
+async def test_runs_json_answers_what_get_api_runs_answers(tmp_path):
+    cli = Cli(tmp_path)
+    for n in range(3):
+        assert cli("run", "watch_app:counting", "-i", "1", "--run-id", f"r-{n}").returncode == 3
+    listed = json.loads(cli("runs", "--json", "--limit", "2").stdout)
+    async with serving(str(cli.db), apps=("watch_app",)) as api:
+        answered = (await api.get("/api/runs", params={"limit": 2})).json()
+        rest = (await api.get("/api/runs", params={"cursor": answered["next_cursor"]})).json()
+    assert set(listed) == set(answered) == {"runs", "next_cursor"}
+    assert [r["run_id"] for r in listed["runs"]] == [r["run_id"] for r in answered["runs"]]
+    for row, api_row in zip(listed["runs"], answered["runs"], strict=True):
+        assert set(api_row) <= set(row)
+        assert {k: row[k] for k in api_row} == api_row
+    following = cli.json("runs", "--cursor", listed["next_cursor"])
+    assert [r["run_id"] for r in following["runs"]] == [r["run_id"] for r in rest["runs"]]
+    assert following["next_cursor"] is None
+
+
+def test_export_writes_every_time_as_iso_8601_with_its_zone(tmp_path):
+    cli = Cli(tmp_path)
+    assert cli("run", "watch_app:counting", "-i", "2", "--run-id", "e-1").returncode == 3
+    done = cli("export", "e-1")
+    assert done.returncode == 0, done.stderr
+    times = []
+    for record in map(json.loads, done.stdout.splitlines()):
+        for key in ("created_at", "updated_at", "at", "wake_at", "lease_until", "deadline_at"):
+            if record.get(key) is not None:
+                times.append(record[key])
+    assert len(times) > 5
+    assert all(isinstance(t, str) and ISO.match(t) for t in times), times

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from treadle_cli import TREADLE, Cli
+from treadle_cli import TREADLE, Cli, seconds
 
 if TYPE_CHECKING:
     import subprocess
@@ -168,11 +168,11 @@ def test_a_run_another_process_owns_is_refused_in_one_line_or_waited_for(tmp_pat
     try:
         wait_for_file(gate.with_name("gate.reached"), owner)
 
-        listed = cli.json("runs")
+        listed = cli.json("runs")["runs"]
         assert listed[0]["run_id"] == "r3"
         assert listed[0]["orphaned"] is False
         assert listed[0]["owner"].startswith(f"{socket.gethostname()}:{owner.pid}:")
-        assert listed[0]["lease_until"] > time.time()
+        assert seconds(listed[0]["lease_until"]) > time.time()
         table = cli("runs").stdout
         assert f":{owner.pid}:" in table
         assert "orphaned" not in table
@@ -206,7 +206,7 @@ def test_a_killed_owner_leaves_its_run_orphaned_until_resume_takes_it_over(tmp_p
     wait_for_file(gate.with_name("gate.reached"), owner)
     end(owner)
 
-    (row,) = cli.json("runs")
+    (row,) = cli.json("runs")["runs"]
     assert row["status"] == "running"
     assert row["orphaned"] is True  # its process is gone: no need to wait out the lease
     assert row["owner"].startswith(f"{socket.gethostname()}:{owner.pid}:")
@@ -233,7 +233,7 @@ def test_an_owner_paused_past_its_lease_is_orphaned_and_fenced_out(tmp_path):
         while not (shown := cli.json("show", "r5"))["orphaned"]:
             assert time.monotonic() < deadline, shown
             time.sleep(0.05)
-        assert shown["lease_until"] <= time.time()  # orphaned by its lease, not by death
+        assert seconds(shown["lease_until"]) <= time.time()  # orphaned by its lease, not by death
         assert f":{owner.pid}:" in shown["owner"]
         assert "(lease ended " in cli("show", "r5").stdout
 
@@ -369,7 +369,7 @@ def test_a_run_whose_owner_was_killed_is_orphaned_after_its_lease_and_a_worker_c
     wait_for_file(gate.with_name("gate.reached"), owner)
     end(owner)  # SIGKILL in superstep 2
 
-    (row,) = cli.json("runs")
+    (row,) = cli.json("runs")["runs"]
     assert (row["status"], row["orphaned"]) == ("running", True)
     assert "running (orphaned)" in cli("runs").stdout
     gate.touch()
@@ -398,12 +398,12 @@ def test_a_worker_given_one_workflow_wakes_its_timers_on_time_and_parks_the_othe
         for name in ("nap_a", "nap_b"):
             started = cli("run", f"slow_app:{name}", "--input", "1", "--run-id", f"{name}-{n}")
             assert started.returncode == 3, started.stderr  # waiting on its timer
-    due = {r["run_id"]: r["wake_at"] for r in cli.json("runs")}
+    due = {r["run_id"]: seconds(r["wake_at"]) for r in cli.json("runs")["runs"]}
     worker = cli.start("worker", "--app", "slow_app:nap_a", "--poll-interval", "0.05")
     try:
         deadline = time.monotonic() + 30
         while True:
-            rows = {r["run_id"]: r for r in cli.json("runs")}
+            rows = {r["run_id"]: r for r in cli.json("runs")["runs"]}
             a_done = all(rows[f"nap_a-{n}"]["status"] == "completed" for n in range(2))
             b_parked = all(rows[f"nap_b-{n}"]["parked"] for n in range(2))
             if a_done and b_parked:

@@ -39,7 +39,7 @@ def test_treadle_pause_stops_a_run_at_its_next_barrier_and_unpause_lets_it_go_on
     assert "run p1: paused" in out
     assert "`treadle unpause p1` or `treadle resume p1` lets it go on" in out
     assert cli.checkpoints("p1") == [0, 1, 2]
-    assert [row["run_id"] for row in cli.json("runs", "--status", "paused")] == ["p1"]
+    assert [row["run_id"] for row in cli.json("runs", "--status", "paused")["runs"]] == ["p1"]
     assert "`treadle unpause p1`" in cli("show", "p1").stdout
 
     again = cli("pause", "p1")

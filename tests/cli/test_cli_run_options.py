@@ -15,7 +15,7 @@ def test_max_supersteps_stops_a_loop_started_from_the_command_line(tmp_path):
     done = cli("run", "cli_app:bouncing", "-i", "0", "--max-supersteps", "4", "--json")
     assert done.returncode == 1, done.stderr
     assert "max_supersteps=4" in done.stdout + done.stderr
-    (run,) = cli.json("runs")
+    (run,) = cli.json("runs")["runs"]
     assert run["status"] == "failed"
 
 
@@ -42,7 +42,7 @@ def test_a_stored_run_keeps_its_deadline_so_resume_refuses_a_timeout(tmp_path):
     cli = Cli(tmp_path)
     started = cli("run", "cli_app:review", "-i", json.dumps({"topic": "bees", "words": 3}))
     assert started.returncode == 3, started.stderr
-    (run,) = cli.json("runs")
+    (run,) = cli.json("runs")["runs"]
     before = cli.snapshot()
     for command in (["resume", run["run_id"]], ["send", run["run_id"], '"hi"']):
         done = cli(*command, "--timeout", "3600")

@@ -232,7 +232,9 @@ def stopped(worker: subprocess.Popen[str]) -> str:
 def wait_for_status(cli: Cli, run_id: str, status: str, worker: subprocess.Popen[str]) -> None:
     """Poll `treadle runs` until the worker brought ``run_id`` to ``status``."""
     deadline = time.monotonic() + 30
-    while (rows := {r["run_id"]: r["status"] for r in cli.json("runs")}).get(run_id) != status:
+    while (rows := {r["run_id"]: r["status"] for r in cli.json("runs")["runs"]}).get(
+        run_id
+    ) != status:
         assert worker.poll() is None, worker.communicate()
         assert time.monotonic() < deadline, rows
         time.sleep(0.05)

@@ -83,7 +83,7 @@ def test_a_parked_run_says_why_in_its_status():
     assert _views._status_text(parked, NOW) == "running (orphaned; parked: no workflow 'wf' here)"
     resting = row(status="waiting", parked="GraphChangedError: x")
     assert _views._status_text(resting, NOW) == "waiting (parked: GraphChangedError: x)"
-    data = _views._run_data(parked, NOW)
+    data = _views.run_row(parked, NOW)
     assert (data["orphaned"], data["parked"], data["owner"]) == (True, parked.parked, None)
 
 

@@ -93,7 +93,7 @@ def test_watch_follows_a_run_another_process_advances_and_ctrl_c_leaves_it_alone
     running = cli.start("run", "slow_app:gated", "-i", json.dumps(str(gate)), "--run-id", "g-1")
     try:
         wait_for_file(tmp_path / "gate.reached", running)  # mid-superstep 2, in another process
-        [before] = cli.json("runs")
+        [before] = cli.json("runs")["runs"]
         assert (before["status"], before["owner"] is not None) == ("running", True)
 
         watching = Terminal(cli, "watch", "g-")  # a prefix names the run
@@ -104,7 +104,7 @@ def test_watch_follows_a_run_another_process_advances_and_ctrl_c_leaves_it_alone
         finally:
             watching.kill()
         assert "stopped watching run g-1; the run was not touched" in watching.seen
-        [after] = cli.json("runs")
+        [after] = cli.json("runs")["runs"]
         assert (after["status"], after["owner"]) == ("running", before["owner"])
 
         live = cli.start("watch", "g-1")  # follows on, live, to the end

@@ -7,10 +7,16 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 HERE = Path(__file__).parent
 TREADLE = str(Path(sys.executable).parent / "treadle")
+
+
+def seconds(iso: str) -> float:
+    """A time the command's JSON gives (ISO 8601 with its offset) as seconds since the epoch."""
+    return datetime.fromisoformat(iso).timestamp()
 
 
 class Cli:

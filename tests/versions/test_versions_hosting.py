@@ -152,7 +152,7 @@ async def test_runs_and_show_name_each_runs_version(tmp_path: Path) -> None:
         started = cli.json("run", spec, "--input", f'"doc {run_id}"', "--run-id", run_id)
         assert started["status"] == "awaiting_input"
 
-    listed = {row["run_id"]: row["version"] for row in cli.json("runs")}
+    listed = {row["run_id"]: row["version"] for row in cli.json("runs")["runs"]}
     assert listed == {"r1": 1, "r2": 2}
     table = cli("runs")
     assert table.returncode == 0, table.stderr

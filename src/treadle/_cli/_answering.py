@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from treadle._operations._commands import iso
+from treadle._operations._shapes import iso_time
 
 _EXAMPLES: dict[str, Any] = {
     "boolean": True,
@@ -47,7 +47,7 @@ def request_lines(request: dict[str, Any]) -> list[str]:
     wanted = escape(str(request["response_type"]))
     lines = [f"request {request['request_id']} from {asker} waits for {wanted}: {payload}"]
     if request.get("deadline_at") is not None:
-        lines.append(f"  deadline: {iso(request['deadline_at'])}")
+        lines.append(f"  deadline: {iso_time(request['deadline_at'], timespec='seconds')}")
     schema = request.get("answer_schema") or {}
     lines += [f"  {escape(line)}" for line in field_lines(schema)]
     example = shlex.quote(json.dumps(example_answer(schema)))

@@ -64,7 +64,9 @@ from treadle._cli._views import (
     print_unpaused,
 )
 from treadle._engine._result import RunStatus
+from treadle._exceptions import CommandError
 from treadle._operations import _commands as commands
+from treadle._operations import _shapes as shapes
 from treadle._operations._inputs import load_workflow
 from treadle._operations._requests import requests_of
 
@@ -156,15 +158,29 @@ def runs(
     status: Annotated[str | None, typer.Option("--status", help="e.g. awaiting_input")] = None,
     workflow: Annotated[str | None, typer.Option("--workflow", help="A workflow name.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="Go on where a listing left off (its next_cursor)."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first, a page at a time.
+
+    With --json: {"runs": [...], "next_cursor": ...}, as GET /api/runs.
+    """
     if status is not None and status not in {s.value for s in RunStatus}:
         valid = ", ".join(s.value for s in RunStatus)
         refuse(f"unknown status {status!r}; use one of {valid}")
-    rows = execute(store, lambda s: s.list_runs(status=status, workflow=workflow, limit=limit))
-    print_runs(rows, as_json=as_json)
+    try:
+        before = None if cursor is None else shapes.decode_cursor(cursor)
+    except CommandError as error:
+        refuse(escape(str(error)))
+    rows, next_cursor = execute(
+        store,
+        lambda s: shapes.runs_page(s, status=status, workflow=workflow, limit=limit, before=before),
+    )
+    print_runs(rows, next_cursor, as_json=as_json)
 
 
 @app.command()

@@ -16,7 +16,6 @@ or a closed output stops watching and leaves the run alone: exit 130, 143,
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path  # noqa: TC003 - typer reads the annotation
@@ -46,6 +45,13 @@ from treadle._operations import _commands as commands
 from treadle._operations._events import RESTING_STATUSES
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
+from treadle._operations._shapes import (
+    checkpoint_json,
+    checkpoint_kinds,
+    event_json,
+    request_json,
+    run_json,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,7 +84,8 @@ def print_requests(found: Pending, *, as_json: bool) -> None:
     for line in found.unread:
         err.print(f"[yellow]could not read run[/yellow] {escape(line)}")
     if as_json:
-        out.print_json(data=plain({"requests": found.requests, "unread": found.unread}))
+        requests = [request_json(r) for r in found.requests]  # as GET /api/requests, and unread
+        out.print_json(data=plain({"requests": requests, "unread": found.unread}))
         return
     if not found.requests:
         out.print("no pending requests")
@@ -186,7 +193,7 @@ def logs(
     """A run's event log: every event, numbered; each failure with its full traceback.
 
     With --json: one JSON object a line (seq, run_id, superstep, type,
-    executor_id, at, data).
+    executor_id, at, data), as GET /api/runs/RUN/events sends them.
     """
 
     async def work(s: Store) -> int:
@@ -221,7 +228,8 @@ def export(
 
     Each line is an object whose "record" says which: "run" (the run's
     fields), "checkpoint" (checkpoint_id, superstep, status, created_at,
-    parent_checkpoint_id, ...) or "event" (as treadle logs --json).
+    parent_checkpoint_id, kind, ...) or "event" (as treadle logs --json);
+    times in ISO 8601 with their offset.
     """
     if output is not None and output.is_dir():
         refuse(f"{escape(str(output))} is a directory; give a file to write")
@@ -231,12 +239,12 @@ def export(
         checkpoints = await s.list_checkpoints(row.run_id)
         target = sys.stdout if output is None else output.open("w", encoding="utf-8")
         try:
-            _write_line(target, {"record": "run", **dataclasses.asdict(row)})
-            for info in checkpoints:
-                _write_line(target, {"record": "checkpoint", **dataclasses.asdict(info)})
+            _write_line(target, {"record": "run", **run_json(row)})
+            for info, kind in zip(checkpoints, checkpoint_kinds(row, checkpoints), strict=True):
+                _write_line(target, {"record": "checkpoint", **checkpoint_json(info, kind)})
             count = 0
             async for event in _events(s, row.run_id, 0):
-                _write_line(target, {"record": "event", **event.to_json()})
+                _write_line(target, {"record": "event", **event_json(event)})
                 count += 1
         finally:
             if output is not None:
@@ -261,7 +269,7 @@ async def _events(store: Store, run_id: str, after: int) -> AsyncIterator[Logged
 
 
 def _print_json_line(event: LoggedEvent) -> None:
-    _write_line(sys.stdout, event.to_json())
+    _write_line(sys.stdout, event_json(event))
     sys.stdout.flush()
 
 

@@ -13,7 +13,6 @@ import json
 import logging
 import sys
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -24,6 +23,7 @@ from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
 from treadle._operations._plain import plain
+from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
@@ -37,10 +37,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 def when(epoch: float | None) -> str:
-    """An epoch time as an ISO string (UTC), or an empty string."""
-    if epoch is None:
-        return ""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+    """An epoch time as a person reads it: ISO 8601 in UTC to the second, or an empty string."""
+    return iso_time(epoch, timespec="seconds") or ""
 
 
 def print_result(
@@ -172,11 +170,14 @@ def print_graph(text: str) -> None:
     print(text)  # noqa: T201 - raw text: rich would wrap or style it
 
 
-def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:
-    """``treadle runs``: one line (or JSON object) a run."""
+def print_runs(rows: list[RunRecord], next_cursor: str | None, *, as_json: bool) -> None:
+    """``treadle runs``: one line a run, and how to list the next page if there is one.
+
+    With ``as_json``, what ``GET /api/runs`` answers: ``{"runs", "next_cursor"}``.
+    """
     now = time.time()
     if as_json:
-        out.print_json(data=[_run_data(r, now) for r in rows])
+        out.print_json(data=page_json(rows, next_cursor, shown=lambda r: run_row(r, now)))
         return
     table = Table("run", "workflow", "status", "superstep", "owner", "updated", box=None)
     for row in rows:
@@ -189,6 +190,8 @@ def print_runs(rows: list[RunRecord], *, as_json: bool) -> None:
             when(row.updated_at),
         )
     out.print(table)
+    if next_cursor is not None:
+        out.print(f"more: treadle runs --cursor {next_cursor} (with the same options)")
 
 
 def _status_text(row: RunRecord, now: float) -> str:
@@ -212,38 +215,20 @@ def _owner_text(row: RunRecord, now: float) -> str:
     return f"{row.owner} (lease ended {when(row.lease_until)})"
 
 
-def _run_data(row: RunRecord, now: float) -> dict[str, Any]:
-    return {
-        "run_id": row.run_id,
-        "workflow": row.workflow,
-        "version": row.version,
-        "status": row.status,
-        "superstep": row.superstep,
-        "checkpoint_id": row.checkpoint_id,
-        "parent_run_id": row.parent_run_id,
-        "parent_checkpoint_id": row.parent_checkpoint_id,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "error": row.error,
-        "wake_at": row.wake_at,
-        "deadline_at": row.deadline_at,
-        "owner": row.owner,
-        "lease_until": row.lease_until,
-        "orphaned": commands.is_orphaned(row, now),
-        "parked": row.parked,
-        "pause_requested": row.pause_requested,
-    }
+def run_row(row: RunRecord, now: float) -> dict[str, Any]:
+    """A run as the API's ``<run>`` (times in ISO 8601), and whether it is orphaned."""
+    return run_json(row) | {"orphaned": commands.is_orphaned(row, now)}
 
 
 def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
     """``treadle show``: status, ownership, pending requests and timers, outputs, state."""
     now = time.time()
     data = {
-        **_run_data(view.run, now),
+        **run_row(view.run, now),
         "outputs": view.outputs,
         "state": view.state,
-        "pending_requests": view.pending_requests,
-        "next_timer": view.wake_at,
+        "pending_requests": [request_json(r) for r in view.pending_requests],
+        "next_timer": iso_time(view.wake_at),
         "read_from": "event log" if view.detail else "checkpoint",
     }
     if as_json:
@@ -288,22 +273,10 @@ def print_history(
     row: RunRecord, checkpoints: list[CheckpointInfo], forks: list[RunRecord], *, as_json: bool
 ) -> None:
     """``treadle history``: a run's checkpoints, where it was forked from, and its forks."""
-    if as_json:
+    if as_json:  # what GET /api/runs/{id}/history answers
+        now = time.time()
         out.print_json(
-            data={
-                "run": _run_data(row, time.time()),
-                "checkpoints": [
-                    {
-                        "checkpoint_id": c.checkpoint_id,
-                        "superstep": c.superstep,
-                        "status": c.status,
-                        "created_at": c.created_at,
-                        "parent_checkpoint_id": c.parent_checkpoint_id,
-                    }
-                    for c in checkpoints
-                ],
-                "forks": [_run_data(f, time.time()) for f in forks],
-            }
+            data=plain(history_json(row, checkpoints, forks, shown=lambda r: run_row(r, now)))
         )
         return
     if row.parent_run_id:
@@ -328,7 +301,7 @@ class IsoTimeFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
         """``2026-11-21T08:20:30.123+00:00``."""
         del datefmt
-        return datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds")
+        return iso_time(record.created, timespec="milliseconds") or ""
 
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"

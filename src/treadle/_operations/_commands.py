@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
+from treadle._operations._shapes import iso_time
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._runs import cancel_run
 
@@ -103,15 +103,11 @@ def is_orphaned(run: RunRecord, now: float | None = None) -> bool:
     return run.status == "running" and run.owner is not None and owner_is_dead(run.owner)
 
 
-def iso(epoch: float) -> str:
-    """An epoch time as an ISO string (UTC, seconds)."""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
-
-
 def _busy(error: RunBusyError) -> CommandError:
     """The one line a busy run gets on the command line (it names ``--wait``)."""
+    until = iso_time(error.lease_until, timespec="seconds")
     msg = (
-        f"run {error.run_id!r} is owned by {error.owner} (lease until {iso(error.lease_until)}); "
+        f"run {error.run_id!r} is owned by {error.owner} (lease until {until}); "
         f"nothing was changed: add --wait to wait for it, or try again later"
     )
     return CommandError(msg)

@@ -10,12 +10,11 @@ naming the field at fault; nothing from a request is ever evaluated.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from treadle._exceptions import CommandError
+from treadle._operations import _shapes as shapes
 from treadle._operations._inputs import MAX_JSON_DEPTH, json_depth_exceeds
 from treadle._server._json import ApiError
 
@@ -184,27 +183,15 @@ def text_query(request: Request, name: str) -> str | None:
     return raw or None
 
 
-def encode_cursor(created_at: float, run_id: str) -> str:
-    """The cursor of the next page after a run: where the listing left off."""
-    raw = json.dumps([created_at, run_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def decode_cursor(cursor: str) -> tuple[float, str]:
-    """What :func:`encode_cursor` made.
+    """Where a page of runs starts: what a listing's ``next_cursor`` says.
 
     Raises:
         ApiError: 400 it is not a cursor this server gave.
     """
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, run_id = json.loads(raw)
-        if (
-            isinstance(created_at, int | float)
-            and math.isfinite(created_at)
-            and isinstance(run_id, str)
-        ):
-            return float(created_at), run_id
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        pass
-    raise _refuse("cursor", "not a cursor this server gave (use next_cursor as returned)")
+        return shapes.decode_cursor(cursor)
+    except CommandError:
+        raise _refuse(
+            "cursor", "not a cursor this server gave (use next_cursor as returned)"
+        ) from None

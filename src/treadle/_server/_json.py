@@ -12,10 +12,8 @@ allows; :func:`plain` makes them JSON, never failing on one it cannot.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -46,8 +44,6 @@ from treadle._operations._plain import plain as to_plain
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-
-    from treadle._stores._store import RunRecord
 
 HIDDEN = "***"
 """What a secret is replaced with in any message the server sends."""
@@ -176,29 +172,3 @@ class JsonResponse(Response):
         return json.dumps(
             plain(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")
         ).encode()
-
-
-RUN_TIMES = ("created_at", "updated_at", "wake_at", "deadline_at", "lease_until", "pause_requested")
-"""The fields of a run row that are times."""
-
-
-def iso_time(seconds: float | None) -> str | None:
-    """A time the store keeps (seconds since the epoch) as the API gives it: ISO 8601 in UTC.
-
-    With its offset (``2026-11-27T03:29:32.245521+00:00``), so no reader
-    takes it for local time; ``None`` stays ``None``.
-    """
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat()
-
-
-def with_iso_times(row: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    """``row`` with its fields ``names`` (those it has) made :func:`iso_time`."""
-    return row | {name: iso_time(row[name]) for name in names if name in row}
-
-
-def run_json(run: RunRecord) -> dict[str, Any]:
-    """A run row as the API's ``<run>``: every field the store keeps of it, times in ISO 8601."""
-    row = {field.name: getattr(run, field.name) for field in dataclasses.fields(run)}
-    return with_iso_times(row, RUN_TIMES)

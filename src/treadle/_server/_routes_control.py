@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from treadle._operations import _commands as commands
 from treadle._operations._background import take_for_resume
+from treadle._operations._shapes import run_json
 from treadle._server._body import check_query, json_object, text_field
 from treadle._server._endpoints import Endpoint
-from treadle._server._json import JsonResponse, run_json
+from treadle._server._json import JsonResponse
 from treadle._server._state import served_of
 
 if TYPE_CHECKING:

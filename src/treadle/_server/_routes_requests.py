@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._exceptions import InvalidResponseError
 from treadle._operations._background import deliver_answer, deliver_message
 from treadle._operations._requests import ASKING, pending_requests
+from treadle._operations._shapes import request_json, run_json
 from treadle._server._body import (
     MAX_LIMIT,
     check_query,
@@ -26,9 +27,9 @@ from treadle._server._body import (
 )
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._fields import fields_of
-from treadle._server._json import ApiError, JsonResponse, run_json
+from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
-from treadle._server._views import request_json, workflow_json
+from treadle._server._views import workflow_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -19,12 +19,12 @@ from treadle._operations import _commands as commands
 from treadle._operations._background import open_new
 from treadle._operations._cleanup import delete_run
 from treadle._operations._inputs import coerce_input
+from treadle._operations._shapes import history_json, page_json, run_json, runs_page
 from treadle._server._body import (
     MAX_LIMIT,
     check_query,
     choice_query,
     decode_cursor,
-    encode_cursor,
     int_query,
     json_object,
     text_field,
@@ -33,9 +33,9 @@ from treadle._server._body import (
 )
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._fields import fields_of
-from treadle._server._json import ApiError, JsonResponse, run_json
+from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
-from treadle._server._views import checkpoint_json, checkpoint_kinds, run_detail
+from treadle._server._views import run_detail
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -114,12 +114,11 @@ async def list_runs(request: Request) -> Response:
     limit = int_query(request, "limit", 50, low=1, high=MAX_LIMIT)
     cursor = text_query(request, "cursor")
     before = decode_cursor(cursor) if cursor is not None else None
-    rows = await served.store.list_runs(
-        status=status, workflow=text_query(request, "workflow"), limit=limit + 1, before=before
+    workflow = text_query(request, "workflow")
+    rows, next_cursor = await runs_page(
+        served.store, status=status, workflow=workflow, limit=limit, before=before
     )
-    page, more = rows[:limit], len(rows) > limit
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].run_id) if more else None
-    return JsonResponse({"runs": [run_json(r) for r in page], "next_cursor": next_cursor})
+    return JsonResponse(page_json(rows, next_cursor))
 
 
 async def get_run(request: Request) -> Response:
@@ -135,17 +134,7 @@ async def run_history(request: Request) -> Response:
     served = served_of(request)
     check_query(request, ())
     found = await served.find_run(request.path_params["run_id"])
-    run, checkpoints, forks = await commands.history(served.store, found.run_id)
-    return JsonResponse(
-        {
-            "run": run_json(run),
-            "checkpoints": [
-                checkpoint_json(c, kind)
-                for c, kind in zip(checkpoints, checkpoint_kinds(run, checkpoints), strict=True)
-            ],
-            "forks": [run_json(f) for f in forks],
-        }
-    )
+    return JsonResponse(history_json(*await commands.history(served.store, found.run_id)))
 
 
 async def fork_run(request: Request) -> Response:

@@ -33,16 +33,10 @@ from treadle._checkpoints._journal import entry_of
 from treadle._engine._live import LIVE
 from treadle._exceptions import TreadleError
 from treadle._operations._events import follow
+from treadle._operations._shapes import event_json, iso_time
 from treadle._server._body import check_query, int_query
 from treadle._server._endpoints import Endpoint, Param
-from treadle._server._json import (
-    ApiError,
-    error_body,
-    iso_time,
-    plain,
-    status_of,
-    with_iso_times,
-)
+from treadle._server._json import ApiError, error_body, plain, status_of
 from treadle._server._state import served_of
 
 if TYPE_CHECKING:
@@ -135,8 +129,7 @@ async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[Se
                         return
                     if isinstance(item, BaseException):
                         raise item
-                    shown = with_iso_times(item.to_json(), ("at",))
-                    data = json.dumps(plain(shown), ensure_ascii=False, allow_nan=False)
+                    data = json.dumps(plain(event_json(item)), ensure_ascii=False, allow_nan=False)
                     yield ServerSentEvent(data, event=item.kind, id=str(item.seq))
                     # Let the loop run between events: a client gone mid-burst is noticed
                     # at once, rather than after writing a page of events to a closed socket.

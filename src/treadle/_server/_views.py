@@ -10,19 +10,18 @@ it, or else the last ``executor_failed``).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
 from treadle._operations._schemas import describe_request, input_schema
+from treadle._operations._shapes import iso_time, request_json, run_json
 from treadle._server._graphs import graph_json
-from treadle._server._json import iso_time, run_json, with_iso_times
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._server._state import Served
-    from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._stores._store import RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 
@@ -39,46 +38,6 @@ def workflow_json(workflow: Workflow, versions: Sequence[int] = ()) -> dict[str,
         "input_schema": input_schema(workflow),
         "graph": graph_json(workflow),
     }
-
-
-def checkpoint_json(info: CheckpointInfo, kind: str) -> dict[str, Any]:
-    """A checkpoint as ``history`` lists it (times in ISO 8601), with its ``kind``."""
-    row = {field.name: getattr(info, field.name) for field in dataclasses.fields(info)}
-    return with_iso_times(row, ("created_at", "wake_at")) | {"kind": kind}
-
-
-def checkpoint_kinds(run: RunRecord, checkpoints: Sequence[CheckpointInfo]) -> list[str]:
-    """What each of a run's checkpoints is, told from the links between them.
-
-    A run may keep several checkpoints of one superstep, and they are not
-    copies: ``"start"`` is a new run's first; ``"fork"`` a fork's first
-    (its parent is in the run it branched from); ``"barrier"`` the commit
-    of a superstep (one more than its parent's); ``"progress"`` the last
-    barrier saved again while the next superstep runs, with the saved steps
-    (an agent's model requests and tool calls) or sub-workflow barriers it
-    made so far, so its superstep is its parent's; ``"migration"`` a
-    resting run's checkpoint rewritten for another version (``treadle
-    migrate``), its superstep also its parent's. A checkpoint whose parent
-    retention has dropped is taken for a barrier.
-    """
-    by_id = {c.checkpoint_id: c for c in checkpoints}
-    kinds = []
-    for checkpoint in checkpoints:
-        parent = by_id.get(checkpoint.parent_checkpoint_id or "")
-        if checkpoint.parent_checkpoint_id is None:
-            kinds.append("start")
-        elif parent is None and checkpoint.parent_checkpoint_id == run.parent_checkpoint_id:
-            kinds.append("fork")
-        elif parent is not None and parent.superstep == checkpoint.superstep:
-            kinds.append("progress" if checkpoint.status == "running" else "migration")
-        else:
-            kinds.append("barrier")
-    return kinds
-
-
-def request_json(request: dict[str, Any]) -> dict[str, Any]:
-    """A ``<request>`` as the API gives it: its deadline in ISO 8601."""
-    return with_iso_times(request, ("deadline_at",))
 
 
 async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
