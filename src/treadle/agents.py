@@ -27,24 +27,27 @@ This module imports pydantic-ai; ``import treadle`` never does.
 
 from __future__ import annotations
 
-from treadle._agents._adapter import (
-    AgentAdapter,
-    AgentTurn,
-    HandoffTarget,
-    TurnResult,
-    TurnSteps,
-)
-from treadle._agents._executor import AgentExecutor
-from treadle._agents._pydantic_ai import PydanticAIAdapter
-from treadle._agents._steps import idempotency_key
-from treadle._agents._values import (
-    AgentHandoff,
-    AgentOptions,
-    ToolApproval,
-    ToolDecision,
-    add_usage,
-)
+from treadle._extras import importing_extra
 from treadle._public import publish
+
+with importing_extra("treadle.agents", "agents"):
+    from treadle._agents._adapter import (
+        AgentAdapter,
+        AgentTurn,
+        HandoffTarget,
+        TurnResult,
+        TurnSteps,
+    )
+    from treadle._agents._executor import AgentExecutor
+    from treadle._agents._pydantic_ai import PydanticAIAdapter
+    from treadle._agents._steps import idempotency_key
+    from treadle._agents._values import (
+        AgentHandoff,
+        AgentOptions,
+        ToolApproval,
+        ToolDecision,
+        add_usage,
+    )
 
 __all__ = [
     "AgentAdapter",

@@ -20,8 +20,11 @@ Only this module imports ``distributed``: ``import treadle`` never does.
 
 from __future__ import annotations
 
-from treadle._pools._dask import DaskPool
+from treadle._extras import importing_extra
 from treadle._public import publish
+
+with importing_extra("treadle.dask", "dask"):
+    from treadle._pools._dask import DaskPool
 
 __all__ = ["DaskPool"]
 

@@ -23,10 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from treadle._declarative._export import export, export_text
-from treadle._declarative._loader import load_text
-from treadle._declarative._schema import definition_schema
+from treadle._extras import importing_extra
 from treadle._public import publish
+
+with importing_extra("treadle.declarative", "declarative"):
+    from treadle._declarative._export import export, export_text
+    from treadle._declarative._loader import load_text
+    from treadle._declarative._schema import definition_schema
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -23,8 +23,11 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from opentelemetry import trace
-from opentelemetry.trace import StatusCode
+from treadle._extras import importing_extra
+
+with importing_extra("treadle.otel", "otel"):
+    from opentelemetry import trace
+    from opentelemetry.trace import StatusCode
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

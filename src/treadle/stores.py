@@ -15,6 +15,7 @@ serializers that turn checkpoint values into bytes.
 
 from typing import TYPE_CHECKING
 
+from treadle._extras import importing_extra
 from treadle._public import publish
 from treadle._stores._memory import MemoryStore
 from treadle._stores._pausing import Unpaused
@@ -56,7 +57,8 @@ publish(__name__, globals(), __all__)  # PostgresStore: when it is first asked f
 def __getattr__(name: str) -> object:
     """Import ``PostgresStore``, and so psycopg, only when it is asked for."""
     if name == "PostgresStore":
-        from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - lazy on purpose
+        with importing_extra("treadle.stores.PostgresStore", "postgres"):
+            from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - lazy on purpose
 
         globals()[name] = PostgresStore  # later lookups skip this function
         publish(__name__, globals(), [name])

@@ -19,6 +19,7 @@ from treadle._cli._app import app
 from treadle._cli._execute import EXIT_REFUSED, refuse
 from treadle._cli._views import out
 from treadle._exceptions import DefinitionError
+from treadle._extras import needs_extra
 
 
 @app.command()
@@ -29,8 +30,7 @@ def validate(
     try:
         from treadle._declarative._loader import load_path  # noqa: PLC0415 - yaml and CEL on demand
     except ImportError as error:
-        extra = "pip install 'treadle[declarative]'"
-        refuse(escape(f"definitions need the declarative extra: {extra} ({error})"))
+        refuse(escape(needs_extra("treadle validate", "declarative", error)))
     problems: list[str] = []
     for file in files:
         try:

@@ -28,6 +28,7 @@ from rich.markup import escape
 from treadle._cli._execute import execute_sync, refuse
 from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads annotations at run time
 from treadle._cli._views import err, out
+from treadle._extras import needs_extra
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -85,7 +86,7 @@ def serve(
         from treadle._server._json import Redactor  # noqa: PLC0415
         from treadle._server._settings import ServerSettings  # noqa: PLC0415
     except ImportError as error:
-        refuse(f"treadle serve needs the server extra: pip install 'treadle[server]' ({error})")
+        refuse(escape(needs_extra("treadle serve", "server", error)))
     try:
         settings = ServerSettings(
             token=token or secrets.token_urlsafe(32),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from treadle._extras import importing_extra
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
@@ -36,6 +38,7 @@ def load(
         treadle.errors.DefinitionError: listing every problem, each as
             ``file:line:column: message``.
     """
-    from treadle._declarative._loader import load_path  # noqa: PLC0415 - yaml and CEL on demand
+    with importing_extra("treadle.load", "declarative"):
+        from treadle._declarative._loader import load_path  # noqa: PLC0415 - yaml and CEL on demand
 
     return load_path(path, agents=agents, workflows=workflows)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import AppLoadError, CommandError, DefinitionError
+from treadle._extras import needs_extra
 from treadle._scaleout import _apps as apps
 from treadle._stores._store import DEFAULT_LEASE
 
@@ -59,10 +60,12 @@ def open_store(url: str | None, *, lease: float | None = None, create: bool = Tr
     if url.startswith(("postgresql://", "postgres://")):
         from treadle import stores  # noqa: PLC0415 - psycopg only when asked for
 
-        postgres: Any = getattr(stores, "PostgresStore", None)
-        if postgres is None:
-            msg = "PostgreSQL stores need the postgres extra: pip install 'treadle[postgres]'"
-            raise CommandError(msg)
+        try:
+            postgres: Any = stores.PostgresStore
+        except ImportError as error:
+            cause = error.__cause__ if isinstance(error.__cause__, ImportError) else error
+            msg = needs_extra("a postgresql:// store", "postgres", cause)
+            raise CommandError(msg) from None
         store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None)
         return store
     from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
@@ -168,9 +171,7 @@ def load_definition(path: str) -> Workflow:
     try:
         from treadle._declarative._loader import load_path  # noqa: PLC0415 - yaml and CEL on demand
     except ImportError as error:
-        extra = "pip install 'treadle[declarative]'"
-        msg = f"definitions need the declarative extra: {extra} ({error})"
-        raise CommandError(msg) from None
+        raise CommandError(needs_extra("a definition file", "declarative", error)) from None
     try:
         return load_path(path)
     except DefinitionError as error:
