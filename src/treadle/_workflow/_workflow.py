@@ -52,7 +52,8 @@ class Workflow(WorkflowGraph):
     Call :meth:`run` for a result, :meth:`stream` for live events, and their
     ``_sync`` twins from code that is not async; :meth:`resume`,
     :meth:`respond`, :meth:`send_message`, :meth:`fork`, :meth:`history`,
-    :meth:`cancel`, :meth:`pause` and :meth:`unpause` work on stored runs.
+    :meth:`cancel`, :meth:`pause`, :meth:`unpause` and :meth:`prune` work on
+    stored runs, each with its ``_sync`` twin too (a thin adapter over it).
     """
 
     async def run(
@@ -192,6 +193,44 @@ class Workflow(WorkflowGraph):
         """
         chosen = self.store_for(store)
         return await fork_run(self, chosen, run_id, checkpoint_id, state_patch, new_run_id)
+
+    def fork_sync(
+        self,
+        run_id: str,
+        checkpoint_id: str,
+        state_patch: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> str:
+        """:meth:`fork` for synchronous callers."""
+        return run_in_thread(lambda: self.fork(run_id, checkpoint_id, state_patch, **options))
+
+    def respond_sync(self, run_id: str, responses: Mapping[str, Any], **options: Any) -> RunResult:
+        """:meth:`respond` for synchronous callers."""
+        return run_in_thread(lambda: self.respond(run_id, responses, **options))
+
+    def send_message_sync(self, run_id: str, message: Any, **options: Any) -> RunResult:
+        """:meth:`send_message` for synchronous callers."""
+        return run_in_thread(lambda: self.send_message(run_id, message, **options))
+
+    def cancel_sync(self, run_id: str, *, store: Store | None = None) -> None:
+        """:meth:`cancel` for synchronous callers."""
+        run_in_thread(lambda: self.cancel(run_id, store=store))
+
+    def pause_sync(self, run_id: str, *, store: Store | None = None) -> PauseOutcome:
+        """:meth:`pause` for synchronous callers."""
+        return run_in_thread(lambda: self.pause(run_id, store=store))
+
+    def unpause_sync(self, run_id: str, **options: Any) -> RunResult:
+        """:meth:`unpause` for synchronous callers."""
+        return run_in_thread(lambda: self.unpause(run_id, **options))
+
+    def history_sync(self, run_id: str, *, store: Store | None = None) -> RunHistory:
+        """:meth:`history` for synchronous callers."""
+        return run_in_thread(lambda: self.history(run_id, store=store))
+
+    def prune_sync(self, run_id: str, keep_last: int, *, store: Store | None = None) -> int:
+        """:meth:`prune` for synchronous callers."""
+        return run_in_thread(lambda: self.prune(run_id, keep_last, store=store))
 
     async def respond(
         self,
