@@ -17,6 +17,7 @@ import importlib
 import os
 import pkgutil
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -376,3 +377,38 @@ def test_long_running_names_treadle_worker_as_what_wakes_timers_from_a_shell():
     assert "`treadle worker`" in timers.rsplit("|", 2)[1]  # the "Woken by" column
     assert "treadle worker --app your.module --store runs.sqlite" in section
     # tests/cli/test_cli_ux.py shows `treadle run` naming it for a run resting on a timer.
+
+
+def test_the_readmes_command_line_example_runs_as_printed_from_the_project_root(tmp_path):
+    """Each ``$ treadle`` line of README's "From the command line", run from the root."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## From the command line", 1)[1]
+    block = FENCE.search(section)
+    assert block is not None
+    commands = [line[2:] for line in block["body"].splitlines() if line.startswith("$ treadle ")]
+    assert len(commands) == 3
+    printed_request = re.search(r"req-[0-9a-f]+", block["body"])
+    assert printed_request is not None
+    treadle_command = str(Path(sys.executable).parent / "treadle")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+    env["TREADLE_STORE"] = str(tmp_path / "runs.sqlite")  # not the clone's own treadle.sqlite
+    expected_codes = [3, 0, 0]  # resting on the approval, the listing, completed
+    request_id = None
+    for command, expected in zip(commands, expected_codes, strict=True):
+        if request_id is not None:  # ids are made per run: the one this run asks
+            command = command.replace(printed_request[0], request_id)  # noqa: PLW2901
+        args = shlex.split(command)
+        done = subprocess.run(
+            [treadle_command, *args[1:]],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == expected, (command, done.stdout, done.stderr)
+        found = re.search(r"req-[0-9a-f]+", done.stdout)
+        if request_id is None and found:
+            request_id = found[0]
+    assert '"approved": true' in done.stdout
