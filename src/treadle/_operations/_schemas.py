@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import typing
 from typing import TYPE_CHECKING, Any
 
@@ -107,9 +108,95 @@ def _cached_schema(annotation: Any) -> dict[str, Any]:
 
     name = getattr(annotation, "__qualname__", None) or repr(annotation)
     try:
-        return TypeAdapter(annotation).json_schema()
+        schema = TypeAdapter(annotation).json_schema()
     except PydanticUserError:  # a class pydantic has no schema for: anything it validates
         return {"title": name, "description": f"a {name} (it has no JSON schema)"}
+    _plain_descriptions(schema)
+    return schema
+
+
+# A reST role (:class:`~pkg.Name`, :meth:`text <target>`) and reST's inline code (``x``).
+_ROLE = re.compile(r":(?:[\w-]+:)+`(?:~?[\w.]*\.)?([^`<]*?)(?:\s*<[^>]*>)?`")
+_INLINE_CODE = re.compile(r"``(.+?)``", re.DOTALL)
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_ATTRIBUTES = re.compile(r"\n\s*Attributes:\s*\n(?P<body>(?:[ \t]+.*(?:\n|$))+)")
+_ATTRIBUTE = re.compile(r"^(?P<indent>[ \t]+)(?P<name>\w+)(?:\s*\([^)]*\))?:\s*(?P<text>.*)$")
+
+
+def plain_text(text: str) -> str:
+    """A docstring's text as a person filling a form should read it.
+
+    Schemas take their descriptions from docstrings, written for Sphinx: a
+    role names a class by its target (``:class:`ToolApproval``` reads
+    ``ToolApproval``) and reST's double backticks become Markdown's single
+    ones, which is how JSON Schema and OpenAPI descriptions mark code (the
+    page draws them as code); lines wrapped for the source are joined.
+    """
+    text = _ROLE.sub(lambda found: found.group(1), text)
+    text = _INLINE_CODE.sub(lambda found: f"`{found.group(1)}`", text)
+    # Lines wrapped for the source join up; paragraphs stay apart.
+    return "\n\n".join(" ".join(p.split()) for p in _PARAGRAPH.split(text.strip()))
+
+
+def _attributes(description: str) -> tuple[str, dict[str, str]]:
+    """A docstring without its Google-style ``Attributes:`` section, and what that section says."""
+    found = _ATTRIBUTES.search(description)
+    if found is None:
+        return description, {}
+    fields: dict[str, str] = {}
+    name, indent = "", None
+    for line in found.group("body").splitlines():
+        item = _ATTRIBUTE.match(line)
+        if item is not None and (indent is None or item.group("indent") == indent):
+            indent, name = item.group("indent"), item.group("name")
+            fields[name] = item.group("text").strip()
+        elif name and line.strip():
+            fields[name] = f"{fields[name]} {line.strip()}"
+    rest = description[: found.start()] + description[found.end() :]
+    return rest.strip(), fields
+
+
+def _plain_descriptions(schema: dict[str, Any]) -> None:
+    """Make every description in a schema plain text, in place (:func:`plain_text`).
+
+    An object's ``Attributes:`` section becomes the descriptions of the
+    fields it names (unless they have their own), so each field's help is
+    next to it rather than in one block above them all.
+    """
+    for node in _subschemas(schema):
+        description = node.get("description")
+        if not isinstance(description, str):
+            continue
+        rest, fields = _attributes(description)
+        properties = node.get("properties")
+        if fields and isinstance(properties, dict):
+            for field_name, text in fields.items():
+                field = properties.get(field_name)
+                if isinstance(field, dict) and "description" not in field:
+                    field["description"] = plain_text(text)
+            description = rest
+        node["description"] = plain_text(description)
+
+
+def _subschemas(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema and every schema in it, found keyword by keyword (see :func:`_close_objects`)."""
+    found, stack = [], [schema]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        for keyword in _NAMED_SCHEMAS:
+            named = node.get(keyword)
+            if isinstance(named, dict):
+                stack.extend(s for s in named.values() if isinstance(s, dict))
+        for keyword in _LISTED_SCHEMAS:
+            listed = node.get(keyword)
+            if isinstance(listed, list):
+                stack.extend(s for s in listed if isinstance(s, dict))
+        for keyword in _ONE_SCHEMA:
+            one = node.get(keyword)
+            if isinstance(one, dict):
+                stack.append(one)
+    return found
 
 
 _NAMED_SCHEMAS = ("properties", "$defs")  # keyword -> {name: schema}
@@ -124,20 +211,6 @@ def _close_objects(schema: dict[str, Any]) -> None:
     field that happens to be called ``properties``, or a default value that
     looks like a schema, is never mistaken for one.
     """
-    stack = [schema]
-    while stack:
-        node = stack.pop()
+    for node in _subschemas(schema):
         if isinstance(node.get("properties"), dict):
             node.setdefault("additionalProperties", False)
-        for keyword in _NAMED_SCHEMAS:
-            named = node.get(keyword)
-            if isinstance(named, dict):
-                stack.extend(s for s in named.values() if isinstance(s, dict))
-        for keyword in _LISTED_SCHEMAS:
-            listed = node.get(keyword)
-            if isinstance(listed, list):
-                stack.extend(s for s in listed if isinstance(s, dict))
-        for keyword in _ONE_SCHEMA:
-            one = node.get(keyword)
-            if isinstance(one, dict):
-                stack.append(one)

@@ -178,6 +178,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         traceback=_nullable("string"),
         graph={"oneOf": [_ref("Graph"), {"type": "null"}]},
         detail=_nullable("string"),
+        conversations={
+            "type": "array",
+            "description": "Its agents' conversations (state keys), a message per entry.",
+            "items": _object(
+                ("key", "agents", "messages"),
+                key={"type": "string"},
+                agents={"type": "array", "items": {"type": "string"}},
+                messages={
+                    "type": "array",
+                    "items": _object(
+                        ("role", "text", "tool_calls", "tool_results"),
+                        role={"enum": ["user", "assistant", "system", "tool", "unknown"]},
+                        text=_nullable("string"),
+                        tool_calls={"type": "array", "items": {"type": "object"}},
+                        tool_results={"type": "array", "items": {"type": "object"}},
+                    ),
+                },
+            ),
+        },
     ),
     "Checkpoint": _CHECKPOINT,
     "History": _object(

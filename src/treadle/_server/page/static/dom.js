@@ -42,6 +42,13 @@ export function fill(el, ...children) {
   return el;
 }
 
+/** Text from the API (a schema's description) with its `code` spans drawn as <code>. */
+export function withCode(text) {
+  return String(text)
+    .split(/`([^`]+)`/)
+    .map((part, i) => (i % 2 ? h("code", {}, part) : part));
+}
+
 /** A value as indented JSON in a <pre>. */
 export function jsonBlock(value, label) {
   return h("pre", { class: "json", "aria-label": label || null }, JSON.stringify(value, null, 2));

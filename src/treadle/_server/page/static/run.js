@@ -34,6 +34,32 @@ function section(title, id, ...children) {
   return h("section", { "aria-labelledby": `${id}-title`, id }, h("h2", { id: `${id}-title` }, title), ...children);
 }
 
+/** One conversation of the run's agents: a message per entry, its role, text and tool calls in short. */
+function conversationView(talk) {
+  return h(
+    "ol",
+    { class: "conversation", "aria-label": `Conversation of ${talk.agents.join(", ")} (state key ${talk.key})` },
+    talk.messages.map((message) =>
+      h(
+        "li",
+        { class: `message role-${message.role}` },
+        h("span", { class: "role" }, message.role),
+        message.text ? h("p", { class: "text" }, message.text) : null,
+        message.tool_calls.length
+          ? h("ul", { class: "tool-calls" }, message.tool_calls.map((call) => h("li", {}, "calls ", h("code", {}, `${call.tool}(${call.args})`))))
+          : null,
+        message.tool_results.length
+          ? h(
+              "ul",
+              { class: "tool-results" },
+              message.tool_results.map((result) => h("li", {}, result.retry ? "retry asked of " : "", h("code", {}, result.tool || "tool"), result.retry ? ": " : " returned: ", result.content)),
+            )
+          : null,
+      ),
+    ),
+  );
+}
+
 export function runView(main, given) {
   let runId = given;
   let stopped = false;
@@ -53,6 +79,7 @@ export function runView(main, given) {
   const graphBox = h("div");
   const outputs = h("div");
   const stateBox = h("div");
+  const conversationBox = h("div");
   const timeline = new Timeline();
   const failures = new Failures();
   const events = new EventLog();
@@ -71,6 +98,7 @@ export function runView(main, given) {
     requestsSection,
     section("Graph", "graph", legend(), graphBox),
     section("Outputs", "outputs", outputs),
+    section("Conversation", "conversation", conversationBox),
     section("State", "state", stateBox),
     section("Timeline", "timeline", live, timeline.element),
     failuresSection,
@@ -160,7 +188,17 @@ export function runView(main, given) {
         ? h("ol", { class: "outputs" }, detail.outputs.map((value, i) => h("li", {}, jsonBlock(value, `output ${i + 1}`))))
         : h("p", { class: "muted" }, final ? "No outputs." : "No outputs yet."),
     );
-    fill(stateBox, detail.state && Object.keys(detail.state).length ? jsonBlock(detail.state, "state") : h("p", { class: "muted" }, "Empty."));
+    const talks = detail.conversations || [];
+    conversationBox.parentElement.hidden = talks.length === 0;
+    fill(conversationBox, talks.map(conversationView));
+    // The conversations are shown above as conversations: the state's JSON leaves them out.
+    const state = { ...(detail.state || {}) };
+    for (const talk of talks) delete state[talk.key];
+    fill(
+      stateBox,
+      Object.keys(state).length ? jsonBlock(state, "state") : h("p", { class: "muted" }, "Empty."),
+      talks.length ? h("p", { class: "muted" }, `Not shown here: ${talks.map((t) => t.key).join(", ")} (the conversation above).`) : null,
+    );
     if (!graph && detail.graph) {
       graph = drawGraph(detail.graph, { title: `Graph of ${run.workflow}` });
       fill(graphBox, graph.element);
