@@ -1,6 +1,6 @@
 """Small things a user meets in what the `treadle` command prints (issue 28, item 20):
 help at 80 columns, the superstep a failure is said in, `runs --json` shaped as the API's
-answer, and ISO times in `export`.
+answer, ISO times in `export`, and an agent's conversation in `show`.
 """
 
 from __future__ import annotations
@@ -100,3 +100,52 @@ def test_export_writes_every_time_as_iso_8601_with_its_zone(tmp_path):
                 times.append(record[key])
     assert len(times) > 5
     assert all(isinstance(t, str) and ISO.match(t) for t in times), times
+
+
+def test_show_prints_an_agent_s_conversation_a_message_a_line(tmp_path):
+    cli = Cli(tmp_path)
+    ran = cli("run", "chat_app:chat", "-i", '"tell me about otters"', "--run-id", "c-1")
+    assert ran.returncode == 0, ran.stderr
+    shown = cli("show", "c-1")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 200, shown.stdout
+    conversation = lines[lines.index("    conversation: 2 messages") + 1 :][:2]
+    assert conversation[0].strip() == "user: tell me about otters"
+    assert conversation[1].strip().startswith("assistant: Here is everything about otters.")
+    whole = cli.json("show", "c-1")["state"]["conversation"]
+    assert whole[1]["parts"][0]["content"].count("otters") == 120  # --json keeps it whole
+
+
+def test_a_long_conversation_is_shown_as_its_last_messages_saying_how_many_are_left_out():
+    from treadle._cli._views import _entry_texts, value_lines  # noqa: PLC0415 - the CLI's drawing
+
+    messages = [
+        {"role": "user", "text": f"question {n}", "tool_calls": [], "tool_results": []}
+        for n in range(20)
+    ]
+    messages.append(
+        {
+            "role": "assistant",
+            "text": None,
+            "tool_calls": [{"tool": "lookup", "args": '{"order": "A1"}', "call_id": "c"}],
+            "tool_results": [],
+        }
+    )
+    messages.append(
+        {
+            "role": "tool",
+            "text": None,
+            "tool_calls": [],
+            "tool_results": [{"tool": "lookup", "content": "x" * 500, "call_id": "c"}],
+        }
+    )
+    lines = value_lines("conversation", messages, 60, "messages", _entry_texts)
+    assert lines[:2] == [
+        "conversation: 22 messages",
+        "  (14 earlier messages left out; --json shows them all)",
+    ]
+    assert lines[2].strip() == "user: question 14"
+    assert lines[-2].strip() == 'assistant calls lookup({"order": "A1"})'
+    assert lines[-1].strip().startswith("tool lookup returned: xxx")
+    assert all(len(line) <= 60 for line in lines)

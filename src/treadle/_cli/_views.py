@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from treadle._operations._plain import plain
 from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from treadle._engine._result import RunResult
     from treadle._stores._store import CheckpointInfo, RunRecord
 
@@ -230,6 +233,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         "pending_requests": [request_json(r) for r in view.pending_requests],
         "next_timer": iso_time(view.wake_at),
         "read_from": "event log" if view.detail else "checkpoint",
+        "conversations": view.conversations,
     }
     if as_json:
         out.print_json(data=plain(data))
@@ -264,9 +268,18 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         out.print(f"  {line}")
     if view.wake_at is not None:
         out.print(f"  next timer: {when(view.wake_at)}")
-    out.print(f"  outputs: {escape(json.dumps(plain(view.outputs)))}")
+    width = max(shutil.get_terminal_size(_PIPED).columns - 6, 20)  # less the indent
+    for line in value_lines("outputs", plain(view.outputs), width, "outputs"):
+        out.print(f"  {escape(line)}")
     if not view.detail:  # the state needs the run's code to decode its checkpoint
-        out.print(f"  state: {escape(json.dumps(brief_state(plain(view.state))))}")
+        out.print("  state:" if view.state else "  state: {}")
+        transcripts = {c["key"]: c["messages"] for c in plain(view.conversations)}
+        for key, value in plain(view.state).items():
+            if key in transcripts:
+                lines = value_lines(key, transcripts[key], width, "messages", _entry_texts)
+            else:
+                lines = [_cut(f"{key}: {json.dumps(brief_state({key: value})[key])}", width)]
+            out.print("\n".join(f"    {escape(line)}" for line in lines))
 
 
 def print_history(
@@ -317,6 +330,53 @@ def log_to_stderr() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+_PIPED = (120, 24)
+"""The width ``show`` trims to when its output is no terminal and COLUMNS is not set."""
+
+_LAST_SHOWN = 8
+"""How many of a run's outputs, or a conversation's messages, ``show`` prints (the last)."""
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else f"{line[: width - 1]}…"
+
+
+def value_lines(
+    name: str,
+    items: list[Any],
+    width: int,
+    noun: str,
+    texts: Callable[[Any], list[str]] = lambda item: [json.dumps(item)],
+) -> list[str]:
+    """A list (outputs, a conversation's transcript) as ``show`` prints it: an item a line.
+
+    ``NAME: N NOUN``, then the last :data:`_LAST_SHOWN` items, each cut to
+    ``width``, after a line saying how many are left out. ``texts`` says an
+    item (as JSON, unless told). ``--json`` gives every item whole.
+    """
+    if not items:
+        return [f"{name}: []"]
+    left_out = max(len(items) - _LAST_SHOWN, 0)
+    lines = [f"{name}: {len(items)} {noun if len(items) > 1 else noun.removesuffix('s')}"]
+    if left_out:
+        lines.append(f"  ({left_out} earlier {noun} left out; --json shows them all)")
+    for item in items[left_out:]:
+        lines += [f"  {_cut(text, width - 2)}" for text in texts(item)]
+    return lines
+
+
+def _entry_texts(item: dict[str, Any]) -> list[str]:
+    """A transcript entry: ``role: text``, then its tool calls and results in short."""
+    texts = [f"{item['role']}: {item['text']}"] if item.get("text") else []
+    texts += [f"{item['role']} calls {c['tool']}({c['args']})" for c in item["tool_calls"]]
+    for result in item["tool_results"]:
+        said = "asks to retry" if result.get("retry") else "returned"
+        texts.append(f"tool {result['tool']} {said}: {result['content']}")
+    return texts or [f"{item['role']}: (nothing)"]
 
 
 _LONG_LIST = 10

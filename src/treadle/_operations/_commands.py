@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
+from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
 from treadle._operations._shapes import iso_time
@@ -124,6 +125,8 @@ class RunView:
     wake_at: float | None = None
     detail: str | None = None
     """Set when the run's code does not load here: why, and that the log was read instead."""
+    conversations: list[dict[str, Any]] = field(default_factory=list)
+    """Its agents' conversations as transcripts (``_operations._conversations``)."""
 
 
 async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
@@ -158,6 +161,7 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
             describe_request(workflow, run_id, r) for r in restored.waits.pending_requests()
         ],
         wake_at=restored.waits.next_wake_at(),
+        conversations=conversations(workflow, restored.state),
     )
 
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from treadle._agents._executor import AgentExecutor
-from treadle._agents._transcript import transcript
 from treadle._exceptions import TreadleError
+from treadle._operations._conversations import conversations
 from treadle._operations._schemas import describe_request, input_schema
 from treadle._operations._shapes import iso_time, request_json, run_json
 from treadle._server._graphs import graph_json
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from treadle._server._state import Served
     from treadle._stores._store import RunRecord, Store
@@ -83,25 +82,6 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "conversations": conversations(workflow, restored.state),
     }
     return detail
-
-
-def conversations(workflow: Workflow, state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The conversations of the workflow's agents in a run's state, each as a transcript.
-
-    ``[{"key", "agents", "messages"}]``: the state key an agent keeps its
-    conversation under (agents that share a key share a conversation), the
-    agents that write it, and its messages in short (:func:`transcript`).
-    """
-    keys: dict[str, list[str]] = {}
-    for executor_id in workflow.executor_ids:
-        prototype = workflow.prototype(executor_id)
-        if isinstance(prototype, AgentExecutor):
-            keys.setdefault(prototype.options.conversation_key, []).append(executor_id)
-    return [
-        {"key": key, "agents": agents, "messages": transcript(state[key])}
-        for key, agents in keys.items()
-        if state.get(key)
-    ]
 
 
 async def traceback_of(store: Store, run: RunRecord) -> str | None:
