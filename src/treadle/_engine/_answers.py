@@ -12,10 +12,12 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING, Any
 
+from treadle._engine._waits import NestedRequest, Suspension
 from treadle._exceptions import InvalidResponseError
 from treadle._values._strict import fit_type
 
 if TYPE_CHECKING:
+    from treadle._engine._waits import Waiting
     from treadle._values._registry import TypeRegistry
 
 _BUILTINS: dict[str, type] = {
@@ -82,3 +84,21 @@ def validate_response(
         msg = f"request {request_id!r} expects {type_name}: {'; '.join(problems)}"
         raise InvalidResponseError(msg)
     return answer
+
+
+def asker_of(waiting: Waiting) -> tuple[str, Any] | None:
+    """The executor that asked a request of this run and what it asked (its payload).
+
+    ``None`` for a handoff approval and for a request asked inside a
+    sub-workflow (whose executors are not this graph's).
+    """
+    if isinstance(waiting, Suspension):
+        return waiting.executor_id, waiting.wait.payload
+    return None
+
+
+def response_type_of(waiting: Waiting) -> str | None:
+    """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
+    while isinstance(waiting, NestedRequest):
+        waiting = waiting.waiting
+    return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"

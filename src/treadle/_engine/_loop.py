@@ -442,11 +442,7 @@ class RunLoop:
     def _set_status(
         self, status: RunStatus, error: BaseException | None = None, superstep: int | None = None
     ) -> None:
-        """Move the run to ``status`` and announce it.
-
-        ``superstep``: the superstep the status belongs to, for a failure the
-        one that failed (not yet committed); else the last committed one.
-        """
+        """Move to ``status``, announced at ``superstep`` (a failure's; else the last committed)."""
         self.status = status
         # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
         if (

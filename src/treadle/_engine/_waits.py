@@ -239,24 +239,6 @@ Waiting: TypeAlias = Suspension | HandoffApproval | NestedRequest
 """Whatever an answer to a request goes to."""
 
 
-def asker_of(waiting: Waiting) -> tuple[str, Any] | None:
-    """The executor that asked a request of this run and what it asked (its payload).
-
-    ``None`` for a handoff approval and for a request asked inside a
-    sub-workflow (whose executors are not this graph's).
-    """
-    if isinstance(waiting, Suspension):
-        return waiting.executor_id, waiting.wait.payload
-    return None
-
-
-def response_type_of(waiting: Waiting) -> str | None:
-    """The type name an answer to ``waiting`` must have (a handoff approval takes a bool)."""
-    while isinstance(waiting, NestedRequest):
-        waiting = waiting.waiting
-    return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
-
-
 def invocation_key(executor_id: str, stamp: Stamp) -> str:
     """An invocation's key among a run's waits: its executor and its message's stamp.
 

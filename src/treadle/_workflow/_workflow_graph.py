@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._codec import CheckpointCodec
 from treadle._checkpoints._graph_description import describe_graph, fingerprint
-from treadle._engine._answers import response_type_name, validate_response
+from treadle._engine._answers import (
+    asker_of,
+    response_type_name,
+    response_type_of,
+    validate_response,
+)
 from treadle._engine._delivery import HandoffRefused
 from treadle._engine._failure import ExecutorFailure
 from treadle._engine._later import ScheduledHandle
@@ -21,7 +26,6 @@ from treadle._engine._options import DEFAULT_OPTIONS
 from treadle._engine._pool import ExecutorNode, ExecutorPool, InstanceClaims
 from treadle._engine._routing import Router
 from treadle._engine._spawn import SpawnResult
-from treadle._engine._waits import asker_of, response_type_of
 from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
 from treadle._values._registry import TypeRegistry
