@@ -31,6 +31,7 @@ from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, executor, handler
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
+from treadle._values._actors import Actor, Role
 from treadle._workflow._builder import WorkflowBuilder
 from treadle._workflow._runs import RunHistory
 from treadle._workflow._service import Runtime
@@ -39,6 +40,7 @@ from treadle._workflow._sync import SyncEventStream
 from treadle._workflow._workflow import Workflow
 
 __all__ = [
+    "Actor",
     "Case",
     "Clock",
     "Default",
@@ -51,6 +53,7 @@ __all__ = [
     "HandoffRefused",
     "PendingRequest",
     "RetryPolicy",
+    "Role",
     "RunHistory",
     "RunOptions",
     "RunResult",

@@ -107,6 +107,39 @@ CREATE TABLE treadle_events (
     PRIMARY KEY (run_id, first_seq)
 )"""
 
+# The store's audit log: every action taken on any run, with its actor, kept
+# after the run is deleted or pruned. Entries are numbered 1, 2, 3, ... across
+# the store and hash-chained: ``hash`` is the SHA-256 of ``prev_hash`` and the
+# entry's other fields, so an edited, reordered or removed entry breaks the
+# chain (``treadle audit --verify``). The entry of seq N is written in the
+# transaction of the action's effect, after reading the entry of seq N - 1,
+# which the primary key makes one writer's at a time.
+_CREATE_AUDIT = """
+CREATE TABLE treadle_audit (
+    seq BIGINT NOT NULL PRIMARY KEY,
+    at DOUBLE PRECISION NOT NULL,
+    run_id TEXT,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    door TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+)"""
+
+# Named API tokens for treadle serve: only a hash of each token is kept.
+_CREATE_TOKENS = """
+CREATE TABLE treadle_tokens (
+    name TEXT NOT NULL PRIMARY KEY,
+    role TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL,
+    created_by TEXT NOT NULL,
+    expires_at DOUBLE PRECISION,
+    last_used_at DOUBLE PRECISION,
+    revoked_at DOUBLE PRECISION
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -160,6 +193,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (  # 8: workflow versions: the version of its workflow each run goes on with
         "ALTER TABLE treadle_runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+    ),
+    (  # 9: people and accountability: who started a run, how it ended, the audit log
+        # The actor (JSON, see treadle._values._actors) that started the run: four eyes.
+        "ALTER TABLE treadle_runs ADD COLUMN started_by TEXT",
+        # A run's named outcome ('approved', 'rejected', ...) and its one-line summary.
+        "ALTER TABLE treadle_runs ADD COLUMN outcome TEXT",
+        "ALTER TABLE treadle_runs ADD COLUMN outcome_summary TEXT",
+        "CREATE INDEX treadle_runs_outcome ON treadle_runs (outcome) WHERE outcome IS NOT NULL",
+        _CREATE_AUDIT,
+        "CREATE INDEX treadle_audit_run ON treadle_audit (run_id, seq)",
+        _CREATE_TOKENS,
     ),
 )
 

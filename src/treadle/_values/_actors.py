@@ -1,0 +1,247 @@
+"""Who acts on a run, through which door, and with which rights.
+
+Every action that changes a run (an answer, a message, a cancel, a pause, a
+fork, a delete, a migration, a start) is taken by an :class:`Actor`, and the
+run's record keeps it: a decision in a workflow whose point is a person's
+decision is only worth its record. An actor is a plain, frozen value so it
+can travel from the door it came in by (the page, the HTTP API, the CLI,
+Python, the workers' client, a signed link) down to the store that writes
+it beside the action's effect, in one transaction.
+
+Rights come from roles, narrowest first (DESIGN §17): a ``viewer`` reads;
+an ``approver`` also answers the requests addressed to it; an ``operator``
+also starts, sends, cancels, pauses, unpauses, resumes and forks; an
+``admin`` also deletes, prunes, migrates and manages tokens. A request may
+name who may answer it (``approvers``: user names, ``role:R`` or
+``group:G``), and a run may forbid its starter from answering its own
+requests (four eyes); :func:`answer_refusal` says why an actor may not.
+"""
+
+from __future__ import annotations
+
+import enum
+import getpass
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+
+class Role(enum.IntEnum):
+    """What an actor may do, each role holding every right of the ones before it."""
+
+    VIEWER = 1
+    APPROVER = 2
+    OPERATOR = 3
+    ADMIN = 4
+
+    @classmethod
+    def parse(cls, text: str) -> Role:
+        """The role a name gives (``"approver"``), refusing anything else by name.
+
+        Raises:
+            ValueError: ``text`` names no role (the message lists them).
+        """
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(role.label for role in cls)
+            msg = f"{text!r} is not a role (roles: {names})"
+            raise ValueError(msg) from None
+
+    @property
+    def label(self) -> str:
+        """The role's name as people write it (``"approver"``)."""
+        return self.name.lower()
+
+
+DOORS = frozenset({"page", "api", "cli", "python", "client", "link", "worker", "timer", "schedule"})
+"""The ways an action reaches a run; the record says which one each took."""
+
+KINDS = frozenset({"user", "token", "cli", "python", "service", "link"})
+"""What an actor is: a person signed in, a named API token, the CLI's OS user,
+a Python program, a service (worker, timer, schedule), or a signed link's holder."""
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who takes an action on a run, through which door, and with which rights.
+
+    Attributes:
+        kind: What the actor is (one of :data:`KINDS`).
+        name: Who it is within its kind: a user's name (``"maria"``), a token's
+            name, ``USER@HOST`` for the CLI and Python, a service's name.
+        door: How this action came in (one of :data:`DOORS`).
+        role: Its rights (:class:`Role`).
+        groups: The groups a provider's claims put a signed-in person in.
+    """
+
+    kind: str
+    name: str
+    door: str
+    role: Role = Role.VIEWER
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            msg = f"actor kind {self.kind!r} is not one of {sorted(KINDS)}"
+            raise ValueError(msg)
+        if self.door not in DOORS:
+            msg = f"door {self.door!r} is not one of {sorted(DOORS)}"
+            raise ValueError(msg)
+        if not self.name:
+            msg = "an actor needs a name"
+            raise ValueError(msg)
+
+    @property
+    def label(self) -> str:
+        """How the record names the actor: ``maria`` for a person, ``cli:ann@box`` otherwise."""
+        return self.name if self.kind == "user" else f"{self.kind}:{self.name}"
+
+    def may(self, role: Role) -> bool:
+        """Whether the actor holds ``role``'s rights."""
+        return self.role >= role
+
+    def through(self, door: str) -> Actor:
+        """The same actor coming in by another door (the page, a link)."""
+        return Actor(self.kind, self.name, door, self.role, self.groups)
+
+    def to_json(self) -> dict[str, Any]:
+        """The actor as the record keeps it (plain JSON)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "label": self.label,
+            "door": self.door,
+            "role": self.role.label,
+            "groups": sorted(self.groups),
+        }
+
+    def encode(self) -> str:
+        """:meth:`to_json` as compact text, for a store's column."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Actor:
+        """The actor :meth:`to_json` gave.
+
+        Raises:
+            ValueError: ``data`` is not an actor's record.
+        """
+        try:
+            return cls(
+                kind=str(data["kind"]),
+                name=str(data["name"]),
+                door=str(data["door"]),
+                role=Role.parse(str(data.get("role", "viewer"))),
+                groups=frozenset(str(g) for g in data.get("groups", ())),
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            msg = f"not an actor's record: {data!r}"
+            raise ValueError(msg) from error
+
+    @classmethod
+    def cli(cls) -> Actor:
+        """The CLI's user when it opens the store itself: ``cli:USER@HOST``, an admin.
+
+        Whoever can open the store's file or database can change it whatever
+        the server's rules say, so the CLI holds every right; the record still
+        says who it was.
+        """
+        return cls("cli", _user_at_host(), "cli", Role.ADMIN)
+
+    @classmethod
+    def python(cls) -> Actor:
+        """A Python program acting on its own store: ``python:USER@HOST``, an admin."""
+        return cls("python", _user_at_host(), "python", Role.ADMIN)
+
+    @classmethod
+    def service(cls, name: str, door: str = "worker") -> Actor:
+        """A service acting on its own (a worker's takeover, a timer, a schedule)."""
+        return cls("service", name, door, Role.OPERATOR)
+
+
+def _user_at_host() -> str:
+    """``USER@HOST`` of this process (the uid when it has no user name)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a container without a passwd entry for its uid
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def answer_refusal(
+    actor: Actor,
+    approvers: Iterable[str] = (),
+    *,
+    starter: str | None = None,
+    four_eyes: bool = False,
+) -> str | None:
+    """Why ``actor`` may not answer a request, or ``None`` when it may.
+
+    Args:
+        actor: Who is answering.
+        approvers: Who the request names as allowed to answer it: user names,
+            ``role:R`` (anyone holding role R's rights) or ``group:G``.
+            Empty: anyone with the approver role.
+        starter: The label of the actor that started the run.
+        four_eyes: Whether the run's starter is refused.
+
+    Returns:
+        A sentence naming who may answer, or ``None``.
+    """
+    if four_eyes and starter is not None and _same_person(actor.label, starter):
+        return f"{actor.label} started this run, and its requests need four eyes: someone else"
+    named = tuple(approvers)
+    if not named:
+        if actor.may(Role.APPROVER):
+            return None
+        return f"{actor.label} is a {actor.role.label}: answering needs the approver role"
+    for entry in named:
+        if entry.startswith("role:"):
+            try:
+                if actor.may(Role.parse(entry.removeprefix("role:"))):
+                    return None
+            except ValueError:
+                continue
+        elif entry.startswith("group:"):
+            if entry.removeprefix("group:") in actor.groups:
+                return None
+        elif entry in {actor.name, actor.label}:
+            return None
+    return f"{actor.label} may not answer this request: only {', '.join(named)} may"
+
+
+def _same_person(label: str, starter: str) -> bool:
+    """Whether two actor labels name the same person (``cli:ann@box`` and ``ann``)."""
+
+    def person(text: str) -> str:
+        name = text.split(":", 1)[-1]
+        return name.split("@", 1)[0]
+
+    return label == starter or person(label) == person(starter)
+
+
+def check_approvers(approvers: Iterable[str]) -> tuple[str, ...]:
+    """``approvers`` as a request keeps them, refusing an entry that can match no one.
+
+    Raises:
+        ValueError: An entry is empty, or names a role that does not exist.
+    """
+    checked: list[str] = []
+    for entry in approvers:
+        if not isinstance(entry, str) or not entry.strip():
+            msg = f"an approver must be a user name, 'role:R' or 'group:G', not {entry!r}"
+            raise ValueError(msg)
+        if entry.startswith("role:"):
+            try:
+                Role.parse(entry.removeprefix("role:"))
+            except ValueError as error:
+                msg = f"approver {entry!r}: {error}"
+                raise ValueError(msg) from None
+        checked.append(entry.strip())
+    return tuple(checked)
