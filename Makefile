@@ -18,6 +18,10 @@ MMDC := $(TOOLS)/node_modules/.bin/mmdc
 PUPPETEER_CONFIG := $(TOOLS)/puppeteer.json
 NODE_PACKAGES := @mermaid-js/mermaid-cli@11.17.0 puppeteer@24.43.1
 CHROMIUM := /usr/bin/chromium
+# The sign-in tests run a real, certified OpenID Connect provider (panva's
+# oidc-provider, on Node 20) from tests/server/oidc_provider.mjs.
+OIDC_PACKAGE := oidc-provider@9.13.3
+OIDC_PROVIDER := $(TOOLS)/node_modules/oidc-provider/package.json
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -84,6 +88,10 @@ renderers: $(PUPPETEER_CONFIG)
 		echo "renderers: installing $(NODE_PACKAGES) into $(TOOLS)"; \
 		PUPPETEER_SKIP_DOWNLOAD=1 npm install --prefix $(TOOLS) --no-audit --no-fund \
 			$(NODE_PACKAGES) >$(TOOLS)/npm.log 2>&1 || { cat $(TOOLS)/npm.log; exit 1; }; }
+	@test -f $(OIDC_PROVIDER) || { \
+		echo "renderers: installing $(OIDC_PACKAGE) into $(TOOLS)"; \
+		npm install --prefix $(TOOLS) --no-audit --no-fund \
+			$(OIDC_PACKAGE) >$(TOOLS)/npm-oidc.log 2>&1 || { cat $(TOOLS)/npm-oidc.log; exit 1; }; }
 
 $(PUPPETEER_CONFIG): Makefile
 	@mkdir -p $(TOOLS)

@@ -26,6 +26,7 @@ from treadle._stores._sql_rules import (
     last_of_one_run,
 )
 from treadle._stores._store import DEFAULT_LEASE
+from treadle._stores._tokens import MemoryTokens
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 
 
-class MemoryStore(MemoryOwnership):
+class MemoryStore(MemoryOwnership, MemoryTokens):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds

@@ -48,6 +48,7 @@ from treadle._stores._postgres_writes import (
 )
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_reads import SqlReads
+from treadle._stores._sql_tokens import PostgresTokens
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
 
 
-class PostgresStore(SqlReads, PostgresOwnership):
+class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema
