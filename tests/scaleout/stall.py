@@ -14,6 +14,7 @@ live workers have a queue of new runs to take meanwhile.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import signal
 import subprocess
@@ -51,6 +52,9 @@ class Outcome:
     stopped_for: float = 0.0
     held_at_stop: list[str] = field(default_factory=list)
     locked_at_stop: list[str] = field(default_factory=list)  # rows its open transaction held
+    # When another worker first leased one of its runs, and how many new runs were queued then.
+    first_takeover_after: float = float("nan")
+    pending_at_takeover: int = 0
     max_gap: float = 0.0
     max_gap_run: str = ""
     statuses: dict[str, int] = field(default_factory=dict)
@@ -73,24 +77,47 @@ async def _prepare(dsn: str, schema: str) -> None:
 async def _stop_one(
     dsn: str, schema: str, workers: dict[str, subprocess.Popen[bytes]], outcome: Outcome
 ) -> None:
-    """SIGSTOP a worker that holds running runs for ``STOPPED`` seconds, then SIGCONT it."""
+    """SIGSTOP a worker holding running runs for ``STOPPED`` seconds, then SIGCONT it.
+
+    Stopped whatever it is doing; if it turns out to hold no running run by
+    then (it had just finished them), it is continued at once and another
+    try is made.
+    """
     rng = random.Random(outcome.seed)
     running = "SELECT DISTINCT owner FROM treadle_runs WHERE status = 'running'"
+    held = "SELECT run_id FROM treadle_runs WHERE owner = %s AND status = 'running'"
     deadline = time.time() + 30
-    while not (owners := sorted({str(r[0]) for r in await run_sql(dsn, schema, running)})):
-        assert time.time() < deadline, "no worker ever held a running run"
-        await asyncio.sleep(0.01)
-    name = outcome.stopped = rng.choice(owners)
-    await asyncio.sleep(rng.uniform(0.0, 0.05))  # anywhere in what it is doing
-    workers[name].send_signal(signal.SIGSTOP)
-    stopped = time.time()
-    try:
+    while True:
+        assert time.time() < deadline, "no worker was stopped holding a running run"
+        owners = sorted({str(r[0]) for r in await run_sql(dsn, schema, running)} & set(workers))
+        if not owners:
+            await asyncio.sleep(0.01)
+            continue
+        name = outcome.stopped = rng.choice(owners)
+        await asyncio.sleep(rng.uniform(0.0, 0.05))  # anywhere in what it is doing
+        workers[name].send_signal(signal.SIGSTOP)
+        stopped = time.time()
         await asyncio.sleep(0.1)  # what it had sent before it stopped is done by now
-        held = "SELECT run_id FROM treadle_runs WHERE owner = %s AND status = 'running'"
         outcome.held_at_stop = sorted(str(r[0]) for r in await run_sql(dsn, schema, held, (name,)))
+        if outcome.held_at_stop:
+            break
+        workers[name].send_signal(signal.SIGCONT)
+    # Taken over: leased again (a higher epoch), whoever holds it now, if anyone.
+    epochs = "SELECT run_id, lease_epoch FROM treadle_runs WHERE run_id = ANY(%s)"
+    at_stop = dict(await run_sql(dsn, schema, epochs, (outcome.held_at_stop,)))
+    pending = "SELECT count(*) FROM treadle_runs WHERE status = 'pending'"
+    try:
         free = await run_sql(dsn, schema, held + " FOR UPDATE SKIP LOCKED", (name,))
         outcome.locked_at_stop = sorted(set(outcome.held_at_stop) - {str(r[0]) for r in free})
-        await asyncio.sleep(STOPPED - (time.time() - stopped))
+        while (left := STOPPED - (time.time() - stopped)) > 0:
+            if math.isnan(outcome.first_takeover_after):  # not seen yet
+                now = await run_sql(dsn, schema, epochs, (outcome.held_at_stop,))
+                if any(epoch != at_stop[run] for run, epoch in now):
+                    outcome.first_takeover_after = time.time() - stopped
+                    outcome.pending_at_takeover = int(
+                        (await run_sql(dsn, schema, pending))[0][0]  # type: ignore[call-overload]
+                    )
+            await asyncio.sleep(min(left, 0.05))
     finally:
         workers[name].send_signal(signal.SIGCONT)
     outcome.stopped_for = time.time() - stopped
@@ -112,7 +139,7 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
     }
     try:
         progress = "SELECT count(*) FROM commit_log"
-        threshold = RUNS * SUPERSTEPS * random.Random(seed).uniform(0.05, 0.15)
+        threshold = RUNS * SUPERSTEPS * random.Random(seed).uniform(0.03, 0.10)
         deadline = time.time() + 60
         while (await run_sql(dsn, schema, progress))[0][0] < threshold:  # type: ignore[operator]
             assert time.time() < deadline, f"the workers committed under {threshold:.0f} in 60 s"
@@ -171,6 +198,12 @@ def check(outcome: Outcome) -> list[str]:
         problems.append(f"supersteps committed twice: {outcome.duplicates[:5]}")
     if not outcome.held_at_stop:
         problems.append(f"the stopped worker {outcome.stopped} held no running run")
+    if not outcome.pending_at_takeover:
+        problems.append(
+            "no new run was queued when the stopped worker's runs were first taken over"
+            f" ({outcome.first_takeover_after:.1f} s into the stop): the try shows nothing"
+            " of expired leases going ahead of new work"
+        )
     if outcome.max_gap > BOUND:
         problems.append(
             f"run {outcome.max_gap_run} went {outcome.max_gap:.2f} s between two commits"

@@ -51,9 +51,9 @@ async def test_ten_tries_of_a_stopped_worker_keep_every_gap_within_lease_and_pol
         "",
         (
             "| try | wall s | stopped s | runs it held | of them locked by its open transaction "
-            "| longest gap s | problems |"
+            "| first taken over after s | new runs queued then | longest gap s | problems |"
         ),
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     failures = []
     for seed in range(1, 11):
@@ -63,6 +63,7 @@ async def test_ten_tries_of_a_stopped_worker_keep_every_gap_within_lease_and_pol
         lines.append(
             f"| {seed} | {outcome.wall:.1f} | {outcome.stopped_for:.1f} | "
             f"{len(outcome.held_at_stop)} | {len(outcome.locked_at_stop)} | "
+            f"{outcome.first_takeover_after:.2f} | {outcome.pending_at_takeover} | "
             f"{outcome.max_gap:.2f} | {'; '.join(problems) or 'none'} |"
         )
     report = stall_report()

@@ -133,7 +133,7 @@ class Worker:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.queue = RunQueue(store, self.worker_id, lease=lease)
         # Stopped mid-commit, it must not hold its runs' rows (which claims skip) past its lease.
-        store.limit_idle_transactions(lease)
+        store.limit_stalls(lease)
         self._held: dict[str, _Held] = {}
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # a slot freed, or a run became ready: claim now

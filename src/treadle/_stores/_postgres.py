@@ -39,7 +39,7 @@ from treadle._stores._postgres_ownership import (
     refusal,
     release_lease,
 )
-from treadle._stores._postgres_pools import Connection, IdleLimit, LoopPools
+from treadle._stores._postgres_pools import Connection, LoopPools, StallLimit
 from treadle._stores._postgres_writes import (
     append_events,
     delete_old,
@@ -138,7 +138,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens):
         self._keep_last = keep_last
         self._schema = schema
         self._migrated = False  # at worst two loops at once both find nothing to migrate
-        self._idle_limit = IdleLimit(lease)  # frees the rows of a process stopped mid-transaction
+        self._stall_limit = StallLimit(lease)  # frees the rows of a process stopped mid-transaction
         self._pools = LoopPools(
             dsn,
             min_size=min_size,
@@ -371,14 +371,15 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens):
 
     # --- connections ------------------------------------------------------------
 
-    def limit_idle_transactions(self, seconds: float) -> None:
-        """End a transaction of this store's left idle ``seconds`` (only ever lowered).
+    def limit_stalls(self, seconds: float) -> None:
+        """End a transaction of this store's stalled ``seconds`` (only ever lowered).
 
-        It starts at the store's ``lease``; a worker lowers it to its own, so a
-        worker stopped in the middle of a commit holds its runs' rows no longer
-        than its lease (see :class:`~treadle._stores._postgres_pools.IdleLimit`).
+        Stalled: idle in the transaction, or waiting for a lock. It starts at
+        the store's ``lease``; a worker lowers it to its own, so a worker
+        stopped in the middle of a commit holds its runs' rows no longer than
+        its lease (see :class:`~treadle._stores._postgres_pools.StallLimit`).
         """
-        self._idle_limit.lower(seconds)
+        self._stall_limit.lower(seconds)
 
     async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
         """Run ``work`` on a pooled connection, in one transaction when ``write``.
@@ -402,7 +403,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens):
         try:
             pool = await self._pools.get()
             async with pool.connection() as connection:
-                await self._idle_limit.apply(connection)
+                await self._stall_limit.apply(connection)
                 if not write:
                     return await work(connection)
                 async with connection.transaction():
@@ -475,12 +476,12 @@ async def _commit(
     # The run row first: its lock makes concurrent commits (and pauses) of one run take turns.
     if lease is None:
         advanced = await connection.execute(
-            _render(_sql_statements.ADVANCE_RUN), _sql_rows.advance_parameters(info)
+            _render(_sql_statements.ADVANCE_RUN), _sql_rows.advance_parameters(checkpoints[-1])
         )
         if advanced.rowcount == 0:
             raise await refusal(connection, info.run_id, lease)
     else:
-        fenced = (*_sql_rows.advance_parameters(info), lease.owner, lease.epoch)
+        fenced = (*_sql_rows.advance_parameters(checkpoints[-1]), lease.owner, lease.epoch)
         row = await (await connection.execute(_render(_FENCED_ADVANCE), fenced)).fetchone()
         if row is None:
             raise await refusal(connection, info.run_id, lease)

@@ -162,19 +162,23 @@ class LoopPools:
         return pool
 
 
-class IdleLimit:
-    """How long the server lets a transaction of these connections sit idle before ending it.
+class StallLimit:
+    """How long a transaction of these connections may stall before the server ends it.
 
     A process stopped in the middle of a transaction (SIGSTOP, a long pause
     of its event loop, a frozen VM) keeps the rows it locked locked until it
     goes on, and claims skip locked rows: however long ago its lease ran
-    out, a run whose row it locked could not be taken over. PostgreSQL's
-    ``idle_in_transaction_session_timeout`` ends such a transaction, and its
-    connection, once it has sat idle this long, which frees the rows; a
-    process that goes on afterwards finds its connection closed and its
-    lease gone, and commits nothing. A live process never leaves a
-    transaction idle for anything like a lease: it would lose its leases
-    first, as its heartbeats would stall too.
+    out, a run whose row it locked could not be taken over. So the server
+    ends a transaction left idle this long (``idle_in_transaction_session_timeout``,
+    which closes its connection), and a statement waiting this long for a
+    lock (``lock_timeout``): the process's other transactions may be queued
+    behind the stopped one (inserting a piece it inserted, say) while
+    holding their own runs' rows, and would otherwise become idle, and start
+    their own wait, only once it ended. A process that goes on afterwards
+    finds its transaction or connection ended and its lease gone, and
+    commits nothing. A live process never stalls a transaction for
+    anything like a lease: it would lose its leases first, its heartbeats
+    stalled too.
 
     Args:
         seconds: The limit; lowered, never raised, by :meth:`lower`.
@@ -194,7 +198,9 @@ class IdleLimit:
             return
         milliseconds = f"{max(round(self.seconds * 1000), 1)}ms"
         await connection.execute(
-            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)", (milliseconds,)
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false),"
+            " set_config('lock_timeout', %s, false)",
+            (milliseconds, milliseconds),
         )
         self._set[connection] = self.seconds
 
