@@ -105,6 +105,7 @@ class RequestEvent(WorkflowEvent):
     request_id: str = ""
     payload: Any = None
     response_type: str | None = None
+    deadline_at: float | None = None  # its timeout's end (epoch seconds): webhooks warn before it
 
 
 @dataclass(slots=True, kw_only=True)

@@ -218,6 +218,7 @@ def _suspended(
                 request_id=wait.key,
                 payload=wait.payload,
                 response_type=wait.response_type,
+                deadline_at=wait.due_at,
             )
     return ctx.suspended_at(wait)
 

@@ -15,6 +15,7 @@ from treadle._exceptions import (
     RunNotFoundError,
 )
 from treadle._stores import _memory_events
+from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
 from treadle._stores._sql_ownership import check_lease
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
 
 
-class MemoryStore(MemoryOwnership, MemoryTokens):
+class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds

@@ -47,6 +47,7 @@ from treadle._stores._postgres_writes import (
     insert_checkpoints,
 )
 from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import PostgresTokens
 from treadle._stores._store import DEFAULT_LEASE
@@ -72,7 +73,7 @@ _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
 
 
-class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens):
+class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema

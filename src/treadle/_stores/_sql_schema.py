@@ -140,6 +140,63 @@ CREATE TABLE treadle_tokens (
     revoked_at DOUBLE PRECISION
 )"""
 
+# Outbound webhooks (see treadle._stores._outbox): the endpoints, each with the
+# events it wants (comma-separated) and its signing secret.
+_CREATE_WEBHOOKS = """
+CREATE TABLE treadle_webhooks (
+    endpoint_id TEXT NOT NULL PRIMARY KEY,
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    backoff DOUBLE PRECISION NOT NULL,
+    deadline_lead DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+
+# The webhooks' outbox: a row per message and endpoint, written by a trigger on
+# treadle_events in the transaction of the event that causes it (the trigger
+# exists while an endpoint does). ``event`` is the logged event as the log keeps
+# it ([superstep, kind, executor_id, at, data]); ``state`` is 'pending' until
+# sent (the row is then deleted), 'dead' past the endpoint's attempts.
+_CREATE_OUTBOX = """
+CREATE TABLE treadle_outbox (
+    {order_column}
+    endpoint_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    event_seq BIGINT NOT NULL,
+    event_type TEXT NOT NULL,
+    event TEXT NOT NULL,
+    due_at DOUBLE PRECISION NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_until DOUBLE PRECISION,
+    last_error TEXT
+)"""
+
+# Signed single-use answer links: a row per link, its nonce the key; ``used_at``
+# set by the one use the link gets.
+_CREATE_LINKS = """
+CREATE TABLE treadle_links (
+    nonce TEXT NOT NULL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    created_by TEXT NOT NULL,
+    used_at DOUBLE PRECISION,
+    used_by TEXT
+)"""
+
+# The store's own secrets (the answer links' signing key), made on first use.
+_CREATE_SECRETS = """
+CREATE TABLE treadle_secrets (
+    name TEXT NOT NULL PRIMARY KEY,
+    secret TEXT NOT NULL
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -204,6 +261,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_AUDIT,
         "CREATE INDEX treadle_audit_run ON treadle_audit (run_id, seq)",
         _CREATE_TOKENS,
+    ),
+    (  # 10: reaching people: webhooks, their outbox, answer links
+        _CREATE_WEBHOOKS,
+        _CREATE_OUTBOX,
+        # The sender's claim: pending rows by due time.
+        "CREATE INDEX treadle_outbox_due ON treadle_outbox (state, due_at)",
+        # Order per run and endpoint: the earlier pending row of a run and endpoint.
+        "CREATE INDEX treadle_outbox_order"  # noqa: ISC004 - one statement
+        " ON treadle_outbox (endpoint_id, run_id, state{tiebreak})",
+        _CREATE_LINKS,
+        _CREATE_SECRETS,
     ),
 )
 

@@ -33,9 +33,10 @@ from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundErro
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
-from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sql_tokens import SqliteTokens
+from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal, release_row
 from treadle._stores._sqlite_transactions import each_saved, is_busy, select, transaction
 from treadle._stores._store import DEFAULT_LEASE
@@ -61,7 +62,7 @@ _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
 
 
-class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens):
+class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
     """Runs and checkpoints in one SQLite file, safe across processes.
 
     All SQLite work happens on one thread owned by the store, with its own

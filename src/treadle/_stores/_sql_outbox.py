@@ -1,0 +1,162 @@
+"""The SQL stores' statements for webhooks and answer links (see :mod:`treadle._stores._outbox`).
+
+The outbox is fed by a trigger on ``treadle_events``, which exists while an
+endpoint does: added with the first endpoint and dropped with the last, in
+their transactions. Every writer of a run's log (a commit, a status set, a
+delivery, the store's own status records) feeds it, in its own
+transaction, without a statement of its own; a store with no endpoint runs
+no trigger at all. The trigger is the one part written twice, as SQLite's
+and PostgreSQL's JSON functions differ; it maps events to messages as
+:func:`treadle._stores._outbox.messages_for` does.
+"""
+
+from __future__ import annotations
+
+from treadle._stores._outbox import LINK_COLUMNS, MESSAGE_COLUMNS
+
+_ENDPOINT_COLUMNS = "endpoint_id, url, events, secret, attempts, backoff, deadline_lead, created_at"
+INSERT_ENDPOINT = (
+    f"INSERT INTO treadle_webhooks ({_ENDPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608 - constants only
+)
+SELECT_ENDPOINTS = (
+    f"SELECT {_ENDPOINT_COLUMNS} FROM treadle_webhooks ORDER BY created_at, endpoint_id"  # noqa: S608 - constants only
+)
+DELETE_ENDPOINT = "DELETE FROM treadle_webhooks WHERE endpoint_id = ?"
+DELETE_ENDPOINT_MESSAGES = "DELETE FROM treadle_outbox WHERE endpoint_id = ?"
+COUNT_ENDPOINTS = "SELECT COUNT(*) FROM treadle_webhooks"
+
+# Due messages, the first pending one of each run and endpoint (a deadline_near
+# holds nothing up), leased to a sender. The outer conditions are checked again
+# on a row a concurrent claim changed (PostgreSQL re-reads it), so two senders
+# never take one message.
+CLAIM = f"""
+UPDATE treadle_outbox SET lease_owner = ?, lease_until = ?
+WHERE {{order}} IN (
+    SELECT o.{{order}} FROM treadle_outbox AS o
+    WHERE o.state = 'pending' AND o.due_at <= ?
+    AND (o.lease_until IS NULL OR o.lease_until <= ?)
+    AND NOT EXISTS (
+        SELECT 1 FROM treadle_outbox AS p
+        WHERE p.endpoint_id = o.endpoint_id AND p.run_id = o.run_id AND p.state = 'pending'
+        AND p.{{order}} < o.{{order}} AND p.event_type <> 'request.deadline_near')
+    ORDER BY o.{{order}} LIMIT ?)
+AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)
+RETURNING {MESSAGE_COLUMNS}"""  # noqa: S608 - constants only
+
+
+def claim_parameters(owner: str, now: float, lease: float, limit: int) -> tuple[object, ...]:
+    """The parameters of :data:`CLAIM`."""
+    return (owner, now + lease, now, now, limit, now)
+
+
+SENT = "DELETE FROM treadle_outbox WHERE {order} = ? AND lease_owner = ?"
+FAILED = """
+UPDATE treadle_outbox SET attempts = attempts + 1, last_error = ?, due_at = ?, state = ?,
+    lease_owner = NULL, lease_until = NULL
+WHERE {order} = ? AND lease_owner = ?"""
+SELECT_MESSAGES = (
+    f"SELECT {MESSAGE_COLUMNS} FROM treadle_outbox WHERE state = ? ORDER BY {{order}} LIMIT ?"  # noqa: S608 - constants only
+)
+_RESEND = (
+    "UPDATE treadle_outbox SET state = 'pending', attempts = 0, due_at = ?, last_error = NULL,"
+    " lease_owner = NULL, lease_until = NULL WHERE state = 'dead'"
+)
+RESEND_ALL = _RESEND
+RESEND_ONE = _RESEND + " AND {order} = ?"
+
+INSERT_LINK = f"INSERT INTO treadle_links ({LINK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+SELECT_LINK = f"SELECT {LINK_COLUMNS} FROM treadle_links WHERE nonce = ?"  # noqa: S608
+USE_LINK = "UPDATE treadle_links SET used_at = ?, used_by = ? WHERE nonce = ? AND used_at IS NULL"
+RELEASE_LINK = "UPDATE treadle_links SET used_at = NULL, used_by = NULL WHERE nonce = ?"
+
+# S105: statements and a row's name, not passwords.
+INSERT_SECRET = "INSERT INTO treadle_secrets (name, secret) VALUES (?, ?) ON CONFLICT DO NOTHING"  # noqa: S105
+SELECT_SECRET = "SELECT secret FROM treadle_secrets WHERE name = ?"  # noqa: S105
+LINK_SECRET = "answer_links"  # noqa: S105
+
+# SQLite's feed: JSON through json_each and json_extract.
+SQLITE_FEED = """
+CREATE TRIGGER IF NOT EXISTS treadle_outbox_feed AFTER INSERT ON treadle_events
+BEGIN
+    DELETE FROM treadle_outbox
+    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
+    AND EXISTS (
+        SELECT 1 FROM json_each(NEW.events) AS e
+        WHERE (json_extract(e.value, '$[1]') IN ('request_answered', 'request_timed_out')
+            AND json_extract(e.value, '$[4].request_id')
+                = json_extract(treadle_outbox.event, '$[4].request_id'))
+        OR (json_extract(e.value, '$[1]') = 'status_changed'
+            AND json_extract(e.value, '$[4].status') IN ('completed', 'failed', 'cancelled')));
+    INSERT INTO treadle_outbox
+        (endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts)
+    SELECT w.endpoint_id, NEW.run_id, NEW.first_seq + e.key, t.event_type, e.value,
+        CASE WHEN t.event_type = 'request.deadline_near'
+            THEN MAX(json_extract(e.value, '$[3]'),
+                json_extract(e.value, '$[4].deadline_at') - w.deadline_lead)
+            ELSE json_extract(e.value, '$[3]') END,
+        'pending', 0
+    FROM json_each(NEW.events) AS e
+    JOIN (SELECT 'request' AS kind, NULL AS status, 'request.created' AS event_type
+        UNION ALL SELECT 'request', NULL, 'request.deadline_near'
+        UNION ALL SELECT 'request_answered', NULL, 'request.answered'
+        UNION ALL SELECT 'status_changed', 'completed', 'run.completed'
+        UNION ALL SELECT 'status_changed', 'failed', 'run.failed') AS t
+    ON t.kind = json_extract(e.value, '$[1]')
+        AND (t.status IS NULL OR t.status = json_extract(e.value, '$[4].status'))
+        AND (t.event_type <> 'request.deadline_near'
+            OR json_extract(e.value, '$[4].deadline_at') IS NOT NULL)
+    CROSS JOIN treadle_webhooks AS w
+    WHERE instr(',' || w.events || ',', ',' || t.event_type || ',') > 0
+    ORDER BY e.key, w.endpoint_id;
+END"""
+SQLITE_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed"
+
+# PostgreSQL's feed: a function (JSON through jsonb) and the trigger calling it.
+POSTGRES_FEED_FUNCTION = """
+CREATE OR REPLACE FUNCTION treadle_outbox_feed() RETURNS trigger LANGUAGE plpgsql AS $feed$
+BEGIN
+    DELETE FROM treadle_outbox
+    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
+    AND EXISTS (
+        SELECT 1 FROM jsonb_array_elements(CAST(NEW.events AS jsonb)) AS e(value)
+        WHERE (e.value ->> 1 IN ('request_answered', 'request_timed_out')
+            AND (e.value -> 4) ->> 'request_id'
+                = (CAST(treadle_outbox.event AS jsonb) -> 4) ->> 'request_id')
+        OR (e.value ->> 1 = 'status_changed'
+            AND (e.value -> 4) ->> 'status' IN ('completed', 'failed', 'cancelled')));
+    INSERT INTO treadle_outbox
+        (endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts)
+    SELECT w.endpoint_id, NEW.run_id, NEW.first_seq + e.n - 1, t.event_type,
+        CAST(e.value AS text),
+        CASE WHEN t.event_type = 'request.deadline_near'
+            THEN GREATEST(CAST(e.value ->> 3 AS double precision),
+                CAST((e.value -> 4) ->> 'deadline_at' AS double precision) - w.deadline_lead)
+            ELSE CAST(e.value ->> 3 AS double precision) END,
+        'pending', 0
+    FROM jsonb_array_elements(CAST(NEW.events AS jsonb)) WITH ORDINALITY AS e(value, n)
+    JOIN (VALUES ('request', NULL, 'request.created'),
+        ('request', NULL, 'request.deadline_near'),
+        ('request_answered', NULL, 'request.answered'),
+        ('status_changed', 'completed', 'run.completed'),
+        ('status_changed', 'failed', 'run.failed')) AS t(kind, status, event_type)
+    ON t.kind = e.value ->> 1
+        AND (t.status IS NULL OR t.status = (e.value -> 4) ->> 'status')
+        AND (t.event_type <> 'request.deadline_near'
+            OR jsonb_typeof((e.value -> 4) -> 'deadline_at') = 'number')
+    CROSS JOIN treadle_webhooks AS w
+    WHERE strpos(',' || w.events || ',', ',' || t.event_type || ',') > 0
+    ORDER BY e.n, w.endpoint_id;
+    RETURN NULL;
+END
+$feed$"""
+POSTGRES_FEED = (
+    "CREATE OR REPLACE TRIGGER treadle_outbox_feed AFTER INSERT ON treadle_events"
+    " FOR EACH ROW EXECUTE FUNCTION treadle_outbox_feed()"
+)
+POSTGRES_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed ON treadle_events"
+
+
+# Steps of a write that each backend spells its own way: create the feed (the
+# trigger) if missing; drop it when no endpoint is left.
+ADD_FEED = "-- add the feed"
+DROP_FEED_IF_UNUSED = "-- drop the feed if no endpoint is left"
