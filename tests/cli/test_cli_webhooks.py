@@ -1,0 +1,190 @@
+"""Webhooks reach a real receiver through failures, an outage and a SIGKILL (issue 29, must show 4).
+
+The receiver is a real HTTP server on 127.0.0.1, written here: it answers
+500 to its first three deliveries and is down (nothing listening) for the
+first 10 s. Runs commit their events (a request, a failure, a completion)
+into a SQLite file while it is down; a ``treadle worker`` is SIGKILLed
+after those commits and before any delivery, and a second one delivers.
+Every message arrives, its signature verified by the ``standardwebhooks``
+reference library; a duplicate only ever repeats an id; each run's
+messages arrive in commit order. An endpoint that never answers 2xx
+turns its messages into dead letters, listed by ``treadle webhooks dead``
+and sent again by ``treadle webhooks resend --all-dead``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+from treadle_cli import TREADLE
+
+from treadle.stores import SqliteStore
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
+from server_app import Brief, approval, failing
+
+pytestmark = pytest.mark.integration
+APP = str(Path(__file__).parents[1] / "server" / "server_app.py")
+
+
+class Receiver:
+    """A webhook receiver: fails its first ``failures`` deliveries, keeps every one it took."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.deliveries: list[tuple[dict[str, str], bytes]] = []  # every POST, taken or not
+        self.taken: list[tuple[dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with receiver.lock:
+                    receiver.deliveries.append((headers, body))
+                    ok = len(receiver.deliveries) > receiver.failures
+                    if ok:
+                        receiver.taken.append((headers, body))
+                self.send_response(204 if ok else 500)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.server.server_close()  # down until start(): the port refuses connections
+
+    def start(self) -> None:
+        handler = self.server.RequestHandlerClass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def treadle(*args: str) -> str:
+    done = subprocess.run([TREADLE, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def worker(store: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [TREADLE, "worker", "--app", APP, "--store", store, "--poll-interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def add_endpoint(store: str, port: int, *extra: str) -> str:
+    shown = treadle("webhooks", "add", f"http://127.0.0.1:{port}/hook", "--store", store, *extra)
+    return shown.split("signing secret: ", 1)[1].split()[0]
+
+
+def verified(secret: str, taken: list[tuple[dict[str, str], bytes]]) -> list[dict]:
+    hook = Webhook(secret)
+    found = []
+    for headers, body in taken:
+        payload = hook.verify(body, headers)  # raises on a bad signature
+        found.append({**payload, "id": headers["webhook-id"]})
+    return found
+
+
+def until(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.1)
+
+
+async def _commit_runs(path: Path) -> None:
+    store = SqliteStore(path)
+    try:
+        for n in range(3):
+            await approval.run(Brief(f"topic {n}", n), store=store, run_id=f"ask-{n}")
+        with pytest.raises(Exception, match="exploded"):
+            await failing.run("boom", store=store, run_id="fails")
+    finally:
+        await store.close()
+
+
+def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
+    path = tmp_path / "hooks.sqlite"
+    store = str(path)
+    receiver = Receiver(failures=3)
+    asyncio.run(SqliteStore(path).close())  # the file, so webhooks add finds it
+    secret = add_endpoint(store, receiver.port, "--backoff", "0.2")
+    down_since = time.monotonic()
+    asyncio.run(_commit_runs(path))  # committed while the receiver is down
+    first = worker(store)
+    time.sleep(1.0)  # it tries (connection refused) and retries, leasing messages
+    first.send_signal(signal.SIGKILL)  # between the commits and any delivery
+    first.communicate(timeout=30)
+    assert receiver.deliveries == []
+    second = worker(store)
+    try:
+        time.sleep(max(0.0, 10.0 - (time.monotonic() - down_since)))  # down for 10 s
+        receiver.start()
+        until(lambda: len({h["webhook-id"] for h, _ in receiver.taken}) >= 4, 60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.communicate(timeout=30)
+        receiver.stop()
+    assert len(receiver.deliveries) >= 3 + 4  # three refused, then each taken
+    messages = verified(secret, receiver.taken)
+    by_id: dict[str, dict] = {}
+    for message in messages:  # a duplicate repeats its id and its content
+        assert by_id.setdefault(message["id"], message) == message
+    kinds = sorted((m["data"]["run_id"], m["type"]) for m in by_id.values())
+    assert kinds == [
+        ("ask-0", "request.created"),
+        ("ask-1", "request.created"),
+        ("ask-2", "request.created"),
+        ("fails", "run.failed"),
+    ]
+    for run_id in ("ask-0", "ask-1", "ask-2", "fails"):  # each run's, in commit order
+        seqs = [m["data"]["seq"] for m in messages if m["data"]["run_id"] == run_id]
+        assert seqs == sorted(seqs)
+
+
+def test_a_dead_letter_is_listed_and_resent_from_the_cli(tmp_path):
+    path = tmp_path / "dead.sqlite"
+    store = str(path)
+    asyncio.run(SqliteStore(path).close())
+    receiver = Receiver(failures=10**6)  # refuses every delivery, until told otherwise
+    receiver.start()
+    secret = add_endpoint(store, receiver.port, "--attempts", "2", "--backoff", "0.1")
+    asyncio.run(_commit_runs(path))
+    running = worker(store)
+    try:
+        until(lambda: treadle("webhooks", "dead", "--store", store).count("\n") >= 5, 30)
+        dead = json.loads(treadle("webhooks", "dead", "--store", store, "--json"))["dead"]
+        assert sorted(d["type"] for d in dead) == ["request.created"] * 3 + ["run.failed"]
+        assert [d["attempts"] for d in dead] == [2] * 4
+        assert len(receiver.deliveries) == 8  # two attempts each, none taken
+        receiver.failures = 0
+        shown = treadle("webhooks", "resend", "--all-dead", "--store", store)
+        assert shown.startswith(f"{len(dead)} dead letter")
+        ids = {d["webhook_id"] for d in dead}
+        until(lambda: ids <= {h["webhook-id"] for h, _ in receiver.taken}, 30)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        running.communicate(timeout=30)
+        receiver.stop()
+    verified(secret, receiver.taken)
+    assert json.loads(treadle("webhooks", "dead", "--store", store, "--json")) == {"dead": []}
