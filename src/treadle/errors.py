@@ -25,6 +25,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── AppLoadError                 an import path holds no workflow [LookupError]
     ├── CommandError                 a CLI command cannot be done as asked
     ├── MigrationError               a migration cannot move a run; lists every reason
+    ├── ActionRefusedError           the actor may not do this; names who may [PermissionError]
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
     │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
@@ -35,6 +36,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
     │   ├── StateConflictError       two executors set one key in a superstep
+    │   ├── OutcomeConflictError     two executors set different outcomes in a superstep
     │   ├── IterationLimitExceeded   max_supersteps / max_node_iterations hit
     │   ├── RunTimeoutError          the run passed its deadline [TimeoutError]
     │   └── UnanswerableWaitError    no store, so nothing can answer what it waits for
@@ -61,6 +63,7 @@ cancellation) derives from ``BaseException`` and is never exported: user
 from treadle._engine._errors import (
     ExecutorFailedError,
     IterationLimitExceeded,
+    OutcomeConflictError,
     RunCancelledError,
     RunTimeoutError,
     StateConflictError,
@@ -68,6 +71,7 @@ from treadle._engine._errors import (
     WorkflowRunError,
 )
 from treadle._exceptions import (
+    ActionRefusedError,
     AppLoadError,
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -107,6 +111,7 @@ from treadle._exceptions import (
 from treadle._public import publish
 
 __all__ = [
+    "ActionRefusedError",
     "AppLoadError",
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
@@ -123,6 +128,7 @@ __all__ = [
     "JournalMismatchError",
     "LeaseLostError",
     "MigrationError",
+    "OutcomeConflictError",
     "PollTimeout",
     "PoolError",
     "RemoteHandlerError",

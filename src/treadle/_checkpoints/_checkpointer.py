@@ -139,7 +139,9 @@ class Checkpointer:
         checkpoint_id = new_checkpoint_id()
         journal = self.journal
         events = (
-            journal.take(barrier.superstep, barrier.status.value, checkpoint_id)
+            journal.take(
+                barrier.superstep, barrier.status.value, checkpoint_id, outcome=barrier.outcome
+            )
             if journal is not None
             else ()
         )
@@ -154,7 +156,13 @@ class Checkpointer:
         )
         encoded = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
         return CheckpointRecord(
-            info, encoded.blob, encoded.refs, encoded.pieces, encoded.requires, events
+            info,
+            encoded.blob,
+            encoded.refs,
+            encoded.pieces,
+            encoded.requires,
+            events,
+            barrier.outcome,
         )
 
     async def create(
@@ -166,10 +174,12 @@ class Checkpointer:
         *,
         parent_run_id: str | None = None,
         version: int = 1,
+        started_by: str | None = None,
     ) -> str:
         """Create the run row with its first checkpoint; return the checkpoint id.
 
-        ``version`` is the version of ``workflow_name`` the run goes on with.
+        ``version`` is the version of ``workflow_name`` the run goes on with;
+        ``started_by`` who started (or forked) it, as the store records it.
         """
         record = self._record(barrier, snapshots)
         now = record.info.created_at
@@ -188,6 +198,9 @@ class Checkpointer:
             owner=self.ownership.lease.owner if self.ownership is not None else None,
             lease_until=self.ownership.lease.until if self.ownership is not None else None,
             version=version,
+            outcome=barrier.outcome[0] if barrier.outcome else None,
+            outcome_summary=barrier.outcome[1] if barrier.outcome else None,
+            started_by=started_by,
         )
         if self.ownership is not None:
             await self.ownership.create_run(run, graph, record)

@@ -44,6 +44,13 @@ class RunRecord:
             owner's next commit pauses it (see :meth:`Store.pause`).
         version: The version of its workflow the run goes on with: the one
             that started it, or the one a migration moved it to.
+        outcome: The run's named outcome (``"approved"``, ``"rejected"``,
+            ...) as its latest checkpoint holds it (``ctx.set_outcome``), or ``None``.
+        outcome_summary: The one line given with it, if any.
+        started_by: Who started the run (an actor as JSON text, see
+            :class:`~treadle.Actor`), or ``None`` where nobody was recorded:
+            its requests' four eyes refuse that actor, and creating a run
+            with it records ``run_started`` (``run_forked`` for a fork).
     """
 
     run_id: str
@@ -63,6 +70,9 @@ class RunRecord:
     parked: str | None = None
     pause_requested: float | None = None
     version: int = 1
+    outcome: str | None = None
+    outcome_summary: str | None = None
+    started_by: str | None = None
 
     def owned(self, now: float) -> bool:
         """Whether a process holds a current lease on the run at ``now``."""
@@ -188,6 +198,9 @@ class CheckpointRecord:
         events: What the run reported in the superstep this checkpoint
             commits, appended to its event log in the same transaction.
             Empty on load.
+        outcome: Given to a commit, the run's outcome as of this checkpoint
+            (name and summary; ``None``: none), which the run's row takes
+            with it. ``None`` on load (the checkpoint's content holds it).
     """
 
     info: CheckpointInfo
@@ -196,3 +209,4 @@ class CheckpointRecord:
     pieces: tuple[Piece, ...] = ()
     requires: tuple[str, ...] = ()
     events: tuple[EventEntry, ...] = ()
+    outcome: tuple[str, str | None] | None = None

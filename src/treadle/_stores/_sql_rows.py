@@ -55,19 +55,31 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         None,  # not parked
         None,  # no pause asked
         run.version,
+        run.outcome,
+        run.outcome_summary,
+        run.started_by,
         1 if run.owner is not None else 0,
         graph,
     )
 
 
-def advance_parameters(info: CheckpointInfo) -> tuple[Any, ...]:
-    """The parameters of ``ADVANCE_RUN``: the run row follows checkpoint ``info``."""
+def advance_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
+    """The parameters of ``ADVANCE_RUN``: the run row follows ``checkpoint``."""
+    info = checkpoint.info
+    return (info.status, *position_parameters(checkpoint))
+
+
+def position_parameters(checkpoint: CheckpointRecord) -> tuple[Any, ...]:
+    """The parameters of ``ADVANCE_RUN_POSITION``: ``ADVANCE_RUN``'s but the status."""
+    info = checkpoint.info
+    outcome = checkpoint.outcome
     return (
-        info.status,
         info.superstep,
         info.checkpoint_id,
         info.created_at,
         info.wake_at,
+        None if outcome is None else outcome[0],
+        None if outcome is None else outcome[1],
         info.run_id,
     )
 

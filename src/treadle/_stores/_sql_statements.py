@@ -33,6 +33,9 @@ RUN_FIELDS = (
     "parked",
     "pause_requested",
     "version",
+    "outcome",
+    "outcome_summary",
+    "started_by",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 
@@ -40,7 +43,7 @@ _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
 INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES ({", ".join(["?"] * (len(RUN_FIELDS) + 2))})
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 
@@ -62,7 +65,8 @@ def insert_checkpoints(count: int) -> str:
 
 ADVANCE_RUN = """
 UPDATE treadle_runs
-SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
+    outcome = ?, outcome_summary = ?
 WHERE run_id = ?"""
 
 # ADVANCE_RUN in two statements, for SQLite: it rewrites an index entry (one more
@@ -70,7 +74,8 @@ WHERE run_id = ?"""
 # indexed column, changed or not, and most commits leave the status as it was.
 ADVANCE_RUN_POSITION = """
 UPDATE treadle_runs
-SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL
+SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
+    outcome = ?, outcome_summary = ?
 WHERE run_id = ?"""
 
 # Moving a run to another version (under a lease: the fence is appended).
@@ -137,16 +142,22 @@ def select_runs(
     limit: int | None,
     id_prefix: str | None = None,
     before: tuple[float, str] | None = None,
+    outcome: str | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """The ``list_runs`` template for the filters given, newest first, with its parameters.
 
-    Each of ``status``, ``workflow`` and ``parent_run_id`` that is not
-    ``None`` is a column's wanted value; ``id_prefix`` is the start of the
+    Each of ``status``, ``workflow``, ``parent_run_id`` and ``outcome`` that
+    is not ``None`` is a column's wanted value; ``id_prefix`` is the start of the
     wanted ids; ``before`` a run's ``(created_at, run_id)``, of which only
     the runs listed after it are wanted; ``limit``, when given, caps the
     number of rows.
     """
-    given = {"status": status, "workflow": workflow, "parent_run_id": parent_run_id}
+    given = {
+        "status": status,
+        "workflow": workflow,
+        "parent_run_id": parent_run_id,
+        "outcome": outcome,
+    }
     wanted = {column: value for column, value in given.items() if value is not None}
     filters = [f"{column} = ?" for column in wanted]
     parameters: tuple[Any, ...] = tuple(wanted.values())
