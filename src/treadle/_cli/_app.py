@@ -491,6 +491,7 @@ from treadle._cli import (  # noqa: E402, F401
     _housekeeping,
     _inspect,
     _migrate,
+    _tokens,
     _upgrade,
     _webhooks,
 )

@@ -12,6 +12,8 @@ import re
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
+from treadle._values._actors import Role
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -63,6 +65,8 @@ _RUN = _object(
     parked=_nullable("string"),
     pause_requested=_MAYBE_TIME,
     version={"type": "integer", "description": "The version of its workflow it goes on with."},
+    outcome=_nullable("string") | {"description": "How it ended for the business (approved, ...)."},
+    outcome_summary=_nullable("string"),
 )
 
 _GRAPH = _object(
@@ -167,6 +171,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "WorkflowList": _object(("workflows",), workflows={"type": "array", "items": _ref("Workflow")}),
     "Request": _REQUEST,
+    "Me": _object(
+        ("actor", "sign_in"),
+        actor=_object(
+            ("kind", "name", "label", "door", "role", "groups"),
+            kind={"type": "string"},
+            name={"type": "string"},
+            label={"type": "string", "description": "How the record names it."},
+            door={"type": "string"},
+            role={"enum": ["viewer", "approver", "operator", "admin"]},
+            groups={"type": "array", "items": {"type": "string"}},
+        ),
+        sign_in={"type": "boolean", "description": "Whether people sign in (and may sign out)."},
+    ),
     "RequestList": _object(("requests",), requests={"type": "array", "items": _ref("Request")}),
     "RunDetail": _object(
         ("run", "outputs", "state", "pending_requests", "wake_at", "traceback", "graph"),
@@ -243,6 +260,7 @@ for _name in ("StartRun", "Fork", "Resume", "Answer", "Message"):
 _REASONS = {
     400: "Bad input (the message says what; `fields` names each field at fault)",
     401: "No token, a wrong one, or a change authorized by the cookie alone",
+    403: "The caller's role is below the route's (the message names the role needed)",
     404: "No such run, request or workflow",
     409: "A conflict: answered already, busy, paused, ended or existing",
     413: "The body is larger than the server's limit",
@@ -259,6 +277,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": endpoint.operation_id,
         "summary": endpoint.summary,
+        "description": f"Needs the {endpoint.role.label} role.",
         "parameters": [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in _PATH_PARAMETER.findall(endpoint.path)
@@ -288,7 +307,8 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     elif endpoint.response is not None:
         success["content"] = _json(_ref(endpoint.response))
     responses: dict[str, Any] = {str(endpoint.status): success}
-    for status in sorted({401, 413, *endpoint.errors}):
+    refused = {403} if endpoint.role > Role.VIEWER else set()
+    for status in sorted({401, 413, *refused, *endpoint.errors}):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref("Error"))}
     operation["responses"] = responses
     return operation
