@@ -19,7 +19,6 @@ from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._json import JsonResponse
 from treadle._server._state import served_of
 from treadle._values._actors import Role
-from treadle._values._actors import Role
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -35,7 +35,6 @@ from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
-from treadle._values._actors import Role
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
 
