@@ -115,7 +115,9 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
     # A decision with no default starts undecided: one button per value, none pressed.
     decision = card.get_by_role("group", name="Approved")
     for value in ("Yes", "No"):
-        expect(decision.get_by_role("button", name=value)).to_have_attribute("aria-pressed", "false")
+        expect(decision.get_by_role("button", name=value)).to_have_attribute(
+            "aria-pressed", "false"
+        )
     expect(card.get_by_label("Note")).to_have_attribute("type", "text")
 
     # A wrong-shape answer: each field's error next to it, and nothing changes.

@@ -8,8 +8,12 @@ is shown, decision named, to be confirmed first.
 
 from __future__ import annotations
 
-from page_server import Server
+from typing import TYPE_CHECKING
+
 from test_page_browser import _started, _wait, browser, expect, page, pytestmark, server
+
+if TYPE_CHECKING:
+    from page_server import Server
 
 __all__ = ["browser", "page", "pytestmark", "server"]  # the fixtures this module reuses
 
@@ -37,7 +41,9 @@ def test_one_click_on_an_untouched_form_answers_nothing(page, server: Server):
         before = api.get(f"/api/runs/{run_id}").json()
     decision = card.get_by_role("group", name="Approved")
     for value in ("Yes", "No"):
-        expect(decision.get_by_role("button", name=value)).to_have_attribute("aria-pressed", "false")
+        expect(decision.get_by_role("button", name=value)).to_have_attribute(
+            "aria-pressed", "false"
+        )
 
     card.get_by_role("button", name="Send answer").click()
     approved = card.locator('.field[data-path="approved"] .field-error')
