@@ -158,3 +158,27 @@ async def test_the_chain_names_an_edited_reordered_or_removed_entry(store: Store
     assert chain_problems(entries) == []
     problems = chain_problems(_tampered(entries, how))
     assert problems, how
+
+
+@executor
+async def guarded(topic: str, ctx: WorkflowContext) -> None:
+    approved = await ctx.request(
+        {"topic": topic}, bool, approvers=["group:finance"], four_eyes=True
+    )
+    ctx.yield_output(approved)
+
+
+async def test_a_requests_approvers_and_four_eyes_are_checked_at_the_door(store: Store) -> None:
+    workflow = WorkflowBuilder(start=guarded, name="guarded").build()
+    starter = Actor("user", "maria", "page", Role.OPERATOR, frozenset({"finance"}))
+    first = await workflow.run("t", run_id="g", store=store, actor=starter)
+    (asked,) = first.pending_requests
+    bob = Actor("user", "bob", "page", Role.APPROVER)
+    with pytest.raises(ActionRefusedError, match="only group:finance may"):
+        await workflow.respond("g", {asked.request_id: True}, store=store, actor=bob)
+    with pytest.raises(ActionRefusedError, match="four eyes"):
+        await workflow.respond("g", {asked.request_id: True}, store=store, actor=MARIA)
+    ann = Actor("user", "ann", "page", Role.APPROVER, frozenset({"finance"}))
+    result = await workflow.respond("g", {asked.request_id: True}, store=store, actor=ann)
+    assert result.outputs == [True]
+    assert [e.actor["label"] for e in await store.read_audit("g")] == ["maria", "ann"]
