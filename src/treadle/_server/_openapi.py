@@ -105,6 +105,12 @@ _REQUEST = _object(
     response_type=_nullable("string"),
     answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
     deadline_at=_MAYBE_TIME,
+    approvers={
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Who may answer: user names, role:R, group:G (empty: any approver).",
+    },
+    four_eyes={"type": "boolean", "description": "Whether the run's starter may not answer."},
 )
 
 _CHECKPOINT = _object(

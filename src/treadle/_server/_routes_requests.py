@@ -59,8 +59,13 @@ async def get_workflow(request: Request) -> Response:
 
 
 async def list_requests(request: Request) -> Response:
-    """``GET /api/requests``: requests pending across runs, newest run first."""
+    """``GET /api/requests``: the caller's inbox, newest run first.
+
+    Only the requests the caller may answer (its identity against each
+    request's approvers and four eyes), as the door that takes answers decides.
+    """
     served = served_of(request)
+    actor = actor_of(request)
     check_query(request, ("workflow", "limit"))
     limit = int_query(request, "limit", 100, low=1, high=MAX_LIMIT)
     wanted = text_query(request, "workflow")
@@ -69,7 +74,7 @@ async def list_requests(request: Request) -> Response:
     found: list[dict[str, Any]] = []
     for name in names:
         found += await pending_requests(
-            served.store, workflow=name, limit=limit, workflows=served.workflows
+            served.store, workflow=name, limit=limit, workflows=served.workflows, actor=actor
         )
     if len(names) > 1:
         order = await _newest_first(served.store)
