@@ -18,8 +18,7 @@ from treadle import WorkflowBuilder
 from treadle.agents import AgentExecutor
 
 
-def build(side: str | None = None, **rules: object):
-    """The refund desk; ``rules``: ``approvers`` and ``four_eyes`` for its tool approvals."""
+def build(side: str | None = None):
     model = scripted(
         [Call("refund", {"order": "A1", "cents": 5000}, id="refund-1")],
         lambda messages: f"Done: {last_tool_return(messages)}",
@@ -32,7 +31,7 @@ def build(side: str | None = None, **rules: object):
         made = count(side or os.environ["REFUND_SIDE"], "refund")
         return f"refunded {cents} on {order} (refund #{made})"
 
-    executor = AgentExecutor(agent, approve_tools=["refund"], **rules)  # type: ignore[arg-type]
+    executor = AgentExecutor(agent, approve_tools=["refund"])
     return WorkflowBuilder(executor, name="desk").build()
 
 

@@ -56,6 +56,10 @@ def fan_out(branches, *, sink=None, start_message_type=str):
         ),
         (ev.run_started("r", 0), ev.RunStarted(run_id="r", superstep=0)),
         (
+            ev.checkpoint_saved("r", 3, "c-1"),
+            ev.CheckpointSaved(run_id="r", superstep=3, checkpoint_id="c-1"),
+        ),
+        (
             ev.status_changed("r", 5, RunStatus.FAILED, KeyError("k")),
             ev.StatusChanged(run_id="r", superstep=5, status=RunStatus.FAILED, error=None),
         ),

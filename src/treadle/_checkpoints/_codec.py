@@ -74,6 +74,8 @@ class RestoredRun:
     spawned: tuple[SpawnRecord, ...]
     manifest: Manifest | None = None
     """Which pieces hold its values (``None``: a format-1 checkpoint, which has none)."""
+    outcome: tuple[str, str | None] | None = None
+    """The run's outcome as of this checkpoint (``ctx.set_outcome``): name and summary."""
 
     def piece_cache(self) -> PieceCache:
         """The cache a run going on from this checkpoint starts with: its pieces, reused."""
@@ -162,26 +164,9 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
 
 def _wait_out(wait: Wait, enc: Callable[[Any], Any]) -> list[Any]:
     out = [wait.kind, wait.key, wait.due_at, enc(wait.payload), wait.response_type]
-    rules = wait.approvers or wait.four_eyes
-    if wait.replay_key is not None or rules:  # only a migrated wait has one
+    if wait.replay_key is not None:  # only a migrated wait has one: other checkpoints are as before
         out.append(wait.replay_key)
-    if rules:  # who may answer: a request without rules is written as before
-        out.append({"approvers": list(wait.approvers), "four_eyes": wait.four_eyes})
     return out
-
-
-def _wait_in(raw: list[Any]) -> Wait:
-    rules = raw[6] if len(raw) > 6 else {}  # noqa: PLR2004 - see _wait_out
-    return Wait(
-        raw[0],
-        raw[1],
-        raw[2],
-        raw[3],
-        raw[4],
-        raw[5] if len(raw) > 5 else None,  # noqa: PLR2004 - see _wait_out
-        tuple(str(entry) for entry in rules.get("approvers", ())),
-        bool(rules.get("four_eyes", False)),
-    )
 
 
 def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
@@ -203,6 +188,7 @@ def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
         "deadline_at": barrier.deadline_at,
         "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
         "snapshots": {key: enc(value) for key, value in run.snapshots.items()},
+        "outcome": _outcome_out(barrier.outcome),
     }
 
 
@@ -219,8 +205,21 @@ def _nested_in(raw: dict[str, Any]) -> NestedRun:
         waits=_waits_in(raw["waits"]),
         deadline_at=raw["deadline_at"],
         spawned=tuple(SpawnRecord(k, e, n) for k, e, n in raw["spawned"]),
+        outcome=_outcome_in(raw.get("outcome")),
     )
     return NestedRun(str(raw["path"]), barrier, dict(raw["snapshots"]))
+
+
+def _outcome_out(outcome: tuple[str, str | None] | None) -> list[str | None] | None:
+    return None if outcome is None else [outcome[0], outcome[1]]
+
+
+def _outcome_in(raw: list[Any] | None) -> tuple[str, str | None] | None:
+    """An outcome as a checkpoint keeps it (checkpoints from before outcomes have none)."""
+    if raw is None:
+        return None
+    name, summary = raw
+    return str(name), None if summary is None else str(summary)
 
 
 def _fan_in_in(raw: list[Any]) -> tuple[FanInBuffer, ...]:
@@ -235,7 +234,7 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
             executor_id,
             _envelope_in(envelope),
             [(kind, name, value) for kind, name, value in journal],
-            _wait_in(wait),
+            Wait(wait[0], wait[1], wait[2], wait[3], wait[4], *wait[5:6]),
         )
         for executor_id, envelope, journal, wait in raw["suspended"]
     ]
@@ -350,6 +349,7 @@ class CheckpointCodec:
             "parts": dict(manifest.parts),
             "deadline_at": barrier.deadline_at,
             "spawned": [[r.key, r.executor_id, r.name] for r in barrier.spawned],
+            "outcome": _outcome_out(barrier.outcome),
         }
 
     def decode(self, record: CheckpointRecord, *, run_id: str) -> RestoredRun:
@@ -408,6 +408,7 @@ class CheckpointCodec:
                 deadline_at=document["deadline_at"],
                 spawned=tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"]),
                 manifest=manifest,
+                outcome=_outcome_in(document.get("outcome")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CheckpointCorruptError(

@@ -236,13 +236,21 @@ class EventJournal:
             self._inner.publish(event)
 
     def take(
-        self, superstep: int, status: str, checkpoint_id: str | None, error: str | None = None
+        self,
+        superstep: int,
+        status: str,
+        checkpoint_id: str | None,
+        error: str | None = None,
+        *,
+        outcome: tuple[str, str | None] | None = None,
     ) -> tuple[EventEntry, ...]:
         """The events kept since the last call, then the checkpointer's own, for one write.
 
         ``checkpoint_id`` is the checkpoint being written (``None``: a status
         recorded without one); a ``status_changed`` entry follows when
-        ``status`` differs from the last one logged.
+        ``status`` differs from the last one logged, with the run's
+        ``outcome`` and ``outcome_summary`` when it has one (``ctx.set_outcome``),
+        so a reader of the log alone sees how a run ended.
         """
         kept, self._kept = self._kept, []
         entries = [entry_of(event, at) for event, at in kept]
@@ -255,7 +263,10 @@ class EventJournal:
             entries.append(EventEntry(superstep, "checkpoint_saved", None, now, data))
         if status != self._status:
             self._status = status
-            data = _json({"status": status, "error": error})
+            changed: dict[str, Any] = {"status": status, "error": error}
+            if outcome is not None:
+                changed |= {"outcome": outcome[0], "outcome_summary": outcome[1]}
+            data = _json(changed)
             entries.append(EventEntry(superstep, "status_changed", None, now, data))
         self._superstep = superstep
         return tuple(entries)

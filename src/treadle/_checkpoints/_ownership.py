@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
     from treadle._stores._store import CheckpointRecord, EventEntry, RunRecord, Store
-    from treadle._values._actors import Actor
 
 
 class _Heartbeat:
@@ -167,12 +166,8 @@ class Ownership:
         return f"Ownership({lease.run_id!r}, owner={lease.owner!r}, epoch={lease.epoch})"
 
     @classmethod
-    async def acquire(
-        cls, store: Store, run_id: str, *, wait: bool = False, actor: Actor | None = None
-    ) -> Ownership:
+    async def acquire(cls, store: Store, run_id: str, *, wait: bool = False) -> Ownership:
         """Take the run's lease; with ``wait``, until its current owner lets go.
-
-        With ``actor``, taking it is a resume, which the store records.
 
         Raises:
             RunNotFoundError: No such run.
@@ -182,9 +177,7 @@ class Ownership:
         replacing = None
         while True:
             try:
-                lease = await store.acquire(
-                    run_id, new_owner(), duration, replacing=replacing, actor=actor
-                )
+                lease = await store.acquire(run_id, new_owner(), duration, replacing=replacing)
             except RunBusyError as busy:
                 if replacing != busy.owner and owner_is_dead(busy.owner):
                     replacing = busy.owner  # its process is gone: no need to wait out the lease

@@ -162,10 +162,13 @@ def runs(
         str | None,
         typer.Option("--cursor", help="Go on where a listing left off (its next_cursor)."),
     ] = None,
+    outcome: Annotated[
+        str | None, typer.Option("--outcome", help="Only runs that ended so, e.g. rejected.")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first, a page at a time.
+    """List runs, newest first, a page at a time, each with its outcome if it has one.
 
     With --json: {"runs": [...], "next_cursor": ...}, as GET /api/runs.
     """
@@ -178,7 +181,9 @@ def runs(
         refuse(escape(str(error)))
     rows, next_cursor = execute(
         store,
-        lambda s: shapes.runs_page(s, status=status, workflow=workflow, limit=limit, before=before),
+        lambda s: shapes.runs_page(
+            s, status=status, workflow=workflow, limit=limit, before=before, outcome=outcome
+        ),
     )
     print_runs(rows, next_cursor, as_json=as_json)
 
@@ -486,12 +491,4 @@ def main() -> None:
 
 
 # The commands of these modules add themselves to ``app`` (kept apart to keep this one short).
-from treadle._cli import (  # noqa: E402, F401
-    _definitions,
-    _housekeeping,
-    _inspect,
-    _migrate,
-    _tokens,
-    _upgrade,
-    _webhooks,
-)
+from treadle._cli import _definitions, _housekeeping, _inspect, _migrate, _upgrade  # noqa: E402, F401

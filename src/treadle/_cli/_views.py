@@ -182,12 +182,13 @@ def print_runs(rows: list[RunRecord], next_cursor: str | None, *, as_json: bool)
     if as_json:
         out.print_json(data=page_json(rows, next_cursor, shown=lambda r: run_row(r, now)))
         return
-    table = Table("run", "workflow", "status", "superstep", "owner", "updated", box=None)
+    table = Table("run", "workflow", "status", "outcome", "superstep", "owner", "updated", box=None)
     for row in rows:
         table.add_row(
             escape(row.run_id),
             escape(f"{row.workflow} v{row.version}"),
             escape(_status_text(row, now)),
+            escape(row.outcome or ""),
             str(row.superstep),
             escape(_owner_text(row, now)),
             when(row.updated_at),
@@ -243,6 +244,9 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
     status = escape(_status_text(row, now))
     workflow = escape(f"{row.workflow} v{row.version}")
     out.print(f"run [bold]{shown}[/bold] ({workflow}): {status}")
+    if row.outcome is not None:
+        summary = f": {row.outcome_summary}" if row.outcome_summary else ""
+        out.print(f"  outcome: [bold]{escape(row.outcome)}[/bold]{escape(summary)}")
     out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id or 'none yet'}")
     if row.owner is not None:
         out.print(f"  owner: {escape(_owner_text(row, now))}")

@@ -97,6 +97,8 @@ class CommittedPoint(Protocol):
     def deadline_at(self) -> float | None: ...
     @property
     def spawned(self) -> Sequence[SpawnRecord]: ...
+    @property
+    def outcome(self) -> tuple[str, str | None] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,8 @@ class BarrierState:
     waits: WaitBook = field(default_factory=WaitBook)
     deadline_at: float | None = None
     spawned: tuple[SpawnRecord, ...] = ()
+    outcome: tuple[str, str | None] | None = None
+    """The run's outcome as of this barrier (``ctx.set_outcome``): name and summary."""
     written: frozenset[str] | None = None
     """The state keys set, updated or deleted since the previous barrier (``None``:
     not known, so any may have been). A checkpoint stores a key not written

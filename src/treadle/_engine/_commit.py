@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
 from treadle._engine._later import commit_later_work
+from treadle._engine._outcomes import decided_outcome
 from treadle._engine._state import commit_state
 from treadle._engine._waits import invocation_key
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._invocation import Invocation, PlannedSuperstep
     from treadle._engine._loop import RunLoop
+    from treadle._engine._outcomes import Outcome
     from treadle._engine._state import Op
     from treadle._engine._waits import Suspension
 
@@ -36,6 +38,7 @@ def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
     writes: list[tuple[str, Sequence[Op]]] | None = None
     sent = []
     later = False
+    set_by: list[tuple[str, Outcome]] | None = None  # who set the run's outcome: seldom any
     for invocation in invocations:
         outcome = invocation.outcome
         if outcome.suspension is not None:
@@ -49,6 +52,10 @@ def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
             writes.append((invocation.executor.id, outcome.writes))
         if outcome.later is not None:
             later = True
+            if outcome.later.outcome is not None:
+                if set_by is None:
+                    set_by = []
+                set_by.append((invocation.executor.id, outcome.later.outcome))
         sent.append((invocation.executor.id, invocation.rank, invocation.position, outcome.sent))
     state = run.state
     if writes:
@@ -58,11 +65,13 @@ def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
     inboxes, buffers = build_inboxes(
         superstep, sent, run.fan_in_edges, run.fan_in_buffers, run.ranks
     )
+    decided = decided_outcome(set_by, superstep) if set_by else run.outcome
     # Nothing below can fail: the superstep is committed from here on.
     run.superstep = superstep
     run.state = state
     run.pending = inboxes
     run.fan_in_buffers = buffers
+    run.outcome = decided
     if suspended:
         run.waits.suspended.extend(suspended)
     if later:

@@ -26,16 +26,16 @@ from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
 from treadle._engine._live import LIVE
+from treadle._engine._outcomes import checked_outcome
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
-from treadle._engine._waits import Suspension, Wait
+from treadle._engine._waits import Journal, Suspension, Wait
 from treadle._graph._executor import Executor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._engine._invocation import Invocation
-    from treadle._engine._journal import Journal
     from treadle._engine._loop import RunLoop
 
 SendT = TypeVar("SendT")
@@ -214,6 +214,28 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
             self._outputs = [value]
         else:
             self._outputs.append(value)
+
+    def set_outcome(self, name: str, summary: str | None = None) -> None:
+        """Say how the run ended for the business: ``"approved"``, ``"rejected"``, ...
+
+        Shown beside the run's status in every list (``treadle runs``, the
+        API, the page) and filtered on (``list_runs(outcome=)``), so a
+        rejected expense does not read as a bare "completed". Committed with
+        this superstep, like a state write: an invocation that fails or
+        suspends sets nothing. A later superstep may set another; two
+        executors setting different ones in one superstep is an
+        ``OutcomeConflictError``.
+
+        Args:
+            name: A short word: a letter, then letters, digits, ``_``, ``-``
+                or ``.``; at most 64 characters.
+            summary: One line saying why, at most 200 characters.
+
+        Raises:
+            ValueError, TypeError: ``name`` or ``summary`` is not as above
+                (the message names this executor).
+        """
+        self._later_work().outcome = checked_outcome(self.executor_id, name, summary)
 
     def handoff(self, target: str | Executor, payload: Any, reason: str | None = None) -> None:
         """Hand control to ``target``, which receives ``payload`` next superstep.

@@ -66,6 +66,31 @@ class StateConflictError(WorkflowRunError):
         )
 
 
+class OutcomeConflictError(WorkflowRunError):
+    """Two executors set different outcomes for the run in one superstep.
+
+    A run has one outcome; which of two set at once should win would depend
+    on nothing the workflow says, so the superstep is refused (as two ``set``
+    writes of one state key are). Executors that agree on the name and the
+    summary do not conflict; a later superstep may set another.
+    """
+
+    def __init__(
+        self, executor_ids: Sequence[str], outcomes: Sequence[str], superstep: int
+    ) -> None:
+        self.executor_ids = tuple(executor_ids)
+        self.outcomes = tuple(outcomes)
+        self.superstep = superstep
+        said = " and ".join(
+            f"{executor!r} set {outcome!r}"
+            for executor, outcome in zip(executor_ids, outcomes, strict=True)
+        )
+        super().__init__(
+            f"the run's outcome conflicts in superstep {superstep}: {said}; "
+            f"let one executor decide it"
+        )
+
+
 class IterationLimitExceeded(WorkflowRunError):  # noqa: N818 - the contract's name
     """A loop ran past ``max_supersteps`` or an executor past ``max_node_iterations``."""
 

@@ -100,17 +100,11 @@ class ExecutorSuspended(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class RequestEvent(WorkflowEvent):
-    """A handler asked a question (``ctx.request``); answer with ``respond``.
-
-    ``approvers`` and ``four_eyes`` say who may answer it, in the run's log
-    too, so a door without the workflow's code can check an answer.
-    """
+    """A handler asked a question (``ctx.request``); answer with ``respond``."""
 
     request_id: str = ""
     payload: Any = None
     response_type: str | None = None
-    approvers: tuple[str, ...] = ()
-    four_eyes: bool = False
     deadline_at: float | None = None  # its timeout's end (epoch seconds): webhooks warn before it
 
 
@@ -239,6 +233,17 @@ def status_changed(
     event.sequence = -1
     event.status = status
     event.error = error
+    return event
+
+
+def checkpoint_saved(run_id: str, superstep: int, checkpoint_id: str) -> CheckpointSaved:
+    """``CheckpointSaved(run_id=..., superstep=..., checkpoint_id=...)``."""
+    event: CheckpointSaved = _new(CheckpointSaved)
+    event.run_id = run_id
+    event.superstep = superstep
+    event.executor_id = None
+    event.sequence = -1
+    event.checkpoint_id = checkpoint_id
     return event
 
 

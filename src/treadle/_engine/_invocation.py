@@ -157,6 +157,7 @@ class LaterWork:
         cancelled: Keys of scheduled messages to cancel (``cancel_scheduled``).
         continuing: Whether the message is to be delivered again (``continue_later``).
         continue_at: When, if not next superstep.
+        outcome: The run's outcome it set (``ctx.set_outcome``): name and summary.
     """
 
     scheduled: list[tuple[float, str, Any, str]] = field(default_factory=list)
@@ -168,6 +169,7 @@ class LaterWork:
     cancelled: list[str] = field(default_factory=list)
     continuing: bool = False
     continue_at: float | None = None
+    outcome: tuple[str, str | None] | None = None
 
 
 @dataclass(slots=True)

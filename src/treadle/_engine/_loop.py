@@ -19,9 +19,9 @@ from treadle._engine._deadlines import expire_due, refuse_unanswerable
 from treadle._engine._delivery import Envelope, FanInBuffer, stalled_fan_ins
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
-    CheckpointSaved,
     ExecutorFailed,
     WorkflowEvent,
+    checkpoint_saved,
     status_changed,
     superstep_started,
 )
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from treadle._engine._barrier import CommittedPoint
     from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._options import RunSettings
+    from treadle._engine._outcomes import Outcome
     from treadle._engine._pool import ExecutorPool
     from treadle._engine._topology import Topology
 
@@ -74,6 +75,7 @@ class RunLoop:
         "listening",
         "live",
         "options",
+        "outcome",
         "outputs",
         "pending",
         "plain_calls",
@@ -126,6 +128,7 @@ class RunLoop:
         )
         self.iterations: dict[str, int] = {}
         self.outputs: list[Any] = []
+        self.outcome: Outcome | None = None  # ctx.set_outcome's, committed at a barrier
         self.waits = WaitBook()
         self.spawned = SpawnedWork()
         self.error: TreadleError | None = None
@@ -301,11 +304,7 @@ class RunLoop:
             if self.spawned.queued:
                 await checkpointer.flush()  # background mode: make it durable first
             if self.listening and checkpoint_id is not None:  # None only once paused
-                self.publish(
-                    CheckpointSaved(
-                        run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
-                    )
-                )
+                self.publish(checkpoint_saved(self.run_id, self.superstep, checkpoint_id))
         if self.spawned.queued:
             self.spawned.start_queued()
         return status
@@ -319,11 +318,7 @@ class RunLoop:
         the run holds is cancelled (reported lost once it goes on).
         """
         if checkpoint_id is not None and self.listening:
-            self.publish(
-                CheckpointSaved(
-                    run_id=self.run_id, superstep=self.superstep, checkpoint_id=checkpoint_id
-                )
-            )
+            self.publish(checkpoint_saved(self.run_id, self.superstep, checkpoint_id))
         await self.spawned.cancel_all()
         return RunStatus.PAUSED
 
@@ -379,6 +374,7 @@ class RunLoop:
         self.fan_in_buffers = point.fan_in_buffers
         self.iterations = dict(point.iterations)
         self.outputs = list(point.outputs)
+        self.outcome = point.outcome
         self.waits = point.waits.copy()
         self.deadline_at = point.deadline_at
         for executor_id, result in lost(list(point.spawned)):
@@ -469,6 +465,7 @@ class RunLoop:
             state=self.state,
             iterations=dict(self.iterations),
             outputs=tuple(self.outputs),
+            outcome=self.outcome,
             waits=self.waits.copy(),
             deadline_at=self.deadline_at,
             spawned=tuple(self.spawned.records()),
@@ -497,4 +494,6 @@ class RunLoop:
                 self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
             ),
             error=self.error,
+            outcome=self.outcome[0] if self.outcome else None,
+            outcome_summary=self.outcome[1] if self.outcome else None,
         )

@@ -98,6 +98,9 @@ class RunResult:
         wake_at: For a ``WAITING`` run, when its next timer fires.
         last_checkpoint_id: The newest checkpoint, when a store is configured.
         error: For a ``FAILED`` run, the error that failed it.
+        outcome: The run's named outcome (``"approved"``, ``"rejected"``, ...),
+            as the last handler to call ``ctx.set_outcome`` set it; ``None``: none.
+        outcome_summary: The one line given with it, if any.
     """
 
     run_id: str
@@ -111,6 +114,8 @@ class RunResult:
     wake_at: float | None = None
     last_checkpoint_id: str | None = None
     error: TreadleError | None = None
+    outcome: str | None = None
+    outcome_summary: str | None = None
 
     @property
     def output(self) -> Any:

@@ -104,12 +104,16 @@ async def runs_page(
     workflow: str | None = None,
     limit: int,
     before: tuple[float, str] | None = None,
+    outcome: str | None = None,
 ) -> tuple[list[RunRecord], str | None]:
     """Runs newest first, at most ``limit``, after ``before``; and the next page's cursor.
 
     The cursor is ``None`` on the last page (:func:`decode_cursor` reads it back).
+    ``outcome`` keeps the runs that ended with that named outcome.
     """
-    rows = await store.list_runs(status=status, workflow=workflow, limit=limit + 1, before=before)
+    rows = await store.list_runs(
+        status=status, workflow=workflow, limit=limit + 1, before=before, outcome=outcome
+    )
     page, more = rows[:limit], len(rows) > limit
     return page, encode_cursor(page[-1].created_at, page[-1].run_id) if more else None
 

@@ -12,8 +12,6 @@ import re
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-from treadle._values._actors import Role
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -105,12 +103,6 @@ _REQUEST = _object(
     response_type=_nullable("string"),
     answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
     deadline_at=_MAYBE_TIME,
-    approvers={
-        "type": "array",
-        "items": {"type": "string"},
-        "description": "Who may answer: user names, role:R, group:G (empty: any approver).",
-    },
-    four_eyes={"type": "boolean", "description": "Whether the run's starter may not answer."},
 )
 
 _CHECKPOINT = _object(
@@ -177,19 +169,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "WorkflowList": _object(("workflows",), workflows={"type": "array", "items": _ref("Workflow")}),
     "Request": _REQUEST,
-    "Me": _object(
-        ("actor", "sign_in"),
-        actor=_object(
-            ("kind", "name", "label", "door", "role", "groups"),
-            kind={"type": "string"},
-            name={"type": "string"},
-            label={"type": "string", "description": "How the record names it."},
-            door={"type": "string"},
-            role={"enum": ["viewer", "approver", "operator", "admin"]},
-            groups={"type": "array", "items": {"type": "string"}},
-        ),
-        sign_in={"type": "boolean", "description": "Whether people sign in (and may sign out)."},
-    ),
     "RequestList": _object(("requests",), requests={"type": "array", "items": _ref("Request")}),
     "RunDetail": _object(
         ("run", "outputs", "state", "pending_requests", "wake_at", "traceback", "graph"),
@@ -266,7 +245,6 @@ for _name in ("StartRun", "Fork", "Resume", "Answer", "Message"):
 _REASONS = {
     400: "Bad input (the message says what; `fields` names each field at fault)",
     401: "No token, a wrong one, or a change authorized by the cookie alone",
-    403: "The caller's role is below the route's (the message names the role needed)",
     404: "No such run, request or workflow",
     409: "A conflict: answered already, busy, paused, ended or existing",
     413: "The body is larger than the server's limit",
@@ -283,7 +261,6 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": endpoint.operation_id,
         "summary": endpoint.summary,
-        "description": f"Needs the {endpoint.role.label} role.",
         "parameters": [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in _PATH_PARAMETER.findall(endpoint.path)
@@ -313,8 +290,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     elif endpoint.response is not None:
         success["content"] = _json(_ref(endpoint.response))
     responses: dict[str, Any] = {str(endpoint.status): success}
-    refused = {403} if endpoint.role > Role.VIEWER else set()
-    for status in sorted({401, 413, *refused, *endpoint.errors}):
+    for status in sorted({401, 413, *endpoint.errors}):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref("Error"))}
     operation["responses"] = responses
     return operation

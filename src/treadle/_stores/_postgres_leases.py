@@ -20,7 +20,6 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from treadle._stores._audit import AuditEntry
     from treadle._stores._events import EventEntry, LoggedEvent
     from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
         InboxItem,
         RunRecord,
     )
-    from treadle._values._actors import Actor
 
 FENCE = POSTGRES.render(_sql_ownership.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
@@ -198,7 +196,6 @@ class LeasedStore:
         duration: float,
         *,
         replacing: str | None = None,  # noqa: ARG002 - the claim took it over already
-        actor: Actor | None = None,  # noqa: ARG002 - the claim is no resume
     ) -> Lease:
         """The lease the worker's claim holds, as the engine asks for it; nothing is written.
 
@@ -221,12 +218,10 @@ class LeasedStore:
         version: int,
         graph: bytes,
         checkpoint: CheckpointRecord,
-        *,
-        actor: Actor | None = None,
     ) -> bool:
         """Move the claimed run to another version, fenced by the claim (see the port)."""
         self._check_attached()
-        return await self.store.migrate_run(self._claimed, version, graph, checkpoint, actor=actor)
+        return await self.store.migrate_run(self._claimed, version, graph, checkpoint)
 
     async def renew(self, lease: Lease, duration: float) -> Lease:
         """The lease, extended on paper only: the worker's heartbeat renews the claim.
@@ -267,10 +262,9 @@ class LeasedStore:
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
-        actor: Actor | None = None,
     ) -> None:
         """Deliver to a run (the store's: the one place an answer is decided)."""
-        await self.store.deliver(run_id, items, version=version, actor=actor)
+        await self.store.deliver(run_id, items, version=version)
 
     async def inbox(self, run_id: str) -> list[InboxItem]:
         """A run's unapplied inbox items (the store's)."""
@@ -284,30 +278,19 @@ class LeasedStore:
         """The answer kept for a request, whole (the store's)."""
         return await self.store.answered_payload(run_id, request_id)
 
-    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
+    async def cancel(self, run_id: str) -> None:
         """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
-        await self.store.cancel(run_id, actor=actor)
+        await self.store.cancel(run_id)
 
-    async def pause(self, run_id: str, *, actor: Actor | None = None) -> PauseOutcome:
+    async def pause(self, run_id: str) -> PauseOutcome:
         """Pause a run (the store's): the claimed run pauses with this view's next commit."""
-        return await self.store.pause(run_id, actor=actor)
+        return await self.store.pause(run_id)
 
     async def unpause(
-        self,
-        run_id: str,
-        *,
-        owner: str | None = None,
-        duration: float = 0.0,
-        actor: Actor | None = None,
+        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
     ) -> Unpaused:
         """Let a paused run go on (the store's)."""
-        return await self.store.unpause(run_id, owner=owner, duration=duration, actor=actor)
-
-    async def read_audit(
-        self, run_id: str | None = None, *, after: int = 0, limit: int | None = None
-    ) -> list[AuditEntry]:
-        """The audit log (the store's)."""
-        return await self.store.read_audit(run_id, after=after, limit=limit)
+        return await self.store.unpause(run_id, owner=owner, duration=duration)
 
     async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease runs a timer service should take up (the store's)."""
@@ -405,7 +388,7 @@ class LeasedStore:
         """The newest event's ``seq`` (the store's)."""
         return await self.store.last_event_seq(run_id)
 
-    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:  # noqa: ARG002 - refused
+    async def delete_run(self, run_id: str) -> None:
         """Refused: a worker deletes no run (it only advances the one it claimed)."""
         raise LeaseLostError(run_id, self.held.epoch)
 
@@ -417,9 +400,9 @@ class LeasedStore:
         """Due runs (the store's)."""
         return await self.store.due_runs(now, limit=limit)
 
-    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
+    async def prune(self, run_id: str, keep_last: int) -> int:
         """Retention (the store's)."""
-        return await self.store.prune(run_id, keep_last, actor=actor)
+        return await self.store.prune(run_id, keep_last)
 
     async def close(self) -> None:
         """Nothing: the worker owns the store."""

@@ -71,7 +71,7 @@ WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 ADVANCE_AND_RELEASE = f"""
 UPDATE treadle_runs
 SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
-    owner = NULL, lease_until = NULL
+    outcome = ?, outcome_summary = ?, owner = NULL, lease_until = NULL
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
 CLEAR_READY = f"""

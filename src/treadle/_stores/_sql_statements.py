@@ -35,7 +35,6 @@ RUN_FIELDS = (
     "version",
     "outcome",
     "outcome_summary",
-    "started_by",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 

@@ -146,13 +146,7 @@ def commit(
 ) -> bool:
     """Commit checkpoints of one run; ``True`` when that paused the run (a pause was asked)."""
     info = checkpoints[-1].info
-    position: tuple[Any, ...] = (
-        info.superstep,
-        info.checkpoint_id,
-        info.created_at,
-        info.wake_at,
-        info.run_id,
-    )
+    position = _sql_rows.position_parameters(checkpoints[-1])
     lease = owned.lease if owned is not None else None
     now = time.time()
     if owned is not None and owned.consumed is not None:

@@ -158,6 +158,7 @@ def _checked(
         waits=parts.wait_book(),
         deadline_at=parts.deadline_at,
         spawned=parts.spawned,
+        outcome=restored.outcome,
         written=None,
     )
     snapshots = dict(parts.snapshots)

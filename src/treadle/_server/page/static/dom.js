@@ -96,6 +96,14 @@ export function statusBadge(status) {
   return h("span", { class: `badge status-${status}` }, String(status).replace("_", " "));
 }
 
+/** A run's named outcome (approved, rejected, ...) beside its status; its summary as a tooltip. */
+export function outcomeBadge(run) {
+  if (!run.outcome) return "";
+  const attrs = { class: "badge outcome", "data-outcome": run.outcome };
+  if (run.outcome_summary) attrs.title = run.outcome_summary;
+  return h("span", attrs, run.outcome);
+}
+
 /** Tells the user something through the polite live region. */
 export function notify(text, kind = "info") {
   const box = document.getElementById("notice");

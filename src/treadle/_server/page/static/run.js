@@ -6,7 +6,7 @@
 // GET /api/runs/{id} says trigger a (debounced) reload of it.
 
 import { ApiError, del, enc, get, post } from "./api.js";
-import { fill, FINAL, h, jsonBlock, notify, shortId, statusBadge, when } from "./dom.js";
+import { fill, FINAL, h, jsonBlock, notify, outcomeBadge, shortId, statusBadge, when } from "./dom.js";
 import { Checkpoints } from "./checkpoints.js";
 import { drawGraph, legend } from "./graph.js";
 import { syncCards } from "./requests.js";
@@ -140,7 +140,8 @@ export function runView(main, given) {
     const run = detail.run;
     fill(
       header,
-      h("h1", {}, "Run ", h("code", { class: "run-id" }, run.run_id), " ", statusBadge(run.status)),
+      h("h1", {}, "Run ", h("code", { class: "run-id" }, run.run_id), " ", statusBadge(run.status), outcomeBadge(run)),
+      run.outcome_summary ? h("p", { class: "outcome-summary" }, run.outcome_summary) : "",
       h(
         "p",
         { class: "muted" },

@@ -2,7 +2,7 @@
 // API's next_cursor, and refreshed every two seconds while shown.
 
 import { enc, get, withQuery } from "./api.js";
-import { fill, h, shortId, statusBadge, STATUSES, when } from "./dom.js";
+import { fill, h, outcomeBadge, shortId, statusBadge, STATUSES, when } from "./dom.js";
 
 const PAGE_SIZE = 25;
 const REFRESH_MS = 2000;
@@ -10,6 +10,7 @@ const REFRESH_MS = 2000;
 export function runsView(main, query) {
   const status = query.get("status") || "";
   const workflow = query.get("workflow") || "";
+  const outcome = query.get("outcome") || "";
   const limit = Math.min(Math.max(Number(query.get("limit")) || PAGE_SIZE, 1), 200);
   const cursors = [null]; // the cursor of every page seen so far; the last is the one shown
   let stopped = false;
@@ -22,11 +23,18 @@ export function runsView(main, query) {
   );
   const workflowSelect = h("select", { id: "filter-workflow", name: "workflow" }, h("option", { value: "" }, "any workflow"));
   if (workflow) workflowSelect.append(h("option", { value: workflow, selected: true }, workflow));
+  const outcomeInput = h("input", { id: "filter-outcome", name: "outcome", type: "search", value: outcome, placeholder: "any outcome", size: 12 });
   const applyFilters = () => {
-    location.hash = withQuery("#/runs", { status: statusSelect.value, workflow: workflowSelect.value, limit: query.get("limit") });
+    location.hash = withQuery("#/runs", {
+      status: statusSelect.value,
+      workflow: workflowSelect.value,
+      outcome: outcomeInput.value.trim(),
+      limit: query.get("limit"),
+    });
   };
   statusSelect.addEventListener("change", applyFilters);
   workflowSelect.addEventListener("change", applyFilters);
+  outcomeInput.addEventListener("change", applyFilters);
 
   const body = h("tbody");
   const newer = h("button", { type: "button", disabled: true }, "← Newer");
@@ -44,6 +52,8 @@ export function runsView(main, query) {
       statusSelect,
       h("label", { for: "filter-workflow" }, "Workflow "),
       workflowSelect,
+      h("label", { for: "filter-outcome" }, "Outcome "),
+      outcomeInput,
     ),
     problem,
     h(
@@ -64,7 +74,7 @@ export function runsView(main, query) {
   async function load() {
     const cursor = cursors[cursors.length - 1];
     try {
-      const page = await get(withQuery("/api/runs", { status, workflow, limit, cursor }));
+      const page = await get(withQuery("/api/runs", { status, workflow, outcome, limit, cursor }));
       if (stopped) return;
       problem.replaceChildren();
       nextCursor = page.next_cursor;
@@ -77,13 +87,13 @@ export function runsView(main, query) {
                 { "data-run": run.run_id },
                 h("td", {}, h("a", { href: `#/runs/${enc(run.run_id)}`, title: run.run_id }, h("code", {}, shortId(run.run_id)))),
                 h("td", {}, run.workflow, " ", h("span", { class: "muted version" }, `v${run.version}`)),
-                h("td", {}, statusBadge(run.status), run.parked ? " parked" : ""),
+                h("td", {}, statusBadge(run.status), outcomeBadge(run), run.parked ? " parked" : ""),
                 h("td", { class: "num" }, run.superstep),
                 h("td", {}, when(run.created_at)),
                 h("td", {}, when(run.updated_at)),
               ),
             )
-          : h("tr", {}, h("td", { colspan: 6, class: "muted" }, status || workflow ? "No run matches." : "No runs yet. ", status || workflow ? "" : h("a", { href: "#/start" }, "Start one."))),
+          : h("tr", {}, h("td", { colspan: 6, class: "muted" }, status || workflow || outcome ? "No run matches." : "No runs yet. ", status || workflow || outcome ? "" : h("a", { href: "#/start" }, "Start one."))),
       );
       newer.disabled = cursors.length < 2;
       older.disabled = !nextCursor;
