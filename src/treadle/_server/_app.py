@@ -5,13 +5,18 @@ that does not load is refused before anything is opened or bound) and
 returns a Starlette application whose every route is behind the access
 guard (:mod:`treadle._server._auth`). Its lifespan opens the store, starts the
 :class:`Driver` (on SQLite, the file's timer service and the runs the API
-starts), and on shutdown detaches the runs it drives and closes the store.
+starts) and the webhook sender (:mod:`treadle._operations._webhooks`, a task
+of the lifespan's own TaskGroup: a server alone delivers the store's
+outbox), and on shutdown stops the sender, detaches the runs it drives and
+closes the store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -21,13 +26,25 @@ from starlette.routing import Route
 
 from treadle._exceptions import AppLoadError, CommandError, TreadleError
 from treadle._operations._inputs import DEFINITION_SUFFIXES, load_workflow, open_store
+from treadle._operations._webhooks import sending
 from treadle._scaleout._apps import load_app
-from treadle._server import _page, _routes_control, _routes_requests, _routes_runs, _sse
+from treadle._server import (
+    _oidc,
+    _page,
+    _routes_control,
+    _routes_links,
+    _routes_requests,
+    _routes_runs,
+    _routes_webhooks,
+    _sse,
+)
 from treadle._server._auth import AccessGuard
 from treadle._server._driver import Driver
 from treadle._server._endpoints import routes
+from treadle._server._identity import Sessions
 from treadle._server._json import ApiError, JsonResponse, Redactor, error_body, status_of
 from treadle._server._openapi import openapi_document
+from treadle._server._principals import Principals
 from treadle._server._state import Served
 from treadle._workflow._versions import Hosted
 
@@ -49,6 +66,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *_routes_control.ENDPOINTS,
     *_routes_requests.ENDPOINTS[2:],
     *_sse.ENDPOINTS,
+    *_oidc.ENDPOINTS,
+    *_routes_webhooks.ENDPOINTS,
 )
 """Every route of the JSON API."""
 
@@ -119,12 +138,26 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
         raise CommandError(str(error)) from error
     redactor = Redactor.of(settings.token, settings.store)
     document = openapi_document(ENDPOINTS)
+    sign_in = settings.sign_in
+    sessions = Sessions(
+        sign_in.secret if sign_in else None, sign_in.session_seconds if sign_in else 43200.0
+    )
+    principals = Principals(token=settings.token, sign_in=sign_in, sessions=sessions)
+    signing_routes = (
+        []
+        if sign_in is None
+        else _oidc.Provider(sign_in, sessions, sign_in.secret or secrets.token_urlsafe(32)).routes()
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = open_store(settings.store, create=True)
         try:
-            async with Driver(store, served_workflows.all(), settings.poll_interval) as driver:
+            async with (
+                Driver(store, served_workflows.all(), settings.poll_interval) as driver,
+                asyncio.TaskGroup() as group,
+                sending(store, group, settings.poll_interval),
+            ):
                 app.state.served = Served(settings, store, served_workflows, driver, redactor)
                 yield
         finally:
@@ -141,8 +174,10 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
             *routes(ENDPOINTS),
             Route("/openapi.json", openapi, methods=["GET"]),
             *_page.routes(),
+            *_routes_links.routes(),
+            *signing_routes,
         ],
-        middleware=[Middleware(AccessGuard, token=settings.token, max_body=settings.max_body)],
+        middleware=[Middleware(AccessGuard, principals=principals, max_body=settings.max_body)],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: answer_error,
@@ -152,6 +187,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
         },
     )
     app.state.token = settings.token
+    app.state.sign_in = sign_in
     app.state.workflows = served_workflows
     app.state.left_out = tuple(left_out)
     return app

@@ -4,13 +4,21 @@ One ASGI middleware, around every route (the page, its files,
 ``/openapi.json``, ``/api/...``), so that a route added later cannot be
 forgotten:
 
-* **The token.** ``Authorization: Bearer T`` admits any request. The
-  page's cookie (``treadle_token``, HttpOnly, SameSite=Strict) admits only
-  reads (GET, HEAD): another site can make a browser send the cookie with a
-  form it posts, never the header, so a change authorized by the cookie
-  alone would be a cross-site request forgery. ``GET /?token=T`` (the URL
-  printed at start) sets the cookie and redirects to ``/``, so the token
-  leaves the address bar and the history. Anything else is 401.
+* **Who.** Every request admitted carries an actor, kept as
+  ``request.state.actor`` (:mod:`treadle._server._principals` names it):
+  ``Authorization: Bearer`` with a named token, a signed-in person's
+  session, or (only when nobody signs in) the server's own token. The
+  page's cookie (``treadle_session`` for a signed-in person, else
+  ``treadle_token``; HttpOnly, SameSite) admits only reads (GET, HEAD):
+  another site can make a browser send the cookie with a form it posts,
+  never the header, so a change authorized by the cookie alone would be a
+  cross-site request forgery. ``GET /?token=T`` (the URL printed at start
+  when nobody signs in) sets the cookie and redirects to ``/``, so the
+  token leaves the address bar and the history. With sign-in, ``GET /``
+  without a session goes to ``/auth/login``; the sign-in's own routes
+  (``/auth/login``, ``/auth/callback``) are open. Anything else is 401.
+  Whether the actor's role suffices is the route's to say
+  (:mod:`treadle._server._endpoints`: 403).
 * **The body.** A declared ``Content-Length`` over the limit is refused
   with 413 before a byte is read; a body sent without one (chunked) is
   read here as it streams in, refused the moment it passes the limit, and
@@ -32,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
@@ -40,12 +47,22 @@ from urllib.parse import parse_qsl
 from starlette.requests import cookie_parser
 
 from treadle._server._json import error_body
+from treadle._server._principals import TOKEN_COOKIE as COOKIE
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-COOKIE = "treadle_token"
-"""The page's cookie: it holds the token, for reads only."""
+    from treadle._server._principals import Principals
+    from treadle._values._actors import Actor
+
+OPEN_PATHS = frozenset({"/auth/login", "/auth/callback"})
+"""The sign-in's own routes: reached before anyone is signed in."""
+
+LINK_PATHS = "/answer/"
+"""Answer links' routes (:mod:`treadle._server._routes_links`): the link in the path is
+the credential, so they are reached without a token; ``request.state.actor``
+is whoever is signed in (by the page's cookie or a bearer token, for a
+change too), else ``None``."""
 
 _READS = frozenset({"GET", "HEAD"})
 
@@ -65,13 +82,13 @@ class AccessGuard:
 
     Args:
         app: The application it guards.
-        token: The server's token.
+        principals: Who a request's credentials name.
         max_body: The largest body, in bytes.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, *, principals: Principals, max_body: int) -> None:
         self.app = app
-        self._token = token.encode()
+        self._principals = principals
         self._max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,15 +101,24 @@ class AccessGuard:
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
         method = scope["method"]
-        if scope["path"] == "/" and method in _READS:
+        path = scope["path"]
+        if path == "/" and method in _READS and self._principals.sign_in is None:
             given = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("token")
             if given is not None:
                 await self._sign_in(given, send)
                 return
-        refusal = self._refusal(headers, method)
-        if refusal is not None:
-            await _send_json(send, 401, error_body("Unauthorized", refusal), _CHALLENGE)
-            return
+        if path.startswith(LINK_PATHS):  # the link is the credential; who is signed in narrows it
+            found = await self._actor(scope, headers, "GET")
+            scope.setdefault("state", {})["actor"] = None if isinstance(found, str) else found
+        elif path not in OPEN_PATHS:
+            found = await self._actor(scope, headers, method)
+            if isinstance(found, str):
+                if path == "/" and method in _READS and self._principals.sign_in is not None:
+                    await _redirect(send, "/auth/login")
+                    return
+                await _send_json(send, 401, error_body("Unauthorized", found), _CHALLENGE)
+                return
+            scope.setdefault("state", {})["actor"] = found
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -114,40 +140,46 @@ class AccessGuard:
             return
         await self._guard_body(scope, receive, send)
 
-    def _matches(self, given: str | bytes) -> bool:
-        raw = given.encode("latin-1", "replace") if isinstance(given, str) else given
-        return hmac.compare_digest(raw, self._token)
-
-    def _refusal(self, headers: dict[str, bytes], method: str) -> str | None:
-        """Why the request is refused, or ``None`` when it is admitted."""
+    async def _actor(self, scope: Scope, headers: dict[str, bytes], method: str) -> Actor | str:
+        """Who sent the request, or why it is refused (a sentence without the credential)."""
+        cookies = cookie_parser(headers.get("cookie", b"").decode("latin-1"))
         authorization = headers.get("authorization")
         if authorization is not None:
             scheme, _, credentials = authorization.partition(b" ")
-            if scheme.lower() == b"bearer" and self._matches(credentials.strip()):
-                return None
-            return "wrong token: send the token `treadle serve` printed, as Authorization: Bearer"
-        cookie = cookie_parser(headers.get("cookie", b"").decode("latin-1")).get(COOKIE)
-        if cookie is None:
+            if scheme.lower() != b"bearer":
+                return "send the token as Authorization: Bearer <token>"
+            given = credentials.strip().decode("latin-1")
+            served = getattr(scope["app"].state, "served", None)
+            store = getattr(served, "store", None)
+            page = not isinstance(self._principals.cookie(cookies), str | None)  # the page's
+            return await self._principals.bearer(given, store, page=page)
+        found = self._principals.cookie(cookies)
+        if found is None:
+            if self._principals.sign_in is not None:
+                return (
+                    "sign in on the page, or send a named token (`treadle tokens create`) "
+                    "as Authorization: Bearer <token>"
+                )
             return (
                 "this server needs its token: send Authorization: Bearer <token> "
                 "(printed by `treadle serve` with the page's address)"
             )
-        if not self._matches(cookie):
-            return "wrong token in the page's cookie: open the address `treadle serve` printed"
+        if isinstance(found, str):
+            return found
         if method not in _READS:
             return (
                 "a change needs the token in the Authorization header; "
                 "the page's cookie alone authorizes only reads"
             )
-        return None
+        return found
 
     async def _sign_in(self, given: str, send: Send) -> None:
         """``GET /?token=T``: set the cookie and send the browser to ``/``, the token gone."""
-        if not self._matches(given):
+        if not self._principals.matches_server_token(given):
             message = "wrong token in the address: open the address `treadle serve` printed"
             await _send_json(send, 401, error_body("Unauthorized", message), _CHALLENGE)
             return
-        cookie = f"{COOKIE}={self._token.decode()}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = f"{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/"
         await send(
             {
                 "type": "http.response.start",
@@ -252,6 +284,22 @@ async def _drain(receive: Receive) -> None:
 
 
 _CHALLENGE = [(b"www-authenticate", b'Bearer realm="treadle"')]
+
+
+async def _redirect(send: Send, location: str) -> None:
+    """303 to ``location`` (the page, unsigned-in, goes to the sign-in)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [
+                (b"location", location.encode("latin-1")),
+                (b"cache-control", b"no-store"),
+                (b"content-length", b"0"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _send_json(

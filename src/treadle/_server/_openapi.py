@@ -12,6 +12,8 @@ import re
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
+from treadle._values._actors import Role
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -103,6 +105,12 @@ _REQUEST = _object(
     response_type=_nullable("string"),
     answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
     deadline_at=_MAYBE_TIME,
+    approvers={
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Who may answer: user names, role:R, group:G (empty: any approver).",
+    },
+    four_eyes={"type": "boolean", "description": "Whether the run's starter may not answer."},
 )
 
 _CHECKPOINT = _object(
@@ -169,6 +177,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "WorkflowList": _object(("workflows",), workflows={"type": "array", "items": _ref("Workflow")}),
     "Request": _REQUEST,
+    "Me": _object(
+        ("actor", "sign_in"),
+        actor=_object(
+            ("kind", "name", "label", "door", "role", "groups"),
+            kind={"type": "string"},
+            name={"type": "string"},
+            label={"type": "string", "description": "How the record names it."},
+            door={"type": "string"},
+            role={"enum": ["viewer", "approver", "operator", "admin"]},
+            groups={"type": "array", "items": {"type": "string"}},
+        ),
+        sign_in={"type": "boolean", "description": "Whether people sign in (and may sign out)."},
+    ),
     "RequestList": _object(("requests",), requests={"type": "array", "items": _ref("Request")}),
     "RunDetail": _object(
         ("run", "outputs", "state", "pending_requests", "wake_at", "traceback", "graph"),
@@ -236,15 +257,35 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "Resume": _object(checkpoint_id={"type": "string"}),
     "Answer": _object(("answer",), answer=_ANY),
+    "DeadLetter": _object(
+        ("message_id", "webhook_id", "endpoint_id", "run_id", "seq", "type", "attempts"),
+        message_id={"type": "integer"},
+        webhook_id={"type": "string", "description": "The same on every retry and re-send."},
+        endpoint_id={"type": "string"},
+        run_id={"type": "string"},
+        seq={"type": "integer", "description": "The causing event's place in the run's log."},
+        type={"type": "string", "description": "request.created, run.failed, ..."},
+        state={"enum": ["dead"]},
+        attempts={"type": "integer"},
+        due_at=_TIME | {"description": "When it was last tried."},
+        last_error=_nullable("string"),
+    ),
+    "DeadLetters": _object(("dead",), dead={"type": "array", "items": _ref("DeadLetter")}),
+    "Resend": _object(
+        message_ids={"type": "array", "items": {"type": "integer"}},
+        all={"type": "boolean", "description": "Every dead letter (instead of message_ids)."},
+    ),
+    "Resent": _object(("resent",), resent={"type": "integer"}),
     "Message": _object(("message",), message=_ANY, target={"type": "string"}),
 }
 
-for _name in ("StartRun", "Fork", "Resume", "Answer", "Message"):
+for _name in ("StartRun", "Fork", "Resume", "Answer", "Message", "Resend"):
     SCHEMAS[_name]["additionalProperties"] = False
 
 _REASONS = {
     400: "Bad input (the message says what; `fields` names each field at fault)",
     401: "No token, a wrong one, or a change authorized by the cookie alone",
+    403: "The caller's role is below the route's (the message names the role needed)",
     404: "No such run, request or workflow",
     409: "A conflict: answered already, busy, paused, ended or existing",
     413: "The body is larger than the server's limit",
@@ -261,6 +302,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": endpoint.operation_id,
         "summary": endpoint.summary,
+        "description": f"Needs the {endpoint.role.label} role.",
         "parameters": [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in _PATH_PARAMETER.findall(endpoint.path)
@@ -290,7 +332,8 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     elif endpoint.response is not None:
         success["content"] = _json(_ref(endpoint.response))
     responses: dict[str, Any] = {str(endpoint.status): success}
-    for status in sorted({401, 413, *endpoint.errors}):
+    refused = {403} if endpoint.role > Role.VIEWER else set()
+    for status in sorted({401, 413, *refused, *endpoint.errors}):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref("Error"))}
     operation["responses"] = responses
     return operation
@@ -326,6 +369,7 @@ def _page_paths() -> dict[str, Any]:
                 },
             }
         },
+        "/answer/{token}": _link_paths(),
         "/openapi.json": {
             "get": {
                 "operationId": "openapi",
@@ -335,6 +379,64 @@ def _page_paths() -> dict[str, Any]:
                     "401": unauthorized,
                 },
             }
+        },
+    }
+
+
+def _link_paths() -> dict[str, Any]:
+    """An answer link's routes: the link in the path is the credential (no token needed)."""
+    token = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
+    refused = {
+        str(status): {"description": why, "content": _json(_ref("Error"))}
+        for status, why in (
+            (403, "Someone signed in as another person than the link's"),
+            (404, "Not a link of this server (changed, or made elsewhere)"),
+            (409, "Used already, or its request answered (who answered named)"),
+            (410, "Expired"),
+        )
+    }
+    return {
+        "get": {
+            "operationId": "answer_link",
+            "summary": "An answer link's page; asked for JSON, the link and its request",
+            "security": [],
+            "parameters": [token],
+            "responses": {
+                "200": {
+                    "description": "The page, or (Accept: application/json) the question",
+                    "content": {
+                        "text/html": {"schema": {"type": "string"}},
+                        **_json(
+                            _object(
+                                ("link", "request"),
+                                link=_ANY | {"type": "object"},
+                                request=_ref("Request"),
+                            )
+                        ),
+                    },
+                },
+                **refused,
+            },
+        },
+        "post": {
+            "operationId": "answer_by_link",
+            "summary": "Answer the link's request, once, as its principal (door link)",
+            "security": [],
+            "parameters": [token],
+            "requestBody": {"required": True, "content": _json(_ref("Answer"))},
+            "responses": {
+                "202": {
+                    "description": "Answered",
+                    "content": _json(
+                        _object(
+                            ("run", "answered_as"), run=_ref("Run"), answered_as={"type": "string"}
+                        )
+                    ),
+                },
+                "400": {"description": _REASONS[400], "content": _json(_ref("Error"))},
+                "422": {"description": _REASONS[422], "content": _json(_ref("Error"))},
+                **refused,
+            },
         },
     }
 

@@ -19,7 +19,8 @@ export class ApiError extends Error {
 
 /** Calls the API; resolves to the parsed JSON body (null for 204) or rejects with ApiError. */
 export async function api(method, path, body) {
-  const headers = { Authorization: `Bearer ${token}`, Accept: "application/json" };
+  const headers = { Accept: "application/json" };
+  if (token) headers.Authorization = `Bearer ${token}`; // an answer link's page has none: the link is its credential
   const init = { method, headers, credentials: "same-origin", cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";

@@ -1,4 +1,4 @@
-// The page's router: #/runs, #/runs/<id>, #/inbox, #/start. Each view takes
+// The page's router: #/runs, #/runs/<id>, #/inbox, #/start, #/webhooks. Each view takes
 // the <main> element and returns a function that stops its timers and
 // streams when another view replaces it.
 
@@ -8,6 +8,7 @@ import { inboxView } from "./inbox.js";
 import { runView } from "./run.js";
 import { runsView } from "./runs.js";
 import { startView } from "./start.js";
+import { webhooksView } from "./webhooks.js";
 
 const main = document.getElementById("main");
 let leave = () => {};
@@ -34,6 +35,9 @@ function route() {
     } else if (section === "start") {
       leave = startView(main, query);
       document.title = "Start a run · treadle";
+    } else if (section === "webhooks") {
+      leave = webhooksView(main);
+      document.title = "Dead letters · treadle";
     } else {
       section = "";
       fill(main, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/runs" }, "All runs")));

@@ -1,14 +1,20 @@
 // A pending request as a card: what it asks, and a form generated from its
-// answer's JSON schema. Sending POSTs {"answer": ...} with the token header;
-// the server validates strictly: a 422 puts each field's error next to the
-// field and stores nothing, a 409 means someone answered first.
+// answer's JSON schema. Nothing is sent on one click: "Send answer" shows what
+// would be sent (each decision named) and asks to confirm; a decision not
+// taken or a required text left empty is refused before that. Confirming
+// POSTs {"answer": ...}; the server validates strictly: a 422 puts each
+// field's error next to the field and stores nothing, a 409 means someone
+// answered first, a 403 says who may answer.
 
 import { ApiError, enc, post } from "./api.js";
 import { fill, h, jsonBlock, shortId, when } from "./dom.js";
 import { schemaForm } from "./schema_form.js";
 
-/** A card for `request`; `onAnswered(run)` is called after the server takes the answer. */
-export function requestCard(request, { onAnswered, showRun = true } = {}) {
+/**
+ * A card for `request`; `onAnswered(run)` is called after the server takes the answer.
+ * `answerPath`: where the answer goes (an answer link's own address), else the API's route.
+ */
+export function requestCard(request, { onAnswered, showRun = true, answerPath } = {}) {
   const key = `${request.run_id}/${request.request_id}`;
   const formId = `answer-${request.request_id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
   const form = schemaForm(request.answer_schema || {}, {
@@ -17,6 +23,9 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
   });
   const message = h("div", { class: "form-message", role: "alert" });
   const submit = h("button", { type: "submit", class: "primary" }, "Send answer");
+  const confirm = h("button", { type: "button", class: "primary" }, "Confirm and send");
+  const back = h("button", { type: "button" }, "Back");
+  const confirmation = h("div", { class: "confirmation", role: "group", "aria-label": "Confirm the answer", hidden: true });
   const element = h(
     "form",
     { class: "card request", "data-request": request.request_id, "data-run": request.run_id, "aria-label": `Request ${request.request_id}`, novalidate: true },
@@ -37,8 +46,25 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
     jsonBlock(request.payload, "request payload"),
     form.element,
     h("div", { class: "actions" }, submit),
+    confirmation,
     message,
   );
+  let pending = null; // the answer shown for confirmation
+
+  function unconfirm() {
+    pending = null;
+    confirmation.hidden = true;
+    confirmation.replaceChildren();
+    submit.hidden = false;
+  }
+  back.addEventListener("click", unconfirm);
+  form.element.addEventListener("input", unconfirm); // a change after "Send answer" asks again
+  form.element.addEventListener("click", (clicked) => {
+    if (clicked.target instanceof HTMLElement && clicked.target.closest("button.choice")) unconfirm();
+  });
+  confirm.addEventListener("click", () => {
+    if (pending !== null) send(pending.value);
+  });
 
   element.addEventListener("submit", async (submitEvent) => {
     submitEvent.preventDefault();
@@ -50,14 +76,33 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
       fill(message, h("p", { class: "error" }, "Fix the fields marked above."), unplacedList(left));
       return;
     }
-    submit.disabled = true;
+    pending = got;
+    const decided = form.decisions();
+    fill(
+      confirmation,
+      h("p", {}, decided.length ? ["Send this answer? You decide ", h("strong", {}, decided.join(", ")), "."] : "Send this answer?"),
+      jsonBlock(got.value, "the answer to send"),
+      h("div", { class: "actions" }, confirm, back),
+    );
+    confirmation.hidden = false;
+    submit.hidden = true;
+    confirm.focus();
+  });
+
+  async function send(value) {
+    confirm.disabled = true;
+    back.disabled = true;
     try {
-      const answer = await post(`/api/runs/${enc(request.run_id)}/requests/${enc(request.request_id)}`, { answer: got.value });
+      const path = answerPath || `/api/runs/${enc(request.run_id)}/requests/${enc(request.request_id)}`;
+      const answer = await post(path, { answer: value });
+      unconfirm();
       settle(element, h("p", { class: "ok" }, "Answered. The run goes on."));
       answered();
       if (onAnswered) onAnswered(answer && answer.run);
     } catch (error) {
-      submit.disabled = false;
+      confirm.disabled = false;
+      back.disabled = false;
+      unconfirm();
       if (!(error instanceof ApiError)) throw error;
       if (error.status === 409) {
         settle(element, h("p", { class: "error" }, `Already answered. ${error.message}`));
@@ -72,7 +117,7 @@ export function requestCard(request, { onAnswered, showRun = true } = {}) {
         );
       }
     }
-  });
+  }
   function settle(card, note) {
     card.classList.add("answered");
     card.dataset.settledAt = String(Date.now());

@@ -1,0 +1,172 @@
+"""Signed single-use answer links: one request, one principal, an expiry.
+
+A link is made for a person (``treadle links create RUN REQUEST --for
+maria --expires 2h``) and sent by mail or chat; whoever opens it sees the
+question (``GET /answer/TOKEN``) and answers it once (``POST``) as that
+person, door ``link``. The token is signed with a key the store keeps
+(:mod:`treadle._stores._outbox`), so a changed token is refused; the store
+keeps each link's nonce and marks it used by its one use, in a write of
+its own before the answer is delivered, so two uses at once get one
+answer between them. An answer refused for its content (it does not fit
+the request's type) gives the use back.
+
+Refused, each with nothing changed: a tampered token, an expired link, a
+link used already, and a link opened by someone signed in as another
+principal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import CommandError, InvalidResponseError
+from treadle._operations._audit import action_sentence
+from treadle._operations._schemas import describe_request
+from treadle._operations._webhooks import outbox_of
+from treadle._stores._outbox import AnswerLink, link_nonce, link_token, new_nonce
+from treadle._values._actors import Actor, Role
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from treadle._stores._store import Store
+    from treadle._workflow._workflow import Workflow
+
+
+class LinkRefusedError(CommandError):
+    """An answer link was refused: tampered, expired, used, or not this principal's.
+
+    Attributes:
+        reason: Which: ``invalid`` (tampered, or not made by this store),
+            ``expired``, ``used`` or ``not_yours``.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+async def create_link(
+    store: Store,
+    run_id: str,
+    request_id: str,
+    principal: str,
+    *,
+    expires_in: float,
+    created_by: str,
+) -> tuple[str, AnswerLink]:
+    """Make a link answering ``request_id`` of ``run_id`` as ``principal``; its token and record.
+
+    Raises:
+        ValueError: ``principal`` is empty or ``expires_in`` not positive.
+    """
+    if not principal or expires_in <= 0:
+        raise ValueError("an answer link needs a principal and a positive lifetime")
+    outbox = outbox_of(store)
+    now = time.time()
+    link = AnswerLink(new_nonce(), run_id, request_id, principal, now + expires_in, now, created_by)
+    await outbox.add_link(link)
+    return link_token(link, await outbox.link_key()), link
+
+
+async def open_link(store: Store, token: str, *, signed_in: str | None = None) -> AnswerLink:
+    """The link a token names, if it may be used now by whoever holds it.
+
+    Args:
+        store: The store that made it.
+        token: The link's token.
+        signed_in: The principal signed in where it is opened (``None``:
+            nobody); another than the link's is refused.
+
+    Raises:
+        LinkRefusedError: Tampered, unknown, expired, used, or not ``signed_in``'s.
+    """
+    outbox = outbox_of(store)
+    nonce = link_nonce(token, await outbox.link_key())
+    link = None if nonce is None else await outbox.link(nonce)
+    if link is None:
+        raise LinkRefusedError(
+            "this answer link is not valid (changed, or not made here)", "invalid"
+        )
+    if link.used_at is not None:
+        raise LinkRefusedError(
+            f"this answer link was used already, by {link.used_by} at {_when(link.used_at)}",
+            "used",
+        )
+    if link.expires_at <= time.time():
+        raise LinkRefusedError(f"this answer link expired at {_when(link.expires_at)}", "expired")
+    if signed_in is not None and signed_in != link.principal:
+        raise LinkRefusedError(
+            f"this answer link is {link.principal}'s; you are signed in as {signed_in}",
+            "not_yours",
+        )
+    return link
+
+
+async def answer_by_link(
+    store: Store,
+    token: str,
+    value: Any,
+    deliver: Callable[[AnswerLink, Any], Awaitable[object]],
+    *,
+    signed_in: str | None = None,
+) -> AnswerLink:
+    """Use a link once: check it, mark it used, and answer through ``deliver``.
+
+    ``deliver`` answers the link's request as the link's principal (door
+    ``link``) and raises what the answer door raises: an answer refused for
+    its content gives the use back; one refused because another answer won
+    keeps the link used (the request is answered: the link is spent).
+
+    Raises:
+        LinkRefusedError: See :func:`open_link`; also a use lost to another use.
+    """
+    link = await open_link(store, token, signed_in=signed_in)
+    outbox = outbox_of(store)
+    if not await outbox.use_link(link.nonce, time.time(), link.principal):
+        raise LinkRefusedError("this answer link was used already, just now", "used")
+    try:
+        await deliver(link, value)
+    except InvalidResponseError:
+        await outbox.release_link(link.nonce)
+        raise
+    return link
+
+
+async def link_question(store: Store, link: AnswerLink, workflow: Workflow) -> dict[str, Any]:
+    """The request ``link`` answers, as the API describes one (with its answer's schema).
+
+    Raises:
+        LinkRefusedError: The request waits no longer (``answered``: saying
+            who answered it, when and how, as the run's record has it).
+    """
+    record = await store.load_checkpoint(link.run_id)
+    restored = workflow.codec.decode(record, run_id=link.run_id)
+    delivered = {i.target for i in await store.inbox(link.run_id) if i.kind == "answer"}
+    for request in restored.waits.pending_requests():
+        if request.request_id == link.request_id and request.request_id not in delivered:
+            return describe_request(workflow, link.run_id, request)
+    who = await answered_by(store, link.run_id, link.request_id)
+    said = f": {who}" if who else ""
+    raise LinkRefusedError(
+        f"request {link.request_id} of run {link.run_id} waits no longer{said}", "answered"
+    )
+
+
+async def answered_by(store: Store, run_id: str, request_id: str) -> str | None:
+    """Who answered a request, as the run's log records it: ``maria approved at 10:02 (page)``."""
+    for event in reversed(await store.read_events(run_id)):
+        settled = event.kind in ("request_answered", "request_timed_out")
+        if settled and event.data.get("request_id") == request_id:
+            return action_sentence(event.kind, event.data, event.at)
+    return None
+
+
+def link_actor(link: AnswerLink) -> Actor:
+    """Who answers through ``link``: its principal, door ``link``, an approver."""
+    return Actor("link", link.principal, "link", Role.APPROVER)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

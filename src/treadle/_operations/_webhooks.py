@@ -1,0 +1,161 @@
+"""The webhook sender: delivers the store's outbox, at least once, signed.
+
+``treadle serve`` and ``treadle worker`` each run one, as a task of their
+own TaskGroup (see :func:`sending`). A sender leases the due messages
+(:meth:`~treadle._stores._outbox.Outbox.claim_messages`: at most one per
+run and endpoint, so each run's messages reach each endpoint in commit
+order), POSTs each, and then forgets it on a 2xx answer or schedules a
+retry (exponential backoff from the endpoint's ``backoff``) until the
+endpoint's ``attempts`` are spent, when it becomes a dead letter, listed
+by ``treadle webhooks dead`` and sent again by ``treadle webhooks resend``.
+A sender killed mid-delivery leaves its leases to run out, and another (or
+its restart) sends those messages again, with the same ``webhook-id``.
+
+Messages are signed per the Standard Webhooks specification: headers
+``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
+(``v1,`` and the base64 HMAC-SHA256 of ``id.timestamp.body`` under the
+endpoint's secret), so a receiver verifies them with any Standard
+Webhooks library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import TreadleError
+from treadle._operations._shapes import with_iso_times
+from treadle._stores._outbox import HasOutbox, sign
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from treadle._stores._outbox import Endpoint, Outbox, OutboxMessage
+    from treadle._stores._store import Store
+
+_logger = logging.getLogger("treadle.webhooks")
+
+LEASE = 30.0
+"""Seconds a sender holds a message it is delivering (more than a delivery's timeout)."""
+
+TIMEOUT = 10.0
+"""Seconds a delivery waits for the endpoint's answer."""
+
+
+def outbox_of(store: Store) -> Outbox:
+    """The store's outbox.
+
+    Raises:
+        TypeError: The store keeps none (a store of one's own making).
+    """
+    if isinstance(store, HasOutbox):
+        return store.outbox()
+    raise TypeError(f"{store!r} keeps no webhook outbox")
+
+
+def message_json(message: OutboxMessage) -> dict[str, Any]:
+    """An outbox message as the CLI's ``--json`` and the API give it (its time in ISO 8601)."""
+    return with_iso_times(message.to_json(), ("due_at",))
+
+
+class WebhookSender:
+    """Delivers a store's outbox until cancelled."""
+
+    def __init__(
+        self, store: Store, *, poll_interval: float = 1.0, batch: int = 32, lease: float = LEASE
+    ) -> None:
+        """A sender for ``store``'s outbox, looking for due messages every ``poll_interval``."""
+        self._outbox = outbox_of(store)
+        self._poll_interval = poll_interval
+        self._batch = batch
+        self._lease = lease
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:webhooks-{id(self):x}"
+
+    async def serve(self) -> None:
+        """Send due messages as they fall due, until cancelled."""
+        while True:
+            try:
+                sent = await self.send_due()
+            except TreadleError as error:  # the store is away: try again next round
+                _logger.warning("webhooks: cannot read the outbox: %s", error)
+                sent = 0
+            if sent < self._batch:
+                await asyncio.sleep(self._poll_interval)
+
+    async def send_due(self) -> int:
+        """Send every message due now (one round); how many were tried."""
+        endpoints = {e.endpoint_id: e for e in await self._outbox.endpoints()}
+        if not endpoints:
+            return 0
+        claimed = await self._outbox.claim_messages(
+            self._owner, time.time(), self._lease, self._batch
+        )
+        async with asyncio.TaskGroup() as group:
+            for message in claimed:
+                endpoint = endpoints.get(message.endpoint_id)
+                if endpoint is not None:
+                    group.create_task(self._deliver(message, endpoint))
+        return len(claimed)
+
+    async def _deliver(self, message: OutboxMessage, endpoint: Endpoint) -> None:
+        problem = await asyncio.to_thread(post, message, endpoint)
+        if problem is None:
+            await self._outbox.message_sent(message.message_id, self._owner)
+            return
+        attempts = message.attempts + 1
+        retry_at = endpoint.retry_at(attempts, time.time())
+        await self._outbox.message_failed(message.message_id, self._owner, problem, retry_at)
+        if retry_at is None:
+            _logger.warning(
+                "webhooks: %s %s of run %s to %s is a dead letter after %d attempts: %s",
+                message.event_type,
+                message.webhook_id,
+                message.run_id,
+                endpoint.url,
+                attempts,
+                problem,
+            )
+
+
+def post(message: OutboxMessage, endpoint: Endpoint) -> str | None:
+    """POST the message to the endpoint, signed; ``None`` when it answered 2xx, else why not."""
+    body = json.dumps(message.payload(), separators=(",", ":")).encode()
+    timestamp = int(time.time())
+    headers = {
+        "content-type": "application/json",
+        "user-agent": "treadle-webhooks",
+        "webhook-id": message.webhook_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(endpoint.secret, message.webhook_id, timestamp, body),
+    }
+    request = urllib.request.Request(endpoint.url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked when the endpoint was added
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:  # noqa: S310 - as above
+            answer.read()
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}"
+    except (OSError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+@contextlib.asynccontextmanager
+async def sending(
+    store: Store, group: asyncio.TaskGroup, poll_interval: float
+) -> AsyncIterator[None]:
+    """Run a sender for ``store`` in ``group`` while the block runs; stop it on the way out."""
+    task = group.create_task(
+        WebhookSender(store, poll_interval=poll_interval).serve(), name="treadle-webhooks"
+    )
+    try:
+        yield
+    finally:
+        task.cancel()

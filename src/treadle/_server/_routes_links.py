@@ -1,0 +1,148 @@
+"""Answer links' routes: ``GET /answer/<token>`` shows the question, ``POST`` answers it once.
+
+A link made by ``treadle links create`` (:mod:`treadle._operations._links`)
+is its own credential: whoever holds it may answer its one request, once,
+as its principal, before it expires; so the access guard lets these paths
+through without a token (:mod:`treadle._server._auth`), keeping as
+``request.state.actor`` whoever is signed in, if anyone. Someone signed in
+as another person than the link's is refused it.
+
+``GET`` answers the page's document (``page/answer.html``, whose script
+shows the question with the page's answer form) or, asked for JSON
+(``Accept: application/json``), the link and its request. ``POST`` takes
+``{"answer": ...}`` and answers through the one door as an actor of kind
+``link`` named after the principal, door ``link``. A refused link is
+answered with nothing changed: 404 tampered or unknown, 410 expired, 409
+used already or its request answered (naming who answered), 403 another
+person's.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from treadle._exceptions import InvalidResponseError
+from treadle._operations._background import deliver_answer
+from treadle._operations._links import (
+    LinkRefusedError,
+    answer_by_link,
+    link_actor,
+    link_question,
+    open_link,
+)
+from treadle._operations._shapes import iso_time, run_json
+from treadle._server._body import check_query, json_object
+from treadle._server._fields import fields_of
+from treadle._server._json import ApiError, JsonResponse
+from treadle._server._page import _HEADERS as PAGE_HEADERS
+from treadle._server._page import PAGE_DIR
+from treadle._server._principals import SERVER_TOKEN_NAME
+from treadle._server._state import served_of
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from treadle._stores._outbox import AnswerLink
+
+PREFIX = "/answer/"
+"""Where answer links point; the access guard admits these paths without a token."""
+
+_STATUSES = {"invalid": 404, "expired": 410, "used": 409, "answered": 409, "not_yours": 403}
+
+
+def routes() -> list[Route]:
+    """``GET`` and ``POST /answer/{token}``."""
+    return [Route(PREFIX + "{token}", _answer, methods=["GET", "HEAD", "POST"], name="answer")]
+
+
+def signed_in(request: Request) -> str | None:
+    """The person signed in where a link is opened (``None``: nobody, or the server's token)."""
+    actor = getattr(request.state, "actor", None)
+    if actor is None or (actor.kind == "token" and actor.name == SERVER_TOKEN_NAME):
+        return None
+    name: str = actor.name
+    return name
+
+
+async def _answer(request: Request) -> Response:
+    try:
+        if request.method == "POST":
+            return await _post(request)
+        if "application/json" in request.headers.get("accept", ""):
+            return await _show(request)
+        return HTMLResponse(_document(), headers=PAGE_HEADERS)
+    except LinkRefusedError as error:
+        raise ApiError(_STATUSES[error.reason], str(error), kind="LinkRefusedError") from None
+
+
+async def _show(request: Request) -> Response:
+    """The link and the request it answers, as JSON (the page's script asks for it)."""
+    served = served_of(request)
+    check_query(request, ())
+    link = await open_link(served.store, request.path_params["token"], signed_in=signed_in(request))
+    run = await served.find_run(link.run_id)
+    question = await link_question(served.store, link, served.workflow_of(run))
+    return JsonResponse({"link": _link_json(link), "request": question})
+
+
+async def _post(request: Request) -> Response:
+    """Answer the link's request, once, as its principal (door ``link``)."""
+    served = served_of(request)
+    check_query(request, ())
+    body = await json_object(request, ("answer",))
+    if "answer" not in body:
+        raise ApiError(400, "answer: required", fields=[{"loc": "answer", "message": "required"}])
+    taken: list[Any] = []
+
+    async def deliver(link: AnswerLink, value: object) -> None:
+        run = await served.find_run(link.run_id)
+        taken.append(
+            await deliver_answer(
+                served.workflow_of(run),
+                served.store,
+                link.run_id,
+                link.request_id,
+                value,
+                take=served.driver.runs_here,
+                actor=link_actor(link),
+            )
+        )
+
+    try:
+        link = await answer_by_link(
+            served.store,
+            request.path_params["token"],
+            body["answer"],
+            deliver,
+            signed_in=signed_in(request),
+        )
+    except InvalidResponseError as error:
+        message = str(error)
+        raise ApiError(
+            422, message, kind="InvalidResponseError", fields=fields_of(message)
+        ) from None
+    if taken and taken[0] is not None:
+        served.driver.spawn(link.run_id, taken[0])
+    run = await served.store.get_run(link.run_id)
+    return JsonResponse({"run": run_json(run), "answered_as": link.principal}, status_code=202)
+
+
+def _link_json(link: AnswerLink) -> dict[str, Any]:
+    return {
+        "run_id": link.run_id,
+        "request_id": link.request_id,
+        "principal": link.principal,
+        "expires_at": iso_time(link.expires_at),
+    }
+
+
+@cache
+def _document() -> str:
+    return (PAGE_DIR / "answer.html").read_text(encoding="utf-8")
