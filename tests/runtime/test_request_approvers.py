@@ -1,0 +1,148 @@
+"""Who may answer a request: ``ctx.request(..., approvers=, four_eyes=)`` and its defaults.
+
+The rules travel with the request: in the run's checkpoint (a resumed run,
+another process, still has them) and in the ``request`` event of its log (a
+door without the workflow's code checks them from there).
+"""
+
+from dataclasses import dataclass
+
+import pytest
+
+from treadle import Actor, Executor, Role, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle import handler as handles
+from treadle._engine._answers import request_rules
+from treadle._values._actors import answer_refusal
+from treadle.errors import ActionRefusedError, ExecutorFailedError
+from treadle.stores import SqliteStore
+
+MARIA = Actor("user", "maria", "python", Role.APPROVER)
+FINN = Actor("user", "finn", "python", Role.APPROVER, frozenset({"finance"}))
+
+
+@dataclass(frozen=True)
+class Decision:
+    approve: bool
+
+
+def expense_workflow(store, **rules):
+    @executor
+    async def review(amount: int, ctx: WorkflowContext) -> None:
+        decision = await ctx.request({"amount": amount}, Decision, **rules)
+        ctx.yield_output(decision.approve)
+
+    return review
+
+
+def build(store, start, **options):
+    return WorkflowBuilder(start=start, store=store, **options).register_type(Decision).build()
+
+
+async def test_a_requests_approvers_and_four_eyes_are_kept_in_its_checkpoint_and_log(tmp_path):
+    path = tmp_path / "runs.db"
+    rules = {"approvers": ["maria", "group:finance", "role:admin"], "four_eyes": True}
+    wf = build(SqliteStore(path), expense_workflow(None, **rules))
+    asked = await wf.run(1200, run_id="r1")
+    (pending,) = asked.pending_requests
+    assert pending.approvers == ("maria", "group:finance", "role:admin")
+    assert pending.four_eyes is True
+
+    # Another process: a fresh store and workflow read them back from the checkpoint.
+    store = SqliteStore(path)
+    again = build(store, expense_workflow(None, **rules))
+    resumed = await again.resume("r1")
+    assert resumed.status is RunStatus.AWAITING_INPUT
+    (kept,) = resumed.pending_requests
+    assert (kept.approvers, kept.four_eyes) == (pending.approvers, True)
+
+    # The run's log says the same, for a door that cannot load the code.
+    events = await store.read_events("r1")
+    (logged,) = [e for e in events if e.kind == "request"]
+    assert logged.data["approvers"] == ["maria", "group:finance", "role:admin"]
+    assert logged.data["four_eyes"] is True
+
+    # Four eyes: the Python user who started it may not answer; maria, named, may.
+    with pytest.raises(ActionRefusedError, match="need four eyes"):
+        await again.respond("r1", {kept.request_id: {"approve": True}})
+    bob = Actor("user", "bob", "python", Role.OPERATOR)
+    with pytest.raises(ActionRefusedError, match="only maria, group:finance, role:admin may"):
+        await again.respond("r1", {kept.request_id: {"approve": True}}, actor=bob.through("api"))
+    done = await again.respond("r1", {kept.request_id: {"approve": True}}, actor=MARIA)
+    assert done.outputs == [True]
+
+
+async def test_the_door_check_from_a_pending_request_refuses_whom_it_should(tmp_path):
+    wf = build(
+        SqliteStore(tmp_path / "runs.db"),
+        expense_workflow(None, approvers=["maria", "group:finance"], four_eyes=True),
+    )
+    asked = await wf.run(1200, run_id="r1")
+    restored = await wf.resume("r1")
+    assert restored.pending_requests == asked.pending_requests
+    # request_rules reads what the checkpoint holds for the door.
+    store = wf.store
+    record = await store.load_checkpoint("r1")
+    waits = wf.codec.decode(record, run_id="r1").waits
+    approvers, four_eyes = request_rules(waits.find_request(asked.pending_requests[0].request_id))
+    assert (approvers, four_eyes) == (("maria", "group:finance"), True)
+
+    maria = Actor("user", "maria", "page", Role.APPROVER)
+    bob = Actor("user", "bob", "page", Role.VIEWER)
+    finn = Actor("user", "finn", "page", Role.APPROVER, frozenset({"finance"}))
+    assert answer_refusal(maria, approvers, starter="ann", four_eyes=four_eyes) is None
+    assert answer_refusal(finn, approvers, starter="ann", four_eyes=four_eyes) is None
+    refusal = answer_refusal(bob, approvers, starter="ann", four_eyes=four_eyes)
+    assert refusal == "bob may not answer this request: only maria, group:finance may"
+    refusal = answer_refusal(maria, approvers, starter="maria", four_eyes=four_eyes)
+    assert refusal is not None
+    assert "four eyes" in refusal
+
+
+async def test_a_workflows_four_eyes_is_the_default_a_request_may_override(tmp_path):
+    store = SqliteStore(tmp_path / "runs.db")
+    wf = build(store, expense_workflow(None), four_eyes=True)
+    (pending,) = (await wf.run(5, run_id="r1")).pending_requests
+    assert (pending.approvers, pending.four_eyes) == ((), True)
+
+    own = build(store, expense_workflow(None, four_eyes=False), four_eyes=True)
+    (pending,) = (await own.run(5, run_id="r2")).pending_requests
+    assert pending.four_eyes is False
+
+    plain = build(store, expense_workflow(None))
+    (pending,) = (await plain.run(5, run_id="r3")).pending_requests
+    assert (pending.approvers, pending.four_eyes) == ((), False)
+
+
+async def test_an_executors_approvers_are_the_default_of_its_requests(tmp_path):
+    class Review(Executor):
+        approvers = ("group:finance",)
+        four_eyes = True
+
+        @handles
+        async def review(self, amount: int, ctx: WorkflowContext) -> None:
+            decision = await ctx.request({"amount": amount}, Decision)
+            named = await ctx.request({"again": amount}, Decision, approvers=["cfo"])
+            ctx.yield_output((decision.approve, named.approve))
+
+    wf = build(SqliteStore(tmp_path / "runs.db"), Review())
+    (first,) = (await wf.run(5, run_id="r1")).pending_requests
+    assert (first.approvers, first.four_eyes) == (("group:finance",), True)
+    answer = {first.request_id: {"approve": True}}
+    (second,) = (await wf.respond("r1", answer, actor=FINN)).pending_requests
+    assert (second.approvers, second.four_eyes) == (("cfo",), True)
+
+
+@pytest.mark.parametrize(
+    ("approvers", "problem"),
+    [
+        (["role:boss"], "approver 'role:boss': 'boss' is not a role"),
+        ([""], "an approver must be a user name"),
+        ("maria", "approvers takes a list of names, not one string: 'maria'"),
+    ],
+)
+async def test_approvers_that_name_no_one_fail_the_asking_step(tmp_path, approvers, problem):
+    wf = build(SqliteStore(tmp_path / "runs.db"), expense_workflow(None, approvers=approvers))
+    with pytest.raises(ExecutorFailedError) as caught:
+        await wf.run(5, run_id="r1")
+    assert problem in str(caught.value)
+    assert "review" in str(caught.value)
