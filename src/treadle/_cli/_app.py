@@ -491,4 +491,12 @@ def main() -> None:
 
 
 # The commands of these modules add themselves to ``app`` (kept apart to keep this one short).
-from treadle._cli import _definitions, _housekeeping, _inspect, _migrate, _upgrade  # noqa: E402, F401
+from treadle._cli import (  # noqa: E402, F401
+    _definitions,
+    _housekeeping,
+    _inspect,
+    _migrate,
+    _tokens,
+    _upgrade,
+    _webhooks,
+)

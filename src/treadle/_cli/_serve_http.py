@@ -72,6 +72,32 @@ def serve(
         float,
         typer.Option("--poll-interval", min=0.01, help="Seconds between looks for due runs."),
     ] = 1.0,
+    identity: Annotated[
+        Path | None,
+        typer.Option("--identity", help="A TOML file: [oidc] sign-in and [roles] (see docs)."),
+    ] = None,
+    oidc_issuer: Annotated[
+        str | None, typer.Option("--oidc-issuer", help="Sign people in with this provider.")
+    ] = None,
+    oidc_client_id: Annotated[
+        str | None, typer.Option("--oidc-client-id", help="This server's client id there.")
+    ] = None,
+    oidc_client_secret: Annotated[
+        str | None,
+        typer.Option(
+            "--oidc-client-secret",
+            envvar="TREADLE_OIDC_CLIENT_SECRET",
+            help="Its client secret (default: TREADLE_OIDC_CLIENT_SECRET).",
+        ),
+    ] = None,
+    oidc_scopes: Annotated[
+        str | None,
+        typer.Option("--oidc-scopes", help="The scopes asked for (default: openid profile email)."),
+    ] = None,
+    oidc_roles: Annotated[
+        list[str] | None,
+        typer.Option("--oidc-role", help="ROLE=USER or ROLE=group:GROUP (repeatable)."),
+    ] = None,
 ) -> None:
     """Serve the HTTP API and the web page for people who operate and approve runs.
 
@@ -83,12 +109,27 @@ def serve(
     """
     try:
         from treadle._server._app import create_app  # noqa: PLC0415 - the server extra
+        from treadle._server._identity import read_sign_in  # noqa: PLC0415
         from treadle._server._json import Redactor  # noqa: PLC0415
         from treadle._server._settings import ServerSettings  # noqa: PLC0415
     except ImportError as error:
         refuse(escape(needs_extra("treadle serve", "server", error)))
     try:
+        sign_in = read_sign_in(
+            identity,
+            issuer=oidc_issuer,
+            client_id=oidc_client_id,
+            client_secret=oidc_client_secret,
+            scopes=oidc_scopes,
+            role_rules=oidc_roles or (),
+        )
+        if sign_in is not None and token is not None:
+            refuse(
+                "with sign-in configured the server takes no shared token (--token, "
+                "TREADLE_TOKEN): give programs named tokens (`treadle tokens create`)"
+            )
         settings = ServerSettings(
+            sign_in=sign_in,
             token=token or secrets.token_urlsafe(32),
             apps=tuple(apps or ()),
             definitions=definition_files(apps or [], definitions or []),
@@ -109,7 +150,19 @@ def serve(
     served = application.state.workflows.describe()
     out.print(f"treadle serve: {served} on {redact(store or 'treadle.sqlite')}", highlight=False)
     out.print(f"open {settings.page_url(bound)}", highlight=False, soft_wrap=True)
-    out.print("(API clients send the token as Authorization: Bearer TOKEN)", highlight=False)
+    if settings.sign_in is None:
+        out.print(
+            "no sign-in configured: whoever holds this token is an admin"
+            " (API clients send it as Authorization: Bearer TOKEN; `treadle tokens create`"
+            " makes named tokens with roles, --identity or --oidc-issuer signs people in)",
+            highlight=False,
+        )
+    else:
+        out.print(
+            f"people sign in with {settings.sign_in.issuer};"
+            " API clients send a named token (`treadle tokens create`) as Authorization: Bearer",
+            highlight=False,
+        )
     out.file.flush()
     _run(application, listening, redact)
 

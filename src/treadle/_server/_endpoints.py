@@ -3,8 +3,13 @@
 Routes are declared as :class:`Endpoint` values, not decorated functions,
 so that one table makes the router's routes (:func:`routes`), the
 OpenAPI document (:mod:`treadle._server._openapi`) and the tests that
-every route refuses a request without the token: a route cannot be added
-to one and forgotten in the others.
+every route refuses a request without the token, and one without the
+route's role: a route cannot be added to one and forgotten in the others.
+
+Each route declares the narrowest role that may call it (DESIGN §17:
+viewer reads, approver answers, operator starts and steers runs, admin
+deletes); the router answers anyone below it 403, naming the role needed,
+before the handler runs.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.routing import Route
+
+from treadle._server._json import ApiError
+from treadle._values._actors import Actor, Role
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -54,6 +62,7 @@ class Endpoint:
         query: Its query parameters.
         errors: The error statuses it may answer with, besides 401 and 413.
         stream: It answers with Server-Sent Events, not JSON.
+        role: The narrowest role that may call it.
     """
 
     method: str
@@ -67,6 +76,7 @@ class Endpoint:
     query: tuple[Param, ...] = ()
     errors: tuple[int, ...] = (400,)
     stream: bool = False
+    role: Role = Role.VIEWER
 
     @property
     def operation_id(self) -> str:
@@ -84,11 +94,42 @@ def routes(endpoints: Iterable[Endpoint]) -> list[Route]:
     """
     by_path: dict[str, dict[str, Handler]] = {}
     for endpoint in endpoints:
-        by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint.handler
+        by_path.setdefault(endpoint.path, {})[endpoint.method] = _guarded(endpoint)
     return [
         Route(path, _dispatch(handlers), methods=list(handlers))
         for path, handlers in by_path.items()
     ]
+
+
+def actor_of(request: Request) -> Actor:
+    """Who sent the request, as the access guard (:mod:`treadle._server._auth`) found."""
+    actor: Actor = request.state.actor
+    return actor
+
+
+def refusal_of(actor: Actor, endpoint: Endpoint) -> str | None:
+    """Why ``actor`` may not call ``endpoint`` (naming who may), or ``None``."""
+    if actor.may(endpoint.role):
+        return None
+    labels = [role.label for role in Role if role >= endpoint.role]
+    who = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
+    return (
+        f"{actor.label} is a {actor.role.label}: {endpoint.method} {endpoint.path} "
+        f"needs the {endpoint.role.label} role (only an {who} may)"
+    )
+
+
+def _guarded(endpoint: Endpoint) -> Handler:
+    """The endpoint's handler, refusing with 403 whoever lacks its role."""
+    handler = endpoint.handler
+
+    async def guarded(request: Request) -> Response:
+        refusal = refusal_of(actor_of(request), endpoint)
+        if refusal is not None:
+            raise ApiError(403, refusal, kind="Forbidden")
+        return await handler(request)
+
+    return guarded
 
 
 def _dispatch(handlers: dict[str, Handler]) -> Handler:

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from treadle._engine._errors import RunCancelledError
 from treadle._exceptions import (
+    ActionRefusedError,
     AppLoadError,
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -82,6 +83,7 @@ class ApiError(Exception):
 # Most specific first: RequestAlreadyAnsweredError and RequestExpiredError are
 # UnknownRequestErrors, which are RequestErrors; RunNotFoundError is a DurabilityError.
 _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
+    (ActionRefusedError, 403),  # the actor may not: the message names who may
     (RequestAlreadyAnsweredError, 409),
     (RequestExpiredError, 409),  # its timeout was kept as its answer first
     (UnknownRequestError, 404),

@@ -24,6 +24,8 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from treadle._server._endpoints import actor_of
+from treadle._server._principals import SESSION_COOKIE
 from treadle._server._state import served_of
 
 if TYPE_CHECKING:
@@ -61,8 +63,18 @@ def _template() -> str:
 
 
 def _token_of(request: Request) -> str:
-    """The server's token: the access check admitted this request with it (or its cookie)."""
-    return served_of(request).settings.token
+    """The page's credential for its scripts' changes: the session, or the server's token.
+
+    A signed-in person's page carries their signed session (the cookie's
+    value); without sign-in, the server's token. A page fetched with a
+    named token carries none (its changes need that token).
+    """
+    session = request.cookies.get(SESSION_COOKIE)
+    actor = actor_of(request)
+    if session is not None and actor.kind == "user":
+        return session
+    settings = served_of(request).settings
+    return settings.token if settings.sign_in is None and actor.kind != "user" else ""
 
 
 async def _index(request: Request) -> HTMLResponse:

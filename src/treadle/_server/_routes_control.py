@@ -15,9 +15,10 @@ from treadle._operations import _commands as commands
 from treadle._operations._background import take_for_resume
 from treadle._operations._shapes import run_json
 from treadle._server._body import check_query, json_object, text_field
-from treadle._server._endpoints import Endpoint
+from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._json import JsonResponse
 from treadle._server._state import served_of
+from treadle._values._actors import Role
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -43,21 +44,21 @@ async def _steered(request: Request) -> tuple[Served, str]:
 async def cancel_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/cancel``: cancel it wherever it is."""
     served, run_id = await _steered(request)
-    await commands.cancel(served.store, run_id)
+    await commands.cancel(served.store, run_id, actor=actor_of(request))
     return JsonResponse({"run": run_json(await served.store.get_run(run_id))})
 
 
 async def pause_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/pause``: pause it now, or at its owner's next barrier."""
     served, run_id = await _steered(request)
-    outcome, run = await commands.pause(served.store, run_id)
+    outcome, run = await commands.pause(served.store, run_id, actor=actor_of(request))
     return JsonResponse({"run": run_json(run), "outcome": outcome})
 
 
 async def unpause_run(request: Request) -> Response:
     """``POST /api/runs/{run_id}/unpause``: let a paused run go on (a pause asked is withdrawn)."""
     served, run_id = await _steered(request)
-    was_paused, run = await commands.unpause(served.store, run_id)
+    was_paused, run = await commands.unpause(served.store, run_id, actor=actor_of(request))
     return JsonResponse({"run": run_json(run), "was_paused": was_paused})
 
 
@@ -70,7 +71,9 @@ async def resume_run(request: Request) -> Response:
     given = text_field(body, "checkpoint_id")
     workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
-    drive_on = await take_for_resume(workflow, served.store, found.run_id, checkpoint)
+    drive_on = await take_for_resume(
+        workflow, served.store, found.run_id, checkpoint, actor=actor_of(request)
+    )
     served.driver.spawn(found.run_id, drive_on)
     return JsonResponse(
         {"run": run_json(await served.store.get_run(found.run_id))}, status_code=202
@@ -87,6 +90,7 @@ def _steer(verb: str, handler: Handler, summary: str, *, body: str | None = None
         response="Steered",
         body=body,
         errors=(400, 404, 409, 415),
+        role=Role.OPERATOR,
     )
 
 

@@ -25,11 +25,13 @@ from treadle._server._body import (
     text_field,
     text_query,
 )
-from treadle._server._endpoints import Endpoint, Param
+from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._server._views import workflow_json
+from treadle._values._actors import Role
+from treadle._workflow import _actions as door
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -57,8 +59,13 @@ async def get_workflow(request: Request) -> Response:
 
 
 async def list_requests(request: Request) -> Response:
-    """``GET /api/requests``: requests pending across runs, newest run first."""
+    """``GET /api/requests``: the caller's inbox, newest run first.
+
+    Only the requests the caller may answer (its identity against each
+    request's approvers and four eyes), as the door that takes answers decides.
+    """
     served = served_of(request)
+    actor = actor_of(request)
     check_query(request, ("workflow", "limit"))
     limit = int_query(request, "limit", 100, low=1, high=MAX_LIMIT)
     wanted = text_query(request, "workflow")
@@ -67,7 +74,7 @@ async def list_requests(request: Request) -> Response:
     found: list[dict[str, Any]] = []
     for name in names:
         found += await pending_requests(
-            served.store, workflow=name, limit=limit, workflows=served.workflows
+            served.store, workflow=name, limit=limit, workflows=served.workflows, actor=actor
         )
     if len(names) > 1:
         order = await _newest_first(served.store)
@@ -100,6 +107,7 @@ async def answer_request(request: Request) -> Response:
             request_id,
             body["answer"],
             take=served.driver.runs_here,
+            actor=actor_of(request),
         )
     except InvalidResponseError as error:
         message = str(error)
@@ -122,14 +130,21 @@ async def send_message(request: Request) -> Response:
         raise ApiError(400, "message: required", fields=[{"loc": "message", "message": "required"}])
     target = text_field(body, "target")
     workflow = served.workflow_of(found)
+    actor = actor_of(request)
     if served.driver.runs_here:
         drive_on = await deliver_message(
-            workflow, served.store, found.run_id, body["message"], target
+            workflow, served.store, found.run_id, body["message"], target, actor=actor
         )
         served.driver.spawn(found.run_id, drive_on)
     else:  # a worker checks it against the run when it applies it
-        payload = workflow.serializer.dumps(body["message"])
-        await served.store.deliver(found.run_id, [("message", target, payload)])
+        await door.send(
+            served.store,
+            found.run_id,
+            body["message"],
+            actor=actor,
+            serializer=workflow.serializer,
+            target=target,
+        )
     run = await served.store.get_run(found.run_id)
     return JsonResponse({"run": run_json(run)}, status_code=202)
 
@@ -176,6 +191,7 @@ ENDPOINTS = (
         body="Answer",
         body_required=True,
         errors=(400, 404, 409, 415, 422),
+        role=Role.APPROVER,
     ),
     Endpoint(
         "POST",
@@ -187,5 +203,6 @@ ENDPOINTS = (
         body="Message",
         body_required=True,
         errors=(400, 404, 409, 415),
+        role=Role.OPERATOR,
     ),
 )

@@ -31,17 +31,19 @@ from treadle._server._body import (
     text_query,
     version_field,
 )
-from treadle._server._endpoints import Endpoint, Param
+from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._server._views import run_detail
+from treadle._values._actors import Role
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
     from treadle._scaleout._client import Client
     from treadle._server._state import Served
+    from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
 # Ids the API creates runs under: they travel in paths, so no slash, space or '%'.
@@ -87,23 +89,25 @@ async def start_run(request: Request) -> Response:
     value = typed_input(workflow, body.get("input"))
     if served.driver.runs_here:
         try:
-            run_id, drive_on = await open_new(workflow, value, served.store, run_id)
+            run_id, drive_on = await open_new(
+                workflow, value, served.store, run_id, actor=actor_of(request)
+            )
         except TypeError as error:  # no handler for the value's type
             raise ApiError(422, str(error), kind="InvalidInputError") from None
         served.driver.spawn(run_id, drive_on)
     else:
-        run_id = await _client(served).start(workflow, value, run_id=run_id)
+        run_id = await _client(served, actor_of(request)).start(workflow, value, run_id=run_id)
     run = await served.store.get_run(run_id)
     return JsonResponse(
         {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{run_id}"}
     )
 
 
-def _client(served: Served) -> Client:
+def _client(served: Served, actor: Actor) -> Client:
     """A client of the workers' queue (PostgreSQL), encoding with the served workflows."""
     from treadle._scaleout._client import Client  # noqa: PLC0415 - PostgreSQL only
 
-    return Client(served.store, served.workflows.all())  # type: ignore[arg-type]
+    return Client(served.store, served.workflows.all(), actor=actor)  # type: ignore[arg-type]
 
 
 async def list_runs(request: Request) -> Response:
@@ -161,7 +165,12 @@ async def fork_run(request: Request) -> Response:
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     assert checkpoint is not None  # noqa: S101 - given above
     forked = await workflow.fork(
-        found.run_id, checkpoint, patch, new_run_id=new_id, store=served.store
+        found.run_id,
+        checkpoint,
+        patch,
+        new_run_id=new_id,
+        store=served.store,
+        actor=actor_of(request),
     )
     run = await served.store.get_run(forked)
     return JsonResponse(
@@ -174,7 +183,7 @@ async def delete_one(request: Request) -> Response:
     served = served_of(request)
     check_query(request, ())
     found = await served.find_run(request.path_params["run_id"])
-    await delete_run(served.store, found.run_id)
+    await delete_run(served.store, found.run_id, actor=actor_of(request))
     return Response(status_code=204)
 
 
@@ -213,6 +222,7 @@ ENDPOINTS = (
         body="StartRun",
         body_required=True,
         errors=(400, 404, 409, 415, 422),
+        role=Role.OPERATOR,
     ),
     Endpoint(
         "GET",
@@ -222,7 +232,15 @@ ENDPOINTS = (
         response="RunDetail",
         errors=(400, 404),
     ),
-    Endpoint("DELETE", _RUN_PATH, delete_one, "Delete a run", status=204, errors=(400, 404, 409)),
+    Endpoint(
+        "DELETE",
+        _RUN_PATH,
+        delete_one,
+        "Delete a run",
+        status=204,
+        errors=(400, 404, 409),
+        role=Role.ADMIN,
+    ),
     Endpoint(
         "GET",
         f"{_RUN_PATH}/history",
@@ -241,5 +259,6 @@ ENDPOINTS = (
         body="Fork",
         body_required=True,
         errors=(400, 404, 409, 415),
+        role=Role.OPERATOR,
     ),
 )

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from treadle._server._identity import SignIn
 
 DEFAULT_HOST = "127.0.0.1"
 """Where the server listens unless told otherwise: this machine only."""
@@ -43,6 +47,8 @@ class ServerSettings:
         max_body: The largest request body, in bytes.
         poll_interval: Seconds between the SQLite timer service's looks for due runs.
         event_poll: Seconds between an event stream's looks for new events.
+        sign_in: How people sign in (``None``: nobody does, and whoever holds
+            ``token`` is an admin).
     """
 
     token: str
@@ -54,6 +60,7 @@ class ServerSettings:
     max_body: int = DEFAULT_MAX_BODY
     poll_interval: float = 1.0
     event_poll: float = 0.25
+    sign_in: SignIn | None = None
 
     def __post_init__(self) -> None:
         """Refuse values no server could run with.
@@ -82,10 +89,15 @@ class ServerSettings:
                 raise ValueError(msg)
 
     def page_url(self, port: int | None = None) -> str:
-        """The page's address with the token, as printed at start (``port``: the bound one)."""
+        """The page's address, as printed at start (``port``: the bound one).
+
+        With the token when nobody signs in; else bare (the page sends
+        people to sign in).
+        """
         host = self.host
         if host in ("0.0.0.0", "::", ""):  # noqa: S104 - naming it, not binding it
             host = "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{port if port is not None else self.port}/?token={quote(self.token)}"
+        base = f"http://{host}:{port if port is not None else self.port}/"
+        return base if self.sign_in is not None else f"{base}?token={quote(self.token)}"

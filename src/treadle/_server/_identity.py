@@ -1,0 +1,237 @@
+"""Who a request comes from: the sign-in's settings, roles from claims, signed sessions.
+
+``treadle serve`` knows three kinds of principal (DESIGN §17):
+
+* **People**, signed in through an OpenID Connect provider
+  (:mod:`treadle._server._oidc`). The provider's claims give their name
+  (``preferred_username`` unless told otherwise) and groups (``groups``);
+  :attr:`SignIn.roles` maps names and ``group:G`` to a role, the highest
+  that matches winning, else :attr:`SignIn.default_role`.
+* **Named API tokens** (``treadle tokens create``), looked up by hash in
+  the store (:mod:`treadle._stores._tokens`).
+* **The server's own token**, printed at start, only when no sign-in is
+  configured: whoever holds it is an admin, and the banner says so.
+
+A signed-in person's session is a cookie signed with the server's secret
+(itsdangerous; the secret comes from the configuration, else a new one per
+start, which signs everyone out on a restart). The same signed value is
+the page's credential for changes, sent as ``Authorization: Bearer`` by
+its scripts: another site can make a browser send a cookie, never a header.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import tomllib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from treadle._values._actors import Actor, Role
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+
+SESSION_PREFIX = "s."
+"""What a session's credential starts with (a named token starts with ``tdl_``)."""
+
+DEFAULT_SCOPES = ("openid", "profile", "email")
+
+
+@dataclass(frozen=True, slots=True)
+class SignIn:
+    """How people sign in: one OpenID Connect provider and the roles its claims give.
+
+    Attributes:
+        issuer: The provider's issuer URL (its discovery document is under it).
+        client_id: This server's client id at the provider.
+        client_secret: Its secret (``None``: a public client, PKCE alone).
+        redirect_uri: Where the provider sends people back (``None``: this
+            server's ``/auth/callback``, as the browser reached it).
+        scopes: The scopes asked for.
+        username_claim: The claim naming a person (the actor's name).
+        groups_claim: The claim listing a person's groups.
+        roles: Who gets which role: each role with the user names and
+            ``group:G`` entries that get it; the highest matching role wins.
+        default_role: The role of a person no entry names (``None``: such a
+            person may not sign in).
+        session_seconds: How long a session lasts.
+        secret: The key sessions are signed with (``None``: a new one per start).
+    """
+
+    issuer: str
+    client_id: str
+    client_secret: str | None = None
+    redirect_uri: str | None = None
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    username_claim: str = "preferred_username"
+    groups_claim: str = "groups"
+    roles: tuple[tuple[Role, tuple[str, ...]], ...] = ()
+    default_role: Role | None = Role.VIEWER
+    session_seconds: float = 12 * 3600.0
+    secret: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Refuse a configuration no sign-in could work with.
+
+        Raises:
+            ValueError: The issuer is not an http(s) URL, the client id is
+                empty, ``openid`` is not asked for, or the session lasts no time.
+        """
+        if not self.issuer.startswith(("https://", "http://")):
+            msg = f"the OpenID Connect issuer must be an http(s) URL, not {self.issuer!r}"
+            raise ValueError(msg)
+        if not self.client_id:
+            raise ValueError("the OpenID Connect client id is empty")
+        if "openid" not in self.scopes:
+            msg = f"the scopes must include 'openid' (given: {' '.join(self.scopes)})"
+            raise ValueError(msg)
+        if not self.session_seconds > 0:
+            msg = f"session_seconds must be positive, not {self.session_seconds}"
+            raise ValueError(msg)
+
+    def actor_of(self, claims: Mapping[str, Any]) -> Actor | str:
+        """The signed-in person the claims describe, or why they may not sign in."""
+        name = claims.get(self.username_claim) or claims.get("sub")
+        if not isinstance(name, str) or not name:
+            return f"the provider's claims name nobody (no {self.username_claim!r} or 'sub')"
+        found = claims.get(self.groups_claim) or ()
+        groups = frozenset(str(g) for g in found) if isinstance(found, list) else frozenset()
+        role = role_of(name, groups, self.roles, self.default_role)
+        if role is None:
+            return f"{name} has no role on this server: ask its admin for one"
+        return Actor("user", name, "page", role, groups)
+
+
+def role_of(
+    name: str,
+    groups: frozenset[str],
+    rules: Iterable[tuple[Role, tuple[str, ...]]],
+    default: Role | None,
+) -> Role | None:
+    """The highest role ``rules`` give the user ``name`` in ``groups``, else ``default``."""
+    matched = [
+        role
+        for role, who in rules
+        if name in who
+        or any(
+            entry.removeprefix("group:") in groups for entry in who if entry.startswith("group:")
+        )
+    ]
+    return max(matched) if matched else default
+
+
+def parse_role_rule(text: str) -> tuple[Role, str]:
+    """``approver=group:finance`` as (role, who).
+
+    Raises:
+        ValueError: It is not ``ROLE=WHO`` or names no role.
+    """
+    role, sep, who = text.partition("=")
+    if not sep or not who.strip():
+        msg = f"a role rule reads ROLE=USER or ROLE=group:GROUP, not {text!r}"
+        raise ValueError(msg)
+    return Role.parse(role), who.strip()
+
+
+def read_sign_in(
+    path: Path | None,
+    *,
+    issuer: str | None = None,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    scopes: str | None = None,
+    role_rules: Iterable[str] = (),
+) -> SignIn | None:
+    """The sign-in a configuration file and the command's flags describe (flags win).
+
+    The file is TOML: an ``[oidc]`` table (``issuer``, ``client_id``,
+    ``client_secret`` or ``client_secret_env``, ``redirect_uri``,
+    ``scopes``, ``username_claim``, ``groups_claim``, ``default_role`` (a
+    role or ``"none"``), ``session_hours``, ``session_secret``) and a
+    ``[roles]`` table (``approver = ["group:finance", "maria"]``).
+
+    Returns:
+        ``None`` when neither names an issuer: no sign-in.
+
+    Raises:
+        ValueError: The file does not read, or a value is wrong (named).
+    """
+    table: dict[str, Any] = {}
+    roles: dict[str, Any] = {}
+    if path is not None:
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            msg = f"{path}: {error}"
+            raise ValueError(msg) from error
+        table = dict(document.get("oidc", {}))
+        roles = dict(document.get("roles", {}))
+        unknown = set(document) - {"oidc", "roles"}
+        if unknown:
+            msg = f"{path}: unknown tables {sorted(unknown)} (it takes [oidc] and [roles])"
+            raise ValueError(msg)
+    issuer = issuer or table.get("issuer")
+    if issuer is None:
+        if role_rules or client_id:
+            raise ValueError("name the OpenID Connect issuer (--oidc-issuer or [oidc] issuer)")
+        return None
+    secret = client_secret or table.get("client_secret")
+    if secret is None and (variable := table.get("client_secret_env")):
+        secret = os.environ.get(str(variable))
+    rules: dict[Role, list[str]] = {}
+    for role_name, who in roles.items():
+        entries = [who] if isinstance(who, str) else list(who)
+        rules.setdefault(Role.parse(role_name), []).extend(str(e) for e in entries)
+    for text in role_rules:
+        role, who = parse_role_rule(text)
+        rules.setdefault(role, []).append(who)
+    default = str(table.get("default_role", "viewer"))
+    return SignIn(
+        issuer=str(issuer).rstrip("/"),
+        client_id=str(client_id or table.get("client_id") or ""),
+        client_secret=secret,
+        redirect_uri=table.get("redirect_uri"),
+        scopes=tuple(scopes.split() if scopes else table.get("scopes", DEFAULT_SCOPES)),
+        username_claim=str(table.get("username_claim", "preferred_username")),
+        groups_claim=str(table.get("groups_claim", "groups")),
+        roles=tuple((role, tuple(who)) for role, who in sorted(rules.items())),
+        default_role=None if default == "none" else Role.parse(default),
+        session_seconds=float(table.get("session_hours", 12)) * 3600.0,
+        secret=table.get("session_secret"),
+    )
+
+
+class Sessions:
+    """Signed sessions of signed-in people: the cookie's value and the page's credential."""
+
+    def __init__(self, secret: str | None, seconds: float) -> None:
+        self._signer = URLSafeTimedSerializer(
+            secret or secrets.token_urlsafe(32), salt="treadle-session"
+        )
+        self._seconds = seconds
+
+    def issue(self, actor: Actor) -> str:
+        """A signed session of ``actor`` (its record as JSON, with when it was made)."""
+        data = {**actor.to_json(), "at": time.time()}
+        return SESSION_PREFIX + self._signer.dumps(data)
+
+    def actor(self, value: str, door: str) -> Actor | None:
+        """The actor a session's value names, coming in by ``door``, or ``None``.
+
+        ``None`` when the value was not signed by this server or is older
+        than a session lasts.
+        """
+        if not value.startswith(SESSION_PREFIX):
+            return None
+        try:
+            data = self._signer.loads(
+                value.removeprefix(SESSION_PREFIX), max_age=int(self._seconds)
+            )
+            return Actor.from_json(data).through(door)
+        except (BadSignature, ValueError, TypeError):
+            return None
