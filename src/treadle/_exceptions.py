@@ -334,6 +334,29 @@ class RunPausedError(RequestError):
         )
 
 
+class ActionRefusedError(TreadleError, PermissionError):
+    """The actor may not take this action on the run; nothing was changed.
+
+    Every action on a run is checked against the actor's rights first
+    (DESIGN §17): a role for control actions, the request's approvers and
+    four eyes for an answer. The message names who may.
+
+    Attributes:
+        actor: The label of the actor refused (``bob``, ``token:ci``).
+        action: What it tried (``"answer"``, ``"cancel"``, ...).
+        run_id: The run, or ``None`` for an action on the store.
+        reason: Why, naming who may.
+    """
+
+    def __init__(self, actor: str, action: str, run_id: str | None, reason: str) -> None:
+        self.actor = actor
+        self.action = action
+        self.run_id = run_id
+        self.reason = reason
+        where = f" on run {run_id!r}" if run_id else ""
+        super().__init__(f"{action}{where} refused: {reason}; nothing was changed")
+
+
 def _iso(epoch: float) -> str:
     import datetime as dt  # noqa: PLC0415 - only when an error is built
 

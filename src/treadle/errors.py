@@ -25,6 +25,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── AppLoadError                 an import path holds no workflow [LookupError]
     ├── CommandError                 a CLI command cannot be done as asked
     ├── MigrationError               a migration cannot move a run; lists every reason
+    ├── ActionRefusedError           the actor may not do this; names who may [PermissionError]
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
     │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
@@ -70,6 +71,7 @@ from treadle._engine._errors import (
     WorkflowRunError,
 )
 from treadle._exceptions import (
+    ActionRefusedError,
     AppLoadError,
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -109,6 +111,7 @@ from treadle._exceptions import (
 from treadle._public import publish
 
 __all__ = [
+    "ActionRefusedError",
     "AppLoadError",
     "CheckpointCorruptError",
     "CheckpointNotFoundError",

@@ -18,7 +18,8 @@ from treadle import WorkflowBuilder
 from treadle.agents import AgentExecutor
 
 
-def build(side: str | None = None):
+def build(side: str | None = None, **rules: object):
+    """The refund desk; ``rules``: ``approvers`` and ``four_eyes`` for its tool approvals."""
     model = scripted(
         [Call("refund", {"order": "A1", "cents": 5000}, id="refund-1")],
         lambda messages: f"Done: {last_tool_return(messages)}",
@@ -31,7 +32,7 @@ def build(side: str | None = None):
         made = count(side or os.environ["REFUND_SIDE"], "refund")
         return f"refunded {cents} on {order} (refund #{made})"
 
-    executor = AgentExecutor(agent, approve_tools=["refund"])
+    executor = AgentExecutor(agent, approve_tools=["refund"], **rules)  # type: ignore[arg-type]
     return WorkflowBuilder(executor, name="desk").build()
 
 

@@ -49,6 +49,21 @@ async def test_a_tool_needing_approval_asks_first_and_runs_once_approved(tmp_pat
     assert counted(side) == {"refund": 1}
 
 
+async def test_a_tool_approval_names_who_may_decide_it_in_its_request_and_log(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    workflow = build(str(tmp_path / "side.sqlite"), approvers=["group:finance"], four_eyes=True)
+    try:
+        asked = await workflow.run("Refund order A1, please.", store=store, run_id="refund-1")
+        (request,) = asked.pending_requests
+        assert (request.approvers, request.four_eyes) == (("group:finance",), True)
+        (logged,) = [e for e in await store.read_events("refund-1") if e.kind == "request"]
+        assert (logged.data["approvers"], logged.data["four_eyes"]) == (["group:finance"], True)
+    finally:
+        await store.close()
+    with pytest.raises(ValueError, match="approver 'role:cfo': 'cfo' is not a role"):
+        build(str(tmp_path / "side.sqlite"), approvers=["role:cfo"])
+
+
 async def test_an_edited_call_runs_with_the_new_arguments_and_the_history_shows_them(tmp_path):
     workflow, store, _side, asked = await ask(tmp_path)
     try:

@@ -47,15 +47,21 @@ def test_a_refund_is_approved_on_the_page_and_the_tool_runs_once(tmp_path, monke
             page.get_by_role("link", name=re.compile("^Inbox")).click()
             card = page.locator('form.request[data-run="pg-1"]')
             expect(card).to_contain_text("refund")
-            action = card.get_by_label("Action")
-            expect(action).to_have_value("")  # nothing is decided for the person
+            action = card.get_by_role("group", name="Action")
+            for choice in ("Approve", "Edit", "Refuse"):  # nothing is decided for the person
+                expect(action.get_by_role("button", name=choice)).to_have_attribute(
+                    "aria-pressed", "false"
+                )
             card.get_by_role("button", name="Send answer").click()  # undecided: refused
             expect(card.locator('.field[data-path="action"] .field-error')).to_contain_text(
-                "required"
+                "choose one: Approve or Edit or Refuse"
             )
             assert counted(side) == {}
-            action.select_option("approve")
+            action.get_by_role("button", name="Approve").click()
             card.get_by_role("button", name="Send answer").click()
+            expect(card.locator(".confirmation")).to_contain_text("You decide Action: Approve.")
+            assert counted(side) == {}  # not before it is confirmed
+            card.get_by_role("button", name="Confirm and send").click()
             expect(card).to_have_class(re.compile(r"\banswered\b"))  # the server took it
             page.evaluate("location.hash = '#/runs/pg-1'")
             expect(page.locator(".run-header .badge")).to_have_text("completed")

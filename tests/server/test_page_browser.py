@@ -73,6 +73,12 @@ def page(browser, server: Server):
     assert errors == [], f"errors in the page: {errors}; server said:\n{''.join(server.output)}"
 
 
+def send_confirmed(card) -> None:
+    """Send an answer as a person does: "Send answer", then confirm what it shows."""
+    card.get_by_role("button", name="Send answer").click()
+    card.get_by_role("button", name="Confirm and send").click()
+
+
 def run_id_of(page) -> str:
     match = re.search(r"#/runs/([^/?]+)$", page.url)
     assert match, page.url
@@ -106,9 +112,12 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
     page.get_by_role("link", name=re.compile("^Inbox")).click()
     expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
     card = page.locator(f'form.request[data-run="{run_id}"]')
-    # A decision with no default starts undecided: no choice is made for the person.
-    expect(card.get_by_label("Approved")).to_have_js_property("tagName", "SELECT")
-    expect(card.get_by_label("Approved")).to_have_value("")
+    # A decision with no default starts undecided: one button per value, none pressed.
+    decision = card.get_by_role("group", name="Approved")
+    for value in ("Yes", "No"):
+        expect(decision.get_by_role("button", name=value)).to_have_attribute(
+            "aria-pressed", "false"
+        )
     expect(card.get_by_label("Note")).to_have_attribute("type", "text")
 
     # A wrong-shape answer: each field's error next to it, and nothing changes.
@@ -116,7 +125,7 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
         before = api.get(f"/api/runs/{run_id}").json()
     card.get_by_text("Edit as JSON").click()
     card.locator(".json-editor textarea").fill(json.dumps({"approved": "yes", "note": 5}))
-    card.get_by_role("button", name="Send answer").click()
+    send_confirmed(card)
     approved_error = card.locator('.field[data-path="approved"] .field-error')
     note_error = card.locator('.field[data-path="note"] .field-error')
     expect(approved_error).to_be_visible()
@@ -137,9 +146,9 @@ def test_approval_started_watched_answered_and_completed_from_the_page(page, ser
     page.locator(f'form.request[data-run="{run_id}"] a').first.click()
     expect(page).to_have_url(re.compile(rf"#/runs/{run_id}$"))
     card = page.locator("#requests form.request")
-    card.get_by_label("Approved").select_option("true")
+    card.get_by_role("group", name="Approved").get_by_role("button", name="Yes").click()
     card.get_by_label("Note").fill("fine by me")
-    card.get_by_role("button", name="Send answer").click()
+    send_confirmed(card)
     expect(page.locator(".run-header .badge")).to_have_text("completed")
     expect(page.locator("#requests")).to_be_hidden()  # an ended run waits for nothing
     expect(page.locator("#outputs")).to_contain_text('"note": "fine by me"')
@@ -261,9 +270,9 @@ def test_an_answer_someone_sent_first_shows_already_answered(page, server: Serve
             json={"answer": {"approved": False, "note": "no lamps"}},
         )
         assert sent.status_code == 202, sent.text
-    card.get_by_label("Approved").select_option("true")
+    card.get_by_role("group", name="Approved").get_by_role("button", name="Yes").click()
     card.get_by_label("Note").fill("yes to lamps")
-    card.get_by_role("button", name="Send answer").click()
+    send_confirmed(card)
     expect(card.locator(".form-message")).to_contain_text("Already answered")
     expect(card.get_by_role("button", name="Send answer")).to_be_disabled()
 
@@ -275,9 +284,8 @@ def test_the_generated_form_draws_enums_numbers_objects_lists_and_optionals(page
         ]["run_id"]
     page.goto(f"{server.base}/#/runs/{run_id}")
     card = page.locator("#requests form.request")
-    priority = card.get_by_label("Priority")
-    expect(priority).to_have_js_property("tagName", "SELECT")
-    priority.select_option("high")
+    priority = card.get_by_role("group", name="Priority")  # a decision: a button per value
+    priority.get_by_role("button", name="High").click()
     expect(card.get_by_label("Score")).to_have_attribute("type", "number")
     card.get_by_label("Score").fill("4.5")
     address = card.get_by_role("group", name="Address")
@@ -285,7 +293,7 @@ def test_the_generated_form_draws_enums_numbers_objects_lists_and_optionals(page
     address.get_by_label("Floor").fill("3")
     card.get_by_label("Tags").fill('["red", "blue"]')
     card.get_by_label("Urgent").check()
-    card.get_by_role("button", name="Send answer").click()
+    send_confirmed(card)
     expect(page.locator(".run-header .badge")).to_have_text("completed")
     with server.api() as api:
         outputs = api.get(f"/api/runs/{run_id}").json()["outputs"]
@@ -356,7 +364,7 @@ def test_the_inbox_count_drops_as_soon_as_a_request_is_answered(page, server: Se
     expect(badge).to_have_text(str(waiting))
     card.get_by_text("Edit as JSON").click()
     card.locator(".json-editor textarea").fill(json.dumps({"approved": True, "note": "fine"}))
-    card.get_by_role("button", name="Send answer").click()
+    send_confirmed(card)
     expect(card.locator(".form-message")).to_contain_text("Answered")
     expect(badge).to_have_text(str(waiting - 1) if waiting > 1 else "")
 

@@ -33,6 +33,7 @@ from treadle._exceptions import RequestTimeoutError, RoutingError
 from treadle._graph._edges import HandoffEdge
 from treadle._graph._executor import Executor, HandlerSpec
 from treadle._graph._typing import promotions, runtime_classes
+from treadle._values._actors import check_approvers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -74,6 +75,10 @@ class AgentExecutor(Executor):
             becomes a prompt, how long a session waits.
         retry: Retry policy of its turns.
         timeout: Seconds a turn may take.
+        approvers: Who may decide its tool approvals: user names,
+            ``role:R`` or ``group:G`` (empty: anyone with the approver role).
+        four_eyes: Whether the run's starter may not decide them (``None``:
+            as the workflow says).
     """
 
     def __init__(
@@ -87,6 +92,8 @@ class AgentExecutor(Executor):
         options: AgentOptions | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        approvers: Iterable[str] = (),
+        four_eyes: bool | None = None,
     ) -> None:
         adapter = agent if isinstance(agent, AgentAdapter) else _pydantic_ai(agent)
         name = id if id is not None else adapter.name
@@ -100,6 +107,8 @@ class AgentExecutor(Executor):
         self.adapter: AgentAdapter = adapter
         self.input_type = input_type
         self.approve_tools = tool_names(approve_tools)
+        self.approvers = check_approvers(approvers)
+        self.four_eyes = four_eyes
         self.session = bool(session)
         self.options = options if options is not None else AgentOptions()
         self.description = adapter.description

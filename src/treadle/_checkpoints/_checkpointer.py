@@ -174,10 +174,12 @@ class Checkpointer:
         *,
         parent_run_id: str | None = None,
         version: int = 1,
+        started_by: str | None = None,
     ) -> str:
         """Create the run row with its first checkpoint; return the checkpoint id.
 
-        ``version`` is the version of ``workflow_name`` the run goes on with.
+        ``version`` is the version of ``workflow_name`` the run goes on with;
+        ``started_by`` who started (or forked) it, as the store records it.
         """
         record = self._record(barrier, snapshots)
         now = record.info.created_at
@@ -198,6 +200,7 @@ class Checkpointer:
             version=version,
             outcome=barrier.outcome[0] if barrier.outcome else None,
             outcome_summary=barrier.outcome[1] if barrier.outcome else None,
+            started_by=started_by,
         )
         if self.ownership is not None:
             await self.ownership.create_run(run, graph, record)

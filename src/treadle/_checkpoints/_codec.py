@@ -164,9 +164,26 @@ def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:
 
 def _wait_out(wait: Wait, enc: Callable[[Any], Any]) -> list[Any]:
     out = [wait.kind, wait.key, wait.due_at, enc(wait.payload), wait.response_type]
-    if wait.replay_key is not None:  # only a migrated wait has one: other checkpoints are as before
+    rules = wait.approvers or wait.four_eyes
+    if wait.replay_key is not None or rules:  # only a migrated wait has one
         out.append(wait.replay_key)
+    if rules:  # who may answer: a request without rules is written as before
+        out.append({"approvers": list(wait.approvers), "four_eyes": wait.four_eyes})
     return out
+
+
+def _wait_in(raw: list[Any]) -> Wait:
+    rules = raw[6] if len(raw) > 6 else {}  # noqa: PLR2004 - see _wait_out
+    return Wait(
+        raw[0],
+        raw[1],
+        raw[2],
+        raw[3],
+        raw[4],
+        raw[5] if len(raw) > 5 else None,  # noqa: PLR2004 - see _wait_out
+        tuple(str(entry) for entry in rules.get("approvers", ())),
+        bool(rules.get("four_eyes", False)),
+    )
 
 
 def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
@@ -234,7 +251,7 @@ def _waits_in(raw: dict[str, Any]) -> WaitBook:
             executor_id,
             _envelope_in(envelope),
             [(kind, name, value) for kind, name, value in journal],
-            Wait(wait[0], wait[1], wait[2], wait[3], wait[4], *wait[5:6]),
+            _wait_in(wait),
         )
         for executor_id, envelope, journal, wait in raw["suspended"]
     ]

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._deadlines import InboxRead
 from treadle._engine._errors import RunCancelledError
 from treadle._exceptions import RequestAlreadyAnsweredError, RequestError, RequestExpiredError
+from treadle._values._actors import Actor
+
+TIMER = Actor.service("timer", "timer")
+"""Who decides a request's timeout: the store records it as ``request_timed_out``."""
 
 if TYPE_CHECKING:
     from collections.abc import Container, Sequence
@@ -127,7 +131,8 @@ class InboxLedger:
         store, run_id = self._store, self._run_id
         for request_id, deadline_at in deadlines:
             try:
-                await store.deliver(run_id, [("answer", request_id, timeout_marker(deadline_at))])
+                marker = [("answer", request_id, timeout_marker(deadline_at))]
+                await store.deliver(run_id, marker, actor=TIMER)
             except RequestAlreadyAnsweredError:
                 continue  # an answer was kept first: it wins, and is in the inbox
             except RequestError:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
     from treadle._stores._store import CheckpointRecord, EventEntry, RunRecord, Store
+    from treadle._values._actors import Actor
 
 
 class _Heartbeat:
@@ -166,8 +167,12 @@ class Ownership:
         return f"Ownership({lease.run_id!r}, owner={lease.owner!r}, epoch={lease.epoch})"
 
     @classmethod
-    async def acquire(cls, store: Store, run_id: str, *, wait: bool = False) -> Ownership:
+    async def acquire(
+        cls, store: Store, run_id: str, *, wait: bool = False, actor: Actor | None = None
+    ) -> Ownership:
         """Take the run's lease; with ``wait``, until its current owner lets go.
+
+        With ``actor``, taking it is a resume, which the store records.
 
         Raises:
             RunNotFoundError: No such run.
@@ -177,7 +182,9 @@ class Ownership:
         replacing = None
         while True:
             try:
-                lease = await store.acquire(run_id, new_owner(), duration, replacing=replacing)
+                lease = await store.acquire(
+                    run_id, new_owner(), duration, replacing=replacing, actor=actor
+                )
             except RunBusyError as busy:
                 if replacing != busy.owner and owner_is_dead(busy.owner):
                     replacing = busy.owner  # its process is gone: no need to wait out the lease

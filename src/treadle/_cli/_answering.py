@@ -48,6 +48,9 @@ def request_lines(request: dict[str, Any]) -> list[str]:
     lines = [f"request {request['request_id']} from {asker} waits for {wanted}: {payload}"]
     if request.get("deadline_at") is not None:
         lines.append(f"  deadline: {iso_time(request['deadline_at'], timespec='seconds')}")
+    who = who_may_answer(request)
+    if who is not None:
+        lines.append(f"  who may answer: {escape(who)}")
     schema = request.get("answer_schema") or {}
     lines += [f"  {escape(line)}" for line in field_lines(schema)]
     example = shlex.quote(json.dumps(example_answer(schema)))
@@ -55,6 +58,14 @@ def request_lines(request: dict[str, Any]) -> list[str]:
         f"  answer: treadle respond {request['run_id']} {request['request_id']} {escape(example)}"
     )
     return lines
+
+
+def who_may_answer(request: dict[str, Any]) -> str | None:
+    """``maria, group:finance; not the run's starter``, or ``None`` when any approver may."""
+    named = ", ".join(str(a) for a in request.get("approvers") or ())
+    if request.get("four_eyes"):
+        return f"{named or 'any approver'}; not the run's starter"
+    return named or None
 
 
 def field_lines(schema: dict[str, Any]) -> list[str]:

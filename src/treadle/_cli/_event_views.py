@@ -17,6 +17,7 @@ from rich.markup import escape
 from treadle._cli._answering import request_lines
 from treadle._cli._live import failure_text, short, trace_lines
 from treadle._cli._views import out, when
+from treadle._operations._audit import action_sentence
 from treadle._operations._plain import plain
 
 if TYPE_CHECKING:
@@ -38,7 +39,10 @@ def log_lines(event: LoggedEvent) -> list[str]:
 
 
 def _summary(event: LoggedEvent) -> str:
-    """What an event says, on its line of the log."""
+    """What an event says, on its line of the log (an action: who did it, when and how)."""
+    said = action_sentence(event.kind, event.data, event.at)
+    if said is not None:
+        return escape(said)
     data = dict(event.data)
     if isinstance(data.get("error"), dict):
         flags = [f"{k}={data.pop(k)}" for k in ("attempt", "retrying", "routed_to") if data.get(k)]

@@ -1,8 +1,10 @@
-"""``treadle delete`` and ``treadle prune``: keeping a long-lived store small.
+"""``treadle delete``, ``prune`` and ``audit``: a long-lived store, small and accountable.
 
-Both go through :mod:`treadle._operations._cleanup`; the store refuses to
-delete a run a live process owns, or one runs were forked from until those
-forks are deleted (exit 2, nothing deleted). ``delete`` asks before it deletes unless
+``audit`` reads and checks the store's record of every action (see
+:mod:`treadle._operations._audit`). ``delete`` and ``prune`` go through
+:mod:`treadle._operations._cleanup`; the store refuses to delete a run a
+live process owns, or one runs were forked from until those forks are
+deleted (exit 2, nothing deleted). ``delete`` asks before it deletes unless
 given ``--yes`` (and, with no terminal to ask on, refuses without it).
 """
 
@@ -18,8 +20,10 @@ from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, RunIdArgument, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._views import err, out, when
+from treadle._operations import _audit as audits
 from treadle._operations import _cleanup as cleanup
 from treadle._operations import _commands as commands
+from treadle._operations._audit import audit_json, audit_line
 
 if TYPE_CHECKING:
     from treadle._stores._store import RunRecord
@@ -112,3 +116,42 @@ def _pruned_data(done: cleanup.Pruned) -> dict[str, Any]:
         "trimmed": done.trimmed,
         "skipped": done.skipped,
     }
+
+
+@app.command()
+def audit(
+    run_id: Annotated[
+        str | None, typer.Argument(help="Only this run's entries (also once it is deleted).")
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify", help="Check the hash chain and every run's log against it."),
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Who did what to which run: the store's audit log, oldest first.
+
+    Every action (start, answer, message, cancel, pause, unpause, resume,
+    fork, delete, migrate, prune) is kept here with its actor and door,
+    also after its run is deleted. With --verify, exit 1 naming each entry
+    that was edited, reordered or removed since it was written.
+    """
+    if verify:
+        found = execute(store, audits.verify)
+        if as_json:
+            out.print_json(data=found.to_json())
+        elif found.ok:
+            out.print(f"the audit log holds: {found.entries} entries, chain and runs' logs agree")
+        else:
+            for problem in found.problems:
+                err.print(escape(problem))
+        if not found.ok:
+            raise typer.Exit(1)
+        return
+    listed = execute(store, lambda s: audits.entries(s, run_id))
+    if as_json:
+        out.print_json(data={"entries": [audit_json(e) for e in listed]})
+        return
+    for entry in listed:
+        out.print(escape(audit_line(entry)), soft_wrap=True)

@@ -42,6 +42,7 @@ from treadle._cli._views import err, out
 from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
 from treadle._operations import _commands as commands
+from treadle._operations._audit import action_sentence
 from treadle._operations._events import RESTING_STATUSES
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
@@ -52,6 +53,7 @@ from treadle._operations._shapes import (
     request_json,
     run_json,
 )
+from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -73,10 +75,23 @@ def requests(
     app_: AppOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help="Also the requests others must answer (named, or four eyes)."),
+    ] = False,
 ) -> None:
-    """Pending requests across runs: who asks what, and how to answer each."""
-    found = execute(store, lambda s: scan_pending(s, workflow=workflow, limit=limit, app=app_))
+    """Your inbox: pending requests you may answer, who asks what, and how to answer each.
+
+    You are cli:USER@HOST; a request naming its approvers, or refusing the
+    run's starter (four eyes), is someone else's: --all lists those too.
+    """
+    actor = None if every else Actor.cli()
+    found = execute(
+        store, lambda s: scan_pending(s, workflow=workflow, limit=limit, app=app_, actor=actor)
+    )
     print_requests(found, as_json=as_json)
+    if found.others:
+        err.print(f"{found.others} more wait on others (treadle requests --all lists them)")
 
 
 def print_requests(found: Pending, *, as_json: bool) -> None:
@@ -244,7 +259,9 @@ def export(
                 _write_line(target, {"record": "checkpoint", **checkpoint_json(info, kind)})
             count = 0
             async for event in _events(s, row.run_id, 0):
-                _write_line(target, {"record": "event", **event_json(event)})
+                said = action_sentence(event.kind, event.data, event.at)
+                line = {"record": "event", **event_json(event)}
+                _write_line(target, line if said is None else {**line, "said": said})
                 count += 1
         finally:
             if output is not None:

@@ -40,6 +40,7 @@ from rich.text import Text
 from treadle._checkpoints._journal import entry_of
 from treadle._engine._events import StatusChanged
 from treadle._stores._events import LoggedEvent
+from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -70,7 +71,10 @@ async def stream_run(
 ) -> RunResult:
     """Run ``workflow`` on ``store``, drawing its events; return the result."""
     with LiveView(console, workflow, quiet=quiet, as_it_runs=True) as view:
-        async with workflow.stream(message, store=store, run_id=run_id, options=options) as events:
+        started = workflow.stream(
+            message, store=store, run_id=run_id, options=options, actor=Actor.cli()
+        )
+        async with started as events:
             if not quiet:
                 console.print(
                     f"run [bold]{escape(events.run_id)}[/bold] of {escape(workflow.name)}"

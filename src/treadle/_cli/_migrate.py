@@ -22,6 +22,7 @@ from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer r
 from treadle._cli._views import out
 from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import import_app, load_app
+from treadle._values._actors import Actor
 from treadle._workflow._migrate_runs import MigrationReport, RunMigration, migrate
 from treadle._workflow._migration import Migration
 from treadle._workflow._versions import Hosted
@@ -69,6 +70,7 @@ def migrate_command(
             previous=previous,
             dry_run=dry_run,
             run_ids=run or None,
+            actor=Actor.cli(),
         )
 
     report = execute(store, work)

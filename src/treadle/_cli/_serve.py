@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._ownership import detach_all
 from treadle._operations._inputs import lease_from_environment
+from treadle._operations._webhooks import sending
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store
@@ -56,10 +57,12 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if isinstance(store, SqliteStore):
-        await _serve_file(store, workflows, settings, stop)
-    else:
-        await _serve_queue(store, workflows, settings, stop)
+    # The worker delivers the store's webhooks too, in a task of its own group.
+    async with asyncio.TaskGroup() as group, sending(store, group, settings.poll_interval):
+        if isinstance(store, SqliteStore):
+            await _serve_file(store, workflows, settings, stop)
+        else:
+            await _serve_queue(store, workflows, settings, stop)
 
 
 async def _serve_file(

@@ -100,6 +100,10 @@ def _step(executor: Executor, node_id: str, problems: list[str]) -> dict[str, An
             written["session"] = True
         if executor.approve_tools:
             written["approve_tools"] = sorted(executor.approve_tools)
+        if executor.approvers:
+            written["approvers"] = list(executor.approvers)
+        if executor.four_eyes is not None:
+            written["four_eyes"] = executor.four_eyes
         return written
     if isinstance(executor, FunctionExecutor):
         path = _path_of(executor.__wrapped__)
@@ -130,6 +134,10 @@ def _node(workflow: WorkflowGraph, node_id: str, problems: list[str]) -> dict[st
         written["retry"] = retry
     if wrapping.timeout is not None:
         written["timeout"] = wrapping.timeout
+    if wrapping.approvers:
+        written["approvers"] = list(wrapping.approvers)
+    if wrapping.four_eyes is not None:
+        written["four_eyes"] = wrapping.four_eyes
     return written
 
 
@@ -214,6 +222,8 @@ def export(workflow: WorkflowGraph) -> dict[str, Any]:
     retry = _retry(defaults.retry, "the workflow", problems)
     if retry is not None:
         written["retry"] = retry
+    if defaults.four_eyes:
+        written["four_eyes"] = True
     written["nodes"] = {nid: _node(workflow, nid, problems) for nid in workflow.executor_ids}
     edges = [_edge(edge, problems) for edge in workflow.edges]
     if edges:

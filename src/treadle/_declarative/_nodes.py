@@ -13,8 +13,9 @@ node is wrapped in a :class:`DeclaredNode` only when it needs one of:
   condition never holds the event loop (and with it a server's every
   request) while it is evaluated;
 * its output recorded for ``{{nodes.<id>.output}}``;
-* a ``retry`` or ``timeout`` of its own (set on the wrapper, never on an
-  executor object that other workflows may share).
+* a ``retry`` or ``timeout`` of its own, or ``approvers`` and ``four_eyes``
+  for the requests it asks (set on the wrapper, never on an executor object
+  that other workflows may share).
 
 The built-in steps are :class:`OutputStep` and :class:`TemplateStep`.
 """
@@ -71,6 +72,8 @@ class Wrapping:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     conditioned: bool = False  # conditions on its edges: sends evaluated off the loop
+    approvers: tuple[str, ...] = ()  # who may answer its requests (ctx.request's default)
+    four_eyes: bool | None = None  # whether the run's starter may not answer them
 
 
 class _Scope:
@@ -184,6 +187,8 @@ class DeclaredNode(Executor):
         )
         self.inner = inner
         self.wrapping = wrapping
+        self.approvers = wrapping.approvers or inner.approvers
+        self.four_eyes = inner.four_eyes if wrapping.four_eyes is None else wrapping.four_eyes
         self._templated: tuple[HandlerSpec, ...] | None = None
         if wrapping.has_input:
             specs = inner.handler_specs()

@@ -76,6 +76,17 @@ class Node(_Model):
     timeout: float | None = Field(default=None, gt=0)
     session: bool | None = None
     approve_tools: list[str] | None = None
+    approvers: list[str] | None = Field(
+        default=None,
+        description=(
+            "Who may answer the requests this node asks (its tool approvals too): "
+            "user names, `role:R` or `group:G`; none: anyone with the approver role."
+        ),
+    )
+    four_eyes: bool | None = Field(
+        default=None,
+        description="Whether the person who started the run may not answer its requests.",
+    )
     description: str | None = None
 
     def kind(self) -> str | None:
@@ -198,6 +209,10 @@ class Definition(_Model):
     state: dict[Identifier, StateSpec] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     retry: Retry | None = None
+    four_eyes: bool = Field(
+        default=False,
+        description="Whether the person who started a run may not answer its requests.",
+    )
     nodes: dict[Identifier, Node] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
 

@@ -38,6 +38,7 @@ from treadle._engine._subworkflow import SubWorkflow
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._edges import Case, Default
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
+from treadle._values._actors import check_approvers
 from treadle._workflow._builder import WorkflowBuilder
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Translation:
             max_concurrency=d.limits.max_concurrency,
             deterministic=d.limits.deterministic,
             retry=retry_policy(d.retry),
+            four_eyes=d.four_eyes,
         )
         self._add_state(builder, bool(recorded))
         self._add_types(builder)
@@ -293,6 +295,8 @@ class Translation:
             retry=retry_policy(node.retry),
             timeout=node.timeout,
             conditioned=self._conditioned(node_id),
+            approvers=self._approvers(node_id, node),
+            four_eyes=node.four_eyes,
         )
         needed = (
             wrapping.has_input
@@ -301,8 +305,18 @@ class Translation:
             or wrapping.retry is not None
             or wrapping.timeout is not None
             or wrapping.conditioned
+            or bool(wrapping.approvers)
+            or wrapping.four_eyes is not None
         )
         return wrapping if needed else None
+
+    def _approvers(self, node_id: str, node: schema.Node) -> tuple[str, ...]:
+        """The node's ``approvers``, each one checked (a problem names an entry matching no one)."""
+        try:
+            return check_approvers(node.approvers or ())
+        except (TypeError, ValueError) as error:
+            self.problem(("nodes", node_id, "approvers"), str(error))
+            return ()
 
     def _lookup_problem(self, root: str, keys: tuple[str, ...]) -> str | None:
         d = self.definition

@@ -102,3 +102,19 @@ def response_type_of(waiting: Waiting) -> str | None:
     while isinstance(waiting, NestedRequest):
         waiting = waiting.waiting
     return waiting.wait.response_type if isinstance(waiting, Suspension) else "bool"
+
+
+def request_rules(waiting: Waiting) -> tuple[tuple[str, ...], bool]:
+    """Who may answer ``waiting``: its ``approvers`` and whether it needs four eyes.
+
+    What ``ctx.request`` kept with the request (in the checkpoint, and in the
+    ``request`` event of the run's log for a door without the code); a door
+    hands them to :func:`treadle._values._actors.answer_refusal` with the
+    actor and the run's starter. A handoff approval names no one: anyone
+    with the approver role.
+    """
+    while isinstance(waiting, NestedRequest):
+        waiting = waiting.waiting
+    if isinstance(waiting, Suspension):
+        return waiting.wait.approvers, waiting.wait.four_eyes
+    return (), False

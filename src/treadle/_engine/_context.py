@@ -29,13 +29,14 @@ from treadle._engine._live import LIVE
 from treadle._engine._outcomes import checked_outcome
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
-from treadle._engine._waits import Journal, Suspension, Wait
+from treadle._engine._waits import Suspension, Wait
 from treadle._graph._executor import Executor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._engine._invocation import Invocation
+    from treadle._engine._journal import Journal
     from treadle._engine._loop import RunLoop
 
 SendT = TypeVar("SendT")

@@ -18,15 +18,17 @@ import datetime as dt
 import inspect
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
+from treadle._engine._journal import Journal
 from treadle._engine._later import ContinueLater, ScheduledHandle
 from treadle._engine._polling import poll_until_complete
 from treadle._engine._replaying import REPLAYING, StepNotReplayed
-from treadle._engine._waits import Journal, Suspend, Wait, WaitKind, invocation_key, wait_key
+from treadle._engine._waits import Suspend, Wait, WaitKind, invocation_key, wait_key
 from treadle._exceptions import RoutingError
 from treadle._graph._executor import Executor
+from treadle._values._actors import check_approvers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from treadle._engine._context import WorkflowContext
     from treadle._engine._invocation import Invocation, LaterWork
@@ -192,6 +194,8 @@ class DurableWaits:
         response_type: type[ResponseT],
         *,
         timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - a durable deadline
+        approvers: Iterable[str] | None = None,
+        four_eyes: bool | None = None,
     ) -> ResponseT:
         """Ask a human (or any outside party) and wait durably for the answer.
 
@@ -209,12 +213,36 @@ class DurableWaits:
         remind, escalate or decide by default. An answer arriving after the
         timeout is refused with ``RequestExpiredError``.
 
+        ``approvers`` names who may answer: user names (``"maria"``),
+        ``"role:R"`` (anyone holding role R's rights) or ``"group:G"`` (a
+        group the identity provider puts people in); empty, anyone with the
+        approver role. Not given, the executor's ``approvers`` (a
+        definition's node or an agent's ``approvers=`` set them).
+        ``four_eyes=True`` refuses the person who started the run (not
+        given: the executor's, else the workflow's ``four_eyes``). Both are
+        kept with the request, in its checkpoint and in the run's log, and
+        every door checks them (a refusal names who may answer).
+
         Raises:
             RequestTimeoutError: the deadline passed first.
+            ValueError: an approver names no one (empty, or an unknown role).
         """
         name = self._run.workflow.response_type_name(response_type)
         due = self._deadline(timeout)
-        answer: ResponseT = self._wait("request", due_at=due, payload=payload, response_type=name)
+        executor = self._invocation.executor
+        named = check_approvers(executor.approvers if approvers is None else approvers)
+        if four_eyes is None:
+            four_eyes = executor.four_eyes
+        if four_eyes is None:
+            four_eyes = self._run.options.four_eyes
+        answer: ResponseT = self._wait(
+            "request",
+            due_at=due,
+            payload=payload,
+            response_type=name,
+            approvers=named,
+            four_eyes=bool(four_eyes),
+        )
         return answer
 
     async def wait_for_input(

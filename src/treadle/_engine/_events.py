@@ -100,11 +100,17 @@ class ExecutorSuspended(WorkflowEvent):
 
 @dataclass(slots=True, kw_only=True)
 class RequestEvent(WorkflowEvent):
-    """A handler asked a question (``ctx.request``); answer with ``respond``."""
+    """A handler asked a question (``ctx.request``); answer with ``respond``.
+
+    ``approvers`` and ``four_eyes`` say who may answer it, in the run's log
+    too, so a door without the workflow's code can check an answer.
+    """
 
     request_id: str = ""
     payload: Any = None
     response_type: str | None = None
+    approvers: tuple[str, ...] = ()
+    four_eyes: bool = False
     deadline_at: float | None = None  # its timeout's end (epoch seconds): webhooks warn before it
 
 

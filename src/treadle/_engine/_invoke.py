@@ -218,6 +218,8 @@ def _suspended(
                 request_id=wait.key,
                 payload=wait.payload,
                 response_type=wait.response_type,
+                approvers=wait.approvers,
+                four_eyes=wait.four_eyes,
                 deadline_at=wait.due_at,
             )
     return ctx.suspended_at(wait)

@@ -166,6 +166,7 @@ class RunSettings:
     durability: Durability = "sync"
     tracing: Tracing[Any] | None = None
     rest_without_store: bool = False
+    four_eyes: bool = False  # the workflow's: its requests refuse the run's starter
 
     def __post_init__(self) -> None:
         _check_count("max_supersteps", self.max_supersteps)
@@ -192,6 +193,7 @@ class RunSettings:
             durability=pick(options.durability, self.durability),
             tracing=self.tracing,
             rest_without_store=options.rest_without_store,
+            four_eyes=self.four_eyes,
         )
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from treadle._engine._delivery import Stamp
-    from treadle._engine._waits import JournalEntry
+    from treadle._engine._journal import JournalEntry
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from treadle._engine._delivery import Envelope, HandoffContext, HandoffRefused
-from treadle._exceptions import JournalMismatchError, RequestTimeoutError, UnknownRequestError
+from treadle._exceptions import UnknownRequestError
 
 APPROVAL_SOURCE = "__approval__"
 """The ``source`` of a ``HandoffRefused`` message."""
@@ -27,75 +27,9 @@ if TYPE_CHECKING:
 
     from treadle._engine._barrier import BarrierState
     from treadle._engine._delivery import Stamp
+    from treadle._engine._journal import JournalEntry
 
 WaitKind: TypeAlias = Literal["request", "input", "timer", "workflow"]
-
-JournalEntry: TypeAlias = tuple[str, str, Any]
-"""("step", step name, result), ("wait", wait key, value) or ("timeout", wait key, deadline)."""
-
-
-class Journal:
-    """One invocation's record of its steps and waits, replayed when it re-executes.
-
-    A handler re-executed after a durable wait meets its steps and waits in
-    the same order as before: each one reached while entries remain gets its
-    recorded value back (and must be the one recorded there); past the end,
-    new results are recorded.
-    """
-
-    __slots__ = ("_cursor", "_entries")
-
-    def __init__(self, recorded: Sequence[JournalEntry] = ()) -> None:
-        self._entries: list[JournalEntry] = list(recorded)
-        self._cursor = 0
-
-    @property
-    def cursor(self) -> int:
-        """How many steps and waits the handler has reached so far."""
-        return self._cursor
-
-    @property
-    def replaying(self) -> bool:
-        """Whether recorded entries remain to be replayed."""
-        return self._cursor < len(self._entries)
-
-    @property
-    def entries(self) -> list[JournalEntry]:
-        """Every entry, recorded before and since, in order."""
-        return self._entries
-
-    def replay(
-        self, executor_id: str, kind: str, name: str, alias: str | None = None
-    ) -> tuple[bool, Any]:
-        """``(True, value)`` for the next recorded entry, ``(False, None)`` past the end.
-
-        ``alias``: another name the entry may have been recorded under (a wait
-        recorded before wait keys were scoped).
-
-        Raises:
-            JournalMismatchError: the entry recorded here is another step or wait.
-            RequestTimeoutError: the wait asked for timed out here (its deadline
-                passed unanswered), which the handler meets where it awaited.
-        """
-        if self._cursor >= len(self._entries):
-            return False, None
-        recorded_kind, recorded_name, value = self._entries[self._cursor]
-        if alias is not None and recorded_name == alias:
-            recorded_name = name
-        if (recorded_kind, recorded_name) != (kind, name):
-            if (recorded_kind, kind, recorded_name) == ("timeout", "wait", name):
-                self._cursor += 1  # the wait's deadline passed: raised where it is awaited
-                raise RequestTimeoutError(executor_id, name, value)
-            raise JournalMismatchError(
-                executor_id, self._cursor, f"{recorded_kind} {recorded_name!r}", f"{kind} {name!r}"
-            )
-        self._cursor += 1
-        return True, value
-
-    def record(self, kind: str, name: str, value: Any) -> None:
-        """Append a new entry (only once every recorded one was replayed)."""
-        self._entries.append((kind, name, value))
-        self._cursor += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +48,9 @@ class Wait:
             have (validated when it arrives).
         replay_key: The key a re-executed handler computes, when not ``key``
             (a migration renamed the executor but kept the request's id).
+        approvers: For requests, who may answer (user names, ``role:R``,
+            ``group:G``; empty: anyone with the approver role).
+        four_eyes: For requests, whether the run's starter is refused.
     """
 
     kind: WaitKind
@@ -122,6 +59,8 @@ class Wait:
     payload: Any = None
     response_type: str | None = None
     replay_key: str | None = None
+    approvers: tuple[str, ...] = ()
+    four_eyes: bool = False
 
 
 @dataclass(slots=True)
@@ -214,6 +153,9 @@ class PendingRequest:
         response_type: The name of the type the answer must have.
         deadline_at: When its ``timeout=`` runs out (seconds since the
             epoch), if it was given one.
+        approvers: Who may answer it (``ctx.request(..., approvers=)``);
+            empty: anyone with the approver role.
+        four_eyes: Whether the run's starter may not answer it.
     """
 
     request_id: str
@@ -221,6 +163,8 @@ class PendingRequest:
     payload: Any
     response_type: str | None
     deadline_at: float | None = None
+    approvers: tuple[str, ...] = ()
+    four_eyes: bool = False
 
 
 class Suspend(BaseException):
@@ -376,17 +320,15 @@ class WaitBook:
         """The questions waiting for an answer, in the order they were asked."""
         asked = [
             PendingRequest(
-                s.wait.key, s.executor_id, s.wait.payload, s.wait.response_type, s.wait.due_at
+                w.key, s.executor_id, w.payload, w.response_type, w.due_at, w.approvers, w.four_eyes
             )
             for s in self.suspended
-            if s.wait.kind == "request"
+            if (w := s.wait).kind == "request"
         ]
         asked.extend(PendingRequest(a.key, a.source, a.question, "bool") for a in self.approvals)
         for nested in self.nested.values():  # named by their path: "review/legal/approve"
             asked.extend(
-                PendingRequest(
-                    r.request_id, f"{nested.path}/{r.executor_id}", r.payload, r.response_type
-                )
+                replace(r, executor_id=f"{nested.path}/{r.executor_id}", deadline_at=None)
                 for r in nested.barrier.waits.pending_requests()
             )
         return asked

@@ -197,6 +197,15 @@ class Executor:
     _handler_specs: ClassVar[dict[str, HandlerSpec] | None] = None
     _dispatch_cache: ClassVar[dict[type, HandlerSpec]]
 
+    approvers: tuple[str, ...] = ()
+    """Who may answer the requests its handlers ask without naming their own
+    (``ctx.request(..., approvers=)``): a definition's node and an agent's
+    ``approvers=`` set it; empty, anyone with the approver role."""
+
+    four_eyes: bool | None = None
+    """Whether its requests refuse the run's starter, unless a request says
+    (``None``: as the workflow says)."""
+
     def __init__(
         self,
         id: str | None = None,  # noqa: A002 - `id` is the contract's name

@@ -23,24 +23,18 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from treadle._checkpoints._inbox import expired_instead
-from treadle._checkpoints._ownership import Ownership
 from treadle._engine._options import RunOptions
-from treadle._exceptions import (
-    RequestAlreadyAnsweredError,
-    RunBusyError,
-    RunPausedError,
-    TreadleError,
-)
+from treadle._exceptions import TreadleError
+from treadle._workflow import _actions as door
 from treadle._workflow._launch import Launch, new_run_id, open_run
-from treadle._workflow._pausing import take_over_unpausing
-from treadle._workflow._runs import deliverable_answers, deliverable_message, take_over
+from treadle._workflow._runs import take_over
 from treadle._workflow._workflow import continue_taken
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._stores._store import Store
+    from treadle._values._actors import Actor
     from treadle._workflow._runs import TakenOver
     from treadle._workflow._workflow import Workflow
 
@@ -53,7 +47,7 @@ BACKGROUND = RunOptions(record_events=False)
 
 
 async def open_new(
-    workflow: Workflow, value: Any, store: Store, run_id: str | None
+    workflow: Workflow, value: Any, store: Store, run_id: str | None, *, actor: Actor
 ) -> tuple[str, DriveOn]:
     """Create a run (its first checkpoint, leased to this process); return its id and its drive.
 
@@ -61,11 +55,13 @@ async def open_new(
     it leaves an orphan that a timer service takes over.
 
     Raises:
+        ActionRefusedError: ``actor`` is not an operator.
         RunExistsError: ``run_id`` is taken.
         TypeError: The start executor has no handler for the value's type.
     """
     chosen = run_id or new_run_id()
-    launch = Launch(message=value, run_id=chosen, store=store, options=BACKGROUND)
+    started_by = door.started_by(actor)
+    launch = Launch(value, None, chosen, None, BACKGROUND, store, started_by=started_by)
     loop, release = await open_run(workflow, launch, None)
 
     async def drive_on() -> None:
@@ -92,31 +88,39 @@ def drive_taken(workflow: Workflow, store: Store, taken: TakenOver) -> DriveOn:
 
 
 async def take_for_resume(
-    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None
+    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None, *, actor: Actor
 ) -> DriveOn:
     """Take a run over to go on from its latest checkpoint (or ``checkpoint_id``).
 
     A paused run is unpaused first. Raises what ``Workflow.resume`` raises
     before it runs anything (``RunBusyError`` while another process owns the
-    run; nothing was changed then).
+    run; ``ActionRefusedError`` for an actor who may not; nothing was changed then).
     """
-    taken = await take_over_unpausing(workflow, store, run_id, checkpoint_id)
+    taken = await door.resume(workflow, store, run_id, checkpoint_id, actor=actor)
     return drive_taken(workflow, store, taken)
 
 
 async def deliver_answer(
-    workflow: Workflow, store: Store, run_id: str, request_id: str, value: Any, *, take: bool
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    request_id: str,
+    value: Any,
+    *,
+    take: bool,
+    actor: Actor,
 ) -> DriveOn | None:
-    """Check an answer strictly and deliver it; the store keeps the first answer to a request.
+    """Check an answer strictly and deliver it, through the door; the first answer wins.
 
-    Nothing is stored unless the answer fits the type its request asked for.
-    With ``take`` (a store whose runs this process runs), the run is leased
-    here first if nobody holds it, and the drive that applies the answer is
-    returned; else (``None``) the answer waits in the run's inbox for
-    whoever takes the run up next: its current owner, a timer service, a
-    worker, or the process that unpauses it.
+    Nothing is stored unless ``actor`` may answer the request and the answer
+    fits the type its request asked for. With ``take`` (a store whose runs
+    this process runs), the run is leased here first if nobody holds it,
+    and the drive that applies the answer is returned; else (``None``) the
+    answer waits in the run's inbox for whoever takes the run up next: its
+    current owner, a timer service, a worker, or the process that unpauses it.
 
     Raises:
+        ActionRefusedError: The actor may not answer it (naming who may).
         InvalidResponseError: It does not fit (every field at fault named).
         RequestAlreadyAnsweredError: Another answer was kept first (named).
         RequestExpiredError: The request's timeout was kept first.
@@ -124,20 +128,9 @@ async def deliver_answer(
         RequestError: The run has ended.
     """
     # wait=True: an answer to a run another process holds waits in its inbox.
-    items = await deliverable_answers(workflow, store, run_id, {request_id: value}, wait=True)
-    # Leased before delivering, so no timer service takes the run up in between
-    # (only to have this process take it over again once it rests).
-    ownership = await _lease_if_free(store, run_id) if take else None
-    try:
-        await store.deliver(run_id, items, version=workflow.version)
-    except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
-        if ownership is not None:
-            await ownership.close()
-        raise expired_instead(refused) from None
-    except BaseException:
-        if ownership is not None:
-            await ownership.close()
-        raise
+    ownership = await door.answer(
+        store, run_id, {request_id: value}, actor=actor, workflow=workflow, wait=True, take=take
+    )
     if ownership is None:
         return None
     try:
@@ -148,16 +141,8 @@ async def deliver_answer(
     return drive_taken(workflow, store, taken)
 
 
-async def _lease_if_free(store: Store, run_id: str) -> Ownership | None:
-    """The run's lease, if nobody holds it and it is not paused (``None`` otherwise)."""
-    try:
-        return await Ownership.acquire(store, run_id)
-    except (RunBusyError, RunPausedError):
-        return None
-
-
 async def deliver_message(
-    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None
+    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None, *, actor: Actor
 ) -> DriveOn:
     """Deliver the next message of a session to a run this process takes over, to go on here.
 
@@ -165,16 +150,14 @@ async def deliver_message(
     no other sender can move on meanwhile (as ``Workflow.send_message``).
 
     Raises:
+        ActionRefusedError: The actor is not an operator.
         RunBusyError: Another process owns the run; nothing was delivered.
         RunPausedError: It is paused; nothing was delivered.
         RequestError: It is not waiting for input.
     """
-    ownership = await Ownership.acquire(store, run_id)
-    try:
-        items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
-        await store.deliver(run_id, items, version=workflow.version)
-    except BaseException:
-        await ownership.close()
-        raise
+    ownership = await door.send(
+        store, run_id, message, actor=actor, workflow=workflow, target=target
+    )
+    assert ownership is not None  # noqa: S101 - taken over here, with a workflow
     taken = await take_over(workflow, store, run_id, ownership=ownership)
     return drive_taken(workflow, store, taken)

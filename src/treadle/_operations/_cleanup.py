@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from treadle._engine._result import ENDED, RunStatus
 from treadle._exceptions import CommandError, RunBusyError, RunHasForksError, RunNotFoundError
 from treadle._operations._commands import get_run
+from treadle._values._actors import Actor
+from treadle._workflow import _actions as door
 
 if TYPE_CHECKING:
     from treadle._stores._store import RunRecord, Store
@@ -28,10 +30,11 @@ ENDED_STATUSES = tuple(sorted(s.value for s in ENDED))
 """The statuses of runs that prune may delete: nothing will ever move them again."""
 
 
-async def delete_run(store: Store, run_id: str) -> RunRecord:
+async def delete_run(store: Store, run_id: str, *, actor: Actor | None = None) -> RunRecord:
     """Delete a run (named by its id or a unique prefix); return its row as it was.
 
-    Its checkpoints, events and inbox go with it.
+    Its checkpoints, events and inbox go with it; its audit entries stay,
+    with ``run_deleted`` and ``actor`` (default the CLI's user).
 
     Raises:
         CommandError: No such run, or an ambiguous prefix.
@@ -39,7 +42,7 @@ async def delete_run(store: Store, run_id: str) -> RunRecord:
         RunHasForksError: Runs were forked from it (nothing was deleted).
     """
     run = await get_run(store, run_id)
-    await store.delete_run(run.run_id)
+    await door.delete(store, run.run_id, actor=actor or Actor.cli())
     return run
 
 
@@ -120,7 +123,9 @@ class Pruned:
     dry_run: bool = False
 
 
-async def prune(store: Store, chosen: PruneFilter, *, dry_run: bool = False) -> Pruned:
+async def prune(
+    store: Store, chosen: PruneFilter, *, dry_run: bool = False, actor: Actor | None = None
+) -> Pruned:
     """Delete the runs ``chosen`` selects and trim the others' checkpoints.
 
     With ``dry_run``, nothing changes and the result says what would. Runs
@@ -133,13 +138,14 @@ async def prune(store: Store, chosen: PruneFilter, *, dry_run: bool = False) -> 
             that have not ended.
     """
     chosen.check()
+    who = actor or Actor.cli()
     now = time.time()
     done = Pruned(dry_run=dry_run)
     for run in await store.list_runs(workflow=chosen.workflow):
         if chosen.selects(run, now):
             if not dry_run:
                 try:
-                    await store.delete_run(run.run_id)
+                    await door.delete(store, run.run_id, actor=who)
                 except (RunBusyError, RunHasForksError) as error:
                     done.skipped.append(f"{run.run_id}: {error}")
                     continue
@@ -147,17 +153,17 @@ async def prune(store: Store, chosen: PruneFilter, *, dry_run: bool = False) -> 
                     continue
             done.deleted.append(run)
         elif chosen.keep is not None:
-            gone = await _trim(store, run.run_id, chosen.keep, dry_run=dry_run)
+            gone = await _trim(store, run.run_id, chosen.keep, dry_run=dry_run, actor=who)
             if gone:
                 done.trimmed[run.run_id] = gone
     return done
 
 
-async def _trim(store: Store, run_id: str, keep: int, *, dry_run: bool) -> int:
+async def _trim(store: Store, run_id: str, keep: int, *, dry_run: bool, actor: Actor) -> int:
     """Checkpoints of the run beyond its newest ``keep`` deleted (dry: counted); how many."""
     try:
         if dry_run:
             return max(0, len(await store.list_checkpoints(run_id)) - keep)
-        return await store.prune(run_id, keep)
+        return await door.prune(store, run_id, keep, actor=actor)
     except RunNotFoundError:  # deleted meanwhile
         return 0

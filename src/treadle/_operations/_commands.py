@@ -1,5 +1,10 @@
 """The commands layer: what the CLI (and later the client and HTTP API) can do.
 
+Each command that changes a run takes the ``actor`` acting (the CLI's
+``cli:USER@HOST``, the server's signed-in principal) and goes through the
+one door (:mod:`treadle._workflow._actions`), which checks its right and
+has the store record it with the action.
+
 Every operation is a coroutine over a store that returns plain data; the
 typer app only parses arguments and prints. Nothing here prints or exits.
 Errors are :class:`CommandError` (bad input: unknown run, malformed JSON, an
@@ -23,8 +28,9 @@ from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
 from treadle._operations._shapes import iso_time
+from treadle._values._actors import Actor
+from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
-from treadle._workflow._runs import cancel_run
 
 if TYPE_CHECKING:
     from treadle._engine._options import RunOptions
@@ -183,6 +189,7 @@ async def resume(
     wait: bool = False,
     options: RunOptions | None = None,
     superstep: int | None = None,
+    actor: Actor | None = None,
 ) -> RunResult:
     """Continue a stored run; with ``wait``, once its current owner lets go of it.
 
@@ -193,7 +200,9 @@ async def resume(
     workflow = await workflow_of(store, run_id, app)
     checkpoint_id = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
     try:
-        return await workflow.resume(run_id, checkpoint_id, store=store, wait=wait, options=options)
+        return await workflow.resume(
+            run_id, checkpoint_id, store=store, wait=wait, options=options, actor=_who(actor)
+        )
     except RunBusyError as error:
         raise _busy(error) from None
 
@@ -208,19 +217,27 @@ def served_by_workers(store: Store) -> bool:
     return postgres is not None and isinstance(store, postgres.PostgresStore)
 
 
-def client_of(store: Store) -> Client:
-    """A client over the store (PostgreSQL) of this command."""
+def client_of(store: Store, actor: Actor | None = None) -> Client:
+    """A client over the store (PostgreSQL) of this command, acting as ``actor`` (the CLI's)."""
     from treadle._scaleout._client import Client  # noqa: PLC0415 - PostgreSQL commands only
 
-    return Client(store)  # type: ignore[arg-type]
+    return Client(store, actor=_who(actor))  # type: ignore[arg-type]
 
 
-async def start(store: Store, workflow: str, raw_input: str, run_id: str | None) -> str:
+def _who(actor: Actor | None) -> Actor:
+    """The actor of a command: the one given (a server's principal), else the CLI's user."""
+    return actor if actor is not None else Actor.cli()
+
+
+async def start(
+    store: Store, workflow: str, raw_input: str, run_id: str | None, *, actor: Actor | None = None
+) -> str:
     """Queue a run for the workers; return its id (idempotent with ``run_id``)."""
     if not served_by_workers(store):
         msg = "treadle start queues runs for workers on PostgreSQL; on SQLite use treadle run"
         raise CommandError(msg)
-    return await client_of(store).start(workflow, parse_json(raw_input, "input"), run_id=run_id)
+    client = client_of(store, actor)
+    return await client.start(workflow, parse_json(raw_input, "input"), run_id=run_id)
 
 
 async def respond(
@@ -232,6 +249,7 @@ async def respond(
     *,
     wait: bool = False,
     options: RunOptions | None = None,
+    actor: Actor | None = None,
 ) -> RunResult | None:
     """Answer one pending request and continue the run (``None``: a worker will).
 
@@ -246,12 +264,12 @@ async def respond(
     value = parse_json(raw_value, "answer")
     if served_by_workers(store):
         _refuse_options_for_workers(options)
-        await client_of(store).respond(run_id, {request_id: value})
+        await client_of(store, actor).respond(run_id, {request_id: value})
         return None
     workflow = await workflow_of(store, run_id, app)
     try:
         return await workflow.respond(
-            run_id, {request_id: value}, store=store, wait=wait, options=options
+            run_id, {request_id: value}, store=store, wait=wait, options=options, actor=_who(actor)
         )
     except RunBusyError as error:
         raise _busy(error) from None
@@ -265,6 +283,7 @@ async def send(
     *,
     wait: bool = False,
     options: RunOptions | None = None,
+    actor: Actor | None = None,
 ) -> RunResult | None:
     """Deliver a session message and continue the run (``None``: a worker will).
 
@@ -275,11 +294,13 @@ async def send(
     message = parse_json(raw_message, "message")
     if served_by_workers(store):
         _refuse_options_for_workers(options)
-        await client_of(store).send_message(run_id, message)
+        await client_of(store, actor).send_message(run_id, message)
         return None
     workflow = await workflow_of(store, run_id, app)
     try:
-        return await workflow.send_message(run_id, message, store=store, wait=wait, options=options)
+        return await workflow.send_message(
+            run_id, message, store=store, wait=wait, options=options, actor=_who(actor)
+        )
     except RunBusyError as error:
         raise _busy(error) from None
 
@@ -305,6 +326,8 @@ async def fork(
     raw_patch: str | None,
     app: str | None,
     superstep: int | None = None,
+    *,
+    actor: Actor | None = None,
 ) -> str:
     """Branch a new run from a checkpoint; return its id."""
     run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
@@ -317,7 +340,7 @@ async def fork(
         msg = "the state patch must be a JSON object of key: value"
         raise CommandError(msg)
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.fork(run_id, chosen, patch, store=store)
+    return await workflow.fork(run_id, chosen, patch, store=store, actor=_who(actor))
 
 
 async def resolve_checkpoint(
@@ -357,17 +380,16 @@ async def resolve_checkpoint(
     raise CommandError(msg)
 
 
-async def cancel(store: Store, run_id: str) -> str:
+async def cancel(store: Store, run_id: str, *, actor: Actor | None = None) -> str:
     """Cancel a run wherever it is (a process advancing it commits nothing more); return its id."""
     run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
-    if served_by_workers(store):
-        await client_of(store).cancel(run_id)
-    else:
-        await cancel_run(store, run_id)
+    await door.cancel(store, run_id, actor=_who(actor))
     return run_id
 
 
-async def pause(store: Store, run_id: str) -> tuple[PauseOutcome, RunRecord]:
+async def pause(
+    store: Store, run_id: str, *, actor: Actor | None = None
+) -> tuple[PauseOutcome, RunRecord]:
     """Pause a run wherever it is (the store decides: now, or at its owner's next barrier).
 
     Returns what the store did and the run's row after it (whose owner, if
@@ -378,11 +400,13 @@ async def pause(store: Store, run_id: str) -> tuple[PauseOutcome, RunRecord]:
         RequestError: It has ended.
     """
     run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
-    outcome = await store.pause(run_id)
+    outcome = await door.pause(store, run_id, actor=_who(actor))
     return outcome, await store.get_run(run_id)
 
 
-async def unpause(store: Store, run_id: str) -> tuple[bool, RunRecord]:
+async def unpause(
+    store: Store, run_id: str, *, actor: Actor | None = None
+) -> tuple[bool, RunRecord]:
     """Let a paused run go on (a worker, a timer service or ``resume`` takes it up).
 
     Returns whether it was paused (else a pause asked of it was withdrawn)
@@ -393,5 +417,5 @@ async def unpause(store: Store, run_id: str) -> tuple[bool, RunRecord]:
         RequestError: It has ended, or is neither paused nor asked to pause.
     """
     run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
-    unpaused = await store.unpause(run_id)
+    unpaused = await door.unpause(store, run_id, actor=_who(actor))
     return not unpaused.withdrawn, await store.get_run(run_id)

@@ -10,6 +10,12 @@ read (payloads may be its own types), so listing them loads each run's
 workflow: the one given, else the one the run records. A run whose workflow
 does not load is left out of the listing and named in :attr:`Pending.unread`
 rather than failing the whole listing.
+
+Given an actor, the listing is that actor's inbox: only the requests the
+one door would let it answer (:func:`~treadle._values._actors.answer_refusal`
+with the request's approvers, its four eyes and the run's starter), so
+nobody is shown a question only to be refused its answer; the others are
+counted in :attr:`Pending.others`.
 """
 
 from __future__ import annotations
@@ -21,10 +27,14 @@ from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
 from treadle._operations._commands import workflow_of
 from treadle._operations._schemas import describe_request
+from treadle._values._actors import answer_refusal
+from treadle._workflow._actions import starter_of
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
+    from treadle._engine._waits import PendingRequest
     from treadle._stores._store import RunRecord, Store
+    from treadle._values._actors import Actor
     from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
 
@@ -32,7 +42,7 @@ ASKING = (RunStatus.AWAITING_INPUT.value, RunStatus.WAITING.value)
 """The statuses of runs that may have requests pending (a waiting run may ask and sleep)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pending:
     """Pending requests across runs, and the runs that could not be read.
 
@@ -40,10 +50,12 @@ class Pending:
         requests: ``<request>`` dicts, the newest run's first, each run's
             in the order they were asked.
         unread: One line per run left out: its id and why it could not be read.
+        others: How many pending requests were left out as not the actor's to answer.
     """
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    others: int = 0
 
 
 async def pending_requests(
@@ -53,6 +65,7 @@ async def pending_requests(
     limit: int | None = None,
     app: str | None = None,
     workflows: Hosted | None = None,
+    actor: Actor | None = None,
 ) -> list[dict[str, Any]]:
     """The requests pending in runs that await input or wait, newest run first.
 
@@ -66,8 +79,11 @@ async def pending_requests(
         app: The app path of every run's workflow (else each run's recorded one).
         workflows: Loaded workflows (a server's ``--app``), used
             before anything is imported for a run.
+        actor: Only the requests this actor may answer (``None``: all).
     """
-    found = await scan_pending(store, workflow=workflow, limit=limit, app=app, workflows=workflows)
+    found = await scan_pending(
+        store, workflow=workflow, limit=limit, app=app, workflows=workflows, actor=actor
+    )
     return found.requests
 
 
@@ -78,6 +94,7 @@ async def scan_pending(
     limit: int | None = None,
     app: str | None = None,
     workflows: Hosted | None = None,
+    actor: Actor | None = None,
 ) -> Pending:
     """:func:`pending_requests`, and which runs could not be read (for the listing to say so)."""
     runs: list[RunRecord] = []
@@ -97,14 +114,23 @@ async def scan_pending(
             continue
         asked = restored.waits.pending_requests()
         answered = await _answered(store, run.run_id) if asked else set()
-        pending.requests.extend(
-            describe_request(loaded, run.run_id, request)
-            for request in asked
-            if request.request_id not in answered
-        )
+        waiting = [r for r in asked if r.request_id not in answered]
+        if actor is not None:
+            mine = [r for r in waiting if may_answer(actor, run, r)]
+            pending.others += len(waiting) - len(mine)
+            waiting = mine
+        pending.requests.extend(describe_request(loaded, run.run_id, r) for r in waiting)
     if limit is not None:
         del pending.requests[limit:]
     return pending
+
+
+def may_answer(actor: Actor, run: RunRecord, request: PendingRequest) -> bool:
+    """Whether the door would take ``actor``'s answer to ``request`` (its inbox holds it)."""
+    refusal = answer_refusal(
+        actor, request.approvers, starter=starter_of(run), four_eyes=request.four_eyes
+    )
+    return refusal is None
 
 
 async def _answered(store: Store, run_id: str) -> set[str]:

@@ -77,8 +77,10 @@ def describe_request(workflow: Workflow, run_id: str, request: PendingRequest) -
     """A pending request as the command line and the HTTP API show it.
 
     ``{"run_id", "request_id", "executor_id", "payload", "response_type",
-    "answer_schema", "deadline_at"}``; the payload as the run holds it (the
-    caller makes it JSON).
+    "answer_schema", "deadline_at", "approvers", "four_eyes"}``; the payload
+    as the run holds it (the caller makes it JSON). ``approvers`` lists who
+    may answer (empty: anyone with the approver role); ``four_eyes``: not
+    the run's starter.
     """
     return {
         "run_id": run_id,
@@ -88,6 +90,8 @@ def describe_request(workflow: Workflow, run_id: str, request: PendingRequest) -
         "response_type": request.response_type,
         "answer_schema": request_answer_schema(workflow, request.response_type),
         "deadline_at": request.deadline_at,
+        "approvers": list(request.approvers),
+        "four_eyes": request.four_eyes,
     }
 
 

@@ -15,14 +15,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._graph_description import decode_description
-from treadle._checkpoints._inbox import expired_instead
 from treadle._engine._result import ENDED, RunResult, RunStatus
-from treadle._exceptions import AppLoadError, RequestAlreadyAnsweredError
+from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
-from treadle._stores._postgres_queue import cancel_queued, deliver, enqueue_run
 from treadle._values._serialization import JsonSerializer
+from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
-from treadle._workflow._runs import deliverable_answers
 from treadle._workflow._versions import Hosted, check_version
 
 if TYPE_CHECKING:
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._store import RunRecord
+    from treadle._values._actors import Actor
     from treadle._values._serialization import Serializer
     from treadle._workflow._workflow import Workflow
 
@@ -45,6 +44,7 @@ def connect(
     schema: str | None = None,
     workflows: Iterable[Workflow] = (),
     max_size: int = 4,
+    actor: Actor | None = None,
 ) -> Client:
     """A client of the runs in the PostgreSQL database ``dsn``.
 
@@ -56,10 +56,15 @@ def connect(
             without them, inputs and answers go as plain JSON and the worker
             turns them into the types its handlers take.
         max_size: Connections the client's pool may open.
+        actor: Who acts through this client (default :meth:`Actor.python`:
+            this program's user and host); every action it takes is checked
+            against its rights and recorded with it, through the door
+            ``client``.
     """
     from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - psycopg on demand
 
-    return Client(PostgresStore(dsn, schema=schema, max_size=max_size), workflows)
+    store = PostgresStore(dsn, schema=schema, max_size=max_size)
+    return Client(store, workflows, actor=actor)
 
 
 class Client:
@@ -69,10 +74,19 @@ class Client:
     :meth:`close`.
     """
 
-    def __init__(self, store: PostgresStore, workflows: Iterable[Workflow] = ()) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        workflows: Iterable[Workflow] = (),
+        *,
+        actor: Actor | None = None,
+    ) -> None:
         self.store = store
         self._workflows = Hosted(workflows)
         self._plain = JsonSerializer()
+        chosen = door.actor_or_default(actor)
+        # The record says it came through the client, unless a caller (the CLI) said its door.
+        self.actor = chosen if actor is not None else chosen.through("client")
 
     async def start(
         self,
@@ -113,7 +127,15 @@ class Client:
         chosen = run_id or uuid.uuid4().hex
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
-        await enqueue_run(self.store, chosen, name, payload, deadline_at=deadline, version=version)
+        await door.start_queued(
+            self.store,
+            chosen,
+            name,
+            payload,
+            actor=self.actor,
+            deadline_at=deadline,
+            version=version,
+        )
         return chosen
 
     async def get(self, run_id: str) -> RunRecord:
@@ -226,25 +248,28 @@ class Client:
                 by the check above; nothing was delivered.
         """
         row = await self.get(run_id)
-        items: list[tuple[str, str | None, bytes]]
         try:
-            workflow = await self._workflow_of(row)
+            workflow: Workflow | None = await self._workflow_of(row)
         except AppLoadError:
-            serializer = self._serializer(row.workflow, row.version)
-            items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
-        else:
-            # A worker may own the run right now; the inbox takes the answer meanwhile.
-            items = await deliverable_answers(workflow, self.store, run_id, responses, wait=True)
-        try:
-            await deliver(self.store, run_id, items)
-        except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
-            raise expired_instead(refused) from None
+            workflow = None
+        # A worker may own the run right now; the inbox takes the answer meanwhile.
+        await door.answer(
+            self.store,
+            run_id,
+            responses,
+            actor=self.actor,
+            workflow=workflow,
+            serializer=self._serializer(row.workflow, row.version),
+            wait=True,
+        )
 
     async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:
         """Deliver the next message of a session to the run (see :meth:`respond`)."""
         row = await self.get(run_id)
-        payload = self._serializer(row.workflow, row.version).dumps(message)
-        await deliver(self.store, run_id, [("message", target, payload)])
+        serializer = self._serializer(row.workflow, row.version)
+        await door.send(
+            self.store, run_id, message, actor=self.actor, serializer=serializer, target=target
+        )
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run wherever it is; a worker running it commits nothing more.
@@ -253,7 +278,7 @@ class Client:
             RunNotFoundError: No such run.
             RequestError: It has ended already.
         """
-        await cancel_queued(self.store, run_id)
+        await door.cancel(self.store, run_id, actor=self.actor)
 
     async def pause(self, run_id: str) -> PauseOutcome:
         """Pause the run at a superstep boundary, with a checkpoint, until :meth:`unpause`.
@@ -273,7 +298,7 @@ class Client:
             RunNotFoundError: No such run.
             RequestError: It has ended (the error names its status).
         """
-        return await self.store.pause(run_id)
+        return await door.pause(self.store, run_id, actor=self.actor)
 
     async def unpause(self, run_id: str) -> None:
         """Let a paused run go on: workers take it up at once (idle ones are told).
@@ -286,7 +311,7 @@ class Client:
             RunNotFoundError: No such run.
             RequestError: It has ended, or is neither paused nor asked to pause.
         """
-        await self.store.unpause(run_id)
+        await door.unpause(self.store, run_id, actor=self.actor)
 
     async def list_runs(
         self,

@@ -14,7 +14,8 @@ from treadle._exceptions import (
     RunHasForksError,
     RunNotFoundError,
 )
-from treadle._stores import _memory_events
+from treadle._stores import _audit, _memory_events
+from treadle._stores._memory_events import MemoryAudit
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
@@ -34,9 +35,10 @@ if TYPE_CHECKING:
 
     from treadle._stores._events import EventEntry, LoggedEvent
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
+    from treadle._values._actors import Actor
 
 
-class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
+class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds
@@ -72,6 +74,7 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
         self._lock = threading.RLock()
         self._closed = False
         self._inbox_seq = 0
+        self._audit: list[_audit.AuditEntry] = []
 
     async def create_run(
         self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
@@ -104,6 +107,9 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
             _memory_events.append(self._runs[run.run_id], first.events)
+            started = _audit.started_of(run)
+            if started is not None:
+                self._record((started,), run.created_at)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and make it the run's latest, then apply retention.
@@ -176,7 +182,13 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
             return paused
 
     async def migrate_run(
-        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+        self,
+        lease: Lease,
+        version: int,
+        graph: bytes,
+        checkpoint: CheckpointRecord,
+        *,
+        actor: Actor | None = None,
     ) -> bool:
         """Move a run to another version under ``lease``, all or nothing (see the port).
 
@@ -193,6 +205,8 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
             await self.commit_many((checkpoint,), lease=lease, release=True)
             run.record = dataclasses.replace(run.record, version=version)
             run.graph = graph
+            if actor is not None:
+                self._record([_audit.migrated(run.record.run_id, actor, version)], time.time())
             return True
 
     async def set_status(
@@ -248,7 +262,7 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
         with self._lock:
             return len(self._run(run_id).events)
 
-    async def delete_run(self, run_id: str) -> None:
+    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
 
         Raises:
@@ -268,6 +282,8 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
                 raise RunHasForksError(run_id, forks)
             self._drop_oldest(self._runs[run_id], 0, keep_latest=False)
             del self._runs[run_id]
+            if actor is not None:
+                self._record([_audit.deleted(run_id, actor)], time.time())
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
@@ -389,7 +405,7 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
         due.sort(key=lambda pair: pair[0])
         return [record for _, record in due[:limit]]
 
-    async def prune(self, run_id: str, keep_last: int) -> int:
+    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
 
         The run's latest checkpoint is always kept.
@@ -404,7 +420,10 @@ class MemoryStore(MemoryOwnership, MemoryTokens, MemoryOutbox):
         self._check_open()
         check_keep_last(keep_last)
         with self._lock:
-            return self._drop_oldest(self._run(run_id), keep_last)
+            removed = self._drop_oldest(self._run(run_id), keep_last)
+            if actor is not None:
+                self._record([_audit.pruned(run_id, actor, keep_last, removed)], time.time())
+            return removed
 
     async def close(self) -> None:
         """Make the store unusable; closing again does nothing."""

@@ -21,7 +21,7 @@ from treadle._exceptions import (
     RunBusyError,
     RunPausedError,
 )
-from treadle._stores import _memory_events, _pausing
+from treadle._stores import _audit, _memory_events, _pausing
 from treadle._stores._sql_ownership import (
     ENDED_STATUSES,
     answer_preview,
@@ -33,10 +33,11 @@ from treadle._stores._store import Claimed, InboxItem, Lease
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointRecord, RunRecord
+    from treadle._values._actors import Actor
 
 
 @dataclass(slots=True)
@@ -75,6 +76,10 @@ class MemoryOwnership(ABC):
     _inbox_seq: int  # the seq of the latest item delivered to any run
 
     @abstractmethod
+    def _record(self, records: Iterable[_audit.Recorded], at: float) -> None:
+        """Write each action's record, under the lock the caller holds with its effect."""
+
+    @abstractmethod
     def _check_open(self) -> None:
         """Refuse to work once the store is closed."""
 
@@ -83,7 +88,13 @@ class MemoryOwnership(ABC):
         """The run ``run_id``, or ``RunNotFoundError``."""
 
     async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+        self,
+        run_id: str,
+        owner: str,
+        duration: float,
+        *,
+        replacing: str | None = None,
+        actor: Actor | None = None,
     ) -> Lease:
         """Take the run's lease if no one holds a current one (see the store port).
 
@@ -101,7 +112,10 @@ class MemoryOwnership(ABC):
                 raise RunBusyError(
                     run_id, str(run.record.owner), float(run.record.lease_until or 0)
                 )
-            return self._lease(run, owner, now + duration, parked=None)
+            lease = self._lease(run, owner, now + duration, parked=None)
+            if actor is not None:
+                self._record([_audit.Recorded(run_id, "run_resumed", actor, {})], now)
+            return lease
 
     async def renew(self, lease: Lease, duration: float) -> Lease:
         """Extend a current lease by ``duration`` seconds from now.
@@ -133,6 +147,7 @@ class MemoryOwnership(ABC):
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
@@ -162,6 +177,8 @@ class MemoryOwnership(ABC):
                 self._inbox_seq += 1
                 run.inbox.append((InboxItem(self._inbox_seq, kind, target, bytes(payload)), now))
             run.ready_at = run.ready_at if run.ready_at is not None else now
+            if actor is not None:
+                self._record(_audit.delivered(run_id, items, actor), now)
 
     async def inbox(self, run_id: str) -> list[InboxItem]:
         """The run's inbox items not yet applied, in delivery order."""
@@ -192,7 +209,7 @@ class MemoryOwnership(ABC):
                     return item.payload
             return None
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 
         Raises:
@@ -218,8 +235,10 @@ class MemoryOwnership(ABC):
                 pause_requested=None,
             )
             _memory_events.log_status(run, time.time(), "cancel")
+            if actor is not None:
+                self._record([_audit.Recorded(run_id, "run_cancelled", actor, {})], time.time())
 
-    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+    async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner to at its next commit (see the store port).
 
         Raises:
@@ -244,10 +263,17 @@ class MemoryOwnership(ABC):
                 _memory_events.log_status(run, now, "pause")
             elif run is not None and step == "request" and run.record.pause_requested is None:
                 run.record = dataclasses.replace(run.record, pause_requested=now)
+            if actor is not None:
+                self._record([_audit.paused(run_id, actor, step)], now)
             return _pausing.pause_outcome(step)
 
     async def unpause(
-        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+        self,
+        run_id: str,
+        *,
+        owner: str | None = None,
+        duration: float = 0.0,
+        actor: Actor | None = None,
     ) -> _pausing.Unpaused:
         """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
 
@@ -262,6 +288,8 @@ class MemoryOwnership(ABC):
             now = time.time()
             step = _pausing.decide_unpause(run_id, _pausable(run), now, taking=owner is not None)
             assert run is not None  # noqa: S101 - decide_unpause refuses an unknown run
+            if actor is not None:
+                self._record([_audit.unpaused(run_id, actor, step)], now)
             if step == "withdraw":
                 run.record = dataclasses.replace(run.record, pause_requested=None)
                 return _pausing.Unpaused(withdrawn=True)

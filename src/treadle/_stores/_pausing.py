@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._stores._store import Lease
+    from treadle._values._actors import Actor
 
 PAUSED = "paused"
 """A paused run's status, as stored (``RunStatus.PAUSED``)."""
@@ -46,7 +47,7 @@ class Unpaused(NamedTuple):
 class Pausing(Protocol):
     """What the store port asks of a store about pausing runs (a part of ``Store``)."""
 
-    async def pause(self, run_id: str) -> PauseOutcome:
+    async def pause(self, run_id: str, *, actor: Actor | None = None) -> PauseOutcome:
         """Stop the run at a superstep boundary, with a checkpoint, until it is unpaused.
 
         A run nobody holds a current lease on (pending, resting, orphaned)
@@ -69,7 +70,12 @@ class Pausing(Protocol):
         ...
 
     async def unpause(
-        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+        self,
+        run_id: str,
+        *,
+        owner: str | None = None,
+        duration: float = 0.0,
+        actor: Actor | None = None,
     ) -> Unpaused:
         """Let a paused run go on: its status becomes its latest checkpoint's again.
 
@@ -79,7 +85,8 @@ class Pausing(Protocol):
         holds items. A pause asked of a run that has not paused yet is
         withdrawn instead. With ``owner``, a paused run is leased to it for
         ``duration`` seconds in the same transaction, so that nobody else
-        takes it up first (the lease is in the outcome).
+        takes it up first (the lease is in the outcome). With ``actor``,
+        ``run_unpaused`` is recorded (``withdrawn`` saying which).
 
         Raises:
             RunNotFoundError: no such run.

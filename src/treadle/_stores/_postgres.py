@@ -29,8 +29,9 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolClosed
 
-from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
+from treadle._exceptions import DurabilityError, RunExistsError
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
+from treadle._stores._audit import migrated, started_of
 from treadle._stores._postgres_dsn import HIDDEN, redact
 from treadle._stores._postgres_ownership import (
     Owned,
@@ -45,6 +46,8 @@ from treadle._stores._postgres_writes import (
     delete_old,
     delete_run,
     insert_checkpoints,
+    prune_run,
+    record,
 )
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_outboxes import PostgresOutbox
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
     from treadle._stores._events import EventEntry
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
+    from treadle._values._actors import Actor
 
 _T = TypeVar("_T")
 _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled connection
@@ -176,12 +180,15 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
         if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql_rows.run_parameters(run, first.info, graph)
+        started = started_of(run)
 
         async def work(connection: Connection) -> None:
             inserted = await connection.execute(_render(_sql_statements.INSERT_RUN), run_row)
             if inserted.rowcount == 0:
                 raise RunExistsError(run.run_id)
             await insert_checkpoints(connection, (first,))
+            if started is not None:
+                await record(connection, (started,), run.created_at)
 
         await self._run(work, write=True)
 
@@ -268,7 +275,13 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
         await self._run(work, write=(lease is not None and release) or bool(events))
 
     async def migrate_run(
-        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+        self,
+        lease: Lease,
+        version: int,
+        graph: bytes,
+        checkpoint: CheckpointRecord,
+        *,
+        actor: Actor | None = None,
     ) -> bool:
         """Move a run to another version under ``lease``, in one transaction (see the port).
 
@@ -289,6 +302,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
                 raise _sql_rules.Unapplied  # rolls the version back
             owned = Owned(lease, None, release=True)
             await _commit((checkpoint,), self._keep_last, owned, connection)
+            if actor is not None:
+                await record(connection, [migrated(run_id, actor, version)], time.time())
 
         try:
             await self._run(work, write=True)
@@ -296,7 +311,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
             return False
         return True
 
-    async def delete_run(self, run_id: str) -> None:
+    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
 
         Raises:
@@ -304,9 +319,9 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
             RunBusyError: A process holds a current lease on it.
             RunHasForksError: Runs were forked from it (delete them first).
         """
-        await self._run(lambda c: delete_run(c, run_id, time.time()), write=True)
+        await self._run(lambda c: delete_run(c, run_id, time.time(), actor), write=True)
 
-    async def prune(self, run_id: str, keep_last: int) -> int:
+    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
 
         The run's latest checkpoint is always kept.
@@ -319,14 +334,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
             ValueError: ``keep_last`` is below 1.
         """
         _sql_rules.check_keep_last(keep_last)
-
-        async def work(connection: Connection) -> int:
-            found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
-            if await found.fetchone() is None:
-                raise RunNotFoundError(run_id)
-            return await delete_old(connection, run_id, keep_last)
-
-        return await self._run(work, write=True)
+        return await self._run(lambda c: prune_run(c, run_id, keep_last, actor), write=True)
 
     async def close(self) -> None:
         """Close every pool; closing again does nothing.

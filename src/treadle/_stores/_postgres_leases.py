@@ -20,6 +20,7 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._stores._audit import AuditEntry
     from treadle._stores._events import EventEntry, LoggedEvent
     from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         InboxItem,
         RunRecord,
     )
+    from treadle._values._actors import Actor
 
 FENCE = POSTGRES.render(_sql_ownership.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
@@ -196,6 +198,7 @@ class LeasedStore:
         duration: float,
         *,
         replacing: str | None = None,  # noqa: ARG002 - the claim took it over already
+        actor: Actor | None = None,  # noqa: ARG002 - the claim is no resume
     ) -> Lease:
         """The lease the worker's claim holds, as the engine asks for it; nothing is written.
 
@@ -218,10 +221,12 @@ class LeasedStore:
         version: int,
         graph: bytes,
         checkpoint: CheckpointRecord,
+        *,
+        actor: Actor | None = None,
     ) -> bool:
         """Move the claimed run to another version, fenced by the claim (see the port)."""
         self._check_attached()
-        return await self.store.migrate_run(self._claimed, version, graph, checkpoint)
+        return await self.store.migrate_run(self._claimed, version, graph, checkpoint, actor=actor)
 
     async def renew(self, lease: Lease, duration: float) -> Lease:
         """The lease, extended on paper only: the worker's heartbeat renews the claim.
@@ -262,9 +267,10 @@ class LeasedStore:
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """Deliver to a run (the store's: the one place an answer is decided)."""
-        await self.store.deliver(run_id, items, version=version)
+        await self.store.deliver(run_id, items, version=version, actor=actor)
 
     async def inbox(self, run_id: str) -> list[InboxItem]:
         """A run's unapplied inbox items (the store's)."""
@@ -278,19 +284,30 @@ class LeasedStore:
         """The answer kept for a request, whole (the store's)."""
         return await self.store.answered_payload(run_id, request_id)
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
-        await self.store.cancel(run_id)
+        await self.store.cancel(run_id, actor=actor)
 
-    async def pause(self, run_id: str) -> PauseOutcome:
+    async def pause(self, run_id: str, *, actor: Actor | None = None) -> PauseOutcome:
         """Pause a run (the store's): the claimed run pauses with this view's next commit."""
-        return await self.store.pause(run_id)
+        return await self.store.pause(run_id, actor=actor)
 
     async def unpause(
-        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+        self,
+        run_id: str,
+        *,
+        owner: str | None = None,
+        duration: float = 0.0,
+        actor: Actor | None = None,
     ) -> Unpaused:
         """Let a paused run go on (the store's)."""
-        return await self.store.unpause(run_id, owner=owner, duration=duration)
+        return await self.store.unpause(run_id, owner=owner, duration=duration, actor=actor)
+
+    async def read_audit(
+        self, run_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """The audit log (the store's)."""
+        return await self.store.read_audit(run_id, after=after, limit=limit)
 
     async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
         """Lease runs a timer service should take up (the store's)."""
@@ -388,7 +405,7 @@ class LeasedStore:
         """The newest event's ``seq`` (the store's)."""
         return await self.store.last_event_seq(run_id)
 
-    async def delete_run(self, run_id: str) -> None:
+    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:  # noqa: ARG002 - refused
         """Refused: a worker deletes no run (it only advances the one it claimed)."""
         raise LeaseLostError(run_id, self.held.epoch)
 
@@ -400,9 +417,9 @@ class LeasedStore:
         """Due runs (the store's)."""
         return await self.store.due_runs(now, limit=limit)
 
-    async def prune(self, run_id: str, keep_last: int) -> int:
+    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Retention (the store's)."""
-        return await self.store.prune(run_id, keep_last)
+        return await self.store.prune(run_id, keep_last, actor=actor)
 
     async def close(self) -> None:
         """Nothing: the worker owns the store."""

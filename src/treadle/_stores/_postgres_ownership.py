@@ -31,8 +31,15 @@ from treadle._exceptions import (
     RunNotFoundError,
     RunPausedError,
 )
-from treadle._stores import _pausing, _sql_ownership, _sql_pausing, _sql_rules, _sql_statements
-from treadle._stores._postgres_writes import NOTIFY_READY, log_status
+from treadle._stores import (
+    _audit,
+    _pausing,
+    _sql_ownership,
+    _sql_pausing,
+    _sql_rules,
+    _sql_statements,
+)
+from treadle._stores._postgres_writes import NOTIFY_READY, log_status, record
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Claimed, InboxItem, Lease
 
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from treadle._stores._postgres_pools import Connection
+    from treadle._values._actors import Actor
 
 _T = TypeVar("_T")
 
@@ -86,7 +94,13 @@ class PostgresOwnership(ABC):
         """Run one SELECT written in the neutral SQL dialect; return its rows."""
 
     async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+        self,
+        run_id: str,
+        owner: str,
+        duration: float,
+        *,
+        replacing: str | None = None,
+        actor: Actor | None = None,
     ) -> Lease:
         """Take the run's lease for ``duration`` seconds if no one holds a current one.
 
@@ -116,6 +130,8 @@ class PostgresOwnership(ABC):
                 taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
                 if taken is None:
                     raise RunBusyError(run_id, found[0], found[1])
+            if actor is not None:
+                await record(connection, [_audit.Recorded(run_id, "run_resumed", actor, {})], now)
             return Lease(run_id, owner, taken, until)
 
         return await self._run(work, write=True)
@@ -153,6 +169,7 @@ class PostgresOwnership(ABC):
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
@@ -189,6 +206,8 @@ class PostgresOwnership(ABC):
             _sql_ownership.check_not_ended(run_id, status)  # rolls the inserts back
             await connection.execute(_render(_sql_ownership.MAKE_READY), (now, run_id))
             await connection.execute(NOTIFY_READY)
+            if actor is not None:
+                await record(connection, _audit.delivered(run_id, batch, actor), now)
 
         await self._run(work, write=True)
 
@@ -207,7 +226,7 @@ class PostgresOwnership(ABC):
         rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
         return bytes(rows[0][0]) if rows else None
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner or worker.
 
         Its unapplied inbox items are marked applied: nobody will apply them.
@@ -226,10 +245,12 @@ class PostgresOwnership(ABC):
                 raise _sql_ownership.not_cancellable(run_id, await found.fetchone())
             await connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
             await log_status(connection, run_id, now, "cancel")
+            if actor is not None:
+                await record(connection, [_audit.Recorded(run_id, "run_cancelled", actor, {})], now)
 
         await self._run(work, write=True)
 
-    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+    async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner (a worker, a process) to at its next commit.
 
         The run row is locked first, so a pause and a commit of the run take
@@ -250,12 +271,19 @@ class PostgresOwnership(ABC):
                 await log_status(connection, run_id, now, "pause")
             elif step == "request":
                 await connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
+            if actor is not None:
+                await record(connection, [_audit.paused(run_id, actor, step)], now)
             return _pausing.pause_outcome(step)
 
         return await self._run(work, write=True)
 
     async def unpause(
-        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+        self,
+        run_id: str,
+        *,
+        owner: str | None = None,
+        duration: float = 0.0,
+        actor: Actor | None = None,
     ) -> _pausing.Unpaused:
         """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
 
@@ -272,6 +300,8 @@ class PostgresOwnership(ABC):
             locked = await connection.execute(_render(_LOCK_PAUSABLE), (run_id,))
             found = await locked.fetchone()
             step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
+            if actor is not None:
+                await record(connection, [_audit.unpaused(run_id, actor, step)], now)
             if step == "withdraw":
                 await connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
                 return _pausing.Unpaused(withdrawn=True)

@@ -34,18 +34,20 @@ from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
 from treadle._stores import _sql_ownership
+from treadle._stores._audit import delivered
 from treadle._stores._pausing import PAUSED, paused_status
 from treadle._stores._postgres_leases import FENCE, LeasedStore
-from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL
+from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_schema import DUE_AT
 from treadle._stores._store import InboxItem
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_pools import Connection
+    from treadle._values._actors import Actor
 
 __all__ = ["READY_CHANNEL", "Claim", "InboxItem", "RunQueue"]
 
@@ -115,8 +117,8 @@ _DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND con
 _ENQUEUE = """
 INSERT INTO treadle_runs
     (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
-    version)
-VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s)
+    version, started_by)
+VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id) DO NOTHING"""
 
 
@@ -277,8 +279,12 @@ async def enqueue_run(
     *,
     deadline_at: float | None = None,
     version: int = 0,
+    actor: Actor | None = None,
 ) -> bool:
     """Create a pending run with its input; ``False`` if the id exists for this workflow.
+
+    With ``actor``, the row keeps who started it and ``run_started`` is
+    recorded with it (its event, its audit entry), in the same transaction.
 
     ``version`` pins the run to a version of its workflow; 0 leaves the
     choice to the worker that starts it (the newest it hosts).
@@ -292,7 +298,8 @@ async def enqueue_run(
     now = time.time()
 
     async def work(connection: Connection) -> bool:
-        row = (run_id, workflow, now, now, deadline_at, b"", now, version)
+        started_by = actor.encode() if actor is not None else None
+        row = (run_id, workflow, now, now, deadline_at, b"", now, version, started_by)
         if (await connection.execute(_ENQUEUE, row)).rowcount == 0:
             found = await connection.execute(
                 "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)
@@ -303,36 +310,8 @@ async def enqueue_run(
             return False
         await connection.execute(_INSERT_INBOX, (run_id, "start", None, payload, now))
         await connection.execute(NOTIFY_READY)  # sent when the transaction commits
+        if actor is not None:
+            await record(connection, delivered(run_id, [("start", None, payload)], actor), now)
         return True
 
     return await store.transact(work)
-
-
-async def deliver(
-    store: PostgresStore, run_id: str, items: Iterable[tuple[str, str | None, bytes]]
-) -> None:
-    """Put (kind, target, payload) items in a run's inbox and make it ready, atomically.
-
-    The store's :meth:`~treadle.stores.PostgresStore.deliver`: a client's
-    answer and an in-process caller's meet in the same decision, so the first
-    answer to a request wins whoever gave it.
-
-    Raises:
-        RunNotFoundError: No such run.
-        RequestError: The run has ended; nothing can be delivered to it.
-        RequestAlreadyAnsweredError: A request was answered already; nothing
-            was delivered.
-    """
-    await store.deliver(run_id, list(items))
-
-
-async def cancel_queued(store: PostgresStore, run_id: str) -> None:
-    """Cancel a run wherever it is, fencing out a worker or an in-process owner holding it.
-
-    The store's :meth:`~treadle.stores.PostgresStore.cancel`.
-
-    Raises:
-        RunNotFoundError: No such run.
-        RequestError: It has ended already.
-    """
-    await store.cancel(run_id)

@@ -7,10 +7,19 @@ import time (the ``Connection`` type is for annotations only).
 from __future__ import annotations
 
 import functools
+import time
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunBusyError, RunHasForksError, RunNotFoundError
-from treadle._stores import _sql_events, _sql_pieces, _sql_rows, _sql_rules, _sql_statements
+from treadle._stores import (
+    _audit,
+    _sql_audit,
+    _sql_events,
+    _sql_pieces,
+    _sql_rows,
+    _sql_rules,
+    _sql_statements,
+)
 from treadle._stores._pieces import (
     collect,
     ids_text,
@@ -22,12 +31,14 @@ from treadle._stores._pieces import (
 from treadle._stores._sql_dialect import POSTGRES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
+    from treadle._stores._audit import Recorded
     from treadle._stores._events import EventEntry
     from treadle._stores._pieces import Links
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._store import CheckpointRecord
+    from treadle._values._actors import Actor
 
 _render = functools.cache(POSTGRES.render)
 
@@ -64,14 +75,45 @@ async def append_events(connection: Connection, run_id: str, entries: Sequence[E
     await connection.execute(_render(_sql_events.INSERT_EVENTS), row)
 
 
+async def record(connection: Connection, records: Iterable[Recorded], at: float) -> None:
+    """Write each action's audit entry and its event in its run's log, in this transaction.
+
+    Last in the transaction, after its effect: the chain's lock
+    (:data:`~treadle._stores._sql_audit.LOCK_CHAIN`) makes writers of the
+    chain take turns from reading its last entry until they commit, so no
+    two write one seq (and none is refused for it); taken after the run row
+    every writer locks first, it closes no cycle of waits.
+    """
+    locked = False
+    for action in records:
+        if not locked:
+            await connection.execute(_LOCK_CHAIN)
+            locked = True
+        last = await (await connection.execute(_LAST_ENTRY)).fetchone()
+        entry, event = _sql_audit.written(action, last, at)
+        if event is not None:
+            await connection.execute(_LOG_ACTION, event)
+        await connection.execute(_INSERT_ENTRY, entry)
+
+
+_LOCK_CHAIN = _sql_audit.LOCK_CHAIN
+_LAST_ENTRY = _render(_sql_audit.LAST_ENTRY)
+_LOG_ACTION = _render(_sql_audit.LOG_ACTION)
+_INSERT_ENTRY = _render(_sql_audit.INSERT_ENTRY)
+
+
 async def log_status(connection: Connection, run_id: str, at: float, by: str) -> None:
     """Record in the run's log the status the store just gave it for a caller (``by``)."""
     parameters = _sql_events.log_status_parameters(run_id, at, by)
     await connection.execute(_render(_sql_events.LOG_STATUS), parameters)
 
 
-async def delete_run(connection: Connection, run_id: str, now: float) -> None:
+async def delete_run(
+    connection: Connection, run_id: str, now: float, actor: Actor | None = None
+) -> None:
     """Delete a run and all that is only its (see ``Store.delete_run``); locks its row first.
+
+    With ``actor``, ``run_deleted`` is added to the audit log, which keeps the run's entries.
 
     Raises:
         RunNotFoundError: no such run.
@@ -98,6 +140,26 @@ async def delete_run(connection: Connection, run_id: str, now: float) -> None:
         await _collect_pieces(connection, run_id, named)
     for statement in _sql_events.DELETE_RUN:
         await connection.execute(_render(statement), (run_id,))
+    if actor is not None:
+        await record(connection, [_audit.deleted(run_id, actor)], now)
+
+
+async def prune_run(
+    connection: Connection, run_id: str, keep_last: int, actor: Actor | None = None
+) -> int:
+    """``Store.prune``: keep the newest ``keep_last`` checkpoints; with ``actor``, recorded.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
+    if await found.fetchone() is None:
+        raise RunNotFoundError(run_id)
+    removed = await delete_old(connection, run_id, keep_last)
+    if actor is not None:
+        pruned = _audit.pruned(run_id, actor, keep_last, removed)
+        await record(connection, [pruned], time.time())
+    return removed
 
 
 async def _store_pieces(connection: Connection, checkpoints: Sequence[CheckpointRecord]) -> None:

@@ -47,6 +47,10 @@ class RunRecord:
         outcome: The run's named outcome (``"approved"``, ``"rejected"``,
             ...) as its latest checkpoint holds it (``ctx.set_outcome``), or ``None``.
         outcome_summary: The one line given with it, if any.
+        started_by: Who started the run (an actor as JSON text, see
+            :class:`~treadle.Actor`), or ``None`` where nobody was recorded:
+            its requests' four eyes refuse that actor, and creating a run
+            with it records ``run_started`` (``run_forked`` for a fork).
     """
 
     run_id: str
@@ -68,6 +72,7 @@ class RunRecord:
     version: int = 1
     outcome: str | None = None
     outcome_summary: str | None = None
+    started_by: str | None = None
 
     def owned(self, now: float) -> bool:
         """Whether a process holds a current lease on the run at ``now``."""

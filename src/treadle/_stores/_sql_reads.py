@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CheckpointNotFoundError, RunNotFoundError
 from treadle._stores import (
+    _sql_audit,
     _sql_events,
     _sql_ownership,
     _sql_pieces,
@@ -21,6 +22,7 @@ from treadle._stores import (
     _sql_rules,
     _sql_statements,
 )
+from treadle._stores._audit import AuditEntry, entry_of
 from treadle._stores._pieces import complete, ids_text
 from treadle._stores._store import Lease, Piece
 
@@ -186,6 +188,20 @@ class SqlReads(ABC):
         if not rows:
             await self.get_run(run_id)  # none yet, or no such run
         return _sql_events.unpack(run_id, rows, after, limit)
+
+    async def read_audit(
+        self, run_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries after ``after``, oldest first, at most ``limit`` (only ``run_id``'s)."""
+        _sql_rules.check_limit(limit)
+        parameters: tuple[Any, ...]
+        if run_id is None:
+            query, parameters = _sql_audit.SELECT_ENTRIES, (after,)
+        else:
+            query, parameters = _sql_audit.SELECT_RUN_ENTRIES, (run_id, after)
+        if limit is not None:
+            query, parameters = query + " LIMIT ?", (*parameters, limit)
+        return [entry_of(row) for row in await self._select(query, parameters)]
 
     async def last_event_seq(self, run_id: str) -> int:
         """The ``seq`` of the run's newest event, 0 if none yet.

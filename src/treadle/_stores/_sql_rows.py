@@ -57,6 +57,7 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         run.version,
         run.outcome,
         run.outcome_summary,
+        run.started_by,
         1 if run.owner is not None else 0,
         graph,
     )

@@ -35,6 +35,7 @@ RUN_FIELDS = (
     "version",
     "outcome",
     "outcome_summary",
+    "started_by",
 )
 """The run columns every run query selects, in ``RunRecord``'s field order."""
 

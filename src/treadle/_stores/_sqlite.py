@@ -30,14 +30,27 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
-from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
+from treadle._stores import (
+    _audit,
+    _sql_ownership,
+    _sql_rows,
+    _sql_rules,
+    _sql_schema,
+    _sql_statements,
+)
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
-from treadle._stores._sqlite_ownership import Owned, SqliteOwnership, refusal, release_row
+from treadle._stores._sqlite_ownership import (
+    Owned,
+    SqliteOwnership,
+    record,
+    refusal,
+    release_row,
+)
 from treadle._stores._sqlite_transactions import each_saved, is_busy, select, transaction
 from treadle._stores._store import DEFAULT_LEASE
 
@@ -46,6 +59,7 @@ if TYPE_CHECKING:
 
     from treadle._stores._events import EventEntry
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
+    from treadle._values._actors import Actor
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]  # what the driver returns; the schema fixes each column's type
@@ -151,11 +165,14 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
         if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
             run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
         run_row = _sql_rows.run_parameters(run, first.info, graph)
+        started = _audit.started_of(run)
 
         def work(connection: sqlite3.Connection) -> None:
             if connection.execute(_render(_sql_statements.INSERT_RUN), run_row).rowcount == 0:
                 raise RunExistsError(run.run_id)
             writes.insert_checkpoints(connection, (first,))
+            if started is not None:
+                record(connection, (started,), run.created_at)
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
         await self._call(work, write=True, group=True)
@@ -251,7 +268,13 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
         await self._call(work, write=True, group=True)
 
     async def migrate_run(
-        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+        self,
+        lease: Lease,
+        version: int,
+        graph: bytes,
+        checkpoint: CheckpointRecord,
+        *,
+        actor: Actor | None = None,
     ) -> bool:
         """Move a run to another version under ``lease``, in one transaction (see the port).
 
@@ -271,6 +294,8 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             writes.commit(
                 (checkpoint,), self._keep_last, Owned(lease, None, release=True), connection
             )
+            if actor is not None:
+                record(connection, [_audit.migrated(run_id, actor, version)], time.time())
 
         try:
             await self._call(work, write=True)
@@ -278,7 +303,7 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             return False
         return True
 
-    async def delete_run(self, run_id: str) -> None:
+    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Delete a run: its row, checkpoints, inbox, event log, and pieces only it used.
 
         Raises:
@@ -286,9 +311,16 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             RunBusyError: A process holds a current lease on it.
             RunHasForksError: Runs were forked from it (delete them first).
         """
-        await self._call(lambda c: writes.delete_run(c, run_id, time.time()), write=True)
 
-    async def prune(self, run_id: str, keep_last: int) -> int:
+        def work(connection: sqlite3.Connection) -> None:
+            now = time.time()
+            writes.delete_run(connection, run_id, now)
+            if actor is not None:
+                record(connection, [_audit.deleted(run_id, actor)], now)
+
+        await self._call(work, write=True)
+
+    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
 
         The run's latest checkpoint is always kept.
@@ -306,7 +338,11 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
             if found.fetchone() is None:
                 raise RunNotFoundError(run_id)
-            return writes.delete_old(connection, run_id, keep_last)
+            removed = writes.delete_old(connection, run_id, keep_last)
+            if actor is not None:
+                pruned = _audit.pruned(run_id, actor, keep_last, removed)
+                record(connection, [pruned], time.time())
+            return removed
 
         return await self._call(work, write=True)
 

@@ -23,7 +23,9 @@ from treadle._exceptions import (
     RunPausedError,
 )
 from treadle._stores import (
+    _audit,
     _pausing,
+    _sql_audit,
     _sql_events,
     _sql_ownership,
     _sql_pausing,
@@ -35,7 +37,9 @@ from treadle._stores._store import Claimed, InboxItem, Lease
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
+
+    from treadle._values._actors import Actor
 
 _T = TypeVar("_T")
 
@@ -61,7 +65,13 @@ class SqliteOwnership(ABC):
         """Run one SELECT written in the neutral SQL dialect; return its rows."""
 
     async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+        self,
+        run_id: str,
+        owner: str,
+        duration: float,
+        *,
+        replacing: str | None = None,
+        actor: Actor | None = None,
     ) -> Lease:
         """Take the run's lease for ``duration`` seconds if no one holds a current one.
 
@@ -91,6 +101,8 @@ class SqliteOwnership(ABC):
                 if found[2] == _pausing.PAUSED:
                     raise RunPausedError(run_id)
                 raise RunBusyError(run_id, found[0], found[1])
+            if actor is not None:
+                record(connection, [_audit.Recorded(run_id, "run_resumed", actor, {})], now)
             return Lease(run_id, owner, row[0], until)
 
         return await self._call(work, write=True, group=True)
@@ -125,6 +137,7 @@ class SqliteOwnership(ABC):
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """Put items in the run's inbox, all or none; the first answer to a request wins.
 
@@ -154,6 +167,8 @@ class SqliteOwnership(ABC):
                 )
             _sql_ownership.check_not_ended(run_id, status)  # rolls the inserts back
             connection.execute(_render(_sql_ownership.MAKE_READY), (now, run_id))
+            if actor is not None:
+                record(connection, _audit.delivered(run_id, items, actor), now)
 
         await self._call(work, write=True, group=True)
 
@@ -172,7 +187,7 @@ class SqliteOwnership(ABC):
         rows = await self._select(_sql_ownership.SELECT_ANSWER, (run_id, request_id))
         return bytes(rows[0][0]) if rows else None
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 
         Raises:
@@ -189,10 +204,12 @@ class SqliteOwnership(ABC):
                 raise _sql_ownership.not_cancellable(run_id, found)
             connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
             log_status(connection, run_id, now, "cancel")
+            if actor is not None:
+                record(connection, [_audit.Recorded(run_id, "run_cancelled", actor, {})], now)
 
         await self._call(work, write=True, group=True)
 
-    async def pause(self, run_id: str) -> _pausing.PauseOutcome:
+    async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner to at its next commit (see the port).
 
         Raises:
@@ -209,12 +226,20 @@ class SqliteOwnership(ABC):
                 log_status(connection, run_id, now, "pause")
             elif step == "request":
                 connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
-            return _pausing.pause_outcome(step)
+            outcome = _pausing.pause_outcome(step)
+            if actor is not None:
+                record(connection, [_audit.paused(run_id, actor, step)], now)
+            return outcome
 
         return await self._call(work, write=True, group=True)
 
     async def unpause(
-        self, run_id: str, *, owner: str | None = None, duration: float = 0.0
+        self,
+        run_id: str,
+        *,
+        owner: str | None = None,
+        duration: float = 0.0,
+        actor: Actor | None = None,
     ) -> _pausing.Unpaused:
         """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
 
@@ -228,6 +253,8 @@ class SqliteOwnership(ABC):
             now = time.time()
             found = connection.execute(_render(_sql_pausing.SELECT_PAUSABLE), (run_id,)).fetchone()
             step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
+            if actor is not None:
+                record(connection, [_audit.unpaused(run_id, actor, step)], now)
             if step == "withdraw":
                 connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
                 return _pausing.Unpaused(withdrawn=True)
@@ -313,6 +340,25 @@ def honour_pause(connection: sqlite3.Connection, run_id: str, status: str) -> bo
     if paused:
         log_status(connection, run_id, time.time(), "pause")
     return paused
+
+
+def record(connection: sqlite3.Connection, records: Iterable[_audit.Recorded], at: float) -> None:
+    """Write each action's audit entry and its event in its run's log, in this transaction.
+
+    After the action's effect: the event is numbered after everything the
+    transaction wrote (SQLite's one writer keeps the chain's order).
+    """
+    for action in records:
+        last = connection.execute(_LAST_ENTRY).fetchone()
+        entry, event = _sql_audit.written(action, last, at)
+        if event is not None:
+            connection.execute(_LOG_ACTION, event)
+        connection.execute(_INSERT_ENTRY, entry)
+
+
+_LAST_ENTRY = _render(_sql_audit.LAST_ENTRY)
+_LOG_ACTION = _render(_sql_audit.LOG_ACTION)
+_INSERT_ENTRY = _render(_sql_audit.INSERT_ENTRY)
 
 
 def log_status(connection: sqlite3.Connection, run_id: str, at: float, by: str) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from treadle._stores._audit import AuditEntry, AuditLog
 from treadle._stores._events import EventEntry, EventLog, LoggedEvent
 from treadle._stores._pausing import Pausing
 from treadle._stores._records import (
@@ -41,6 +42,8 @@ from treadle._stores._records import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._values._actors import Actor
+
 
 DEFAULT_LEASE = 30.0
 """Seconds a lease lasts without a heartbeat, unless a store says otherwise: how long
@@ -49,6 +52,7 @@ a run whose owner died waits to be taken over."""
 
 __all__ = [
     "DEFAULT_LEASE",
+    "AuditEntry",
     "CheckpointInfo",
     "CheckpointRecord",
     "Claimed",
@@ -62,12 +66,22 @@ __all__ = [
 ]
 
 
-class Store(Pausing, EventLog, Protocol):
+class Store(Pausing, EventLog, AuditLog, Protocol):
     """Where runs and their checkpoints live.
 
     Implementations: ``MemoryStore`` (tests, ephemeral work), ``SqliteStore``
     (the embedded default), ``PostgresStore`` (many workers). Pausing runs
     (``pause``, ``unpause``) is :class:`~treadle._stores._pausing.Pausing`'s part.
+
+    **The record.** Every write that is an action on a run from outside
+    (``deliver``, ``cancel``, ``pause``, ``unpause``, ``acquire`` for a
+    resume, ``delete_run``, ``prune``, ``migrate_run``, and ``create_run``
+    for a run whose row says who started it) takes the ``actor`` taking it
+    and writes, in the transaction of its effect, the action's event in the
+    run's log and its entry in the store's audit chain (see
+    :mod:`treadle._stores._audit`; ``read_audit`` reads it). Without an
+    actor nothing is recorded: that is for the runtime's own writes
+    (``treadle._workflow._actions`` is the one caller that gives one).
 
 
     Attributes:
@@ -172,14 +186,21 @@ class Store(Pausing, EventLog, Protocol):
         ...
 
     async def migrate_run(
-        self, lease: Lease, version: int, graph: bytes, checkpoint: CheckpointRecord
+        self,
+        lease: Lease,
+        version: int,
+        graph: bytes,
+        checkpoint: CheckpointRecord,
+        *,
+        actor: Actor | None = None,
     ) -> bool:
         """Move a run to another version of its workflow, under ``lease``, atomically.
 
         The run row takes ``version`` and ``graph`` (the new version's
         description); ``checkpoint`` (the migrated contents, parented on the
         run's latest) becomes its latest, its events logged; and the lease
-        is given up. All of it, or nothing (``treadle migrate``).
+        is given up. All of it, or nothing (``treadle migrate``); with
+        ``actor``, ``run_migrated`` is recorded with it.
 
         ``False``, with nothing written and the lease kept, when the run's
         inbox holds deliveries no owner has applied (an answer to a request
@@ -194,7 +215,13 @@ class Store(Pausing, EventLog, Protocol):
         ...
 
     async def acquire(
-        self, run_id: str, owner: str, duration: float, *, replacing: str | None = None
+        self,
+        run_id: str,
+        owner: str,
+        duration: float,
+        *,
+        replacing: str | None = None,
+        actor: Actor | None = None,
     ) -> Lease:
         """Take the run's lease for ``duration`` seconds, if no one else holds a current one.
 
@@ -202,7 +229,8 @@ class Store(Pausing, EventLog, Protocol):
         (the caller knows it is dead: its process is gone). The new lease's
         epoch is one more than any before it, so writes under an earlier
         lease (a presumed-dead owner) change nothing. A parked run is taken
-        up (its ``parked`` reason is cleared).
+        up (its ``parked`` reason is cleared). With ``actor``, this is a
+        resume: ``run_resumed`` is recorded.
 
         Raises:
             RunNotFoundError: no such run.
@@ -232,6 +260,7 @@ class Store(Pausing, EventLog, Protocol):
         items: Sequence[tuple[str, str | None, bytes]],
         *,
         version: int | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """Put (kind, target, payload) items in the run's inbox, all or none.
 
@@ -240,7 +269,9 @@ class Store(Pausing, EventLog, Protocol):
         nothing. The run is marked ready, so a timer service or worker
         applies the items if no caller does. With ``version``, only to a run
         on that version of its workflow, checked in the same transaction
-        (a migration moving the run takes turns with it).
+        (a migration moving the run takes turns with it). With ``actor``,
+        each item is recorded: ``request_answered`` (its answer as plain
+        JSON; ``request_timed_out`` from the timer's door), ``message_sent``.
 
         Raises:
             RunNotFoundError: no such run.
@@ -266,7 +297,7 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 
         The lease epoch moves on, so an owner still computing commits
@@ -380,8 +411,10 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
-    async def delete_run(self, run_id: str) -> None:
+    async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:
         """Delete a run: its row, checkpoints, inbox and event log.
+
+        Its audit entries stay; with ``actor``, ``run_deleted`` is added to them.
 
         The pieces its checkpoints used go too, except those a fork of it
         still needs (forks are runs of their own, and stay).
@@ -402,8 +435,10 @@ class Store(Pausing, EventLog, Protocol):
         """
         ...
 
-    async def prune(self, run_id: str, keep_last: int) -> int:
+    async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the newest ``keep_last`` checkpoints; return how many went.
+
+        With ``actor``, ``run_pruned`` is recorded (also when none went).
 
         The run's latest checkpoint is always kept, and so is every piece a
         kept checkpoint of any run needs; the other pieces the deleted

@@ -230,8 +230,12 @@ def check_approvers(approvers: Iterable[str]) -> tuple[str, ...]:
     """``approvers`` as a request keeps them, refusing an entry that can match no one.
 
     Raises:
+        TypeError: ``approvers`` is one string, not a list of them.
         ValueError: An entry is empty, or names a role that does not exist.
     """
+    if isinstance(approvers, str):  # one name is not a list of its letters
+        msg = f"approvers takes a list of names, not one string: {approvers!r}"
+        raise TypeError(msg)
     checked: list[str] = []
     for entry in approvers:
         if not isinstance(entry, str) or not entry.strip():

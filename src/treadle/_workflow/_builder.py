@@ -103,6 +103,8 @@ class WorkflowBuilder(ErrorRouting, Composing):
             ``sync_handlers="loop"``: e.g. ``treadle.dask.DaskPool()`` (see
             ``docs/cluster.md``). ``async def`` handlers and ``Executor``
             subclasses stay in the run's process.
+        four_eyes: Whether its requests refuse the person who started the
+            run (a request's or an executor's own ``four_eyes`` wins).
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
         durability: Durability = "sync",
         tracing: Tracing[Any] | None = None,
         pool: RemotePool | None = None,
+        four_eyes: bool = False,
     ) -> None:
         if pool is not None and not callable(getattr(pool, "run", None)):
             msg = f"pool must be an executor pool (such as treadle.dask.DaskPool), got {pool!r}"
@@ -143,6 +146,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
             clock=clock if clock is not None else SystemClock(),
             durability=durability,
             tracing=tracing,
+            four_eyes=four_eyes,
         )
         self._entries: dict[str, _Entry] = {}
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)

@@ -57,6 +57,8 @@ class Launch(NamedTuple):
             (a process that decided it died before committing): they time out.
         ownership: The lease a stored run is continued under, taken before
             its checkpoint was read (a new run takes one as it is created).
+        started_by: Who starts a new run (an actor as JSON text): its store
+            records ``run_started`` with the run's row, which keeps it.
     """
 
     message: Any = _NO_INPUT
@@ -69,6 +71,7 @@ class Launch(NamedTuple):
     inputs: tuple[tuple[Any, str | None], ...] = ()
     ownership: Ownership | None = None
     expired: frozenset[str] = frozenset()
+    started_by: str | None = None
 
 
 async def open_run(
@@ -146,6 +149,7 @@ async def open_run(
                     loop.barrier_state(),
                     pool.snapshots(),
                     version=workflow.version,
+                    started_by=launch.started_by,
                 )
     except BaseException:
         await release()

@@ -47,6 +47,8 @@ async def logged_outputs_and_requests(
                     event.executor_id or "",
                     event.data.get("payload"),
                     event.data.get("response_type"),
+                    approvers=tuple(str(a) for a in event.data.get("approvers") or ()),
+                    four_eyes=bool(event.data.get("four_eyes")),
                 )
             )
     return outputs, pending

@@ -37,6 +37,8 @@ from treadle._exceptions import (
 )
 from treadle._stores._events import EventEntry
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
+from treadle._workflow import _actions as door
+from treadle._workflow._actions import actor_or_default, check_right
 from treadle._workflow._migration import apply_migrations, migration_path
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._records import Lease, RunRecord
     from treadle._stores._store import Store
+    from treadle._values._actors import Actor
     from treadle._workflow._migration import MigratedCheckpoint, Migration
     from treadle._workflow._workflow import Workflow
 
@@ -152,6 +155,7 @@ async def migrate(
     previous: Workflow | None = None,
     dry_run: bool = False,
     run_ids: Sequence[str] | None = None,
+    actor: Actor | None = None,
 ) -> MigrationReport:
     """Move the runs of ``from_version`` of ``to``'s workflow to ``to``'s version.
 
@@ -168,6 +172,8 @@ async def migrate(
         dry_run: Report what would happen; write nothing, lease nothing.
         run_ids: Only these runs (default: every run of ``from_version``
             that has not ended).
+        actor: Who migrates (default this program; it must be an admin):
+            each run moved records ``run_migrated`` with it.
 
     Raises:
         MigrationError: No chain of migrations leads from ``from_version``
@@ -180,7 +186,9 @@ async def migrate(
             f"not version {from_version} of {to.name!r}"
         )
         raise ValueError(msg)
-    mover = _Mover(store, to, path, previous, dry_run)
+    who = actor_or_default(actor)
+    check_right(who, "migrate", None)
+    mover = _Mover(store, to, path, previous, dry_run, who)
     outcomes = [
         await mover.one(row) for row in await _chosen(store, to.name, from_version, run_ids)
     ]
@@ -219,7 +227,9 @@ class _Mover:
         path: Sequence[Migration],
         previous: Workflow | None,
         dry_run: bool,
+        actor: Actor,
     ) -> None:
+        self.actor = actor
         self.store = store
         self.to = to
         self.path = tuple(path)
@@ -279,7 +289,10 @@ class _Mover:
         outcome: Outcome = "would move"
         written = None
         if lease is not None:
-            if not await self.store.migrate_run(lease, self.to.version, self.graph, checkpoint):
+            moved = await door.migrate(
+                self.store, lease, self.to.version, self.graph, checkpoint, actor=self.actor
+            )
+            if not moved:
                 return await self._refuse(row, lease, (_UNAPPLIED,))
             outcome, written = "moved", checkpoint.info.checkpoint_id
         elif await self.store.inbox(row.run_id):

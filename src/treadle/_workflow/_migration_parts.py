@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._barrier import CommittedPoint
     from treadle._engine._delivery import FanInBuffer, Stamp
-    from treadle._engine._waits import JournalEntry
+    from treadle._engine._journal import JournalEntry
 
 # A wait key starts with its kind's first three letters (see ``wait_key``).
 _KINDS = {"req": "request", "inp": "input", "tim": "timer"}

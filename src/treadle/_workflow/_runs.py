@@ -44,10 +44,11 @@ from treadle._exceptions import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
 
@@ -97,8 +98,12 @@ async def take_over(
     wait: bool = False,
     ownership: Ownership | None = None,
     read_inbox: bool = True,
+    actor: Actor | None = None,
 ) -> TakenOver:
     """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
+
+    With ``actor`` (the door's resume, whose right it checked), taking the
+    lease is recorded as ``run_resumed``.
 
     ``read_inbox=False`` skips the inbox read for a run known to have had
     nothing delivered (a timer service's claim says so).
@@ -117,7 +122,9 @@ async def take_over(
         if row.version != workflow.version:
             raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
     owned = (
-        ownership if ownership is not None else await Ownership.acquire(store, run_id, wait=wait)
+        ownership
+        if ownership is not None
+        else await Ownership.acquire(store, run_id, wait=wait, actor=actor)
     )
     try:
         restored = await load_restored(workflow, store, run_id, checkpoint_id)
@@ -135,12 +142,20 @@ async def take_over(
 
 
 async def deliverable_answers(
-    workflow: Workflow, store: Store, run_id: str, responses: Mapping[str, Any], *, wait: bool
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    responses: Mapping[str, Any],
+    *,
+    wait: bool,
+    allowed: Callable[[RestoredRun], None] | None = None,
 ) -> list[tuple[str, str | None, bytes]]:
     """Check answers against the run's latest checkpoint; return them as inbox items.
 
     Nothing is written. The store decides between concurrent answers when
     they are delivered; this refuses what can be refused before that.
+    ``allowed`` is called with the checkpoint before any answer is looked
+    at: the door refuses there an actor the requests do not let answer.
 
     Raises:
         RunBusyError: another process owns the run now (without ``wait``).
@@ -150,6 +165,8 @@ async def deliverable_answers(
         InvalidResponseError: an answer has the wrong type.
     """
     restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    if allowed is not None:
+        allowed(restored)
     items: list[tuple[str, str | None, bytes]] = []
     for request_id, value in responses.items():
         try:
@@ -256,8 +273,14 @@ async def fork_run(
     checkpoint_id: str,
     state_patch: Mapping[str, Any] | None,
     new_run_id: str | None,
+    *,
+    started_by: str | None = None,
 ) -> str:
-    """Create a run branching from a checkpoint, its state patched; return its id."""
+    """Create a run branching from a checkpoint, its state patched; return its id.
+
+    ``started_by``: who forks it (an actor as JSON text), recorded with the
+    new run as ``run_forked``.
+    """
     restored = await load_restored(workflow, store, run_id, checkpoint_id)
     new_id = new_run_id or uuid.uuid4().hex
     barrier = BarrierState(
@@ -284,6 +307,7 @@ async def fork_run(
         restored.snapshots,
         parent_run_id=run_id,
         version=workflow.version,
+        started_by=started_by,
     )
     return new_id
 
@@ -296,15 +320,3 @@ async def run_history(store: Store, run_id: str) -> RunHistory:
         checkpoints=await store.list_checkpoints(run_id),
         forks=await store.list_runs(parent_run_id=run_id),
     )
-
-
-async def cancel_run(store: Store, run_id: str) -> None:
-    """Mark a run ``CANCELLED`` wherever it is; its last checkpoint stays intact.
-
-    Decided by the store in one transaction that also moves the lease epoch
-    on, so an owner still computing commits nothing more.
-
-    Raises:
-        RequestError: the run has ended already.
-    """
-    await store.cancel(run_id)

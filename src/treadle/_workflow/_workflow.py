@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Unpack
 
-from treadle._checkpoints._inbox import expired_instead
-from treadle._checkpoints._ownership import Ownership
 from treadle._engine._errors import WorkflowRunError
 from treadle._engine._options import (
     RunOptionArgs,
@@ -21,19 +19,12 @@ from treadle._engine._options import (
     continuing_options,
     run_options,
 )
-from treadle._exceptions import RequestAlreadyAnsweredError, RunPausedError, TreadleError
+from treadle._exceptions import RunPausedError, TreadleError
+from treadle._workflow import _actions as door
+from treadle._workflow._actions import actor_or_default
 from treadle._workflow._launch import Launch, open_run
-from treadle._workflow._pausing import paused_result, take_over_paused, take_over_unpausing
-from treadle._workflow._runs import (
-    RunHistory,
-    TakenOver,
-    cancel_run,
-    deliverable_answers,
-    deliverable_message,
-    fork_run,
-    run_history,
-    take_over,
-)
+from treadle._workflow._pausing import paused_result
+from treadle._workflow._runs import RunHistory, TakenOver, run_history, take_over
 from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
 from treadle._workflow._sync import SyncEventStream, run_in_thread
 from treadle._workflow._workflow_graph import WorkflowGraph
@@ -44,6 +35,7 @@ if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import Store
+    from treadle._values._actors import Actor
 
 
 class Workflow(WorkflowGraph):
@@ -54,6 +46,12 @@ class Workflow(WorkflowGraph):
     :meth:`respond`, :meth:`send_message`, :meth:`fork`, :meth:`history`,
     :meth:`cancel`, :meth:`pause`, :meth:`unpause` and :meth:`prune` work on
     stored runs, each with its ``_sync`` twin too (a thin adapter over it).
+
+    Each of them, and :meth:`run` and :meth:`stream` with a store, takes the
+    ``actor`` acting (default :meth:`Actor.python`: this program's user and
+    host, an admin): its right is checked (``ActionRefusedError`` otherwise),
+    and the store records it with the action, in the run's log and the audit
+    log (``treadle._workflow._actions``, the one door).
     """
 
     async def run(
@@ -64,6 +62,7 @@ class Workflow(WorkflowGraph):
         state: Mapping[str, Any] | None = None,
         store: Store | None = None,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Run until the run ends or rests, and return the result.
@@ -76,6 +75,7 @@ class Workflow(WorkflowGraph):
                 store; none means the run lives in memory only).
             options: How the run runs (:class:`RunOptions`: limits, clock,
                 deadline, durability, retention, events).
+            actor: Who starts it (default this program): its store records it.
             **overrides: Any field of ``RunOptions`` as a keyword
                 (``timeout=60``); keywords win over ``options``.
 
@@ -93,7 +93,7 @@ class Workflow(WorkflowGraph):
             TypeError, ValueError: an option is not valid (nothing ran).
         """
         chosen = run_options(options, overrides)
-        launch = Launch(message=message, run_id=run_id, state=state, store=store, options=chosen)
+        launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
         return await drive(self, launch)
 
     def stream(
@@ -106,6 +106,7 @@ class Workflow(WorkflowGraph):
         state: Mapping[str, Any] | None = None,
         store: Store | None = None,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> WorkflowStream:
         """Start a run and stream its events (see :class:`ExecutionMode`).
@@ -118,7 +119,7 @@ class Workflow(WorkflowGraph):
             TypeError, ValueError: an option is not valid (nothing ran).
         """
         chosen = run_options(options, overrides)
-        launch = Launch(message=message, run_id=run_id, state=state, store=store, options=chosen)
+        launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
         return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
 
     def run_sync(self, message: Any, **options: Any) -> RunResult:
@@ -141,6 +142,7 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         wait: bool = False,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Continue a stored run from its latest checkpoint, or from ``checkpoint_id``.
@@ -167,7 +169,8 @@ class Workflow(WorkflowGraph):
         """
         chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
-        taken = await take_over_unpausing(self, chosen, run_id, checkpoint_id, wait=wait)
+        who = actor_or_default(actor)
+        taken = await door.resume(self, chosen, run_id, checkpoint_id, actor=who, wait=wait)
         return await continue_taken(self, taken, chosen, chosen_options)
 
     def resume_sync(
@@ -184,6 +187,7 @@ class Workflow(WorkflowGraph):
         *,
         new_run_id: str | None = None,
         store: Store | None = None,
+        actor: Actor | None = None,
     ) -> str:
         """Branch a new run from a checkpoint, optionally patching its state.
 
@@ -192,7 +196,10 @@ class Workflow(WorkflowGraph):
         The parent is untouched. Continue the new run with :meth:`resume`.
         """
         chosen = self.store_for(store)
-        return await fork_run(self, chosen, run_id, checkpoint_id, state_patch, new_run_id)
+        who = actor_or_default(actor)
+        return await door.fork(
+            self, chosen, run_id, checkpoint_id, state_patch, new_run_id, actor=who
+        )
 
     def fork_sync(
         self,
@@ -212,13 +219,13 @@ class Workflow(WorkflowGraph):
         """:meth:`send_message` for synchronous callers."""
         return run_in_thread(lambda: self.send_message(run_id, message, **options))
 
-    def cancel_sync(self, run_id: str, *, store: Store | None = None) -> None:
+    def cancel_sync(self, run_id: str, **options: Any) -> None:
         """:meth:`cancel` for synchronous callers."""
-        run_in_thread(lambda: self.cancel(run_id, store=store))
+        run_in_thread(lambda: self.cancel(run_id, **options))
 
-    def pause_sync(self, run_id: str, *, store: Store | None = None) -> PauseOutcome:
+    def pause_sync(self, run_id: str, **options: Any) -> PauseOutcome:
         """:meth:`pause` for synchronous callers."""
-        return run_in_thread(lambda: self.pause(run_id, store=store))
+        return run_in_thread(lambda: self.pause(run_id, **options))
 
     def unpause_sync(self, run_id: str, **options: Any) -> RunResult:
         """:meth:`unpause` for synchronous callers."""
@@ -228,9 +235,9 @@ class Workflow(WorkflowGraph):
         """:meth:`history` for synchronous callers."""
         return run_in_thread(lambda: self.history(run_id, store=store))
 
-    def prune_sync(self, run_id: str, keep_last: int, *, store: Store | None = None) -> int:
+    def prune_sync(self, run_id: str, keep_last: int, **options: Any) -> int:
         """:meth:`prune` for synchronous callers."""
-        return run_in_thread(lambda: self.prune(run_id, keep_last, store=store))
+        return run_in_thread(lambda: self.prune(run_id, keep_last, **options))
 
     async def respond(
         self,
@@ -240,6 +247,7 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         wait: bool = False,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Answer pending requests of a stored run and continue it.
@@ -262,6 +270,8 @@ class Workflow(WorkflowGraph):
                 of raising ``RunBusyError``.
             options: How the continued run runs (those of :meth:`run` but
                 ``timeout``: a stored run keeps the deadline it started with).
+            actor: Who answers (default this program): the requests' approvers
+                and four eyes are checked, and the store records who did.
             **overrides: Any field of ``RunOptions`` as a keyword.
 
         Raises:
@@ -279,12 +289,8 @@ class Workflow(WorkflowGraph):
             msg = "respond() needs at least one {request_id: answer}"
             raise ValueError(msg)
         chosen = self.store_for(store)
-        items = await deliverable_answers(self, chosen, run_id, responses, wait=wait)
-        try:
-            # Only to a run still on this version: a migration takes turns with it.
-            await chosen.deliver(run_id, items, version=self.version)
-        except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
-            raise expired_instead(refused) from None
+        who = actor_or_default(actor)
+        await door.answer(chosen, run_id, responses, actor=who, workflow=self, wait=wait)
         # Delivered: whoever owns the run now applies it, or this caller once it may.
         try:
             taken = await take_over(self, chosen, run_id, wait=True)
@@ -301,6 +307,7 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         wait: bool = False,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Deliver the next message of a session to a stored run and continue it.
@@ -326,26 +333,28 @@ class Workflow(WorkflowGraph):
         # Unlike answers, messages to one session are not told apart by the store:
         # the run is taken over first, so the message is checked against the
         # checkpoint no other sender can move on meanwhile.
-        ownership = await Ownership.acquire(chosen, run_id, wait=wait)
-        try:
-            items = await deliverable_message(self, chosen, run_id, message, target, wait=True)
-            await chosen.deliver(run_id, items, version=self.version)
-        except BaseException:
-            await ownership.close()
-            raise
+        who = actor_or_default(actor)
+        ownership = await door.send(
+            chosen, run_id, message, actor=who, workflow=self, target=target, wait=wait
+        )
+        assert ownership is not None  # noqa: S101 - taken over here, with a workflow
         taken = await take_over(self, chosen, run_id, ownership=ownership)
         return await continue_taken(self, taken, chosen, chosen_options)
 
-    async def cancel(self, run_id: str, *, store: Store | None = None) -> None:
+    async def cancel(
+        self, run_id: str, *, store: Store | None = None, actor: Actor | None = None
+    ) -> None:
         """Cancel a stored run, wherever it is.
 
         Its last checkpoint stays intact; it is never invoked again (timer
         services skip it, and ``resume`` refuses it). A process advancing it
         right now commits nothing more: its caller gets ``RunCancelledError``.
         """
-        await cancel_run(self.store_for(store), run_id)
+        await door.cancel(self.store_for(store), run_id, actor=actor_or_default(actor))
 
-    async def pause(self, run_id: str, *, store: Store | None = None) -> PauseOutcome:
+    async def pause(
+        self, run_id: str, *, store: Store | None = None, actor: Actor | None = None
+    ) -> PauseOutcome:
         """Pause a stored run at a superstep boundary, with a checkpoint, until it is unpaused.
 
         Decided by the store, once: a run nobody is advancing (resting,
@@ -366,7 +375,7 @@ class Workflow(WorkflowGraph):
             RequestError: the run has ended (the error names its status).
             RunNotFoundError: no such run.
         """
-        return await self.store_for(store).pause(run_id)
+        return await door.pause(self.store_for(store), run_id, actor=actor_or_default(actor))
 
     async def unpause(
         self,
@@ -375,6 +384,7 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         wait: bool = False,
         options: RunOptions | None = None,
+        actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Let a paused run go on, here: continue it as :meth:`resume` does, and return its result.
@@ -397,20 +407,28 @@ class Workflow(WorkflowGraph):
         """
         chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
-        taken = await take_over_paused(self, chosen, run_id, wait=wait)
+        who = actor_or_default(actor)
+        taken = await door.unpause_here(self, chosen, run_id, actor=who, wait=wait)
         return await continue_taken(self, taken, chosen, chosen_options)
 
     async def history(self, run_id: str, *, store: Store | None = None) -> RunHistory:
         """A stored run's checkpoints, oldest first, with its lineage (time travel)."""
         return await run_history(self.store_for(store), run_id)
 
-    async def prune(self, run_id: str, keep_last: int, *, store: Store | None = None) -> int:
+    async def prune(
+        self, run_id: str, keep_last: int, *, store: Store | None = None, actor: Actor | None = None
+    ) -> int:
         """Delete all but the newest ``keep_last`` checkpoints; return how many went."""
         if keep_last < 1:
             msg = f"keep_last must be at least 1, got {keep_last}"
             raise ValueError(msg)
-        removed: int = await self.store_for(store).prune(run_id, keep_last)
-        return removed
+        who = actor_or_default(actor)
+        return await door.prune(self.store_for(store), run_id, keep_last, actor=who)
+
+
+def starter(actor: Actor | None) -> str:
+    """Who a new run's row says started it: ``actor`` (default this program), if it may."""
+    return door.started_by(actor)
 
 
 async def drive(workflow: Workflow, launch: Launch) -> RunResult:

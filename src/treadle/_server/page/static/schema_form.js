@@ -1,11 +1,14 @@
 // A form generated from a JSON schema (pydantic's dialect: $defs/$ref,
 // anyOf with null for optional values). A field is never given a value its
-// schema does not default to: booleans with a default are checkboxes, those
-// without (a decision) and enums are selects that start at "(choose)"; strings
-// text inputs, numbers number inputs, objects fieldsets; what
-// a form cannot show well (arrays, maps, unions) is a JSON text area. The
-// form never validates: the server does, strictly, and its per-field errors
-// come back through showErrors() next to the fields they name.
+// schema does not default to, and no decision is taken by a default: a
+// required boolean or enum without a default is a decision, drawn as one
+// button per value, none pressed, and read() refuses the form until one is
+// chosen; booleans with a default are checkboxes, other enums selects;
+// strings text inputs (a required one refused empty), numbers number
+// inputs, objects fieldsets; what a form cannot show well (arrays, maps,
+// unions) is a JSON text area. Beyond those two refusals the form does not
+// validate: the server does, strictly, and its per-field errors come back
+// through showErrors() next to the fields they name.
 
 import { h, withCode } from "./dom.js";
 
@@ -13,15 +16,18 @@ let forms = 0;
 
 /**
  * Builds a form for `schema`.
- * Returns {element, read, showErrors, clearErrors}: read() gives
- * {ok: true, value} or {ok: false, errors: [{loc, message}]} (text that is not JSON);
- * showErrors(fields) places each {loc, message} at its field and returns those it could not place.
+ * Returns {element, read, showErrors, clearErrors, decisions}: read() gives
+ * {ok: true, value} or {ok: false, errors: [{loc, message}]} (text that is not JSON,
+ * a decision not taken, a required text left empty);
+ * showErrors(fields) places each {loc, message} at its field and returns those it could not place;
+ * decisions() lists the decisions taken, as "Title: Value", for a confirmation to name them.
  */
 export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
   const root = schema && typeof schema === "object" ? schema : {};
   const defs = root.$defs || root.definitions || {};
   const prefix = idPrefix || `form${++forms}`;
   const fields = new Map(); // dotted path -> {input, error, wrapper}
+  const taken = []; // () => "Title: Value" of each decision, or null while not taken
   let ids = 0;
 
   function resolve(node, seen = new Set()) {
@@ -82,9 +88,11 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
 
   function build(node, path, label, required) {
     const { schema: s, nullable } = unwrapNull(node);
-    const kind = kindOf(s, nullable);
-    const title = label || s.title || "Value";
     const hasDefault = "default" in s;
+    let kind = kindOf(s, nullable);
+    // A value the person must choose, and nothing chooses for them: a decision.
+    if (kind === "enum" && required && !hasDefault) kind = "decision";
+    const title = label || s.title || "Value";
     const help = s.description ? h("small", { class: "help", id: `${prefix}-help-${++ids}` }, withCode(s.description)) : null;
 
     if (kind === "object") {
@@ -120,7 +128,37 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
     let input;
     let read;
 
-    if (kind === "boolean") {
+    if (kind === "decision") {
+      const choices = [...(Array.isArray(s.enum) ? s.enum : [true, false]), ...(nullable ? [null] : [])];
+      const labelId = `${id}-label`;
+      input = h("div", { id, class: "decision", role: "group", "aria-labelledby": labelId });
+      let chosen;
+      const buttons = choices.map((choice) => {
+        const button = h(
+          "button",
+          { type: "button", class: "choice", "aria-pressed": "false", "data-value": JSON.stringify(choice) },
+          choiceLabel(choice),
+        );
+        button.addEventListener("click", () => {
+          chosen = { value: choice };
+          for (const other of buttons) other.setAttribute("aria-pressed", String(other === button));
+          const entry = fields.get(path);
+          if (entry) clearField(entry);
+        });
+        return button;
+      });
+      input.append(...buttons);
+      wrapper.append(h("span", { class: "label", id: labelId }, title), input);
+      const names = choices.map(choiceLabel).join(" or ");
+      read = (errors) => {
+        if (chosen === undefined) {
+          errors.push({ loc: path, message: `choose one: ${names}` });
+          return { present: false };
+        }
+        return { present: true, value: chosen.value };
+      };
+      taken.push(() => (chosen === undefined ? null : `${title}: ${choiceLabel(chosen.value)}`));
+    } else if (kind === "boolean") {
       input = h("input", { type: "checkbox", id, name: path || "value", checked: hasDefault ? Boolean(s.default) : false });
       wrapper.append(input, h("label", { for: id }, ...labelText));
       read = () => ({ present: true, value: input.checked });
@@ -147,9 +185,13 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
       if (s.format === "date-time") input.placeholder = "2025-01-31T12:00:00Z";
       if (hasDefault && s.default !== null) input.value = String(s.default);
       wrapper.append(h("label", { for: id }, ...labelText), input);
-      read = () => {
+      read = (errors) => {
         if (input.value === "" && nullable) return { present: required || hasDefault, value: null };
         if (input.value === "" && !required) return { present: false };
+        if (required && input.value.trim() === "") {
+          errors.push({ loc: path, message: "required: write something" });
+          return { present: false };
+        }
         return { present: true, value: input.value };
       };
     } else if (kind === "number") {
@@ -217,13 +259,15 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
     entry.wrapper.classList.add("invalid");
   }
 
+  function clearField(entry) {
+    entry.error.textContent = "";
+    entry.error.hidden = true;
+    entry.input.removeAttribute("aria-invalid");
+    entry.wrapper.classList.remove("invalid");
+  }
+
   function clearErrors() {
-    for (const entry of fields.values()) {
-      entry.error.textContent = "";
-      entry.error.hidden = true;
-      entry.input.removeAttribute("aria-invalid");
-      entry.wrapper.classList.remove("invalid");
-    }
+    for (const entry of fields.values()) clearField(entry);
     jsonError.hidden = true;
     jsonError.textContent = "";
   }
@@ -283,5 +327,18 @@ export function schemaForm(schema, { legend = "Value", idPrefix } = {}) {
     return { ok: true, value: got.present ? got.value : null };
   }
 
-  return { element, read, showErrors, clearErrors };
+  function decisions() {
+    return jsonEditor.open ? [] : taken.map((said) => said()).filter(Boolean);
+  }
+
+  return { element, read, showErrors, clearErrors, decisions };
+}
+
+/** How a decision's value reads on its button: Yes / No, a word capitalized, None. */
+function choiceLabel(choice) {
+  if (choice === true) return "Yes";
+  if (choice === false) return "No";
+  if (choice === null) return "None";
+  const text = String(choice);
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }

@@ -21,8 +21,50 @@ export function markOf(event) {
   }
 }
 
+// What a person (or a service) did to the run, as the record keeps it: "maria approved at 10:02 (page)".
+const DONE = {
+  run_started: "started the run",
+  run_forked: "forked this run",
+  message_sent: "sent a message",
+  run_cancelled: "cancelled the run",
+  run_paused: "paused the run",
+  run_unpaused: "unpaused the run",
+  run_resumed: "resumed the run",
+  run_migrated: "migrated the run",
+  run_pruned: "pruned the run's checkpoints",
+};
+
+function verdict(answer) {
+  if (answer && typeof answer === "object") {
+    const key = ["approved", "approve", "ok", "accepted"].find((k) => typeof answer[k] === "boolean");
+    if (key) answer = answer[key];
+  }
+  if (typeof answer === "boolean") return answer ? "approved" : "rejected";
+  return undefined;
+}
+
+function clock(at) {
+  const time = new Date(typeof at === "number" ? at * 1000 : at);
+  return time.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
+}
+
+/** An action of the record in a sentence (undefined: the event is the run's own). */
+export function said(event) {
+  const data = event.data || {};
+  if (event.type === "request_timed_out") return `request ${data.request_id} timed out at ${clock(event.at)}`;
+  const actor = data.actor;
+  if (!actor || !actor.label) return undefined;
+  let did;
+  if (event.type === "request_answered") did = verdict(data.answer) || `answered ${data.request_id}`;
+  else if (event.type === "run_paused" && data.outcome === "requested") did = "asked the run to pause";
+  else did = DONE[event.type] || event.type.replaceAll("_", " ");
+  return `${actor.label} ${did} at ${clock(event.at)} (${actor.door})`;
+}
+
 function describe(event) {
   const data = event.data || {};
+  const action = said(event);
+  if (action) return action;
   switch (event.type) {
     case "run_started":
       // A stored run taken up again (after an answer, a timer, a pause, its owner's end) is not a new start.

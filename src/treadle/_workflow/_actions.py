@@ -1,0 +1,428 @@
+"""The one door: every action that changes a run from outside it comes through here.
+
+An answer, a message, a cancel, a pause, an unpause, a resume, a fork, a
+delete, a migration, a prune: whoever asks (the Python API, the CLI, the
+HTTP API and its page, the workers' client, a signed link), the action is
+taken the same way, in three steps, each once:
+
+1. **Check the actor's right.** Control actions need a role (operator to
+   send, cancel, pause, unpause, resume and fork; admin to delete, prune
+   and migrate); an answer needs what the request says (its approvers,
+   four eyes against the run's starter: :func:`answer_refusal`). A refusal
+   raises :class:`~treadle.errors.ActionRefusedError` naming who may, and
+   nothing changes.
+2. **Decide once in the store.** Answers and messages are delivered to the
+   run's inbox only to the version of the workflow they were checked or
+   encoded for (``Store.deliver(version=)``: a migration takes turns with
+   it); the store keeps the first answer to a request.
+3. **Record the actor.** The store writes the action's event in the run's
+   log and its entry in the audit chain in the transaction of its effect
+   (:mod:`treadle._stores._audit`), so no crash leaves one without the other.
+
+No other module calls the store's action writes (``tests/test_one_door.py``
+holds every module of the package to that), so a door added later cannot
+skip a step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from treadle._checkpoints._inbox import expired_instead
+from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
+from treadle._engine._answers import request_rules
+from treadle._exceptions import (
+    ActionRefusedError,
+    RequestAlreadyAnsweredError,
+    RunBusyError,
+    RunPausedError,
+)
+from treadle._values._actors import Actor, Role, answer_refusal
+from treadle._workflow._runs import deliverable_answers, deliverable_message, fork_run, take_over
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from treadle._checkpoints._codec import RestoredRun
+    from treadle._stores._pausing import PauseOutcome, Unpaused
+    from treadle._stores._postgres import PostgresStore
+    from treadle._stores._store import CheckpointRecord, Lease, RunRecord, Store
+    from treadle._values._serialization import Serializer
+    from treadle._workflow._runs import TakenOver
+    from treadle._workflow._workflow import Workflow
+
+ROLES = {
+    "message": Role.OPERATOR,
+    "start": Role.OPERATOR,
+    "cancel": Role.OPERATOR,
+    "pause": Role.OPERATOR,
+    "unpause": Role.OPERATOR,
+    "resume": Role.OPERATOR,
+    "fork": Role.OPERATOR,
+    "delete": Role.ADMIN,
+    "prune": Role.ADMIN,
+    "migrate": Role.ADMIN,
+}
+"""The role each control action needs (DESIGN §17); answers follow their request's rules."""
+
+_default_actor: Actor | None = None
+
+
+def actor_or_default(actor: Actor | None) -> Actor:
+    """``actor``, or the Python program acting on its own store (``python:USER@HOST``)."""
+    global _default_actor  # noqa: PLW0603 - the process's user and host do not change
+    if actor is not None:
+        return actor
+    if _default_actor is None:
+        _default_actor = Actor.python()
+    return _default_actor
+
+
+def check_right(actor: Actor, action: str, run_id: str | None) -> None:
+    """Refuse ``actor`` an action its role does not allow.
+
+    Raises:
+        ActionRefusedError: naming the role the action needs; nothing changed.
+    """
+    needed = ROLES[action]
+    if not actor.may(needed):
+        reason = f"{actor.label} is a {actor.role.label}: {action} needs the {needed.label} role"
+        raise ActionRefusedError(actor.label, action, run_id, reason)
+
+
+def answer_rules(restored: RestoredRun, request_id: str) -> tuple[tuple[str, ...], bool]:
+    """Who may answer a pending request (its approvers) and whether it needs four eyes."""
+    try:
+        waiting = restored.waits.find_request(request_id)
+    except LookupError:
+        return (), False
+    return request_rules(waiting)  # kept on the wait, inside a sub-workflow too
+
+
+def starter_of(run: RunRecord) -> str | None:
+    """The label of the actor that started the run, as its row keeps it (``None``: unknown)."""
+    text = getattr(run, "started_by", None)
+    if not text:
+        return None
+    try:
+        return Actor.from_json(json.loads(text)).label
+    except ValueError:
+        return None
+
+
+def check_answer_right(
+    actor: Actor, run: RunRecord, request_id: str, rules: tuple[tuple[str, ...], bool]
+) -> None:
+    """Refuse ``actor`` an answer its request does not let it give.
+
+    Raises:
+        ActionRefusedError: naming who may answer; nothing changed.
+    """
+    approvers, four_eyes = rules
+    refusal = answer_refusal(actor, approvers, starter=starter_of(run), four_eyes=four_eyes)
+    if refusal is not None:
+        action = f"answering request {request_id!r}"
+        raise ActionRefusedError(actor.label, action, run.run_id, refusal)
+
+
+# --- answers and messages -------------------------------------------------------------
+
+
+async def answer(
+    store: Store,
+    run_id: str,
+    responses: Mapping[str, Any],
+    *,
+    actor: Actor,
+    workflow: Workflow | None = None,
+    serializer: Serializer | None = None,
+    wait: bool = False,
+    take: bool = False,
+) -> Ownership | None:
+    """Check and deliver answers to a run's requests; the store keeps the first to each.
+
+    With ``workflow``, each answer is checked against the run's latest
+    checkpoint (the request is waiting, the value has its type, the actor
+    may answer it) and delivered only to a run still on that version.
+    Without (a client with no workflow code), it is encoded with
+    ``serializer`` and delivered only to the version the run was on when
+    read; the worker checks it. With ``take``, the run's lease is taken
+    first if nobody holds it (and returned: the caller drives the run).
+
+    Raises:
+        ActionRefusedError: the actor may not answer a request.
+        RequestAlreadyAnsweredError, RequestExpiredError, UnknownRequestError,
+        InvalidResponseError, RunBusyError, RequestError, VersionMismatchError:
+            as ``Workflow.respond``; nothing was delivered.
+    """
+    run = await store.get_run(run_id)
+    if workflow is not None:
+
+        def allowed(restored: RestoredRun) -> None:
+            for request_id in responses:
+                check_answer_right(actor, run, request_id, answer_rules(restored, request_id))
+
+        items = await deliverable_answers(
+            workflow, store, run_id, responses, wait=wait, allowed=allowed
+        )
+        version = workflow.version
+    else:
+        for request_id in responses:
+            check_answer_right(actor, run, request_id, await _logged_rules(store, run, request_id))
+        assert serializer is not None  # noqa: S101 - a caller without a workflow gives one
+        items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
+        version = run.version
+    ownership = await _lease_if_free(store, run_id) if take else None
+    try:
+        await store.deliver(run_id, items, version=version, actor=actor)
+    except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
+        if ownership is not None:
+            await ownership.close()
+        raise expired_instead(refused) from None
+    except BaseException:
+        if ownership is not None:
+            await ownership.close()
+        raise
+    return ownership
+
+
+async def _logged_rules(
+    store: Store, run: RunRecord, request_id: str
+) -> tuple[tuple[str, ...], bool]:
+    """A request's rules from its ``request`` event in the run's log (no workflow code here)."""
+    from treadle._workflow._logged import logged_outputs_and_requests  # noqa: PLC0415 - rarely
+
+    _, pending = await logged_outputs_and_requests(store, run)
+    for request in pending:
+        if request.request_id == request_id:
+            return request.approvers, request.four_eyes
+    return (), False
+
+
+async def _lease_if_free(store: Store, run_id: str) -> Ownership | None:
+    """The run's lease, if nobody holds it and it is not paused (``None`` otherwise)."""
+    try:
+        return await Ownership.acquire(store, run_id)
+    except (RunBusyError, RunPausedError):
+        return None
+
+
+async def send(
+    store: Store,
+    run_id: str,
+    message: Any,
+    *,
+    actor: Actor,
+    workflow: Workflow | None = None,
+    serializer: Serializer | None = None,
+    target: str | None = None,
+    wait: bool = False,
+) -> Ownership | None:
+    """Deliver the next message of a session; with ``workflow``, to a run taken over here.
+
+    With ``workflow`` the run is taken first (the returned lease), so the
+    message is checked against a checkpoint no other sender can move on
+    meanwhile. Without, it is encoded with ``serializer`` and delivered to
+    the version the run was on when read; a worker checks it.
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunBusyError, RunPausedError, RequestError: as ``Workflow.send_message``.
+    """
+    check_right(actor, "message", run_id)
+    if workflow is None:
+        assert serializer is not None  # noqa: S101 - a caller without a workflow gives one
+        run = await store.get_run(run_id)
+        items = [("message", target, serializer.dumps(message))]
+        await store.deliver(run_id, items, version=run.version, actor=actor)
+        return None
+    ownership = await Ownership.acquire(store, run_id, wait=wait)
+    try:
+        items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
+        await store.deliver(run_id, items, version=workflow.version, actor=actor)
+    except BaseException:
+        await ownership.close()
+        raise
+    return ownership
+
+
+# --- control actions ------------------------------------------------------------------
+
+
+async def cancel(store: Store, run_id: str, *, actor: Actor) -> None:
+    """Cancel a run wherever it is (see ``Store.cancel``), recording who did.
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunNotFoundError, RequestError: as ``Store.cancel``.
+    """
+    check_right(actor, "cancel", run_id)
+    await store.cancel(run_id, actor=actor)
+
+
+async def pause(store: Store, run_id: str, *, actor: Actor) -> PauseOutcome:
+    """Pause a run now or at its owner's next barrier (see ``Store.pause``), recording who did."""
+    check_right(actor, "pause", run_id)
+    return await store.pause(run_id, actor=actor)
+
+
+async def unpause(
+    store: Store, run_id: str, *, actor: Actor, owner: str | None = None, duration: float = 0.0
+) -> Unpaused:
+    """Let a paused run go on (leased to ``owner``: see ``Store.unpause``), recording who did."""
+    check_right(actor, "unpause", run_id)
+    return await store.unpause(run_id, owner=owner, duration=duration, actor=actor)
+
+
+async def resume(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    actor: Actor,
+    wait: bool = False,
+) -> TakenOver:
+    """Take a run over to go on with it here, recording who did (``run_resumed``).
+
+    A paused run is unpaused first, leased to this process as it is
+    (recorded as ``run_unpaused``).
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunBusyError, RequestError, RunNotFoundError, ...: as ``take_over``
+            and :func:`unpause_here`.
+    """
+    check_right(actor, "resume", run_id)
+    try:
+        return await take_over(workflow, store, run_id, checkpoint_id, wait=wait, actor=actor)
+    except RunPausedError:
+        return await _take_paused(workflow, store, run_id, checkpoint_id, actor=actor, wait=wait)
+
+
+async def unpause_here(
+    workflow: Workflow, store: Store, run_id: str, *, actor: Actor, wait: bool = False
+) -> TakenOver:
+    """Unpause a paused run, leased to this process as it is unpaused, and take it over.
+
+    A pause asked of a run that has not paused yet, whose owner's lease ran
+    out, is withdrawn, and the run taken over as ``resume`` would.
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunBusyError: the run's owner holds a current lease (it has not
+            paused yet; without ``wait``); with ``wait``, this waits until
+            it lets go (pausing the run) instead.
+        RequestError: the run has ended, or is neither paused nor asked to pause.
+        RunNotFoundError: no such run.
+    """
+    check_right(actor, "unpause", run_id)
+    return await _take_paused(workflow, store, run_id, None, actor=actor, wait=wait)
+
+
+async def _take_paused(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None,
+    *,
+    actor: Actor,
+    wait: bool,
+) -> TakenOver:
+    duration = lease_duration(store)
+    while True:
+        try:
+            unpaused = await store.unpause(
+                run_id, owner=new_owner(), duration=duration, actor=actor
+            )
+        except RunBusyError as busy:
+            if not wait:
+                raise
+            # Its owner pauses it with its next commit, or its lease runs out.
+            await asyncio.sleep(min(max(busy.lease_until - time.time(), 0.01), 0.05))
+            continue
+        break
+    if unpaused.lease is None:  # a pause asked was withdrawn: the run never stopped
+        return await take_over(workflow, store, run_id, checkpoint_id, wait=wait)
+    ownership = Ownership(store, unpaused.lease, duration)
+    return await take_over(workflow, store, run_id, checkpoint_id, ownership=ownership)
+
+
+async def fork(
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str,
+    state_patch: Mapping[str, Any] | None,
+    new_run_id: str | None,
+    *,
+    actor: Actor,
+) -> str:
+    """Branch a new run from a checkpoint; the store records ``run_forked`` with the new run."""
+    check_right(actor, "fork", run_id)
+    return await fork_run(
+        workflow, store, run_id, checkpoint_id, state_patch, new_run_id, started_by=actor.encode()
+    )
+
+
+async def delete(store: Store, run_id: str, *, actor: Actor) -> None:
+    """Delete a run (see ``Store.delete_run``); its audit entries stay, with this one."""
+    check_right(actor, "delete", run_id)
+    await store.delete_run(run_id, actor=actor)
+
+
+async def prune(store: Store, run_id: str, keep_last: int, *, actor: Actor) -> int:
+    """Delete all but the newest ``keep_last`` checkpoints of a run, recording who did."""
+    check_right(actor, "prune", run_id)
+    removed: int = await store.prune(run_id, keep_last, actor=actor)
+    return removed
+
+
+async def migrate(
+    store: Store,
+    lease: Lease,
+    version: int,
+    graph: bytes,
+    checkpoint: CheckpointRecord,
+    *,
+    actor: Actor,
+) -> bool:
+    """Move a leased run to another version of its workflow (``Store.migrate_run``), recorded."""
+    check_right(actor, "migrate", lease.run_id)
+    return await store.migrate_run(lease, version, graph, checkpoint, actor=actor)
+
+
+def started_by(actor: Actor | None) -> str:
+    """What a new run's row keeps of who started it (the actor as JSON text)."""
+    chosen = actor_or_default(actor)
+    check_right(chosen, "start", None)
+    return chosen.encode()
+
+
+async def start_queued(
+    store: PostgresStore,
+    run_id: str,
+    workflow: str,
+    payload: bytes,
+    *,
+    actor: Actor,
+    deadline_at: float | None = None,
+    version: int = 0,
+) -> bool:
+    """Queue a run for the workers (``enqueue_run``), recording ``run_started`` with its actor.
+
+    ``False``: a run of this id and workflow exists already (nothing new).
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunExistsError: the id belongs to a run of another workflow.
+    """
+    from treadle._stores._postgres_queue import enqueue_run  # noqa: PLC0415 - PostgreSQL only
+
+    check_right(actor, "start", run_id)
+    return await enqueue_run(
+        store, run_id, workflow, payload, deadline_at=deadline_at, version=version, actor=actor
+    )
