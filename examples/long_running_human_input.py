@@ -4,7 +4,9 @@
    ``ctx.request(payload, Decision)``. The run rests as AWAITING_INPUT; three
    days later a new process answers with ``workflow.respond(run_id,
    {request_id: answer})``. The handler re-executes from the top: the ticket
-   step is replayed from the journal, not run again.
+   step is replayed from the journal, not run again. It ends the run with
+   an outcome (``ctx.set_outcome``): ``approved`` or ``rejected``, shown
+   beside the run's status wherever runs are listed.
 2. ``Chat`` is a session: one handler replies, another waits for the next
    message (``ctx.wait_for_input()``), sent with ``workflow.send_message``.
    Replying and waiting are separate invocations because whatever a
@@ -73,7 +75,9 @@ def build(store: SqliteStore, tickets: Tickets, clock: Clock):
     async def expense(claim: Expense, ctx: WorkflowContext) -> None:
         ticket = await ctx.step("open ticket", tickets.open, claim)
         decision = await ctx.request({"ticket": ticket, "euros": claim.euros}, Decision)
-        verdict = "approved" if decision.approved else "refused"
+        verdict = "approved" if decision.approved else "rejected"
+        # The run's outcome, shown beside its status: not a bare "completed".
+        ctx.set_outcome(verdict, f"{claim.euros} EUR for {claim.who}, {verdict} by {decision.by}")
         ctx.yield_output(f"{ticket}: {verdict} by {decision.by}")
 
     approvals = (
@@ -99,6 +103,7 @@ async def main(path: str | None = None, clock: Clock | None = None) -> dict:
         approvals, chat = build(store, tickets, clock)
         try:
             asked = await approvals.run(Expense("ann", 420), run_id="exp-1")
+            dear = await approvals.run(Expense("cid", 1200), run_id="exp-3")
             (question,) = asked.pending_requests
             print(f"exp-1: {asked.status.value}, asks {question.payload} ({question.request_id})")
             bob = await approvals.run(Expense("bob", 9000), run_id="exp-2")
@@ -112,7 +117,10 @@ async def main(path: str | None = None, clock: Clock | None = None) -> dict:
         try:
             answer = {"approved": True, "by": "maria"}  # e.g. JSON from a web form
             done = await approvals.respond("exp-1", {question.request_id: answer})
-            print(f"exp-1: {done.status.value}, {done.outputs}")
+            print(f"exp-1: {done.status.value} ({done.outcome}), {done.outputs}")
+            no = {"approved": False, "by": "maria"}
+            refused = await approvals.respond("exp-3", {dear.pending_requests[0].request_id: no})
+            print(f"exp-3: {refused.status.value} ({refused.outcome}: {refused.outcome_summary})")
             try:
                 await approvals.respond("exp-2", {bob.pending_requests[0].request_id: answer})
             except RunCancelledError as error:
@@ -126,6 +134,10 @@ async def main(path: str | None = None, clock: Clock | None = None) -> dict:
             await store.close()
     return {
         "approval": (done.status, done.outputs),
+        "outcomes": [
+            (done.outcome, done.outcome_summary),
+            (refused.outcome, refused.outcome_summary),
+        ],
         "tickets": tickets.opened,
         "chat": (session.status, session.outputs, session.state["turns"]),
     }

@@ -131,7 +131,11 @@ async def test_resume_later_wakes_on_time_across_restarts_and_skips_the_cancelle
 async def test_human_input_answered_later_sessions_and_cancellation(tmp_path):
     outcome = await load("long_running_human_input").main(str(tmp_path / "runs.sqlite"))
     assert outcome["approval"] == (RunStatus.COMPLETED, ["T-1: approved by maria"])
-    assert outcome["tickets"] == ["ann", "bob"], "the ticket step ran again on re-execution"
+    assert outcome["tickets"] == ["ann", "cid", "bob"], "the ticket step ran again on re-execution"
+    assert outcome["outcomes"] == [
+        ("approved", "420 EUR for ann, approved by maria"),
+        ("rejected", "1200 EUR for cid, rejected by maria"),
+    ]
     status, outputs, turns = outcome["chat"]
     assert status is RunStatus.COMPLETED
     assert outputs == ["echo: hello", "echo: still there?", "echo: bye"]
