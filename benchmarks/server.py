@@ -1,6 +1,6 @@
-"""``treadle serve`` under load: 1,000 runs listed, one run's 10,000 events streamed.
+"""``treadle serve`` under load: runs listed, events streamed, answers given.
 
-    python benchmarks/server.py [--repeat 5]
+    python benchmarks/server.py [--repeat 5] [--baseline REF]
 
 Fills a SQLite store with 1,000 small runs and one run whose event log holds
 10,000 events, then serves it twice, each in a process of its own: with
@@ -9,6 +9,13 @@ application reading the same file with ``sqlite3``). One HTTP client times
 each question against each server in turn; the medians and their ratios
 (server / floor) go into ``benchmarks/RESULTS.md``, between the markers of
 their section, and ``benchmarks/server.json``.
+
+Answers are timed against the server as it was before people had identities
+and every action a record (``--baseline``, a commit of this repository, its
+``src`` run by the same interpreter): the same waiting runs, answered one at
+a time, each timed until its 202 (the answer is durable), by the server's
+own token and, on today's server, by a named approver token (identity,
+role, approvers and the record's event and audit entry).
 """
 
 from __future__ import annotations
@@ -32,6 +39,12 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 TREADLE = REPO / ".venv" / "bin" / "treadle"
 RUNS = 1000
+ANSWERS = 40
+"""Answers timed per server in each repetition."""
+BASELINE = "df6b93a"
+"""The last commit before accountable approvals (issue 29): answers without identity or record."""
+PYTHON = REPO / ".venv" / "bin" / "python"
+CLI = "from treadle._cli._app import main; main()"
 TOKEN = "benchmark-token-0123456789"  # noqa: S105 - a throwaway server's, on loopback
 START, END = "<!-- server benchmark -->", "<!-- /server benchmark -->"
 
@@ -64,12 +77,20 @@ async def fill(store_path: Path) -> str:
 class Served:
     """One server process on a free port, until :meth:`stop`."""
 
-    def __init__(self, command: list[str], port: int) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        port: int,
+        *,
+        env: dict[str, str] | None = None,
+        token: str = TOKEN,
+    ) -> None:
         self.port = port
+        self.token = token
         self.log = Path(tempfile.mkstemp(prefix="treadle-bench-server-", suffix=".log")[1])
         with self.log.open("w") as log:  # what it says, for when a request fails
             self.process = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=log, cwd=BENCH
+                command, stdout=subprocess.DEVNULL, stderr=log, cwd=BENCH, env=env
             )
         self.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -85,7 +106,7 @@ class Served:
 
     @property
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {TOKEN}"}
+        return {"Authorization": f"Bearer {self.token}"}
 
     def stop(self) -> None:
         self.process.terminate()
@@ -162,6 +183,127 @@ def measure(repeat: int) -> dict[str, object]:
     return {"medians": medians, "events": counts, "repeat": repeat, "times": times}
 
 
+def source_of(ref: str, scratch: Path) -> Path:
+    """The ``src`` folder of this repository at ``ref``, unpacked into ``scratch``."""
+    target = scratch / f"src-{ref}"
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref, "src"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / "src"
+
+
+def code_env(source: Path) -> dict[str, str]:
+    """The environment that makes the interpreter import treadle from ``source``."""
+    return {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{BENCH}"}
+
+
+FILL_WAITING = """
+import asyncio, sys
+import server_app
+from treadle.stores import SqliteStore
+
+async def main(path, count):
+    store = SqliteStore(path)
+    try:
+        for n in range(count):
+            await server_app.approval.run(n, store=store, run_id=f"approve-{n:04d}")
+    finally:
+        await store.close()
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def serve(source: Path, store_path: Path, extra: list[str] | None = None) -> list[str]:
+    """The command serving ``store_path`` with the treadle of ``source``."""
+    return [
+        str(PYTHON), "-c", CLI, "serve", "--app", "server_app",
+        "--store", f"sqlite:///{store_path}", "--port", "{port}", "--token", TOKEN,
+        *(extra or []),
+    ]  # fmt: skip
+
+
+def started(command: list[str], env: dict[str, str], token: str = TOKEN) -> Served:
+    port = free_port()
+    return Served([part.format(port=port) for part in command], port, env=env, token=token)
+
+
+def named_token(source: Path, store_path: Path) -> str:
+    """A named approver token made with today's ``treadle tokens create``."""
+    made = subprocess.run(
+        [str(PYTHON), "-c", CLI, "tokens", "create", "bench-approver", "--role", "approver",
+         "--store", f"sqlite:///{store_path}"],
+        capture_output=True, text=True, check=True, env=code_env(source),
+    )  # fmt: skip
+    return next(word for word in made.stdout.split() if word.startswith("tdl_"))
+
+
+def waiting_requests(client: httpx.Client, served: Served) -> list[tuple[str, str]]:
+    """(run id, request id) of every request waiting on ``served``, in a fixed order."""
+    response = client.get(f"{served.base}/api/requests?limit=1000", headers=served.headers)
+    response.raise_for_status()
+    found = [(r["run_id"], r["request_id"]) for r in response.json()["requests"]]
+    return sorted(found)
+
+
+def answer(client: httpx.Client, served: Served, run_id: str, request_id: str) -> float:
+    began = time.perf_counter()
+    response = client.post(
+        f"{served.base}/api/runs/{run_id}/requests/{request_id}",
+        headers=served.headers,
+        json={"answer": True},
+    )
+    took = time.perf_counter() - began
+    assert response.status_code == 202, response.text  # noqa: S101 - a refused answer is no figure
+    return took
+
+
+def measure_answers(repeat: int, baseline: str) -> dict[str, list[float]]:
+    """Median answer latency per server and repetition, servers interleaved."""
+    count = ANSWERS * repeat
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        sources = {"before": source_of(baseline, scratch), "today": REPO / "src"}
+        stores = {}
+        for name in ("before", "today server token", "today named token"):
+            source = sources["before" if name == "before" else "today"]
+            stores[name] = scratch / f"{name.replace(' ', '-')}.sqlite"
+            fill = [str(PYTHON), "-c", FILL_WAITING, str(stores[name]), str(count)]
+            subprocess.run(fill, check=True, env=code_env(source), cwd=BENCH)
+        named = named_token(sources["today"], stores["today named token"])
+        servers = {
+            "before": started(
+                serve(sources["before"], stores["before"]), code_env(sources["before"])
+            ),
+            "today server token": started(
+                serve(sources["today"], stores["today server token"]), code_env(sources["today"])
+            ),
+            "today named token": started(
+                serve(sources["today"], stores["today named token"]),
+                code_env(sources["today"]),
+                token=named,
+            ),
+        }  # fmt: skip
+        try:
+            with httpx.Client(timeout=120) as client:
+                pending = {name: waiting_requests(client, s) for name, s in servers.items()}
+                for name, found in pending.items():
+                    assert len(found) == count, (name, len(found))  # noqa: S101
+                    times[name] = []
+                for round_ in range(repeat):
+                    for name, served in servers.items():
+                        batch = pending[name][round_ * ANSWERS : (round_ + 1) * ANSWERS]
+                        took = [answer(client, served, run, req) for run, req in batch]
+                        times[name].append(statistics.median(took))
+        finally:
+            for served in servers.values():
+                served.stop()
+    return times
+
+
 def report(figures: dict[str, object]) -> str:
     medians: dict[str, dict[str, float]] = figures["medians"]  # type: ignore[assignment]
     events: dict[str, int] = figures["events"]  # type: ignore[assignment]
@@ -173,7 +315,7 @@ def report(figures: dict[str, object]) -> str:
     ]
     lines = [
         START,
-        "## Server: runs listed, events streamed",
+        "## Server: runs listed, events streamed, answers given",
         "",
         (
             f"`python benchmarks/server.py` on {platform.machine()}, Python"
@@ -192,6 +334,27 @@ def report(figures: dict[str, object]) -> str:
             f"| {label} | {mine * 1000:.1f} ms | {base * 1000:.1f} ms | {mine / base:.2f}x"
             f" | {items / mine:,.0f} |"
         )
+    answers: dict[str, list[float]] = figures["answers"]  # type: ignore[assignment]
+    before = statistics.median(answers["before"])
+    lines += [
+        "",
+        (
+            f"An answer (`POST /api/runs/{{id}}/requests/{{request_id}}` until its 202), the"
+            f" median over {figures['repeat']} repetitions of the median of {ANSWERS}"
+            f" answers to as many waiting runs, against the server at {figures['baseline']}"
+            " (before identities and the record) run in the same benchmark:"
+        ),
+        "",
+        "| answer | latency | ratio to before |",
+        "|---|---:|---:|",
+    ]
+    for name, label in (
+        ("before", f"before ({figures['baseline']}), server token"),
+        ("today server token", "today, server token (admin), with the record"),
+        ("today named token", "today, named approver token: identity, role, record"),
+    ):
+        mine = statistics.median(answers[name])
+        lines.append(f"| {label} | {mine * 1000:.2f} ms | {mine / before:.2f}x |")
     lines += ["", END]
     return "\n".join(lines)
 
@@ -210,7 +373,11 @@ def write(section: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    figures = measure(parser.parse_args().repeat)
+    parser.add_argument("--baseline", default=BASELINE, help="the commit answers are held to")
+    arguments = parser.parse_args()
+    figures = measure(arguments.repeat)
+    figures["answers"] = measure_answers(arguments.repeat, arguments.baseline)
+    figures["baseline"] = arguments.baseline
     (BENCH / "server.json").write_text(json.dumps(figures, indent=2) + "\n")
     section = report(figures)
     write(section)

@@ -26,3 +26,13 @@ async def talk(n: int, ctx: WorkflowContext[int]) -> None:
 
 
 chatty = WorkflowBuilder(talk, name="chatty").add_edge(talk, talk).build()
+
+
+@executor(id="approve")
+async def approve(amount: int, ctx: WorkflowContext) -> None:
+    approved = await ctx.request({"amount": amount}, bool)
+    ctx.yield_output("approved" if approved else "rejected")
+
+
+approval = WorkflowBuilder(approve, name="approval").build()
+"""A run that waits for a person's answer: the answer's latency through the server."""
