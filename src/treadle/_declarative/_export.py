@@ -138,6 +138,11 @@ def _node(workflow: WorkflowGraph, node_id: str, problems: list[str]) -> dict[st
         written["approvers"] = list(wrapping.approvers)
     if wrapping.four_eyes is not None:
         written["four_eyes"] = wrapping.four_eyes
+    outcome, summary = wrapping.outcome_source
+    if outcome is not None:
+        written["outcome"] = outcome
+    if summary is not None:
+        written["outcome_summary"] = summary
     return written
 
 

@@ -74,6 +74,9 @@ class Wrapping:
     conditioned: bool = False  # conditions on its edges: sends evaluated off the loop
     approvers: tuple[str, ...] = ()  # who may answer its requests (ctx.request's default)
     four_eyes: bool | None = None  # whether the run's starter may not answer them
+    outcome: Compiled = None  # the run's outcome once the node has run (may be a template)
+    outcome_summary: Compiled = None
+    outcome_source: tuple[str | None, str | None] = (None, None)  # as written, for export
 
 
 class _Scope:
@@ -248,9 +251,16 @@ class DeclaredNode(Executor):
         recorded = self.wrapping.record_output or defer
         return scope, _Recorder(ctx, defer=defer) if recorded else None
 
-    def _leave(self, recorder: _Recorder | None, ctx: Any) -> None:
+    def _leave(self, recorder: _Recorder | None, ctx: Any, scope: _Scope) -> None:
         if recorder is not None and recorder.sent:
             ctx.state.set(NODES_KEY, {self.id: recorder.last})
+        outcome = self.wrapping.outcome
+        if outcome is not None:  # set once the step has run: a failure or a wait sets none
+            summary = self.wrapping.outcome_summary
+            ctx.set_outcome(
+                resolve(outcome, scope.root),
+                None if summary is None else resolve(summary, scope.root),
+            )
 
     def _scoped(self, call: Callable[[Any], Any], message: Any, ctx: Any) -> Any:
         scope, recorder = self._enter(message, ctx)
@@ -259,7 +269,7 @@ class DeclaredNode(Executor):
             result = call(recorder or ctx)
         finally:
             _SCOPE.reset(token)
-        self._leave(recorder, ctx)
+        self._leave(recorder, ctx, scope)
         return result
 
     async def _scoped_async(
@@ -272,7 +282,7 @@ class DeclaredNode(Executor):
             await _send_off_loop(recorder, ctx)
         finally:
             _SCOPE.reset(token)
-        self._leave(recorder, ctx)
+        self._leave(recorder, ctx, scope)
         return result
 
     async def _with_input(self, message: Any, ctx: Any) -> None:
@@ -298,7 +308,7 @@ class DeclaredNode(Executor):
             await _send_off_loop(recorder, ctx)
         finally:
             _SCOPE.reset(token)
-        self._leave(recorder, ctx)
+        self._leave(recorder, ctx, scope)
 
 
 def coerced_inputs(message: Any, declared: Mapping[str, str]) -> Any:

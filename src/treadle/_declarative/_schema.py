@@ -87,6 +87,19 @@ class Node(_Model):
         default=None,
         description="Whether the person who started the run may not answer its requests.",
     )
+    outcome: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The run's outcome once this node has run (approved, rejected, ...), shown "
+            "beside its status; may be a template such as {{message.verdict}}."
+        ),
+    )
+    outcome_summary: str | None = Field(
+        default=None,
+        min_length=1,
+        description="One line saying why, with the outcome; may hold templates.",
+    )
     description: str | None = None
 
     def kind(self) -> str | None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from treadle._declarative._conditions import Expression
     from treadle._declarative._reader import Path as Where
+    from treadle._declarative._templates import Compiled
     from treadle._graph._executor import Executor
     from treadle._workflow._workflow import Workflow
 
@@ -297,6 +298,9 @@ class Translation:
             conditioned=self._conditioned(node_id),
             approvers=self._approvers(node_id, node),
             four_eyes=node.four_eyes,
+            outcome=self._template(node_id, "outcome", node.outcome),
+            outcome_summary=self._template(node_id, "outcome_summary", node.outcome_summary),
+            outcome_source=(node.outcome, node.outcome_summary),
         )
         needed = (
             wrapping.has_input
@@ -307,8 +311,23 @@ class Translation:
             or wrapping.conditioned
             or bool(wrapping.approvers)
             or wrapping.four_eyes is not None
+            or wrapping.outcome is not None
         )
         return wrapping if needed else None
+
+    def _template(self, node_id: str, field: str, value: str | None) -> Compiled:
+        """A node's text field that may hold templates, compiled; each problem named."""
+        if value is None:
+            return None
+        problems: list[str] = []
+        compiled = compile_value(value, problems)
+        for text in problems:
+            self.problem(("nodes", node_id, field), text)
+        for lookup in lookups(compiled):
+            message = self._lookup_problem(lookup.root, lookup.keys)
+            if message is not None:
+                self.problem(("nodes", node_id, field), f"{{{{{lookup}}}}}: {message}")
+        return compiled
 
     def _approvers(self, node_id: str, node: schema.Node) -> tuple[str, ...]:
         """The node's ``approvers``, each one checked (a problem names an entry matching no one)."""
