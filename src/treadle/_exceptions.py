@@ -256,15 +256,27 @@ class RequestAlreadyAnsweredError(UnknownRequestError):
         request_id: The request.
         answer: The winning answer as plain JSON, as it was typed (cut to 200 characters).
         answered_at: When it was accepted (seconds since the epoch).
+        answered_by: Who sent it and through which door, as the run's log
+            records it (``maria (page)``), when the one door named it.
     """
 
-    def __init__(self, run_id: str, request_id: str, answer: str, answered_at: float) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        request_id: str,
+        answer: str,
+        answered_at: float,
+        *,
+        answered_by: str | None = None,
+    ) -> None:
         self.run_id = run_id
         self.request_id = request_id
         self.answer = answer
         self.answered_at = answered_at
+        self.answered_by = answered_by
+        by = f" by {answered_by}" if answered_by else ""
         super().__init__(
-            f"request {request_id!r} of run {run_id!r} was already answered "
+            f"request {request_id!r} of run {run_id!r} was already answered{by} "
             f"at {_iso(answered_at)} with {answer}; this answer changed nothing"
         )
 

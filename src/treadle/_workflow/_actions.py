@@ -165,9 +165,12 @@ async def answer(
             for request_id in responses:
                 check_answer_right(actor, run, request_id, answer_rules(restored, request_id))
 
-        items = await deliverable_answers(
-            workflow, store, run_id, responses, wait=wait, allowed=allowed
-        )
+        try:
+            items = await deliverable_answers(
+                workflow, store, run_id, responses, wait=wait, allowed=allowed
+            )
+        except RequestAlreadyAnsweredError as refused:  # answered before this was read
+            raise await _named_winner(store, refused) from None
         version = workflow.version
     else:
         for request_id in responses:
@@ -181,12 +184,37 @@ async def answer(
     except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
         if ownership is not None:
             await ownership.close()
-        raise expired_instead(refused) from None
+        lost = expired_instead(refused)
+        if isinstance(lost, RequestAlreadyAnsweredError):
+            lost = await _named_winner(store, lost)
+        raise lost from None
     except BaseException:
         if ownership is not None:
             await ownership.close()
         raise
     return ownership
+
+
+async def _named_winner(
+    store: Store, refused: RequestAlreadyAnsweredError
+) -> RequestAlreadyAnsweredError:
+    """``refused``, naming who sent the answer that won, as the run's log records it.
+
+    The winner's ``request_answered`` was written in the transaction that
+    kept its answer, so it is there whenever the store refuses another.
+    """
+    for event in reversed(await store.read_events(refused.run_id)):
+        if event.kind == "request_answered" and event.data.get("request_id") == refused.request_id:
+            actor = event.data.get("actor") or {}
+            by = f"{actor.get('label', '?')} ({actor.get('door', '?')})"
+            return RequestAlreadyAnsweredError(
+                refused.run_id,
+                refused.request_id,
+                refused.answer,
+                refused.answered_at,
+                answered_by=by,
+            )
+    return refused
 
 
 async def _logged_rules(

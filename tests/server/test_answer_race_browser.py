@@ -1,0 +1,194 @@
+"""Two approvers on the page and a signed link race for one request (issue 29, must show 6).
+
+A real OpenID Connect provider and a real ``treadle serve`` (as in
+``test_signin_browser.py``, whose helpers this reuses), Chromium through
+Playwright: maria and ann, both approvers (group finance), each have the
+request's card open in their inbox and have pressed "Send answer"; a
+link made for carol (``treadle links create``) is ready. All three send at
+once. One answer wins (the run's log holds one ``request_answered``); the
+others are each told the request was already answered, and by whom: the
+page's card and the link's refusal name the winner as the record does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from server.test_signin_browser import (
+    CHROMIUM,
+    PROVIDER,
+    TREADLE,
+    _call,
+    _free_port,
+    _signed_in,
+    _started,
+    _stop,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+HERE = Path(__file__).parent
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The provider and ``treadle serve`` (race_app, people signing in); its base URL and store."""
+    assert PROVIDER.exists(), "run `make renderers`: it installs oidc-provider into .tools"
+    assert Path(CHROMIUM).exists(), "run `make renderers`: it installs Debian's chromium"
+    issuer_port, page_port = _free_port(), _free_port()
+    base = f"http://127.0.0.1:{page_port}"
+    provider, _ = _started(
+        [
+            "node",
+            str(HERE / "oidc_provider.mjs"),
+            str(issuer_port),
+            f"{base}/auth/callback",
+            PROVIDER.as_uri(),
+        ],
+        "oidc-provider ready",
+    )
+    store = tmp_path_factory.mktemp("race") / "runs.db"
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+    command = [
+        TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", str(page_port),
+        "--app", "race_app",
+        "--oidc-issuer", f"http://127.0.0.1:{issuer_port}",
+        "--oidc-client-id", "treadle",
+        "--oidc-role", "approver=group:finance",
+        "--oidc-role", "operator=ann",
+        "--oidc-scopes", "openid profile groups",
+    ]  # fmt: skip
+    env = {
+        **inherited,
+        "PYTHONPATH": str(HERE),
+        "TREADLE_OIDC_CLIENT_SECRET": "treadle-test-secret",
+    }
+    server, _ = _started(command, "people sign in with", env)
+    yield base, store
+    _stop(server)
+    _stop(provider)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def _link(store: Path, run_id: str, request_id: str, who: str) -> str:
+    done = subprocess.run(
+        [TREADLE, "links", "create", run_id, request_id, "--for", who, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _log(page, run_id: str) -> list[dict]:
+    text = page.evaluate(
+        """async (path) => {
+            const token = document.querySelector('meta[name="treadle-token"]').content;
+            const response = await fetch(path, {headers: {Authorization: `Bearer ${token}`}});
+            return await response.text();  // the run has ended: the stream ends with it
+        }""",
+        f"/api/runs/{run_id}/events",
+    )
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in text.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def test_two_approvers_and_a_link_race_one_wins_the_others_are_told_who(served, browser):
+    base, store = served
+    ann, ann_page = _signed_in(browser, base, "ann")
+    maria, maria_page = _signed_in(browser, base, "maria")
+    status, started = _call(
+        ann_page,
+        "POST",
+        "/api/runs",
+        {"workflow": "race", "input": {"title": "Desk", "cents": 9000}},
+    )
+    assert status == 201, started
+    run_id = started["run"]["run_id"]
+    cards = {}
+    for name, page, verdict in (("ann", ann_page, "No"), ("maria", maria_page, "Yes")):
+        # The inbox refreshes on a timer; stopped here, the cards stay while the answers race.
+        page.clock.install()
+        page.goto(f"{base}/#/inbox")
+        page.reload()
+        card = page.locator(f'form.request[data-run="{run_id}"]')
+        expect(card).to_be_visible()
+        page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+        card.get_by_role("group", name="Approved").get_by_role("button", name=verdict).click()
+        card.get_by_role("button", name="Send answer").click()
+        expect(card.get_by_role("button", name="Confirm and send")).to_be_visible()
+        cards[name] = card
+    request_id = cards["ann"].get_attribute("data-request")
+    link = _link(store, run_id, request_id, "carol").removeprefix("/")
+
+    go = threading.Event()
+    by_link: list[httpx.Response] = []
+
+    def use_link() -> None:
+        go.wait()
+        by_link.append(
+            httpx.post(f"{base}/{link}", json={"answer": {"approved": True}}, timeout=20)
+        )
+
+    racer = threading.Thread(target=use_link)
+    racer.start()
+    go.set()  # all three at once
+    cards["maria"].get_by_role("button", name="Confirm and send").click()
+    cards["ann"].get_by_role("button", name="Confirm and send").click()
+    racer.join(30)
+    for card in cards.values():
+        expect(card.locator(".form-message")).not_to_be_empty()
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, detail = _call(maria_page, "GET", f"/api/runs/{run_id}")
+        if detail["run"]["status"] == "completed":
+            break
+        time.sleep(0.1)
+    answered = [e["data"] for e in _log(maria_page, run_id) if e.get("type") == "request_answered"]
+    assert len(answered) == 1, answered  # one answer won
+    winner, label = answered[0]["actor"]["name"], answered[0]["actor"]["label"]
+    won = {
+        name
+        for name, card in cards.items()
+        if "Answered." in card.locator(".form-message").inner_text()
+    }
+    if by_link[0].status_code == 202:
+        won.add("carol")
+    assert won == {winner}
+    for name, card in cards.items():
+        if name != winner:  # told it was answered already, and by whom
+            told = card.locator(".form-message").inner_text()
+            assert "Already answered" in told
+            assert f"already answered by {label} (" in told, told
+    if winner != "carol":
+        assert by_link[0].status_code == 409, by_link[0].text
+        assert f"already answered by {label} (" in by_link[0].json()["error"]["message"]
+    ann.close()
+    maria.close()
