@@ -24,11 +24,14 @@ from treadle._operations._links import (
     link_actor,
     open_link,
 )
-from treadle._stores._outbox import link_nonce
+from treadle._stores._answer_links import link_nonce
 from treadle.stores import PostgresStore, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
 from server_app import Brief, approval
+from signin_app import Expense, expense
+
+from treadle.errors import ActionRefusedError
 
 YES = {"approved": True, "note": "fine"}
 NO = {"approved": False, "note": "no"}
@@ -131,3 +134,41 @@ async def test_an_answer_that_does_not_fit_gives_the_use_back(store):
     assert (await open_link(store, token)).used_at is None
     await answer_by_link(store, token, YES, _deliver(store))
     assert (await store.get_run("r3")).status == "completed"
+
+
+async def test_a_link_answers_with_the_groups_it_was_made_with(store):
+    """A request only finance may answer: a link for maria answers it only if made as finance's.
+
+    The groups are signed into the link; a link made without them is
+    refused by the door (naming who may) and left unused.
+    """
+    result = await expense.run(Expense(title="Desk", cents=9000), store=store, run_id="r4")
+    (pending,) = result.pending_requests
+    bare, _ = await create_link(
+        store, "r4", pending.request_id, "maria", expires_in=3600, created_by="cli:test"
+    )
+    with pytest.raises(ActionRefusedError, match="group:finance"):
+        await answer_by_link(store, bare, {"approved": True}, _deliver_expense(store))
+    assert (await open_link(store, bare)).used_at is None  # not spent by the refusal
+    assert (await store.get_run("r4")).status == "awaiting_input"
+    token, _ = await create_link(
+        store,
+        "r4",
+        pending.request_id,
+        "maria",
+        expires_in=3600,
+        created_by="cli:test",
+        groups=("finance",),
+    )
+    link = await answer_by_link(store, token, {"approved": True}, _deliver_expense(store))
+    assert link.groups == ("finance",)
+    assert (await store.get_run("r4")).status == "completed"
+
+
+def _deliver_expense(store):
+    async def deliver(link, value):
+        await expense.respond(
+            link.run_id, {link.request_id: value}, store=store, actor=link_actor(link), wait=True
+        )
+
+    return deliver

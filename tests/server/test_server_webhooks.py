@@ -11,6 +11,7 @@ which ``GET /api/webhooks/dead`` lists and ``POST
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -103,3 +104,44 @@ def test_dead_letters_are_listed_and_resent_over_http(serve):
         receiver.stop()
     (message,) = verified(secret, receiver.taken)
     assert message["id"] == letter["webhook_id"]  # the same id as the dead letter's
+
+
+def test_a_request_created_message_carries_an_answer_link_for_its_person(serve):
+    """An endpoint made --for maria gets, with each request.created, a link answering it as her.
+
+    The link is the same on every retry of the message (its first delivery
+    is refused here), and answering through it needs nothing else.
+    """
+    receiver = Receiver(failures=1)
+    receiver.start()
+    try:
+        secret = add_endpoint(
+            serve, receiver.port, "--for", "maria", "--base-url", serve.base, "--backoff", "0.1"
+        )
+        with serve.client(headers=serve.auth) as client:
+            started = client.post(
+                "/api/runs",
+                json={"workflow": "approval", "input": {"topic": "hooks", "words": 3}},
+            )
+            assert started.status_code == 201, started.text
+            run_id = started.json()["run"]["run_id"]
+        until(lambda: receiver.taken, 20)
+        tried = [json.loads(body) for _, body in receiver.deliveries[:2]]
+        assert tried[0] == tried[1]  # the refused delivery and its retry: one message, one link
+        (message,) = verified(secret, receiver.taken)
+        link = message["data"]["answer_link"]
+        assert link.startswith(f"{serve.base}/answer/")
+        with serve.client() as client:  # no token: the link is the credential
+            answered = client.post(link, json={"answer": {"approved": True, "note": "ok"}})
+            assert answered.status_code == 202, answered.text
+            assert answered.json()["answered_as"] == "maria"
+        until(
+            lambda: any(json.loads(b)["type"] == "request.answered" for _, b in receiver.taken), 20
+        )
+    finally:
+        receiver.stop()
+    answered_message = next(
+        m for m in verified(secret, receiver.taken) if m["type"] == "request.answered"
+    )
+    assert answered_message["data"]["run_id"] == run_id
+    assert answered_message["data"]["actor"]["label"] == "link:maria"

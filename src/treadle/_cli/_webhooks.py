@@ -26,6 +26,7 @@ from treadle._cli._views import out, when
 from treadle._operations._links import create_link
 from treadle._operations._shapes import with_iso_times
 from treadle._operations._webhooks import message_json, outbox_of
+from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import EVENT_TYPES, new_endpoint
 from treadle._values._actors import Actor
 
@@ -59,10 +60,41 @@ def add(
     deadline_lead: Annotated[
         float, typer.Option("--deadline-lead", min=0, help="Seconds before a deadline to warn.")
     ] = 600.0,
+    principal: Annotated[
+        str | None,
+        typer.Option("--for", help="Put in each request.created an answer link for this person."),
+    ] = None,
+    groups: Annotated[
+        list[str] | None,
+        typer.Option("--group", help="A group of that person's the link answers in (repeatable)."),
+    ] = None,
+    link_expires: Annotated[
+        str, typer.Option("--link-expires", help="How long each link works: 2h, 1d.")
+    ] = "1d",
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="The server's address the links point at (with --for)."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Add an endpoint and print its signing secret; events committed from now on reach it."""
+    """Add an endpoint and print its signing secret; events committed from now on reach it.
+
+    With --for maria --base-url https://treadle.example.com, each
+    request.created message carries data.answer_link: a signed single-use
+    link answering that request as maria (the same link on every retry).
+    """
+    offer = None
+    if principal is not None:
+        if not base_url:
+            refuse("--for needs --base-url: the server's address the answer links point at")
+        try:
+            lifetime = parse_duration(link_expires)
+        except ValueError as error:
+            refuse(escape(str(error)))
+        offer = LinkOffer(principal, tuple(sorted(set(groups or ()))), lifetime, base_url)
+    elif groups or base_url:
+        refuse("--group and --base-url go with --for: the person the answer links are for")
     try:
         endpoint = new_endpoint(
             url,
@@ -71,6 +103,7 @@ def add(
             attempts=attempts,
             backoff=backoff,
             deadline_lead=deadline_lead,
+            links=offer,
         )
     except ValueError as error:
         refuse(escape(str(error)))
@@ -79,6 +112,8 @@ def add(
         out.print_json(data=endpoint.to_json(with_secret=True))
         return
     out.print(f"webhook {endpoint.endpoint_id} -> {escape(url)} ({', '.join(endpoint.events)})")
+    if offer is not None:
+        out.print(f"request.created carries an answer link for {escape(offer.principal)}")
     out.print(f"signing secret: {endpoint.secret}", highlight=False, soft_wrap=True)
 
 
@@ -171,9 +206,19 @@ def create(
         str | None,
         typer.Option("--base-url", help="The server's address, e.g. https://treadle.example.com."),
     ] = None,
+    groups: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", help="A group of the person's its answer counts in (repeat for more)."
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
-    """Print a signed link answering one request once, as one person, before it expires."""
+    """Print a signed link answering one request once, as one person, before it expires.
+
+    A request whose approvers name a group (group:finance) takes the link's
+    answer only if the link was made with that group (--group finance).
+    """
     try:
         lifetime = parse_duration(expires)
     except ValueError as error:
@@ -182,7 +227,13 @@ def create(
     token, link = execute(
         store,
         lambda s: create_link(
-            s, run_id, request_id, principal, expires_in=lifetime, created_by=maker
+            s,
+            run_id,
+            request_id,
+            principal,
+            expires_in=lifetime,
+            created_by=maker,
+            groups=groups or (),
         ),
     )
     address = f"{base_url.rstrip('/')}/answer/{token}" if base_url else f"/answer/{token}"

@@ -17,18 +17,19 @@ principal.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import CommandError, InvalidResponseError
+from treadle._exceptions import ActionRefusedError, CommandError, InvalidResponseError
 from treadle._operations._audit import action_sentence
 from treadle._operations._schemas import describe_request
 from treadle._operations._webhooks import outbox_of
-from treadle._stores._outbox import AnswerLink, link_nonce, link_token, new_nonce
+from treadle._stores._answer_links import AnswerLink, link_claims, link_token, new_nonce
 from treadle._values._actors import Actor, Role
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
@@ -55,8 +56,12 @@ async def create_link(
     *,
     expires_in: float,
     created_by: str,
+    groups: Sequence[str] = (),
 ) -> tuple[str, AnswerLink]:
     """Make a link answering ``request_id`` of ``run_id`` as ``principal``; its token and record.
+
+    ``groups``: the principal's groups the answer counts with (signed into
+    the token), for a request whose approvers name a group.
 
     Raises:
         ValueError: ``principal`` is empty or ``expires_in`` not positive.
@@ -65,7 +70,16 @@ async def create_link(
         raise ValueError("an answer link needs a principal and a positive lifetime")
     outbox = outbox_of(store)
     now = time.time()
-    link = AnswerLink(new_nonce(), run_id, request_id, principal, now + expires_in, now, created_by)
+    link = AnswerLink(
+        new_nonce(),
+        run_id,
+        request_id,
+        principal,
+        now + expires_in,
+        now,
+        created_by,
+        groups=tuple(sorted(set(groups))),
+    )
     await outbox.add_link(link)
     return link_token(link, await outbox.link_key()), link
 
@@ -83,9 +97,9 @@ async def open_link(store: Store, token: str, *, signed_in: str | None = None) -
         LinkRefusedError: Tampered, unknown, expired, used, or not ``signed_in``'s.
     """
     outbox = outbox_of(store)
-    nonce = link_nonce(token, await outbox.link_key())
-    link = None if nonce is None else await outbox.link(nonce)
-    if link is None:
+    claims = link_claims(token, await outbox.link_key())
+    link = None if claims is None else await outbox.link(claims[0])
+    if link is None or claims is None:
         raise LinkRefusedError(
             "this answer link is not valid (changed, or not made here)", "invalid"
         )
@@ -101,7 +115,7 @@ async def open_link(store: Store, token: str, *, signed_in: str | None = None) -
             f"this answer link is {link.principal}'s; you are signed in as {signed_in}",
             "not_yours",
         )
-    return link
+    return dataclasses.replace(link, groups=claims[1])
 
 
 async def answer_by_link(
@@ -128,7 +142,7 @@ async def answer_by_link(
         raise LinkRefusedError("this answer link was used already, just now", "used")
     try:
         await deliver(link, value)
-    except InvalidResponseError:
+    except (InvalidResponseError, ActionRefusedError):  # refused as it is: nothing spent
         await outbox.release_link(link.nonce)
         raise
     return link
@@ -164,8 +178,8 @@ async def answered_by(store: Store, run_id: str, request_id: str) -> str | None:
 
 
 def link_actor(link: AnswerLink) -> Actor:
-    """Who answers through ``link``: its principal, door ``link``, an approver."""
-    return Actor("link", link.principal, "link", Role.APPROVER)
+    """Who answers through ``link``: its principal, door ``link``, an approver, in its groups."""
+    return Actor("link", link.principal, "link", Role.APPROVER, frozenset(link.groups))
 
 
 def _when(at: float) -> str:

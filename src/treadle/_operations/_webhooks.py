@@ -11,6 +11,10 @@ by ``treadle webhooks dead`` and sent again by ``treadle webhooks resend``.
 A sender killed mid-delivery leaves its leases to run out, and another (or
 its restart) sends those messages again, with the same ``webhook-id``.
 
+An endpoint made for a person (``treadle webhooks add URL --for maria``)
+gets, in each ``request.created``, an answer link for that person
+(``data.answer_link``; :mod:`treadle._operations._links`).
+
 Messages are signed per the Standard Webhooks specification: headers
 ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
 (``v1,`` and the base64 HMAC-SHA256 of ``id.timestamp.body`` under the
@@ -33,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
 from treadle._operations._shapes import with_iso_times
-from treadle._stores._outbox import HasOutbox, sign
+from treadle._stores._answer_links import link_token
+from treadle._stores._outbox import HasOutbox, offered_link, sign
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -106,7 +111,8 @@ class WebhookSender:
         return len(claimed)
 
     async def _deliver(self, message: OutboxMessage, endpoint: Endpoint) -> None:
-        problem = await asyncio.to_thread(post, message, endpoint)
+        extra = await self._answer_link(message, endpoint)
+        problem = await asyncio.to_thread(post, message, endpoint, extra)
         if problem is None:
             await self._outbox.message_sent(message.message_id, self._owner)
             return
@@ -124,10 +130,30 @@ class WebhookSender:
                 problem,
             )
 
+    async def _answer_link(self, message: OutboxMessage, endpoint: Endpoint) -> dict[str, Any]:
+        """``{"answer_link": URL}`` for a ``request.created`` to an endpoint offering links.
 
-def post(message: OutboxMessage, endpoint: Endpoint) -> str | None:
-    """POST the message to the endpoint, signed; ``None`` when it answered 2xx, else why not."""
-    body = json.dumps(message.payload(), separators=(",", ":")).encode()
+        The link is kept before the message is sent (the same link on every
+        retry: :func:`~treadle._stores._outbox.offered_link`).
+        """
+        link = offered_link(message, endpoint)
+        if link is None or endpoint.links is None:
+            return {}
+        await self._outbox.add_link(link)
+        token = link_token(link, await self._outbox.link_key())
+        return {"answer_link": f"{endpoint.links.base_url.rstrip('/')}/answer/{token}"}
+
+
+def post(
+    message: OutboxMessage, endpoint: Endpoint, extra: dict[str, Any] | None = None
+) -> str | None:
+    """POST the message to the endpoint, signed; ``None`` when it answered 2xx, else why not.
+
+    ``extra``: more fields for the body's ``data`` (a request's answer link).
+    """
+    payload = message.payload()
+    payload["data"].update(extra or {})
+    body = json.dumps(payload, separators=(",", ":")).encode()
     timestamp = int(time.time())
     headers = {
         "content-type": "application/json",

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from treadle._stores._outbox import AnswerLink
+    from treadle._stores._answer_links import AnswerLink
 
 PREFIX = "/answer/"
 """Where answer links point; the access guard admits these paths without a token."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from treadle._stores._answer_links import AnswerLink, new_key
 from treadle._stores._outbox import (
     DEADLINE_NEAR,
-    AnswerLink,
     Endpoint,
     Outbox,
     OutboxMessage,
     messages_for,
-    new_key,
     settles,
 )
 
@@ -203,7 +202,7 @@ class MemoryOutbox:
     async def add_link(self, link: AnswerLink) -> None:
         """See :meth:`~treadle._stores._outbox.Outbox.add_link`."""
         with self._lock:
-            self._kept.links[link.nonce] = link
+            self._kept.links.setdefault(link.nonce, link)
 
     async def link(self, nonce: str) -> AnswerLink | None:
         """See :meth:`~treadle._stores._outbox.Outbox.link`."""

@@ -26,10 +26,10 @@ while an earlier one of its run and endpoint is pending (a
 carries a ``webhook-id`` made from its run, its event's ``seq`` and its
 type, the same on every retry, so a receiver drops duplicates by it.
 
-Answer links are tokens ``PAYLOAD.SIGNATURE``: the payload names the run,
-the request, the principal, the expiry and a nonce; the signature is an
-HMAC-SHA256 of it under a secret the store keeps. The store keeps each
-link's nonce and marks it used by its one use.
+Answer links (their values and tokens: :mod:`treadle._stores._answer_links`)
+are kept here too: the store keeps each link's nonce and marks it used by
+its one use, and an endpoint made for a person gets, in each
+``request.created``, a link for that person (:func:`offered_link`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from treadle._stores._answer_links import AnswerLink, b64
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from treadle._stores._answer_links import LinkOffer
 
 EVENT_TYPES = (
     "request.created",
@@ -76,6 +80,7 @@ class Endpoint:
         deadline_lead: Seconds before a request's deadline its
             ``request.deadline_near`` is sent.
         created_at: When it was added.
+        links: The answer link its ``request.created`` messages carry (``None``: none).
     """
 
     endpoint_id: str
@@ -86,6 +91,7 @@ class Endpoint:
     backoff: float
     deadline_lead: float
     created_at: float
+    links: LinkOffer | None = None
 
     def retry_at(self, attempts: int, now: float) -> float | None:
         """When to try again after ``attempts`` failed deliveries; ``None``: a dead letter."""
@@ -103,6 +109,7 @@ class Endpoint:
             "backoff": self.backoff,
             "deadline_lead": self.deadline_lead,
             "created_at": self.created_at,
+            "answer_links": None if self.links is None else self.links.to_json(),
         }
         if with_secret:
             shown["secret"] = self.secret
@@ -117,6 +124,7 @@ def new_endpoint(
     attempts: int = 12,
     backoff: float = 2.0,
     deadline_lead: float = 600.0,
+    links: LinkOffer | None = None,
 ) -> Endpoint:
     """A new endpoint with a fresh id and signing secret.
 
@@ -144,6 +152,7 @@ def new_endpoint(
         backoff,
         deadline_lead,
         now,
+        links,
     )
 
 
@@ -232,7 +241,10 @@ class OutboxMessage:
         }
 
 
-MESSAGE_COLUMNS = "{order}, endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts, last_error"
+MESSAGE_COLUMNS = (
+    "{order}, endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts, "
+    "last_error"
+)
 
 
 def messages_for(
@@ -255,6 +267,32 @@ def messages_for(
     return [(t, due) for t, due in found if t in endpoint.events]
 
 
+def offered_link(message: OutboxMessage, endpoint: Endpoint) -> AnswerLink | None:
+    """The answer link ``message`` carries to ``endpoint``, if it offers one.
+
+    Made from the message alone (its nonce from its ``webhook-id``, its
+    expiry from the request's asking), so every retry carries the same link.
+    """
+    offer = endpoint.links
+    if offer is None or message.event_type != "request.created":
+        return None
+    request_id = message.event[4].get("request_id")
+    if not isinstance(request_id, str):
+        return None
+    digest = hashlib.sha256(f"{message.webhook_id}\0{endpoint.endpoint_id}".encode()).digest()
+    at = float(message.event[3])
+    return AnswerLink(
+        "w" + b64(digest[:18]),
+        message.run_id,
+        request_id,
+        offer.principal,
+        at + offer.lifetime,
+        at,
+        f"webhook:{endpoint.endpoint_id}",
+        groups=offer.groups,
+    )
+
+
 def settles(kind: str, data: dict[str, Any], pending: OutboxMessage) -> bool:
     """Whether the event makes the pending ``request.deadline_near`` ``pending`` moot."""
     if kind in SETTLING:
@@ -267,83 +305,6 @@ def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
     key = base64.b64decode(secret.removeprefix("whsec_"))
     signed = f"{webhook_id}.{timestamp}.".encode() + body
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerLink:
-    """A signed, single-use link to answer one request as one principal.
-
-    Attributes:
-        nonce: Its unique part (the store's key for it).
-        run_id: The run.
-        request_id: The request it answers.
-        principal: Who it answers as (the actor's name).
-        expires_at: After this it is refused.
-        created_at: When it was made.
-        created_by: Who made it (an actor's label).
-        used_at: When its one use was (``None``: unused).
-        used_by: Who used it.
-    """
-
-    nonce: str
-    run_id: str
-    request_id: str
-    principal: str
-    expires_at: float
-    created_at: float
-    created_by: str
-    used_at: float | None = None
-    used_by: str | None = None
-
-
-LINK_COLUMNS = (
-    "nonce, run_id, request_id, principal, expires_at, created_at, created_by, used_at, used_by"
-)
-
-
-def link_token(link: AnswerLink, key: bytes) -> str:
-    """The link's token: its signed payload, ``PAYLOAD.SIGNATURE`` in URL-safe base64."""
-    body = {
-        "r": link.run_id,
-        "q": link.request_id,
-        "p": link.principal,
-        "e": link.expires_at,
-        "n": link.nonce,
-    }
-    payload = _b64(json.dumps(body, separators=(",", ":")).encode())
-    return f"{payload}.{_b64(_mac(key, payload))}"
-
-
-def link_nonce(token: str, key: bytes) -> str | None:
-    """The nonce of a token whose signature holds under ``key``; ``None``: tampered or not one."""
-    payload, _, signature = token.partition(".")
-    try:
-        given = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
-        if not hmac.compare_digest(given, _mac(key, payload)):
-            return None
-        body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (ValueError, TypeError):
-        return None
-    nonce = body.get("n") if isinstance(body, dict) else None
-    return nonce if isinstance(nonce, str) else None
-
-
-def new_nonce() -> str:
-    """A fresh link nonce."""
-    return secrets.token_urlsafe(18)
-
-
-def new_key() -> str:
-    """A fresh signing key for answer links (hex)."""
-    return secrets.token_hex(32)
-
-
-def _mac(key: bytes, payload: str) -> bytes:
-    return hmac.new(key, payload.encode(), hashlib.sha256).digest()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 @runtime_checkable
@@ -399,7 +360,7 @@ class Outbox(Protocol):
         ...
 
     async def add_link(self, link: AnswerLink) -> None:
-        """Keep a new answer link."""
+        """Keep a new answer link (one kept already under its nonce stays as it is)."""
         ...
 
     async def link(self, nonce: str) -> AnswerLink | None:

@@ -12,11 +12,14 @@ and PostgreSQL's JSON functions differ; it maps events to messages as
 
 from __future__ import annotations
 
-from treadle._stores._outbox import LINK_COLUMNS, MESSAGE_COLUMNS
+from treadle._stores._answer_links import LINK_COLUMNS
+from treadle._stores._outbox import MESSAGE_COLUMNS
 
-_ENDPOINT_COLUMNS = "endpoint_id, url, events, secret, attempts, backoff, deadline_lead, created_at"
+_ENDPOINT_COLUMNS = (
+    "endpoint_id, url, events, secret, attempts, backoff, deadline_lead, created_at, answer_links"
+)
 INSERT_ENDPOINT = (
-    f"INSERT INTO treadle_webhooks ({_ENDPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608 - constants only
+    f"INSERT INTO treadle_webhooks ({_ENDPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608 - constants only
 )
 SELECT_ENDPOINTS = (
     f"SELECT {_ENDPOINT_COLUMNS} FROM treadle_webhooks ORDER BY created_at, endpoint_id"  # noqa: S608 - constants only
@@ -64,7 +67,7 @@ _RESEND = (
 RESEND_ALL = _RESEND
 RESEND_ONE = _RESEND + " AND {order} = ?"
 
-INSERT_LINK = f"INSERT INTO treadle_links ({LINK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+INSERT_LINK = f"INSERT INTO treadle_links ({LINK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (nonce) DO NOTHING"  # noqa: S608, E501
 SELECT_LINK = f"SELECT {LINK_COLUMNS} FROM treadle_links WHERE nonce = ?"  # noqa: S608
 USE_LINK = "UPDATE treadle_links SET used_at = ?, used_by = ? WHERE nonce = ? AND used_at IS NULL"
 RELEASE_LINK = "UPDATE treadle_links SET used_at = NULL, used_by = NULL WHERE nonce = ?"

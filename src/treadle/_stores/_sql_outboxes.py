@@ -8,11 +8,13 @@ how a list of them runs in one transaction (:class:`SqliteOutbox`,
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._stores import _sql_outbox as sql
-from treadle._stores._outbox import AnswerLink, Endpoint, Outbox, OutboxMessage, new_key
+from treadle._stores._answer_links import AnswerLink, LinkOffer, new_key
+from treadle._stores._outbox import Endpoint, Outbox, OutboxMessage
 from treadle._stores._sql_dialect import POSTGRES, SQLITE
 
 if TYPE_CHECKING:
@@ -39,16 +41,30 @@ class SqlOutbox(ABC):
         """See :meth:`~treadle._stores._outbox.Outbox.add_endpoint`."""
         e = endpoint
         row = (e.endpoint_id, e.url, ",".join(e.events), e.secret, e.attempts, e.backoff)
+        links = None if e.links is None else json.dumps(e.links.to_json())
         await self._outbox_steps(
-            [(sql.INSERT_ENDPOINT, (*row, e.deadline_lead, e.created_at)), (sql.ADD_FEED, ())]
+            [
+                (sql.INSERT_ENDPOINT, (*row, e.deadline_lead, e.created_at, links)),
+                (sql.ADD_FEED, ()),
+            ]
         )
 
     async def endpoints(self) -> list[Endpoint]:
         """See :meth:`~treadle._stores._outbox.Outbox.endpoints`."""
         ((rows, _),) = await self._outbox_steps([(sql.SELECT_ENDPOINTS, ())], write=False)
         return [
-            Endpoint(i, url, tuple(events.split(",")), secret, int(n), float(b), float(lead), at)
-            for i, url, events, secret, n, b, lead, at in rows
+            Endpoint(
+                i,
+                url,
+                tuple(events.split(",")),
+                secret,
+                int(n),
+                float(b),
+                float(lead),
+                at,
+                LinkOffer.from_json(links),
+            )
+            for i, url, events, secret, n, b, lead, at, links in rows
         ]
 
     async def remove_endpoint(self, endpoint_id: str) -> bool:

@@ -141,7 +141,8 @@ CREATE TABLE treadle_tokens (
 )"""
 
 # Outbound webhooks (see treadle._stores._outbox): the endpoints, each with the
-# events it wants (comma-separated) and its signing secret.
+# events it wants (comma-separated), its signing secret, and the answer link its
+# request.created messages carry (JSON; NULL: none).
 _CREATE_WEBHOOKS = """
 CREATE TABLE treadle_webhooks (
     endpoint_id TEXT NOT NULL PRIMARY KEY,
@@ -151,7 +152,8 @@ CREATE TABLE treadle_webhooks (
     attempts INTEGER NOT NULL,
     backoff DOUBLE PRECISION NOT NULL,
     deadline_lead DOUBLE PRECISION NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL
+    created_at DOUBLE PRECISION NOT NULL,
+    answer_links TEXT
 )"""
 
 # The webhooks' outbox: a row per message and endpoint, written by a trigger on
