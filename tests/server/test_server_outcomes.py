@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import serving
+from server.conftest import serving
 
 
 async def test_runs_list_each_outcome_and_filter_on_it(sqlite_url):
