@@ -190,3 +190,23 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_an_admin_makes_a_link_through_the_api(serve):
+    request_id = asking(serve, "r3")
+    with serve.client(headers=serve.auth) as client:
+        made = client.post(
+            f"/api/runs/r3/requests/{request_id}/links",
+            json={"for": "maria", "expires_in": 3600, "groups": ["finance"]},
+        )
+        assert made.status_code == 201, made.text
+        shown = made.json()
+        assert shown["link"]["principal"] == "maria"
+        assert shown["link"]["groups"] == ["finance"]
+        assert shown["url"].startswith(f"{serve.base}/answer/")
+        unknown = client.post("/api/runs/r3/requests/no-such-request/links", json={"for": "maria"})
+        assert unknown.status_code == 404, unknown.text
+    with serve.client() as client:
+        answered = client.post(shown["url"], json={"answer": YES})
+        assert answered.status_code == 202, answered.text
+    wait_for_status(serve, "r3", "completed")

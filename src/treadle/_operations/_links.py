@@ -21,7 +21,12 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import ActionRefusedError, CommandError, InvalidResponseError
+from treadle._exceptions import (
+    ActionRefusedError,
+    CommandError,
+    InvalidResponseError,
+    UnknownRequestError,
+)
 from treadle._operations._audit import action_sentence
 from treadle._operations._schemas import describe_request
 from treadle._operations._webhooks import outbox_of
@@ -155,17 +160,32 @@ async def link_question(store: Store, link: AnswerLink, workflow: Workflow) -> d
         LinkRefusedError: The request waits no longer (``answered``: saying
             who answered it, when and how, as the run's record has it).
     """
-    record = await store.load_checkpoint(link.run_id)
-    restored = workflow.codec.decode(record, run_id=link.run_id)
-    delivered = {i.target for i in await store.inbox(link.run_id) if i.kind == "answer"}
+    try:
+        return await pending_request(store, workflow, link.run_id, link.request_id)
+    except UnknownRequestError:
+        who = await answered_by(store, link.run_id, link.request_id)
+        said = f": {who}" if who else ""
+        raise LinkRefusedError(
+            f"request {link.request_id} of run {link.run_id} waits no longer{said}", "answered"
+        ) from None
+
+
+async def pending_request(
+    store: Store, workflow: Workflow, run_id: str, request_id: str
+) -> dict[str, Any]:
+    """A request of a run that waits for its answer, as the API describes one.
+
+    Raises:
+        UnknownRequestError: The run waits for no such request (never asked,
+            answered, or its answer waiting to be applied).
+    """
+    record = await store.load_checkpoint(run_id)
+    restored = workflow.codec.decode(record, run_id=run_id)
+    delivered = {i.target for i in await store.inbox(run_id) if i.kind == "answer"}
     for request in restored.waits.pending_requests():
-        if request.request_id == link.request_id and request.request_id not in delivered:
-            return describe_request(workflow, link.run_id, request)
-    who = await answered_by(store, link.run_id, link.request_id)
-    said = f": {who}" if who else ""
-    raise LinkRefusedError(
-        f"request {link.request_id} of run {link.run_id} waits no longer{said}", "answered"
-    )
+        if request.request_id == request_id and request.request_id not in delivered:
+            return describe_request(workflow, run_id, request)
+    raise UnknownRequestError(f"run {run_id} waits for no request {request_id!r}")
 
 
 async def answered_by(store: Store, run_id: str, request_id: str) -> str | None:

@@ -68,6 +68,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *_sse.ENDPOINTS,
     *_oidc.ENDPOINTS,
     *_routes_webhooks.ENDPOINTS,
+    *_routes_links.ENDPOINTS,
 )
 """Every route of the JSON API."""
 

@@ -276,10 +276,28 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         all={"type": "boolean", "description": "Every dead letter (instead of message_ids)."},
     ),
     "Resent": _object(("resent",), resent={"type": "integer"}),
+    "MakeLink": _object(
+        ("for",),
+        **{"for": {"type": "string", "description": "Who the link answers as."}},
+        expires_in={"type": "number", "exclusiveMinimum": 0, "default": 86400},
+        groups={"type": "array", "items": {"type": "string"}},
+    ),
+    "LinkMade": _object(
+        ("link", "url"),
+        link=_object(
+            ("run_id", "request_id", "principal", "expires_at", "groups"),
+            run_id={"type": "string"},
+            request_id={"type": "string"},
+            principal={"type": "string"},
+            expires_at=_TIME,
+            groups={"type": "array", "items": {"type": "string"}},
+        ),
+        url={"type": "string", "description": "GET shows the question, POST answers it."},
+    ),
     "Message": _object(("message",), message=_ANY, target={"type": "string"}),
 }
 
-for _name in ("StartRun", "Fork", "Resume", "Answer", "Message", "Resend"):
+for _name in ("StartRun", "Fork", "Resume", "Answer", "Message", "Resend", "MakeLink"):
     SCHEMAS[_name]["additionalProperties"] = False
 
 _REASONS = {

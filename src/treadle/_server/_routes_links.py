@@ -15,6 +15,10 @@ shows the question with the page's answer form) or, asked for JSON
 answered with nothing changed: 404 tampered or unknown, 410 expired, 409
 used already or its request answered (naming who answered), 403 another
 person's.
+
+An admin makes a link through the API too (``POST
+/api/runs/{run_id}/requests/{request_id}/links``), as ``treadle links
+create`` does.
 """
 
 from __future__ import annotations
@@ -30,18 +34,22 @@ from treadle._operations._background import deliver_answer
 from treadle._operations._links import (
     LinkRefusedError,
     answer_by_link,
+    create_link,
     link_actor,
     link_question,
     open_link,
+    pending_request,
 )
 from treadle._operations._shapes import iso_time, run_json
-from treadle._server._body import check_query, json_object
+from treadle._server._body import check_query, json_object, text_field
+from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._page import _HEADERS as PAGE_HEADERS
 from treadle._server._page import PAGE_DIR
 from treadle._server._principals import SERVER_TOKEN_NAME
 from treadle._server._state import served_of
+from treadle._values._actors import Role
 
 if TYPE_CHECKING:
     from typing import Any
@@ -134,13 +142,69 @@ async def _post(request: Request) -> Response:
     return JsonResponse({"run": run_json(run), "answered_as": link.principal}, status_code=202)
 
 
+async def make_link(request: Request) -> Response:
+    """``POST /api/runs/{run_id}/requests/{request_id}/links``: a link for a person (an admin's).
+
+    The body: ``{"for": NAME, "expires_in": SECONDS, "groups": [G, ...]}``
+    (a day unless ``expires_in`` says otherwise). The request must be
+    waiting. Answers the link and its address on this server.
+    """
+    served = served_of(request)
+    check_query(request, ())
+    found = await served.find_run(request.path_params["run_id"])
+    body = await json_object(request, ("for", "expires_in", "groups"))
+    principal = text_field(body, "for", required=True)
+    lifetime = body.get("expires_in", 86400)
+    groups = body.get("groups", [])
+    if isinstance(lifetime, bool) or not isinstance(lifetime, int | float) or lifetime <= 0:
+        raise ApiError(400, "expires_in: seconds, above 0", fields=[_field("expires_in")])
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+        raise ApiError(400, "groups: a list of group names", fields=[_field("groups")])
+    request_id = request.path_params["request_id"]
+    await pending_request(served.store, served.workflow_of(found), found.run_id, request_id)
+    token, link = await create_link(
+        served.store,
+        found.run_id,
+        request_id,
+        principal or "",
+        expires_in=float(lifetime),
+        created_by=actor_of(request).label,
+        groups=groups,
+    )
+    path = PREFIX + token
+    url = str(request.base_url).rstrip("/") + path
+    return JsonResponse({"link": _link_json(link), "url": url}, status_code=201)
+
+
+def _field(name: str) -> dict[str, str]:
+    return {"loc": name, "message": "not valid"}
+
+
 def _link_json(link: AnswerLink) -> dict[str, Any]:
     return {
         "run_id": link.run_id,
         "request_id": link.request_id,
         "principal": link.principal,
         "expires_at": iso_time(link.expires_at),
+        "groups": list(link.groups),
     }
+
+
+ENDPOINTS = (
+    Endpoint(
+        "POST",
+        "/api/runs/{run_id}/requests/{request_id}/links",
+        make_link,
+        "Make a signed single-use link answering a pending request as one person",
+        status=201,
+        response="LinkMade",
+        body="MakeLink",
+        body_required=True,
+        errors=(400, 404, 415),
+        role=Role.ADMIN,
+    ),
+)
+"""The API's route for answer links (the links' own routes are :func:`routes`)."""
 
 
 @cache
