@@ -17,7 +17,7 @@ from treadle._stores._tokens import TokenKeeper, token_hash
 
 async def test_a_token_is_kept_by_name_and_hash_only(store, tmp_path):
     assert isinstance(store, TokenKeeper)
-    secret = "tdl_the-secret-itself-0123456789"
+    secret = "tdl_the-secret-itself-0123456789"  # noqa: S105 - a test token, never a real one
     made = await store.add_token(
         "deploy-bot", "operator", token_hash(secret), created_by="cli:ann@box", expires_at=None
     )

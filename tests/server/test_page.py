@@ -33,7 +33,7 @@ async def test_the_page_carries_the_token_for_its_changes_and_is_never_cached_or
 
 
 async def test_every_module_the_page_loads_is_served_from_here(sqlite_url):
-    """No CDN and no build step: each module the pages reach by import is a file the server sends."""
+    """No CDN, no build step: each module the pages reach by import is a file the server sends."""
     async with serving(sqlite_url, apps=("page_app",)) as api:
         page = (await api.get("/")).text
         assert not re.search(r"""(src|href)=["'](https?:)?//""", page)

@@ -1,4 +1,4 @@
-"""Every route × every role: allowed, or 403 naming the role needed (issue 29, must show 2).
+"""Every route by every role: allowed, or 403 naming the role needed (issue 29, must show 2).
 
 The routes are read from the app itself (its route table, the page, its
 files, ``/openapi.json``, the sign-in's routes), so a route added later is
@@ -176,7 +176,9 @@ async def test_revoked_and_expired_tokens_are_refused(sqlite_url):
             assert why in response.json()["error"]["message"]
             assert given not in response.text
         assert await store.list_runs() == []
-        response = await api.get("/api/runs", headers={"Authorization": "Bearer tdl_soon-0123456789"})
+        response = await api.get(
+            "/api/runs", headers={"Authorization": "Bearer tdl_soon-0123456789"}
+        )
         assert response.status_code == 200
         used = {t.name: t.last_used_at for t in await store.list_tokens()}
         assert used["soon"] is not None
