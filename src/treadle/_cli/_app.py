@@ -51,17 +51,14 @@ from treadle._cli._stopping import guard_output
 from treadle._cli._views import (
     log_to_stderr,
     out,
-    print_cancelled,
     print_delivered,
     print_forked,
     print_graph,
     print_history,
-    print_paused,
     print_result,
     print_run_view,
     print_runs,
     print_started,
-    print_unpaused,
 )
 from treadle._engine._result import RunStatus
 from treadle._exceptions import CommandError
@@ -376,45 +373,6 @@ async def _forked(
 
 
 @app.command()
-def cancel(
-    run_id: RunIdArgument,
-    store: StoreOption = None,
-) -> None:
-    """Cancel a run wherever it is; its last checkpoint stays intact.
-
-    A process advancing it right now commits nothing more. (Ctrl-C on
-    ``run``, ``resume``, ``respond`` or ``send`` only detaches.)
-    """
-    print_cancelled(execute(store, lambda s: commands.cancel(s, run_id)))
-
-
-@app.command()
-def pause(
-    run_id: RunIdArgument,
-    store: StoreOption = None,
-) -> None:
-    """Pause a run at a superstep boundary, with a checkpoint, until `treadle unpause`.
-
-    A run nobody is advancing pauses at once; a run a process or worker is
-    advancing pauses at that owner's next superstep boundary (its `treadle
-    run` then exits 3, paused). Nothing advances a paused run: no worker
-    takes it up, and answers wait in its inbox.
-    """
-    outcome, row = execute(store, lambda s: commands.pause(s, run_id))
-    print_paused(row, outcome)
-
-
-@app.command()
-def unpause(
-    run_id: RunIdArgument,
-    store: StoreOption = None,
-) -> None:
-    """Let a paused run go on: a `treadle worker` takes it up, or `treadle resume` does here."""
-    was_paused, row = execute(store, lambda s: commands.unpause(s, run_id))
-    print_unpaused(row, was_paused=was_paused)
-
-
-@app.command()
 def graph(
     workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
     fmt: Annotated[
@@ -492,6 +450,7 @@ def main() -> None:
 
 # The commands of these modules add themselves to ``app`` (kept apart to keep this one short).
 from treadle._cli import (  # noqa: E402, F401
+    _control,
     _definitions,
     _housekeeping,
     _inspect,
