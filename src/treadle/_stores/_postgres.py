@@ -32,18 +32,17 @@ from psycopg_pool import PoolClosed
 from treadle._exceptions import DurabilityError, RunExistsError
 from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
 from treadle._stores._audit import migrated, started_of
+from treadle._stores._postgres_commit import commit_checkpoints
 from treadle._stores._postgres_dsn import HIDDEN, redact
 from treadle._stores._postgres_ownership import (
     Owned,
     PostgresOwnership,
-    honour_pause,
     refusal,
     release_lease,
 )
 from treadle._stores._postgres_pools import Connection, LoopPools, StallLimit
 from treadle._stores._postgres_writes import (
     append_events,
-    delete_old,
     delete_run,
     insert_checkpoints,
     prune_run,
@@ -69,7 +68,6 @@ _render = functools.cache(POSTGRES.render)
 
 # The shared writes, fenced by a lease (see _postgres_ownership); a fenced
 # advance also says whether a pause was asked of the run meanwhile.
-_FENCED_ADVANCE = _sql_statements.ADVANCE_RUN + _sql_ownership.FENCE + " RETURNING pause_requested"
 _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 
 # Held while a store migrates, so that stores opening one new database at once
@@ -235,7 +233,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = Owned(lease, consumed, release)
         return await self._run(
-            functools.partial(_commit, tuple(checkpoints), retention, owned), write=True
+            functools.partial(commit_checkpoints, tuple(checkpoints), retention, owned), write=True
         )
 
     async def set_status(
@@ -301,7 +299,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
             if await unapplied.fetchone():
                 raise _sql_rules.Unapplied  # rolls the version back
             owned = Owned(lease, None, release=True)
-            await _commit((checkpoint,), self._keep_last, owned, connection)
+            await commit_checkpoints((checkpoint,), self._keep_last, owned, connection)
             if actor is not None:
                 await record(connection, [migrated(run_id, actor, version)], time.time())
 
@@ -471,40 +469,3 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
         for secret in self._secrets:
             message = message.replace(secret, HIDDEN)
         return message
-
-
-async def _commit(
-    checkpoints: Sequence[CheckpointRecord],
-    keep_last: int | None,
-    owned: Owned,
-    connection: Connection,
-) -> bool:
-    info = checkpoints[-1].info
-    lease = owned.lease
-    asked = None  # when a pause was asked of the run, if it was
-    # The run row first: its lock makes concurrent commits (and pauses) of one run take turns.
-    if lease is None:
-        advanced = await connection.execute(
-            _render(_sql_statements.ADVANCE_RUN), _sql_rows.advance_parameters(checkpoints[-1])
-        )
-        if advanced.rowcount == 0:
-            raise await refusal(connection, info.run_id, lease)
-    else:
-        fenced = (*_sql_rows.advance_parameters(checkpoints[-1]), lease.owner, lease.epoch)
-        row = await (await connection.execute(_render(_FENCED_ADVANCE), fenced)).fetchone()
-        if row is None:
-            raise await refusal(connection, info.run_id, lease)
-        asked = row[0]
-    await insert_checkpoints(connection, checkpoints)
-    now = time.time()
-    if owned.consumed is not None:
-        consumed = (now, info.run_id, owned.consumed)
-        await connection.execute(_render(_sql_ownership.CONSUME_INBOX), consumed)
-    paused = False
-    if asked is not None:  # this barrier is where the run stops; the lease goes with it
-        paused = await honour_pause(connection, info.run_id, info.status)
-    elif lease is not None and owned.release:
-        await release_lease(connection, lease, now)
-    if keep_last is not None:
-        await delete_old(connection, info.run_id, keep_last)
-    return paused

@@ -29,13 +29,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._exceptions import DurabilityError, RunExistsError, RunNotFoundError
+from treadle._exceptions import DurabilityError, RunExistsError
 from treadle._stores import (
     _audit,
     _sql_ownership,
     _sql_rows,
     _sql_rules,
-    _sql_schema,
     _sql_statements,
 )
 from treadle._stores import _sqlite_writes as writes
@@ -51,7 +50,14 @@ from treadle._stores._sqlite_ownership import (
     refusal,
     release_row,
 )
-from treadle._stores._sqlite_transactions import each_saved, is_busy, select, transaction
+from treadle._stores._sqlite_transactions import (
+    configure,
+    each_saved,
+    is_busy,
+    migrate,
+    select,
+    transaction,
+)
 from treadle._stores._store import DEFAULT_LEASE
 
 if TYPE_CHECKING:
@@ -68,9 +74,6 @@ _Work = Callable[[sqlite3.Connection], _T]  # an operation, given the store's co
 # Each template is rendered once; the driver then caches the prepared statement.
 _render = functools.cache(SQLITE.render)
 
-# Caps the -wal file at rest: after a checkpoint SQLite truncates it to this,
-# so one burst of writes does not leave a large file behind for good.
-_WAL_SIZE_LIMIT = 16 * 1024 * 1024
 # Backoff between retries of a lock SQLite refused without waiting (seconds).
 _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
@@ -311,14 +314,7 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             RunBusyError: A process holds a current lease on it.
             RunHasForksError: Runs were forked from it (delete them first).
         """
-
-        def work(connection: sqlite3.Connection) -> None:
-            now = time.time()
-            writes.delete_run(connection, run_id, now)
-            if actor is not None:
-                record(connection, [_audit.deleted(run_id, actor)], now)
-
-        await self._call(work, write=True)
+        await self._call(lambda c: writes.delete_recorded(c, run_id, actor), write=True)
 
     async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -333,18 +329,9 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             ValueError: ``keep_last`` is below 1.
         """
         _sql_rules.check_keep_last(keep_last)
-
-        def work(connection: sqlite3.Connection) -> int:
-            found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
-            if found.fetchone() is None:
-                raise RunNotFoundError(run_id)
-            removed = writes.delete_old(connection, run_id, keep_last)
-            if actor is not None:
-                pruned = _audit.pruned(run_id, actor, keep_last, removed)
-                record(connection, [pruned], time.time())
-            return removed
-
-        return await self._call(work, write=True)
+        return await self._call(
+            lambda c: writes.prune_recorded(c, run_id, keep_last, actor), write=True
+        )
 
     async def close(self) -> None:
         """Close the connection and stop the store's thread; closing again does nothing.
@@ -463,32 +450,14 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
             self._path, timeout=0, isolation_level=None, check_same_thread=False
         )
         try:
-            self._retrying(connection, self._configure, write=False)
-            self._retrying(connection, self._migrate, write=True)
+            self._retrying(connection, lambda c: configure(c, self._path), write=False)
+            self._retrying(connection, lambda c: migrate(c, repr(self)), write=True)
         except BaseException:
             connection.close()
             raise
         self._connection = connection
         self._migrated.set()
         return connection
-
-    def _configure(self, connection: sqlite3.Connection) -> None:
-        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode != "wal":
-            raise DurabilityError(
-                f"SQLite store {self._path}: write-ahead logging is unavailable "
-                f"(journal_mode stays {mode!r}); use a file on a local disk"
-            )
-        connection.execute("PRAGMA synchronous = FULL")
-        connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
-
-    def _migrate(self, connection: sqlite3.Connection) -> None:
-        connection.execute(_render(_sql_schema.CREATE_SCHEMA_TABLE))
-        row = connection.execute(_render(_sql_schema.SELECT_SCHEMA_VERSION)).fetchone()
-        found = None if row is None else int(row[0])
-        # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
-        for template, parameters in _sql_schema.upgrade(found, repr(self), _sql_schema.MIGRATIONS):
-            connection.execute(_render(template), parameters)
 
     def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
         # The writer's connection answers "locked" at once (timeout=0, see _open), and

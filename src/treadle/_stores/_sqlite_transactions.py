@@ -1,4 +1,4 @@
-"""How ``SqliteStore`` runs its work on a connection: transactions, savepoints, busy errors.
+"""How ``SqliteStore`` runs its work on a connection: set-up, transactions, busy errors.
 
 A write is one ``BEGIN IMMEDIATE`` transaction, rolled back whole on any
 error; commits grouped into one transaction each get a savepoint, so one
@@ -11,6 +11,10 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from treadle._exceptions import DurabilityError
+from treadle._stores import _sql_schema
+from treadle._stores._sql_dialect import SQLITE
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]
@@ -58,3 +62,30 @@ def is_busy(error: sqlite3.OperationalError) -> bool:
 
 def select(query: str, parameters: tuple[Any, ...], connection: sqlite3.Connection) -> list[_Row]:
     return connection.execute(query, parameters).fetchall()
+
+
+# Caps the -wal file at rest: after a checkpoint SQLite truncates it to this,
+# so one burst of writes does not leave a large file behind for good.
+_WAL_SIZE_LIMIT = 16 * 1024 * 1024
+
+
+def configure(connection: sqlite3.Connection, path: str) -> None:
+    """Write-ahead logging and fsync'd commits, or a clear refusal where WAL is unavailable."""
+    (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+    if mode != "wal":
+        raise DurabilityError(
+            f"SQLite store {path}: write-ahead logging is unavailable "
+            f"(journal_mode stays {mode!r}); use a file on a local disk"
+        )
+    connection.execute("PRAGMA synchronous = FULL")
+    connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+
+
+def migrate(connection: sqlite3.Connection, label: str) -> None:
+    """Bring the file's schema up to date (``label`` names the store in errors)."""
+    connection.execute(SQLITE.render(_sql_schema.CREATE_SCHEMA_TABLE))
+    row = connection.execute(SQLITE.render(_sql_schema.SELECT_SCHEMA_VERSION)).fetchone()
+    found = None if row is None else int(row[0])
+    # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
+    for template, parameters in _sql_schema.upgrade(found, label, _sql_schema.MIGRATIONS):
+        connection.execute(SQLITE.render(template), parameters)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import RunBusyError, RunHasForksError, RunNotFoundError
 from treadle._stores import (
+    _audit,
     _sql_events,
     _sql_ownership,
     _sql_pieces,
@@ -30,7 +31,7 @@ from treadle._stores._pieces import (
     run_collection,
 )
 from treadle._stores._sql_dialect import SQLITE
-from treadle._stores._sqlite_ownership import honour_pause, refusal
+from treadle._stores._sqlite_ownership import honour_pause, record, refusal
 
 if TYPE_CHECKING:
     import sqlite3
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from treadle._stores._pieces import Links
     from treadle._stores._sqlite_ownership import Owned
     from treadle._stores._store import CheckpointRecord
+    from treadle._values._actors import Actor
 
 _render = functools.cache(SQLITE.render)
 
@@ -182,3 +184,28 @@ def commit(
     if keep_last is not None:
         delete_old(connection, info.run_id, keep_last)
     return paused
+
+
+def delete_recorded(connection: sqlite3.Connection, run_id: str, actor: Actor | None) -> None:
+    """:func:`delete_run` now, with its audit entry when an actor asked for it."""
+    now = time.time()
+    delete_run(connection, run_id, now)
+    if actor is not None:
+        record(connection, [_audit.deleted(run_id, actor)], now)
+
+
+def prune_recorded(
+    connection: sqlite3.Connection, run_id: str, keep_last: int, actor: Actor | None
+) -> int:
+    """Delete the run's checkpoints but its ``keep_last`` newest, with their audit entry.
+
+    Raises:
+        RunNotFoundError: No such run.
+    """
+    found = connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
+    if found.fetchone() is None:
+        raise RunNotFoundError(run_id)
+    removed = delete_old(connection, run_id, keep_last)
+    if actor is not None:
+        record(connection, [_audit.pruned(run_id, actor, keep_last, removed)], time.time())
+    return removed
