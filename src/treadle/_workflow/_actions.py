@@ -27,6 +27,7 @@ skip a step.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -68,17 +69,16 @@ ROLES = {
 }
 """The role each control action needs (DESIGN §17); answers follow their request's rules."""
 
-_default_actor: Actor | None = None
-
 
 def actor_or_default(actor: Actor | None) -> Actor:
     """``actor``, or the Python program acting on its own store (``python:USER@HOST``)."""
-    global _default_actor  # noqa: PLW0603 - the process's user and host do not change
-    if actor is not None:
-        return actor
-    if _default_actor is None:
-        _default_actor = Actor.python()
-    return _default_actor
+    return _python_actor() if actor is None else actor
+
+
+@functools.cache
+def _python_actor() -> Actor:
+    """:meth:`Actor.python`, asked once: the process's user and host do not change."""
+    return Actor.python()
 
 
 def check_right(actor: Actor, action: str, run_id: str | None) -> None:
