@@ -45,7 +45,7 @@ def test_each_cli_action_is_logged_once_with_the_cli_user_and_said_in_logs_and_e
     events = [json.loads(line) for line in logged.stdout.splitlines()]
     acted = [(e["type"], e["data"]["actor"]["label"]) for e in events if "actor" in e["data"]]
     assert acted == [
-        ("run_started", me),
+        ("run_created", me),
         ("request_answered", me),
         ("run_paused", me),
         ("run_unpaused", me),
@@ -106,7 +106,7 @@ def test_deleting_a_run_keeps_its_audit_entries(cli: Cli) -> None:
     assert cli("delete", "r1", "--yes").returncode == 0
     kept = cli.json("audit", "r1")["entries"]
     assert [e["action"] for e in kept] == [
-        "run_started",
+        "run_created",
         "request_answered",
         "run_cancelled",
         "run_deleted",

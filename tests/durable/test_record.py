@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from treadle.stores import Store
 
 ACTED = {
-    "run_started",
+    "run_created",
     "request_answered",
     "message_sent",
     "run_paused",
@@ -42,7 +42,7 @@ async def acted(store: Store, run_id: str) -> list[tuple[str, str, str]]:
     """The run's log's actions as (kind, actor label, door), in order.
 
     (The engine logs a ``run_started`` of its own, without an actor, each
-    time a process starts stepping the run: not an action.)
+    time a process starts stepping the run; the action is ``run_created``.)
     """
     return [
         (e.kind, e.data["actor"]["label"], e.data["actor"]["door"])
@@ -66,7 +66,7 @@ async def test_every_python_action_is_in_the_runs_log_once_with_its_actor_and_in
     python = door.actor_or_default(None).label
 
     assert await acted(store, "r1") == [
-        ("run_started", python, "python"),
+        ("run_created", python, "python"),
         ("request_answered", "maria", "page"),
         ("run_paused", "token:ops", "api"),
         ("run_unpaused", "token:ops", "api"),
@@ -83,7 +83,7 @@ async def test_every_python_action_is_in_the_runs_log_once_with_its_actor_and_in
     audit = await store.read_audit()
     assert chain_problems(audit) == []
     assert [(e.run_id, e.action) for e in audit] == [
-        ("r1", "run_started"),
+        ("r1", "run_created"),
         ("r1", "request_answered"),
         ("r1", "run_paused"),
         ("r1", "run_unpaused"),

@@ -85,7 +85,7 @@ async def verify(store: Store) -> Verified:
 # --- how the record reads to a person ---------------------------------------------
 
 _DONE = {
-    "run_started": "started the run",
+    "run_created": "started the run",
     "run_forked": "forked this run",
     "message_sent": "sent a message",
     "run_cancelled": "cancelled the run",

@@ -234,7 +234,7 @@ def delivered(
             detail = {"target": target, "message": plain(payload)}
             records.append(Recorded(run_id, "message_sent", actor, detail))
         elif kind == "start":
-            records.append(Recorded(run_id, "run_started", actor, {"input": plain(payload)}))
+            records.append(Recorded(run_id, "run_created", actor, {"input": plain(payload)}))
     return records
 
 
@@ -251,10 +251,10 @@ def plain(payload: bytes) -> Any:
 
 
 def started(run_id: str, started_by: str, parent: tuple[str, str] | None) -> Recorded:
-    """The record of a new run (``run_started``), or of a fork (``run_forked``, ``parent``)."""
+    """The record of a new run (``run_created``), or of a fork (``run_forked``, ``parent``)."""
     actor = Actor.from_json(json.loads(started_by))
     if parent is None:
-        return Recorded(run_id, "run_started", actor, {})
+        return Recorded(run_id, "run_created", actor, {})
     parent_run, checkpoint = parent
     detail = {"parent_run_id": parent_run, "parent_checkpoint_id": checkpoint}
     return Recorded(run_id, "run_forked", actor, detail)
@@ -272,7 +272,7 @@ def unpaused(run_id: str, actor: Actor, step: str) -> Recorded:
 
 
 def started_of(run: RunRecord) -> Recorded | None:
-    """The record a new run's row calls for: ``run_started`` or ``run_forked`` (``None``: none).
+    """The record a new run's row calls for: ``run_created`` or ``run_forked`` (``None``: none).
 
     A run is recorded as started when its row says who started it
     (``started_by``); the runtime's own runs (a worker taking a queued run
