@@ -29,6 +29,7 @@ from server.test_signin_browser import (
     TREADLE,
     _call,
     _free_port,
+    _pending_request,
     _signed_in,
     _started,
     _stop,
@@ -192,3 +193,42 @@ def test_two_approvers_and_a_link_race_one_wins_the_others_are_told_who(served, 
         assert f"already answered by {label} (" in by_link[0].json()["error"]["message"]
     ann.close()
     maria.close()
+
+
+def test_a_link_opened_in_a_browser_answers_once_and_is_not_another_persons(served, browser):
+    """The link's page: the question and the page's form, no sign-in needed; ann is refused it."""
+    base, store = served
+    ann, ann_page = _signed_in(browser, base, "ann")
+    status, started = _call(
+        ann_page,
+        "POST",
+        "/api/runs",
+        {"workflow": "race", "input": {"title": "Lamp", "cents": 2000}},
+    )
+    assert status == 201, started
+    run_id = started["run"]["run_id"]
+    request_id = _pending_request(ann_page, run_id)
+    link = _link(store, run_id, request_id, "carol")
+    ann_page.goto(base + link)  # signed in as ann: carol's link is not hers
+    expect(ann_page.get_by_role("heading", name="This link cannot be used")).to_be_visible()
+    expect(ann_page.get_by_role("alert")).to_contain_text(
+        "this answer link is carol's; you are signed in as ann"
+    )
+    context = browser.new_context()  # nobody signed in: the link is the credential
+    page = context.new_page()
+    page.goto(base + link)
+    expect(page.get_by_role("heading", name="Answer a request")).to_be_visible()
+    expect(page.get_by_text("You answer as carol")).to_be_visible()
+    card = page.locator(f'form.request[data-run="{run_id}"]')
+    expect(card).to_contain_text("Lamp")  # what the request asks
+    card.get_by_role("group", name="Approved").get_by_role("button", name="Yes").click()
+    card.get_by_role("button", name="Send answer").click()
+    card.get_by_role("button", name="Confirm and send").click()
+    expect(card.locator(".form-message")).to_contain_text("Answered. The run goes on.")
+    page.reload()  # used: it says so, and by whom
+    expect(page.get_by_role("alert")).to_contain_text("used already, by carol")
+    ann_page.goto(base + "/")  # back on the page, whose token reads the log
+    answered = [e["data"] for e in _log(ann_page, run_id) if e.get("type") == "request_answered"]
+    assert [(a["actor"]["label"], a["actor"]["door"]) for a in answered] == [("link:carol", "link")]
+    context.close()
+    ann.close()

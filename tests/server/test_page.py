@@ -39,7 +39,9 @@ async def test_every_module_the_page_loads_is_served_from_here(sqlite_url):
         assert not re.search(r"""(src|href)=["'](https?:)?//""", page)
         assert 'src="/static/app.js"' in page
         link_page = (await api.get("/answer/any-link")).text  # an answer link's page
-        roots = re.findall(r'<script type="module" src="/static/([\w.]+)"', page + link_page)
+        roots = re.findall(
+            r'<script type="module" src="/(?:answer/)?static/([\w.]+)"', page + link_page
+        )
         assert {"app.js", "answer.js"} <= set(roots)
         queue, seen = roots, set()
         while queue:

@@ -32,7 +32,7 @@ def _routes() -> list[tuple[str, str]]:
                 continue
             path = route.path.format(**_SAMPLE)
             found += [(method, path) for method in sorted(route.methods or ()) if method != "HEAD"]
-        elif isinstance(route, Mount):
+        elif isinstance(route, Mount) and not route.path.startswith(LINK_PATHS):
             found.append(("GET", f"{route.path}/{_SAMPLE['path']}"))
     return [*found, ("GET", "/no/such/route"), ("POST", "/no/such/route")]
 

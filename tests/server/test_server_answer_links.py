@@ -124,7 +124,9 @@ def test_a_link_shows_its_question_and_answers_once_as_its_principal(serve):
     with serve.client() as client:  # no token: the link is the credential
         page = client.get(path)
         assert page.status_code == 200, page.text
-        assert "/static/answer.js" in page.text
+        assert "/answer/static/answer.js" in page.text
+        script = client.get("/answer/static/answer.js")  # its files too: no token needed
+        assert script.status_code == 200, script.text
         shown = client.get(path, headers=JSON)
         assert shown.status_code == 200, shown.text
         question = shown.json()

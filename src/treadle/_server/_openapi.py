@@ -388,6 +388,20 @@ def _page_paths() -> dict[str, Any]:
             }
         },
         "/answer/{token}": _link_paths(),
+        "/answer/static/{path}": {
+            "get": {
+                "operationId": "answer_link_static",
+                "summary": "The page's scripts and styles, for an answer link's page (no token)",
+                "security": [],
+                "parameters": [
+                    {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {"description": "The file"},
+                    "404": {"description": "No such file", "content": _json(_ref("Error"))},
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "operationId": "openapi",

@@ -27,7 +27,8 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from starlette.responses import HTMLResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from treadle._exceptions import InvalidResponseError
 from treadle._operations._background import deliver_answer
@@ -65,9 +66,18 @@ PREFIX = "/answer/"
 _STATUSES = {"invalid": 404, "expired": 410, "used": 409, "answered": 409, "not_yours": 403}
 
 
-def routes() -> list[Route]:
-    """``GET`` and ``POST /answer/{token}``."""
-    return [Route(PREFIX + "{token}", _answer, methods=["GET", "HEAD", "POST"], name="answer")]
+def routes() -> list[BaseRoute]:
+    """``GET`` and ``POST /answer/{token}``, and the page's files for it under ``/answer/static``.
+
+    The files are the page's own (:mod:`treadle._server._page`), served here
+    too because whoever opens a link may hold no token for ``/static``.
+    """
+    return [
+        Mount(
+            PREFIX + "static", app=StaticFiles(directory=PAGE_DIR / "static"), name="link_static"
+        ),
+        Route(PREFIX + "{token}", _answer, methods=["GET", "HEAD", "POST"], name="answer"),
+    ]
 
 
 def signed_in(request: Request) -> str | None:
