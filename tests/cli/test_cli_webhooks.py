@@ -3,8 +3,9 @@
 The receiver is a real HTTP server on 127.0.0.1, written here: it answers
 500 to its first three deliveries and is down (nothing listening) for the
 first 10 s. Runs commit their events (a request, a failure, a completion)
-into a SQLite file while it is down; a ``treadle worker`` is SIGKILLed
-after those commits and before any delivery, and a second one delivers.
+into a SQLite file while it is down; a ``treadle serve`` (sending the
+outbox as every server does) is SIGKILLed after those commits and before
+any delivery, and a ``treadle worker`` delivers them.
 Every message arrives, its signature verified by the ``standardwebhooks``
 reference library; a duplicate only ever repeats an id; each run's
 messages arrive in commit order. An endpoint that never answers 2xx
@@ -87,6 +88,15 @@ def worker(store: str, env: dict[str, str] | None = None) -> subprocess.Popen[st
     )
 
 
+def serve(store: str) -> subprocess.Popen[str]:
+    """``treadle serve`` on ``store`` (any free port), its output discarded."""
+    return subprocess.Popen(
+        [TREADLE, "serve", "--app", APP, "--store", store, "--port", "0", "--poll-interval", "0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def add_endpoint(store: str, port: int, *extra: str, env: dict[str, str] | None = None) -> str:
     shown = treadle(
         "webhooks", "add", f"http://127.0.0.1:{port}/hook", "--store", store, *extra, env=env
@@ -105,6 +115,14 @@ async def _commit_runs(path: Path | Place) -> None:
         await store.close()
 
 
+async def _pending(path: Path) -> list:
+    store = SqliteStore(path)
+    try:
+        return await store.outbox().messages("pending")
+    finally:
+        await store.close()
+
+
 def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
     path = tmp_path / "hooks.sqlite"
     store = str(path)
@@ -113,11 +131,14 @@ def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
     secret = add_endpoint(store, receiver.port, "--backoff", "0.2")
     down_since = time.monotonic()
     asyncio.run(_commit_runs(path))  # committed while the receiver is down
-    first = worker(store)
-    time.sleep(1.0)  # it tries (connection refused) and retries, leasing messages
-    first.send_signal(signal.SIGKILL)  # between the commits and any delivery
+    first = serve(store)
+    time.sleep(2.0)  # it starts, tries (connection refused) and retries, leasing messages
+    first.send_signal(signal.SIGKILL)  # the server, between the commits and any delivery
     first.communicate(timeout=30)
     assert receiver.deliveries == []
+    tried = asyncio.run(_pending(path))
+    assert len(tried) == 4
+    assert any(m.attempts > 0 for m in tried), "the server tried to send them before it died"
     second = worker(store)
     try:
         time.sleep(max(0.0, 10.0 - (time.monotonic() - down_since)))  # down for 10 s
