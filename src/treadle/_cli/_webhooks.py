@@ -130,11 +130,16 @@ def list_endpoints(store: StoreOption = None, as_json: JsonOption = False) -> No
         out.print("no webhooks (treadle webhooks add URL adds one)")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("ID", "URL", "EVENTS", "ATTEMPTS", "ADDED"):
+    for column in ("ID", "URL", "EVENTS", "ATTEMPTS", "LINKS FOR", "ADDED"):
         table.add_column(column)
     for e in endpoints:
         table.add_row(
-            e.endpoint_id, escape(e.url), ", ".join(e.events), str(e.attempts), when(e.created_at)
+            e.endpoint_id,
+            escape(e.url),
+            ", ".join(e.events),
+            str(e.attempts),
+            escape(e.links.principal) if e.links else "",
+            when(e.created_at),
         )
     out.print(table)
 
