@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
 from server_app import Brief, approval
 from signin_app import Expense, expense
 
-from treadle.errors import ActionRefusedError
+from treadle.errors import ActionRefusedError, RunNotFoundError, UnknownRequestError
 
 YES = {"approved": True, "note": "fine"}
 NO = {"approved": False, "note": "no"}
@@ -172,3 +172,17 @@ def _deliver_expense(store):
         )
 
     return deliver
+
+
+async def test_a_link_is_made_only_for_a_request_that_waits(store):
+    request_id = await _asking(store, "r5")
+    with pytest.raises(UnknownRequestError, match="never asked 'nope'"):
+        await create_link(store, "r5", "nope", "maria", expires_in=60, created_by="cli:test")
+    with pytest.raises(RunNotFoundError):
+        await create_link(store, "gone", request_id, "maria", expires_in=60, created_by="cli:test")
+    token, _ = await create_link(
+        store, "r5", request_id, "maria", expires_in=60, created_by="cli:test"
+    )
+    await answer_by_link(store, token, YES, _deliver(store))
+    with pytest.raises(UnknownRequestError, match="answered already: link:maria approved"):
+        await create_link(store, "r5", request_id, "ann", expires_in=60, created_by="cli:test")

@@ -70,9 +70,12 @@ async def create_link(
 
     Raises:
         ValueError: ``principal`` is empty or ``expires_in`` not positive.
+        RunNotFoundError: No such run.
+        UnknownRequestError: The run never asked it, or it was answered already.
     """
     if not principal or expires_in <= 0:
         raise ValueError("an answer link needs a principal and a positive lifetime")
+    await _check_waiting(store, run_id, request_id)
     outbox = outbox_of(store)
     now = time.time()
     link = AnswerLink(
@@ -87,6 +90,30 @@ async def create_link(
     )
     await outbox.add_link(link)
     return link_token(link, await outbox.link_key()), link
+
+
+async def _check_waiting(store: Store, run_id: str, request_id: str) -> None:
+    """Refuse a link to a request the run's log shows never asked, or settled already.
+
+    Read from the log, so the command line makes links without the run's code.
+
+    Raises:
+        RunNotFoundError: No such run.
+        UnknownRequestError: The run never asked it, or it was answered or timed out.
+    """
+    asked = False
+    for event in await store.read_events(run_id):
+        if event.data.get("request_id") != request_id:
+            continue
+        if event.kind == "request":
+            asked = True
+        elif event.kind in ("request_answered", "request_timed_out"):
+            who = await answered_by(store, run_id, request_id)
+            raise UnknownRequestError(
+                f"request {request_id!r} of run {run_id!r} was answered already: {who}"
+            )
+    if not asked:
+        raise UnknownRequestError(f"run {run_id!r} never asked {request_id!r}")
 
 
 async def open_link(store: Store, token: str, *, signed_in: str | None = None) -> AnswerLink:
