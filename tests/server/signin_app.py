@@ -1,4 +1,5 @@
-"""An expense whose approval only finance may give, never the person who filed it (four eyes)."""
+"""Requests addressed to people: an expense only finance may approve, never the person who
+filed it (four eyes), and a purchase only the ops group may approve."""
 
 from __future__ import annotations
 
@@ -37,6 +38,20 @@ async def ask(expense: Expense, ctx) -> None:
 
 expense = (
     WorkflowBuilder(start=ask, name="signed_expense")
+    .register_type(Expense)
+    .register_type(Decision)
+    .build()
+)
+
+
+@executor(id="ask_ops")
+async def ask_ops(expense: Expense, ctx) -> None:
+    decision = await ctx.request(expense, Decision, approvers=["group:ops"])
+    ctx.yield_output("bought" if decision.approved else "not bought")
+
+
+ops_purchase = (
+    WorkflowBuilder(start=ask_ops, name="ops_purchase")
     .register_type(Expense)
     .register_type(Decision)
     .build()

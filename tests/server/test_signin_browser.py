@@ -5,10 +5,13 @@ installed into ``.tools`` by ``make renderers``; nothing is downloaded at run
 time) and a real ``treadle serve`` on 127.0.0.1, driven by Chromium through
 Playwright (issue 29, must show 1). The provider's users: ann (groups
 finance and ops: an operator here), maria (finance: an approver), bob
-(staff: a viewer). ann files an expense that only finance may approve, four
-eyes on; she may not approve it herself; bob sees the run and is refused
-answering; maria signs in, approves it, and the run's log says she did,
-when and through which door.
+(staff: a viewer). Everything is done through the page, as a person would:
+ann files an expense that only finance may approve, four eyes on, and a
+purchase only ops may approve; her own expense's decision button, once
+confirmed, is refused naming four eyes; bob sees the run and is refused
+answering, the page saying who may; maria's inbox shows the expense and not
+the purchase; she presses Yes, confirms, and the run's timeline then says
+"maria approved at HH:MM (page)", as its log records it.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -38,6 +42,8 @@ ROOT = HERE.parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROVIDER = ROOT / ".tools" / "node_modules" / "oidc-provider" / "lib" / "index.js"
 TREADLE = str(Path(sys.executable).parent / "treadle")
+# The browser's clock: the timeline's "at HH:MM" is in it, not in the machine's zone.
+ZONE = "America/New_York"
 
 pytestmark = [pytest.mark.integration]
 
@@ -129,7 +135,7 @@ def browser() -> Iterator[object]:
 
 def _signed_in(browser, base: str, user: str):
     """A fresh browser context, signed in as ``user`` through the provider's own forms."""
-    context = browser.new_context()
+    context = browser.new_context(timezone_id=ZONE)
     context.set_default_timeout(15_000)
     page = context.new_page()
     page.goto(base + "/")  # no session: the page sends the browser to the provider
@@ -143,7 +149,7 @@ def _signed_in(browser, base: str, user: str):
 
 
 def _call(page, method: str, path: str, body: object = None) -> tuple[int, dict]:
-    """Call the API from the page with the page's own credential, as its scripts do."""
+    """Read the API from the page with the page's own credential, as its scripts do."""
     return tuple(
         page.evaluate(
             """async ([method, path, body]) => {
@@ -160,16 +166,67 @@ def _call(page, method: str, path: str, body: object = None) -> tuple[int, dict]
     )
 
 
-def _pending_request(page, run_id: str) -> str:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, detail = _call(page, "GET", f"/api/runs/{run_id}")
-        assert status == 200, detail
-        if detail.get("pending_requests") or detail.get("requests"):
-            pending = detail.get("pending_requests") or detail.get("requests")
-            return pending[0]["request_id"]
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} asked nothing: {detail}")
+def _start(page, base: str, workflow: str, run_id: str) -> None:
+    """Start a run with the page's Start form, and wait on its page until it asks."""
+    page.goto(f"{base}/#/start?workflow={workflow}")
+    page.get_by_label("Title", exact=True).fill("Laptop")
+    page.get_by_label("Cents", exact=True).fill("120000")
+    page.get_by_label("Run id (optional)").fill(run_id)
+    page.get_by_role("button", name="Start run").click()
+    expect(page).to_have_url(re.compile(re.escape(f"#/runs/{run_id}") + "$"))
+    expect(_card(page, run_id)).to_be_visible()
+
+
+def _card(page, run_id: str):
+    return page.locator(f"form.request[data-run='{run_id}']")
+
+
+def _decide(card, choice: str):
+    """Press the decision's button, "Send answer", then the confirmation's "Confirm and send"."""
+    card.get_by_role("button", name=choice, exact=True).click()
+    card.get_by_role("button", name="Send answer").click()
+    confirmation = card.get_by_role("group", name="Confirm the answer")
+    expect(confirmation).to_contain_text(f"You decide Approved: {choice}.")
+    confirmation.get_by_role("button", name="Confirm and send").click()
+    return card.locator(".form-message")
+
+
+def _inbox(page, base: str):
+    """The page's inbox once loaded: its cards."""
+    page.goto(f"{base}/#/inbox")
+    expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+    cards = page.locator("form.request")
+    page.wait_for_function(
+        """() => document.querySelector("form.request")
+                 || !document.querySelector("main p.muted[hidden]")"""
+    )  # a card, or "Nothing is waiting" shown: the list has loaded
+    return cards
+
+
+def _answered_events(page, run_id: str) -> list[dict]:
+    log = page.evaluate(
+        """async (path) => {
+            const token = document.querySelector('meta[name="treadle-token"]').content;
+            const response = await fetch(path, {headers: {Authorization: `Bearer ${token}`}});
+            return await response.text();  // the run has ended: the stream ends with it
+        }""",
+        f"/api/runs/{run_id}/events",
+    )
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in log.splitlines()
+        if line.startswith("data: ") and "request_answered" in line
+    ]
+
+
+def _clock(at: str | float) -> str:
+    """An event's time as the page's timeline says it (HH:MM in the browser's zone)."""
+    moment = (
+        datetime.fromtimestamp(at, UTC)
+        if isinstance(at, int | float)
+        else datetime.fromisoformat(at)
+    )
+    return moment.astimezone(ZoneInfo(ZONE)).strftime("%H:%M")
 
 
 def test_people_sign_in_and_the_record_says_who_approved(servers, browser):
@@ -181,58 +238,54 @@ def test_people_sign_in_and_the_record_says_who_approved(servers, browser):
         "kind": "user", "name": "ann", "label": "ann", "door": "page",
         "role": "operator", "groups": ["finance", "ops"],
     }  # fmt: skip
-    status, started = _call(
-        ann_page,
-        "POST",
-        "/api/runs",
-        {"workflow": "signed_expense", "input": {"title": "Laptop", "cents": 120000}},
-    )
-    assert status == 201, started
-    run_id = started["run"]["run_id"]
-    request_id = _pending_request(ann_page, run_id)
-    answer_path = f"/api/runs/{run_id}/requests/{request_id}"
+    _start(ann_page, base, "ops_purchase", "purchase-1")  # addressed to ops, not to maria
+    _start(ann_page, base, "signed_expense", "expense-1")  # to finance, four eyes
 
-    status, refused = _call(ann_page, "POST", answer_path, {"answer": {"approved": True}})
-    assert status == 403, refused
-    assert "four eyes" in refused["error"]["message"]
+    # ann filed it: four eyes refuse her, through the page, and the run still waits.
+    refused = _decide(_card(ann_page, "expense-1"), "Yes")
+    expect(refused).to_contain_text("ann started this run, and its requests need four eyes")
+    expect(refused).to_contain_text("someone else")
+    expect(_card(ann_page, "expense-1")).not_to_have_class(re.compile("answered"))
+    # Her inbox: the purchase (she is in ops), not her own expense.
+    cards = _inbox(ann_page, base)
+    expect(cards).to_have_count(1)
+    expect(cards).to_have_attribute("data-run", "purchase-1")
 
+    # bob, a viewer, sees the run and its question; his answer is refused naming who may.
     bob, bob_page = _signed_in(browser, base, "bob")
-    status, seen = _call(bob_page, "GET", f"/api/runs/{run_id}")
-    assert status == 200, seen
-    status, refused = _call(bob_page, "POST", answer_path, {"answer": {"approved": True}})
-    assert status == 403, refused
-    assert "bob is a viewer" in refused["error"]["message"]
-    assert "approver" in refused["error"]["message"]
+    bob_page.goto(f"{base}/#/runs/expense-1")
+    expect(bob_page.get_by_role("heading", name=re.compile("expense-1"))).to_be_visible()
+    refused = _decide(_card(bob_page, "expense-1"), "Yes")
+    expect(refused).to_contain_text("bob is a viewer")
+    expect(refused).to_contain_text("approver")
+    expect(_inbox(bob_page, base)).to_have_count(0)  # nothing is his to answer
     bob.close()
 
+    # maria (finance): her inbox holds the expense, not the purchase addressed to ops.
     maria, maria_page = _signed_in(browser, base, "maria")
-    status, answered = _call(maria_page, "POST", answer_path, {"answer": {"approved": True}})
-    assert status == 202, answered
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, detail = _call(maria_page, "GET", f"/api/runs/{run_id}")
-        if detail["run"]["status"] == "completed":
-            break
-        time.sleep(0.1)
+    cards = _inbox(maria_page, base)
+    expect(cards).to_have_count(1)
+    expect(cards).to_have_attribute("data-run", "expense-1")
+    done = _decide(cards, "Yes")
+    expect(done).to_contain_text("Answered. The run goes on.")
+
+    # The run's page says who approved, when and through which door.
+    maria_page.goto(f"{base}/#/runs/expense-1")
+    expect(maria_page.locator("main")).to_contain_text("completed")
+    status, detail = _call(maria_page, "GET", "/api/runs/expense-1")
     assert detail["run"]["status"] == "completed", detail
     assert json.loads(detail["run"]["started_by"])["label"] == "ann"
-    log = maria_page.evaluate(
-        """async (path) => {
-            const token = document.querySelector('meta[name="treadle-token"]').content;
-            const response = await fetch(path, {headers: {Authorization: `Bearer ${token}`}});
-            return await response.text();  // the run has ended: the stream ends with it
-        }""",
-        f"/api/runs/{run_id}/events",
-    )
-    answered = [
-        json.loads(line.removeprefix("data: "))
-        for line in log.splitlines()
-        if line.startswith("data: ") and "request_answered" in line
-    ]
-    assert len(answered) == 1, log
-    data = answered[0]["data"]
+    (answered,) = _answered_events(maria_page, "expense-1")
+    data = answered["data"]
     assert data["actor"]["label"] == "maria", data
     assert data["actor"]["door"] == "page", data
     assert data["answer"] == {"approved": True}, data
+    said = f"maria approved at {_clock(answered['at'])} (page)"
+    timeline = maria_page.locator(".timeline")
+    expect(timeline).to_contain_text(said)
+    expect(timeline).to_contain_text(re.compile(r"ann started the run at \d\d:\d\d \(page\)"))
+    # The purchase still waits for ops: maria's answer went to her request only.
+    status, purchase = _call(maria_page, "GET", "/api/runs/purchase-1")
+    assert purchase["run"]["status"] == "awaiting_input", purchase
     ann.close()
     maria.close()

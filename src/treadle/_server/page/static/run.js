@@ -26,6 +26,18 @@ const KINDS = [
   "custom",
   "checkpoint_saved",
   "status_changed",
+  // The record: what people and services did to the run, each with its actor (the timeline says who).
+  "run_created",
+  "request_answered",
+  "request_timed_out",
+  "message_sent",
+  "run_cancelled",
+  "run_paused",
+  "run_unpaused",
+  "run_resumed",
+  "run_forked",
+  "run_migrated",
+  "run_pruned",
 ];
 const RELOAD_ON = new Set(["status_changed", "output", "request", "checkpoint_saved", "superstep_completed", "run_started"]);
 const HISTORY_ON = new Set(["checkpoint_saved", "status_changed"]);

@@ -22,8 +22,9 @@ export function markOf(event) {
 }
 
 // What a person (or a service) did to the run, as the record keeps it: "maria approved at 10:02 (page)".
+// The same sentences as `treadle logs` says (treadle._operations._audit._DONE).
 const DONE = {
-  run_started: "started the run",
+  run_created: "started the run",
   run_forked: "forked this run",
   message_sent: "sent a message",
   run_cancelled: "cancelled the run",
