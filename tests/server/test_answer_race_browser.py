@@ -29,7 +29,6 @@ from server.test_signin_browser import (
     TREADLE,
     _call,
     _free_port,
-    _pending_request,
     _signed_in,
     _started,
     _stop,
@@ -102,6 +101,18 @@ def _link(store: Path, run_id: str, request_id: str, who: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
+
+
+def _pending_request(page, run_id: str) -> str:
+    """The id of the request the run waits on, read through the page's API."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, detail = _call(page, "GET", f"/api/runs/{run_id}")
+        assert status == 200, detail
+        if detail["pending_requests"]:
+            return str(detail["pending_requests"][0]["request_id"])
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} asked nothing")
 
 
 def _log(page, run_id: str) -> list[dict]:
