@@ -24,6 +24,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── SubWorkflowError             a sub-workflow stalled, or output an undeclared type
     ├── AppLoadError                 an import path holds no workflow [LookupError]
     ├── CommandError                 a CLI command cannot be done as asked
+    │   └── LinkRefusedError         an answer link is tampered, expired, used or another's
     ├── MigrationError               a migration cannot move a run; lists every reason
     ├── ActionRefusedError           the actor may not do this; names who may [PermissionError]
     ├── RequestError                 respond / send_message cannot be applied
@@ -85,6 +86,7 @@ from treadle._exceptions import (
     InvalidResponseError,
     JournalMismatchError,
     LeaseLostError,
+    LinkRefusedError,
     MigrationError,
     PollTimeout,
     PoolError,
@@ -127,6 +129,7 @@ __all__ = [
     "IterationLimitExceeded",
     "JournalMismatchError",
     "LeaseLostError",
+    "LinkRefusedError",
     "MigrationError",
     "OutcomeConflictError",
     "PollTimeout",

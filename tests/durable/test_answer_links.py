@@ -18,13 +18,13 @@ import pytest
 
 from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from treadle._operations._links import (
-    LinkRefusedError,
     answer_by_link,
     create_link,
     link_actor,
     open_link,
 )
 from treadle._stores._answer_links import link_nonce
+from treadle.errors import LinkRefusedError
 from treadle.stores import PostgresStore, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))

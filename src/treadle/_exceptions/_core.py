@@ -83,6 +83,19 @@ class CommandError(TreadleError):
     """The command cannot be carried out as asked; nothing was changed."""
 
 
+class LinkRefusedError(CommandError):
+    """An answer link was refused: tampered, expired, used, or not this principal's.
+
+    Attributes:
+        reason: Which: ``invalid`` (tampered, or not made by this store),
+            ``expired``, ``used`` or ``not_yours``.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class MigrationError(TreadleError):
     """A migration cannot move a run (or no chain of migrations leads where asked).
 

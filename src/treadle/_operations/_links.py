@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import (
     ActionRefusedError,
-    CommandError,
     InvalidResponseError,
+    LinkRefusedError,
     UnknownRequestError,
 )
 from treadle._operations._audit import action_sentence
@@ -38,19 +38,6 @@ if TYPE_CHECKING:
 
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
-
-
-class LinkRefusedError(CommandError):
-    """An answer link was refused: tampered, expired, used, or not this principal's.
-
-    Attributes:
-        reason: Which: ``invalid`` (tampered, or not made by this store),
-            ``expired``, ``used`` or ``not_yours``.
-    """
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 async def create_link(

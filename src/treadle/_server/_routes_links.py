@@ -30,10 +30,9 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from treadle._exceptions import InvalidResponseError
+from treadle._exceptions import InvalidResponseError, LinkRefusedError
 from treadle._operations._background import deliver_answer
 from treadle._operations._links import (
-    LinkRefusedError,
     answer_by_link,
     create_link,
     link_actor,
