@@ -23,18 +23,32 @@ ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00$")
 
 # Every command's --help, printed by one real process at 80 columns.
 _EVERY_HELP = """
-import sys
 import typer
 from treadle._cli._app import app
 group = typer.main.get_command(app)
 names = [None, *sorted(group.commands)]
+names += [
+    f"{name} {sub}"
+    for name in sorted(group.commands)
+    for sub in sorted(getattr(group.commands[name], "commands", {}))
+]
 for name in names:
     print(f"=== {name}")
     try:
-        group([name, "--help"] if name else ["--help"], prog_name="treadle")
+        group([*name.split(), "--help"] if name else ["--help"], prog_name="treadle")
     except SystemExit:
         pass
 """
+
+
+def _commands(group):
+    """Every command by its words (``run``, ``tokens create``), nested groups' too."""
+    found = {}
+    for name, command in group.commands.items():
+        found[name] = command
+        for sub, inner in getattr(command, "commands", {}).items():
+            found[f"{name} {sub}"] = inner
+    return found
 
 
 def test_every_command_s_help_reads_whole_at_80_columns():
@@ -50,14 +64,15 @@ def test_every_command_s_help_reads_whole_at_80_columns():
     )
     assert done.returncode == 0, done.stderr
     helps = dict([*part.split("\n", 1), ""][:2] for part in done.stdout.split("=== ")[1:])
-    group = typer.main.get_command(app)
-    assert set(helps) == {"None", *group.commands}
+    commands = _commands(typer.main.get_command(app))
+    assert set(helps) == {"None", *commands}
     for name, text in helps.items():
         assert "…" not in text, f"{name}: a cut name\n{text}"
         assert not PYTHON_TYPES.search(text), f"{name}: a Python type name\n{text}"
+        assert not re.search(r"\{[a-z_]+\}", text), f"{name}: a raw argument name\n{text}"
         assert all(len(line) <= 80 for line in text.splitlines()), f"{name}\n{text}"
         if name != "None":
-            for param in group.commands[name].params:
+            for param in commands[name].params:
                 for opt in (*param.opts, *param.secondary_opts):
                     if opt.startswith("-"):
                         assert opt in text, f"{name}: {opt} is not shown whole\n{text}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import typer
 from typer.core import TyperArgument, TyperGroup
 
 if TYPE_CHECKING:
@@ -67,3 +68,10 @@ class TreadleGroup(TyperGroup):
         if command is not None:
             name_values(command.params)
         return command
+
+
+def command_group(help_text: str) -> typer.Typer:
+    """A group of ``treadle`` subcommands (``tokens``, ``webhooks``), its help read as the rest."""
+    return typer.Typer(
+        help=help_text, no_args_is_help=True, cls=TreadleGroup, rich_markup_mode=None
+    )

@@ -23,14 +23,14 @@ from rich.table import Table
 from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_group
 from treadle._cli._views import out, when
 from treadle._operations._shapes import iso_time
 from treadle._stores._tokens import TokenKeeper, TokenRecord, token_hash
 from treadle._values._actors import Actor, Role
 
-tokens_app = typer.Typer(
-    help="Named API tokens for treadle serve: create (printed once), list, revoke.",
-    no_args_is_help=True,
+tokens_app = command_group(
+    "Named API tokens for treadle serve: create (printed once), list, revoke."
 )
 app.add_typer(tokens_app, name="tokens")
 

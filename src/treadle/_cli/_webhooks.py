@@ -21,6 +21,7 @@ from rich.table import Table
 from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_group
 from treadle._cli._tokens import parse_duration
 from treadle._cli._views import out, when
 from treadle._operations._links import create_link
@@ -30,12 +31,11 @@ from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import EVENT_TYPES, new_endpoint
 from treadle._values._actors import Actor
 
-webhooks_app = typer.Typer(
-    help="Outbound webhooks (Standard Webhooks): add, list, remove, dead, resend.",
-    no_args_is_help=True,
+webhooks_app = command_group(
+    "Outbound webhooks (Standard Webhooks): add, list, remove, dead, resend."
 )
 app.add_typer(webhooks_app, name="webhooks")
-links_app = typer.Typer(help="Signed single-use answer links: create.", no_args_is_help=True)
+links_app = command_group("Signed single-use answer links: create.")
 app.add_typer(links_app, name="links")
 
 
