@@ -289,8 +289,12 @@ def started_of(run: RunRecord) -> Recorded | None:
 
 
 def migrated(run_id: str, actor: Actor, version: int) -> Recorded:
-    """The record of a migration: ``run_migrated`` to ``version``."""
-    return Recorded(run_id, "run_migrated", actor, {"version": version})
+    """The audit entry of a migration to ``version`` (``run_migrated``).
+
+    Only the audit log gets it: the migrated checkpoint's own ``run_migrated``
+    event, in the same transaction, is the run's log's, with the actor in it.
+    """
+    return Recorded(run_id, "run_migrated", actor, {"version": version}, logged=False)
 
 
 def deleted(run_id: str, actor: Actor) -> Recorded:

@@ -326,6 +326,7 @@ class _Mover:
             "renamed": renamed,
             "dropped": list(dropped),
             "state_keys": list(keys),
+            "actor": self.actor.to_json(),
         }
         events = (
             EventEntry(info.superstep, "run_migrated", None, now, json.dumps(moved)),
