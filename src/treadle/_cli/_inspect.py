@@ -259,9 +259,7 @@ def export(
                 _write_line(target, {"record": "checkpoint", **checkpoint_json(info, kind)})
             count = 0
             async for event in _events(s, row.run_id, 0):
-                said = action_sentence(event.kind, event.data, event.at)
-                line = {"record": "event", **event_json(event)}
-                _write_line(target, line if said is None else {**line, "said": said})
+                _write_line(target, {"record": "event", **_event_line(event)})
                 count += 1
         finally:
             if output is not None:
@@ -286,8 +284,15 @@ async def _events(store: Store, run_id: str, after: int) -> AsyncIterator[Logged
 
 
 def _print_json_line(event: LoggedEvent) -> None:
-    _write_line(sys.stdout, event_json(event))
+    _write_line(sys.stdout, _event_line(event))
     sys.stdout.flush()
+
+
+def _event_line(event: LoggedEvent) -> dict[str, Any]:
+    """An event as ``logs --json`` and ``export`` write it: an action with its ``said`` sentence."""
+    said = action_sentence(event.kind, event.data, event.at)
+    line = event_json(event)
+    return line if said is None else {**line, "said": said}
 
 
 def _write_line(target: TextIO, record: dict[str, Any]) -> None:
