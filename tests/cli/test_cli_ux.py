@@ -255,6 +255,8 @@ def test_a_run_resting_on_a_timer_names_the_sqlite_worker_that_wakes_it(tmp_path
     assert all(ISO_LINE.match(line) for line in lines), err
     assert [line.split(" INFO ")[1] for line in lines] == [
         "worker serving progress, retrying, optional, napper",
+        "claimed run nap-1 epoch 2 status waiting superstep 1 (its timer is due)",
+        "run nap-1 completed at superstep 2",
         "worker stopped",
     ]
 
