@@ -316,7 +316,7 @@ async def test_an_input_that_fits_no_handler_parks_the_run_failed_saying_so(stor
 
 async def test_a_client_deadline_is_kept_by_the_worker_and_fails_the_run_when_passed(store):
     client = treadle.workers.Client(store, WORKFLOWS)
-    await client.start("counter", {"total": 100, "pause": 0.02}, run_id="late", timeout=0.3)
+    await client.start("counter", {"total": 100, "pause": 0.03}, run_id="late", timeout=1.0)
     await client.start("counter", {"total": 3}, run_id="in-time", timeout=60)
     await worker(store).run_until_idle()
     late, in_time = await client.get("late"), await client.get("in-time")
