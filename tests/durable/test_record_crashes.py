@@ -15,6 +15,7 @@ import pytest
 
 from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from treadle._operations._audit import verify
+from treadle.errors import TreadleError
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 APP = Path(__file__).parent / "record_app.py"
 KILLS = int(os.environ.get("TREADLE_RECORD_KILLS", "3"))
+SOAK_KILLS = 30
 
 
 async def _kill_at_random(where: str, env: dict[str, str], rng: random.Random) -> None:
@@ -101,3 +103,124 @@ async def test_sigkill_never_splits_an_action_from_its_record_on_postgres() -> N
     finally:
         await store.close()
         await drop_schemas([schema])
+
+
+async def _cli_meanwhile(where: str, env: dict[str, str], stop: asyncio.Event) -> int:
+    """Act on the same runs through ``treadle`` (the door ``cli``) until ``stop``; count done.
+
+    It starts a run that is not there (yet, or deleted) and deletes one that
+    ended, so it has something to do after the killed process cancelled its
+    runs; after ``stop`` it goes on until it has done something (15 tries).
+    """
+    rng = random.Random()
+    runs = [f"{env['RECORD_PREFIX']}{n}" for n in range(4)]
+    done = tries_after = 0
+    while not stop.is_set() or (done == 0 and tries_after < 15):
+        tries_after += stop.is_set()
+        run_id = rng.choice(runs)
+        action = rng.choice(["run", "respond", "cancel", "pause", "unpause", "delete"])
+        args = [action, run_id]
+        if action == "run":
+            args = ["run", str(APP), "--input", '"t"', "--run-id", run_id]
+        elif action == "delete":
+            args = ["delete", run_id, "--yes"]
+        elif action == "respond":
+            store = SqliteStore(where)
+            try:
+                logged = await store.read_events(run_id)
+            except TreadleError:  # not there (yet, or any more)
+                logged = []
+            finally:
+                await store.close()
+            asked = [e.data["request_id"] for e in logged if e.kind == "request"]
+            if not asked:
+                continue
+            args = ["respond", run_id, asked[0], "true", "--app", str(APP)]
+        process = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "treadle"),
+            *args,
+            env={**env, "TREADLE_STORE": where},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        done += await process.wait() in (0, 3)  # 3: it rests, waiting for input
+    return done
+
+
+async def _client_meanwhile(where: str, env: dict[str, str], stop: asyncio.Event) -> int:
+    """Act on the same runs through the workers' client (door ``client``) until ``stop``."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(APP),
+        "client",
+        where,
+        "4",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert (await asyncio.wait_for(process.stdout.readline(), timeout=60)).strip() == b"ready"
+    await stop.wait()
+    process.stdin.close()
+    done = int((await asyncio.wait_for(process.stdout.readline(), timeout=60)).strip())
+    assert await process.wait() == 0
+    return done
+
+
+async def _with_a_second_door(
+    store: Store, where: str, env: dict[str, str], second, kills: int
+) -> int:
+    """SIGKILL the first process at random while a second acts on its runs through ``second``.
+
+    Each round has runs of its own (both processes act on them from their
+    start), so the second door has runs to act on, not only ended ones.
+    """
+    rng = random.Random()
+    acted = 0
+    await store.list_runs()  # its tables made before either process opens it
+    for round_ in range(kills):
+        env = {**env, "RECORD_PREFIX": f"k{round_}-"}
+        stop = asyncio.Event()
+        meanwhile = asyncio.create_task(second(where, env, stop))
+        await _kill_at_random(where, env, rng)
+        await asyncio.sleep(0.3)  # it acts on what the killed process left, too
+        stop.set()
+        acted += await meanwhile
+    await _check_record(store)
+    return acted
+
+
+SECOND_DOORS = [
+    pytest.param("sqlite", KILLS, marks=pytest.mark.integration, id="sqlite-cli"),
+    pytest.param("postgres", KILLS, marks=pytest.mark.integration, id="postgres-client"),
+    pytest.param("sqlite", SOAK_KILLS, marks=pytest.mark.soak, id="sqlite-cli-soak"),
+    pytest.param("postgres", SOAK_KILLS, marks=pytest.mark.soak, id="postgres-client-soak"),
+]
+
+
+@pytest.mark.parametrize(("kind", "kills"), SECOND_DOORS)
+async def test_sigkill_while_a_second_process_acts_through_another_door(
+    tmp_path: Path, kind: str, kills: int
+) -> None:
+    if kind == "sqlite":
+        where = str(tmp_path / "record.sqlite")
+        store: Store = SqliteStore(where)
+        env, second, door = dict(os.environ), _cli_meanwhile, "cli"
+        schema = None
+    else:
+        from treadle.stores import PostgresStore  # noqa: PLC0415 - psycopg only here
+
+        where, schema = postgres_dsn(), fresh_schema()
+        store = PostgresStore(where, schema=schema)
+        env, second, door = {**os.environ, "RECORD_SCHEMA": schema}, _client_meanwhile, "client"
+    try:
+        await _with_a_second_door(store, where, env, second, kills)
+        # The second door's actions are on the record (an action changing nothing, as
+        # pausing a paused run, writes no entry: the count of its calls is no bound).
+        assert any(e.door == door for e in await store.read_audit())
+    finally:
+        await store.close()
+        if schema:
+            await drop_schemas([schema])
