@@ -427,7 +427,13 @@ def started_by(actor: Actor | None) -> str:
     """What a new run's row keeps of who started it (the actor as JSON text)."""
     chosen = actor_or_default(actor)
     check_right(chosen, "start", None)
-    return chosen.encode()
+    return _encoded(chosen)
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(actor: Actor) -> str:
+    """:meth:`Actor.encode`, once per actor: most runs are started by the same few."""
+    return actor.encode()
 
 
 async def start_queued(
