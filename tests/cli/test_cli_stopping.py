@@ -107,8 +107,11 @@ def test_a_closed_stdout_detaches_a_driving_command_and_resume_finishes_the_run(
     err = rest_of_stderr(driving)
     assert driving.wait(timeout=30) == 141, err
     assert "Traceback" not in err
-    assert err.strip() == detached_line(cli, "p1")
     shown = cli.json("show", "p1")
+    if shown["status"] == "running":
+        assert err.strip() == detached_line(cli, "p1")
+    else:  # the run reached its end before the next line met the closed pipe: said as it is
+        assert err.strip() == f"run p1 is {shown['status']}; treadle show p1 to look at it"
     assert shown["status"] != "cancelled"
     if shown["status"] == "running":
         gate_of(tmp_path).unlink()

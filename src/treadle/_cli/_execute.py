@@ -199,6 +199,10 @@ async def _detach_on_interrupt(
                 raise
             # The cancellation, or a write refused while unwinding: the runs stay as committed.
     rows = [await _row_or_none(store, run_id) for run_id in detached]
+    if not detached and isinstance(named, str):  # it let go of the run before the stop came
+        row = await _row_or_none(store, named)
+        if row is not None and RunStatus(row.status).is_stopped:
+            detached, rows = [named], [row]
     raise Detached(_detached_message(detached, rows, named), stopped)
 
 
