@@ -9,6 +9,7 @@ session messages and echoes each until it is told "bye".
 """
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,19 +66,27 @@ class Count:
     gate: str = ""
     hold_at: int = 0
     n: int = 0
+    hold_again_at: int = 0  # then waits for the file gate + ".again" (0: never)
+
+
+async def _hold(gate: str) -> None:
+    """Say the run reached ``gate``, then wait until the file ``gate`` exists."""
+    await asyncio.to_thread(Path(gate + ".reached").touch)
+    while not await asyncio.to_thread(Path(gate).exists):  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
 
 
 @executor
 async def count(step: Count, ctx: WorkflowContext[Count]) -> None:
-    if step.n == step.hold_at and step.gate:
-        await asyncio.to_thread(Path(step.gate + ".reached").touch)
-        while not await asyncio.to_thread(Path(step.gate).exists):  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+    if step.gate and step.n == step.hold_at:
+        await _hold(step.gate)
+    if step.gate and step.hold_again_at and step.n == step.hold_again_at:
+        await _hold(step.gate + ".again")
     ctx.report_progress(step.n, step.to, "counting")
     if step.n >= step.to:
         ctx.yield_output(step.n)
         return
-    ctx.send_message(Count(step.to, step.gate, step.hold_at, step.n + 1))
+    ctx.send_message(dataclasses.replace(step, n=step.n + 1))
 
 
 counting = (

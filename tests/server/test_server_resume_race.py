@@ -1,10 +1,11 @@
 """Resuming one paused run from the HTTP API and from `treadle resume` at once.
 
 The server (this process) and the CLI (its own process) race to take the
-run over. One of them drives it on; whoever comes second is told the run is
-busy (409, exit 2), or finds it already finished and is told so. Either
-way every superstep after the pause runs exactly once, and the run's one
-output is committed once, on SQLite and on PostgreSQL.
+run over. One of them drives it on; the run then holds a little after the
+pause until both have answered, so whoever comes second always meets it
+driven and is told the run is busy (409, exit 2). Every superstep after the
+pause runs exactly once, and the run's one output is committed once, on
+SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from server_app import Count
 
 from server.conftest import TREADLE, cli_env
 
-TO = 300  # long enough after the pause that the second comer finds it still driven
+TO = 300
 HOLD_AT = 5
+HOLD_AGAIN_AT = 8  # after the pause: held there until both racers have answered
 DELAYS = (0.0, 0.4, 0.7, 1.0)  # how long the HTTP call waits for the CLI to start
 
 
@@ -28,7 +30,11 @@ async def _paused_mid_run(api, tmp_path: Path, run_id: str) -> int:
     counting = api.app.state.served.workflows.get("counting")
     gate = tmp_path / "gate"
     running = asyncio.create_task(
-        counting.run(Count(TO, str(gate), HOLD_AT), run_id=run_id, store=api.store)
+        counting.run(
+            Count(TO, str(gate), HOLD_AT, hold_again_at=HOLD_AGAIN_AT),
+            run_id=run_id,
+            store=api.store,
+        )
     )
     reached = Path(str(gate) + ".reached")
     async with asyncio.timeout(20):
@@ -62,7 +68,24 @@ async def _race(api, tmp_path: Path, run_id: str, delay: float) -> tuple[bool, b
         await asyncio.sleep(delay)
         return await api.post(f"/api/runs/{run_id}/resume")
 
-    response, (out, err) = await asyncio.gather(resume_over_http(), cli.communicate())
+    async def release_once_both_asked() -> None:
+        # The winner holds the run at HOLD_AGAIN_AT until the loser has been answered:
+        # the server won (202) once the CLI has exited; the CLI won once the run holds.
+        took = (await http).status_code == 202
+        async with asyncio.timeout(30):
+            while not (exited.is_set() if took else await asyncio.to_thread(reached.exists)):  # noqa: ASYNC110 - a file the run touches
+                await asyncio.sleep(0.02)
+        await asyncio.to_thread(again.touch)
+
+    again = tmp_path / "gate.again"
+    reached = tmp_path / "gate.again.reached"
+    exited = asyncio.Event()
+    http = asyncio.create_task(resume_over_http())
+    released = asyncio.create_task(release_once_both_asked())
+    (out, err) = await cli.communicate()
+    exited.set()
+    response = await http
+    await released
     http_took = response.status_code == 202
     if not http_took:
         assert response.status_code == 409, response.text
@@ -90,8 +113,8 @@ async def _races(api, tmp_path: Path) -> None:
         place = tmp_path / f"race-{n}"
         place.mkdir()
         outcomes.append(await _race(api, place, f"paused-{n}", delay))
-    # Somewhere the two met while the run was being driven: one of them was told it is busy.
-    assert any(not (http and cli) for http, cli in outcomes), outcomes
+    # Each time the two met while the run was driven: exactly one of them took it.
+    assert all(http != cli for http, cli in outcomes), outcomes
 
 
 @pytest.mark.integration
