@@ -13,7 +13,6 @@ page's card and the link's refusal name the winner as the record does.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -25,13 +24,10 @@ import pytest
 
 from server.test_signin_browser import (
     CHROMIUM,
-    PROVIDER,
     TREADLE,
     _call,
-    _free_port,
     _signed_in,
-    _started,
-    _stop,
+    signing_in,
 )
 
 if TYPE_CHECKING:
@@ -47,40 +43,9 @@ pytestmark = [pytest.mark.integration]
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The provider and ``treadle serve`` (race_app, people signing in); its base URL and store."""
-    assert PROVIDER.exists(), "run `make renderers`: it installs oidc-provider into .tools"
-    assert Path(CHROMIUM).exists(), "run `make renderers`: it installs Debian's chromium"
-    issuer_port, page_port = _free_port(), _free_port()
-    base = f"http://127.0.0.1:{page_port}"
-    provider, _ = _started(
-        [
-            "node",
-            str(HERE / "oidc_provider.mjs"),
-            str(issuer_port),
-            f"{base}/auth/callback",
-            PROVIDER.as_uri(),
-        ],
-        "oidc-provider ready",
-    )
     store = tmp_path_factory.mktemp("race") / "runs.db"
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
-    command = [
-        TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", str(page_port),
-        "--app", "race_app",
-        "--oidc-issuer", f"http://127.0.0.1:{issuer_port}",
-        "--oidc-client-id", "treadle",
-        "--oidc-role", "approver=group:finance",
-        "--oidc-role", "operator=ann",
-        "--oidc-scopes", "openid profile groups",
-    ]  # fmt: skip
-    env = {
-        **inherited,
-        "PYTHONPATH": str(HERE),
-        "TREADLE_OIDC_CLIENT_SECRET": "treadle-test-secret",
-    }
-    server, _ = _started(command, "people sign in with", env)
-    yield base, store
-    _stop(server)
-    _stop(provider)
+    with signing_in(store, "race_app") as (base, _):
+        yield base, store
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ the purchase; she presses Yes, confirms, and the run's timeline then says
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -86,8 +87,13 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+@contextlib.contextmanager
+def signing_in(store: Path, app: str) -> Iterator[tuple[str, list[str]]]:
+    """The provider and a ``treadle serve`` of ``app`` on ``store`` that people sign in to.
+
+    Yields the server's base URL and the lines it printed; checks on the way
+    out that neither process printed the client's secret.
+    """
     assert PROVIDER.exists(), "run `make renderers`: it installs oidc-provider into .tools"
     assert Path(CHROMIUM).exists(), "run `make renderers`: it installs Debian's chromium"
     issuer_port, page_port = _free_port(), _free_port()
@@ -102,11 +108,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
         ],
         "oidc-provider ready",
     )
-    store = tmp_path_factory.mktemp("signin") / "runs.db"
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
     command = [
         TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", str(page_port),
-        "--app", "signin_app",
+        "--app", app,
         "--oidc-issuer", f"http://127.0.0.1:{issuer_port}",
         "--oidc-client-id", "treadle",
         "--oidc-role", "approver=group:finance",
@@ -119,10 +124,18 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
         "TREADLE_OIDC_CLIENT_SECRET": "treadle-test-secret",
     }
     page_server, page_lines = _started(command, "people sign in with", env)
-    yield base, page_lines
-    _stop(page_server)
-    _stop(provider)
+    try:
+        yield base, page_lines
+    finally:
+        _stop(page_server)
+        _stop(provider)
     assert "treadle-test-secret" not in "".join(page_lines + provider_lines)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+    with signing_in(tmp_path_factory.mktemp("signin") / "runs.db", "signin_app") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
