@@ -53,6 +53,8 @@ LEASE = 30.0
 
 TIMEOUT = 10.0
 """Seconds a delivery waits for the endpoint's answer."""
+_ANSWER_READ = 64 * 1024
+"""Bytes of an endpoint's answer read before the connection is closed (only its status counts)."""
 
 
 def outbox_of(store: Store) -> Outbox:
@@ -165,7 +167,7 @@ def post(
     request = urllib.request.Request(endpoint.url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked when the endpoint was added
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:  # noqa: S310 - as above
-            answer.read()
+            answer.read(_ANSWER_READ)  # its status is the answer; a body may be endless
     except urllib.error.HTTPError as error:
         return f"HTTP {error.code}"
     except (OSError, ValueError) as error:
