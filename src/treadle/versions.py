@@ -22,15 +22,15 @@ that cannot move is named with its reasons and left untouched. See
 
 from __future__ import annotations
 
-from treadle._public import publish
-from treadle._workflow._migrate_runs import MigrationReport, RunMigration, migrate
-from treadle._workflow._migration import (
+from treadle._migrations._runs import MigrationReport, RunMigration, migrate
+from treadle._migrations._steps import (
     CheckpointContents,
     Migration,
     WaitSummary,
     migration,
     migration_path,
 )
+from treadle._public import publish
 from treadle._workflow._versions import Hosted
 
 __all__ = [

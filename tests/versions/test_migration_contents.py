@@ -24,7 +24,7 @@ from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._delta import PieceCache
 from treadle._checkpoints._graph_description import encode_description
-from treadle._workflow._migration import (
+from treadle._migrations._steps import (
     CheckpointContents,
     Migration,
     apply_migrations,

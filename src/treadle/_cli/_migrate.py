@@ -21,10 +21,10 @@ from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._views import out
 from treadle._exceptions import AppLoadError
+from treadle._migrations._runs import MigrationReport, RunMigration, migrate
+from treadle._migrations._steps import Migration
 from treadle._scaleout._apps import import_app, load_app
 from treadle._values._actors import Actor
-from treadle._workflow._migrate_runs import MigrationReport, RunMigration, migrate
-from treadle._workflow._migration import Migration
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ one's checkpoint contents and returns them for the new graph::
         return run.rename_executor("write", "draft").with_state(priority="normal")
 
 :func:`migration_path` picks the chain of registered migrations from one
-version to another; ``apply_migrations`` (in ``_migration_apply.py``) runs
+version to another; ``apply_migrations`` (in ``_apply.py``) runs
 it over a checkpoint and checks the result against the new graph; writing
 it is the caller's (``treadle.versions.migrate``, ``treadle migrate``).
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 from treadle._exceptions import MigrationError
-from treadle._workflow._migration_apply import MigratedCheckpoint, apply_migrations
-from treadle._workflow._migration_contents import CheckpointContents, WaitSummary, contents_of
+from treadle._migrations._apply import MigratedCheckpoint, apply_migrations
+from treadle._migrations._contents import CheckpointContents, WaitSummary, contents_of
 from treadle._workflow._versions import check_version
 
 if TYPE_CHECKING:

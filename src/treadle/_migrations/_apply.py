@@ -25,16 +25,16 @@ from treadle._checkpoints._delta import PieceCache
 from treadle._engine._barrier import BarrierState
 from treadle._engine._result import RunStatus
 from treadle._exceptions import MigrationError, TreadleError
+from treadle._migrations._contents import CheckpointContents, contents_of
+from treadle._migrations._parts import CheckpointParts, executor_of, messages_for
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
-from treadle._workflow._migration_contents import CheckpointContents, contents_of
-from treadle._workflow._migration_parts import CheckpointParts, executor_of, messages_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._engine._delivery import FanInBuffer
-    from treadle._workflow._migration import Migration
+    from treadle._migrations._steps import Migration
     from treadle._workflow._workflow_graph import WorkflowGraph
 
 

@@ -2,7 +2,7 @@
 
 :func:`migrate` picks the runs of version A that have not ended, and for
 each one: reads its latest checkpoint, runs the migration functions from A
-to B over its contents (:mod:`treadle._workflow._migration`), checks the
+to B over its contents (:mod:`treadle._migrations._steps`), checks the
 result against version B's graph, and writes it as the run's next
 checkpoint with the run row moved to version B, in one transaction under
 the run's lease. A run someone holds (a worker, a ``resume``, the server)
@@ -35,20 +35,20 @@ from treadle._exceptions import (
     RunPausedError,
     TreadleError,
 )
+from treadle._migrations._steps import apply_migrations, migration_path
 from treadle._stores._events import EventEntry
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
 from treadle._workflow import _actions as door
 from treadle._workflow._actions import actor_or_default, check_right
-from treadle._workflow._migration import apply_migrations, migration_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from treadle._checkpoints._codec import RestoredRun
+    from treadle._migrations._steps import MigratedCheckpoint, Migration
     from treadle._stores._records import Lease, RunRecord
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
-    from treadle._workflow._migration import MigratedCheckpoint, Migration
     from treadle._workflow._workflow import Workflow
 
 Outcome = Literal["moved", "would move", "cannot move", "busy"]

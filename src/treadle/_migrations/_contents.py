@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from treadle._workflow._migration_parts import (
+from treadle._migrations._parts import (
     CheckpointParts,
     drop,
     held_waits,
