@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from treadle._engine._barrier import BarrierState
     from treadle._engine._clock import Clock
     from treadle._engine._options import Durability
-    from treadle._stores._store import Store
+    from treadle._stores._run_roles import RunWrites
 
 
 BATCHED_IN_FLIGHT = 16
@@ -100,7 +100,7 @@ class Checkpointer:
 
     def __init__(
         self,
-        store: Store,
+        store: RunWrites,
         codec: CheckpointCodec,
         fingerprint: str,
         *,

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from collections.abc import Container, Sequence
 
     from treadle._checkpoints._ownership import Ownership
-    from treadle._stores._store import InboxItem, Store
+    from treadle._stores._lease_roles import Deliveries
+    from treadle._stores._store import InboxItem
     from treadle._values._serialization import Serializer
 
 _MARKER = "\x00timed out at "
@@ -104,7 +105,7 @@ class InboxLedger:
     """
 
     def __init__(
-        self, store: Store, run_id: str, serializer: Serializer, ownership: Ownership | None
+        self, store: Deliveries, run_id: str, serializer: Serializer, ownership: Ownership | None
     ) -> None:
         self._store = store
         self._run_id = run_id

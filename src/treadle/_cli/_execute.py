@@ -30,7 +30,7 @@ from treadle._operations._inputs import open_store
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from treadle._stores._store import RunRecord, Store
+    from treadle._stores._store import RunReads, RunRecord, Store
 
 T = TypeVar("T")
 
@@ -206,7 +206,7 @@ async def _detach_on_interrupt(
     raise Detached(_detached_message(detached, rows, named), stopped)
 
 
-async def _row_or_none(store: Store, run_id: str) -> RunRecord | None:
+async def _row_or_none(store: RunReads, run_id: str) -> RunRecord | None:
     try:
         return await store.get_run(run_id)
     except TreadleError:  # never stored (interrupted while being created), or the store failed

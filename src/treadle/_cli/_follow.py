@@ -44,14 +44,14 @@ if TYPE_CHECKING:
 
     from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
-    from treadle._stores._store import LoggedEvent, RunRecord, Store
+    from treadle._stores._store import EventLog, LoggedEvent, RunReads, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 T = TypeVar("T")
 RUNNING = RunStatus.RUNNING.value
 
 
-async def last_seq(store: Store, run_id: str) -> int:
+async def last_seq(store: EventLog, run_id: str) -> int:
     """The ``seq`` of the run's newest event (0: none yet): where following starts."""
     return await store.last_event_seq(run_id)
 
@@ -126,7 +126,7 @@ def under_way(
     return idle
 
 
-async def _planned(store: Store, run_id: str, workflow: Workflow | None) -> list[str] | None:
+async def _planned(store: RunReads, run_id: str, workflow: Workflow | None) -> list[str] | None:
     """The executors the superstep after the last checkpoint runs, by rank (``None``: unknown)."""
     if workflow is None:
         return None

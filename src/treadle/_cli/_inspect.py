@@ -58,7 +58,7 @@ from treadle._values._actors import Actor
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from treadle._stores._store import LoggedEvent, RunRecord, Store
+    from treadle._stores._store import EventLog, LoggedEvent, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 _PAGE = 1000  # events read at a time
@@ -271,7 +271,7 @@ def export(
         err.print(f"exported run {escape(full)} to {escape(str(output))}: {lines} lines")
 
 
-async def _events(store: Store, run_id: str, after: int) -> AsyncIterator[LoggedEvent]:
+async def _events(store: EventLog, run_id: str, after: int) -> AsyncIterator[LoggedEvent]:
     """Every event of the run after ``after``, read a page at a time."""
     last = after
     while True:

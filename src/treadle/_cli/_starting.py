@@ -24,7 +24,7 @@ from treadle._operations._schemas import input_schema
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from treadle._stores._store import Store
+    from treadle._stores._store import RunReads
     from treadle._workflow._workflow import Workflow
 
 T = TypeVar("T")
@@ -72,7 +72,7 @@ def _example(workflow: Workflow) -> str:
     return f"e.g. --input {shlex.quote(json.dumps(example_answer(input_schema(workflow))))}"
 
 
-async def refuse_taken_id(store: Store, started: Awaitable[T], run_id: str | None) -> T:
+async def refuse_taken_id(store: RunReads, started: Awaitable[T], run_id: str | None) -> T:
     """Await ``started``; if ``run_id`` is taken, say which run has it and what to do with it.
 
     Raises:

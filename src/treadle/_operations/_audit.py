@@ -19,7 +19,7 @@ from treadle._stores._audit import chain_problems
 
 if TYPE_CHECKING:
     from treadle._stores._audit import AuditEntry
-    from treadle._stores._store import Store
+    from treadle._stores._store import AuditLog, Store
 
 _PAGE = 1000
 
@@ -46,7 +46,7 @@ class Verified:
         return {"entries": self.entries, "ok": self.ok, "problems": self.problems}
 
 
-async def entries(store: Store, run_id: str | None = None) -> list[AuditEntry]:
+async def entries(store: AuditLog, run_id: str | None = None) -> list[AuditEntry]:
     """Every audit entry (of ``run_id``, if given), oldest first."""
     found: list[AuditEntry] = []
     while True:

@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._scaleout._client import Client
     from treadle._stores._pausing import PauseOutcome
-    from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 
-async def workflow_of(store: Store, run_id: str, app: str | None) -> Workflow:
+async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow:
     """The workflow that wrote a run: ``app`` if given, else the run's stored origin.
 
     Of the version the run goes on with, when the module holds it.
@@ -344,7 +344,7 @@ async def fork(
 
 
 async def resolve_checkpoint(
-    store: Store, run_id: str, given: str | None, superstep: int | None
+    store: RunReads, run_id: str, given: str | None, superstep: int | None
 ) -> str | None:
     """The checkpoint a command names: its id, a prefix of it, or ``--superstep N``.
 

@@ -18,7 +18,7 @@ from treadle._engine._result import ENDED, RunStatus
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable
 
-    from treadle._stores._store import LoggedEvent, RunRecord, Store
+    from treadle._stores._store import EventLog, LoggedEvent, RunRecord, Store
 
 ENDED_STATUSES = frozenset(status.value for status in ENDED)
 """Statuses a run never leaves."""
@@ -78,7 +78,9 @@ async def follow(
         await asyncio.sleep(poll)
 
 
-async def logged_after(store: Store, run_id: str, after: int) -> AsyncGenerator[LoggedEvent, None]:
+async def logged_after(
+    store: EventLog, run_id: str, after: int
+) -> AsyncGenerator[LoggedEvent, None]:
     """Every event the run's log holds now after ``after``, read a page at a time.
 
     Raises:

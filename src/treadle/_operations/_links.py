@@ -36,7 +36,7 @@ from treadle._values._actors import Actor, Role
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from treadle._stores._store import Store
+    from treadle._stores._store import EventLog, Store
     from treadle._workflow._workflow import Workflow
 
 
@@ -202,7 +202,7 @@ async def pending_request(
     raise UnknownRequestError(f"run {run_id} waits for no request {request_id!r}")
 
 
-async def answered_by(store: Store, run_id: str, request_id: str) -> str | None:
+async def answered_by(store: EventLog, run_id: str, request_id: str) -> str | None:
     """Who answered a request, as the run's log records it: ``maria approved at 10:02 (page)``."""
     for event in reversed(await store.read_events(run_id)):
         settled = event.kind in ("request_answered", "request_timed_out")

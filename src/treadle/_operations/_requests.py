@@ -33,7 +33,7 @@ from treadle._workflow._actions import starter_of
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._engine._waits import PendingRequest
-    from treadle._stores._store import RunRecord, Store
+    from treadle._stores._store import Deliveries, RunRecord, Store
     from treadle._values._actors import Actor
     from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
@@ -133,7 +133,7 @@ def may_answer(actor: Actor, run: RunRecord, request: PendingRequest) -> bool:
     return refusal is None
 
 
-async def _answered(store: Store, run_id: str) -> set[str]:
+async def _answered(store: Deliveries, run_id: str) -> set[str]:
     """The requests of a run whose answer waits in its inbox for its owner to apply.
 
     The latest checkpoint still lists them until then (on PostgreSQL, until a

@@ -27,7 +27,7 @@ from treadle._exceptions import CommandError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from treadle._stores._store import CheckpointInfo, LoggedEvent, RunRecord, Store
+    from treadle._stores._store import CheckpointInfo, LoggedEvent, RunReads, RunRecord
 
 RUN_TIMES = ("created_at", "updated_at", "wake_at", "deadline_at", "lease_until", "pause_requested")
 """The fields of a run row that are times."""
@@ -98,7 +98,7 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
 
 
 async def runs_page(
-    store: Store,
+    store: RunReads,
     *,
     status: str | None = None,
     workflow: str | None = None,

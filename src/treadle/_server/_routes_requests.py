@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from treadle._stores._store import Store
+    from treadle._stores._store import RunReads
 
 
 async def list_workflows(request: Request) -> Response:
@@ -82,7 +82,7 @@ async def list_requests(request: Request) -> Response:
     return JsonResponse({"requests": [request_json(r) for r in found[:limit]]})
 
 
-async def _newest_first(store: Store) -> dict[str, int]:
+async def _newest_first(store: RunReads) -> dict[str, int]:
     """Runs that may have requests pending, by their place in a newest-first listing."""
     runs = [run for status in ASKING for run in await store.list_runs(status=status)]
     runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._server._state import Served
-    from treadle._stores._store import RunRecord, Store
+    from treadle._stores._store import EventLog, RunRecord
     from treadle._workflow._workflow import Workflow
 
 
@@ -84,7 +84,7 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
     return detail
 
 
-async def traceback_of(store: Store, run: RunRecord) -> str | None:
+async def traceback_of(store: EventLog, run: RunRecord) -> str | None:
     """The traceback of what failed a failed run, from its event log (``None``: none kept)."""
     if run.status != "failed":
         return None

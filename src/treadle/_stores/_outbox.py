@@ -307,12 +307,8 @@ def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
-@runtime_checkable
-class Outbox(Protocol):
-    """What a store keeps for webhooks and answer links (``store.outbox()``).
-
-    Every store implements it; the sender, the CLI and the server use it.
-    """
+class Endpoints(Protocol):
+    """The webhook endpoints a store keeps (a role of :class:`Outbox`)."""
 
     async def add_endpoint(self, endpoint: Endpoint) -> None:
         """Keep an endpoint: events committed from now on reach it."""
@@ -325,6 +321,10 @@ class Outbox(Protocol):
     async def remove_endpoint(self, endpoint_id: str) -> bool:
         """Forget an endpoint and its messages; ``False``: no such endpoint."""
         ...
+
+
+class OutboxMessages(Protocol):
+    """Webhook messages waiting to be sent, as a sender takes them (a role of :class:`Outbox`)."""
 
     async def claim_messages(
         self, owner: str, now: float, lease: float, limit: int
@@ -355,6 +355,10 @@ class Outbox(Protocol):
         """Make dead letters pending again, due now (``None``: all); how many were."""
         ...
 
+
+class LinkKeeper(Protocol):
+    """The answer links a store keeps, each used once (a role of :class:`Outbox`)."""
+
     async def link_key(self) -> bytes:
         """The answer links' signing key (made on first use, kept in the store)."""
         ...
@@ -374,6 +378,14 @@ class Outbox(Protocol):
     async def release_link(self, nonce: str) -> None:
         """Undo a use whose answer was refused for its content (the link may be used again)."""
         ...
+
+
+@runtime_checkable
+class Outbox(Endpoints, OutboxMessages, LinkKeeper, Protocol):
+    """What a store keeps for webhooks and answer links (``store.outbox()``): its three roles.
+
+    Every store implements it; the sender, the CLI and the server use it.
+    """
 
 
 @runtime_checkable

@@ -50,7 +50,16 @@ if TYPE_CHECKING:
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
-    from treadle._stores._store import CheckpointRecord, Lease, RunRecord, Store
+    from treadle._stores._store import (
+        CheckpointRecord,
+        EventLog,
+        Lease,
+        Pausing,
+        RunRecord,
+        RunRemoval,
+        RunWrites,
+        Store,
+    )
     from treadle._values._serialization import Serializer
     from treadle._workflow._runs import TakenOver
     from treadle._workflow._workflow import Workflow
@@ -196,7 +205,7 @@ async def answer(
 
 
 async def _named_winner(
-    store: Store, refused: RequestAlreadyAnsweredError
+    store: EventLog, refused: RequestAlreadyAnsweredError
 ) -> RequestAlreadyAnsweredError:
     """``refused``, naming who sent the answer that won, as the run's log records it.
 
@@ -280,7 +289,7 @@ async def send(
 # --- control actions ------------------------------------------------------------------
 
 
-async def cancel(store: Store, run_id: str, *, actor: Actor) -> None:
+async def cancel(store: RunRemoval, run_id: str, *, actor: Actor) -> None:
     """Cancel a run wherever it is (see ``Store.cancel``), recording who did.
 
     Raises:
@@ -291,14 +300,14 @@ async def cancel(store: Store, run_id: str, *, actor: Actor) -> None:
     await store.cancel(run_id, actor=actor)
 
 
-async def pause(store: Store, run_id: str, *, actor: Actor) -> PauseOutcome:
+async def pause(store: Pausing, run_id: str, *, actor: Actor) -> PauseOutcome:
     """Pause a run now or at its owner's next barrier (see ``Store.pause``), recording who did."""
     check_right(actor, "pause", run_id)
     return await store.pause(run_id, actor=actor)
 
 
 async def unpause(
-    store: Store, run_id: str, *, actor: Actor, owner: str | None = None, duration: float = 0.0
+    store: Pausing, run_id: str, *, actor: Actor, owner: str | None = None, duration: float = 0.0
 ) -> Unpaused:
     """Let a paused run go on (leased to ``owner``: see ``Store.unpause``), recording who did."""
     check_right(actor, "unpause", run_id)
@@ -396,13 +405,13 @@ async def fork(
     )
 
 
-async def delete(store: Store, run_id: str, *, actor: Actor) -> None:
+async def delete(store: RunRemoval, run_id: str, *, actor: Actor) -> None:
     """Delete a run (see ``Store.delete_run``); its audit entries stay, with this one."""
     check_right(actor, "delete", run_id)
     await store.delete_run(run_id, actor=actor)
 
 
-async def prune(store: Store, run_id: str, keep_last: int, *, actor: Actor) -> int:
+async def prune(store: RunRemoval, run_id: str, keep_last: int, *, actor: Actor) -> int:
     """Delete all but the newest ``keep_last`` checkpoints of a run, recording who did."""
     check_right(actor, "prune", run_id)
     removed: int = await store.prune(run_id, keep_last, actor=actor)
@@ -410,7 +419,7 @@ async def prune(store: Store, run_id: str, keep_last: int, *, actor: Actor) -> i
 
 
 async def migrate(
-    store: Store,
+    store: RunWrites,
     lease: Lease,
     version: int,
     graph: bytes,

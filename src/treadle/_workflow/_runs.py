@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from treadle._checkpoints._codec import RestoredRun
-    from treadle._stores._store import CheckpointInfo, RunRecord, Store
+    from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
     from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
@@ -213,7 +213,7 @@ async def _latest_if_free(
 
 
 async def load_restored(
-    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None
+    workflow: Workflow, store: RunReads, run_id: str, checkpoint_id: str | None
 ) -> RestoredRun:
     """Decode a run's checkpoint for this workflow, refusing a changed graph.
 
@@ -312,7 +312,7 @@ async def fork_run(
     return new_id
 
 
-async def run_history(store: Store, run_id: str) -> RunHistory:
+async def run_history(store: RunReads, run_id: str) -> RunHistory:
     """A run's row, checkpoints and forks."""
     run = await store.get_run(run_id)
     return RunHistory(
