@@ -448,7 +448,9 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
                         "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self._schema,)
                     )
                     if await found.fetchone() is None:
-                        create = sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self._schema))
+                        create = sql.SQL(_sql_schema.CREATE_NAMED_SCHEMA).format(
+                            sql.Identifier(self._schema)
+                        )
                         await connection.execute(create)
                 table = await connection.execute("SELECT to_regclass('treadle_schema')")
                 versions: list[TupleRow] = []

@@ -12,9 +12,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
-from treadle._stores import _sql_ownership, _sql_rules, _sql_statements
+from treadle._stores import _sql_queue, _sql_rules
 from treadle._stores._postgres_writes import insert_checkpoints
-from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Lease
 
 if TYPE_CHECKING:
@@ -34,22 +33,6 @@ if TYPE_CHECKING:
         RunRecord,
     )
     from treadle._values._actors import Actor
-
-FENCE = POSTGRES.render(_sql_ownership.FENCE)
-"""The condition every leased write carries: this worker, this lease epoch."""
-
-_RUN_EXISTS = POSTGRES.render(_sql_statements.SELECT_RUN_EXISTS)
-# Applied items are kept, marked: the answers among them are the ledger by
-# which a later answer to the same request is refused (``PostgresStore.deliver``).
-CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
-"""Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
-_PARK = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
-
-_ADOPT = f"""
-UPDATE treadle_runs
-SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
-    deadline_at = %s, graph = %s, error = NULL, version = %s
-WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
 
 
 class LeasedStore:
@@ -133,7 +116,7 @@ class LeasedStore:
         )
 
         async def work(connection: Connection) -> None:
-            if (await connection.execute(_ADOPT, adopt)).rowcount == 0:
+            if (await connection.execute(_sql_queue.ADOPT_PENDING, adopt)).rowcount == 0:
                 raise await self._lost(connection, run.run_id)
             await insert_checkpoints(connection, (first,))
             await self._consume(connection, run.run_id)
@@ -256,7 +239,7 @@ class LeasedStore:
         parked = (reason, lease.run_id, *self._fence)
 
         async def work(connection: Connection) -> None:
-            if (await connection.execute(_PARK, parked)).rowcount == 0:
+            if (await connection.execute(_sql_queue.PARK_CLAIMED, parked)).rowcount == 0:
                 raise await self._lost(connection, lease.run_id)
 
         await self._write(work)
@@ -337,14 +320,16 @@ class LeasedStore:
         return outcome
 
     async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
-        found = await connection.execute(_RUN_EXISTS, (run_id,))
+        found = await connection.execute(_sql_queue.RUN_EXISTS, (run_id,))
         if await found.fetchone() is None:
             return RunNotFoundError(run_id)
         return LeaseLostError(run_id, self.held.epoch)
 
     async def _consume(self, connection: Connection, run_id: str) -> None:
         if self._consumed is not None:
-            await connection.execute(CONSUME_INBOX, (time.time(), run_id, self._consumed))
+            await connection.execute(
+                _sql_queue.CONSUME_INBOX, (time.time(), run_id, self._consumed)
+            )
             self._consumed = None
 
     # --- reads and the rest of the port: the store's own ---------------------------

@@ -33,13 +33,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
-from treadle._stores import _sql_ownership
+from treadle._stores import _sql_ownership, _sql_queue
 from treadle._stores._audit import delivered
 from treadle._stores._pausing import PAUSED, paused_status
-from treadle._stores._postgres_leases import FENCE, LeasedStore
+from treadle._stores._postgres_leases import LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
-from treadle._stores._sql_dialect import POSTGRES
-from treadle._stores._sql_schema import DUE_AT
 from treadle._stores._store import InboxItem
 
 if TYPE_CHECKING:
@@ -50,76 +48,6 @@ if TYPE_CHECKING:
     from treadle._values._actors import Actor
 
 __all__ = ["READY_CHANNEL", "Claim", "InboxItem", "RunQueue"]
-
-_DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
-_DUE = POSTGRES.render(DUE_AT)
-
-# Expired leases first (their runs were already under way), then by how long
-# the run has been ready. ``ready_at`` is set while a worker owns a run, so a
-# run whose worker died mid-superstep stays claimable whatever its status; a
-# run ``running`` (or ``pending``) with no current owner is claimable even
-# without it: an in-process owner on this store that died mid-run never set it.
-# A paused run is claimed by nobody, whatever was delivered to it meanwhile.
-# A worker claims the runs of the (workflow, version) pairs it hosts, and runs
-# started without a version (0: a client without the workflow's code) of the
-# workflows it hosts, which it starts on the newest version it has.
-_CLAIM = f"""
-WITH chosen AS (
-    SELECT run_id FROM treadle_runs
-    WHERE (workflow, version) IN (
-            SELECT * FROM unnest(%(workflows)s::TEXT[], %(versions)s::INTEGER[]))
-        AND parked IS NULL
-        AND status <> 'paused'
-        AND (ready_at <= %(now)s OR {_DUE} <= %(now)s OR status IN ('running', 'pending'))
-        AND (owner IS NULL OR lease_until IS NULL OR lease_until < {_DB_NOW})
-    ORDER BY (owner IS NULL), COALESCE(ready_at, {_DUE})
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE treadle_runs AS r
-SET owner = %(owner)s,
-    lease_epoch = r.lease_epoch + 1,
-    lease_until = {_DB_NOW} + %(lease)s,
-    ready_at = COALESCE(r.ready_at, %(now)s),
-    recoveries = (CASE WHEN r.owner IS NULL THEN 0 ELSE r.recoveries + 1 END)
-FROM chosen
-WHERE r.run_id = chosen.run_id
-RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries,
-    r.version"""  # noqa: S608 - constants only
-
-_HEARTBEAT = f"""
-UPDATE treadle_runs AS r
-SET lease_until = {_DB_NOW} + %s
-FROM unnest(%s::TEXT[], %s::BIGINT[]) AS held(run_id, epoch)
-WHERE r.run_id = held.run_id AND r.lease_epoch = held.epoch AND r.owner = %s
-RETURNING r.run_id"""  # noqa: S608 - constants only
-
-_LOCK_LEASED = (
-    "SELECT status, pause_requested FROM treadle_runs WHERE run_id = %s"  # noqa: S608 - constants
-    + FENCE
-    + " FOR UPDATE"
-)
-
-# A pause asked of the run while the worker held it is honoured as it lets go.
-_RELEASE = """
-UPDATE treadle_runs
-SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s, status = %s,
-    pause_requested = NULL
-WHERE run_id = %s"""
-
-_SELECT_INBOX = POSTGRES.render(_sql_ownership.SELECT_INBOX)
-_INSERT_INBOX = POSTGRES.render(_sql_ownership.INSERT_INBOX)
-_HAS_INBOX = "SELECT 1 FROM treadle_inbox WHERE run_id = %s AND consumed_at IS NULL LIMIT 1"
-# Refused items (an input or answer the run would not take) are deleted, not
-# marked applied: they never were, and a corrected answer must be acceptable.
-_DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND consumed_at IS NULL"
-
-_ENQUEUE = """
-INSERT INTO treadle_runs
-    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
-    version, started_by)
-VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (run_id) DO NOTHING"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +112,7 @@ class RunQueue:
         }
 
         async def work(connection: Connection) -> list[Claim]:
-            rows = await (await connection.execute(_CLAIM, parameters)).fetchall()
+            rows = await (await connection.execute(_sql_queue.CLAIM, parameters)).fetchall()
             return [Claim(*row) for row in rows]
 
         return await self.store.transact(work)
@@ -196,7 +124,9 @@ class RunQueue:
         ids, epochs = list(held), list(held.values())
 
         async def work(connection: Connection) -> set[str]:
-            cursor = await connection.execute(_HEARTBEAT, (self.lease, ids, epochs, self.owner))
+            cursor = await connection.execute(
+                _sql_queue.HEARTBEAT, (self.lease, ids, epochs, self.owner)
+            )
             return {row[0] for row in await cursor.fetchall()}
 
         kept = await self.store.transact(work, write=False)
@@ -206,7 +136,7 @@ class RunQueue:
         """What clients delivered to the run and no commit has consumed yet, in order."""
 
         async def work(connection: Connection) -> list[InboxItem]:
-            rows = await (await connection.execute(_SELECT_INBOX, (run_id,))).fetchall()
+            rows = await (await connection.execute(_sql_queue.SELECT_INBOX, (run_id,))).fetchall()
             return [
                 InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows
             ]
@@ -223,11 +153,13 @@ class RunQueue:
         """
 
         async def work(connection: Connection) -> bool:
-            locked = await connection.execute(_LOCK_LEASED, (claim.run_id, self.owner, claim.epoch))
+            locked = await connection.execute(
+                _sql_queue.LOCK_LEASED, (claim.run_id, self.owner, claim.epoch)
+            )
             row = await locked.fetchone()
             if row is None:
                 return False
-            waiting = await connection.execute(_HAS_INBOX, (claim.run_id,))
+            waiting = await connection.execute(_sql_queue.HAS_INBOX, (claim.run_id,))
             has_inbox = await waiting.fetchone() is not None
             status, asked = row
             if asked is not None:
@@ -237,7 +169,7 @@ class RunQueue:
             )
             # A paused run keeps ready_at while its inbox holds items, as any run does.
             ready_at = now if ready or (status == PAUSED and has_inbox) else None
-            await connection.execute(_RELEASE, (ready_at, status, claim.run_id))
+            await connection.execute(_sql_queue.RELEASE, (ready_at, status, claim.run_id))
             if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
                 await connection.execute(NOTIFY_READY)
             return True
@@ -251,10 +183,12 @@ class RunQueue:
         """
 
         async def work(connection: Connection) -> bool:
-            locked = await connection.execute(_LOCK_LEASED, (claim.run_id, self.owner, claim.epoch))
+            locked = await connection.execute(
+                _sql_queue.LOCK_LEASED, (claim.run_id, self.owner, claim.epoch)
+            )
             if await locked.fetchone() is None:
                 return False
-            await connection.execute(_DROP_INBOX, (claim.run_id, upto))
+            await connection.execute(_sql_queue.DROP_INBOX, (claim.run_id, upto))
             return True
 
         return await self.store.transact(work)
@@ -300,7 +234,7 @@ async def enqueue_run(
     async def work(connection: Connection) -> bool:
         started_by = actor.encode() if actor is not None else None
         row = (run_id, workflow, now, now, deadline_at, b"", now, version, started_by)
-        if (await connection.execute(_ENQUEUE, row)).rowcount == 0:
+        if (await connection.execute(_sql_queue.ENQUEUE, row)).rowcount == 0:
             found = await connection.execute(
                 "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)
             )
@@ -308,7 +242,7 @@ async def enqueue_run(
             if existing is not None and existing[0] != workflow:
                 raise RunExistsError(run_id)
             return False
-        await connection.execute(_INSERT_INBOX, (run_id, "start", None, payload, now))
+        await connection.execute(_sql_queue.INSERT_INBOX, (run_id, "start", None, payload, now))
         await connection.execute(NOTIFY_READY)  # sent when the transaction commits
         if actor is not None:
             await record(connection, delivered(run_id, [("start", None, payload)], actor), now)

@@ -317,3 +317,7 @@ def upgrade(
     record = INSERT_SCHEMA_VERSION if found is None else UPDATE_SCHEMA_VERSION
     statements.append((record, (len(steps),)))
     return statements
+
+
+CREATE_NAMED_SCHEMA = "CREATE SCHEMA {}"
+"""A PostgreSQL schema for the tables, its name filled in as an identifier (``psycopg.sql``)."""

@@ -1,6 +1,6 @@
 """Named API tokens on the SQL stores: :class:`~treadle._stores._tokens.TokenKeeper`, written once.
 
-The statements are :mod:`treadle._stores._tokens`' (neutral dialect); a
+The statements are this module's (neutral dialect); a
 backend supplies how one SELECT and one change are run
 (:class:`SqliteTokens`, :class:`PostgresTokens`), as for its reads.
 """
@@ -18,6 +18,27 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
 _T = TypeVar("_T")
+
+# --- the SQL stores' statements (neutral dialect) ------------------------------------
+
+_COLUMNS = "name, role, created_at, created_by, expires_at, last_used_at, revoked_at"
+
+SELECT_ALL = f"SELECT {_COLUMNS} FROM treadle_tokens ORDER BY name"  # noqa: S608 - constants
+SELECT_NAMED = f"SELECT {_COLUMNS} FROM treadle_tokens WHERE name = ?"  # noqa: S608
+SELECT_HASHED = f"SELECT {_COLUMNS} FROM treadle_tokens WHERE token_hash = ?"  # noqa: S608
+
+ADD_ROW = """
+INSERT INTO treadle_tokens (name, role, token_hash, created_at, created_by, expires_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING"""
+"""(name, role, hash, now, created_by, expires_at): no row when the name or hash is taken."""
+
+REVOKE_ROW = "UPDATE treadle_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?"
+
+NOTE_USE = """
+UPDATE treadle_tokens SET last_used_at = ?
+WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)"""
+"""(now, name, now - USE_GRANULARITY)."""
 
 
 class SqlTokens(ABC):
@@ -43,31 +64,31 @@ class SqlTokens(ABC):
         """See :meth:`~treadle._stores._tokens.TokenKeeper.add_token`."""
         at = _tokens.now()
         parameters = (name, role, hashed, at, created_by, expires_at)
-        if not await self._change(_tokens.ADD_ROW, parameters):
+        if not await self._change(ADD_ROW, parameters):
             raise _tokens.token_exists(name)
         return _tokens.TokenRecord(name, role, at, created_by, expires_at)
 
     async def list_tokens(self) -> list[_tokens.TokenRecord]:
         """See :meth:`~treadle._stores._tokens.TokenKeeper.list_tokens`."""
-        return [_tokens.record_of(row) for row in await self._select(_tokens.SELECT_ALL, ())]
+        return [_tokens.record_of(row) for row in await self._select(SELECT_ALL, ())]
 
     async def revoke_token(self, name: str) -> _tokens.TokenRecord:
         """See :meth:`~treadle._stores._tokens.TokenKeeper.revoke_token`."""
-        await self._change(_tokens.REVOKE_ROW, (_tokens.now(), name))
-        rows = await self._select(_tokens.SELECT_NAMED, (name,))
+        await self._change(REVOKE_ROW, (_tokens.now(), name))
+        rows = await self._select(SELECT_NAMED, (name,))
         if not rows:
             raise _tokens.no_such_token(name)
         return _tokens.record_of(rows[0])
 
     async def find_token(self, hashed: str) -> _tokens.TokenRecord | None:
         """See :meth:`~treadle._stores._tokens.TokenKeeper.find_token`."""
-        rows = await self._select(_tokens.SELECT_HASHED, (hashed,))
+        rows = await self._select(SELECT_HASHED, (hashed,))
         return _tokens.record_of(rows[0]) if rows else None
 
     async def note_token_use(self, name: str) -> None:
         """See :meth:`~treadle._stores._tokens.TokenKeeper.note_token_use`."""
         at = _tokens.now()
-        await self._change(_tokens.NOTE_USE, (at, name, at - _tokens.USE_GRANULARITY))
+        await self._change(NOTE_USE, (at, name, at - _tokens.USE_GRANULARITY))
 
 
 class SqliteTokens(SqlTokens):

@@ -119,7 +119,7 @@ def token_exists(name: str) -> CommandError:
 
 
 def record_of(row: Sequence[object]) -> TokenRecord:
-    """A :class:`TokenRecord` from a row of :data:`SELECT_ALL`' columns."""
+    """A :class:`TokenRecord` from a row of the token table's selected columns."""
     name, role, created_at, created_by, expires_at, last_used_at, revoked_at = row
     return TokenRecord(
         name=str(name),
@@ -130,28 +130,6 @@ def record_of(row: Sequence[object]) -> TokenRecord:
         last_used_at=None if last_used_at is None else float(last_used_at),  # type: ignore[arg-type]
         revoked_at=None if revoked_at is None else float(revoked_at),  # type: ignore[arg-type]
     )
-
-
-# --- the SQL stores' statements (neutral dialect) ------------------------------------
-
-_COLUMNS = "name, role, created_at, created_by, expires_at, last_used_at, revoked_at"
-
-SELECT_ALL = f"SELECT {_COLUMNS} FROM treadle_tokens ORDER BY name"  # noqa: S608 - constants
-SELECT_NAMED = f"SELECT {_COLUMNS} FROM treadle_tokens WHERE name = ?"  # noqa: S608
-SELECT_HASHED = f"SELECT {_COLUMNS} FROM treadle_tokens WHERE token_hash = ?"  # noqa: S608
-
-ADD_ROW = """
-INSERT INTO treadle_tokens (name, role, token_hash, created_at, created_by, expires_at)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT DO NOTHING"""
-"""(name, role, hash, now, created_by, expires_at): no row when the name or hash is taken."""
-
-REVOKE_ROW = "UPDATE treadle_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE name = ?"
-
-NOTE_USE = """
-UPDATE treadle_tokens SET last_used_at = ?
-WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)"""
-"""(now, name, now - USE_GRANULARITY)."""
 
 
 def now() -> float:

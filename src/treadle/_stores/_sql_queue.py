@@ -1,0 +1,100 @@
+"""The PostgreSQL statements of the run queue and of a worker's fenced writes.
+
+Written for PostgreSQL only (``%s`` parameters, its clock and ``unnest``),
+unlike the neutral templates of :mod:`treadle._stores._sql_statements`:
+claims and heartbeats on the database's clock
+(:mod:`treadle._stores._postgres_queue`), and the writes a worker's
+``LeasedStore`` fences by its claim (:mod:`treadle._stores._postgres_leases`).
+"""
+
+from __future__ import annotations
+
+from treadle._stores import _sql_ownership, _sql_statements
+from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._sql_schema import DUE_AT
+
+FENCE = POSTGRES.render(_sql_ownership.FENCE)
+"""The condition every leased write carries: this worker, this lease epoch."""
+
+RUN_EXISTS = POSTGRES.render(_sql_statements.SELECT_RUN_EXISTS)
+# Applied items are kept, marked: the answers among them are the ledger by
+# which a later answer to the same request is refused (``PostgresStore.deliver``).
+CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
+"""Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
+PARK_CLAIMED = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
+
+ADOPT_PENDING = f"""
+UPDATE treadle_runs
+SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
+    deadline_at = %s, graph = %s, error = NULL, version = %s
+WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
+
+DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
+DUE = POSTGRES.render(DUE_AT)
+
+# Expired leases first (their runs were already under way), then by how long
+# the run has been ready. ``ready_at`` is set while a worker owns a run, so a
+# run whose worker died mid-superstep stays claimable whatever its status; a
+# run ``running`` (or ``pending``) with no current owner is claimable even
+# without it: an in-process owner on this store that died mid-run never set it.
+# A paused run is claimed by nobody, whatever was delivered to it meanwhile.
+# A worker claims the runs of the (workflow, version) pairs it hosts, and runs
+# started without a version (0: a client without the workflow's code) of the
+# workflows it hosts, which it starts on the newest version it has.
+CLAIM = f"""
+WITH chosen AS (
+    SELECT run_id FROM treadle_runs
+    WHERE (workflow, version) IN (
+            SELECT * FROM unnest(%(workflows)s::TEXT[], %(versions)s::INTEGER[]))
+        AND parked IS NULL
+        AND status <> 'paused'
+        AND (ready_at <= %(now)s OR {DUE} <= %(now)s OR status IN ('running', 'pending'))
+        AND (owner IS NULL OR lease_until IS NULL OR lease_until < {DB_NOW})
+    ORDER BY (owner IS NULL), COALESCE(ready_at, {DUE})
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE treadle_runs AS r
+SET owner = %(owner)s,
+    lease_epoch = r.lease_epoch + 1,
+    lease_until = {DB_NOW} + %(lease)s,
+    ready_at = COALESCE(r.ready_at, %(now)s),
+    recoveries = (CASE WHEN r.owner IS NULL THEN 0 ELSE r.recoveries + 1 END)
+FROM chosen
+WHERE r.run_id = chosen.run_id
+RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries,
+    r.version"""  # noqa: S608 - constants only
+
+HEARTBEAT = f"""
+UPDATE treadle_runs AS r
+SET lease_until = {DB_NOW} + %s
+FROM unnest(%s::TEXT[], %s::BIGINT[]) AS held(run_id, epoch)
+WHERE r.run_id = held.run_id AND r.lease_epoch = held.epoch AND r.owner = %s
+RETURNING r.run_id"""  # noqa: S608 - constants only
+
+LOCK_LEASED = (
+    "SELECT status, pause_requested FROM treadle_runs WHERE run_id = %s"  # noqa: S608 - constants
+    + FENCE
+    + " FOR UPDATE"
+)
+
+# A pause asked of the run while the worker held it is honoured as it lets go.
+RELEASE = """
+UPDATE treadle_runs
+SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s, status = %s,
+    pause_requested = NULL
+WHERE run_id = %s"""
+
+SELECT_INBOX = POSTGRES.render(_sql_ownership.SELECT_INBOX)
+INSERT_INBOX = POSTGRES.render(_sql_ownership.INSERT_INBOX)
+HAS_INBOX = "SELECT 1 FROM treadle_inbox WHERE run_id = %s AND consumed_at IS NULL LIMIT 1"
+# Refused items (an input or answer the run would not take) are deleted, not
+# marked applied: they never were, and a corrected answer must be acceptable.
+DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND consumed_at IS NULL"
+
+ENQUEUE = """
+INSERT INTO treadle_runs
+    (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
+    version, started_by)
+VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id) DO NOTHING"""
