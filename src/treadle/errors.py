@@ -13,6 +13,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── WorkflowValidationError      the builder found problems; lists them all
     ├── DefinitionError              a declarative definition has problems; file:line:col each
     ├── ExecutorInUseError           a non-shareable instance is in another run
+    ├── FilterError                  a filter of runs cannot be read; names the column [ValueError]
     ├── RoutingError                 a message has no edge that can carry it
     ├── HandlerTimeoutError          a handler ran past its timeout [TimeoutError]
     ├── RemoteHandlerError           a handler on an executor pool raised; names the type
@@ -81,6 +82,7 @@ from treadle._exceptions import (
     DurabilityError,
     EventLogCorruptError,
     ExecutorInUseError,
+    FilterError,
     GraphChangedError,
     HandlerTimeoutError,
     InvalidResponseError,
@@ -123,6 +125,7 @@ __all__ = [
     "EventLogCorruptError",
     "ExecutorFailedError",
     "ExecutorInUseError",
+    "FilterError",
     "GraphChangedError",
     "HandlerTimeoutError",
     "InvalidResponseError",

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from treadle._engine._clock import Clock
     from treadle._engine._options import Durability
     from treadle._stores._run_roles import RunWrites
+    from treadle._values._search_fields import FieldValue, SearchFields
 
 
 BATCHED_IN_FLIGHT = 16
@@ -96,6 +97,9 @@ class Checkpointer:
         journal: Where the run's events are kept for its event log: each
             checkpoint carries those of its superstep to the store, and a
             status recorded without one carries those since the last.
+        fields: The workflow's search fields: each checkpoint carries the
+            values that changed since the last one this checkpointer saved
+            (all of them at its first), written in its transaction.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class Checkpointer:
         ownership: Ownership | None = None,
         clock: Clock | None = None,
         journal: EventJournal | None = None,
+        fields: SearchFields | None = None,
     ) -> None:
         if durability not in _IN_FLIGHT:
             modes = ", ".join(map(repr, _IN_FLIGHT))
@@ -134,8 +139,29 @@ class Checkpointer:
         self._queued: list[CheckpointRecord] = []
         # A commit paused the run: nothing more is written (see the module docstring).
         self.paused = False
+        self._fields = fields or None
+        self._fields_saved: dict[str, FieldValue] = {}  # the last value of each, as saved
 
-    def _record(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> CheckpointRecord:
+    def _changed_fields(
+        self, barrier: BarrierState, extra: tuple[FieldValue, ...]
+    ) -> tuple[FieldValue, ...]:
+        """The search fields' values at this barrier that differ from those saved before."""
+        fields = self._fields
+        if fields is None:
+            return ()
+        changed = []
+        for value in (*extra, *fields.of_state(barrier.state, barrier.run_id)):
+            if self._fields_saved.get(value.name) != value:
+                self._fields_saved[value.name] = value
+                changed.append(value)
+        return tuple(changed)
+
+    def _record(
+        self,
+        barrier: BarrierState,
+        snapshots: Mapping[str, Any],
+        input_fields: tuple[FieldValue, ...] = (),
+    ) -> CheckpointRecord:
         checkpoint_id = new_checkpoint_id()
         journal = self.journal
         events = (
@@ -163,6 +189,7 @@ class Checkpointer:
             encoded.requires,
             events,
             barrier.outcome,
+            self._changed_fields(barrier, input_fields),
         )
 
     async def create(
@@ -175,13 +202,20 @@ class Checkpointer:
         parent_run_id: str | None = None,
         version: int = 1,
         started_by: str | None = None,
+        input: Any = None,  # noqa: A002 - the run's input, as users say it
     ) -> str:
         """Create the run row with its first checkpoint; return the checkpoint id.
 
         ``version`` is the version of ``workflow_name`` the run goes on with;
-        ``started_by`` who started (or forked) it, as the store records it.
+        ``started_by`` who started (or forked) it, as the store records it;
+        ``input`` the run's input, which its input search fields are computed from
+        (``None``: a fork, which has no input of its own).
         """
-        record = self._record(barrier, snapshots)
+        fields = self._fields
+        from_input = (
+            () if fields is None or input is None else fields.of_input(input, barrier.run_id)
+        )
+        record = self._record(barrier, snapshots, from_input)
         now = record.info.created_at
         run = RunRecord(
             run_id=barrier.run_id,

@@ -83,6 +83,18 @@ class CommandError(TreadleError):
     """The command cannot be carried out as asked; nothing was changed."""
 
 
+class FilterError(TreadleError, ValueError):
+    """A filter of runs (``--where``, ``?where=``) cannot be read; names the fault and its column.
+
+    Attributes:
+        column: Where in the filter's text the fault is (1 is its first character).
+    """
+
+    def __init__(self, message: str, column: int) -> None:
+        super().__init__(f"the filter cannot be read: {message}")
+        self.column = column
+
+
 class LinkRefusedError(CommandError):
     """An answer link was refused: tampered, expired, used, or not this principal's.
 

@@ -19,6 +19,7 @@ from treadle._stores._memory_events import MemoryAudit
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
+from treadle._stores._memory_search import MemorySearch, set_fields
 from treadle._stores._sql_ownership import check_lease
 from treadle._stores._sql_rules import (
     check_keep_last,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from treadle._values._actors import Actor
 
 
-class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox):
+class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, MemorySearch):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds
@@ -107,6 +108,7 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox):
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
             _memory_events.append(self._runs[run.run_id], first.events)
+            set_fields(self._runs[run.run_id], (first,))
             started = _audit.started_of(run)
             if started is not None:
                 self._record((started,), run.created_at)
@@ -169,6 +171,7 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox):
             )
             for checkpoint in checkpoints:
                 _memory_events.append(run, checkpoint.events)
+            set_fields(run, checkpoints)
             if consumed is not None:
                 run.consumed = max(run.consumed, consumed)
             paused = False

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointRecord, RunRecord
     from treadle._values._actors import Actor
+    from treadle._values._search_fields import FieldValue
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class MemoryRun:
     inbox: list[tuple[InboxItem, float]] = dataclasses.field(default_factory=list)
     consumed: int = 0  # items up to this seq are applied
     events: list[LoggedEvent] = dataclasses.field(default_factory=list)  # its event log
+    fields: dict[str, FieldValue] = dataclasses.field(default_factory=dict)  # its search fields
 
     def free(self, now: float) -> bool:
         """Whether nobody holds a current lease on the run at ``now``."""

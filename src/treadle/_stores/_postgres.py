@@ -48,6 +48,7 @@ from treadle._stores._postgres_writes import (
     prune_run,
     record,
 )
+from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
@@ -75,7 +76,7 @@ _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
 
 
-class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox):
+class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox, SqlSearch):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema
@@ -89,6 +90,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox)
     the server and rolls its transaction back: an operation happens whole or
     not at all.
     """
+
+    search_dialect = POSTGRES
 
     def __init__(
         self,

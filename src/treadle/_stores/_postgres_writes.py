@@ -18,6 +18,7 @@ from treadle._stores import (
     _sql_pieces,
     _sql_rows,
     _sql_rules,
+    _sql_search,
     _sql_statements,
 )
 from treadle._stores._pieces import (
@@ -64,6 +65,8 @@ async def insert_checkpoints(
     if (await connection.execute(query, parameters)).rowcount < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
     await _store_pieces(connection, checkpoints)
+    for template, values in _sql_search.field_writes(checkpoints):
+        await connection.execute(_render(template), values)
     entries = _sql_events.entries_of(checkpoints)
     if entries:  # after the run row's write, as every append is (see _sql_events)
         await append_events(connection, checkpoints[-1].info.run_id, entries)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from treadle._stores._events import EventEntry
+    from treadle._values._search_fields import FieldValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +202,9 @@ class CheckpointRecord:
         outcome: Given to a commit, the run's outcome as of this checkpoint
             (name and summary; ``None``: none), which the run's row takes
             with it. ``None`` on load (the checkpoint's content holds it).
+        fields: Given to a commit, the run's search fields this checkpoint
+            sets or unsets (see :mod:`treadle._values._search_fields`),
+            written in the same transaction. Empty on load.
     """
 
     info: CheckpointInfo
@@ -210,3 +214,4 @@ class CheckpointRecord:
     requires: tuple[str, ...] = ()
     events: tuple[EventEntry, ...] = ()
     outcome: tuple[str, str | None] | None = None
+    fields: tuple[FieldValue, ...] = ()

@@ -38,6 +38,10 @@ class Dialect:
         id_rows: A SELECT of one text column with a row per element of a
             JSON array of strings given as one parameter (``{ids}`` in a
             template): how a list of ids of any length travels as one value.
+        binary_text: What makes text compare by code point (``{binary}`` in
+            a template, after a column): nothing in SQLite, whose default
+            does; PostgreSQL's ``"C"`` collation, whose default follows
+            the database's locale. Filters of runs order text this way.
     """
 
     blob_type: str
@@ -45,6 +49,7 @@ class Dialect:
     insertion_order: str
     insertion_order_column: str
     id_rows: str
+    binary_text: str = ""
 
     def render(self, template: str) -> str:
         """Turn a template of the SQL stores into SQL for this dialect."""
@@ -56,6 +61,7 @@ class Dialect:
             order_column=self.insertion_order_column,
             tiebreak=tiebreak,
             ids=self.id_rows,
+            binary=self.binary_text,
         )
         # Templates hold no literal question marks, so the rewrite is exact.
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
@@ -76,5 +82,6 @@ POSTGRES = Dialect(
     insertion_order="seq",
     insertion_order_column="seq BIGINT GENERATED ALWAYS AS IDENTITY,",
     id_rows="SELECT json_array_elements_text(CAST(? AS json))",
+    binary_text=' COLLATE "C"',
 )
 """PostgreSQL: an identity column, in commit order per run (a commit locks its run row first)."""

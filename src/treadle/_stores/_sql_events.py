@@ -127,6 +127,7 @@ DELETE_CHECKPOINTS = (
 )
 DELETE_RUN = (
     "DELETE FROM treadle_inbox WHERE run_id = ?",
+    "DELETE FROM treadle_run_fields WHERE run_id = ?",
     DELETE_EVENTS,
     "DELETE FROM treadle_runs WHERE run_id = ?",
 )

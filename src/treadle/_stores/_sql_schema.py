@@ -199,6 +199,22 @@ CREATE TABLE treadle_secrets (
     secret TEXT NOT NULL
 )"""
 
+# Searchable run fields (see treadle._values._search_fields): a row per run and
+# field its workflow declares, written by the commits of the run in their
+# transaction. A text in ``text_value`` (ordered by code point: {binary}); a
+# number, a time (epoch seconds) or a bool (1 or 0) in ``num_value``, ``kind``
+# saying which. A filter's comparison of a field reads one of the two indexes
+# from the field's name and the value on (treadle._stores._sql_search).
+_CREATE_RUN_FIELDS = """
+CREATE TABLE treadle_run_fields (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text_value TEXT{binary},
+    num_value DOUBLE PRECISION,
+    PRIMARY KEY (run_id, name)
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -274,6 +290,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " ON treadle_outbox (endpoint_id, run_id, state{tiebreak})",
         _CREATE_LINKS,
         _CREATE_SECRETS,
+    ),
+    (  # 11: searchable run fields
+        _CREATE_RUN_FIELDS,
+        "CREATE INDEX treadle_run_fields_text ON treadle_run_fields (name, text_value)",
+        "CREATE INDEX treadle_run_fields_number"  # noqa: ISC004 - one statement
+        " ON treadle_run_fields (name, kind, num_value)",
     ),
 )
 

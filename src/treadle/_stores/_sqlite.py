@@ -38,6 +38,7 @@ from treadle._stores import (
     _sql_statements,
 )
 from treadle._stores import _sqlite_writes as writes
+from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
@@ -79,7 +80,7 @@ _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
 
 
-class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
+class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSearch):
     """Runs and checkpoints in one SQLite file, safe across processes.
 
     All SQLite work happens on one thread owned by the store, with its own
@@ -96,6 +97,8 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox):
     operation completes (or not) as one transaction. One cancelled while its
     operation still waits for its turn takes it out of the queue.
     """
+
+    search_dialect = SQLITE
 
     def __init__(
         self,

@@ -41,8 +41,10 @@ from treadle._graph._edges import (
 )
 from treadle._graph._executor import Executor, FunctionExecutor
 from treadle._graph._typing import accepts_any_of
+from treadle._values._search_fields import SearchFields
 from treadle._workflow._composing import Composing
 from treadle._workflow._error_routes import ErrorRouting, error_route_problems
+from treadle._workflow._search_declaring import SearchDeclaring
 from treadle._workflow._versions import check_version
 from treadle._workflow._workflow import Workflow
 from treadle._workflow._workflow_graph import WorkflowGraph
@@ -68,7 +70,7 @@ class _Entry:
         self.factory = factory
 
 
-class WorkflowBuilder(ErrorRouting, Composing):
+class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
     """Builds an immutable :class:`Workflow` from executors and edges.
 
     Args:
@@ -153,6 +155,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
         self._state: dict[str, StateKey] = {}
         self._problems: list[str] = []
         self._subworkflows = {}
+        self._search_fields = []
         self._start = self._resolve(start, "start")
 
     # -- executors ----------------------------------------------------------------
@@ -361,6 +364,7 @@ class WorkflowBuilder(ErrorRouting, Composing):
             serializer=self._serializer,
             checkpoint_key=self._checkpoint_key,
             types=self._types,
+            search_fields=SearchFields(tuple(self._search_fields)),
         )
 
 

@@ -125,6 +125,7 @@ async def open_run(
                 ownership=ownership,
                 clock=settings.clock,
                 journal=journal,
+                fields=workflow.search_fields,
             )
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if store is not None:  # deadlines are decided against answers at the store
@@ -150,6 +151,7 @@ async def open_run(
                     pool.snapshots(),
                     version=workflow.version,
                     started_by=launch.started_by,
+                    input=launch.message,
                 )
     except BaseException:
         await release()

@@ -299,7 +299,9 @@ async def fork_run(
         written=frozenset(state_patch or ()),
     )
     # The fork's first checkpoint names its parent's pieces for all it did not patch.
-    checkpointer = Checkpointer(store, workflow.codec, workflow.fingerprint, base=restored)
+    checkpointer = Checkpointer(
+        store, workflow.codec, workflow.fingerprint, base=restored, fields=workflow.search_fields
+    )
     await checkpointer.create(
         workflow.name,
         encode_description(workflow.description),

@@ -29,6 +29,7 @@ from treadle._engine._spawn import SpawnResult
 from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
 from treadle._values._registry import TypeRegistry
+from treadle._values._search_fields import NO_SEARCH_FIELDS
 from treadle._values._serialization import JsonSerializer
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from treadle._graph._edges import Edge
     from treadle._graph._executor import Executor
     from treadle._stores._store import Store
+    from treadle._values._search_fields import SearchFields
     from treadle._values._serialization import Serializer
 
 
@@ -60,6 +62,7 @@ class WorkflowGraph:
         serializer: Serializer | None = None,
         checkpoint_key: bytes | None = None,
         types: Sequence[type] = (),
+        search_fields: SearchFields = NO_SEARCH_FIELDS,
     ) -> None:
         self.name = name
         self.version = version
@@ -78,6 +81,7 @@ class WorkflowGraph:
         self._serializer = serializer
         self._checkpoint_key = checkpoint_key
         self._types = tuple(types)
+        self.search_fields = search_fields
         self._description: dict[str, Any] | None = None
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None
