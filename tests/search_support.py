@@ -101,6 +101,9 @@ def sample_runs(count: int, seed: int = 7) -> list[SampleRun]:
             fields["due"] = ("time", draw.choice(DAYS))
         if draw.random() < 0.05:
             fields["odd"] = draw.choice(("amount", 3.0))  # one name, two kinds across runs
+        # Selective ones: a ticket per run, a batch of about count / 1000 runs.
+        fields["ticket"] = f"t{number}"
+        fields["batch"] = float(number % 1000)
         runs.append(
             SampleRun(
                 run_id=f"run-{number:06d}",
@@ -296,6 +299,7 @@ def populate_sqlite(path: str, runs: Sequence[SampleRun]) -> None:
 
     run_rows, field_rows = _rows(runs)
     with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA synchronous = OFF")  # one bulk load: durability is moot
         connection.executemany(SQLITE.render(INSERT_RUN), run_rows)
         connection.executemany(SQLITE.render(UPSERT_FIELD), field_rows)
     connection.close()

@@ -22,14 +22,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._stores._sql_statements import RUN_FIELDS
-from treadle._values._filter import AllOf, AnyOf, Compare, Constant, Has, Node, Not, StartsWith
+from treadle._values._filter import (
+    COLUMNS,
+    AllOf,
+    AnyOf,
+    Compare,
+    Constant,
+    Has,
+    Node,
+    Not,
+    StartsWith,
+    Subject,
+)
 from treadle._values._search_fields import merged
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._stores._records import CheckpointRecord
-    from treadle._values._filter import Subject, Value
+    from treadle._values._filter import Value
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
@@ -105,84 +116,156 @@ def count_matching(tree: Node) -> tuple[str, tuple[Any, ...]]:
 def compile_filter(tree: Node) -> tuple[str, tuple[Any, ...]]:
     """A filter's tree as a condition on ``treadle_runs`` (a template) and its parameters."""
     parameters: list[Any] = []
-    return _condition(tree, parameters), tuple(parameters)
+    return _condition(tree, parameters, probe=False), tuple(parameters)
 
 
-def _condition(node: Node, parameters: list[Any]) -> str:
+# Which comparison of a field drives an ``&&`` (lower first): the one an index
+# narrows most, whatever the planner guesses without statistics of the data.
+_EQUAL, _PREFIX, _RANGE, _PRESENT, _DIFFERENT = range(5)
+
+
+def _driving_rank(node: Node) -> int | None:
+    """How well ``node`` can drive an ``&&`` through a field's index (``None``: it cannot)."""
+    match node:
+        case Compare(subject=Subject(field=True), op=op, values=values):
+            if values[0].kind == "null":
+                return _PRESENT if op == "!=" else None
+            if op in ("==", "in"):
+                return _EQUAL
+            return _DIFFERENT if op == "!=" else _RANGE
+        case StartsWith(subject=Subject(field=True)):
+            return _PREFIX
+        case Has():
+            return _PRESENT
+    return None
+
+
+def _condition(node: Node, parameters: list[Any], *, probe: bool) -> str:
+    """``node`` as SQL; with ``probe``, written to be checked per run another term found.
+
+    In an ``&&``, one comparison of a field *drives*: its subquery reads the
+    field's index and names the runs. The other terms *probe* each of those
+    runs: a field through the primary key ``(run_id, name)``, a column with
+    its index set aside (``status || ''``), so that no planner starts from a
+    column's index or builds the whole set of a wide range instead.
+    """
     match node:
         case Constant(value=value):
             return "1 = 1" if value else "1 = 0"
         case AllOf(parts=parts):
-            return "(" + " AND ".join(_condition(part, parameters) for part in parts) + ")"
+            ranked = [
+                (rank, i)
+                for i, part in enumerate(parts)
+                if (rank := _driving_rank(part)) is not None
+            ]
+            if probe or not ranked:
+                written = [_condition(part, parameters, probe=probe) for part in parts]
+            else:
+                driver = min(ranked)[1]
+                ordered = [parts[driver], *(p for i, p in enumerate(parts) if i != driver)]
+                written = [
+                    _condition(part, parameters, probe=i > 0) for i, part in enumerate(ordered)
+                ]
+            return "(" + " AND ".join(written) + ")"
         case AnyOf(parts=parts):
-            return "(" + " OR ".join(_condition(part, parameters) for part in parts) + ")"
+            return "(" + " OR ".join(_condition(p, parameters, probe=probe) for p in parts) + ")"
         case Not(inner=inner):
-            return f"NOT ({_condition(inner, parameters)})"
+            return f"NOT ({_condition(inner, parameters, probe=probe)})"
         case Has(subject=subject):
-            parameters.append(subject.name)
-            return "run_id IN (SELECT run_id FROM treadle_run_fields WHERE name = ?)"
+            return _field_test(subject, "", (), parameters, probe=probe)
         case StartsWith(subject=subject, prefix=prefix):
-            return _starts_with(subject, prefix, parameters)
+            return _starts_with(subject, prefix, parameters, probe=probe)
         case Compare(subject=subject, op=op, values=values):
             if subject.field:
-                return _field_comparison(subject, op, values, parameters)
-            return _column_comparison(subject, op, values, parameters)
+                return _field_comparison(subject, op, values, parameters, probe=probe)
+            return _column_comparison(subject, op, values, parameters, probe=probe)
     raise AssertionError(node)  # pragma: no cover - every node is matched above
 
 
+def _column(subject: Subject, *, probe: bool) -> str:
+    """A run column, as compared; when probing, in a form no index serves."""
+    name = subject.name  # one of the filter's COLUMNS: checked when read
+    if not probe:
+        return name
+    return f"({name} || '')" if COLUMNS[name] == "text" else f"({name} + 0)"
+
+
 def _column_comparison(
-    subject: Subject, op: str, values: tuple[Value, ...], parameters: list[Any]
+    subject: Subject, op: str, values: tuple[Value, ...], parameters: list[Any], *, probe: bool
 ) -> str:
-    column = subject.name  # one of the filter's COLUMNS: checked when read
+    column = _column(subject, probe=probe)
+    name = subject.name
     if op == "in":
         parameters.extend(value.value for value in values)
         marks = ", ".join("?" * len(values))
-        return f"({column} IS NOT NULL AND {column} IN ({marks}))"
+        return f"({name} IS NOT NULL AND {column} IN ({marks}))"
     value = values[0]
     if value.kind == "null":
-        return f"{column} IS NULL" if op == "==" else f"{column} IS NOT NULL"
+        return f"{name} IS NULL" if op == "==" else f"{name} IS NOT NULL"
     parameters.append(value.value)
     sql_op = "<>" if op == "!=" else "=" if op == "==" else op
     binary = "{binary}" if value.kind == "text" and op not in ("==", "!=") else ""
-    return f"({column} IS NOT NULL AND {column}{binary} {sql_op} ?)"
+    return f"({name} IS NOT NULL AND {column}{binary} {sql_op} ?)"
+
+
+def _field_test(
+    subject: Subject, condition: str, values: tuple[Any, ...], parameters: list[Any], *, probe: bool
+) -> str:
+    """Whether the run has the field ``subject`` with ``condition`` (on its columns) holding."""
+    parameters.append(subject.name)
+    parameters.extend(values)
+    more = f" AND {condition}" if condition else ""
+    if probe:  # one run at a time, through the primary key (run_id, name)
+        correlated = "treadle_run_fields.run_id = treadle_runs.run_id"
+        return f"EXISTS (SELECT 1 FROM treadle_run_fields WHERE {correlated} AND name = ?{more})"  # noqa: S608
+    return f"run_id IN (SELECT run_id FROM treadle_run_fields WHERE name = ?{more})"  # noqa: S608
 
 
 def _field_comparison(
-    subject: Subject, op: str, values: tuple[Value, ...], parameters: list[Any]
+    subject: Subject, op: str, values: tuple[Value, ...], parameters: list[Any], *, probe: bool
 ) -> str:
     if op == "in":
-        parts = [_field_comparison(subject, "==", (value,), parameters) for value in values]
-        return "(" + " OR ".join(parts) + ")"
+        texts = [value.value for value in values if value.kind == "text"]
+        kinds = sorted({value.kind for value in values} - {"text"})
+        conditions, given = [], []
+        if texts:
+            conditions.append(f"text_value IN ({', '.join('?' * len(texts))})")
+            given.extend(texts)
+        for kind in kinds:
+            numbers = [_number(value) for value in values if value.kind == kind]
+            conditions.append(f"(kind = ? AND num_value IN ({', '.join('?' * len(numbers))}))")
+            given.extend((kind, *numbers))
+        either = conditions[0] if len(conditions) == 1 else "(" + " OR ".join(conditions) + ")"
+        return _field_test(subject, either, tuple(given), parameters, probe=probe)
     value = values[0]
-    parameters.append(subject.name)
-    inside = "run_id IN (SELECT run_id FROM treadle_run_fields WHERE name = ?"
     if value.kind == "null":  # == null: the run has no such field; != null: it has one
-        return f"{'NOT ' if op == '==' else ''}{inside})"
+        has = _field_test(subject, "", (), parameters, probe=probe)
+        return f"NOT {has}" if op == "==" else has
     sql_op = "<>" if op == "!=" else "=" if op == "==" else op
     if value.kind == "text":
-        parameters.append(value.value)
-        return f"{inside} AND text_value {sql_op} ?)"
-    number = (1.0 if value.value else 0.0) if value.kind == "bool" else value.value
-    parameters.extend((value.kind, number))
-    return f"{inside} AND kind = ? AND num_value {sql_op} ?)"
+        return _field_test(
+            subject, f"text_value {sql_op} ?", (value.value,), parameters, probe=probe
+        )
+    condition = f"kind = ? AND num_value {sql_op} ?"
+    return _field_test(subject, condition, (value.kind, _number(value)), parameters, probe=probe)
 
 
-def _starts_with(subject: Subject, prefix: str, parameters: list[Any]) -> str:
+def _number(value: Value) -> Any:
+    """A value as ``num_value`` keeps it (a bool as 1.0 or 0.0)."""
+    return (1.0 if value.value else 0.0) if value.kind == "bool" else value.value
+
+
+def _starts_with(subject: Subject, prefix: str, parameters: list[Any], *, probe: bool) -> str:
     """A text range ``[prefix, the next prefix)``, which an index reads as a range."""
     above = next_prefix(prefix)
+    bounds = (prefix,) if above is None else (prefix, above)
     if subject.field:
-        parameters.append(subject.name)
-        head = "run_id IN (SELECT run_id FROM treadle_run_fields WHERE name = ? AND "
-        column = "text_value"
-    else:
-        head = f"({subject.name} IS NOT NULL AND "
-        column = subject.name + "{binary}"
-    parameters.append(prefix)
-    condition = f"{column} >= ?"
-    if above is not None:
-        parameters.append(above)
-        condition += f" AND {column} < ?"
-    return f"{head}{condition})"
+        condition = "text_value >= ?" + ("" if above is None else " AND text_value < ?")
+        return _field_test(subject, condition, bounds, parameters, probe=probe)
+    column = _column(subject, probe=probe) + "{binary}"
+    parameters.extend(bounds)
+    condition = f"{column} >= ?" + ("" if above is None else f" AND {column} < ?")
+    return f"({subject.name} IS NOT NULL AND {condition})"
 
 
 _SURROGATES = range(0xD800, 0xE000)
