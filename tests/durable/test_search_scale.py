@@ -82,7 +82,7 @@ async def big(request, tmp_path_factory):
 
 @pytest.mark.parametrize(("text", "index"), SELECTIVE)
 async def test_a_selective_filter_reads_a_field_index_and_scans_no_runs(big, text, index):
-    store, plan = big
+    _, plan = big
     where = parse_filter(text)
     sql, parameters = select_matching(where.tree, limit=50, before=None)
     lines = await plan(sql, parameters)
