@@ -6,14 +6,16 @@ CLI's user, ``cli:USER@HOST``, which the run's record keeps.
 
 from __future__ import annotations
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute
 from treadle._cli._flags import RunIdArgument, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_set
 from treadle._cli._views import print_cancelled, print_paused, print_unpaused
 from treadle._operations import _commands as commands
 
+cli = command_set()
 
-@app.command()
+
+@cli.command()
 def cancel(
     run_id: RunIdArgument,
     store: StoreOption = None,
@@ -26,7 +28,7 @@ def cancel(
     print_cancelled(execute(store, lambda s: commands.cancel(s, run_id)))
 
 
-@app.command()
+@cli.command()
 def pause(
     run_id: RunIdArgument,
     store: StoreOption = None,
@@ -42,7 +44,7 @@ def pause(
     print_paused(row, outcome)
 
 
-@app.command()
+@cli.command()
 def unpause(
     run_id: RunIdArgument,
     store: StoreOption = None,

@@ -15,14 +15,16 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from treadle._cli._app import app
 from treadle._cli._execute import EXIT_REFUSED, refuse
+from treadle._cli._help import command_set
 from treadle._cli._views import out
 from treadle._exceptions import DefinitionError
 from treadle._extras import needs_extra
 
+cli = command_set()
 
-@app.command()
+
+@cli.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Definition files (.yaml, .yml, .json).")],
 ) -> None:

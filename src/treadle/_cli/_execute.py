@@ -1,9 +1,9 @@
 """How a ``treadle`` command runs: one event loop, errors as exit codes, a stop as detach.
 
-Every command of :mod:`treadle._cli._app` hands its work to :func:`execute`
+Every ``treadle`` command hands its work to :func:`execute`
 (or :func:`execute_sync`), so that errors read and exit the same way
 everywhere: one line on stderr and the exit codes documented in
-:mod:`treadle._cli._app`. Commands that advance a run (``run``, ``resume``,
+:mod:`treadle._cli._exits`. Commands that advance a run (``run``, ``resume``,
 ``respond``, ``send``) also get the handling of a stop here (Ctrl-C,
 SIGTERM, SIGHUP, a closed output: :mod:`treadle._cli._stopping`): it
 *detaches* from the run, which stays resumable, rather than cancelling it,

@@ -4,22 +4,29 @@ Workflows draw themselves as text (``to_mermaid``, ``to_dot``); a picture
 (PNG, SVG) needs a renderer, and Graphviz's ``dot`` is the one most
 machines can install from their package manager. So ``--format png|svg``
 pipes the DOT source through ``dot`` when it is on ``PATH``, and otherwise
-says what to install rather than only refusing. Kept apart from the typer
-app (:mod:`treadle._cli._app`) to keep it short.
+says what to install rather than only refusing.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path  # noqa: TC003 - typer reads the annotation
+from typing import TYPE_CHECKING, Annotated
 
+import typer
+from rich.markup import escape
+
+from treadle._cli._execute import execute_sync
+from treadle._cli._help import command_set
+from treadle._cli._views import out, print_graph
 from treadle._exceptions import CommandError
+from treadle._operations._inputs import load_workflow
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from treadle._workflow._workflow import Workflow
+
+cli = command_set()
 
 FORMATS = ("mermaid", "dot", "png", "svg")
 """What ``--format`` takes: two sources, two pictures."""
@@ -94,3 +101,24 @@ def draw(workflow: Workflow, fmt: str, output: Path | None) -> str | None:
         msg = f"Graphviz's `dot` could not draw the graph: {drawn.stderr.strip()}"
         raise CommandError(msg)
     return drawn.stdout if output is None else None
+
+
+@cli.command()
+def graph(
+    workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="mermaid, dot, or png / svg (drawn by Graphviz's dot)."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write it to this file.")
+    ] = None,
+) -> None:
+    """Print a workflow's graph for Mermaid or Graphviz, or draw it (-o graph.png)."""
+    chosen = execute_sync(lambda: choose_format(fmt, output))
+    loaded = execute_sync(lambda: load_workflow(workflow))
+    drawn = execute_sync(lambda: draw(loaded, chosen, output))
+    if drawn is not None:
+        print_graph(drawn)
+    else:
+        out.print(f"wrote {escape(str(output))} ({chosen})")

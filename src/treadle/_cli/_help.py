@@ -75,3 +75,14 @@ def command_group(help_text: str) -> typer.Typer:
     return typer.Typer(
         help=help_text, no_args_is_help=True, cls=TreadleGroup, rich_markup_mode=None
     )
+
+
+def command_set() -> typer.Typer:
+    """The commands one module of ``_cli`` defines, which ``_app.py`` adds to ``treadle`` whole.
+
+    It has no name of its own, so its commands (and its groups, such as
+    ``tokens``) stand at the top level: ``treadle cancel``, not ``treadle
+    control cancel``. A module defines its commands on it and never imports
+    the app, which imports the module.
+    """
+    return typer.Typer()

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, RunIdArgument, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_set
 from treadle._cli._views import err, out, when
 from treadle._operations import _audit as audits
 from treadle._operations import _cleanup as cleanup
@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     from treadle._stores._store import RunRecord
 
 
-@app.command()
+cli = command_set()
+
+
+@cli.command()
 def delete(
     run_id: RunIdArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
@@ -55,7 +58,7 @@ def delete(
         out.print(f"deleted run {escape(row.run_id)} ({escape(row.workflow)}, {row.status})")
 
 
-@app.command()
+@cli.command()
 def prune(
     older_than: Annotated[
         float | None,
@@ -118,7 +121,7 @@ def _pruned_data(done: cleanup.Pruned) -> dict[str, Any]:
     }
 
 
-@app.command()
+@cli.command()
 def audit(
     run_id: Annotated[
         str | None, typer.Argument(help="Only this run's entries (also once it is deleted).")

@@ -1,4 +1,7 @@
-"""Looking at runs from anywhere: ``requests``, ``watch``, ``logs``, ``export``.
+"""Looking at runs from anywhere: runs, show, history, requests, watch, logs, export.
+
+``treadle runs`` lists a store's runs a page at a time, ``show`` one run as
+it stands, ``history`` its checkpoints and lineage.
 
 ``treadle requests`` is the approver's inbox: every request pending in a run
 that awaits input (or waits on a timer while a request is open), newest run
@@ -25,9 +28,9 @@ import typer
 from rich.markup import escape
 
 from treadle._cli._answering import request_lines
-from treadle._cli._app import EXIT_FOR_STATUS, app
 from treadle._cli._event_views import log_lines, print_settled, rest_lines
 from treadle._cli._execute import execute, refuse
+from treadle._cli._exits import exit_code_of
 from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     AppOption,
     JsonOption,
@@ -36,12 +39,14 @@ from treadle._cli._flags import (  # noqa: TC001 - typer reads them
 )
 from treadle._cli._follow import under_way
 from treadle._cli._follow import watch as watch_events
+from treadle._cli._help import command_set
 from treadle._cli._live import LiveView
 from treadle._cli._stopping import CLOSED_OUTPUT, Stop
-from treadle._cli._views import err, out
+from treadle._cli._views import err, out, print_history, print_run_view, print_runs
 from treadle._engine._result import RunStatus
-from treadle._exceptions import TreadleError
+from treadle._exceptions import CommandError, TreadleError
 from treadle._operations import _commands as commands
+from treadle._operations import _shapes as shapes
 from treadle._operations._audit import action_sentence
 from treadle._operations._events import RESTING_STATUSES
 from treadle._operations._plain import plain
@@ -61,6 +66,8 @@ if TYPE_CHECKING:
     from treadle._stores._store import EventLog, LoggedEvent, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
+cli = command_set()
+
 _PAGE = 1000  # events read at a time
 
 AfterOption = Annotated[
@@ -68,7 +75,65 @@ AfterOption = Annotated[
 ]
 
 
-@app.command()
+@cli.command()
+def runs(
+    status: Annotated[str | None, typer.Option("--status", help="e.g. awaiting_input")] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="A workflow name.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="Go on where a listing left off (its next_cursor)."),
+    ] = None,
+    outcome: Annotated[
+        str | None, typer.Option("--outcome", help="Only runs that ended so, e.g. rejected.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first, a page at a time, each with its outcome if it has one.
+
+    With --json: {"runs": [...], "next_cursor": ...}, as GET /api/runs.
+    """
+    if status is not None and status not in {s.value for s in RunStatus}:
+        valid = ", ".join(s.value for s in RunStatus)
+        refuse(f"unknown status {status!r}; use one of {valid}")
+    try:
+        before = None if cursor is None else shapes.decode_cursor(cursor)
+    except CommandError as error:
+        refuse(escape(str(error)))
+    rows, next_cursor = execute(
+        store,
+        lambda s: shapes.runs_page(
+            s, status=status, workflow=workflow, limit=limit, before=before, outcome=outcome
+        ),
+    )
+    print_runs(rows, next_cursor, as_json=as_json)
+
+
+@cli.command()
+def show(
+    run_id: RunIdArgument,
+    app_: AppOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run: status, pending requests and timers, outputs, state."""
+    view = execute(store, lambda s: commands.show_run(s, run_id, app_))
+    print_run_view(view, as_json=as_json)
+
+
+@cli.command()
+def history(
+    run_id: RunIdArgument,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's checkpoints (time travel) and its lineage."""
+    row, checkpoints, forks = execute(store, lambda s: commands.history(s, run_id))
+    print_history(row, checkpoints, forks, as_json=as_json)
+
+
+@cli.command()
 def requests(
     workflow: Annotated[str | None, typer.Option("--workflow", help="A workflow name.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
@@ -114,7 +179,7 @@ def print_requests(found: Pending, *, as_json: bool) -> None:
             out.print(f"  {line}")
 
 
-@app.command()
+@cli.command()
 def watch(
     run_id: RunIdArgument,
     after: AfterOption = 0,
@@ -165,7 +230,7 @@ def watch(
         raise typer.Exit(view.exit_code)
     if not as_json:
         print_settled(view, as_json=False)
-    raise typer.Exit(EXIT_FOR_STATUS[RunStatus(view.run.status)])
+    raise typer.Exit(exit_code_of(view))
 
 
 async def _code_of(store: Store, run_id: str, app: str | None) -> Workflow | None:
@@ -198,7 +263,7 @@ def _watching(
     return idle
 
 
-@app.command()
+@cli.command()
 def logs(
     run_id: RunIdArgument,
     after: AfterOption = 0,
@@ -231,7 +296,7 @@ def logs(
         out.print("  (no events logged)")
 
 
-@app.command()
+@cli.command()
 def export(
     run_id: RunIdArgument,
     output: Annotated[

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_set
 from treadle._cli._views import out
 from treadle._exceptions import AppLoadError
 from treadle._migrations._runs import MigrationReport, RunMigration, migrate
@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 _VERB = {"moved": "moved", "would move": "would move", "cannot move": "cannot", "busy": "busy"}
 
 
-@app.command("migrate")
+cli = command_set()
+
+
+@cli.command("migrate")
 def migrate_command(
     app_: Annotated[
         str, typer.Option("--app", help="pkg.module holding the versions and the migrations.")

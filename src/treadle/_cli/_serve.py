@@ -1,6 +1,6 @@
 """What ``treadle worker`` runs until SIGTERM or Ctrl-C, on either kind of store.
 
-Kept apart from the command (:mod:`treadle._cli._app`), which only parses
+Kept apart from the command (:mod:`treadle._cli._worker`), which only parses
 the worker's options, because serving differs by store: on SQLite the
 process is the file's timer service (it wakes due runs, applies deliveries
 nobody applied, takes orphans over) and leaves the runs it was advancing

@@ -27,11 +27,14 @@ from rich.markup import escape
 
 from treadle._cli._execute import execute_sync, refuse
 from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads annotations at run time
+from treadle._cli._help import command_set
 from treadle._cli._views import err, out
 from treadle._extras import needs_extra
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+cli = command_set()
 
 _HELP_APP = "pkg.module (every workflow in it), pkg.module:workflow or path/app.py[:workflow]."
 _HELP_TOKEN = "The access token (default: TREADLE_TOKEN, else a new one, printed)."  # noqa: S105 - help text
@@ -49,6 +52,7 @@ def definition_files(apps: list[str], folders: list[Path]) -> tuple[str, ...]:
     return tuple(found)
 
 
+@cli.command("serve")
 def serve(
     apps: Annotated[list[str] | None, typer.Option("--app", help=_HELP_APP)] = None,
     definitions: Annotated[

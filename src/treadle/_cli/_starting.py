@@ -5,8 +5,8 @@ an input left out or of the wrong shape, and a ``--run-id`` already used.
 Each is refused (exit 2, nothing stored) with what to type instead: the
 fields the start executor's input has (the JSON schema the HTTP API serves,
 printed as ``treadle respond`` prints an answer's), or the commands that
-look at and continue the run that has the id. Kept apart from the typer
-app (:mod:`treadle._cli._app`) to keep it short.
+look at and continue the run that has the id. Kept apart from the command
+(:mod:`treadle._cli._running`) to keep it short.
 """
 
 from __future__ import annotations

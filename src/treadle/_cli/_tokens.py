@@ -20,19 +20,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
-from treadle._cli._help import command_group
+from treadle._cli._help import command_group, command_set
 from treadle._cli._views import out, when
 from treadle._operations._shapes import iso_time
 from treadle._stores._tokens import TokenKeeper, TokenRecord, token_hash
 from treadle._values._actors import Actor, Role
 
+cli = command_set()
+
 tokens_app = command_group(
     "Named API tokens for treadle serve: create (printed once), list, revoke."
 )
-app.add_typer(tokens_app, name="tokens")
+cli.add_typer(tokens_app, name="tokens")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
+from treadle._cli._help import command_set
 from treadle._cli._views import out
 from treadle._operations._inputs import load_version, load_workflow
 from treadle.testing import ReplayReport, replay
@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from treadle._workflow._workflow import Workflow
 
 
-@app.command("check-upgrade")
+cli = command_set()
+
+
+@cli.command("check-upgrade")
 def check_upgrade(
     app_: Annotated[str, typer.Option("--app", help="The new code: pkg.module:workflow.")],
     store: StoreOption = None,

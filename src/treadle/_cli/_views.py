@@ -1,6 +1,6 @@
 """What the ``treadle`` command line prints: rich text and tables, or JSON.
 
-Kept apart from the typer app (:mod:`treadle._cli._app`) so that how a run,
+Kept apart from the commands (the modules :mod:`treadle._cli._app` names) so that how a run,
 a listing or a log line reads can change (and be tested) without touching
 argument parsing, and so that the commands stay short. Everything here
 takes plain data from the commands layer and writes it to :data:`out` or

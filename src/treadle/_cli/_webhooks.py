@@ -18,10 +18,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from treadle._cli._app import app
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
-from treadle._cli._help import command_group
+from treadle._cli._help import command_group, command_set
 from treadle._cli._tokens import parse_duration
 from treadle._cli._views import out, when
 from treadle._operations._links import create_link
@@ -31,12 +30,14 @@ from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import EVENT_TYPES, new_endpoint
 from treadle._values._actors import Actor
 
+cli = command_set()
+
 webhooks_app = command_group(
     "Outbound webhooks (Standard Webhooks): add, list, remove, dead, resend."
 )
-app.add_typer(webhooks_app, name="webhooks")
+cli.add_typer(webhooks_app, name="webhooks")
 links_app = command_group("Signed single-use answer links: create.")
-app.add_typer(links_app, name="links")
+cli.add_typer(links_app, name="links")
 
 
 @webhooks_app.command("add")
