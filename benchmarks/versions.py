@@ -36,7 +36,7 @@ from pathlib import Path
 from treadle.stores import SqliteStore
 from treadle.versions import migrate
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "versions"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "migrations"))
 import migrate_app  # the two versions and the migration the tests use
 
 REPORT = Path(__file__).with_name("VERSIONS.md")

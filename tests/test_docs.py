@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import treadle
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import ExecutorFailedError
 
@@ -142,7 +142,7 @@ def test_the_path_check_sees_paths_of_every_kind():
     cited = set().union(*(cited_paths(doc) for doc in CITING))
     assert {
         "examples/document_review.py",
-        "tests/durable/test_store_suite.py",
+        "tests/stores/test_store_suite.py",
         "benchmarks/RESULTS.md",
         "_workflow/_sync.py",
         "CONTRIBUTING.md",

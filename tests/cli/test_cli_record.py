@@ -13,7 +13,7 @@ from treadle_cli import Cli
 
 from treadle import Actor
 
-APP = str(Path(__file__).parents[1] / "durable" / "record_app.py")
+APP = str(Path(__file__).parents[1] / "operations" / "record_app.py")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -17,11 +17,11 @@ from processes import start_worker, wait_until
 from psycopg import sql
 
 import treadle.workers
-from durable import pause_app
-from durable.pause_app import Job, lines
 from treadle import RunStatus
 from treadle._stores._postgres_queue import RunQueue
 from treadle.stores import MemoryStore
+from workflow import pause_app
+from workflow.pause_app import Job, lines
 
 if TYPE_CHECKING:
     from pathlib import Path

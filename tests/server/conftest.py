@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle._server._app import create_app
 from treadle._server._settings import ServerSettings
 

@@ -163,7 +163,7 @@ class StatusChanged(WorkflowEvent):
 # status, and an OutputEvent per output. Calling a keyword-only dataclass costs
 # about three times setting its slots directly, and these are built on the hot
 # path of every run that records events; each function below sets every field of
-# its class (tests/runtime/test_hot_path.py compares them with __init__).
+# its class (tests/engine/test_hot_path.py compares them with __init__).
 
 _new = object.__new__
 

@@ -5,7 +5,7 @@ checkpoint, lineage) and its **checkpoints** (one per committed superstep:
 a sealed, opaque frame, and the :class:`Piece` s it names, which successive
 checkpoints and forks share). It never interprets a blob; encoding, checksums and
 graph fingerprints belong to the checkpoint codec, so a backend is small and
-the same conformance suite (``tests/durable/test_store_suite.py``) can hold
+the same conformance suite (``tests/stores/test_store_suite.py``) can hold
 every backend to the same behaviour.
 
 The port is a union of **roles**, small protocols of at most eight methods

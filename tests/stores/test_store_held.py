@@ -6,7 +6,7 @@ A service reads them to take a run at once from an owner it knows is dead
 
 from __future__ import annotations
 
-from durable.test_store_suite import T0, new_run
+from stores.test_store_suite import T0, new_run
 
 
 async def test_held_claimable_lists_the_current_leases_on_runs_a_claim_would_take(store):

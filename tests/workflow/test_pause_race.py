@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from pause_app import Job, expected_acc, supersteps_logged, ticker
 
-from durable.conftest import fresh_schema, postgres_dsn
+from store_backends import fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.stores import PostgresStore, SqliteStore
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from durable import subworkflow_app
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
+from engine import subworkflow_app
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 

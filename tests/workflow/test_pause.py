@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from pause_app import Job, expected_acc, lines, supersteps_logged, ticker
 
-from durable.conftest import fresh_schema, postgres_dsn
+from store_backends import fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
 from treadle.errors import (
     RequestAlreadyAnsweredError,

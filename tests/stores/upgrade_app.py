@@ -1,9 +1,9 @@
-"""The workflow behind ``tests/durable/data/store-v4.sqlite``, and how that file was made.
+"""The workflow behind ``tests/stores/data/store-v4.sqlite``, and how that file was made.
 
 The file was written by treadle as released before checkpoints were stored as
 pieces (schema version 4, checkpoint format 1), by running this module::
 
-    python tests/durable/upgrade_app.py make tests/durable/data/store-v4.sqlite
+    python tests/stores/upgrade_app.py make tests/stores/data/store-v4.sqlite
 
 ``test_upgrade.py`` opens a copy with today's treadle, which must migrate it
 in place and carry its runs on. Keep the workflow as it is: the stored runs

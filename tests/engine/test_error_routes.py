@@ -4,7 +4,7 @@ The shop below fans an order out to ``charge`` and ``pack``. ``charge``
 always fails (three attempts); its error route takes the failure to
 ``refund``, while ``pack``'s work in the same superstep commits and its
 message reaches ``ship``. Durable runs of error routes (a real SQLite file,
-a killed process) are in ``tests/durable/test_error_routes_durable.py``.
+a killed process) are in ``tests/engine/test_error_routes_durable.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Deadlines on waits: ``ctx.request(..., timeout=)`` and ``ctx.wait_for_input(timeout=)``.
 
 One process, a fake clock, a store (the deadline is decided against answers
-there); the same across processes is ``tests/durable/test_deadlines_restart.py``.
+there); the same across processes is ``tests/engine/test_deadlines_restart.py``.
 """
 
 import asyncio

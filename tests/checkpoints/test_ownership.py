@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import race_workflow
 
-from durable.conftest import fresh_schema, postgres_dsn
+from store_backends import fresh_schema, postgres_dsn
 from treadle import RunResult, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
     LeaseLostError,

@@ -14,7 +14,6 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from test_durable_runs import Count, counting_workflow
 from test_store_suite import T0, checkpoint, commit_many, kept_ids, new_run
 
 from treadle import RunStatus
@@ -22,6 +21,7 @@ from treadle._exceptions import CheckpointNotFoundError, DurabilityError
 from treadle._stores import _sql_dialect, _sql_schema, _sql_statements
 from treadle._stores._store import CheckpointInfo, RunRecord
 from treadle.stores import PostgresStore
+from workflow.test_durable_runs import Count, counting_workflow
 
 pytestmark = pytest.mark.integration
 
