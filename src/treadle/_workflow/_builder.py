@@ -1,26 +1,19 @@
-"""The fluent ``WorkflowBuilder`` and build-time validation.
+"""The fluent ``WorkflowBuilder``: executors, edges, state and search fields, then ``build()``.
 
-Executors may be named three ways wherever the builder takes one: the
-instance (shared by every run), its id (a string, resolved at ``build()``),
-or a factory (an ``Executor`` subclass or any zero-argument callable that
-returns an executor; each run gets a fresh instance). An executor's rank, the
-tie-breaker of every ordering guarantee, is the order in which the builder
-first met it, the start executor first.
-
-Mistakes are collected rather than raised one at a time: ``build()`` reports
-every problem it finds in one :class:`WorkflowValidationError`.
+Where the builder takes an executor it takes an instance, an id or a
+factory (:mod:`treadle._workflow._executor_set` keeps them, in rank order).
+Each call records what it declares and the mistakes it sees; ``build()``
+adds the checks of the whole graph (:mod:`treadle._workflow._validation`)
+and reports every problem at once, in one :class:`WorkflowValidationError`.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from typing import TYPE_CHECKING, Any, Self
 
 from treadle._engine._clock import SystemClock
-from treadle._engine._delivery import HandoffRefused
 from treadle._engine._options import RunSettings
-from treadle._engine._pool import ExecutorNode
 from treadle._engine._state import MISSING, Reducer, StateKey
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._edges import (
@@ -36,20 +29,17 @@ from treadle._graph._edges import (
     HandoffEdge,
     Selector,
     SwitchEdge,
-    edge_sources,
-    edge_targets,
 )
-from treadle._graph._executor import Executor, FunctionExecutor
-from treadle._graph._typing import accepts_any_of
-from treadle._values._search_fields import SearchFields
-from treadle._workflow._composing import Composing
-from treadle._workflow._error_routes import ErrorRouting, error_route_problems
-from treadle._workflow._search_declaring import SearchDeclaring
+from treadle._values._search_fields import SearchField, SearchFields
+from treadle._workflow._executor_set import ExecutorSet
+from treadle._workflow._search_declaring import search_field
+from treadle._workflow._validation import graph_problems
 from treadle._workflow._versions import check_version
 from treadle._workflow._workflow import Workflow
-from treadle._workflow._workflow_graph import WorkflowGraph
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from treadle._engine._clock import Clock
     from treadle._engine._options import Durability
     from treadle._engine._tracing import Tracing
@@ -58,19 +48,8 @@ if TYPE_CHECKING:
     from treadle._stores._store import Store
     from treadle._values._serialization import Serializer
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
 
-
-class _Entry:
-    __slots__ = ("factory", "prototype")
-
-    def __init__(self, prototype: Executor, factory: Callable[[], Executor] | None) -> None:
-        self.prototype = prototype
-        self.factory = factory
-
-
-class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
+class WorkflowBuilder:
     """Builds an immutable :class:`Workflow` from executors and edges.
 
     Args:
@@ -150,59 +129,49 @@ class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
             tracing=tracing,
             four_eyes=four_eyes,
         )
-        self._entries: dict[str, _Entry] = {}
+        self._problems: list[str] = []
+        self._executors = ExecutorSet(self._problems)
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)
         self._state: dict[str, StateKey] = {}
-        self._problems: list[str] = []
-        self._subworkflows = {}
-        self._search_fields = []
+        self._search_fields: list[SearchField] = []
         self._start = self._resolve(start, "start")
 
     # -- executors ----------------------------------------------------------------
     def _resolve(self, ref: object, where: str) -> str:
         """Register ``ref`` if new; return its id (unknown strings stay as is)."""
-        if isinstance(ref, str):
-            return ref
-        if isinstance(ref, Executor):
-            return self._register(ref, None, where)
-        if isinstance(ref, WorkflowGraph):  # a built workflow: a sub-workflow
-            return self._register(self._subworkflow(ref), None, where)
-        if callable(ref):
-            try:
-                made = ref()
-            except Exception as error:  # noqa: BLE001 - reported with every other problem
-                self._problems.append(
-                    f"{where}: the factory {_name_of(ref)} raised {type(error).__name__}: {error}"
-                )
-                return f"<{_name_of(ref)}>"
-            if not isinstance(made, Executor):
-                self._problems.append(
-                    f"{where}: the factory {_name_of(ref)} returned {made!r}, not an Executor"
-                )
-                return f"<{_name_of(ref)}>"
-            return self._register(made, ref, where)
-        self._problems.append(f"{where}: {ref!r} is not an executor, an executor id or a factory")
-        return f"<{ref!r}>"
-
-    def _register(
-        self, prototype: Executor, factory: Callable[[], Executor] | None, where: str
-    ) -> str:
-        existing = self._entries.get(prototype.id)
-        if existing is None:
-            self._entries[prototype.id] = _Entry(prototype, factory)
-        elif factory is not None and existing.factory is not factory:
-            self._problems.append(
-                f"{where}: duplicate executor id {prototype.id!r} (two different factories make it)"
-            )
-        elif factory is None and existing.prototype is not prototype:
-            self._problems.append(
-                f"{where}: duplicate executor id {prototype.id!r} (two different instances)"
-            )
-        return prototype.id
+        return self._executors.resolve(ref, where)
 
     def add_executor(self, executor: ExecutorRef) -> Self:
         """Register an executor (edges register theirs too; rank is first mention)."""
         self._resolve(executor, "add_executor")
+        return self
+
+    def add_workflow(
+        self,
+        workflow: Workflow,
+        *,
+        id: str | None = None,  # noqa: A002 - `id` is the contract's name
+        outputs: type | tuple[type, ...] | None = None,
+    ) -> Self:
+        """Add a built workflow as one executor: a sub-workflow.
+
+        It takes what its start executor takes, runs its own supersteps
+        inside one invocation, and sends what it outputs along its edges
+        here (with no edge from it, its outputs are this workflow's). Its
+        requests, timers, progress and events are this run's, named by
+        their path (``review/approve``); it is checkpointed with this run.
+        Mentioning the workflow object elsewhere in the builder (an edge,
+        ``start=``) means this same executor.
+
+        Args:
+            workflow: The workflow to run.
+            id: Its id here (default: the workflow's name).
+            outputs: The classes it outputs, when you want them checked
+                against the edges leaving it (at build time) and each
+                output against them (at run time).
+        """
+        chosen = (outputs,) if isinstance(outputs, type) else outputs
+        self._executors.add_workflow(workflow, id, chosen)
         return self
 
     # -- edges ----------------------------------------------------------------------
@@ -294,6 +263,24 @@ class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
         self._edges.append((where, HandoffEdge(s, ts, require_approval)))
         return self
 
+    def add_error_edge(self, source: ExecutorRef, handler: ExecutorRef) -> Self:
+        """Send ``source``'s failures to ``handler`` instead of failing the run.
+
+        Once ``source``'s retries are spent, its failure becomes an
+        ``ExecutorFailure`` (its id, the error's type, message and
+        traceback, the message it was handling) delivered to ``handler`` in
+        the next superstep, and the rest of the superstep commits: only the
+        failed invocation's own sends, writes and outputs are discarded.
+        ``handler`` must have a handler for ``ExecutorFailure``; an executor
+        has one error route at most. Timeouts, failures on executor pools
+        and messages it has no handler for are failures too; a durable
+        wait is not.
+        """
+        s = self._resolve(source, "add_error_edge")
+        h = self._resolve(handler, "add_error_edge")
+        self._edges.append((f"add_error_edge({s!r} -> {h!r})", ErrorEdge(s, h)))
+        return self
+
     # -- state ------------------------------------------------------------------------
     def add_state(
         self, key: str, *, default: Any = MISSING, reducer: Reducer | None = None
@@ -324,6 +311,39 @@ class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
         self._types.extend(classes)
         return self
 
+    def add_search_field(
+        self,
+        name: str,
+        kind: type | str,
+        *,
+        input: Callable[[Any], Any] | None = None,  # noqa: A002 - the run's input, as users say it
+        state: Callable[[Mapping[str, Any]], Any] | None = None,
+    ) -> Self:
+        """Declare a search field: a typed value of each run, kept in an index filters read.
+
+        Exactly one of ``input`` (a function of the run's input, computed
+        once when the run is created) and ``state`` (a function of the
+        committed state, computed at every commit; ``None`` unsets the
+        field) says where its value comes from. Every commit writes the
+        fields in its own transaction, so they never disagree with the
+        run. Filters name it ``fields.NAME`` (``treadle runs --where
+        'fields.customer == "42"'``; see ``docs/search.md``).
+
+        Args:
+            name: Lower-case letters, digits and ``_``.
+            kind: ``str``, ``int`` or ``float`` (a number), ``datetime``, ``bool``
+                (or ``"text"``, ``"number"``, ``"time"``, ``"bool"``).
+            input: The value from the run's input.
+            state: The value from the run's committed state (a mapping).
+        """
+        try:
+            field = search_field(name, kind, input, state, self._search_fields)
+        except ValueError as problem:
+            self._problems.append(f"add_search_field({name!r}): {problem}")
+        else:
+            self._search_fields.append(field)
+        return self
+
     # -- build ------------------------------------------------------------------------
     def build(self) -> Workflow:
         """Validate and freeze the graph.
@@ -331,32 +351,17 @@ class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
         Raises:
             WorkflowValidationError: listing every problem found.
         """
-        problems = list(self._problems)
-        known = self._entries
-        problems.extend(_unknown_ids(self._start, self._edges, known))
-        broken = _handler_problems(known)
-        problems.extend(broken.values())
-        sound = {eid: entry for eid, entry in known.items() if eid not in broken}
-        problems.extend(_type_problems(self._edges, sound))
-        problems.extend(error_route_problems(self._edges, sound))
-        problems.extend(_duplicate_edges(self._edges))
-        problems.extend(_unreachable(self._start, self._edges, known))
+        problems = [
+            *self._problems,
+            *graph_problems(self._start, self._edges, self._executors.entries),
+        ]
         if problems:
             raise WorkflowValidationError(problems)
-        nodes = [
-            ExecutorNode(
-                id=eid,
-                rank=rank,
-                prototype=_pooled(entry.prototype, self._pool),
-                factory=_pooled_factory(entry.factory, self._pool),
-            )
-            for rank, (eid, entry) in enumerate(known.items())
-        ]
         return Workflow(
             name=self._name,
             version=self._version,
             start_id=self._start,
-            nodes=nodes,
+            nodes=self._executors.nodes(self._pool),
             edges=[edge for _, edge in self._edges],
             state_specs=self._state,
             defaults=self._defaults,
@@ -366,135 +371,3 @@ class WorkflowBuilder(ErrorRouting, Composing, SearchDeclaring):
             types=self._types,
             search_fields=SearchFields(tuple(self._search_fields)),
         )
-
-
-def _pooled(executor: Executor, pool: RemotePool | None) -> Executor:
-    """``executor`` on the workflow's pool, if it is one that runs there.
-
-    Those are function executors with a plain ``def`` handler that name no
-    pool of their own and are not pinned to the loop; the rest stay as they are.
-    """
-    if (
-        pool is None
-        or not isinstance(executor, FunctionExecutor)
-        or executor.pool is not None
-        or executor.pool_problem(pool) is not None
-    ):
-        return executor
-    return executor.on_pool(pool)
-
-
-def _pooled_factory(
-    factory: Callable[[], Executor] | None, pool: RemotePool | None
-) -> Callable[[], Executor] | None:
-    """A factory whose executors run on the workflow's pool where they can."""
-    if factory is None or pool is None:
-        return factory
-    return lambda: _pooled(factory(), pool)
-
-
-def _name_of(ref: object) -> str:
-    return getattr(ref, "__qualname__", None) or repr(ref)
-
-
-def _unknown_ids(start: str, edges: list[tuple[str, Edge]], known: dict[str, _Entry]) -> list[str]:
-    problems = []
-    if start not in known and not start.startswith("<"):
-        problems.append(f"start: unknown executor id {start!r}")
-    for where, edge in edges:
-        for eid in (*edge_sources(edge), *edge_targets(edge)):
-            if eid not in known and not eid.startswith("<"):
-                problems.append(f"{where}: unknown executor id {eid!r}")  # noqa: PERF401 - clearer as a loop
-    return problems
-
-
-def _handler_problems(known: dict[str, _Entry]) -> dict[str, str]:
-    """Executors whose handlers cannot be used, with the problem of each."""
-    problems = {}
-    for eid, entry in known.items():
-        try:
-            specs = entry.prototype.handler_specs()
-        except TypeError as error:
-            problems[eid] = f"executor {eid!r}: {error}"
-            continue
-        if not specs:
-            problems[eid] = f"executor {eid!r} has no handlers (mark methods with @handler)"
-    return problems
-
-
-def _names(types: Sequence[type]) -> str:
-    return " | ".join(t.__qualname__ for t in types) or "nothing"
-
-
-def _type_problems(edges: list[tuple[str, Edge]], known: dict[str, _Entry]) -> list[str]:
-    """Edges along which no message type could ever travel (known executors only)."""
-    problems = []
-    for where, edge in edges:
-        if any(e not in known for e in (*edge_sources(edge), *edge_targets(edge))):
-            continue  # reported as unknown or broken already
-        if isinstance(edge, ErrorEdge):
-            continue  # carries no message of the source's (see _error_routes.py)
-        if isinstance(edge, HandoffEdge) and edge.require_approval:
-            source = known[edge.source].prototype
-            if source.find_handler(HandoffRefused) is None:
-                problems.append(
-                    f"{where}: handoffs that require approval may be refused, and {edge.source!r} "
-                    f"has no handler for HandoffRefused"
-                )
-            continue
-        if isinstance(edge, FanInEdge):
-            accepted = known[edge.target].prototype.accepted_types()
-            if not accepts_any_of(accepted, (list,)):
-                problems.append(
-                    f"{where}: the fan-in target {edge.target!r} must accept a list, "
-                    f"it accepts {_names(accepted)}"
-                )
-            continue
-        sent = known[edge.source].prototype.sent_types()
-        if sent is None:
-            continue  # the context is not parameterized: trust the author
-        for target in edge_targets(edge):
-            accepted = known[target].prototype.accepted_types()
-            if not accepts_any_of(accepted, sent):
-                problems.append(
-                    f"{where}: {edge.source!r} sends {_names(sent)}, "
-                    f"but {target!r} accepts {_names(accepted)}"
-                )
-    return problems
-
-
-def _duplicate_edges(edges: list[tuple[str, Edge]]) -> list[str]:
-    problems = []
-    seen: set[tuple[str, str, str]] = set()
-    for where, edge in edges:
-        if isinstance(edge, SwitchEdge | HandoffEdge | ErrorEdge):
-            continue
-        for source in edge_sources(edge):
-            for target in edge_targets(edge):
-                key = (type(edge).__name__, source, target)
-                if key in seen:
-                    problems.append(f"{where}: duplicate edge {source!r} -> {target!r}")
-                seen.add(key)
-    return problems
-
-
-def _unreachable(start: str, edges: list[tuple[str, Edge]], known: dict[str, _Entry]) -> list[str]:
-    if start not in known:
-        return []
-    successors: dict[str, set[str]] = {eid: set() for eid in known}
-    for _, edge in edges:
-        for source in edge_sources(edge):
-            if source in successors:
-                successors[source].update(t for t in edge_targets(edge) if t in known)
-    reached = {start}
-    queue = deque([start])
-    while queue:
-        for nxt in successors[queue.popleft()]:
-            if nxt not in reached:
-                reached.add(nxt)
-                queue.append(nxt)
-    return [
-        f"executor {eid!r} is unreachable from the start executor {start!r}"
-        for eid in known
-        if eid not in reached
-    ]

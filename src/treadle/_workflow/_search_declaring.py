@@ -1,4 +1,4 @@
-"""Search fields in the builder: ``add_search_field``, checked where it is called.
+"""Search fields as the builder's ``add_search_field`` declares them, checked where it is called.
 
 A search field is a typed value of each run that its commits keep in an
 index (see :mod:`treadle._values._search_fields`), so filters find runs
@@ -8,58 +8,35 @@ a bad declaration is one more of ``build()``'s problems.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from treadle._values._search_fields import FieldKind, SearchField, SearchFields
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
 
-class SearchDeclaring:
-    """The builder's ``add_search_field`` (a base of ``WorkflowBuilder``)."""
+def search_field(
+    name: str,
+    kind: type | str,
+    input_: Callable[[Any], Any] | None,
+    state: Callable[[Mapping[str, Any]], Any] | None,
+    declared: Sequence[SearchField],
+) -> SearchField:
+    """The field ``add_search_field`` declares, beside those ``declared`` already.
 
-    __slots__ = ()
-
-    _problems: list[str]
-    _search_fields: list[SearchField]
-
-    def add_search_field(
-        self,
-        name: str,
-        kind: type | str,
-        *,
-        input: Callable[[Any], Any] | None = None,  # noqa: A002 - the run's input, as users say it
-        state: Callable[[Mapping[str, Any]], Any] | None = None,
-    ) -> Self:
-        """Declare a search field: a typed value of each run, kept in an index filters read.
-
-        Exactly one of ``input`` (a function of the run's input, computed
-        once when the run is created) and ``state`` (a function of the
-        committed state, computed at every commit; ``None`` unsets the
-        field) says where its value comes from. Every commit writes the
-        fields in its own transaction, so they never disagree with the
-        run. Filters name it ``fields.NAME`` (``treadle runs --where
-        'fields.customer == "42"'``; see ``docs/search.md``).
-
-        Args:
-            name: Lower-case letters, digits and ``_``.
-            kind: ``str``, ``int`` or ``float`` (a number), ``datetime``, ``bool``
-                (or ``"text"``, ``"number"``, ``"time"``, ``"bool"``).
-            input: The value from the run's input.
-            state: The value from the run's committed state (a mapping).
-        """
-        where = f"add_search_field({name!r})"
-        if (input is None) == (state is None):
-            self._problems.append(f"{where}: give exactly one of input= and state=")
-            return self
-        try:
-            source, value = ("input", input) if input is not None else ("state", state)
-            assert value is not None  # noqa: S101 - one of the two is given, checked above
-            field = SearchField(name, FieldKind.of(kind), source, value)
-            SearchFields((*self._search_fields, field))
-        except (TypeError, ValueError) as problem:
-            self._problems.append(f"{where}: {problem}")
-            return self
-        self._search_fields.append(field)
-        return self
+    Raises:
+        ValueError: naming what is wrong with it (the builder reports it
+            with its other problems).
+    """
+    if (input_ is None) == (state is None):
+        msg = "give exactly one of input= and state="
+        raise ValueError(msg)
+    source, value = ("input", input_) if input_ is not None else ("state", state)
+    assert value is not None  # noqa: S101 - one of the two is given, checked above
+    try:
+        field = SearchField(name, FieldKind.of(kind), source, value)
+        SearchFields((*declared, field))
+    except TypeError as problem:
+        raise ValueError(str(problem)) from problem
+    return field

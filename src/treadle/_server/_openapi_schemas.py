@@ -1,0 +1,302 @@
+"""The shapes the HTTP API takes and gives: the component schemas of ``/openapi.json``.
+
+Written once here, named by the operations of the document
+(:mod:`treadle._server._openapi`) through :func:`ref`. OpenAPI 3.1 schemas
+are JSON Schema 2020-12; the bodies the server takes are closed (no
+properties beyond those listed), so a misspelt field is refused, not
+ignored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the component schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str) -> dict[str, Any]:
+    return {"type": [kind, "null"]}
+
+
+def object_schema(required: Iterable[str] = (), **properties: Any) -> dict[str, Any]:
+    """An object with these properties, of which ``required`` must be there."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _closed(required: Iterable[str] = (), **properties: Any) -> dict[str, Any]:
+    """A body the server takes: an object with these properties and no others."""
+    return object_schema(required, **properties) | {"additionalProperties": False}
+
+
+ANY: dict[str, Any] = {}  # any JSON value
+
+_TIME: dict[str, Any] = {
+    "type": "string",
+    "format": "date-time",
+    "description": "ISO 8601 in UTC, with its offset (+00:00).",
+}
+_MAYBE_TIME: dict[str, Any] = _TIME | {"type": ["string", "null"]}
+
+_RUN = object_schema(
+    ("run_id", "workflow", "status", "superstep", "created_at", "updated_at"),
+    run_id={"type": "string"},
+    workflow={"type": "string"},
+    status={"type": "string"},
+    superstep={"type": "integer"},
+    checkpoint_id=_nullable("string"),
+    parent_run_id=_nullable("string"),
+    parent_checkpoint_id=_nullable("string"),
+    created_at=_TIME,
+    updated_at=_TIME,
+    error=_nullable("string"),
+    wake_at=_MAYBE_TIME,
+    deadline_at=_MAYBE_TIME,
+    owner=_nullable("string"),
+    lease_until=_MAYBE_TIME,
+    parked=_nullable("string"),
+    pause_requested=_MAYBE_TIME,
+    version={"type": "integer", "description": "The version of its workflow it goes on with."},
+    outcome=_nullable("string") | {"description": "How it ended for the business (approved, ...)."},
+    outcome_summary=_nullable("string"),
+)
+
+_GRAPH = object_schema(
+    ("nodes", "edges", "start"),
+    nodes={
+        "type": "array",
+        "items": object_schema(
+            ("id", "kind", "rank"),
+            id={"type": "string"},
+            kind={"enum": ["start", "executor", "workflow"]},
+            rank={"type": "integer"},
+            graph=ref("Graph"),
+        ),
+    },
+    edges={
+        "type": "array",
+        "items": object_schema(
+            ("source", "target", "kind"),
+            source={"type": "string"},
+            target={"type": "string"},
+            kind={
+                "enum": ["plain", "conditional", "fan-out", "fan-in", "switch", "handoff", "error"]
+            },
+            label={"type": "string"},
+        ),
+    },
+    start={"type": "string"},
+)
+
+_REQUEST = object_schema(
+    ("run_id", "request_id", "executor_id", "payload", "response_type", "answer_schema"),
+    run_id={"type": "string"},
+    request_id={"type": "string"},
+    executor_id={"type": "string"},
+    payload=ANY,
+    response_type=_nullable("string"),
+    answer_schema={"type": "object", "description": "The JSON schema the answer must fit."},
+    deadline_at=_MAYBE_TIME,
+    approvers={
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Who may answer: user names, role:R, group:G (empty: any approver).",
+    },
+    four_eyes={"type": "boolean", "description": "Whether the run's starter may not answer."},
+)
+
+_CHECKPOINT = object_schema(
+    ("checkpoint_id", "superstep", "status", "created_at", "kind"),
+    checkpoint_id={"type": "string"},
+    run_id={"type": "string"},
+    superstep={"type": "integer"},
+    status={"type": "string"},
+    parent_checkpoint_id=_nullable("string"),
+    created_at=_TIME,
+    wake_at=_MAYBE_TIME,
+    kind={
+        "enum": ["start", "fork", "barrier", "progress", "migration"],
+        "description": (
+            "start: a new run's first; fork: a fork's first; barrier: a superstep's commit;"
+            " progress: the last barrier saved again during the next superstep (saved steps,"
+            " sub-workflow barriers); migration: rewritten for another version"
+        ),
+    },
+)
+
+_EVENT = object_schema(
+    ("seq", "run_id", "superstep", "type", "at", "data"),
+    seq={"type": "integer", "description": "Its place in the run's log: the SSE id."},
+    run_id={"type": "string"},
+    superstep={"type": "integer"},
+    type={"type": "string", "description": "The event's kind: the SSE event name."},
+    executor_id=_nullable("string"),
+    at=_TIME,
+    data={"type": "object"},
+)
+
+SCHEMAS: dict[str, dict[str, Any]] = {  # the document's components, by name
+    "Error": object_schema(
+        ("error",),
+        error=object_schema(
+            ("type", "message"),
+            type={"type": "string"},
+            message={"type": "string"},
+            fields={
+                "type": "array",
+                "items": object_schema(
+                    ("loc", "message"), loc={"type": "string"}, message={"type": "string"}
+                ),
+            },
+        ),
+    ),
+    "Run": _RUN,
+    "RunOnly": object_schema(("run",), run=ref("Run")),
+    "RunPage": object_schema(
+        ("runs", "next_cursor"),
+        runs={"type": "array", "items": ref("Run")},
+        next_cursor=_nullable("string"),
+    ),
+    "Graph": _GRAPH,
+    "Workflow": object_schema(
+        ("name", "version", "start", "input_schema", "graph"),
+        name={"type": "string"},
+        version={"type": "integer", "description": "The newest version served."},
+        versions={"type": "array", "items": {"type": "integer"}},
+        start={"type": "string"},
+        input_schema={"type": "object"},
+        graph=ref("Graph"),
+    ),
+    "WorkflowList": object_schema(
+        ("workflows",), workflows={"type": "array", "items": ref("Workflow")}
+    ),
+    "Request": _REQUEST,
+    "Me": object_schema(
+        ("actor", "sign_in"),
+        actor=object_schema(
+            ("kind", "name", "label", "door", "role", "groups"),
+            kind={"type": "string"},
+            name={"type": "string"},
+            label={"type": "string", "description": "How the record names it."},
+            door={"type": "string"},
+            role={"enum": ["viewer", "approver", "operator", "admin"]},
+            groups={"type": "array", "items": {"type": "string"}},
+        ),
+        sign_in={"type": "boolean", "description": "Whether people sign in (and may sign out)."},
+    ),
+    "RequestList": object_schema(
+        ("requests",), requests={"type": "array", "items": ref("Request")}
+    ),
+    "RunDetail": object_schema(
+        ("run", "outputs", "state", "pending_requests", "wake_at", "traceback", "graph"),
+        run=ref("Run"),
+        outputs={"type": "array"},
+        state={"type": "object"},
+        pending_requests={"type": "array", "items": ref("Request")},
+        wake_at=_MAYBE_TIME,
+        traceback=_nullable("string"),
+        graph={"oneOf": [ref("Graph"), {"type": "null"}]},
+        detail=_nullable("string"),
+        conversations={
+            "type": "array",
+            "description": "Its agents' conversations (state keys), a message per entry.",
+            "items": object_schema(
+                ("key", "agents", "messages"),
+                key={"type": "string"},
+                agents={"type": "array", "items": {"type": "string"}},
+                messages={
+                    "type": "array",
+                    "items": object_schema(
+                        ("role", "text", "tool_calls", "tool_results"),
+                        role={"enum": ["user", "assistant", "system", "tool", "unknown"]},
+                        text=_nullable("string"),
+                        tool_calls={"type": "array", "items": {"type": "object"}},
+                        tool_results={"type": "array", "items": {"type": "object"}},
+                    ),
+                },
+            ),
+        },
+    ),
+    "Checkpoint": _CHECKPOINT,
+    "History": object_schema(
+        ("run", "checkpoints", "forks"),
+        run=ref("Run"),
+        checkpoints={"type": "array", "items": ref("Checkpoint")},
+        forks={"type": "array", "items": ref("Run")},
+    ),
+    "Steered": object_schema(
+        ("run",),
+        run=ref("Run"),
+        outcome={"enum": ["paused", "requested"], "description": "pause: now, or at a barrier."},
+        was_paused={"type": "boolean", "description": "unpause: false if a pause was withdrawn."},
+    ),
+    "Event": _EVENT,
+    "EventStream": {
+        "type": "string",
+        "description": (
+            "text/event-stream: per event `id: <seq>`, `event: <type>`, `data: <Event as JSON>`;"
+            " a last `event: end` once the run has ended"
+        ),
+    },
+    "StartRun": _closed(
+        ("workflow",),
+        workflow={"type": "string"},
+        version={"type": "integer", "minimum": 1, "description": "Default: the newest served."},
+        input=ANY,
+        run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+    ),
+    "Fork": _closed(
+        ("checkpoint_id",),
+        checkpoint_id={"type": "string", "description": "Its id, or a prefix naming one."},
+        state_patch={"type": "object"},
+        run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+    ),
+    "Resume": _closed(checkpoint_id={"type": "string"}),
+    "Answer": _closed(("answer",), answer=ANY),
+    "DeadLetter": object_schema(
+        ("message_id", "webhook_id", "endpoint_id", "run_id", "seq", "type", "attempts"),
+        message_id={"type": "integer"},
+        webhook_id={"type": "string", "description": "The same on every retry and re-send."},
+        endpoint_id={"type": "string"},
+        run_id={"type": "string"},
+        seq={"type": "integer", "description": "The causing event's place in the run's log."},
+        type={"type": "string", "description": "request.created, run.failed, ..."},
+        state={"enum": ["dead"]},
+        attempts={"type": "integer"},
+        due_at=_TIME | {"description": "When it was last tried."},
+        last_error=_nullable("string"),
+    ),
+    "DeadLetters": object_schema(("dead",), dead={"type": "array", "items": ref("DeadLetter")}),
+    "Resend": _closed(
+        message_ids={"type": "array", "items": {"type": "integer"}},
+        all={"type": "boolean", "description": "Every dead letter (instead of message_ids)."},
+    ),
+    "Resent": object_schema(("resent",), resent={"type": "integer"}),
+    "MakeLink": _closed(
+        ("for",),
+        **{"for": {"type": "string", "description": "Who the link answers as."}},
+        expires_in={"type": "number", "exclusiveMinimum": 0, "default": 86400},
+        groups={"type": "array", "items": {"type": "string"}},
+    ),
+    "LinkMade": object_schema(
+        ("link", "url"),
+        link=object_schema(
+            ("run_id", "request_id", "principal", "expires_at", "groups"),
+            run_id={"type": "string"},
+            request_id={"type": "string"},
+            principal={"type": "string"},
+            expires_at=_TIME,
+            groups={"type": "array", "items": {"type": "string"}},
+        ),
+        url={"type": "string", "description": "GET shows the question, POST answers it."},
+    ),
+    "Message": _closed(("message",), message=ANY, target={"type": "string"}),
+}
