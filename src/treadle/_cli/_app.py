@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from treadle._cli import (
+    _bulk,
     _control,
     _definitions,
     _graphs,
@@ -46,6 +47,7 @@ COMMANDS = (
     _worker,  # worker
     _serve_http,  # serve
     _control,  # cancel, pause, unpause
+    _bulk,  # bulk cancel | pause | unpause | resume | respond | delete --where
     _definitions,  # validate
     _housekeeping,  # delete, prune, audit
     _migrate,  # migrate

@@ -38,6 +38,14 @@ AppOption = Annotated[
     typer.Option("--app", help="pkg.module:workflow, when the run does not record it."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+WhereOption = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        metavar="FILTER",
+        help="A filter of runs (docs/search.md), e.g. 'fields.customer == \"42\"'.",
+    ),
+]
 WaitOption = Annotated[
     bool,
     typer.Option("--wait", help="If another process owns the run, wait for it rather than refuse."),

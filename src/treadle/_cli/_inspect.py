@@ -36,6 +36,7 @@ from treadle._cli._flags import (  # noqa: TC001 - typer reads them
     JsonOption,
     RunIdArgument,
     StoreOption,
+    WhereOption,
 )
 from treadle._cli._follow import under_way
 from treadle._cli._follow import watch as watch_events
@@ -87,11 +88,14 @@ def runs(
     outcome: Annotated[
         str | None, typer.Option("--outcome", help="Only runs that ended so, e.g. rejected.")
     ] = None,
+    where: WhereOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List runs, newest first, a page at a time, each with its outcome if it has one.
 
+    --where filters by status, outcome, workflow, times and the workflow's
+    search fields (docs/search.md), e.g. 'fields.customer == "42"'.
     With --json: {"runs": [...], "next_cursor": ...}, as GET /api/runs.
     """
     if status is not None and status not in {s.value for s in RunStatus}:
@@ -104,7 +108,13 @@ def runs(
     rows, next_cursor = execute(
         store,
         lambda s: shapes.runs_page(
-            s, status=status, workflow=workflow, limit=limit, before=before, outcome=outcome
+            s,
+            status=status,
+            workflow=workflow,
+            limit=limit,
+            before=before,
+            outcome=outcome,
+            where=where,
         ),
     )
     print_runs(rows, next_cursor, as_json=as_json)

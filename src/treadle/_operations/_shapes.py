@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from treadle._exceptions import CommandError
+from treadle._operations._search import run_filter, searching
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -105,15 +106,24 @@ async def runs_page(
     limit: int,
     before: tuple[float, str] | None = None,
     outcome: str | None = None,
+    where: str | None = None,
 ) -> tuple[list[RunRecord], str | None]:
     """Runs newest first, at most ``limit``, after ``before``; and the next page's cursor.
 
     The cursor is ``None`` on the last page (:func:`decode_cursor` reads it back).
-    ``outcome`` keeps the runs that ended with that named outcome.
+    ``outcome`` keeps the runs that ended with that named outcome. ``where`` is a
+    filter (``docs/search.md``), read with the other options as one.
+
+    Raises:
+        FilterError: ``where`` cannot be read.
     """
-    rows = await store.list_runs(
-        status=status, workflow=workflow, limit=limit + 1, before=before, outcome=outcome
-    )
+    found = run_filter(where, status=status, workflow=workflow, outcome=outcome)
+    if found is not None:
+        rows = await searching(store).search_runs(found, limit=limit + 1, before=before)
+    else:
+        rows = await store.list_runs(
+            status=status, workflow=workflow, limit=limit + 1, before=before, outcome=outcome
+        )
     page, more = rows[:limit], len(rows) > limit
     return page, encode_cursor(page[-1].created_at, page[-1].run_id) if more else None
 

@@ -340,6 +340,25 @@ async def resume(
         return await _take_paused(workflow, store, run_id, checkpoint_id, actor=actor, wait=wait)
 
 
+async def hand_back(store: Store, run_id: str, *, actor: Actor) -> None:
+    """Resume a run without driving it here: take it up, recorded, and let it go at once.
+
+    Taking it up clears a ``parked`` reason and records ``run_resumed``;
+    letting go leaves it to whoever serves the store (a ``treadle worker``,
+    the timer service of ``treadle serve``), which goes on with it as with
+    any run at rest or orphaned. What a bulk ``resume`` does to each run.
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        RunBusyError: another process holds a current lease on it.
+        RunPausedError: it is paused (unpause it instead).
+        RunNotFoundError: no such run.
+    """
+    check_right(actor, "resume", run_id)
+    lease = await store.acquire(run_id, new_owner(), lease_duration(store), actor=actor)
+    await store.release(lease)
+
+
 async def unpause_here(
     workflow: Workflow, store: Store, run_id: str, *, actor: Actor, wait: bool = False
 ) -> TakenOver:

@@ -1,0 +1,194 @@
+"""Bulk actions: cancel, pause, unpause, resume, answer or delete every run a filter keeps.
+
+After an incident, cancelling or resuming 500 runs must not be a shell loop.
+A bulk action is one frozen :class:`BulkAction` (what, which runs, how
+fast, a dry run or not) taken by one actor, run the same way from every door
+(``treadle bulk``, ``POST /api/runs/bulk``):
+
+1. The actor's right to the action is checked before anything is read
+   (an answer's right is its request's, checked per run by the door).
+2. The runs the filter keeps *now* are listed from the index, newest first.
+   A dry run stops here and counts them: exactly the runs a real action
+   would then try.
+3. Each listed run is read again just before it is acted on; one that no
+   longer passes the filter (its status or fields moved on, or it is gone)
+   is reported as skipped, never acted on. The action itself goes through
+   the one door (:mod:`treadle._workflow._actions`): its right, its decision
+   in the store, its record with the actor in the run's log and the audit
+   log; a refusal there (the run ended in between) is reported too.
+4. ``rate`` paces the actions (at most that many runs a second), so a bulk
+   action does not crowd out the workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import CommandError, RunNotFoundError, TreadleError
+from treadle._operations._search import matching_ids
+from treadle._values._filter_match import matches
+from treadle._values._serialization import JsonSerializer
+from treadle._workflow import _actions as door
+from treadle._workflow._logged import logged_outputs_and_requests
+
+if TYPE_CHECKING:
+    from treadle._operations._search import SearchableStore
+    from treadle._stores._store import Store
+    from treadle._values._actors import Actor
+    from treadle._values._filter import RunFilter
+
+ACTIONS = ("cancel", "pause", "unpause", "resume", "respond", "delete")
+"""What a bulk action may do to each run."""
+
+_RIGHTS = {"respond": None, "resume": "resume"}
+
+
+@dataclass(frozen=True, slots=True)
+class BulkAction:
+    """One bulk action, as asked: checked where it is made.
+
+    Attributes:
+        action: One of :data:`ACTIONS`.
+        where: The filter that picks the runs.
+        dry_run: Only count the runs it would act on.
+        rate: At most this many runs a second (``None``: as fast as the store goes).
+        executor: For ``respond``: the executor whose pending request is answered.
+        answer: For ``respond``: the answer (plain JSON), the same for every run.
+    """
+
+    action: str
+    where: RunFilter
+    dry_run: bool = False
+    rate: float | None = None
+    executor: str | None = None
+    answer: Any = None
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            msg = f"a bulk action is one of {', '.join(ACTIONS)}, got {self.action!r}"
+            raise ValueError(msg)
+        if self.rate is not None and not self.rate > 0:
+            msg = f"a bulk action's rate is a number of runs a second above 0, got {self.rate!r}"
+            raise ValueError(msg)
+        if (self.action == "respond") != (self.executor is not None):
+            msg = "respond needs the executor whose request it answers, and only respond takes one"
+            raise ValueError(msg)
+
+
+@dataclass(slots=True)
+class BulkReport:
+    """What a bulk action did.
+
+    Attributes:
+        action: The action.
+        matched: How many runs the filter kept when they were listed.
+        acted: The runs acted on, in order (empty for a dry run).
+        skipped: The runs not acted on, each with why: it no longer passed
+            the filter, or the door refused the action (it ended meanwhile...).
+        dry_run: Whether nothing was done.
+    """
+
+    action: str
+    matched: int
+    dry_run: bool
+    acted: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as the API and ``--json`` give it."""
+        return {
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "matched": self.matched,
+            "acted": len(self.acted),
+            "skipped": [{"run_id": run_id, "reason": why} for run_id, why in self.skipped],
+        }
+
+
+async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkReport:
+    """Take ``bulk`` as ``actor`` (see the module docstring); return what was done.
+
+    Raises:
+        ActionRefusedError: the actor's role does not allow the action (nothing was done).
+    """
+    searched: SearchableStore = store  # type: ignore[assignment]
+    right = _RIGHTS.get(bulk.action, bulk.action)
+    if right is not None:
+        door.check_right(actor, right, None)
+    listed = await matching_ids(searched, bulk.where)
+    report = BulkReport(bulk.action, len(listed), bulk.dry_run)
+    if bulk.dry_run:
+        return report
+    started = time.monotonic()
+    for done, run_id in enumerate(listed):
+        if bulk.rate is not None:
+            await asyncio.sleep(max(0.0, started + done / bulk.rate - time.monotonic()))
+        why = await _still_matching(store, searched, bulk.where, run_id)
+        if why is None:
+            try:
+                await _act(store, bulk, run_id, actor)
+            except TreadleError as refused:
+                why = f"refused: {refused}"
+        if why is None:
+            report.acted.append(run_id)
+        else:
+            report.skipped.append((run_id, why))
+    return report
+
+
+async def _still_matching(
+    store: Store, searched: SearchableStore, where: RunFilter, run_id: str
+) -> str | None:
+    """Why the run is not to be acted on now (``None``: it still passes the filter)."""
+    try:
+        run = await store.get_run(run_id)
+    except RunNotFoundError:
+        return "gone: deleted since it was listed"
+    fields = await searched.run_fields(run_id)
+    columns = {
+        "status": run.status,
+        "outcome": run.outcome,
+        "workflow": run.workflow,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+    if matches(where.tree, columns, fields):
+        return None
+    return f"changed: no longer passes the filter (now {run.status})"
+
+
+async def _act(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> None:
+    """One run's action, through the one door."""
+    match bulk.action:
+        case "cancel":
+            await door.cancel(store, run_id, actor=actor)
+        case "pause":
+            await door.pause(store, run_id, actor=actor)
+        case "unpause":
+            await door.unpause(store, run_id, actor=actor)
+        case "resume":
+            await door.hand_back(store, run_id, actor=actor)
+        case "delete":
+            await door.delete(store, run_id, actor=actor)
+        case "respond":
+            await _answer(store, bulk, run_id, actor)
+
+
+async def _answer(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> None:
+    """Answer the run's pending request from ``bulk.executor`` (found in its log)."""
+    run = await store.get_run(run_id)
+    _, pending = await logged_outputs_and_requests(store, run)
+    asked = [request for request in pending if request.executor_id == bulk.executor]
+    if len(asked) != 1:
+        msg = f"{len(asked)} pending requests from executor {bulk.executor!r}, not one"
+        raise CommandError(msg)
+    await door.answer(
+        store,
+        run_id,
+        {asked[0].request_id: bulk.answer},
+        actor=actor,
+        serializer=JsonSerializer(),
+    )

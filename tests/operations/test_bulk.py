@@ -1,0 +1,87 @@
+"""Bulk actions (issue 34): what a dry run counts, what is skipped, who may, on a real SQLite file.
+
+Runs are written through the store's own ``create_run`` (rows and search
+fields, no workflow needed: cancel and pause act on the row). A run that
+another actor changes after the bulk action listed it, so that it no longer
+passes the filter, is reported as skipped and left as the other actor left it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from search_support import BASE, SampleRun
+from treadle import Actor
+from treadle._operations._bulk import BulkAction, run_bulk
+from treadle._stores._sqlite import SqliteStore
+from treadle._values._actors import Role
+from treadle._values._filter import parse_filter
+from treadle._workflow import _actions as door
+from treadle.errors import ActionRefusedError
+
+OPERATOR = Actor("user", "olga", "api", Role.OPERATOR)
+
+
+@pytest.fixture
+async def store(tmp_path):
+    opened = SqliteStore(tmp_path / "bulk.sqlite")
+    for number in range(3):
+        run = SampleRun(f"r{number}", "waiting", None, "orders", BASE + number, {"batch": "x"})
+        await opened.create_run(run.record(), b"", run.first_checkpoint())
+    yield opened
+    await opened.close()
+
+
+WHERE = parse_filter('fields.batch == "x" && status == "waiting"')
+
+
+async def test_a_run_changed_after_listing_is_skipped_not_acted_on(store):
+    counted = await run_bulk(store, BulkAction("pause", WHERE, dry_run=True), actor=OPERATOR)
+    assert (counted.matched, counted.acted) == (3, [])
+
+    # One run a second, newest first: r2 at once, r1 after a second, r0 after two.
+    pausing = asyncio.create_task(
+        run_bulk(store, BulkAction("pause", WHERE, rate=1.0), actor=OPERATOR)
+    )
+    while (await store.get_run("r2")).status != "paused":  # noqa: ASYNC110 - another process's row
+        await asyncio.sleep(0.01)
+    await door.cancel(store, "r0", actor=Actor.python())  # another actor, meanwhile
+    report = await pausing
+
+    assert report.matched == 3
+    assert report.acted == ["r2", "r1"]
+    assert report.skipped == [("r0", "changed: no longer passes the filter (now cancelled)")]
+    assert (await store.get_run("r0")).status == "cancelled"
+    entries = [(e.run_id, e.action, e.actor["label"]) for e in await store.read_audit()]
+    assert ("r0", "run_paused", "olga") not in entries
+    assert entries.count(("r2", "run_paused", "olga")) == 1
+
+
+async def test_a_refusal_by_the_door_is_reported(store):
+    await door.cancel(store, "r1", actor=Actor.python())
+    everything = parse_filter('fields.batch == "x"')
+    report = await run_bulk(store, BulkAction("cancel", everything), actor=OPERATOR)
+    assert report.acted == ["r2", "r0"]
+    ((run_id, why),) = report.skipped
+    assert run_id == "r1"
+    assert why.startswith("refused: ")
+
+
+async def test_an_actor_without_the_right_is_refused_before_anything(store):
+    viewer = Actor("user", "vic", "api", Role.VIEWER)
+    with pytest.raises(ActionRefusedError, match="cancel needs the operator role"):
+        await run_bulk(store, BulkAction("cancel", WHERE, dry_run=True), actor=viewer)
+    with pytest.raises(ActionRefusedError, match="delete needs the admin role"):
+        await run_bulk(store, BulkAction("delete", WHERE), actor=OPERATOR)
+    assert [run.status for run in await store.list_runs()] == ["waiting"] * 3
+
+
+def test_a_bulk_action_is_checked_where_it_is_made():
+    with pytest.raises(ValueError, match="one of cancel"):
+        BulkAction("explode", WHERE)
+    with pytest.raises(ValueError, match="above 0"):
+        BulkAction("cancel", WHERE, rate=0)
+    with pytest.raises(ValueError, match="respond needs the executor"):
+        BulkAction("respond", WHERE)
