@@ -28,7 +28,8 @@ from treadle._engine._state import SharedState
 from treadle._engine._tracing import TraceSpan, Tracing
 from treadle._engine._waits import PendingRequest
 from treadle._graph._edges import Case, Default
-from treadle._graph._executor import Executor, executor, handler
+from treadle._graph._executor import Executor, handler
+from treadle._graph._function_executor import executor
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
 from treadle._values._actors import Actor, Role

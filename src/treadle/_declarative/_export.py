@@ -33,11 +33,12 @@ from treadle._graph._edges import (
     HandoffEdge,
     SwitchEdge,
 )
-from treadle._graph._executor import Executor, FunctionExecutor
+from treadle._graph._function_executor import FunctionExecutor
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 
 if TYPE_CHECKING:
     from treadle._graph._edges import Edge
+    from treadle._graph._executor import Executor
     from treadle._workflow._workflow_graph import WorkflowGraph
 
 _RESERVED = {INPUTS_KEY, NODES_KEY}

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._agents._executor import AgentExecutor
 from treadle._declarative._nodes import OutputStep, TemplateStep
-from treadle._graph._executor import Executor, FunctionExecutor
+from treadle._graph._executor import Executor
+from treadle._graph._function_executor import FunctionExecutor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from treadle._engine._pool import ExecutorNode
 from treadle._engine._subworkflow import SubWorkflow
-from treadle._graph._executor import Executor, FunctionExecutor
+from treadle._graph._executor import Executor
+from treadle._graph._function_executor import FunctionExecutor
 from treadle._workflow._workflow_graph import WorkflowGraph
 
 if TYPE_CHECKING:
