@@ -265,7 +265,7 @@ class WorkflowGraph:
         Raises:
             ValueError: ``marks`` names an unknown executor or mark.
         """
-        from treadle._graph._render import render_mermaid  # noqa: PLC0415 - only pictures need it
+        from treadle._graph._mermaid import render_mermaid  # noqa: PLC0415 - only pictures need it
 
         return render_mermaid(self, marks)
 
@@ -279,6 +279,6 @@ class WorkflowGraph:
         Raises:
             ValueError: ``marks`` names an unknown executor or mark.
         """
-        from treadle._graph._render import render_dot  # noqa: PLC0415 - only pictures need it
+        from treadle._graph._dot import render_dot  # noqa: PLC0415 - only pictures need it
 
         return render_dot(self, marks)
