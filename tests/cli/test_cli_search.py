@@ -16,7 +16,7 @@ from treadle_cli import Cli
 
 from treadle import Actor
 
-APP = str(Path(__file__).parent / "search_app.py")
+APP = str(Path(__file__).parents[1] / "search_app.py")
 TICKETS = {"t1": ("c1", 10), "t2": ("c2", 2000), "t3": ("c1", 3000), "t4": ("c3", 5)}
 
 

@@ -3,7 +3,7 @@
 After an incident, cancelling or resuming 500 runs must not be a shell loop.
 A bulk action is one frozen :class:`BulkAction` (what, which runs, how
 fast, a dry run or not) taken by one actor, run the same way from every door
-(``treadle bulk``, ``POST /api/runs/bulk``):
+(``treadle bulk``, ``POST /api/bulk``):
 
 1. The actor's right to the action is checked before anything is read
    (an answer's right is its request's, checked per run by the door).

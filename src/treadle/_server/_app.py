@@ -31,6 +31,7 @@ from treadle._scaleout._apps import load_app
 from treadle._server import (
     _oidc,
     _page,
+    _routes_bulk,
     _routes_control,
     _routes_links,
     _routes_requests,
@@ -63,6 +64,7 @@ logger = logging.getLogger("treadle.server")
 ENDPOINTS: tuple[Endpoint, ...] = (
     *_routes_requests.ENDPOINTS[:2],  # workflows first, as the document reads best
     *_routes_runs.ENDPOINTS,
+    *_routes_bulk.ENDPOINTS,
     *_routes_control.ENDPOINTS,
     *_routes_requests.ENDPOINTS[2:],
     *_sse.ENDPOINTS,

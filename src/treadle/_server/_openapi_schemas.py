@@ -165,6 +165,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the document's components, by name
         runs={"type": "array", "items": ref("Run")},
         next_cursor=_nullable("string"),
     ),
+    "BulkReport": object_schema(
+        ("action", "dry_run", "matched", "acted", "skipped"),
+        action={"type": "string"},
+        dry_run={"type": "boolean"},
+        matched={"type": "integer", "description": "Runs the filter kept when listed."},
+        acted={"type": "integer", "description": "Runs acted on (0 in a dry run)."},
+        skipped={
+            "type": "array",
+            "items": object_schema(
+                ("run_id", "reason"), run_id={"type": "string"}, reason={"type": "string"}
+            ),
+        },
+    ),
     "Graph": _GRAPH,
     "Workflow": object_schema(
         ("name", "version", "start", "input_schema", "graph"),
@@ -252,6 +265,22 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the document's components, by name
         version={"type": "integer", "minimum": 1, "description": "Default: the newest served."},
         input=ANY,
         run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+    ),
+    "Bulk": _closed(
+        ("action", "where"),
+        action={
+            "type": "string",
+            "enum": ["cancel", "pause", "unpause", "resume", "respond", "delete"],
+        },
+        where={"type": "string", "maxLength": 2000, "description": "A filter (docs/search.md)."},
+        dry_run={"type": "boolean", "description": "Only count the runs it would act on."},
+        rate={
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "At most this many runs a second.",
+        },
+        executor={"type": "string", "description": "respond: whose pending request is answered."},
+        answer=ANY,
     ),
     "Fork": _closed(
         ("checkpoint_id",),

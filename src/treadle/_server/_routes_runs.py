@@ -113,13 +113,14 @@ def _client(served: Served, actor: Actor) -> Client:
 async def list_runs(request: Request) -> Response:
     """``GET /api/runs``: runs newest first, a page at a time."""
     served = served_of(request)
-    check_query(request, ("status", "workflow", "limit", "cursor", "outcome"))
+    check_query(request, ("status", "workflow", "limit", "cursor", "outcome", "where"))
     status = choice_query(request, "status", _STATUSES)
     limit = int_query(request, "limit", 50, low=1, high=MAX_LIMIT)
     cursor = text_query(request, "cursor")
     before = decode_cursor(cursor) if cursor is not None else None
     workflow = text_query(request, "workflow")
     outcome = text_query(request, "outcome")
+    where = text_query(request, "where")
     rows, next_cursor = await runs_page(
         served.store,
         status=status,
@@ -127,6 +128,7 @@ async def list_runs(request: Request) -> Response:
         limit=limit,
         before=before,
         outcome=outcome,
+        where=where,
     )
     return JsonResponse(page_json(rows, next_cursor))
 
@@ -210,6 +212,11 @@ ENDPOINTS = (
                 "At most this many runs.",
             ),
             Param("cursor", {"type": "string"}, "Where the last page left off (its next_cursor)."),
+            Param(
+                "where",
+                {"type": "string", "maxLength": 2000},
+                'A filter of runs (docs/search.md), e.g. fields.customer == "42".',
+            ),
         ),
     ),
     Endpoint(
