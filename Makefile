@@ -9,7 +9,8 @@ CODE := $(wildcard src tests examples benchmarks scripts)
 .PHONY: demo test lint format typecheck bench bench-scaleout soak clean renderers screenshots
 
 # Graphviz (`dot`) and the Mermaid CLI (`mmdc`) draw workflow graphs in the
-# rendering tests. Only the package registries are reachable, so puppeteer
+# rendering tests; Debian's Prometheus (and its promtool) scrapes treadle in
+# tests/operations/test_prometheus_scrape.py and checks docs/prometheus/alerts.yml. Only the package registries are reachable, so puppeteer
 # must not fetch a browser of its own: it drives Debian's chromium instead.
 # mermaid-cli 12 needs Node 22; the machines have Node 20.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -78,6 +79,7 @@ renderers: $(PUPPETEER_CONFIG)
 	@packages=""; \
 	command -v dot >/dev/null || packages="$$packages graphviz"; \
 	test -x $(CHROMIUM) || packages="$$packages chromium"; \
+	command -v prometheus >/dev/null || packages="$$packages prometheus"; \
 	if [ -n "$$packages" ]; then \
 		echo "renderers: installing$$packages from Debian"; \
 		{ $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive \

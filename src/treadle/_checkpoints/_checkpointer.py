@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._delta import PieceCache
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._barrier import BarrierState
     from treadle._engine._clock import Clock
+    from treadle._engine._metrics import RunMeter
     from treadle._engine._options import Durability
     from treadle._stores._run_roles import RunWrites
     from treadle._values._search_fields import FieldValue, SearchFields
@@ -100,6 +102,8 @@ class Checkpointer:
         fields: The workflow's search fields: each checkpoint carries the
             values that changed since the last one this checkpointer saved
             (all of them at its first), written in its transaction.
+        meter: Where each store write's checkpoint sizes and latency are
+            reported (``None``: nowhere, at no cost).
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Checkpointer:
         clock: Clock | None = None,
         journal: EventJournal | None = None,
         fields: SearchFields | None = None,
+        meter: RunMeter | None = None,
     ) -> None:
         if durability not in _IN_FLIGHT:
             modes = ", ".join(map(repr, _IN_FLIGHT))
@@ -127,6 +132,7 @@ class Checkpointer:
         self._fingerprint = fingerprint
         self.last_checkpoint_id = base.checkpoint_id if base is not None else None
         self.journal = journal
+        self._meter = meter
         self._keep_last = keep_last
         self._in_flight_limit = _IN_FLIGHT[durability]
         self._cache = base.piece_cache() if base is not None else PieceCache()
@@ -287,6 +293,8 @@ class Checkpointer:
             )
             self._writing_releases = rests
         self._writing = asyncio.ensure_future(commit)
+        if self._meter is not None:
+            _count_commit(self._writing, self._meter, batch)
         self._writing_count = len(batch)
         self._writing_last = batch[-1].info.checkpoint_id
 
@@ -338,3 +346,21 @@ class Checkpointer:
             )
         else:
             await self.store.set_status(run_id, status, error, events=events)
+
+
+def _count_commit(
+    writing: asyncio.Future[bool], meter: RunMeter, batch: list[CheckpointRecord]
+) -> None:
+    """Report the write's checkpoint sizes and latency once it is durable (not if it failed).
+
+    Timed by the future's own completion, so a background write that the run
+    awaits only a superstep later is not charged for the superstep.
+    """
+    sizes = tuple(len(r.blob) + sum(len(p.blob) for p in r.pieces) for r in batch)
+    started = perf_counter()
+
+    def done(future: asyncio.Future[bool]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            meter.metrics.commit(meter.workflow, sizes, perf_counter() - started)
+
+    writing.add_done_callback(done)

@@ -12,6 +12,7 @@ release them when stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from treadle._operations._inputs import lease_from_environment
 from treadle._operations._webhooks import sending
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from treadle._engine._metrics import Metrics
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
 
@@ -40,6 +44,9 @@ class WorkerSettings:
         max_recoveries: How often a run whose worker died is taken over
             before it is parked (PostgreSQL).
         worker_id: This worker's name in leases (``None``: one is made up).
+        metrics_port: Serve Prometheus' ``GET /metrics`` on this port
+            (``None``: no metrics; 0: a free port, logged).
+        metrics_host: The address that port is bound on.
     """
 
     poll_interval: float
@@ -47,6 +54,8 @@ class WorkerSettings:
     lease: float | None
     max_recoveries: int
     worker_id: str | None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 async def serve(store: Store, workflows: list[Workflow], settings: WorkerSettings) -> None:
@@ -58,11 +67,36 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # The worker delivers the store's webhooks too, in a task of its own group.
-    async with asyncio.TaskGroup() as group, sending(store, group, settings.poll_interval):
+    async with (
+        _exposing(store, workflows, settings) as metrics,
+        asyncio.TaskGroup() as group,
+        sending(store, group, settings.poll_interval, metrics),
+    ):
         if isinstance(store, SqliteStore):
             await _serve_file(store, workflows, settings, stop)
         else:
-            await _serve_queue(store, workflows, settings, stop)
+            await _serve_queue(store, workflows, settings, stop, metrics)
+
+
+@contextlib.asynccontextmanager
+async def _exposing(
+    store: Store, workflows: list[Workflow], settings: WorkerSettings
+) -> AsyncIterator[Metrics | None]:
+    """The worker's metrics, served on ``--metrics-port`` while the block runs (else ``None``)."""
+    if settings.metrics_port is None:
+        yield None
+        return
+    # Only with --metrics-port: the SDK and the exporter are the metrics extra.
+    from treadle._operations._metrics_http import metrics_endpoint  # noqa: PLC0415
+    from treadle._operations._prometheus import PrometheusMetrics  # noqa: PLC0415
+    from treadle._workflow._versions import Hosted  # noqa: PLC0415
+
+    exposed = PrometheusMetrics(store, Hosted(workflows))
+    try:
+        async with metrics_endpoint(exposed, settings.metrics_host, settings.metrics_port):
+            yield exposed.metrics
+    finally:
+        exposed.close()
 
 
 async def _serve_file(
@@ -86,7 +120,11 @@ async def _serve_file(
 
 
 async def _serve_queue(
-    store: Store, workflows: list[Workflow], settings: WorkerSettings, stop: asyncio.Event
+    store: Store,
+    workflows: list[Workflow],
+    settings: WorkerSettings,
+    stop: asyncio.Event,
+    metrics: Metrics | None,
 ) -> None:
     """One of PostgreSQL's workers; stopping finishes each run's superstep and releases it."""
     from treadle._scaleout._worker import Worker  # noqa: PLC0415
@@ -99,6 +137,7 @@ async def _serve_queue(
         lease=settings.lease if settings.lease is not None else lease_from_environment(),
         poll_interval=settings.poll_interval,
         max_recoveries=settings.max_recoveries,
+        metrics=metrics,
     )
     async with asyncio.TaskGroup() as group:
         group.create_task(serving.serve())

@@ -36,6 +36,18 @@ def worker(
     ] = None,
     max_recoveries: Annotated[int, typer.Option("--max-recoveries", min=0)] = 3,
     worker_id: Annotated[str | None, typer.Option("--worker-id")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve Prometheus metrics on GET /metrics at this port (0: any free one).",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="The address --metrics-port binds.")
+    ] = "127.0.0.1",
     store: StoreOption = None,
 ) -> None:
     """Serve runs until SIGTERM or Ctrl-C.
@@ -56,6 +68,8 @@ def worker(
         lease=lease,
         max_recoveries=max_recoveries,
         worker_id=worker_id,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
     )
     log_to_stderr()
     execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease, creates=True)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 from treadle._engine._clock import Clock, SystemClock
 
 if TYPE_CHECKING:
+    from treadle._engine._metrics import Metrics
     from treadle._engine._tracing import Tracing
     from treadle._graph._policies import RetryPolicy
 
@@ -60,6 +61,10 @@ class RunOptions:
             its stream) ``AWAITING_INPUT``, instead of failing with
             ``UnanswerableWaitError``: nothing can answer it without a
             store, so it is an error unless asked for (tests, dry runs).
+        metrics: Where the run reports supersteps, invocations, commits and
+            its end (e.g. ``treadle.otel.OpenTelemetryMetrics``; see
+            ``docs/observing.md``). ``treadle worker`` and ``treadle serve``
+            give every run they drive theirs.
     """
 
     max_supersteps: int | None = None
@@ -73,12 +78,14 @@ class RunOptions:
     record_events: bool = True
     event_log: bool = True
     rest_without_store: bool = False
+    metrics: Metrics | None = None
 
     def __post_init__(self) -> None:
         _check_count("max_supersteps", self.max_supersteps)
         _check_count("max_node_iterations", self.max_node_iterations)
         _check_count("max_concurrency", self.max_concurrency)
         _check_count("keep_last", self.keep_last)
+        _check_metrics(self.metrics)
         _check_flag("deterministic", self.deterministic)
         _check_flag("record_events", self.record_events)
         _check_flag("rest_without_store", self.rest_without_store)
@@ -113,6 +120,7 @@ class RunOptionArgs(TypedDict, total=False):
     record_events: bool
     event_log: bool
     rest_without_store: bool
+    metrics: Metrics | None
 
 
 def run_options(options: RunOptions | None, overrides: RunOptionArgs) -> RunOptions:
@@ -167,6 +175,7 @@ class RunSettings:
     tracing: Tracing[Any] | None = None
     rest_without_store: bool = False
     four_eyes: bool = False  # the workflow's: its requests refuse the run's starter
+    metrics: Metrics | None = None  # the run's: a worker's or server's, never the workflow's
 
     def __post_init__(self) -> None:
         _check_count("max_supersteps", self.max_supersteps)
@@ -194,6 +203,7 @@ class RunSettings:
             tracing=self.tracing,
             rest_without_store=options.rest_without_store,
             four_eyes=self.four_eyes,
+            metrics=options.metrics,
         )
 
 
@@ -211,6 +221,12 @@ def _check_count(name: str, value: object) -> None:
 def _check_flag(name: str, value: object) -> None:
     if value is not None and not isinstance(value, bool):
         msg = f"{name} must be True or False, got {value!r}"
+        raise TypeError(msg)
+
+
+def _check_metrics(value: object) -> None:
+    if value is not None and not (hasattr(value, "superstep") and hasattr(value, "invocation")):
+        msg = f"metrics must be a treadle.Metrics (as treadle.otel makes), got {value!r}"
         raise TypeError(msg)
 
 

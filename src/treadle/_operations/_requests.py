@@ -106,14 +106,14 @@ async def scan_pending(
         if limit is not None and len(pending.requests) >= limit:
             break
         try:
-            loaded = await _workflow_for(store, run, app, workflows)
+            loaded = await workflow_for(store, run, app, workflows)
             record = await store.load_checkpoint(run.run_id)
             restored = loaded.codec.decode(record, run_id=run.run_id)
         except TreadleError as error:
             pending.unread.append(f"{run.run_id}: {error}")
             continue
         asked = restored.waits.pending_requests()
-        answered = await _answered(store, run.run_id) if asked else set()
+        answered = await answered_in_inbox(store, run.run_id) if asked else set()
         waiting = [r for r in asked if r.request_id not in answered]
         if actor is not None:
             mine = [r for r in waiting if may_answer(actor, run, r)]
@@ -133,7 +133,7 @@ def may_answer(actor: Actor, run: RunRecord, request: PendingRequest) -> bool:
     return refusal is None
 
 
-async def _answered(store: Deliveries, run_id: str) -> set[str]:
+async def answered_in_inbox(store: Deliveries, run_id: str) -> set[str]:
     """The requests of a run whose answer waits in its inbox for its owner to apply.
 
     The latest checkpoint still lists them until then (on PostgreSQL, until a
@@ -165,9 +165,10 @@ async def requests_of(
     return [describe_request(workflow, result.run_id, r) for r in result.pending_requests]
 
 
-async def _workflow_for(
+async def workflow_for(
     store: Store, run: RunRecord, app: str | None, workflows: Hosted | None
 ) -> Workflow:
+    """The workflow to read ``run`` with: the hosted one, unless ``app`` names where it lives."""
     hosted = workflows.get(run.workflow, run.version) if workflows is not None else None
     if app is None and hosted is not None:
         return hosted

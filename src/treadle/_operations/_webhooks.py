@@ -43,6 +43,7 @@ from treadle._stores._outbox import HasOutbox, offered_link, sign
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from treadle._engine._metrics import Metrics
     from treadle._stores._outbox import Endpoint, Outbox, OutboxMessage
     from treadle._stores._store import Store
 
@@ -77,9 +78,19 @@ class WebhookSender:
     """Delivers a store's outbox until cancelled."""
 
     def __init__(
-        self, store: Store, *, poll_interval: float = 1.0, batch: int = 32, lease: float = LEASE
+        self,
+        store: Store,
+        *,
+        poll_interval: float = 1.0,
+        batch: int = 32,
+        lease: float = LEASE,
+        metrics: Metrics | None = None,
     ) -> None:
-        """A sender for ``store``'s outbox, looking for due messages every ``poll_interval``."""
+        """A sender for ``store``'s outbox, looking for due messages every ``poll_interval``.
+
+        ``metrics``: where each send's outcome is counted (delivered, retried, dead).
+        """
+        self._metrics = metrics
         self._outbox = outbox_of(store)
         self._poll_interval = poll_interval
         self._batch = batch
@@ -117,10 +128,14 @@ class WebhookSender:
         problem = await asyncio.to_thread(post, message, endpoint, extra)
         if problem is None:
             await self._outbox.message_sent(message.message_id, self._owner)
+            if self._metrics is not None:
+                self._metrics.webhook_delivery("delivered")
             return
         attempts = message.attempts + 1
         retry_at = endpoint.retry_at(attempts, time.time())
         await self._outbox.message_failed(message.message_id, self._owner, problem, retry_at)
+        if self._metrics is not None:
+            self._metrics.webhook_delivery("retried" if retry_at is not None else "dead")
         if retry_at is None:
             _logger.warning(
                 "webhooks: %s %s of run %s to %s is a dead letter after %d attempts: %s",
@@ -177,12 +192,11 @@ def post(
 
 @contextlib.asynccontextmanager
 async def sending(
-    store: Store, group: asyncio.TaskGroup, poll_interval: float
+    store: Store, group: asyncio.TaskGroup, poll_interval: float, metrics: Metrics | None = None
 ) -> AsyncIterator[None]:
     """Run a sender for ``store`` in ``group`` while the block runs; stop it on the way out."""
-    task = group.create_task(
-        WebhookSender(store, poll_interval=poll_interval).serve(), name="treadle-webhooks"
-    )
+    sender = WebhookSender(store, poll_interval=poll_interval, metrics=metrics)
+    task = group.create_task(sender.serve(), name="treadle-webhooks")
     try:
         yield
     finally:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from treadle._engine._clock import Clock
+    from treadle._engine._metrics import Metrics
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_leases import LeasedStore
     from treadle._workflow._workflow import Workflow
@@ -97,6 +98,8 @@ class Worker:
         shutdown_grace: Seconds :meth:`serve` waits for runs to reach their
             next barrier after :meth:`stop` (default: the lease).
         clock: The time source for timers (the system clock by default).
+        metrics: Where its runs report what they do, and it its lease
+            renewals and takeovers (``treadle worker --metrics-port``).
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class Worker:
         max_recoveries: int = 3,
         shutdown_grace: float | None = None,
         clock: Clock | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
@@ -131,6 +135,7 @@ class Worker:
         self.max_recoveries = max_recoveries
         self.shutdown_grace = lease if shutdown_grace is None else shutdown_grace
         self.clock: Clock = clock if clock is not None else SystemClock()
+        self.metrics = metrics
         self.queue = RunQueue(store, self.worker_id, lease=lease)
         # Stopped mid-commit, it must not hold its runs' rows (which claims skip) past its lease.
         store.limit_stalls(lease)
@@ -214,6 +219,8 @@ class Worker:
                 claim.status,
                 claim.recoveries,
             )
+            if claim.recoveries and self.metrics is not None:  # its last owner's lease expired
+                self.metrics.leases(0, 1)
             held = _Held(claim, self.queue.leased(claim, None))
             self._held[claim.run_id] = held
             group.create_task(self._serve_claim(held), name=f"treadle-run-{claim.run_id}")
@@ -240,6 +247,8 @@ class Worker:
             except DurabilityError as error:
                 logger.warning("worker %s cannot heartbeat: %s", self.worker_id, error)
                 continue
+            if self.metrics is not None:
+                self.metrics.leases(len(held) - len(lost), 0)
             for run_id in lost:
                 gone = self._held.get(run_id)
                 if gone is None or gone.view.paused:  # a paused run's commit let the claim go
@@ -302,14 +311,16 @@ class Worker:
         deadline_at = (await held.view.get_run(run_id)).deadline_at
         # A deadline already passed fails the run at once, as it would have anywhere.
         timeout = None if deadline_at is None else max(deadline_at - self.clock.now(), 1e-9)
-        options = RunOptions(clock=self.clock, record_events=False, timeout=timeout)
+        options = RunOptions(
+            clock=self.clock, record_events=False, timeout=timeout, metrics=self.metrics
+        )
         await workflow.run(message, run_id=run_id, store=held.view, options=options)
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
         # The engine reads and applies the inbox itself, under this claim's lease.
         if items:
             held.view.consume(items[-1].seq)
-        options = RunOptions(clock=self.clock, record_events=False)
+        options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
         await workflow.resume(held.claim.run_id, store=held.view, options=options)
 
     async def _settle(self, held: _Held, task: asyncio.Task[None]) -> None:

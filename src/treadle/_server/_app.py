@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from treadle._exceptions import AppLoadError, CommandError, TreadleError
 from treadle._operations._inputs import DEFINITION_SUFFIXES, load_workflow, open_store
+from treadle._operations._prometheus import PrometheusMetrics
 from treadle._operations._webhooks import sending
 from treadle._scaleout._apps import load_app
 from treadle._server import (
@@ -34,6 +35,7 @@ from treadle._server import (
     _routes_bulk,
     _routes_control,
     _routes_links,
+    _routes_metrics,
     _routes_requests,
     _routes_runs,
     _routes_webhooks,
@@ -155,15 +157,19 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = open_store(settings.store, create=True)
+        exposed = PrometheusMetrics(store, served_workflows)
         try:
             async with (
                 Driver(store, served_workflows.all(), settings.poll_interval) as driver,
                 asyncio.TaskGroup() as group,
-                sending(store, group, settings.poll_interval),
+                sending(store, group, settings.poll_interval, exposed.metrics),
             ):
-                app.state.served = Served(settings, store, served_workflows, driver, redactor)
+                app.state.served = Served(
+                    settings, store, served_workflows, driver, redactor, exposed
+                )
                 yield
         finally:
+            exposed.close()
             await store.close()
 
     async def openapi(request: Request) -> Response:  # noqa: ARG001 - a route
@@ -178,6 +184,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
             Route("/openapi.json", openapi, methods=["GET"]),
             *_page.routes(),
             *_routes_links.routes(),
+            *_routes_metrics.routes(),
             *signing_routes,
         ],
         middleware=[Middleware(AccessGuard, principals=principals, max_body=settings.max_body)],

@@ -19,6 +19,7 @@ from treadle._server._json import ApiError
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+    from treadle._operations._prometheus import PrometheusMetrics
     from treadle._server._driver import Driver
     from treadle._server._json import Redactor
     from treadle._server._settings import ServerSettings
@@ -40,6 +41,7 @@ class Served:
         workflows: The workflows it serves, by name.
         driver: What advances runs (see :mod:`treadle._server._driver`).
         redactor: Hides the token and store passwords in what it sends.
+        metrics: What ``GET /metrics`` exposes (this process's and the store's).
     """
 
     settings: ServerSettings
@@ -47,6 +49,7 @@ class Served:
     workflows: Hosted
     driver: Driver
     redactor: Redactor
+    metrics: PrometheusMetrics
 
     async def find_run(self, given: str) -> RunRecord:
         """The run named by its id, or by a prefix of its id that names one run.

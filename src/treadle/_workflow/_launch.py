@@ -21,6 +21,7 @@ from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
 from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import INPUT_SOURCE, RunLoop
+from treadle._engine._metrics import RunMeter
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._engine._result import RunStatus
 
@@ -126,6 +127,9 @@ async def open_run(
                 clock=settings.clock,
                 journal=journal,
                 fields=workflow.search_fields,
+                meter=None
+                if settings.metrics is None
+                else RunMeter(settings.metrics, workflow.name),
             )
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if store is not None:  # deadlines are decided against answers at the store

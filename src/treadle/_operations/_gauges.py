@@ -1,0 +1,78 @@
+"""The store's gauges, read when a scraper asks: runs by status, open requests, timers due.
+
+These are facts about the store, not about a process: read at scrape time,
+every process exposing them (``treadle serve``, each ``treadle worker``)
+answers the same, however many processes share the store, and nothing is
+lost when one restarts (see ``docs/observing.md``).
+
+Open requests live in each waiting run's latest checkpoint, which only its
+workflow reads; a :class:`GaugeReader` keeps what it decoded per checkpoint,
+so a scrape decodes only the runs that moved since the last one. A request
+whose answer waits in the run's inbox (on PostgreSQL, until a worker takes
+the run up) is answered, as ``treadle requests`` counts it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from treadle._engine._metrics import StoreGauges
+from treadle._exceptions import TreadleError
+from treadle._operations._requests import ASKING, answered_in_inbox, workflow_for
+
+if TYPE_CHECKING:
+    from treadle._stores._store import RunRecord, Store
+    from treadle._workflow._versions import Hosted
+
+
+class GaugeReader:
+    """Reads :class:`StoreGauges` from one store, remembering decoded checkpoints.
+
+    Args:
+        store: The store to read.
+        workflows: Workflows already loaded (a server's ``--app``, a
+            worker's); others are loaded from where each run records it.
+    """
+
+    def __init__(self, store: Store, workflows: Hosted | None = None) -> None:
+        self.store = store
+        self.workflows = workflows
+        # (run id, checkpoint id) -> the ids of the requests that checkpoint waits on.
+        self._asked: dict[tuple[str, str | None], tuple[str, ...]] = {}
+
+    async def read(self, now: float) -> StoreGauges:
+        """The gauges as the store stands now (``now``: seconds since the epoch)."""
+        runs = await self.store.list_runs()
+        by_status = Counter((run.workflow, run.status) for run in runs)
+        open_requests: Counter[str] = Counter()
+        oldest: float | None = None
+        asked: dict[tuple[str, str | None], tuple[str, ...]] = {}
+        for run in runs:
+            if run.status not in ASKING:
+                continue
+            key = (run.run_id, run.checkpoint_id)
+            request_ids = self._asked.get(key)
+            if request_ids is None:
+                request_ids = await self._requests_of(run)
+            asked[key] = request_ids
+            if not request_ids:
+                continue
+            answered = await answered_in_inbox(self.store, run.run_id)
+            waiting = sum(1 for r in request_ids if r not in answered)
+            if waiting:
+                open_requests[run.workflow] += waiting
+                oldest = max(oldest or 0.0, now - run.updated_at)
+        self._asked = asked  # forget the checkpoints no longer latest
+        due = await self.store.due_runs(now)
+        return StoreGauges(dict(by_status), dict(open_requests), oldest, len(due))
+
+    async def _requests_of(self, run: RunRecord) -> tuple[str, ...]:
+        """The requests a run's latest checkpoint waits on (none if it cannot be read)."""
+        try:
+            workflow = await workflow_for(self.store, run, None, self.workflows)
+            record = await self.store.load_checkpoint(run.run_id)
+            restored = workflow.codec.decode(record, run_id=run.run_id)
+        except TreadleError:
+            return ()
+        return tuple(r.request_id for r in restored.waits.pending_requests())
