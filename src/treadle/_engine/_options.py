@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from treadle._engine._clock import Clock, SystemClock
+from treadle._engine._metrics import Metrics  # noqa: TC001 - RunOptions' hints resolve at runtime
 
 if TYPE_CHECKING:
-    from treadle._engine._metrics import Metrics
     from treadle._engine._tracing import Tracing
     from treadle._graph._policies import RetryPolicy
 
@@ -226,7 +226,7 @@ def _check_flag(name: str, value: object) -> None:
 
 def _check_metrics(value: object) -> None:
     if value is not None and not (hasattr(value, "superstep") and hasattr(value, "invocation")):
-        msg = f"metrics must be a treadle.Metrics (as treadle.otel makes), got {value!r}"
+        msg = f"metrics must be like treadle.otel.OpenTelemetryMetrics, got {value!r}"
         raise TypeError(msg)
 
 

@@ -79,6 +79,9 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     return operation
 
 
+_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
 def _page_paths() -> dict[str, Any]:
     html = {"description": "The page", "content": {"text/html": {"schema": {"type": "string"}}}}
     unauthorized = {"description": _REASONS[401], "content": _json(ref("Error"))}
@@ -130,6 +133,16 @@ def _page_paths() -> dict[str, Any]:
                 "summary": "This document",
                 "responses": {
                     "200": {"description": "OpenAPI 3.1", "content": _json({"type": "object"})},
+                    "401": unauthorized,
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus metrics of this process and its store (docs/observing.md)",
+                "responses": {
+                    "200": {"description": "Prometheus' text format", "content": _TEXT},
                     "401": unauthorized,
                 },
             }
