@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import functools
 from dataclasses import dataclass
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._clock import sleep_for
@@ -298,39 +297,12 @@ def _retry_policy(invocation: Invocation) -> RetryPolicy:
 
 # -- the layers around a handler ----------------------------------------------------------
 async def _call(invocation: Invocation, ctx: WorkflowContext[object], attempt: int) -> None:
-    """The handler, counted (if the run has metrics) and in the attempt's span (if traced)."""
+    """The handler in the attempt's span (if the run is traced)."""
     spec = invocation.spec
     if spec is None:
         payload = invocation.envelope.payload
         msg = f"executor {ctx.executor_id!r} has no handler for {type(payload).__qualname__}"
         raise RoutingError(msg)
-    metrics = invocation.run.options.metrics
-    if metrics is None:
-        await _call_spanned(invocation, spec, ctx, attempt)
-        return
-    started = perf_counter()
-    outcome = "failed"
-    try:
-        await _call_spanned(invocation, spec, ctx, attempt)
-        outcome = "completed"
-    except Suspend:
-        outcome = "suspended"
-        raise
-    except ContinueLater:
-        outcome = "completed"
-        raise
-    except asyncio.CancelledError:
-        outcome = "cancelled"
-        raise
-    finally:
-        seconds = perf_counter() - started
-        metrics.invocation(invocation.run.workflow.name, ctx.executor_id, outcome, seconds)
-
-
-async def _call_spanned(
-    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object], attempt: int
-) -> None:
-    """The handler in the attempt's span (if the run is traced)."""
     trace = invocation.run.trace
     if trace is None:
         await _call_limited(invocation, spec, ctx)

@@ -11,7 +11,6 @@ committed point as one plain value, which is what a checkpoint persists.
 from __future__ import annotations
 
 import asyncio
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._barrier import BarrierState, Checkpointing, EventSink
@@ -157,7 +156,7 @@ class RunLoop:
         self.trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
         # Whether a handler is simply awaited: no span to open, no limit to take;
         # and whether it may also be started inline, its events kept for the batch.
-        self.plain_calls = self.trace is None and self.limiter is None and options.metrics is None
+        self.plain_calls = self.trace is None and self.limiter is None
         self.inline_calls = self.plain_calls and self.backpressure is None and not self.live
 
     # -- events ---------------------------------------------------------------
@@ -219,7 +218,6 @@ class RunLoop:
                 return False
             if self.trace is not None:
                 self.trace.start_superstep(superstep)
-            started = perf_counter() if self.options.metrics is not None else 0.0
             plan = plan_superstep(self, superstep)
             if self.listening:
                 self.publish(superstep_started(self.run_id, superstep, plan.order))
@@ -242,17 +240,11 @@ class RunLoop:
         status = _RUNNING if self.pending else self._resting_status()
         if self.checkpointer is not None or self.spawned.queued:
             status = await self._conclude(status)
-        self._end_superstep(status, started)
-        return status is _RUNNING
-
-    def _end_superstep(self, status: RunStatus, started: float) -> None:
-        """Count the superstep (once its barrier is durable), move to ``status``, end its span."""
-        if self.options.metrics is not None:
-            self.options.metrics.superstep(self.workflow.name, perf_counter() - started)
         if status is not _RUNNING:
             self._set_status(status)
         if self.trace is not None:
             self.trace.end_superstep()
+        return status is _RUNNING
 
     def _resting_status(self) -> RunStatus:
         """Where a run with no message pending stands."""
@@ -448,8 +440,6 @@ class RunLoop:
     ) -> None:
         """Move to ``status``, announced at ``superstep`` (a failure's; else the last committed)."""
         self.status = status
-        if self.options.metrics is not None and status.is_final:
-            self.options.metrics.run_ended(self.workflow.name, status.value)
         # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
         if (
             self.trace is not None

@@ -4,9 +4,13 @@ The engine, the checkpointer, the worker and the webhook sender report
 through :class:`Metrics`, a handful of plain methods, and never import a
 metrics library: ``treadle.otel.OpenTelemetryMetrics`` implements the port
 on the OpenTelemetry API for those who opt in (``treadle serve`` and
-``treadle worker`` do, with the SDK and a Prometheus exporter). A run with
-no metrics pays one ``None`` check per superstep and nothing per
-invocation: its handlers are called exactly as before.
+``treadle worker`` do, with the SDK and a Prometheus exporter).
+
+The loop reaches the port through its tracing hooks (:func:`metered`): a
+run with metrics gets a :class:`MetricsTracing` (beside the workflow's own
+tracing, if any) whose "spans" only time and count. So the engine has one
+set of hooks for runs, supersteps and invocations, and a run with neither
+tracing nor metrics pays exactly what it paid before: nothing.
 
 :data:`CATALOGUE` is the stable contract: every instrument's OpenTelemetry
 name, kind, unit and attributes, and the name Prometheus shows it under.
@@ -17,8 +21,15 @@ binding creates its instruments from it.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from treadle._engine._tracing import Tracing
 
 MetricKind: TypeAlias = Literal["counter", "histogram", "gauge"]
 """Counted in a process (counter, histogram), or read from the store at scrape time (gauge)."""
@@ -233,3 +244,129 @@ class StoreGauges:
     open_requests: dict[str, int]
     oldest_request_age: float | None
     timers_due: int
+
+
+_FINAL = frozenset({"completed", "failed", "cancelled", "stalled"})
+"""The statuses a run's span may end with that end the run (not a rest)."""
+
+
+class _Timed:
+    """What :class:`MetricsTracing` opens instead of a span: a start time and an outcome."""
+
+    __slots__ = ("started", "status", "workflow")
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        self.status = "completed"
+        self.started = perf_counter()
+
+    def set_outcome(self, status: str, error: BaseException | None = None) -> None:  # noqa: ARG002
+        self.status = status
+
+
+class MetricsTracing:
+    """The tracing hooks, used to count: runs ended, supersteps, invocations and their latency.
+
+    A superstep counts once its barrier is committed (its "span" ends after
+    the commit, and only a completed one counts); an invocation counts each
+    attempt with its outcome; a run counts when its span ends with a final
+    status (a run that comes to rest is not counted until it ends).
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    @contextmanager
+    def run(self, *, run_id: str, workflow: str) -> Iterator[_Timed]:  # noqa: ARG002
+        """Count the run if it ends."""
+        timed = _Timed(workflow)
+        yield timed
+        if timed.status in _FINAL:
+            self.metrics.run_ended(workflow, timed.status)
+
+    @contextmanager
+    def superstep(
+        self,
+        parent: _Timed,
+        *,
+        run_id: str,  # noqa: ARG002
+        superstep: int,  # noqa: ARG002
+    ) -> Iterator[_Timed]:
+        """Count the superstep and its latency, if it reached its barrier."""
+        timed = _Timed(parent.workflow)
+        yield timed
+        if timed.status == "completed":
+            self.metrics.superstep(timed.workflow, perf_counter() - timed.started)
+
+    @contextmanager
+    def invocation(
+        self,
+        parent: _Timed,
+        *,
+        run_id: str,  # noqa: ARG002
+        superstep: int,  # noqa: ARG002
+        executor_id: str,
+        position: int,  # noqa: ARG002
+        attempt: int,  # noqa: ARG002
+    ) -> Iterator[_Timed]:
+        """Count the attempt, with its outcome and latency."""
+        timed = _Timed(parent.workflow)
+        try:
+            yield timed
+        finally:
+            seconds = perf_counter() - timed.started
+            self.metrics.invocation(timed.workflow, executor_id, timed.status, seconds)
+
+
+class _Both:
+    """A span of two tracings at once (the workflow's own, and the metrics')."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first = first
+        self.second = second
+
+    def set_outcome(self, status: str, error: BaseException | None = None) -> None:
+        self.first.set_outcome(status, error)
+        self.second.set_outcome(status, error)
+
+
+class _BothTracing:
+    """Two tracings at once: every hook opens a span of each, the first one's current."""
+
+    def __init__(self, first: Tracing[Any], second: Tracing[Any]) -> None:
+        self.first = first
+        self.second = second
+
+    @contextmanager
+    def run(self, *, run_id: str, workflow: str) -> Iterator[_Both]:
+        with (
+            self.first.run(run_id=run_id, workflow=workflow) as first,
+            self.second.run(run_id=run_id, workflow=workflow) as second,
+        ):
+            yield _Both(first, second)
+
+    @contextmanager
+    def superstep(self, parent: _Both, *, run_id: str, superstep: int) -> Iterator[_Both]:
+        with (
+            self.first.superstep(parent.first, run_id=run_id, superstep=superstep) as first,
+            self.second.superstep(parent.second, run_id=run_id, superstep=superstep) as second,
+        ):
+            yield _Both(first, second)
+
+    @contextmanager
+    def invocation(self, parent: _Both, **where: Any) -> Iterator[_Both]:
+        with (
+            self.second.invocation(parent.second, **where) as second,
+            self.first.invocation(parent.first, **where) as first,  # the current one, inside
+        ):
+            yield _Both(first, second)
+
+
+def metered(tracing: Tracing[Any] | None, metrics: Metrics | None) -> Tracing[Any] | None:
+    """The tracing a run runs with: the workflow's, with ``metrics`` counted through it too."""
+    if metrics is None:
+        return tracing
+    counting = MetricsTracing(metrics)
+    return counting if tracing is None else _BothTracing(tracing, counting)

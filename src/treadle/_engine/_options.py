@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from treadle._engine._clock import Clock, SystemClock
-from treadle._engine._metrics import Metrics  # noqa: TC001 - RunOptions' hints resolve at runtime
+from treadle._engine._metrics import Metrics, metered
 
 if TYPE_CHECKING:
     from treadle._engine._tracing import Tracing
@@ -200,7 +200,7 @@ class RunSettings:
             timeout=pick(options.timeout_seconds, self.timeout),
             sleep_through_timers=sleep_through_timers,
             durability=pick(options.durability, self.durability),
-            tracing=self.tracing,
+            tracing=metered(self.tracing, options.metrics),
             rest_without_store=options.rest_without_store,
             four_eyes=self.four_eyes,
             metrics=options.metrics,
