@@ -73,7 +73,7 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
         sending(store, group, settings.poll_interval, metrics),
     ):
         if isinstance(store, SqliteStore):
-            await _serve_file(store, workflows, settings, stop)
+            await _serve_file(store, workflows, settings, stop, metrics)
         else:
             await _serve_queue(store, workflows, settings, stop, metrics)
 
@@ -100,13 +100,17 @@ async def _exposing(
 
 
 async def _serve_file(
-    store: Store, workflows: list[Workflow], settings: WorkerSettings, stop: asyncio.Event
+    store: Store,
+    workflows: list[Workflow],
+    settings: WorkerSettings,
+    stop: asyncio.Event,
+    metrics: Metrics | None,
 ) -> None:
     """The timer service of one SQLite file; stopping leaves its runs as last committed."""
     from treadle._workflow._service import Runtime  # noqa: PLC0415
 
     _logger.info("worker serving %s", ", ".join(w.name for w in workflows))
-    async with Runtime(store, workflows, poll_interval=settings.poll_interval):
+    async with Runtime(store, workflows, poll_interval=settings.poll_interval, metrics=metrics):
         await stop.wait()
         # Stopping must not cancel the runs it was advancing: they stay resumable.
         left = detach_all("the worker stopped: the run stays as last committed")

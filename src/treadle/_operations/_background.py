@@ -43,11 +43,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger("treadle.server")
 
 BACKGROUND = RunOptions(record_events=False)
-"""How runs go on in the background: nobody waits for their in-memory events."""
+"""How runs go on in the background: nobody waits for their in-memory events.
+
+Each operation takes ``options`` (these by default): a server passes them
+with its metrics (``Driver.run_options``), so the runs it drives are counted.
+"""
 
 
 async def open_new(
-    workflow: Workflow, value: Any, store: Store, run_id: str | None, *, actor: Actor
+    workflow: Workflow,
+    value: Any,
+    store: Store,
+    run_id: str | None,
+    *,
+    actor: Actor,
+    options: RunOptions = BACKGROUND,
 ) -> tuple[str, DriveOn]:
     """Create a run (its first checkpoint, leased to this process); return its id and its drive.
 
@@ -61,7 +71,7 @@ async def open_new(
     """
     chosen = run_id or new_run_id()
     started_by = door.started_by(actor)
-    launch = Launch(value, None, chosen, None, BACKGROUND, store, started_by=started_by)
+    launch = Launch(value, None, chosen, None, options, store, started_by=started_by)
     loop, release = await open_run(workflow, launch, None)
 
     async def drive_on() -> None:
@@ -78,17 +88,25 @@ async def open_new(
     return chosen, drive_on
 
 
-def drive_taken(workflow: Workflow, store: Store, taken: TakenOver) -> DriveOn:
+def drive_taken(
+    workflow: Workflow, store: Store, taken: TakenOver, options: RunOptions = BACKGROUND
+) -> DriveOn:
     """The drive of a run this process has taken over (its lease held, its inbox read)."""
 
     async def drive_on() -> None:
-        await continue_taken(workflow, taken, store, BACKGROUND)
+        await continue_taken(workflow, taken, store, options)
 
     return drive_on
 
 
 async def take_for_resume(
-    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str | None, *, actor: Actor
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    checkpoint_id: str | None,
+    *,
+    actor: Actor,
+    options: RunOptions = BACKGROUND,
 ) -> DriveOn:
     """Take a run over to go on from its latest checkpoint (or ``checkpoint_id``).
 
@@ -97,7 +115,7 @@ async def take_for_resume(
     run; ``ActionRefusedError`` for an actor who may not; nothing was changed then).
     """
     taken = await door.resume(workflow, store, run_id, checkpoint_id, actor=actor)
-    return drive_taken(workflow, store, taken)
+    return drive_taken(workflow, store, taken, options)
 
 
 async def deliver_answer(
@@ -109,6 +127,7 @@ async def deliver_answer(
     *,
     take: bool,
     actor: Actor,
+    options: RunOptions = BACKGROUND,
 ) -> DriveOn | None:
     """Check an answer strictly and deliver it, through the door; the first answer wins.
 
@@ -138,11 +157,18 @@ async def deliver_answer(
     except TreadleError as error:  # cancelled meanwhile, say: the answer is kept all the same
         logger.info("run %s: answer delivered, not applied here: %s", run_id, error)
         return None
-    return drive_taken(workflow, store, taken)
+    return drive_taken(workflow, store, taken, options)
 
 
 async def deliver_message(
-    workflow: Workflow, store: Store, run_id: str, message: Any, target: str | None, *, actor: Actor
+    workflow: Workflow,
+    store: Store,
+    run_id: str,
+    message: Any,
+    target: str | None,
+    *,
+    actor: Actor,
+    options: RunOptions = BACKGROUND,
 ) -> DriveOn:
     """Deliver the next message of a session to a run this process takes over, to go on here.
 
@@ -160,4 +186,4 @@ async def deliver_message(
     )
     assert ownership is not None  # noqa: S101 - taken over here, with a workflow
     taken = await take_over(workflow, store, run_id, ownership=ownership)
-    return drive_taken(workflow, store, taken)
+    return drive_taken(workflow, store, taken, options)

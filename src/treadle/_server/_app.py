@@ -158,9 +158,10 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = open_store(settings.store, create=True)
         exposed = PrometheusMetrics(store, served_workflows)
+        runs = served_workflows.all()
         try:
             async with (
-                Driver(store, served_workflows.all(), settings.poll_interval) as driver,
+                Driver(store, runs, settings.poll_interval, exposed.metrics) as driver,
                 asyncio.TaskGroup() as group,
                 sending(store, group, settings.poll_interval, exposed.metrics),
             ):

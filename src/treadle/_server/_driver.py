@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._ownership import detach_all
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
+from treadle._engine._options import RunOptions
 from treadle._exceptions import TreadleError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
+    from treadle._engine._metrics import Metrics
     from treadle._operations._background import DriveOn
     from treadle._stores._store import Store
     from treadle._workflow._service import Runtime
@@ -46,10 +48,20 @@ class Driver:
         store: The server's store.
         workflows: The workflows it serves.
         poll_interval: Seconds between the SQLite timer service's looks for due runs.
+        metrics: Where the runs it drives report (``GET /metrics``).
     """
 
-    def __init__(self, store: Store, workflows: Sequence[Workflow], poll_interval: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        workflows: Sequence[Workflow],
+        poll_interval: float,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.store = store
+        self.metrics = metrics
+        self.run_options = RunOptions(record_events=False, metrics=metrics)
+        """How the runs it drives run: nobody waits for their events; its metrics count them."""
         self._workflows = list(workflows)
         self._poll_interval = poll_interval
         self._runtime: Runtime | None = None
@@ -91,7 +103,9 @@ class Driver:
         if self.runs_here:
             from treadle._workflow._service import Runtime  # noqa: PLC0415 - SQLite only
 
-            runtime = Runtime(self.store, self._workflows, poll_interval=self._poll_interval)
+            runtime = Runtime(
+                self.store, self._workflows, poll_interval=self._poll_interval, metrics=self.metrics
+            )
             await runtime.__aenter__()
             self._runtime = runtime
         return self

@@ -72,7 +72,12 @@ async def resume_run(request: Request) -> Response:
     workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     drive_on = await take_for_resume(
-        workflow, served.store, found.run_id, checkpoint, actor=actor_of(request)
+        workflow,
+        served.store,
+        found.run_id,
+        checkpoint,
+        actor=actor_of(request),
+        options=served.driver.run_options,
     )
     served.driver.spawn(found.run_id, drive_on)
     return JsonResponse(

@@ -129,6 +129,7 @@ async def _post(request: Request) -> Response:
                 value,
                 take=served.driver.runs_here,
                 actor=link_actor(link),
+                options=served.driver.run_options,
             )
         )
 

@@ -108,6 +108,7 @@ async def answer_request(request: Request) -> Response:
             body["answer"],
             take=served.driver.runs_here,
             actor=actor_of(request),
+            options=served.driver.run_options,
         )
     except InvalidResponseError as error:
         message = str(error)
@@ -133,7 +134,13 @@ async def send_message(request: Request) -> Response:
     actor = actor_of(request)
     if served.driver.runs_here:
         drive_on = await deliver_message(
-            workflow, served.store, found.run_id, body["message"], target, actor=actor
+            workflow,
+            served.store,
+            found.run_id,
+            body["message"],
+            target,
+            actor=actor,
+            options=served.driver.run_options,
         )
         served.driver.spawn(found.run_id, drive_on)
     else:  # a worker checks it against the run when it applies it

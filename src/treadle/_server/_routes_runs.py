@@ -90,7 +90,12 @@ async def start_run(request: Request) -> Response:
     if served.driver.runs_here:
         try:
             run_id, drive_on = await open_new(
-                workflow, value, served.store, run_id, actor=actor_of(request)
+                workflow,
+                value,
+                served.store,
+                run_id,
+                actor=actor_of(request),
+                options=served.driver.run_options,
             )
         except TypeError as error:  # no handler for the value's type
             raise ApiError(422, str(error), kind="InvalidInputError") from None

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._engine._clock import Clock
+    from treadle._engine._metrics import Metrics
     from treadle._engine._result import RunResult
     from treadle._stores._store import Claimed, Lease, Store
     from treadle._workflow._workflow import Workflow
@@ -67,6 +68,7 @@ class Runtime:
             version (any number of versions of one name).
         clock: The time source (``treadle.testing.FakeClock`` in tests).
         poll_interval: How often :meth:`serve` asks the store for due runs.
+        metrics: Where the runs it continues report (``docs/observing.md``).
 
     Use ``async with Runtime(...) as runtime:`` to run the timer service in
     the background for the block's duration, or call :meth:`wake_due`
@@ -80,8 +82,10 @@ class Runtime:
         *,
         clock: Clock | None = None,
         poll_interval: float = 1.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval
         self.hosted = Hosted(workflows)
@@ -212,7 +216,7 @@ class Runtime:
             except RunCancelledError:
                 return None  # cancelled between the claim and the read
             self._log_claim(lease, taken.restored, claimed.delivered)
-            options = RunOptions(clock=self.clock, record_events=False)
+            options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
             try:
                 result = await continue_taken(workflow, taken, self.store, options)
             except WorkflowRunError as error:
