@@ -206,6 +206,7 @@ class AgentExecutor(Executor):
                 raise
             raise flow from None
         record_turn(ctx, self.options, result)
+        _count_tokens(ctx, result)
         self._hand_on(ctx, result)
 
     def _hand_on(self, ctx: WorkflowContext[Any], result: TurnResult) -> None:
@@ -278,6 +279,27 @@ def _spec(
         bound=False,
         annotations=(accepts, *(sends or ()), *kept),
     )
+
+
+def _count_tokens(ctx: WorkflowContext[Any], result: TurnResult) -> None:
+    """Report the turn's tokens to the run's metrics (if it has any), by the model that answered."""
+    metrics = ctx.host_run.options.metrics
+    if metrics is None:
+        return
+    usage = result.usage
+    metrics.agent_tokens(
+        _model_of(result.messages), usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    )
+
+
+def _model_of(messages: list[Any]) -> str:
+    """The model that gave the turn's last response (``unknown`` if the messages do not say)."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("kind") == "response":
+            name = message.get("model_name")
+            if name:
+                return str(name)
+    return "unknown"
 
 
 def _control_flow(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
