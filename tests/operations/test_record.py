@@ -14,6 +14,7 @@ from record_app import record
 from treadle import Actor, Role, WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._audit import chain_problems
 from treadle._workflow import _actions as door
+from treadle._workflow._rights import actor_or_default
 from treadle.errors import ActionRefusedError, RequestTimeoutError
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ async def test_every_python_action_is_in_the_runs_log_once_with_its_actor_and_in
     history = await record.history("r1", store=store)
     fork = await record.fork("r1", history.checkpoints[0].checkpoint_id, store=store, actor=OPS)
     await record.prune("r1", 1, store=store)
-    python = door.actor_or_default(None).label
+    python = actor_or_default(None).label
 
     assert await acted(store, "r1") == [
         ("run_created", python, "python"),

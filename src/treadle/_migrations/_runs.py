@@ -39,7 +39,7 @@ from treadle._migrations._steps import apply_migrations, migration_path
 from treadle._stores._events import EventEntry
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
 from treadle._workflow import _actions as door
-from treadle._workflow._actions import actor_or_default, check_right
+from treadle._workflow._rights import actor_or_default, check_right
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._options import RunOptions
 from treadle._exceptions import TreadleError
 from treadle._workflow import _actions as door
+from treadle._workflow import _rights as rights
 from treadle._workflow._launch import Launch, new_run_id, open_run
 from treadle._workflow._runs import take_over
 from treadle._workflow._workflow import continue_taken
@@ -70,7 +71,7 @@ async def open_new(
         TypeError: The start executor has no handler for the value's type.
     """
     chosen = run_id or new_run_id()
-    started_by = door.started_by(actor)
+    started_by = rights.started_by(actor)
     launch = Launch(value, None, chosen, None, options, store, started_by=started_by)
     loop, release = await open_run(workflow, launch, None)
 

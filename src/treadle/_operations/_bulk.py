@@ -33,6 +33,7 @@ from treadle._values._filter_match import matches
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
+from treadle._workflow._rights import check_right
 
 if TYPE_CHECKING:
     from treadle._operations._search import SearchableStore
@@ -117,7 +118,7 @@ async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkRepor
     searched: SearchableStore = store  # type: ignore[assignment]
     right = _RIGHTS.get(bulk.action, bulk.action)
     if right is not None:
-        door.check_right(actor, right, None)
+        check_right(actor, right, None)
     listed = await matching_ids(searched, bulk.where)
     report = BulkReport(bulk.action, len(listed), bulk.dry_run)
     if bulk.dry_run:

@@ -28,7 +28,7 @@ from treadle._exceptions import TreadleError
 from treadle._operations._commands import workflow_of
 from treadle._operations._schemas import describe_request
 from treadle._values._actors import answer_refusal
-from treadle._workflow._actions import starter_of
+from treadle._workflow._rights import starter_of
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult

@@ -21,6 +21,7 @@ from treadle._scaleout._apps import load_app
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
+from treadle._workflow._rights import actor_or_default
 from treadle._workflow._versions import Hosted, check_version
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Client:
         self.store = store
         self._workflows = Hosted(workflows)
         self._plain = JsonSerializer()
-        chosen = door.actor_or_default(actor)
+        chosen = actor_or_default(actor)
         # The record says it came through the client, unless a caller (the CLI) said its door.
         self.actor = chosen if actor is not None else chosen.through("client")
 

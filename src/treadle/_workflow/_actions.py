@@ -5,12 +5,9 @@ delete, a migration, a prune: whoever asks (the Python API, the CLI, the
 HTTP API and its page, the workers' client, a signed link), the action is
 taken the same way, in three steps, each once:
 
-1. **Check the actor's right.** Control actions need a role (operator to
-   send, cancel, pause, unpause, resume and fork; admin to delete, prune
-   and migrate); an answer needs what the request says (its approvers,
-   four eyes against the run's starter: :func:`answer_refusal`). A refusal
-   raises :class:`~treadle.errors.ActionRefusedError` naming who may, and
-   nothing changes.
+1. **Check the actor's right** (:mod:`treadle._workflow._rights`). A
+   refusal raises :class:`~treadle.errors.ActionRefusedError` naming who
+   may, and nothing changes.
 2. **Decide once in the store.** Answers and messages are delivered to the
    run's inbox only to the version of the workflow they were checked or
    encoded for (``Store.deliver(version=)``: a migration takes turns with
@@ -27,21 +24,21 @@ skip a step.
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._inbox import expired_instead
 from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
-from treadle._engine._answers import request_rules
 from treadle._exceptions import (
-    ActionRefusedError,
     RequestAlreadyAnsweredError,
     RunBusyError,
     RunPausedError,
 )
-from treadle._values._actors import Actor, Role, answer_refusal
+from treadle._workflow._rights import (
+    answer_rules,
+    check_answer_right,
+    check_right,
+)
 from treadle._workflow._runs import deliverable_answers, deliverable_message, fork_run, take_over
 
 if TYPE_CHECKING:
@@ -60,82 +57,10 @@ if TYPE_CHECKING:
         RunWrites,
         Store,
     )
+    from treadle._values._actors import Actor
     from treadle._values._serialization import Serializer
     from treadle._workflow._runs import TakenOver
     from treadle._workflow._workflow import Workflow
-
-ROLES = {
-    "message": Role.OPERATOR,
-    "start": Role.OPERATOR,
-    "cancel": Role.OPERATOR,
-    "pause": Role.OPERATOR,
-    "unpause": Role.OPERATOR,
-    "resume": Role.OPERATOR,
-    "fork": Role.OPERATOR,
-    "delete": Role.ADMIN,
-    "prune": Role.ADMIN,
-    "migrate": Role.ADMIN,
-}
-"""The role each control action needs (DESIGN §17); answers follow their request's rules."""
-
-
-def actor_or_default(actor: Actor | None) -> Actor:
-    """``actor``, or the Python program acting on its own store (``python:USER@HOST``)."""
-    return _python_actor() if actor is None else actor
-
-
-@functools.cache
-def _python_actor() -> Actor:
-    """:meth:`Actor.python`, asked once: the process's user and host do not change."""
-    return Actor.python()
-
-
-def check_right(actor: Actor, action: str, run_id: str | None) -> None:
-    """Refuse ``actor`` an action its role does not allow.
-
-    Raises:
-        ActionRefusedError: naming the role the action needs; nothing changed.
-    """
-    needed = ROLES[action]
-    if not actor.may(needed):
-        reason = f"{actor.label} is a {actor.role.label}: {action} needs the {needed.label} role"
-        raise ActionRefusedError(actor.label, action, run_id, reason)
-
-
-def answer_rules(restored: RestoredRun, request_id: str) -> tuple[tuple[str, ...], bool]:
-    """Who may answer a pending request (its approvers) and whether it needs four eyes."""
-    try:
-        waiting = restored.waits.find_request(request_id)
-    except LookupError:
-        return (), False
-    return request_rules(waiting)  # kept on the wait, inside a sub-workflow too
-
-
-def starter_of(run: RunRecord) -> str | None:
-    """The label of the actor that started the run, as its row keeps it (``None``: unknown)."""
-    text = getattr(run, "started_by", None)
-    if not text:
-        return None
-    try:
-        return Actor.from_json(json.loads(text)).label
-    except ValueError:
-        return None
-
-
-def check_answer_right(
-    actor: Actor, run: RunRecord, request_id: str, rules: tuple[tuple[str, ...], bool]
-) -> None:
-    """Refuse ``actor`` an answer its request does not let it give.
-
-    Raises:
-        ActionRefusedError: naming who may answer; nothing changed.
-    """
-    approvers, four_eyes = rules
-    refusal = answer_refusal(actor, approvers, starter=starter_of(run), four_eyes=four_eyes)
-    if refusal is not None:
-        action = f"answering request {request_id!r}"
-        raise ActionRefusedError(actor.label, action, run.run_id, refusal)
-
 
 # --- answers and messages -------------------------------------------------------------
 
@@ -449,19 +374,6 @@ async def migrate(
     """Move a leased run to another version of its workflow (``Store.migrate_run``), recorded."""
     check_right(actor, "migrate", lease.run_id)
     return await store.migrate_run(lease, version, graph, checkpoint, actor=actor)
-
-
-def started_by(actor: Actor | None) -> str:
-    """What a new run's row keeps of who started it (the actor as JSON text)."""
-    chosen = actor_or_default(actor)
-    check_right(chosen, "start", None)
-    return _encoded(chosen)
-
-
-@functools.lru_cache(maxsize=256)
-def _encoded(actor: Actor) -> str:
-    """:meth:`Actor.encode`, once per actor: most runs are started by the same few."""
-    return actor.encode()
 
 
 async def start_queued(

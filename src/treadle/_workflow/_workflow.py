@@ -21,9 +21,9 @@ from treadle._engine._options import (
 )
 from treadle._exceptions import RunPausedError, TreadleError
 from treadle._workflow import _actions as door
-from treadle._workflow._actions import actor_or_default
 from treadle._workflow._launch import Launch, open_run
 from treadle._workflow._pausing import paused_result
+from treadle._workflow._rights import actor_or_default, started_by
 from treadle._workflow._runs import RunHistory, TakenOver, run_history, take_over
 from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
 from treadle._workflow._sync import SyncEventStream, run_in_thread
@@ -428,7 +428,7 @@ class Workflow(WorkflowGraph):
 
 def starter(actor: Actor | None) -> str:
     """Who a new run's row says started it: ``actor`` (default this program), if it may."""
-    return door.started_by(actor)
+    return started_by(actor)
 
 
 async def drive(workflow: Workflow, launch: Launch) -> RunResult:
