@@ -8,6 +8,7 @@ drawn in CONTRIBUTING.md. They count every import, including those under
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,3 +95,31 @@ def test_every_package_and_public_module_stands_on_a_floor():
         or (path.is_dir() and (path / "__init__.py").exists())
     }
     assert modules - _named_in_layers() == set()
+
+
+def _drawn_floors() -> dict[str, int]:
+    """Each module CONTRIBUTING.md's drawing of the layers names, with the floor it is drawn on."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    drawing = text.split("## Layers", 1)[1].split("```", 2)[1]
+    floors: dict[str, int] = {}
+    floor = 0
+    for line in drawing.splitlines():
+        number = re.match(r"\s*(\d+)\s", line)
+        if number:
+            floor = int(number.group(1))
+        for name in re.findall(r"(?<![\w.])(_[a-z]\w*)(?:/|\.py\b)", line):
+            floors[f"treadle.{name}"] = floor
+        for name in re.findall(r"(?:(?<=\s)|^)(?:treadle)?\.([a-z]\w*)", line):
+            floors[f"treadle.{name}"] = floor
+    return floors
+
+
+def test_the_drawing_in_contributing_shows_every_floor_as_the_contracts_do():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (floors,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    contracted = {
+        part.strip(): len(floors) - index
+        for index, floor in enumerate(floors)
+        for part in floor.split("|")
+    }
+    assert _drawn_floors() == contracted
