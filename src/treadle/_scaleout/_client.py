@@ -128,6 +128,7 @@ class Client:
         chosen = run_id or uuid.uuid4().hex
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
+        fields = known.search_fields.of_input(message, chosen) if known is not None else ()
         await door.start_queued(
             self.store,
             chosen,
@@ -136,6 +137,7 @@ class Client:
             actor=self.actor,
             deadline_at=deadline,
             version=version,
+            fields=fields,
         )
         return chosen
 

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
-from treadle._stores import _sql_ownership, _sql_queue
+from treadle._stores import _sql_ownership, _sql_queue, _sql_search
 from treadle._stores._audit import delivered
 from treadle._stores._pausing import PAUSED, paused_status
 from treadle._stores._postgres_leases import LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
+from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import InboxItem
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_pools import Connection
     from treadle._values._actors import Actor
+    from treadle._values._search_fields import FieldValue
 
 __all__ = ["READY_CHANNEL", "Claim", "InboxItem", "RunQueue"]
 
@@ -214,11 +216,14 @@ async def enqueue_run(
     deadline_at: float | None = None,
     version: int = 0,
     actor: Actor | None = None,
+    fields: Sequence[FieldValue] = (),
 ) -> bool:
     """Create a pending run with its input; ``False`` if the id exists for this workflow.
 
     With ``actor``, the row keeps who started it and ``run_started`` is
     recorded with it (its event, its audit entry), in the same transaction.
+    ``fields`` are its input search fields, written with it, so filters find
+    it while it waits for a worker.
 
     ``version`` pins the run to a version of its workflow; 0 leaves the
     choice to the worker that starts it (the newest it hosts).
@@ -243,6 +248,8 @@ async def enqueue_run(
                 raise RunExistsError(run_id)
             return False
         await connection.execute(_sql_queue.INSERT_INBOX, (run_id, "start", None, payload, now))
+        for template, values in _sql_search.value_writes(run_id, fields):
+            await connection.execute(POSTGRES.render(template), values)
         await connection.execute(NOTIFY_READY)  # sent when the transaction commits
         if actor is not None:
             await record(connection, delivered(run_id, [("start", None, payload)], actor), now)

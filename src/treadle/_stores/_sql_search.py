@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from treadle._stores._records import CheckpointRecord
     from treadle._values._filter import Value
+    from treadle._values._search_fields import FieldValue
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
@@ -72,8 +73,13 @@ def field_writes(checkpoints: Sequence[CheckpointRecord]) -> list[tuple[str, tup
     if not any(checkpoint.fields for checkpoint in checkpoints):
         return []
     run_id = checkpoints[-1].info.run_id
+    return value_writes(run_id, merged(checkpoint.fields for checkpoint in checkpoints))
+
+
+def value_writes(run_id: str, values: Sequence[FieldValue]) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements (templates and parameters) that set or unset ``values`` of one run."""
     writes: list[tuple[str, tuple[Any, ...]]] = []
-    for value in merged(checkpoint.fields for checkpoint in checkpoints):
+    for value in values:
         if value.unset:
             writes.append((DELETE_FIELD, (run_id, value.name)))
         else:

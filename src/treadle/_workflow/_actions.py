@@ -42,7 +42,7 @@ from treadle._workflow._rights import (
 from treadle._workflow._runs import deliverable_answers, deliverable_message, fork_run, take_over
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._pausing import PauseOutcome, Unpaused
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         Store,
     )
     from treadle._values._actors import Actor
+    from treadle._values._search_fields import FieldValue
     from treadle._values._serialization import Serializer
     from treadle._workflow._runs import TakenOver
     from treadle._workflow._workflow import Workflow
@@ -385,8 +386,11 @@ async def start_queued(
     actor: Actor,
     deadline_at: float | None = None,
     version: int = 0,
+    fields: Sequence[FieldValue] = (),
 ) -> bool:
     """Queue a run for the workers (``enqueue_run``), recording ``run_started`` with its actor.
+
+    ``fields`` are its input search fields, written with it.
 
     ``False``: a run of this id and workflow exists already (nothing new).
 
@@ -398,5 +402,12 @@ async def start_queued(
 
     check_right(actor, "start", run_id)
     return await enqueue_run(
-        store, run_id, workflow, payload, deadline_at=deadline_at, version=version, actor=actor
+        store,
+        run_id,
+        workflow,
+        payload,
+        deadline_at=deadline_at,
+        version=version,
+        actor=actor,
+        fields=fields,
     )

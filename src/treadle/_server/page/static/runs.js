@@ -1,5 +1,6 @@
-// The runs list: newest first, filtered by status and workflow, paged by the
-// API's next_cursor, and refreshed every two seconds while shown.
+// The runs list: newest first, filtered by status, workflow, outcome and a
+// search (a filter of docs/search.md, passed as ?where=), paged by the API's
+// next_cursor, and refreshed every two seconds while shown.
 
 import { enc, get, withQuery } from "./api.js";
 import { fill, h, outcomeBadge, shortId, statusBadge, STATUSES, when } from "./dom.js";
@@ -11,6 +12,7 @@ export function runsView(main, query) {
   const status = query.get("status") || "";
   const workflow = query.get("workflow") || "";
   const outcome = query.get("outcome") || "";
+  const search = query.get("where") || "";
   const limit = Math.min(Math.max(Number(query.get("limit")) || PAGE_SIZE, 1), 200);
   const cursors = [null]; // the cursor of every page seen so far; the last is the one shown
   let stopped = false;
@@ -24,17 +26,28 @@ export function runsView(main, query) {
   const workflowSelect = h("select", { id: "filter-workflow", name: "workflow" }, h("option", { value: "" }, "any workflow"));
   if (workflow) workflowSelect.append(h("option", { value: workflow, selected: true }, workflow));
   const outcomeInput = h("input", { id: "filter-outcome", name: "outcome", type: "search", value: outcome, placeholder: "any outcome", size: 12 });
+  const searchInput = h("input", {
+    id: "filter-where",
+    name: "where",
+    type: "search",
+    value: search,
+    placeholder: 'fields.customer == "42" && status == "awaiting_input"',
+    size: 48,
+    "aria-describedby": "filter-where-help",
+  });
   const applyFilters = () => {
     location.hash = withQuery("#/runs", {
       status: statusSelect.value,
       workflow: workflowSelect.value,
       outcome: outcomeInput.value.trim(),
+      where: searchInput.value.trim(),
       limit: query.get("limit"),
     });
   };
   statusSelect.addEventListener("change", applyFilters);
   workflowSelect.addEventListener("change", applyFilters);
   outcomeInput.addEventListener("change", applyFilters);
+  searchInput.addEventListener("change", applyFilters);
 
   const body = h("tbody");
   const newer = h("button", { type: "button", disabled: true }, "← Newer");
@@ -54,6 +67,9 @@ export function runsView(main, query) {
       workflowSelect,
       h("label", { for: "filter-outcome" }, "Outcome "),
       outcomeInput,
+      h("label", { for: "filter-where" }, "Search "),
+      searchInput,
+      h("span", { id: "filter-where-help", class: "muted" }, "a filter: status, outcome, workflow, fields.NAME (docs/search.md)"),
     ),
     problem,
     h(
@@ -74,7 +90,7 @@ export function runsView(main, query) {
   async function load() {
     const cursor = cursors[cursors.length - 1];
     try {
-      const page = await get(withQuery("/api/runs", { status, workflow, outcome, limit, cursor }));
+      const page = await get(withQuery("/api/runs", { status, workflow, outcome, where: search, limit, cursor }));
       if (stopped) return;
       problem.replaceChildren();
       nextCursor = page.next_cursor;
@@ -93,7 +109,7 @@ export function runsView(main, query) {
                 h("td", {}, when(run.updated_at)),
               ),
             )
-          : h("tr", {}, h("td", { colspan: 6, class: "muted" }, status || workflow || outcome ? "No run matches." : "No runs yet. ", status || workflow || outcome ? "" : h("a", { href: "#/start" }, "Start one."))),
+          : h("tr", {}, h("td", { colspan: 6, class: "muted" }, status || workflow || outcome || search ? "No run matches." : "No runs yet. ", status || workflow || outcome || search ? "" : h("a", { href: "#/start" }, "Start one."))),
       );
       newer.disabled = cursors.length < 2;
       older.disabled = !nextCursor;
