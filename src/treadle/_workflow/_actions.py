@@ -402,12 +402,6 @@ async def start_queued(
 
     check_right(actor, "start", run_id)
     return await enqueue_run(
-        store,
-        run_id,
-        workflow,
-        payload,
-        deadline_at=deadline_at,
-        version=version,
-        actor=actor,
+        store, run_id, workflow, payload, deadline_at=deadline_at, version=version, actor=actor,
         fields=fields,
-    )
+    )  # fmt: skip
