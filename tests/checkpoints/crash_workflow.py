@@ -3,6 +3,9 @@
     python crash_workflow.py run    STORE SIDE RUN_ID [DURABILITY]  # prints "started", runs
     python crash_workflow.py resume STORE SIDE RUN_ID [DURABILITY]  # resumes in a new process
 
+The test runs it as ``python -c "import crash_workflow; crash_workflow.script(...)"``,
+so that its classes are stored under the module's name, not ``__main__``.
+
 Every invocation records (run, superstep, executor) in a side table of its
 own SQLite file before doing its work, so the test can count how many times
 each superstep was executed, across processes and kills.
@@ -87,6 +90,13 @@ async def main(mode: str, store_path: str, run_id: str, durability: str = "sync"
         await store.close()
 
 
-if __name__ == "__main__":
-    _, mode, store_path, SIDE_PATH, run_id, *durability = sys.argv
+def script(args: list[str]) -> None:
+    """The script's body: imported by name, its classes are stored as ``crash_workflow.*``,
+    the names the test's own process (which resumes) knows them by."""
+    global SIDE_PATH  # the side table of this process, set once
+    mode, store_path, SIDE_PATH, run_id, *durability = args
     asyncio.run(main(mode, store_path, run_id, *durability))
+
+
+if __name__ == "__main__":
+    script(sys.argv[1:])
