@@ -41,7 +41,7 @@ def without(tmp_path: Path, extra: str) -> Cli:
         (hidden / package / "__init__.py").write_text(
             f'raise ImportError("No module named {package!r} (hidden by the test)")\n'
         )
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, process=True)  # a process of its own: the extra was never imported
     cli.env["PYTHONPATH"] = f"{hidden}:{HERE}"
     return cli
 

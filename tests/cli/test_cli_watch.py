@@ -268,13 +268,20 @@ def test_watch_until_end_follows_a_run_through_its_rest_to_its_end(tmp_path):
     following = cli.start("watch", "a-1", "--until-end")
     try:
         [request] = cli.json("show", "a-1")["pending_requests"]
+        # Answered only once the watcher has drawn the rest, or it could read the run
+        # already answered (a command in this process answers within milliseconds).
+        assert following.stdout is not None
+        before = ""
+        while "treadle respond" not in before and (line := following.stdout.readline()):
+            before += line
         deadline = time.monotonic() + DEADLINE
         while following.poll() is None and time.monotonic() < deadline:
             answered = cli("respond", "a-1", request["request_id"], "true")
             if answered.returncode == 0:
                 break
             time.sleep(0.1)
-        shown, errors = following.communicate(timeout=DEADLINE)
+        after, errors = following.communicate(timeout=DEADLINE)
+        shown = before + after
     finally:
         if following.poll() is None:
             following.kill()

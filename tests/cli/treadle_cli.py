@@ -1,14 +1,37 @@
-"""The `treadle` command as the CLI tests drive it: real subprocesses on one SQLite file."""
+"""The `treadle` command as the CLI tests drive it, on one SQLite file.
+
+A command is run in the test's own process by default, through typer's
+``CliRunner`` on the same ``app`` the console script runs: parsing, output,
+JSON and exit codes are what a process would show, without a Python start
+per command. A test about what only a process has (signals, a closed pipe,
+a kill, packages hidden from imports, the console script itself) asks for a
+real one: ``Cli(tmp_path, process=True)``, or ``cli.start(...)`` for one it
+steers while it runs.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import traceback
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from typer.testing import CliRunner
+
+from treadle._cli._app import app
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from click.testing import Result
 
 HERE = Path(__file__).parent
 TREADLE = str(Path(sys.executable).parent / "treadle")
@@ -24,15 +47,19 @@ class Cli:
 
     The environment is the test's own less any ``TREADLE_`` setting, so a
     developer's shell cannot change what a test sees; ``env`` adds some back.
+    ``process`` runs each command as a process of its own (see the module).
     """
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    def __init__(self, tmp_path: Path, *, process: bool = False, **env: str) -> None:
         self.cwd = tmp_path
         self.db = tmp_path / "runs.sqlite"
+        self.process = process
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
         self.env = {**inherited, "PYTHONPATH": str(HERE), "TREADLE_STORE": str(self.db), **env}
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        if not self.process:
+            return self.invoke(*args)
         return subprocess.run(
             [TREADLE, *args],
             cwd=self.cwd,
@@ -42,6 +69,58 @@ class Cli:
             timeout=50,
             check=False,
         )
+
+    def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The command run in this process, answered as a finished process would be.
+
+        An exception the command lets out is printed to stderr with exit code
+        1, as Python does for a process, so "no traceback" still fails when
+        one escapes.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            result = self._run(args)
+        else:  # an async test: the command runs its own loop, so on a thread of its own
+            with concurrent.futures.ThreadPoolExecutor(1) as thread:
+                result = thread.submit(self._run, args).result()
+        stderr = result.stderr
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            stderr += "".join(traceback.format_exception(result.exception))
+        done = [TREADLE, *args]
+        return subprocess.CompletedProcess(done, result.exit_code, result.stdout, stderr)
+
+    def _run(self, args: tuple[str, ...]) -> Result:
+        with self._as_a_process():
+            return CliRunner().invoke(app, list(args), prog_name="treadle")
+
+    @contextlib.contextmanager
+    def _as_a_process(self) -> Iterator[None]:
+        """Within: this command's directory, environment and import path, undone after.
+
+        Modules imported from the test's files (the apps) are forgotten
+        afterwards, so the next command imports them afresh as a new process
+        would; the library's own modules stay loaded.
+        """
+        paths = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        roots = [str(Path(p).resolve()) for p in [*paths, self.cwd, HERE.parent]]
+        saved_path, saved_modules = list(sys.path), set(sys.modules)
+        saved_env, saved_cwd = dict(os.environ), Path.cwd()
+        os.environ.clear()
+        os.environ.update(self.env)
+        sys.path[:0] = paths
+        os.chdir(self.cwd)
+        try:
+            yield
+        finally:
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            sys.path[:] = saved_path
+            for name in set(sys.modules) - saved_modules:
+                file = getattr(sys.modules[name], "__file__", None) or ""
+                if any(file.startswith(root) for root in roots):
+                    del sys.modules[name]
 
     def json(self, *args: str):
         done = self(*args, "--json")

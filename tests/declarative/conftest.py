@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from cli.treadle_cli import Cli
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,24 +22,9 @@ def write(tmp_path: Path):
     return write
 
 
-TREADLE = str(Path(sys.executable).parent / "treadle")
-
-
 @pytest.fixture
 def treadle_command(tmp_path: Path):
-    """The `treadle` command in a subprocess, in tmp_path, with these tests' modules importable."""
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
-        env = {**inherited, "PYTHONPATH": str(HERE.parent), "COLUMNS": "300", "NO_COLOR": "1"}
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
-
-    return run
+    """The `treadle` command in tmp_path, with these tests' modules importable and no store."""
+    cli = Cli(tmp_path, PYTHONPATH=str(HERE.parent), COLUMNS="300", NO_COLOR="1")
+    del cli.env["TREADLE_STORE"]
+    return cli
