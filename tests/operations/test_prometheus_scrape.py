@@ -166,10 +166,20 @@ def test_prometheus_scraping_serve_and_two_workers_agrees_with_the_store(
     )  # fmt: skip
 
     api = httpx.Client(base_url=f"http://127.0.0.1:{serve_port}", headers=AUTH, timeout=20)
+    prometheus = Prometheus(prometheus_port)
+    try:
+        _drive_and_compare(api, prometheus, serve, tmp_path)
+    finally:
+        api.close()
+        prometheus.client.close()
+
+
+def _drive_and_compare(api, prometheus, serve, tmp_path):
     _wait_until(lambda: api.get("/api/workflows").status_code == 200, "treadle serve answers")
     assert serve.poll() is None
     # /metrics is behind the access rules: no token, no metrics.
-    assert httpx.get(f"http://127.0.0.1:{serve_port}/metrics").status_code == 401
+    with httpx.Client(base_url=str(api.base_url)) as anonymous:
+        assert anonymous.get("/metrics").status_code == 401
 
     # Load: loops that complete, approvals that wait, failures; the workers drive them all.
     started: list[str] = []
@@ -208,7 +218,6 @@ def test_prometheus_scraping_serve_and_two_workers_agrees_with_the_store(
     waiting = len(open_requests())
     assert waiting == APPROVALS - ANSWERED
 
-    prometheus = Prometheus(prometheus_port)
     _wait_until(
         lambda: prometheus.value("count(up == 1)") == 3, "Prometheus scrapes all three targets"
     )
