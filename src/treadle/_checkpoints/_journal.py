@@ -52,8 +52,9 @@ _RUN_STARTED = "run_started"  # RunStarted's kind in the log
 _LOGGED, _OWN, _LIVE = 0, 1, 2
 """What the journal does with an event: log it; leave it to the checkpointer; not log it.
 
-Ephemeral events (``_LIVE``) reach this process's live followers from the
-context that raised them, the moment they are raised (``_engine/_live.py``).
+Ephemeral events (``_LIVE``) reach the run's live followers, in any process,
+from the context that raised them, the moment they are raised
+(``_checkpoints/_live_relay.py``).
 """
 
 # What the journal does with each event class, found once per class.

@@ -68,6 +68,9 @@ async def watch(
 ) -> Stop | None:
     """Show the run's events until it ends or rests; what stopped watching first, if anything.
 
+    Its live events (token deltas, progress: ``seq`` 0) come between the
+    logged ones as they are raised, wherever the run runs.
+
     ``until_end``: follow it through its rests (awaiting input, waiting on a
     timer, paused) until it ends. ``idle``: see :func:`follow`.
 
@@ -77,7 +80,7 @@ async def watch(
 
     async def consume() -> None:
         async for event in follow(
-            store, run_id, after=after, poll=poll, stop_at_rest=not until_end, idle=idle
+            store, run_id, after=after, poll=poll, stop_at_rest=not until_end, idle=idle, live=True
         ):
             shown(event)
 

@@ -207,14 +207,16 @@ def watch(
     """Follow a run live, wherever it runs, until it ends or rests (Ctrl-C stops watching only).
 
     Draws its supersteps, executors, outputs and failures from its event
-    log, and the superstep under way (which executors, for how long) while
-    its events are not yet committed; with --until-end, on through each
+    log, and the superstep under way (which executors, for how long, their
+    progress and an agent's reply as it streams, wherever the run runs)
+    while its events are not yet committed; with --until-end, on through each
     rest, saying what it asks, until it ends (completed, failed, cancelled,
     stalled). Ends with where it stands and what it asks. Exit code: the run's
     (0 completed, 1 failed or cancelled, 3 resting or paused); 130 when
     Ctrl-C stopped watching (143 SIGTERM, 129 SIGHUP, 141 a closed
     output), which leaves the run as it was.
-    With --json: its events as JSON lines.
+    With --json: its events as JSON lines, live ones (token deltas,
+    progress before its superstep commits) with "seq": null.
     """
 
     async def work(s: Store) -> tuple[str, commands.RunView | Stop]:
@@ -367,6 +369,8 @@ def _event_line(event: LoggedEvent) -> dict[str, Any]:
     """An event as ``logs --json`` and ``export`` write it: an action with its ``said`` sentence."""
     said = action_sentence(event.kind, event.data, event.at)
     line = event_json(event)
+    if not event.seq:  # a live event (watch): not in the log, nothing to resume from
+        line["seq"] = None
     return line if said is None else {**line, "said": said}
 
 

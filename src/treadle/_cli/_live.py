@@ -8,9 +8,16 @@ from the log of a run driven anywhere. So a run reads the same whoever
 draws it: a line per superstep with its executors, each retry with its
 attempt and the wait before it, a failure that ends an invocation with its
 full traceback, each output as it commits, the status the run comes to;
-a progress bar per executor that reports progress; and below them, while a
-superstep is under way, a line naming the executors still running in it
-and for how long.
+a progress bar per executor that reports progress; a line per agent
+whose reply is streaming, showing its last words as they arrive; and below
+them, while a superstep is under way, a line naming the executors still
+running in it and for how long.
+
+Read from a log, a run's progress and an agent's streaming reply arrive
+live (``seq`` 0: raised in whatever process drives the run, before its
+superstep commits); the committed events replace them: the streaming line
+goes when its executor's invocation ends, and a bar moves on to what
+committed.
 
 A bar is finished (100%) when its executor completes: handlers often report
 progress before each step, or without a total, so the last report they
@@ -57,6 +64,7 @@ if TYPE_CHECKING:
 
 _SHORT = 200  # characters of a value shown on one line
 _ENDS_AN_INVOCATION = frozenset({"executor_completed", "executor_suspended", "executor_failed"})
+_STREAMED = 60  # characters of an agent's streaming reply shown on its line
 
 
 async def stream_run(
@@ -139,6 +147,7 @@ class LiveView:
         self._running: TaskID | None = None
         self._running_step = -1
         self._running_ids: list[str] | None = None
+        self._streams: dict[str, tuple[TaskID, str]] = {}  # executor id: its line, its text
         self.last_seq = 0
         """The ``seq`` of the last event drawn from a log (0: none yet)."""
         self.last_at: float | None = None
@@ -159,13 +168,17 @@ class LiveView:
 
     def draw(self, event: LoggedEvent) -> None:
         """Draw one event: a bar moves (or finishes), or its lines print above the bars."""
-        self.last_seq = event.seq or self.last_seq
-        self.last_at, self.last_superstep = event.at, event.superstep
+        if event.seq or self._as_it_runs:  # a live one read from a log tells of no commit
+            self.last_seq = event.seq or self.last_seq
+            self.last_at, self.last_superstep = event.at, event.superstep
         if self._quiet:
             return
         self._drawn = True
         if event.kind == "progress":
             self._advance(event)
+            return
+        if event.kind == "agent_delta":
+            self._stream(event)
             return
         self._follow_superstep(event)
         if event.kind == "executor_completed":
@@ -192,6 +205,7 @@ class LiveView:
         The blank line parts the live view from the run's outcome printed below it.
         """
         self._end_running()
+        self._end_streams()
         if self._started:
             if not self._progress.tasks:  # only a running line was shown: nothing to leave
                 self._progress.live.transient = True
@@ -201,10 +215,37 @@ class LiveView:
             self._progress.console.print()
             self._drawn = False
 
+    # -- an agent's reply as it streams ----------------------------------------------------
+    def _stream(self, event: LoggedEvent) -> None:
+        """An agent's delta: its line shows the reply's last words (or the tool it calls)."""
+        key = event.executor_id or "run"
+        data = event.data
+        line, text = self._streams.get(key, (None, ""))
+        if data.get("kind") == "tool_call":
+            text = f"calling {data.get('tool') or 'a tool'}"
+        else:
+            text = (text + str(data.get("delta", "")))[-_STREAMED:]
+        shown = escape(f"{key}: {text[-_STREAMED:]}".replace("\n", " "))
+        self._start()
+        if line is None:
+            line = self._progress.add_task(shown, total=None, streaming=True)
+        else:
+            self._progress.update(line, description=shown)
+        self._streams[key] = (line, text)
+
+    def _end_streams(self, executor_id: str | None = None) -> None:
+        """The committed events have come: the streaming lines they replace go."""
+        for key in [executor_id] if executor_id is not None else list(self._streams):
+            ended = self._streams.pop(key, None)
+            if ended is not None:
+                self._progress.remove_task(ended[0])
+
     # -- the line of the superstep under way ---------------------------------------------
     def _follow_superstep(self, event: LoggedEvent) -> None:
         """Keep the running line to what the event says of its superstep."""
         kind, who = event.kind, event.executor_id
+        if self._streams and (kind in _ENDS_AN_INVOCATION or kind == "superstep_completed"):
+            self._end_streams(who if kind in _ENDS_AN_INVOCATION else None)
         if kind == "superstep_started":
             self._end_running()
             if self._as_it_runs:
@@ -291,7 +332,7 @@ class _Bar(ProgressColumn):
 
     def render(self, task: Task) -> RenderableType:
         """The bar of a task that reports progress."""
-        if task.fields.get("since") is not None:
+        if task.fields.get("since") is not None or task.fields.get("streaming"):
             return Text("")
         return self._bar.render(task)
 
@@ -306,6 +347,8 @@ class _Measure(ProgressColumn):
     def render(self, task: Task) -> RenderableType:
         """The percentage done, or the time its superstep has been running."""
         since = task.fields.get("since")
+        if task.fields.get("streaming"):
+            return Text("")
         if since is None:
             return self._percentage.render(task)
         return Text(elapsed(time.time() - since), style="dim")

@@ -25,7 +25,6 @@ from treadle._engine._context_waits import DurableWaits
 from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
-from treadle._engine._live import LIVE
 from treadle._engine._outcomes import checked_outcome
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
@@ -327,27 +326,31 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     def emit(self, event: WorkflowEvent) -> None:
         """Route an event to the live stream or to this invocation's batch.
 
-        An ephemeral event also goes to this process's live followers at once.
+        An ephemeral or ``before_barrier`` event (a token delta, progress) of
+        a stored run also goes to the run's relay at once: its followers in
+        any process see it before the barrier.
         """
         loop = self._loop
         if loop is not None and get_ident() != self._loop_thread:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
                 loop.call_soon_threadsafe(self._emit_from_thread, event)
             return
-        if type(event).ephemeral:
-            LIVE.publish(event)
-        if self._run.live:
-            self._run.publish(event)
+        run = self._run
+        if run.relay is not None and (type(event).ephemeral or type(event).before_barrier):
+            run.relay(event)
+        if run.live:
+            run.publish(event)
         else:
             self.kept_events().append(event)
 
     def _emit_from_thread(self, event: WorkflowEvent) -> None:
         """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
         if not self._abandoned:
-            if type(event).ephemeral:
-                LIVE.publish(event)
-            if self._run.live:
-                self._run.publish(event)
+            run = self._run
+            if run.relay is not None and (type(event).ephemeral or type(event).before_barrier):
+                run.relay(event)
+            if run.live:
+                run.publish(event)
             else:
                 self.kept_events().append(event)
 

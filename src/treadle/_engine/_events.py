@@ -33,6 +33,11 @@ class WorkflowEvent:
     """A class that sets it (an agent's token deltas) is streamed live and never logged:
     there are many, and what they add up to is what is kept."""
 
+    before_barrier: ClassVar[bool] = False
+    """A class that sets it (progress) goes to a stored run's followers in any process the
+    moment it is raised, and is logged at its barrier as every event is. Ephemeral
+    classes go there too (see ``RunLoop.relay``)."""
+
 
 @dataclass(slots=True, kw_only=True)
 class RunStarted(WorkflowEvent):
@@ -125,6 +130,7 @@ class OutputEvent(WorkflowEvent):
 class ProgressEvent(WorkflowEvent):
     """Progress reported by ``ctx.report_progress``."""
 
+    before_barrier: ClassVar[bool] = True
     current: float = 0
     total: float | None = None
     message: str | None = None

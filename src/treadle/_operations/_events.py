@@ -18,6 +18,7 @@ from treadle._engine._result import ENDED, RunStatus
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable
 
+    from treadle._stores._live import LiveFollower
     from treadle._stores._store import EventLog, LoggedEvent, RunRecord, Store
 
 ENDED_STATUSES = frozenset(status.value for status in ENDED)
@@ -52,6 +53,7 @@ async def follow(
     poll: float = POLL_INTERVAL,
     stop_at_rest: bool = False,
     idle: Callable[[RunRecord], Awaitable[None]] | None = None,
+    live: bool = False,
 ) -> AsyncGenerator[LoggedEvent, None]:
     """Every event of the run after ``after``, as it commits, until the run ends.
 
@@ -62,9 +64,32 @@ async def follow(
     read: what a follower can say of a superstep whose events are not in the
     log yet (they are written when it commits).
 
+    With ``live``, the run's live events (token deltas, progress: ``seq``
+    0) raised from now on, wherever it runs, come between the logged ones
+    as they are raised (see :mod:`treadle._stores._live`); those raised
+    before following began are not replayed.
+
     Raises:
         RunNotFoundError: no such run (or it was deleted meanwhile).
     """
+    if not live:
+        async for event in _follow(store, run_id, after, poll, stop_at_rest, idle, None):
+            yield event
+        return
+    async with store.live.follow(run_id) as follower:
+        async for event in _follow(store, run_id, after, poll, stop_at_rest, idle, follower):
+            yield event
+
+
+async def _follow(
+    store: Store,
+    run_id: str,
+    after: int,
+    poll: float,
+    stop_at_rest: bool,
+    idle: Callable[[RunRecord], Awaitable[None]] | None,
+    live: LiveFollower | None,
+) -> AsyncGenerator[LoggedEvent, None]:
     last = after
     while True:
         run = await store.get_run(run_id)  # first: see the module docstring
@@ -75,7 +100,24 @@ async def follow(
             return
         if idle is not None:
             await idle(run)
-        await asyncio.sleep(poll)
+        if live is None:
+            await asyncio.sleep(poll)
+            continue
+        async for event in _live_until(live, poll):
+            yield event
+
+
+async def _live_until(live: LiveFollower, seconds: float) -> AsyncGenerator[LoggedEvent, None]:
+    """The live events that arrive in the next ``seconds`` (the wait between two looks)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (left := deadline - loop.time()) > 0:
+        try:
+            async with asyncio.timeout(left):  # never around a yield: the consumer's awaits
+                event = await live.get()
+        except TimeoutError:
+            return
+        yield event
 
 
 async def logged_after(

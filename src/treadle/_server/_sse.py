@@ -12,28 +12,24 @@ is where the client actually got to. Once the run has ended and every event
 is sent, a last message ``event: end`` (with no id) closes the stream: a
 client should then stop rather than reconnect.
 
-Ephemeral events (an agent's token deltas: never logged) of a run this
-process drives are sent too, as they are raised, between the logged ones:
-each with its ``event:`` kind and ``"seq": null``, and no ``id``, since a
-reconnecting client cannot get them back (the final message they add up to
-is logged).
+Live events of the run, wherever it runs (an agent's token deltas, never
+logged; progress, logged at its barrier), are sent too, as they are raised,
+between the logged ones: each with its ``event:`` kind and ``"seq": null``,
+and no ``id``, since a reconnecting client cannot get them back (the final
+message deltas add up to is logged, and so is progress once it commits).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import time
 from typing import TYPE_CHECKING
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from treadle._checkpoints._journal import entry_of
-from treadle._engine._live import LIVE
 from treadle._exceptions import TreadleError
 from treadle._operations._events import follow
-from treadle._operations._shapes import event_json, iso_time
+from treadle._operations._shapes import event_json
 from treadle._server._body import check_query, int_query
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._json import ApiError, error_body, plain, status_of
@@ -45,7 +41,6 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from treadle._engine._events import WorkflowEvent
     from treadle._server._state import Served
     from treadle._stores._store import LoggedEvent
 
@@ -92,63 +87,22 @@ async def run_events(request: Request) -> Response:
 
 
 async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    """The run's logged events, with its live ephemeral ones (no ``id``) between them."""
-    logged: asyncio.Queue[LoggedEvent | BaseException | None] = asyncio.Queue()
-
-    async def read_log() -> None:  # the log, into ``logged``; None once it is all read
-        try:
-            async for event in follow(
-                served.store, run_id, after=after, poll=served.settings.event_poll
-            ):
-                logged.put_nowait(event)
-        except Exception as error:  # noqa: BLE001 - handed to the stream, which reports it
-            logged.put_nowait(error)
-        else:
-            logged.put_nowait(None)
-
-    with LIVE.subscribe(run_id) as live:
-        reader = asyncio.create_task(read_log())
-        next_logged = asyncio.ensure_future(logged.get())
-        next_live = asyncio.ensure_future(live.get())
-        try:
-            while True:
-                done, _ = await asyncio.wait(
-                    (next_logged, next_live), return_when=asyncio.FIRST_COMPLETED
-                )
-                if next_live in done:
-                    yield _live_message(next_live.result())
-                    next_live = asyncio.ensure_future(live.get())
-                if next_logged not in done:
-                    continue
-                item = next_logged.result()
-                while True:  # what the log has read already goes out without more waiting
-                    if item is None:
-                        break
-                    if isinstance(item, TreadleError):  # deleted meanwhile, or the store failed
-                        yield _error_message(served, item)
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    data = json.dumps(plain(event_json(item)), ensure_ascii=False, allow_nan=False)
-                    yield ServerSentEvent(data, event=item.kind, id=str(item.seq))
-                    # Let the loop run between events: a client gone mid-burst is noticed
-                    # at once, rather than after writing a page of events to a closed socket.
-                    await asyncio.sleep(0)
-                    if not live.empty():  # a live delta waits: it goes next
-                        break
-                    try:
-                        item = logged.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
-                if item is None:
-                    break
-                next_logged = asyncio.ensure_future(logged.get())
-        finally:
-            next_live.cancel()
-            next_logged.cancel()
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+    """The run's logged events, with its live ones (no ``id``) between them as they come."""
+    try:
+        async for event in follow(
+            served.store, run_id, after=after, poll=served.settings.event_poll, live=True
+        ):
+            if not event.seq:
+                yield _live_message(event)
+                continue
+            data = json.dumps(plain(event_json(event)), ensure_ascii=False, allow_nan=False)
+            yield ServerSentEvent(data, event=event.kind, id=str(event.seq))
+            # Let the loop run between events: a client gone mid-burst is noticed
+            # at once, rather than after writing a page of events to a closed socket.
+            await asyncio.sleep(0)
+    except TreadleError as error:  # deleted meanwhile, or the store failed
+        yield _error_message(served, error)
+        return
     yield ServerSentEvent("{}", event="end")
 
 
@@ -159,19 +113,11 @@ def _error_message(served: Served, error: TreadleError) -> ServerSentEvent:
     return ServerSentEvent(json.dumps(body), event="error")
 
 
-def _live_message(event: WorkflowEvent) -> ServerSentEvent:
-    """An ephemeral event (a token delta): no ``id``, as it is not in the log to resume from."""
-    entry = entry_of(event, time.time())
-    body = {
-        "seq": None,
-        "run_id": event.run_id,
-        "superstep": entry.superstep,
-        "type": entry.kind,
-        "executor_id": entry.executor_id,
-        "at": iso_time(entry.at),
-        "data": json.loads(entry.data),
-    }
-    return ServerSentEvent(json.dumps(body, ensure_ascii=False), event=entry.kind)
+def _live_message(event: LoggedEvent) -> ServerSentEvent:
+    """A live event (a token delta, progress before its barrier): no ``id``, not in the log."""
+    body = plain(event_json(event))
+    body["seq"] = None
+    return ServerSentEvent(json.dumps(body, ensure_ascii=False), event=event.kind)
 
 
 ENDPOINTS = (

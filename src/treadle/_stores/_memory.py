@@ -15,6 +15,7 @@ from treadle._exceptions import (
     RunNotFoundError,
 )
 from treadle._stores import _audit, _memory_events
+from treadle._stores._live import MemoryLiveFeed
 from treadle._stores._memory_events import MemoryAudit
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from treadle._stores._events import EventEntry, LoggedEvent
+    from treadle._stores._live import LiveFeed
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, Lease, RunRecord
     from treadle._values._actors import Actor
 
@@ -76,6 +78,8 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, Memo
         self._closed = False
         self._inbox_seq = 0
         self._audit: list[_audit.AuditEntry] = []
+        self.live: LiveFeed = MemoryLiveFeed()
+        """Its runs' live events, followed in this process (see :mod:`treadle._stores._live`)."""
 
     async def create_run(
         self, run: RunRecord, graph: bytes, first: CheckpointRecord, *, lease: Lease | None = None
@@ -431,6 +435,7 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, Memo
     async def close(self) -> None:
         """Make the store unusable; closing again does nothing."""
         self._closed = True
+        await self.live.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -34,6 +34,7 @@ from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, 
 from treadle._stores._audit import migrated, started_of
 from treadle._stores._postgres_commit import commit_checkpoints
 from treadle._stores._postgres_dsn import HIDDEN, redact
+from treadle._stores._postgres_live import PostgresLiveFeed
 from treadle._stores._postgres_ownership import (
     Owned,
     PostgresOwnership,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from treadle._stores._events import EventEntry
+    from treadle._stores._live import LiveFeed
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
     from treadle._values._actors import Actor
 
@@ -145,6 +147,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
         self._schema = schema
         self._migrated = False  # at worst two loops at once both find nothing to migrate
         self._stall_limit = StallLimit(lease)  # frees the rows of a process stopped mid-transaction
+        self.live: LiveFeed = PostgresLiveFeed(dsn, schema)
+        """Its runs' live events, across processes (see :mod:`treadle._stores._postgres_live`)."""
         self._pools = LoopPools(
             dsn,
             min_size=min_size,
@@ -344,6 +348,7 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
         fail as the store is closed. The pool of another event loop that is
         still running closes on that loop, soon after.
         """
+        await self.live.close()
         await self._pools.close()
 
     async def notifications(self, channel: str) -> AsyncIterator[str]:

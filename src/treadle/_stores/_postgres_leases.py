@@ -64,6 +64,7 @@ class LeasedStore:
     ) -> None:
         self.store = store
         self.lease = store.lease  # what the engine renews on paper: the claim has its own
+        self.live = store.live  # the run's live events go out as the store's
         self.held = claim  # not `claim`: that is the port's method
         self._owner = owner
         self._fence = (owner, claim.epoch)

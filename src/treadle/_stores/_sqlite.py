@@ -44,6 +44,7 @@ from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
+from treadle._stores._sqlite_live import SqliteLiveFeed
 from treadle._stores._sqlite_ownership import (
     Owned,
     SqliteOwnership,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from treadle._stores._events import EventEntry
+    from treadle._stores._live import LiveFeed
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
     from treadle._values._actors import Actor
 
@@ -145,6 +147,8 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
         self._connection: sqlite3.Connection | None = None  # the writer thread's
         self._read_connection: sqlite3.Connection | None = None  # the reader thread's
         self._migrated = threading.Event()  # set once the writer has opened the file
+        self.live: LiveFeed = SqliteLiveFeed(self._path)
+        """Its runs' live events, across processes (see :mod:`treadle._stores._sqlite_live`)."""
 
     @property
     def path(self) -> str:
@@ -345,6 +349,7 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
             if self._closed:
                 return
             self._closed = True
+        await self.live.close()
         await self._reader.stop(self._close_reader)
         await self._writer.stop(self._close_writer)
 

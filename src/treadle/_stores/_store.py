@@ -22,6 +22,7 @@ from typing import Protocol
 from treadle._stores._audit import AuditEntry, AuditLog
 from treadle._stores._events import EventEntry, EventLog, LoggedEvent
 from treadle._stores._lease_roles import Claims, Deliveries, Leases
+from treadle._stores._live import LiveEvents
 from treadle._stores._pausing import Pausing
 from treadle._stores._records import (
     CheckpointInfo,
@@ -54,6 +55,7 @@ __all__ = [
     "InboxItem",
     "Lease",
     "Leases",
+    "LiveEvents",
     "LoggedEvent",
     "Pausing",
     "Piece",
@@ -75,6 +77,7 @@ class Store(
     Pausing,
     EventLog,
     AuditLog,
+    LiveEvents,
     Protocol,
 ):
     """Where runs and their checkpoints live: every role of the port, and ``close``.
@@ -83,8 +86,8 @@ class Store(
     (the embedded default), ``PostgresStore`` (many workers). The roles:
     :class:`RunReads`, :class:`RunWrites` (the writes a lease fences),
     :class:`RunRemoval`, :class:`Leases`, :class:`Claims`,
-    :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`EventLog`
-    and :class:`AuditLog`.
+    :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`EventLog`,
+    :class:`AuditLog` and :class:`LiveEvents` (its feed of live events).
 
     **The record.** Every write that is an action on a run from outside
     (``deliver``, ``cancel``, ``pause``, ``unpause``, ``acquire`` for a
@@ -112,5 +115,6 @@ ROLES: tuple[type, ...] = (
     Pausing,
     EventLog,
     AuditLog,
+    LiveEvents,
 )
 """The roles :class:`Store` unites, in the order it names them."""

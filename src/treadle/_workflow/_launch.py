@@ -16,6 +16,7 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
+from treadle._checkpoints._live_relay import LiveRelay
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
@@ -134,6 +135,7 @@ async def open_run(
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if store is not None:  # deadlines are decided against answers at the store
             loop.ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
+            loop.relay = LiveRelay(store.live, settings.clock)
         if restored is not None:
             _restore(loop, restored)
             for request_id, answer in launch.answers.items():

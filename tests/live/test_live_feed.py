@@ -1,0 +1,108 @@
+"""A store's live feed: what a driver publishes reaches followers elsewhere, never blocking it.
+
+Every backend (memory, SQLite, PostgreSQL) is held to the same behaviour,
+through two store objects on one database (``pair``: as two processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from treadle._stores._events import EventEntry
+
+
+def entry(n: int, text: str = "", kind: str = "agent_delta") -> EventEntry:
+    return EventEntry(1, kind, "courier", 1000.0 + n, json.dumps({"delta": text or f"d{n}"}))
+
+
+async def received(follower, count: int) -> list:
+    async with asyncio.timeout(20):
+        return [await follower.get() for _ in range(count)]
+
+
+async def test_followers_get_what_is_published_after_they_began_in_order_and_only_their_run(pair):
+    driver, follower_store = pair
+    driver.live.publish("r1", entry(0, "before anyone followed"))
+    await asyncio.sleep(0.5)  # sent before the follower begins (the sender has a thread)
+    async with follower_store.live.follow("r1") as follower, driver.live.follow("r1") as here:
+        for n in range(1, 6):
+            driver.live.publish("r2", entry(n, "another run's"))
+            driver.live.publish("r1", entry(n))
+        driver.live.publish("r1", entry(6, "ünïcode ✓"))
+        for events in (await received(follower, 6), await received(here, 6)):
+            assert [e.data["delta"] for e in events] == ["d1", "d2", "d3", "d4", "d5", "ünïcode ✓"]
+            assert {(e.run_id, e.seq, e.superstep, e.kind, e.executor_id) for e in events} == {
+                ("r1", 0, 1, "agent_delta", "courier")
+            }
+            assert [e.at for e in events] == [1001.0, 1002.0, 1003.0, 1004.0, 1005.0, 1006.0]
+        await asyncio.sleep(0.3)  # time for anything else to arrive: nothing does
+        assert follower.get_nowait() is None
+        assert here.get_nowait() is None
+
+
+async def test_an_event_larger_than_a_notification_arrives_whole(pair):
+    driver, follower_store = pair
+    big = "".join(chr(0x41 + n % 26) for n in range(30_000)) + "é" * 5000  # > 8,000 bytes
+    async with follower_store.live.follow("r1") as follower:
+        driver.live.publish("r1", entry(1, big))
+        driver.live.publish("r1", entry(2, "small"))
+        first, second = await received(follower, 2)
+    assert first.data["delta"] == big
+    assert second.data["delta"] == "small"
+
+
+async def test_a_follower_that_never_reads_neither_blocks_the_driver_nor_grows_without_bound(pair):
+    driver, follower_store = pair
+    async with follower_store.live.follow("r1") as follower:
+        for n in range(5000):
+            driver.live.publish("r1", entry(n))
+        # It holds at most its buffer: the oldest went, the newest is kept.
+        async with asyncio.timeout(20):
+            while follower.dropped < 5000 - 1000:  # noqa: ASYNC110 - filled by another thread
+                await asyncio.sleep(0.02)
+        kept = []
+        while (event := follower.get_nowait()) is not None:
+            kept.append(event.data["delta"])
+        assert kept[-1] == "d4999"
+        assert len(kept) <= 1000
+
+
+async def test_a_locked_side_file_never_blocks_the_driver_and_later_events_still_arrive(tmp_path):
+    from treadle.stores import SqliteStore  # noqa: PLC0415
+
+    driver, other = SqliteStore(tmp_path / "runs.sqlite"), SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        async with other.live.follow("r1") as follower:
+            locker = sqlite3.connect(tmp_path / "runs.sqlite-live", isolation_level=None)
+            locker.execute("BEGIN EXCLUSIVE")  # no one else may write (or read) the side file
+            for n in range(100):
+                driver.live.publish("r1", entry(n))  # returns at once: queued for the sender
+            await asyncio.sleep(2)  # the sender gives up on the locked file and drops
+            locker.execute("ROLLBACK")
+            locker.close()
+            await asyncio.sleep(1.5)  # the sender's pause after a failed write
+            driver.live.publish("r1", entry(500, "after the lock"))
+            async with asyncio.timeout(20):
+                while (await follower.get()).data["delta"] != "after the lock":
+                    pass
+    finally:
+        await driver.close()
+        await other.close()
+
+
+@pytest.mark.parametrize("path", [":memory:"])
+async def test_an_in_memory_sqlite_store_keeps_its_live_events_in_its_process(path):
+    from treadle.stores import SqliteStore  # noqa: PLC0415
+
+    store = SqliteStore(path)
+    try:
+        async with store.live.follow("r1") as follower:
+            store.live.publish("r1", entry(1))
+            (event,) = await received(follower, 1)
+        assert event.data["delta"] == "d1"
+    finally:
+        await store.close()

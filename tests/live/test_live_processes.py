@@ -1,0 +1,248 @@
+"""A run's token deltas reach followers in other processes before the turn's barrier (issue 34).
+
+One process drives an agent run whose model streams slowly, held at gates
+(``live_app``); ``treadle watch --json`` and ``treadle serve`` (its event
+stream read over HTTP) follow it from two other processes. While the last
+gate is shut the turn cannot end, so its barrier cannot commit: the deltas
+they show by then came live. On PostgreSQL a ``treadle worker`` drives the
+run; on SQLite ``treadle run`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from live_app import REPLY
+
+from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
+from server.conftest import ServeProcess
+from server.sse import messages
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+HERE = Path(__file__).parent
+TREADLE = str(Path(sys.executable).parent / "treadle")
+PATHS = os.pathsep.join(str(p) for p in (HERE, HERE.parent))
+QUESTION = '"Where is my parcel?"'
+
+
+def environment(store: str, gates: Path, schema: str | None = None) -> dict[str, str]:
+    """A `treadle` subprocess's environment: the test app importable, the gates, the store."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+    env = {**inherited, "PYTHONPATH": PATHS, "TREADLE_STORE": store, "LIVE_GATES": str(gates)}
+    if schema is not None:
+        env["TREADLE_SCHEMA"] = schema
+    return env
+
+
+class Seen:
+    """What a follower in another process showed, gathered by a thread as it arrives."""
+
+    def __init__(self, lines: Iterator[Any]) -> None:
+        self.items: queue.Queue[Any] = queue.Queue()
+        self.all: list[Any] = []
+        self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True)
+        self._thread.start()
+
+    def _read(self, lines: Iterator[Any]) -> None:
+        for item in lines:
+            self.items.put(item)
+
+    def join(self) -> None:
+        """Wait until what it reads has ended (its process has exited)."""
+        self._thread.join(10)
+
+    def until(self, done: Callable[[list[Any]], bool], what: str) -> list[Any]:
+        """Everything shown so far, once ``done`` says enough was (20 s at most)."""
+        deadline = time.monotonic() + 20
+        while not done(self.all):
+            try:
+                self.all.append(self.items.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                pytest.fail(f"never shown: {what}; shown: {self.all}")
+        return list(self.all)
+
+
+def watch_lines(process: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
+    assert process.stdout is not None
+    for line in process.stdout:
+        yield json.loads(line)
+
+
+def sse_events(base: str, token: str, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run's event stream: each message's event, with its SSE ``id`` and ``event`` added."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with (
+        httpx.Client(base_url=base, timeout=60) as client,
+        client.stream("GET", f"/api/runs/{run_id}/events", headers=headers) as stream,
+    ):
+        for message in messages(stream.iter_lines()):
+            yield {**message.data, "sse_id": message.id, "sse_event": message.event}
+            if message.event == "end":
+                return
+
+
+def deltas(shown: list[dict[str, Any]]) -> list[str]:
+    """The text of the live token deltas among what a follower showed."""
+    return [e["data"]["delta"] for e in shown if e.get("type") == "agent_delta"]
+
+
+def committed_turn(shown: list[dict[str, Any]]) -> bool:
+    """Whether what a follower showed holds the turn's end (its barrier committed)."""
+    return any(
+        e.get("type") == "executor_completed" and e["executor_id"] == "courier" for e in shown
+    )
+
+
+def follow_from_two_processes(
+    store: str, schema: str | None, tmp_path: Path, driver: subprocess.Popen[str]
+) -> None:
+    """The shared body: watch and serve follow the run ``r1`` that ``driver`` drives.
+
+    ``driver`` is ``treadle run`` (which ends with the run) or ``treadle
+    worker`` (which serves on, and is stopped by the caller).
+    """
+    gates = tmp_path / "gates"
+    env = environment(store, gates, schema)
+    deadline = time.monotonic() + 30
+    while not (gates / "reached").exists():  # the reply's first chunk went out, unseen
+        assert driver.poll() is None, driver.communicate()
+        assert time.monotonic() < deadline, "the model never started streaming"
+        time.sleep(0.02)
+    watch = subprocess.Popen(
+        [TREADLE, "watch", "r1", "--json"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watched = Seen(watch_lines(watch))
+    schemas = {} if schema is None else {"TREADLE_SCHEMA": schema}
+    serve = ServeProcess(tmp_path, store, PYTHONPATH=PATHS, LIVE_GATES=str(gates), **schemas)
+    serve.args[serve.args.index("server_app")] = "live_app"
+    serve.start()
+    try:
+        serve.ready()
+        streamed = Seen(sse_events(serve.base, serve.token, "r1"))
+        # Each follows once it has shown the log so far (it listens before it reads the log).
+        watched.until(lambda shown: len(shown) >= 1, "the log's first event (watch)")
+        streamed.until(lambda shown: any(m["sse_id"] for m in shown), "the log's first event (SSE)")
+        (gates / "followed").touch()  # the reply streams on, up to its last chunk
+
+        enough = 4  # deltas; the model holds before its last chunk until `finish`
+        early_watch = watched.until(lambda s: len(deltas(s)) >= enough, "deltas (watch)")
+        early_stream = streamed.until(lambda s: len(deltas(s)) >= enough, "deltas (SSE)")
+        # The turn is still open: its barrier has not committed, and the log keeps no delta.
+        logs = subprocess.run(
+            [TREADLE, "logs", "r1", "--json"], env=env, capture_output=True, text=True, check=True
+        )
+        logged = [json.loads(line) for line in logs.stdout.splitlines()]
+        assert not committed_turn(logged), logged
+        assert "agent_delta" not in {e["type"] for e in logged}
+        assert not committed_turn(early_watch)
+        assert not committed_turn(early_stream)
+        for live in (early_watch, early_stream):
+            assert all(e["seq"] is None for e in live if e["type"] == "agent_delta")
+        assert all(m["sse_id"] is None for m in early_stream if m["type"] == "agent_delta")
+        for early in (deltas(early_watch), deltas(early_stream)):
+            text = "".join(early)
+            assert text in REPLY  # in order, none repeated
+            assert not REPLY.startswith(text)  # the first chunk went before they followed
+
+        (gates / "finish").touch()
+        assert watch.wait(timeout=60) == 0, watch.communicate()  # 0: the run completed
+        whole = watched.until(lambda s: watch.poll() is not None and watched.items.empty(), "end")
+        ended = streamed.until(lambda s: s[-1]["sse_event"] == "end", "the stream's end")
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        watch.wait()
+        watched.join()
+        for pipe in (watch.stdout, watch.stderr):
+            if pipe is not None:
+                pipe.close()
+        serve.stop()
+    # Then the committed events replace the live ones: the reply, whole, from the log.
+    for shown in (whole, [m for m in ended if m["sse_event"] != "end"]):
+        kinds = [e["type"] for e in shown]
+        first_delta = kinds.index("agent_delta")
+        turn_end = next(
+            n
+            for n, e in enumerate(shown)
+            if e["type"] == "executor_completed" and e["executor_id"] == "courier"
+        )
+        assert first_delta < turn_end
+        assert [e["data"]["value"] for e in shown if e["type"] == "output"] == [REPLY]
+        assert [e["seq"] for e in shown if e["seq"] is not None] == list(
+            range(1, len([e for e in shown if e["seq"] is not None]) + 1)
+        )
+
+
+def test_a_worker_on_postgresql_streams_deltas_to_watch_and_serve_before_the_barrier(tmp_path):
+    dsn, schema = postgres_dsn(), fresh_schema()
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    env = environment(dsn, gates, schema)
+    worker = subprocess.Popen(
+        [TREADLE, "worker", "--app", "live_app", "--poll-interval", "0.05"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = subprocess.run(
+            [TREADLE, "start", "courier", "-i", QUESTION, "--run-id", "r1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert started.returncode == 0, started.stderr
+        follow_from_two_processes(dsn, schema, tmp_path, worker)
+    finally:
+        (gates / "followed").touch()  # a failure left the run held: let it go
+        (gates / "finish").touch()
+        worker.terminate()
+        worker.communicate(timeout=60)
+        asyncio.run(drop_schemas([schema]))
+
+
+def test_a_run_on_sqlite_streams_deltas_to_watch_and_serve_in_two_other_processes(tmp_path):
+    store = str(tmp_path / "runs.sqlite")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    driver = subprocess.Popen(
+        [TREADLE, "run", "live_app:courier", "-i", QUESTION, "--run-id", "r1", "--json"],
+        cwd=tmp_path,
+        env=environment(store, gates),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        follow_from_two_processes(store, None, tmp_path, driver)
+        out, err = driver.communicate(timeout=30)
+        assert driver.returncode == 0, err
+        assert json.loads(out)["outputs"] == [REPLY]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
