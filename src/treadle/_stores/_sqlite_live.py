@@ -33,6 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from treadle._stores import _sql_live
 from treadle._stores._events import LoggedEvent
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
@@ -53,32 +54,6 @@ KEEP_ROWS = 10_000
 
 _PRUNE_EVERY = 1.0  # seconds between prunes by one writer
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS treadle_live (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    origin TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    superstep INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    executor_id TEXT,
-    at REAL NOT NULL,
-    data TEXT NOT NULL,
-    written REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS treadle_live_by_run ON treadle_live (run_id, id)"""
-_INSERT = (
-    "INSERT INTO treadle_live (origin, run_id, superstep, kind, executor_id, at, data, written)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_PRUNE = (
-    "DELETE FROM treadle_live WHERE written < ? OR id <= (SELECT MAX(id) FROM treadle_live) - ?"
-)
-_NEWEST = "SELECT COALESCE(MAX(id), 0) FROM treadle_live"
-_AFTER = (
-    "SELECT id, run_id, superstep, kind, executor_id, at, data FROM treadle_live"
-    " WHERE id > ? AND run_id = ? AND origin != ? ORDER BY id"
-)
-
 
 def side_file(path: str) -> str | None:
     """Where a database's live events are kept (``None``: an in-memory database has none)."""
@@ -92,7 +67,7 @@ def _connect(path: str) -> sqlite3.Connection:
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=OFF")
-        connection.executescript(_SCHEMA)
+        connection.executescript(_sql_live.SIDE_FILE_SCHEMA)
     except BaseException:
         connection.close()
         raise
@@ -157,9 +132,9 @@ class SqliteLiveFeed:
         ]
         connection.execute("BEGIN IMMEDIATE")
         try:
-            connection.executemany(_INSERT, rows)
+            connection.executemany(_sql_live.INSERT_LIVE, rows)
             if now - self._last_prune > _PRUNE_EVERY:
-                connection.execute(_PRUNE, (now - KEEP_SECONDS, KEEP_ROWS))
+                connection.execute(_sql_live.PRUNE_LIVE, (now - KEEP_SECONDS, KEEP_ROWS))
                 self._last_prune = now
             connection.execute("COMMIT")
         except BaseException:
@@ -183,7 +158,9 @@ class _Reader:
         self._lock = threading.Lock()  # a read still on its thread when the follower leaves
         self._run_id = run_id
         self._origin = origin
-        self._last = int(connection.execute(_NEWEST).fetchone()[0])  # from now on, not before
+        self._last = int(
+            connection.execute(_sql_live.NEWEST_LIVE).fetchone()[0]
+        )  # from now on, not before
         self._version = self._data_version()
 
     @classmethod
@@ -203,7 +180,9 @@ class _Reader:
         if version == self._version:
             return []
         self._version = version
-        rows = self._connection.execute(_AFTER, (self._last, self._run_id, self._origin))
+        rows = self._connection.execute(
+            _sql_live.LIVE_AFTER, (self._last, self._run_id, self._origin)
+        )
         events = []
         for row_id, run_id, superstep, kind, executor_id, at, data in rows:
             self._last = row_id
