@@ -25,9 +25,9 @@ import httpx
 import pytest
 from live_app import REPLY
 
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from server.conftest import ServeProcess
 from server.sse import messages
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

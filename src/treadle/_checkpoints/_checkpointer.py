@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._barrier import BarrierState
     from treadle._engine._clock import Clock
+    from treadle._engine._events import WorkflowEvent
     from treadle._engine._metrics import RunMeter
     from treadle._engine._options import Durability
     from treadle._stores._run_roles import RunWrites
@@ -324,6 +325,11 @@ class Checkpointer:
             if self._writing is None:
                 self._start_writing(immediate=True)  # awaited right here
             await self._finish_writing()
+
+    def relay(self, event: WorkflowEvent) -> None:
+        """Hand a live event to the run's followers now, through its journal's feed."""
+        if self.journal is not None:
+            self.journal.relay(event)
 
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Record a status that commits no superstep (failed, cancelled, running).

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._barrier import EventSink
     from treadle._engine._clock import Clock
+    from treadle._stores._live import LiveFeed
 
 # The fields every event has, which the log keeps in columns of their own.
 _COMMON = frozenset(("run_id", "superstep", "executor_id", "sequence"))
@@ -54,7 +55,7 @@ _LOGGED, _OWN, _LIVE = 0, 1, 2
 
 Ephemeral events (``_LIVE``) reach the run's live followers, in any process,
 from the context that raised them, the moment they are raised
-(``_checkpoints/_live_relay.py``).
+(:meth:`EventJournal.relay`).
 """
 
 # What the journal does with each event class, found once per class.
@@ -187,6 +188,8 @@ class EventJournal:
             (``None`` for a new run): a status is logged when it changes.
         superstep: The run's last committed superstep (0 for a new run).
         owner: The process taking a stored run up (``host:pid:tag``), if known.
+        live: The store's feed of live events, where :meth:`relay` hands
+            the run's token deltas and progress the moment they are raised.
 
     A stored run taken up again logs its ``run_started`` as what it is: data
     ``{"resumed": true, "from_status", "by"}`` (``from_status`` ``"running"``:
@@ -196,6 +199,7 @@ class EventJournal:
 
     __slots__ = (
         "_clock",
+        "_feed",
         "_inner",
         "_kept",
         "_resumed",
@@ -212,8 +216,10 @@ class EventJournal:
         status: str | None = None,
         superstep: int = 0,
         owner: str | None = None,
+        live: LiveFeed | None = None,
     ) -> None:
         self._inner = inner
+        self._feed = live
         self._clock = clock
         self._resumed = (
             None if status is None else _json({"resumed": True, "from_status": status, "by": owner})
@@ -235,6 +241,16 @@ class EventJournal:
             self._kept.append((event, self._clock.now()))
         if self._inner is not None:
             self._inner.publish(event)
+
+    def relay(self, event: WorkflowEvent) -> None:
+        """Hand a live event to the run's followers in any process now (see ``_stores/_live``).
+
+        Written as the log writes it, stamped by the run's clock; the feed
+        queues it and returns, so a follower slow or gone costs the run
+        nothing but this encoding.
+        """
+        if self._feed is not None:
+            self._feed.publish(event.run_id, entry_of(event, self._clock.now()))
 
     def take(
         self,

@@ -65,6 +65,14 @@ class Checkpointing(Protocol):
         """Persist a status that commits no superstep."""
         ...
 
+    def relay(self, event: WorkflowEvent) -> None:
+        """Hand a live event (ephemeral, or ``before_barrier``) to the run's followers now.
+
+        Never blocks and never raises: followers in any process see it
+        before the barrier that commits (or, ephemeral, never logs) it.
+        """
+        ...
+
     async def flush(self) -> None:
         """Wait until every barrier handed to :meth:`save` is durable."""
         ...

@@ -327,8 +327,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         """Route an event to the live stream or to this invocation's batch.
 
         An ephemeral or ``before_barrier`` event (a token delta, progress) of
-        a stored run also goes to the run's relay at once: its followers in
-        any process see it before the barrier.
+        a stored run also goes to its checkpointer's ``relay`` at once: its
+        followers in any process see it before the barrier.
         """
         loop = self._loop
         if loop is not None and get_ident() != self._loop_thread:
@@ -336,8 +336,9 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
                 loop.call_soon_threadsafe(self._emit_from_thread, event)
             return
         run = self._run
-        if run.relay is not None and (type(event).ephemeral or type(event).before_barrier):
-            run.relay(event)
+        durable = run.checkpointer
+        if durable is not None and (type(event).ephemeral or type(event).before_barrier):
+            durable.relay(event)
         if run.live:
             run.publish(event)
         else:
@@ -347,8 +348,9 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
         if not self._abandoned:
             run = self._run
-            if run.relay is not None and (type(event).ephemeral or type(event).before_barrier):
-                run.relay(event)
+            durable = run.checkpointer
+            if durable is not None and (type(event).ephemeral or type(event).before_barrier):
+                durable.relay(event)
             if run.live:
                 run.publish(event)
             else:

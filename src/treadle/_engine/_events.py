@@ -36,7 +36,7 @@ class WorkflowEvent:
     before_barrier: ClassVar[bool] = False
     """A class that sets it (progress) goes to a stored run's followers in any process the
     moment it is raised, and is logged at its barrier as every event is. Ephemeral
-    classes go there too (see ``RunLoop.relay``)."""
+    classes go there too (see ``Checkpointing.relay``)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -82,7 +82,6 @@ class RunLoop:
         "pool",
         "publish",
         "ranks",
-        "relay",
         "router",
         "run_id",
         "spawned",
@@ -139,9 +138,6 @@ class RunLoop:
         # Where request deadlines are decided against answers: the store's (set by
         # whoever opens a stored run); without one they are decided here.
         self.ledger: AnswerLedger | None = None
-        # Where a stored run's live events (ephemeral and before_barrier ones) go the
-        # moment they are raised, to followers in any process: set by whoever opens it.
-        self.relay: Callable[[WorkflowEvent], None] | None = None
         self._sink = sink
         self.listening = sink is not None
         # The sink's own method, bound once: events are published on the hot path.

@@ -261,6 +261,9 @@ class _Progress:
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Nothing of its own: the parent records what the sub-workflow's end means to it."""
 
+    def relay(self, event: WorkflowEvent) -> None:
+        """Nothing here: the event reaches the parent's context, which relays it as its own."""
+
     async def flush(self) -> None:
         checkpointer = self._host.checkpointer
         if checkpointer is not None:

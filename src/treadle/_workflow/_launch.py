@@ -16,7 +16,6 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
-from treadle._checkpoints._live_relay import LiveRelay
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
@@ -107,7 +106,7 @@ async def open_run(
         journal = None
         if store is not None and launch.options.event_log:
             if restored is None:
-                sink = journal = EventJournal(sink, settings.clock)
+                sink = journal = EventJournal(sink, settings.clock, live=store.live)
             else:
                 sink = journal = EventJournal(
                     sink,
@@ -115,6 +114,7 @@ async def open_run(
                     restored.status,
                     restored.superstep,
                     owner=ownership.lease.owner if ownership is not None else None,
+                    live=store.live,
                 )
         if store is not None:
             checkpointer = Checkpointer(
@@ -135,7 +135,6 @@ async def open_run(
         loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
         if store is not None:  # deadlines are decided against answers at the store
             loop.ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
-            loop.relay = LiveRelay(store.live, settings.clock)
         if restored is not None:
             _restore(loop, restored)
             for request_id, answer in launch.answers.items():

@@ -1,7 +1,11 @@
 """A store's live feed: what a driver publishes reaches followers elsewhere, never blocking it.
 
 Every backend (memory, SQLite, PostgreSQL) is held to the same behaviour,
-through two store objects on one database (``pair``: as two processes).
+through two store objects on one database (``pair``): each has a feed of
+its own, so what the follower reads comes the way it would come to another
+process (the side file on SQLite, ``NOTIFY`` on PostgreSQL), never from the
+driver's in-process fan-out. On memory both are one store: its feed never
+leaves the process.
 """
 
 from __future__ import annotations
@@ -9,10 +13,44 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle._stores._events import EventEntry
+from treadle.stores import MemoryStore, SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def pair(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """(driver, follower) stores on one database (see the module)."""
+    if request.param == "memory":
+        store = MemoryStore()
+        yield store, store
+        await store.close()
+        return
+    if request.param == "sqlite":
+        path = tmp_path / "runs.sqlite"
+        driver, follower = SqliteStore(path), SqliteStore(path)
+        yield driver, follower
+        await driver.close()
+        await follower.close()
+        return
+    from treadle.stores import PostgresStore  # noqa: PLC0415 - psycopg only here
+
+    dsn, schema = postgres_dsn(), fresh_schema()
+    driver, follower = PostgresStore(dsn, schema=schema), PostgresStore(dsn, schema=schema)
+    try:
+        yield driver, follower
+    finally:
+        await driver.close()
+        await follower.close()
+        await drop_schemas([schema])
 
 
 def entry(n: int, text: str = "", kind: str = "agent_delta") -> EventEntry:
