@@ -19,6 +19,7 @@ import pytest
 
 from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle._stores._events import EventEntry
+from treadle._stores._live import FOLLOWER_BUFFER
 from treadle.stores import MemoryStore, SqliteStore
 
 if TYPE_CHECKING:
@@ -95,18 +96,21 @@ async def test_an_event_larger_than_a_notification_arrives_whole(pair):
 
 async def test_a_follower_that_never_reads_neither_blocks_the_driver_nor_grows_without_bound(pair):
     driver, follower_store = pair
+    total = FOLLOWER_BUFFER + 2000
     async with follower_store.live.follow("r1") as follower:
-        for n in range(5000):
-            driver.live.publish("r1", entry(n))
-        # It holds at most its buffer: the oldest went, the newest is kept.
-        async with asyncio.timeout(20):
-            while follower.dropped < 5000 - 1000:  # noqa: ASYNC110 - filled by another thread
-                await asyncio.sleep(0.02)
+        for n in range(total):
+            driver.live.publish("r1", entry(n))  # never waits for the follower
+            if n % 1000 == 999:
+                await asyncio.sleep(0.2)  # the sender's pace (its own queue is bounded too)
+        async with asyncio.timeout(30):  # every event arrived: kept, or dropped as the oldest
+            while follower.dropped + follower.waiting < total:  # noqa: ASYNC110 - another thread
+                await asyncio.sleep(0.05)
+        assert follower.waiting == FOLLOWER_BUFFER
+        assert follower.dropped == total - FOLLOWER_BUFFER
         kept = []
         while (event := follower.get_nowait()) is not None:
             kept.append(event.data["delta"])
-        assert kept[-1] == "d4999"
-        assert len(kept) <= 1000
+        assert kept == [f"d{n}" for n in range(total - FOLLOWER_BUFFER, total)]  # the newest
 
 
 async def test_a_locked_side_file_never_blocks_the_driver_and_later_events_still_arrive(tmp_path):

@@ -40,7 +40,7 @@ from treadle._stores._events import EventEntry, LoggedEvent
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
-FOLLOWER_BUFFER = 1000
+FOLLOWER_BUFFER = 10_000
 """Live events a follower holds unread before the oldest are dropped."""
 
 
@@ -66,6 +66,11 @@ class LiveFollower:
             queue.get_nowait()
             self.dropped += 1
         queue.put_nowait(event)
+
+    @property
+    def waiting(self) -> int:
+        """Live events queued here, not yet read."""
+        return self._queue.qsize()
 
     async def get(self) -> LoggedEvent:
         """The next live event, once one arrives."""

@@ -9,7 +9,8 @@ medium, the oldest queued events are dropped: live events are best-effort,
 and the run never waits for them.
 
 The thread starts with the first event and is stopped by :meth:`close`
-(the store's ``close``), which drops what was not sent.
+(the store's ``close``), which lets it send what is queued for up to a
+few seconds (the last deltas of a run that just ended), then drops the rest.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class LiveSender:
 
     def put(self, run_id: str, entry: EventEntry) -> None:
         """Queue one live event for the sender (started by the first); never blocks."""
-        if self._stopping:
+        if self._stopping:  # closed: nobody sends it
             return
         self._queue.append((run_id, entry))
         if self._thread is None:
@@ -82,21 +83,28 @@ class LiveSender:
     def _serve(self) -> None:
         queue, wake = self._queue, self._wake
         try:
-            while not self._stopping:
-                wake.wait()
+            while not self._stopping or queue:
+                if not queue:
+                    wake.wait()
                 wake.clear()
-                while queue and not self._stopping:
+                while queue:
                     batch = [queue.popleft() for _ in range(min(len(queue), 500))]
                     try:
                         self._send(batch)
                     except Exception as error:  # noqa: BLE001 - best-effort: see the module
                         logger.debug("live events dropped (%d): %s", len(batch), error)
-                        time.sleep(_RETRY)
+                        if self._stopping:  # closing: what is left goes too
+                            queue.clear()
+                        else:
+                            time.sleep(_RETRY)
         finally:
             self._stop()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread (after the batch it is writing); what was not sent is dropped."""
+        """Stop the thread once it has sent what is queued; after ``timeout`` s, leave it be.
+
+        A daemon thread: one still sending when the process exits is dropped with it.
+        """
         with self._lock:
             self._stopping = True
             thread = self._thread
