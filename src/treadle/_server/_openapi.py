@@ -79,9 +79,6 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     return operation
 
 
-_TEXT = {"text/plain": {"schema": {"type": "string"}}}
-
-
 def _page_paths() -> dict[str, Any]:
     html = {"description": "The page", "content": {"text/html": {"schema": {"type": "string"}}}}
     unauthorized = {"description": _REASONS[401], "content": _json(ref("Error"))}
@@ -142,7 +139,10 @@ def _page_paths() -> dict[str, Any]:
                 "operationId": "metrics",
                 "summary": "Prometheus metrics of this process and its store (docs/observing.md)",
                 "responses": {
-                    "200": {"description": "Prometheus' text format", "content": _TEXT},
+                    "200": {
+                        "description": "Prometheus' text format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
                     "401": unauthorized,
                 },
             }
