@@ -126,7 +126,8 @@ def compile_filter(tree: Node) -> tuple[str, tuple[Any, ...]]:
 
 
 # Which comparison of a field drives an ``&&`` (lower first): the one an index
-# narrows most, whatever the planner guesses without statistics of the data.
+# narrows most, whatever the planner guesses without statistics of the data. A
+# bool has two values, so its equality narrows about as much as a range.
 _EQUAL, _PREFIX, _RANGE, _PRESENT, _DIFFERENT = range(5)
 
 
@@ -137,7 +138,7 @@ def _driving_rank(node: Node) -> int | None:
             if values[0].kind == "null":
                 return _PRESENT if op == "!=" else None
             if op in ("==", "in"):
-                return _EQUAL
+                return _RANGE if values[0].kind == "bool" else _EQUAL
             return _DIFFERENT if op == "!=" else _RANGE
         case StartsWith(subject=Subject(field=True)):
             return _PREFIX
@@ -159,20 +160,7 @@ def _condition(node: Node, parameters: list[Any], *, probe: bool) -> str:
         case Constant(value=value):
             return "1 = 1" if value else "1 = 0"
         case AllOf(parts=parts):
-            ranked = [
-                (rank, i)
-                for i, part in enumerate(parts)
-                if (rank := _driving_rank(part)) is not None
-            ]
-            if probe or not ranked:
-                written = [_condition(part, parameters, probe=probe) for part in parts]
-            else:
-                driver = min(ranked)[1]
-                ordered = [parts[driver], *(p for i, p in enumerate(parts) if i != driver)]
-                written = [
-                    _condition(part, parameters, probe=i > 0) for i, part in enumerate(ordered)
-                ]
-            return "(" + " AND ".join(written) + ")"
+            return _all_of(parts, parameters, probe=probe)
         case AnyOf(parts=parts):
             return "(" + " OR ".join(_condition(p, parameters, probe=probe) for p in parts) + ")"
         case Not(inner=inner):
@@ -186,6 +174,45 @@ def _condition(node: Node, parameters: list[Any], *, probe: bool) -> str:
                 return _field_comparison(subject, op, values, parameters, probe=probe)
             return _column_comparison(subject, op, values, parameters, probe=probe)
     raise AssertionError(node)  # pragma: no cover - every node is matched above
+
+
+def _all_of(parts: tuple[Node, ...], parameters: list[Any], *, probe: bool) -> str:
+    """An ``&&``: driven by its best comparisons of fields, the rest probing what they find."""
+    ranked = [
+        (rank, i) for i, part in enumerate(parts) if (rank := _driving_rank(part)) is not None
+    ]
+    if probe or not ranked:
+        written = [_condition(part, parameters, probe=probe) for part in parts]
+        return "(" + " AND ".join(written) + ")"
+    best = min(ranked)[0]
+    drivers = [parts[i] for rank, i in ranked if rank == best]
+    if best != _EQUAL:
+        drivers = drivers[:1]
+    rest = [part for part in parts if not any(part is d for d in drivers)]
+    written = [_driving(drivers, parameters)]
+    written += [_condition(part, parameters, probe=True) for part in rest]
+    return "(" + " AND ".join(written) + ")"
+
+
+_DRIVEN = "run_id IN ("
+
+
+def _driving(drivers: list[Node], parameters: list[Any]) -> str:
+    """The runs that pass every one of ``drivers`` (comparisons of fields), from their indexes.
+
+    Several equalities drive together, as one ``INTERSECT`` of their
+    subqueries: which one keeps fewest runs is unknown without statistics
+    of the data, and the intersection costs the sum of them, never a probe
+    of each run the least selective one keeps.
+    """
+    written = [_condition(driver, parameters, probe=False) for driver in drivers]
+    if len(written) == 1:
+        return written[0]
+    selects = []
+    for text in written:  # each is run_id IN (SELECT ...): a field's test, as it drives
+        assert text.startswith(_DRIVEN), text  # noqa: S101 - every driving rank is written so
+        selects.append(text[len(_DRIVEN) : -1])
+    return _DRIVEN + " INTERSECT ".join(selects) + ")"
 
 
 def _column(subject: Subject, *, probe: bool) -> str:
