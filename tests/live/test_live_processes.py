@@ -25,6 +25,7 @@ import httpx
 import pytest
 from live_app import REPLY
 
+import treadle.workers
 from server.conftest import ServeProcess
 from server.sse import messages
 from store_backends import drop_schemas, fresh_schema, postgres_dsn
@@ -66,6 +67,14 @@ class Seen:
         """Wait until what it reads has ended (its process has exited)."""
         self._thread.join(10)
 
+    def everything(self) -> list[Any]:
+        """All it showed, once its source has ended (20 s at most)."""
+        self._thread.join(20)
+        assert not self._thread.is_alive(), self.all
+        while not self.items.empty():
+            self.all.append(self.items.get())
+        return list(self.all)
+
     def until(self, done: Callable[[list[Any]], bool], what: str) -> list[Any]:
         """Everything shown so far, once ``done`` says enough was (20 s at most)."""
         deadline = time.monotonic() + 20
@@ -94,6 +103,23 @@ def sse_events(base: str, token: str, run_id: str) -> Iterator[dict[str, Any]]:
             yield {**message.data, "sse_id": message.id, "sse_event": message.event}
             if message.event == "end":
                 return
+
+
+def client_events(dsn: str, schema: str, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run's events through ``treadle.workers`` (``Client.events``) in this process."""
+    items: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    async def read() -> None:
+        try:
+            async with treadle.workers.connect(dsn, schema=schema) as client:
+                async for event in client.events(run_id, poll_interval=0.05):
+                    items.put({**event.to_json(), "seq": event.seq or None})
+        finally:
+            items.put(None)
+
+    threading.Thread(target=asyncio.run, args=(read(),), daemon=True).start()
+    while (item := items.get()) is not None:
+        yield item
 
 
 def deltas(shown: list[dict[str, Any]]) -> list[str]:
@@ -142,11 +168,18 @@ def follow_from_two_processes(
         # Each follows once it has shown the log so far (it listens before it reads the log).
         watched.until(lambda shown: len(shown) >= 1, "the log's first event (watch)")
         streamed.until(lambda shown: any(m["sse_id"] for m in shown), "the log's first event (SSE)")
+        clients = [] if schema is None else [Seen(client_events(store, schema, "r1"))]
+        for client in clients:
+            client.until(lambda shown: len(shown) >= 1, "the log's first event (client)")
         (gates / "followed").touch()  # the reply streams on, up to its last chunk
 
         enough = 4  # deltas; the model holds before its last chunk until `finish`
         early_watch = watched.until(lambda s: len(deltas(s)) >= enough, "deltas (watch)")
         early_stream = streamed.until(lambda s: len(deltas(s)) >= enough, "deltas (SSE)")
+        early_clients = [
+            client.until(lambda s: len(deltas(s)) >= enough, "deltas (client)")
+            for client in clients
+        ]
         # The turn is still open: its barrier has not committed, and the log keeps no delta.
         logs = subprocess.run(
             [TREADLE, "logs", "r1", "--json"], env=env, capture_output=True, text=True, check=True
@@ -156,10 +189,11 @@ def follow_from_two_processes(
         assert "agent_delta" not in {e["type"] for e in logged}
         assert not committed_turn(early_watch)
         assert not committed_turn(early_stream)
-        for live in (early_watch, early_stream):
+        assert not any(committed_turn(early) for early in early_clients)
+        for live in (early_watch, early_stream, *early_clients):
             assert all(e["seq"] is None for e in live if e["type"] == "agent_delta")
         assert all(m["sse_id"] is None for m in early_stream if m["type"] == "agent_delta")
-        for early in (deltas(early_watch), deltas(early_stream)):
+        for early in (deltas(early_watch), deltas(early_stream), *map(deltas, early_clients)):
             text = "".join(early)
             assert text in REPLY  # in order, none repeated
             assert not REPLY.startswith(text)  # the first chunk went before they followed
@@ -168,6 +202,7 @@ def follow_from_two_processes(
         assert watch.wait(timeout=60) == 0, watch.communicate()  # 0: the run completed
         whole = watched.until(lambda s: watch.poll() is not None and watched.items.empty(), "end")
         ended = streamed.until(lambda s: s[-1]["sse_event"] == "end", "the stream's end")
+        ran_out = [client.everything() for client in clients]
     finally:
         if watch.poll() is None:
             watch.kill()
@@ -178,7 +213,7 @@ def follow_from_two_processes(
                 pipe.close()
         serve.stop()
     # Then the committed events replace the live ones: the reply, whole, from the log.
-    for shown in (whole, [m for m in ended if m["sse_event"] != "end"]):
+    for shown in (whole, [m for m in ended if m["sse_event"] != "end"], *ran_out):
         kinds = [e["type"] for e in shown]
         first_delta = kinds.index("agent_delta")
         turn_end = next(

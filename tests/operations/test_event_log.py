@@ -12,7 +12,7 @@ from event_log_app import HELD, SUPERSTEPS, build, open_store
 
 from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunOptions, WorkflowBuilder, WorkflowContext, executor
-from treadle._operations._events import follow
+from treadle._workflow._following import follow
 from treadle.errors import ExecutorFailedError, RunNotFoundError
 from treadle.stores import SqliteStore
 

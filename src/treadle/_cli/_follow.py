@@ -30,14 +30,14 @@ from treadle._cli._views import out
 from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
 from treadle._operations import _commands as commands
-from treadle._operations._events import (
+from treadle._operations._requests import requests_of
+from treadle._workflow._following import (
     ENDED_STATUSES,
     POLL_INTERVAL,
     SETTLED_STATUSES,
     follow,
     logged_after,
 )
-from treadle._operations._requests import requests_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -49,7 +49,6 @@ from treadle._exceptions import CommandError, TreadleError
 from treadle._operations import _commands as commands
 from treadle._operations import _shapes as shapes
 from treadle._operations._audit import action_sentence
-from treadle._operations._events import RESTING_STATUSES
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
 from treadle._operations._shapes import (
@@ -60,6 +59,7 @@ from treadle._operations._shapes import (
     run_json,
 )
 from treadle._values._actors import Actor
+from treadle._workflow._following import RESTING_STATUSES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable

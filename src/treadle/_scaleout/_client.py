@@ -20,6 +20,7 @@ from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
+from treadle._workflow._following import follow
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import actor_or_default
 from treadle._workflow._versions import Hosted, check_version
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._postgres import PostgresStore
-    from treadle._stores._store import RunRecord
+    from treadle._stores._store import LoggedEvent, RunRecord
     from treadle._values._actors import Actor
     from treadle._values._serialization import Serializer
     from treadle._workflow._workflow import Workflow
@@ -186,6 +187,21 @@ class Client:
                 if RunStatus(row.status) in ENDED:
                     return
             await asyncio.sleep(poll_interval)
+
+    async def events(
+        self, run_id: str, *, after: int = 0, poll_interval: float = 0.1
+    ) -> AsyncIterator[LoggedEvent]:
+        """The run's events as they commit, with its live ones between them; ends with the run.
+
+        Read from the run's log in the store (every event after ``after``,
+        each once, in order), so a run a worker drives is followed from any
+        process. Its live events (an agent's token deltas, progress; ``seq``
+        0) come as they are raised, before their superstep commits: those
+        raised after this began, never those before (see
+        ``docs/live-events.md``).
+        """
+        async for event in follow(self.store, run_id, after=after, poll=poll_interval, live=True):
+            yield event
 
     async def result(self, run_id: str) -> RunResult:
         """What the run has committed: outputs, state, pending requests.

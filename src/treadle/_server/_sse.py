@@ -2,7 +2,7 @@
 
 ``GET /api/runs/{run_id}/events`` sends one SSE message per logged event:
 ``id: <seq>``, ``event: <kind>``, ``data: <the event as JSON>``. The log is
-the store's (:mod:`treadle._operations._events`), so a run started
+the store's (:mod:`treadle._workflow._following`), so a run started
 anywhere (another process, a worker) is followed the same way, and since
 each event's ``seq`` is its place in the run's log, a client that
 reconnects with ``Last-Event-ID: N`` (as a browser's ``EventSource`` does
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from treadle._exceptions import TreadleError
-from treadle._operations._events import follow
 from treadle._operations._shapes import event_json
 from treadle._server._body import check_query, int_query
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._json import ApiError, error_body, plain, status_of
 from treadle._server._state import served_of
+from treadle._workflow._following import follow
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

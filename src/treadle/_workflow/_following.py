@@ -1,4 +1,4 @@
-"""Following a run's event log as it grows, for ``treadle watch`` and the server's streams.
+"""Following a run's event log as it grows: ``treadle watch``, the server's streams, the client.
 
 The log lives in the store (:mod:`treadle._stores._events`), so a run is
 followed the same way wherever it runs: this process, another one, a
