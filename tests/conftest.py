@@ -1,3 +1,3 @@
-"""Fixtures every test folder shares: the store backends and the PostgreSQL helpers."""
+"""Fixtures every test folder shares: PostgreSQL schemas and the store backends."""
 
-pytest_plugins = ["store_backends"]
+pytest_plugins = ["postgres", "store_backends"]

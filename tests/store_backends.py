@@ -2,22 +2,20 @@
 
 A backend is a factory taking a scratch directory and the store-wide
 ``keep_last``. PostgreSQL is marked ``integration``: it needs a server, found
-by :func:`postgres_dsn`, and each of its stores gets a fresh schema of its own,
-dropped after the test. ``make_model`` gives the reference the property test
+by ``postgres.postgres_dsn``, and each of its stores gets a fresh schema of its
+own, dropped after the test. ``make_model`` gives the reference the property test
 compares every backend against.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
-import os
-import uuid
 from typing import TYPE_CHECKING
 
 import pytest
 
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle._exceptions import CheckpointNotFoundError, RunExistsError, RunNotFoundError
 from treadle._stores._memory import MemoryStore
 from treadle._stores._sqlite import SqliteStore
@@ -39,78 +37,6 @@ def _memory(directory: Path, keep_last: int | None) -> Store:
 
 def _sqlite(directory: Path, keep_last: int | None) -> Store:
     return SqliteStore(directory / f"store-{next(_files)}.sqlite", keep_last=keep_last)
-
-
-# Where the tests look for PostgreSQL: TREADLE_TEST_POSTGRES_DSN alone when it is
-# set (then an unreachable server fails the tests), else the local server as
-# postgres or as root.
-POSTGRES_CANDIDATES = (
-    "postgresql://postgres@127.0.0.1:5432/test",
-    "postgresql://root@127.0.0.1:5432/test",
-)
-
-
-@functools.cache
-def _reachable_postgres() -> tuple[str | None, str]:
-    import psycopg  # noqa: PLC0415 - only PostgreSQL tests need it
-
-    if explicit := os.environ.get("TREADLE_TEST_POSTGRES_DSN"):
-        with psycopg.connect(explicit, connect_timeout=5):
-            return explicit, ""
-    failures = []
-    for dsn in POSTGRES_CANDIDATES:
-        try:
-            with psycopg.connect(dsn, connect_timeout=5):
-                return dsn, ""
-        except psycopg.OperationalError as error:
-            failures.append(f"{dsn}: {' '.join(str(error).split())}")
-    return None, "no PostgreSQL server reachable; tried " + "; ".join(failures)
-
-
-def postgres_dsn() -> str:
-    """The DSN of a reachable PostgreSQL; skips the test when there is none."""
-    dsn, why = _reachable_postgres()
-    if dsn is None:
-        pytest.skip(why)
-    return dsn
-
-
-def fresh_schema() -> str:
-    """A schema name no other test uses; the store creates it, ``drop_schemas`` drops it."""
-    return f"treadle_test_{uuid.uuid4().hex[:16]}"
-
-
-async def drop_schemas(schemas: list[str]) -> None:
-    """Drop each schema with everything in it."""
-    import psycopg  # noqa: PLC0415 - only PostgreSQL tests need it
-    from psycopg import sql  # noqa: PLC0415
-
-    if not schemas:
-        return
-    async with await psycopg.AsyncConnection.connect(postgres_dsn(), autocommit=True) as db:
-        for schema in schemas:
-            await db.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-            )
-
-
-@pytest.fixture
-def postgres() -> str:
-    """The DSN of a reachable PostgreSQL server; the test is skipped without one."""
-    return postgres_dsn()
-
-
-@pytest.fixture
-async def new_schema(postgres: str) -> AsyncIterator[Callable[[], str]]:
-    """Names fresh schemas; each is dropped after the test, with what it holds."""
-    made: list[str] = []
-
-    def make() -> str:
-        made.append(fresh_schema())
-        return made[-1]
-
-    yield make
-    await drop_schemas(made)
 
 
 def _postgres(directory: Path, keep_last: int | None) -> Store:

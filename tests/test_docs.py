@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import treadle
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import ExecutorFailedError
 

@@ -18,11 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
 import pytest
 import race_workflow
 
-from store_backends import fresh_schema, postgres_dsn
+from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunResult, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
     LeaseLostError,
@@ -78,8 +77,7 @@ def any_store(request, tmp_path):
         return
     dsn, schema = postgres_dsn(), fresh_schema()
     yield PostgresStore(dsn, schema=schema)
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schemas_now([schema])
 
 
 @pytest.mark.parametrize("racers", [2, 4, 8])
@@ -204,8 +202,7 @@ def backend(request, tmp_path):
     dsn, schema = postgres_dsn(), fresh_schema()
     env = {**os.environ, "RACE_SCHEMA": schema}
     yield dsn, env, lambda: PostgresStore(dsn, schema=schema)
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schemas_now([schema])
 
 
 @pytest.mark.integration

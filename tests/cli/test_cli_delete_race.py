@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from treadle_cli import TREADLE, Cli
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 REVIEW = '{"topic": "tides", "words": 5}'
 RACERS = 4

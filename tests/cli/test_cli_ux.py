@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from treadle_cli import HERE, Cli
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,7 +15,7 @@ import time
 import pytest
 from treadle_cli import TREADLE, Cli
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 

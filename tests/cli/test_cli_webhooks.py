@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from treadle_cli import TREADLE
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle.stores import PostgresStore, SqliteStore
 from webhook_receiver import Receiver, until, verified
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 HERE = Path(__file__).parent
 T0 = 1_000_000.0

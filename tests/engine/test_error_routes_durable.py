@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import ExecutorFailure, RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import GraphChangedError
 from treadle.stores import PostgresStore, SqliteStore

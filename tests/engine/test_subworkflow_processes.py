@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine import subworkflow_app
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 from migrate_app import Decision, intake, intake_v1
 
 from cli.treadle_cli import TREADLE, Cli
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.errors import VersionMismatchError
 from treadle.stores import MemoryStore, PostgresStore, SqliteStore

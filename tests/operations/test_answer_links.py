@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle._operations._links import (
     answer_by_link,
     create_link,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from event_log_app import HELD, SUPERSTEPS, build, open_store
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunOptions, WorkflowBuilder, WorkflowContext, executor
 from treadle._workflow._following import follow
 from treadle.errors import ExecutorFailedError, RunNotFoundError

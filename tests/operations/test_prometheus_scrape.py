@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle._operations._audit import verify
 from treadle.errors import TreadleError
 from treadle.stores import SqliteStore

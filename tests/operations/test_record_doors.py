@@ -24,8 +24,8 @@ import httpx
 import pytest
 from record_app import record
 
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from server.conftest import ServeProcess
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle import Actor
 from treadle._operations._links import create_link
 from treadle._workflow import _actions as door

@@ -43,7 +43,7 @@ from processes import start_worker
 from psycopg import sql
 
 import treadle.workers
-from store_backends import drop_schemas, fresh_schema
+from postgres import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""PostgreSQL for the scale-out tests: a fresh schema per test, dropped after it.
+"""PostgreSQL for the scale-out tests: a store on the test's own schema (``tests/postgres.py``).
 
 Every test in this directory is marked ``integration`` (by the hook below:
 a ``pytestmark`` in a conftest is ignored), since they all need PostgreSQL,
@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -28,20 +26,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(_HERE):
             item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture
-def dsn() -> str:
-    """A reachable PostgreSQL; the test is skipped, saying why, without one."""
-    return postgres_dsn()
-
-
-@pytest.fixture
-async def schema(dsn: str) -> AsyncIterator[str]:
-    """A schema of the test's own, dropped afterwards with everything in it."""
-    name = fresh_schema()
-    yield name
-    await drop_schemas([name])
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from chaos import install_commit_log, run_sql, worker_dsn
 from processes import start_worker
 
 import treadle.workers
-from store_backends import drop_schemas, fresh_schema
+from postgres import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore
 
 if TYPE_CHECKING:

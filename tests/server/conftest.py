@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import postgres_dsn
 from treadle._server._app import create_app
 from treadle._server._settings import ServerSettings
 
@@ -115,13 +115,10 @@ async def api(sqlite_url: str) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-async def pg_schema(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
-    """A fresh PostgreSQL schema, named by ``TREADLE_SCHEMA`` for the test; dropped after."""
-    postgres_dsn()  # skip before anything starts when there is no server
-    name = fresh_schema()
-    monkeypatch.setenv("TREADLE_SCHEMA", name)
-    yield name
-    await drop_schemas([name])
+def pg_schema(schema: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test's own PostgreSQL schema, named by ``TREADLE_SCHEMA`` for the test."""
+    monkeypatch.setenv("TREADLE_SCHEMA", schema)
+    return schema
 
 
 @pytest.fixture

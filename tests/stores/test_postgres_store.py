@@ -88,9 +88,9 @@ def test_migration_step_1_is_still_the_version_1_schema():
     ]
 
 
-async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(postgres, new_schema):
+async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(dsn, new_schema):
     schema = new_schema()
-    async with await connect(postgres, schema) as connection:
+    async with await connect(dsn, schema) as connection:
         for statement in VERSION_1:
             await connection.execute(statement)
         await connection.execute("CREATE TABLE treadle_schema (version INTEGER NOT NULL)")
@@ -114,7 +114,7 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(post
                     ("done/0", "done", 0, "running", None, T0 + 2, b"d"),
                 ],
             )
-    store = PostgresStore(postgres, schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     try:
         held = RunRecord("held", "wf", "waiting", 1, "held/1", None, None, T0, T0 + 1)
         done = RunRecord("done", "wf", "failed", 0, "done/0", None, None, T0 + 2, T0 + 3, "boom")
@@ -130,46 +130,44 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(post
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN] == [10]
+    assert await schema_version(dsn, schema) == [KNOWN] == [10]
 
 
-async def test_a_migration_that_fails_leaves_the_schema_as_it_was(
-    postgres, new_schema, monkeypatch
-):
+async def test_a_migration_that_fails_leaves_the_schema_as_it_was(dsn, new_schema, monkeypatch):
     schema = new_schema()
-    await make_schema(postgres, schema)
+    await make_schema(dsn, schema)
     broken = ("ALTER TABLE treadle_runs ADD COLUMN later TEXT", "CREATE INDEX o ON missing (x)")
     monkeypatch.setattr(_sql_schema, "MIGRATIONS", (*_sql_schema.MIGRATIONS, broken))
-    store = PostgresStore(postgres, schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     with pytest.raises(DurabilityError, match='relation "missing" does not exist'):
         await store.get_run("run-1")
     await store.close()
     monkeypatch.undo()
-    assert await schema_version(postgres, schema) == [KNOWN]
-    store = PostgresStore(postgres, schema=schema)
+    assert await schema_version(dsn, schema) == [KNOWN]
+    store = PostgresStore(dsn, schema=schema)
     assert await kept_ids(store) == ["c0", "c1"]
     await store.close()
-    async with await connect(postgres, schema) as connection:
+    async with await connect(dsn, schema) as connection:
         with pytest.raises(psycopg.errors.UndefinedColumn):
             await connection.execute("SELECT later FROM treadle_runs")
 
 
-async def test_a_schema_from_a_newer_treadle_is_refused_untouched(postgres, new_schema):
+async def test_a_schema_from_a_newer_treadle_is_refused_untouched(dsn, new_schema):
     schema = new_schema()
-    await make_schema(postgres, schema)
-    async with await connect(postgres, schema) as connection:
+    await make_schema(dsn, schema)
+    async with await connect(dsn, schema) as connection:
         await connection.execute("UPDATE treadle_schema SET version = %s", (KNOWN + 1,))
-    store = PostgresStore(postgres, schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     with pytest.raises(DurabilityError, match=f"newer than version {KNOWN}"):
         await store.get_run("run-1")
     await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN + 1]
+    assert await schema_version(dsn, schema) == [KNOWN + 1]
 
 
-async def test_two_stores_open_one_new_schema_and_commit_at_once(postgres, new_schema):
+async def test_two_stores_open_one_new_schema_and_commit_at_once(dsn, new_schema):
     schema = new_schema()
     # Two pools that both find the schema missing: their migrations take turns.
-    stores = [PostgresStore(postgres, schema=schema, max_size=3) for _ in range(2)]
+    stores = [PostgresStore(dsn, schema=schema, max_size=3) for _ in range(2)]
 
     async def work(store, prefix):
         for n in range(8):
@@ -201,7 +199,7 @@ async def test_two_stores_open_one_new_schema_and_commit_at_once(postgres, new_s
     finally:
         for store in stores:
             await store.close()
-    assert await schema_version(postgres, schema) == [KNOWN]
+    assert await schema_version(dsn, schema) == [KNOWN]
 
 
 async def blocked_backend(watcher, application_name):
@@ -220,14 +218,14 @@ async def blocked_backend(watcher, application_name):
 
 @pytest.mark.parametrize("interruption", ["cancelled", "connection-killed", "statement-failed"])
 async def test_a_commit_interrupted_inside_its_transaction_leaves_nothing_half_written(
-    postgres, new_schema, interruption
+    dsn, new_schema, interruption
 ):
     schema, application_name = new_schema(), f"treadle-{interruption}"
-    store = PostgresStore(make_conninfo(postgres, application_name=application_name), schema=schema)
+    store = PostgresStore(make_conninfo(dsn, application_name=application_name), schema=schema)
     await new_run(store)
     await commit_many(store, "run-1", ["c1", "c2"])
     before = await store.get_run("run-1")
-    async with await connect(postgres, schema) as other:
+    async with await connect(dsn, schema) as other:
         if interruption == "statement-failed":
             await other.execute(
                 "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql"
@@ -249,7 +247,7 @@ async def test_a_commit_interrupted_inside_its_transaction_leaves_nothing_half_w
                 committing = asyncio.create_task(
                     store.commit(checkpoint("run-1", "c3", 3), keep_last=1)
                 )
-                async with await connect(postgres) as watcher:
+                async with await connect(dsn) as watcher:
                     pid = await blocked_backend(watcher, application_name)
                     if interruption == "cancelled":
                         committing.cancel()
@@ -274,15 +272,15 @@ def assert_hidden(error, *texts):
     assert "***" in str(error)
 
 
-async def test_the_dsn_password_never_appears_in_errors(postgres, new_schema):
+async def test_the_dsn_password_never_appears_in_errors(dsn, new_schema):
     unreachable = [
         f"postgresql://treadle:{SECRET}@127.0.0.1:1/test",
         f"postgresql://treadle@127.0.0.1:1/test?password={SECRET}&connect_timeout=5",
         f"host=127.0.0.1 port=1 dbname=test user=treadle password={SECRET}",
         f"host=127.0.0.1 port=1 dbname=test password='{SECRET} x'",
     ]
-    for dsn in unreachable:
-        store = PostgresStore(dsn)
+    for wrong in unreachable:
+        store = PostgresStore(wrong)
         with pytest.raises(DurabilityError, match="Connection refused") as raised:
             await store.list_runs()
         assert_hidden(raised.value, store)
@@ -291,11 +289,11 @@ async def test_the_dsn_password_never_appears_in_errors(postgres, new_schema):
         PostgresStore(f"host=127.0.0.1 {SECRET}")
     assert SECRET not in "".join(traceback.format_exception(raised.value))
     # A reachable server: trust authentication ignores the password; a query fails.
-    secret = conninfo_to_dict(postgres).get("password") or SECRET
+    secret = conninfo_to_dict(dsn).get("password") or SECRET
     schema = new_schema()
-    store = PostgresStore(make_conninfo(postgres, password=secret), schema=schema)
+    store = PostgresStore(make_conninfo(dsn, password=secret), schema=schema)
     await new_run(store)
-    async with await connect(postgres, schema) as other:
+    async with await connect(dsn, schema) as other:
         await other.execute("DROP TABLE treadle_checkpoints")
     with pytest.raises(DurabilityError, match="treadle_checkpoints") as raised:
         await store.load_checkpoint("run-1")
@@ -303,13 +301,13 @@ async def test_the_dsn_password_never_appears_in_errors(postgres, new_schema):
     await store.close()
 
 
-async def test_due_runs_read_one_index_that_also_gives_their_order(postgres, new_schema):
+async def test_due_runs_read_one_index_that_also_gives_their_order(dsn, new_schema):
     schema = new_schema()
-    store = PostgresStore(postgres, schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     await new_run(store, status="waiting", wake_at=T0)
     await store.close()
     query, parameters = _sql_statements.select_due_runs(T0, 10)
-    async with await connect(postgres, schema) as connection, connection.transaction():
+    async with await connect(dsn, schema) as connection, connection.transaction():
         await connection.execute("SET LOCAL enable_seqscan = off")  # a tiny table otherwise
         explained = await connection.execute(
             f"EXPLAIN {_sql_dialect.POSTGRES.render(query)}", parameters
@@ -319,17 +317,17 @@ async def test_due_runs_read_one_index_that_also_gives_their_order(postgres, new
     assert "Sort" not in plan  # the index is in due order, ties by insertion
 
 
-def test_each_event_loop_has_a_pool_closed_with_the_loop(postgres, new_schema, monkeypatch):
+def test_each_event_loop_has_a_pool_closed_with_the_loop(dsn, new_schema, monkeypatch):
     # psycopg_pool logs a connection attempt cut short by its loop's end with the
     # exception, whose frames hold the half-made connection: pytest keeps the
     # records, and so would keep it open till the test's end.
     monkeypatch.setattr(logging.getLogger("psycopg.pool"), "propagate", False)
     application_name = "treadle-loops"
-    dsn = make_conninfo(postgres, application_name=application_name)
-    store = PostgresStore(dsn, schema=new_schema(), min_size=2, max_size=4)
+    named = make_conninfo(dsn, application_name=application_name)
+    store = PostgresStore(named, schema=new_schema(), min_size=2, max_size=4)
 
     def connections():
-        with psycopg.connect(postgres) as watcher:
+        with psycopg.connect(dsn) as watcher:
             query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
             return watcher.execute(query, (application_name,)).fetchone()[0]
 
@@ -356,8 +354,8 @@ def test_each_event_loop_has_a_pool_closed_with_the_loop(postgres, new_schema, m
     assert connections_soon() == 0
 
 
-async def test_a_workflow_runs_resumes_and_forks_on_postgresql(postgres, new_schema):
-    store = PostgresStore(postgres, schema=new_schema())
+async def test_a_workflow_runs_resumes_and_forks_on_postgresql(dsn, new_schema):
+    store = PostgresStore(dsn, schema=new_schema())
     calls: Counter = Counter()
     wf = counting_workflow(store, calls)
     first = await wf.run(Count(1), run_id="parent")
@@ -381,8 +379,8 @@ async def test_a_workflow_runs_resumes_and_forks_on_postgresql(postgres, new_sch
     await store.close()
 
 
-def test_run_sync_and_resume_sync_each_in_a_fresh_loop(postgres, new_schema):
-    store = PostgresStore(postgres, schema=new_schema())
+def test_run_sync_and_resume_sync_each_in_a_fresh_loop(dsn, new_schema):
+    store = PostgresStore(dsn, schema=new_schema())
     wf = counting_workflow(store, Counter(), last=4)
     with pytest.raises(Exception, match="max_supersteps=2"):
         wf.run_sync(Count(1), run_id="r1", max_supersteps=2)
@@ -390,17 +388,15 @@ def test_run_sync_and_resume_sync_each_in_a_fresh_loop(postgres, new_schema):
     asyncio.run(store.close())
 
 
-async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_items(
-    postgres, new_schema
-):
+async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_items(dsn, new_schema):
     # A delivery holds the run row while a release comes in: the release must
     # see the delivered item once it gets the row, or nothing would apply it.
     schema = new_schema()
-    store = PostgresStore(postgres, schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     try:
         await new_run(store, status="awaiting_input")
         lease = await store.acquire("run-1", "owner", 30)
-        async with await connect(postgres, schema) as delivering, delivering.transaction():
+        async with await connect(dsn, schema) as delivering, delivering.transaction():
             await delivering.execute("SELECT 1 FROM treadle_runs WHERE run_id = 'run-1' FOR UPDATE")
             await delivering.execute(
                 "INSERT INTO treadle_inbox (run_id, kind, target, payload, created_at)"

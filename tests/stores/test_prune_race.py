@@ -17,7 +17,7 @@ from pathlib import Path
 import prune_race_app
 import pytest
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle.stores import PostgresStore, SqliteStore
 
 HERE = Path(__file__).parent

@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from search_support import brute_force, filters, populate_postgres, populate_sqlite, sample_runs
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle._stores._sql_dialect import POSTGRES, SQLITE
 from treadle._stores._sql_search import select_matching
 from treadle._values._filter import parse_filter

@@ -18,7 +18,7 @@ import pytest
 import upgrade_app
 from upgrade_app import DONE, FORKED, PAUSED, TRIMMED, build, entry
 
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle._stores._sql_schema import MIGRATIONS
 from treadle.stores import SqliteStore
 

@@ -18,11 +18,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import psycopg
 import pytest
 from pause_app import Job, expected_acc, lines, supersteps_logged, ticker
 
-from store_backends import fresh_schema, postgres_dsn
+from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
 from treadle.errors import (
     RequestAlreadyAnsweredError,
@@ -139,8 +138,7 @@ def any_store(request, tmp_path):
         return
     dsn, schema = postgres_dsn(), fresh_schema()
     yield PostgresStore(dsn, schema=schema)
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schemas_now([schema])
 
 
 async def test_a_paused_run_keeps_answers_for_later_and_resume_applies_them(any_store, tmp_path):

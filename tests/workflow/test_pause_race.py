@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from pause_app import Job, expected_acc, supersteps_logged, ticker
 
-from store_backends import fresh_schema, postgres_dsn
+from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.stores import PostgresStore, SqliteStore
 
@@ -96,8 +96,7 @@ def backend(request, tmp_path):
         install_postgres,
         postgres_history,
     )
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schemas_now([schema])
 
 
 def race(commands: list[list[str]], go: Path, env: dict[str, str] | None) -> list[dict]:

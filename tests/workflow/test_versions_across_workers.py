@@ -24,8 +24,8 @@ import pytest
 from versions_app import review, review_v1
 
 import treadle.workers
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from scaleout.processes import TREADLE, wait_until
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus
 
 if TYPE_CHECKING:

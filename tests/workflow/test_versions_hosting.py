@@ -21,8 +21,8 @@ from versions_app import NAP, review, review_v1
 
 import treadle.workers
 from cli.treadle_cli import Cli
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 from server.conftest import ServeProcess
-from store_backends import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
 from treadle._scaleout._apps import load_app
 from treadle.errors import GraphChangedError, VersionMismatchError
