@@ -60,6 +60,19 @@ class StateSpec(_Model):
     reducer: ImportPath | None = None
 
 
+class SearchSpec(_Model):
+    """A search field (docs/search.md): its kind, and a CEL expression its value comes from.
+
+    Exactly one of ``input`` (over ``inputs``, computed once when the run is
+    created) and ``state`` (over ``state``, computed at every commit; ``null``
+    unsets the field).
+    """
+
+    type: Literal["text", "number", "time", "bool"]
+    input: str | None = Field(default=None, max_length=2000)
+    state: str | None = Field(default=None, max_length=2000)
+
+
 class Node(_Model):
     """One step: exactly one of ``executor``, ``agent``, ``workflow`` or ``step``.
 
@@ -225,6 +238,10 @@ class Definition(_Model):
     four_eyes: bool = Field(
         default=False,
         description="Whether the person who started a run may not answer its requests.",
+    )
+    search: dict[Identifier, SearchSpec] = Field(
+        default_factory=dict,
+        description="Search fields of each run, found by `treadle runs --where` (docs/search.md).",
     )
     nodes: dict[Identifier, Node] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)

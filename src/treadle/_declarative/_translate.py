@@ -25,6 +25,7 @@ from treadle._declarative._nodes import (
     condition_scope,
     merge_nodes,
 )
+from treadle._declarative._search import add_search_fields
 from treadle._declarative._steps import (
     Made,
     agent_step,
@@ -128,6 +129,7 @@ class Translation:
             four_eyes=d.four_eyes,
         )
         self._add_state(builder, bool(recorded))
+        add_search_fields(builder, d.search, self.problem)
         self._add_types(builder)
         order = [d.start] if d.start in d.nodes else []
         order += [n for n in d.nodes if n != d.start]
