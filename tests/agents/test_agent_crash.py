@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from scripted import counted
+
+from gates import wait_for_file
 
 HERE = Path(__file__).parent
 SCRIPT = str(HERE / "kill_app.py")
@@ -33,11 +34,7 @@ def test_a_sigkill_between_two_tool_calls_of_a_turn_repeats_neither_request_nor_
     store, side = tmp_path / "runs.sqlite", tmp_path / "side.sqlite"
     marker = Path(str(side) + ".shipping")
     child = subprocess.Popen([sys.executable, SCRIPT, "run", str(store), str(side), "k1"])
-    deadline = time.monotonic() + 30
-    while not marker.exists():
-        assert child.poll() is None, "the run ended before its second tool call"
-        assert time.monotonic() < deadline, "the second tool call never started"
-        time.sleep(0.01)
+    wait_for_file(marker, child, what="the second tool call started")
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     before = counted(side)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import pytest
 from treadle_cli import TREADLE, Cli, seconds
 
+from gates import wait_for_file
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -38,17 +40,6 @@ def gate_of(tmp_path: Path, name: str = "gate") -> Path:
 
 def input_for(gate: Path) -> str:
     return json.dumps(str(gate))
-
-
-def wait_for_file(path: Path, process: subprocess.Popen[str] | None = None) -> None:
-    """Until ``path`` exists (another process makes it; there is no event to await)."""
-    deadline = time.monotonic() + 30
-    while not path.exists():
-        if process is not None and process.poll() is not None:
-            out, err = process.communicate()
-            pytest.fail(f"the run ended early ({process.returncode}): {out}\n{err}")
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
 
 
 def end(process: subprocess.Popen[str]) -> None:

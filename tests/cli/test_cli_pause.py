@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli_ownership import end, gate_of, input_for, wait_for_file
+from test_cli_ownership import end, gate_of, input_for
 from treadle_cli import Cli
+
+from gates import wait_for_file
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,10 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from test_cli_ownership import ISO_LINE, end, gate_of, input_for, wait_for_file
+from test_cli_ownership import ISO_LINE, end, gate_of, input_for
 from treadle_cli import Cli
+
+from gates import wait_for_file
 
 if TYPE_CHECKING:
     import subprocess

@@ -20,8 +20,10 @@ import signal
 import subprocess
 
 import pytest
-from test_cli_ownership import gate_of, input_for, wait_for_file
+from test_cli_ownership import gate_of, input_for
 from treadle_cli import TREADLE, Cli
+
+from gates import wait_for_file
 
 pytestmark = pytest.mark.integration
 

@@ -15,19 +15,12 @@ import time
 import pytest
 from treadle_cli import TREADLE, Cli
 
+from gates import wait_for_file
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 
 DEADLINE = 40.0  # seconds a test waits for a process to reach a point before it fails
-
-
-def wait_for_file(path, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not path.exists():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves

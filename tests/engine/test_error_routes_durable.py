@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from gates import wait_for_file
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import ExecutorFailure, RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import GraphChangedError
@@ -153,14 +153,6 @@ def spawn(*args: str | Path) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(marker: Path, child: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert child.poll() is None, child.communicate()
-        assert time.monotonic() < deadline, "the refund never started"
-        time.sleep(0.01)
-
-
 @pytest.mark.integration
 async def test_killed_after_the_routed_superstep_a_new_process_resumes_with_the_failure_pending(
     tmp_path: Path,
@@ -168,7 +160,7 @@ async def test_killed_after_the_routed_superstep_a_new_process_resumes_with_the_
     expected = error_route_app.outcome(await error_route_app.build().run("o-1"))
     store_path, marker = tmp_path / "runs.sqlite", tmp_path / "refund-started"
     with spawn("run", store_path, "r1", marker) as child:
-        wait_for(marker, child)
+        wait_for_file(marker, child, seconds=60, what="the refund started")
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
     assert child.returncode == -signal.SIGKILL

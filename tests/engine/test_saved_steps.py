@@ -8,9 +8,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from gates import wait_for_file
 from treadle import (
     ExponentialBackoff,
     RetryPolicy,
@@ -35,11 +35,7 @@ def test_a_sigkill_between_two_saved_steps_repeats_neither_completed_one(tmp_pat
     script = str(HERE / "saved_step_app.py")
     marker = Path(str(side) + ".shipping")
     child = subprocess.Popen([sys.executable, script, "run", str(store), str(side), "kill-me"])
-    deadline = time.monotonic() + 30
-    while not marker.exists():
-        assert child.poll() is None, "the run ended before its second step"
-        assert time.monotonic() < deadline, "the second step never started"
-        time.sleep(0.01)
+    wait_for_file(marker, child, what="the second step started")
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert calls(side) == {"charge": 1, "ship": 1}

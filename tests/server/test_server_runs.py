@@ -7,7 +7,6 @@ and the run then goes on in the background.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import datetime
 from time import time as time_now
@@ -15,6 +14,7 @@ from typing import Any
 
 from sse import messages
 
+from gates import file_appears, reached
 from server.conftest import serving
 
 
@@ -218,9 +218,7 @@ async def test_stopping_the_server_leaves_its_runs_resumable(tmp_path):
     gate = tmp_path / "gate"
     async with serving(url) as api:
         await api.start("counting", {"to": 3, "gate": str(gate), "hold_at": 1}, run_id="k1")
-        async with asyncio.timeout(20):
-            while not gate.with_name("gate.reached").exists():  # noqa: ASYNC110 - another task's file
-                await asyncio.sleep(0.02)
+        await file_appears(reached(gate), seconds=20)
     # Stopped mid-superstep: the run is as last committed, not cancelled.
     gate.touch()
     async with serving(url) as api:  # the next server (its timer service) takes it over
