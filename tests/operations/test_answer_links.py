@@ -29,8 +29,8 @@ from treadle.stores import PostgresStore, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
 from server_app import Brief, approval
-from signin_app import Expense, expense
 
+from apps.approvals import Expense, expense
 from treadle.errors import ActionRefusedError, RunNotFoundError, UnknownRequestError
 
 YES = {"approved": True, "note": "fine"}

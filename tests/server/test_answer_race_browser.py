@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.integration]
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The provider and ``treadle serve`` (race_app, people signing in); its base URL and store."""
     store = tmp_path_factory.mktemp("race") / "runs.db"
-    with signing_in(store, "race_app") as (base, _):
+    with signing_in(store, "approvals:race") as (base, _):
         yield base, store
 
 

@@ -43,6 +43,8 @@ ROOT = HERE.parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROVIDER = ROOT / ".tools" / "node_modules" / "oidc-provider" / "lib" / "index.js"
 TREADLE = str(Path(sys.executable).parent / "treadle")
+# The workflows signed-in people answer (tests/apps/approvals.py): finance's, four eyes, and ops'.
+SIGNED = ("approvals:expense", "approvals:ops_purchase")
 # The browser's clock: the timeline's "at HH:MM" is in it, not in the machine's zone.
 ZONE = "America/New_York"
 
@@ -88,8 +90,8 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def signing_in(store: Path, app: str) -> Iterator[tuple[str, list[str]]]:
-    """The provider and a ``treadle serve`` of ``app`` on ``store`` that people sign in to.
+def signing_in(store: Path, *apps: str) -> Iterator[tuple[str, list[str]]]:
+    """The provider and a ``treadle serve`` of ``apps`` on ``store`` that people sign in to.
 
     Yields the server's base URL and the lines it printed; checks on the way
     out that neither process printed the client's secret.
@@ -111,7 +113,7 @@ def signing_in(store: Path, app: str) -> Iterator[tuple[str, list[str]]]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
     command = [
         TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", str(page_port),
-        "--app", app,
+        *(option for app in apps for option in ("--app", app)),
         "--oidc-issuer", f"http://127.0.0.1:{issuer_port}",
         "--oidc-client-id", "treadle",
         "--oidc-role", "approver=group:finance",
@@ -120,7 +122,7 @@ def signing_in(store: Path, app: str) -> Iterator[tuple[str, list[str]]]:
     ]  # fmt: skip
     env = {
         **inherited,
-        "PYTHONPATH": str(HERE),
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent / "apps")]),
         "TREADLE_OIDC_CLIENT_SECRET": "treadle-test-secret",
     }
     page_server, page_lines = _started(command, "people sign in with", env)
@@ -134,7 +136,7 @@ def signing_in(store: Path, app: str) -> Iterator[tuple[str, list[str]]]:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
-    with signing_in(tmp_path_factory.mktemp("signin") / "runs.db", "signin_app") as served:
+    with signing_in(tmp_path_factory.mktemp("signin") / "runs.db", *SIGNED) as served:
         yield served
 
 
