@@ -7,10 +7,13 @@ while the run computes, and given up with the commit that brings the run to
 rest. Every write the run makes carries the lease, so a process that lost
 it (paused past its lease, cancelled, taken over) commits nothing.
 
-The CLI detaches the runs of its process on Ctrl-C (:func:`detach_all`):
-their writes are refused from then on, so nothing is recorded as cancelled,
-and their leases are given up so that ``resume`` or a timer service takes
-each run over at once from its last checkpoint.
+Renewing is the business of whoever drives the run: its
+:class:`~treadle._checkpoints._leases.LeaseKeeper` holds the ownership,
+renews it, and detaches it when that driver stops (a CLI command on
+Ctrl-C, a server, a runtime): its writes are refused from then on, so
+nothing is recorded as cancelled, and its lease is given up so that
+``resume`` or a timer service takes the run over at once from its last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import os
 import random
 import socket
 import time
-import weakref
 from typing import TYPE_CHECKING
 
 from treadle._engine._errors import RunCancelledError
@@ -31,58 +33,9 @@ from treadle._stores._store import Lease
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._checkpoints._leases import LeaseKeeper
     from treadle._stores._store import CheckpointRecord, EventEntry, RunRecord, Store
     from treadle._values._actors import Actor
-
-
-class _Heartbeat:
-    """Renews the leases held on one event loop, from one task, while there are any.
-
-    One task a loop rather than a timer a run: most runs rest long before
-    their first renewal is due, and adding to a set costs them next to nothing.
-    """
-
-    def __init__(self) -> None:
-        self.held: set[Ownership] = set()
-        self.task: asyncio.Task[None] | None = None
-        self.renewing: set[asyncio.Task[None]] = set()
-
-    def add(self, ownership: Ownership) -> None:
-        self.held.add(ownership)
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._beat(), name="treadle-leases")
-
-    async def _beat(self) -> None:
-        try:
-            while self.held:
-                await asyncio.sleep(min(o.duration for o in self.held) / 6)
-                now = time.time()
-                for ownership in list(self.held):
-                    if ownership.renewal_due(now) and not ownership.renewing:
-                        task = asyncio.get_running_loop().create_task(ownership.renew())
-                        self.renewing.add(task)
-                        task.add_done_callback(self.renewing.discard)
-        finally:
-            self.task = None
-
-
-# The leases this process holds, by the event loop their runs run on.
-_BEATS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heartbeat] = (
-    weakref.WeakKeyDictionary()
-)
-_last: tuple[asyncio.AbstractEventLoop | None, _Heartbeat | None] = (None, None)
-
-
-def _heartbeat_of(loop: asyncio.AbstractEventLoop) -> _Heartbeat:
-    global _last  # noqa: PLW0603 - a one-entry cache: nearly every call asks for the same loop
-    cached_loop, cached = _last
-    if cached_loop is loop and cached is not None:
-        return cached
-    beat = _BEATS.get(loop)
-    if beat is None:
-        beat = _BEATS[loop] = _Heartbeat()
-    _last = (loop, beat)
-    return beat
 
 
 _HOST = socket.gethostname()
@@ -129,19 +82,6 @@ def lease_duration(store: Store) -> float:
     return store.lease
 
 
-def detach_all(reason: str) -> list[str]:
-    """Detach every run this process owns (Ctrl-C); return their ids.
-
-    Their further writes are refused, so the runs stay as last committed
-    and resumable; :meth:`Ownership.close` then gives each lease up.
-    """
-    detached = []
-    for ownership in [o for beat in list(_BEATS.values()) for o in list(beat.held)]:
-        ownership.detach(DurabilityError(reason))
-        detached.append(ownership.lease.run_id)
-    return detached
-
-
 class Ownership:
     """A held lease on one run and the writes made under it.
 
@@ -158,8 +98,7 @@ class Ownership:
         self.consumed: int | None = None  # inbox items applied, marked with the next commit
         self.detached: DurabilityError | None = None
         self.released = False
-        self.renewing = False
-        self._beat: _Heartbeat | None = None
+        self.keeper: LeaseKeeper | None = None  # renews the lease while the run is driven
 
     def __repr__(self) -> str:
         """Name the run, the owner and the epoch: what tells two ownerships apart."""
@@ -204,29 +143,23 @@ class Ownership:
         duration = lease_duration(store)
         return cls(store, Lease(run_id, new_owner(), 1, time.time() + duration), duration)
 
-    def start_heartbeat(self) -> None:
-        """Renew the lease once a third of it has passed, until :meth:`close`."""
-        if self._beat is None and not (self.released or self.detached):
-            beat = _heartbeat_of(asyncio.get_running_loop())
-            beat.add(self)
-            self._beat = beat
+    def renewal_at(self) -> float:
+        """When a third of the lease will have passed since it was taken or last renewed."""
+        return self.lease.until - self.duration * 2 / 3
 
     def renewal_due(self, now: float) -> bool:
         """Whether a third of the lease has passed since it was taken or last renewed."""
         live = not (self.released or self.detached)
-        return live and now >= self.lease.until - self.duration * 2 / 3
+        return live and now >= self.renewal_at()
 
     async def renew(self) -> None:
         """Extend the lease (a heartbeat); a lost lease detaches, a store outage waits."""
-        self.renewing = True
         try:
             self.lease = await self.store.renew(self.lease, self.duration)
         except LeaseLostError as lost:
             self.detach(lost)
         except DurabilityError:
             pass  # the store is down: the next beat tries again
-        finally:
-            self.renewing = False
 
     def detach(self, reason: DurabilityError) -> None:
         """Refuse every later write with ``reason``: the run stays as last committed."""
@@ -317,10 +250,10 @@ class Ownership:
             raise self.detached
 
     async def close(self) -> None:
-        """Stop the heartbeat and give the lease up, unless that happened already."""
-        beat, self._beat = self._beat, None
-        if beat is not None:
-            beat.held.discard(self)
+        """Leave the keeper and give the lease up, unless that happened already."""
+        keeper, self.keeper = self.keeper, None
+        if keeper is not None:
+            keeper.let_go(self)
         if self.released or isinstance(self.detached, LeaseLostError):
             return
         self.released = True

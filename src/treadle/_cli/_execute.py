@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 import typer
 from rich.markup import escape
 
-from treadle._checkpoints._ownership import detach_all
+from treadle._checkpoints._leases import LeaseKeeper
 from treadle._cli._stopping import CLOSED_OUTPUT, Stop, stopping
 from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
@@ -172,7 +172,7 @@ async def _detach_on_interrupt(
     """``work``, with a stop detaching from the runs this process owns rather than cancelling.
 
     A stop is Ctrl-C, SIGTERM, SIGHUP or the output closing (``| head -1``):
-    the first detaches every run this process owns (their writes are refused
+    the first detaches every run the command drives (their writes are refused
     from then on, so nothing, not even ``cancelled``, is recorded) and
     cancels the work; each run's task unwinds and gives its lease up, so
     ``resume`` or a worker can take it over at once. A second Ctrl-C stops
@@ -181,29 +181,50 @@ async def _detach_on_interrupt(
     Raises:
         Detached: A stop came before the work finished.
     """
-    task = asyncio.ensure_future(work(store))
-    stopped: Stop | None = None
-    detached: list[str] = []
-
-    def on_stop(stop: Stop) -> None:
-        nonlocal stopped, detached
-        stopped = stop
-        detached = detach_all(f"detached by {stop.cause}: the run stays as last committed")
-        task.cancel()
-
-    with stopping(on_stop):
+    async with asyncio.TaskGroup() as group:
+        leases = LeaseKeeper(group)
         try:
-            return await task
-        except BaseException:
-            if stopped is None:
-                raise
-            # The cancellation, or a write refused while unwinding: the runs stay as committed.
+            with leases.driving():  # the task, and the runs it opens, are the command's
+                task = asyncio.ensure_future(work(store))
+            stopped, detached = await _until_done_or_stopped(task, leases)
+        finally:
+            await leases.close()
+        if stopped is None:
+            return task.result()
     rows = [await _row_or_none(store, run_id) for run_id in detached]
     if not detached and isinstance(named, str):  # it let go of the run before the stop came
         row = await _row_or_none(store, named)
         if row is not None and RunStatus(row.status).is_stopped:
             detached, rows = [named], [row]
     raise Detached(_detached_message(detached, rows, named), stopped)
+
+
+async def _until_done_or_stopped(
+    task: asyncio.Future[T], leases: LeaseKeeper
+) -> tuple[Stop | None, list[str]]:
+    """Await ``task``; a stop detaches the runs ``leases`` holds and cancels it.
+
+    Returns what stopped it (``None``: it finished, maybe failing: its
+    result says, once out of the task group) and the runs detached.
+    """
+    stopped: Stop | None = None
+    detached: list[str] = []
+
+    def on_stop(stop: Stop) -> None:
+        nonlocal stopped, detached
+        stopped = stop
+        detached = leases.detach(f"detached by {stop.cause}: the run stays as last committed")
+        task.cancel()
+
+    with stopping(on_stop):
+        try:
+            await task
+        except BaseException:
+            if stopped is None and not task.done():
+                raise  # the command itself was cancelled
+            # Its error (raised by its result), the cancellation, or a write
+            # refused while unwinding: the runs stay as committed.
+    return stopped, detached
 
 
 async def _row_or_none(store: RunReads, run_id: str) -> RunRecord | None:

@@ -18,7 +18,6 @@ import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from treadle._checkpoints._ownership import detach_all
 from treadle._operations._inputs import lease_from_environment
 from treadle._operations._webhooks import sending
 
@@ -110,16 +109,10 @@ async def _serve_file(
     from treadle._workflow._service import Runtime  # noqa: PLC0415
 
     _logger.info("worker serving %s", ", ".join(w.name for w in workflows))
+    # Leaving the runtime detaches the runs it was advancing (it logs each):
+    # stopping must not cancel them, they stay resumable.
     async with Runtime(store, workflows, poll_interval=settings.poll_interval, metrics=metrics):
         await stop.wait()
-        # Stopping must not cancel the runs it was advancing: they stay resumable.
-        left = detach_all("the worker stopped: the run stays as last committed")
-    for run_id in left:
-        _logger.info(
-            "left run %s as last committed; `treadle resume %s` or a worker takes it up",
-            run_id,
-            run_id,
-        )
     _logger.info("worker stopped")
 
 

@@ -34,6 +34,7 @@ from treadle._workflow._workflow import continue_taken
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from treadle._checkpoints._leases import LeaseKeeper
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
     from treadle._workflow._runs import TakenOver
@@ -59,11 +60,14 @@ async def open_new(
     *,
     actor: Actor,
     options: RunOptions = BACKGROUND,
+    leases: LeaseKeeper | None = None,
 ) -> tuple[str, DriveOn]:
     """Create a run (its first checkpoint, leased to this process); return its id and its drive.
 
     Once this returns the run is stored: a process that dies before driving
-    it leaves an orphan that a timer service takes over.
+    it leaves an orphan that a timer service takes over. ``leases``: the
+    keeper of the driver that will drive it (opened in one task, it is
+    driven in another).
 
     Raises:
         ActionRefusedError: ``actor`` is not an operator.
@@ -72,7 +76,7 @@ async def open_new(
     """
     chosen = run_id or new_run_id()
     started_by = rights.started_by(actor)
-    launch = Launch(value, None, chosen, None, options, store, started_by=started_by)
+    launch = Launch(value, None, chosen, None, options, store, started_by=started_by, leases=leases)
     loop, release = await open_run(workflow, launch, None)
 
     async def drive_on() -> None:

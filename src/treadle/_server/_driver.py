@@ -12,8 +12,8 @@ is driven here as ``treadle resume`` would).
 Stopping the server detaches every run it is driving before cancelling
 its task: nothing, not even ``cancelled``, is recorded, so each run stays
 as last committed, resumable by the next server, worker or ``resume``.
-(Detaching is process-wide, as for ``treadle worker``: the server is the
-only thing in its process that drives runs.)
+Those are the runs its :class:`LeaseKeeper` holds: anything else driving
+runs in the same process (another server, a ``Runtime``) is left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from treadle._checkpoints._ownership import detach_all
+from treadle._checkpoints._leases import LeaseKeeper
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._options import RunOptions
 from treadle._exceptions import TreadleError
@@ -67,6 +67,7 @@ class Driver:
         self._runtime: Runtime | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.leases = LeaseKeeper()  # replaced by one in the task group while serving
 
     @property
     def runs_here(self) -> bool:
@@ -86,7 +87,8 @@ class Driver:
 
     async def _drive(self, run_id: str, drive_on: DriveOn) -> None:
         try:
-            await drive_on()
+            with self.leases.driving():
+                await drive_on()
         except WorkflowRunError as error:  # recorded in the store; the API shows it
             logger.info("run %s failed: %s", run_id, error)
         except RunCancelledError:
@@ -100,6 +102,7 @@ class Driver:
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
+        self.leases = LeaseKeeper(group)
         if self.runs_here:
             from treadle._workflow._service import Runtime  # noqa: PLC0415 - SQLite only
 
@@ -117,7 +120,7 @@ class Driver:
         tb: TracebackType | None,
     ) -> None:
         # Detach first: a run whose task is then cancelled records nothing.
-        left = detach_all("the server stopped: the run stays as last committed")
+        left = self.leases.detach("the server stopped: the run stays as last committed")
         for run_id in left:
             logger.info("left run %s as last committed", run_id)
         if self._runtime is not None:
@@ -125,6 +128,7 @@ class Driver:
             self._runtime = None
         for task in list(self._tasks):
             task.cancel()
+        await self.leases.close()
         group, self._group = self._group, None
         if group is not None:
             # Not given the block's error: the task group would wrap it in a group of its own.

@@ -96,6 +96,7 @@ async def start_run(request: Request) -> Response:
                 run_id,
                 actor=actor_of(request),
                 options=served.driver.run_options,
+                leases=served.driver.leases,
             )
         except TypeError as error:  # no handler for the value's type
             raise ApiError(422, str(error), kind="InvalidInputError") from None

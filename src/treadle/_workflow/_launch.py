@@ -16,6 +16,7 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
+from treadle._checkpoints._leases import LeaseKeeper
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._deadlines import expire_requests
 from treadle._engine._delivery import Envelope
@@ -60,6 +61,8 @@ class Launch(NamedTuple):
             its checkpoint was read (a new run takes one as it is created).
         started_by: Who starts a new run (an actor as JSON text): its store
             records ``run_started`` with the run's row, which keeps it.
+        leases: The keeper of the driver that will drive the run (``None``:
+            the keeper of the task opening it, else one of the run's own).
     """
 
     message: Any = _NO_INPUT
@@ -73,6 +76,7 @@ class Launch(NamedTuple):
     ownership: Ownership | None = None
     expired: frozenset[str] = frozenset()
     started_by: str | None = None
+    leases: LeaseKeeper | None = None
 
 
 async def open_run(
@@ -80,8 +84,8 @@ async def open_run(
 ) -> tuple[RunLoop, Callable[[], Awaitable[None]]]:
     """A loop ready to step, and the coroutine function that lets go of it.
 
-    Letting go releases the run's executors and, for a stored run, stops
-    its lease's heartbeat and gives the lease up if the last commit did not.
+    Letting go releases the run's executors and, for a stored run, takes
+    its lease from its keeper and gives it up if the last commit did not.
     """
     store = launch.store if launch.store is not None else workflow.store
     # With nowhere to rest, a run sleeps through its timers (whatever opened it).
@@ -94,12 +98,11 @@ async def open_run(
     ownership = launch.ownership
     if store is not None and ownership is None and restored is None:
         ownership = Ownership.new(store, run_id)
+    keeper = launch.leases or LeaseKeeper.current()
+    lone = LeaseKeeper() if keeper is None and ownership is not None else None
+    keeper = keeper or lone  # a lone run: nobody else drives it
     pool, free_executors = workflow.claim(run_id)
-
-    async def release() -> None:
-        free_executors()
-        if ownership is not None:
-            await ownership.close()
+    release = _releasing(free_executors, ownership, lone)
 
     try:
         checkpointer = None
@@ -161,9 +164,24 @@ async def open_run(
     except BaseException:
         await release()
         raise
-    if ownership is not None:
-        ownership.start_heartbeat()
+    if ownership is not None and keeper is not None:
+        keeper.hold(ownership)
     return loop, release
+
+
+def _releasing(
+    free_executors: Callable[[], None], ownership: Ownership | None, lone: LeaseKeeper | None
+) -> Callable[[], Awaitable[None]]:
+    """What lets go of a run: its executors, its lease, and the keeper of a lone run."""
+
+    async def release() -> None:
+        free_executors()
+        if ownership is not None:
+            await ownership.close()
+        if lone is not None:  # nobody else drives the run: its keeper goes with it
+            await lone.close()
+
+    return release
 
 
 # The bits uuid.UUID(version=4) clears and sets in 128 random ones.

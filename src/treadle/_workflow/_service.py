@@ -23,6 +23,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._leases import LeaseKeeper
 from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner, owner_is_dead
 from treadle._engine._clock import SystemClock
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
@@ -89,8 +90,9 @@ class Runtime:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval
         self.hosted = Hosted(workflows)
+        self._group: asyncio.TaskGroup | None = None
         self._service: asyncio.Task[None] | None = None
-        self._driving: set[Ownership] = set()  # the runs it is continuing right now
+        self._leases: LeaseKeeper | None = None  # the runs it drives in its block
 
     def workflow(self, name: str, version: int | None = None) -> Workflow:
         """Version ``version`` of the workflow named ``name`` (``None``: the newest hosted).
@@ -106,9 +108,13 @@ class Runtime:
         """Start a run on this runtime's store and clock; return when it rests or ends.
 
         A name starts the newest version hosted, unless ``version`` names another.
+        Inside the runtime's ``async with`` block the runtime drives it:
+        leaving the block detaches it, as the runs it wakes.
         """
         chosen = self.workflow(workflow, version) if isinstance(workflow, str) else workflow
-        return await chosen.run(message, store=self.store, clock=self.clock, **options)
+        driving = self._leases.driving() if self._leases is not None else contextlib.nullcontext()
+        with driving:
+            return await chosen.run(message, store=self.store, clock=self.clock, **options)
 
     async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
         """Continue every run that needs taking up now; return their results.
@@ -128,6 +134,18 @@ class Runtime:
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
             raise ValueError(msg)
+        if self._leases is not None:
+            return await self._wake_due(self._leases, limit, concurrency)
+        async with asyncio.TaskGroup() as group:  # called outside the block: its own keeper
+            leases = LeaseKeeper(group)
+            try:
+                return await self._wake_due(leases, limit, concurrency)
+            finally:
+                await leases.close()
+
+    async def _wake_due(
+        self, leases: LeaseKeeper, limit: int | None, concurrency: int
+    ) -> list[RunResult]:
         duration = lease_duration(self.store)
         batch = _CLAIM_BATCH if limit is None else limit
         slots = asyncio.Semaphore(concurrency)
@@ -135,7 +153,8 @@ class Runtime:
 
         async def wake(index: int, claimed: Claimed) -> None:
             async with slots:
-                results[index] = await self._continue_claimed(claimed, duration)
+                with leases.driving():
+                    results[index] = await self._continue_claimed(claimed, duration)
 
         await self._let_go_for_the_dead(duration, batch)
         while True:  # without a limit, batch after batch until nothing more is due
@@ -196,7 +215,9 @@ class Runtime:
     async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
         lease, name = claimed.lease, claimed.workflow
         ownership = Ownership(self.store, lease, duration)
-        self._driving.add(ownership)
+        keeper = LeaseKeeper.current()
+        if keeper is not None:  # held from the claim on, so that leaving the block detaches it
+            keeper.hold(ownership)
         workflow = self.hosted.get(name, claimed.version)
         try:
             if workflow is None:
@@ -235,7 +256,6 @@ class Runtime:
             logger.info("run %s %s at superstep %d", lease.run_id, result.status, result.superstep)
             return result
         finally:
-            self._driving.discard(ownership)
             await ownership.close()
 
     def _not_hosted(self, name: str, version: int) -> str:
@@ -264,7 +284,11 @@ class Runtime:
             await self.clock.sleep_until(self.clock.now() + self.poll_interval)
 
     async def __aenter__(self) -> Runtime:
-        self._service = asyncio.create_task(self.serve(), name="treadle-timers")
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self._leases = LeaseKeeper(group)
+        self._service = group.create_task(self.serve(), name="treadle-timers")
         return self
 
     async def __aexit__(
@@ -273,17 +297,28 @@ class Runtime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._service is not None:
-            # Leaving the block stops the service, not the runs it was continuing:
-            # they are detached (nothing recorded), their leases given up, so they
-            # stay resumable from their last checkpoint and the next service takes
-            # them up at once.
-            for ownership in self._driving:
-                ownership.detach(DurabilityError("the runtime serving it stopped"))
-            self._service.cancel()
+        # Leaving the block stops the service, not the runs it was driving: they
+        # are detached (nothing recorded), their leases given up, so they stay
+        # resumable from their last checkpoint and the next service takes them
+        # up at once. Runs driven by anything else in this process go on.
+        leases, self._leases = self._leases, None
+        if leases is not None:
+            for run_id in leases.detach("the runtime driving it stopped"):
+                logger.info(
+                    "left run %s as last committed; `treadle resume %s` or a worker takes it up",
+                    run_id,
+                    run_id,
+                )
+        service, self._service = self._service, None
+        if service is not None:
+            service.cancel()
+        if leases is not None:
+            await leases.close()
+        group, self._group = self._group, None
+        if group is not None:
+            # Not given the block's error: the task group would wrap it in a group of its own.
             with contextlib.suppress(asyncio.CancelledError):
-                await self._service
-            self._service = None
+                await group.__aexit__(None, None, None)
 
     @property
     def workflows(self) -> Mapping[str, Workflow]:
