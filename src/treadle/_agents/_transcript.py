@@ -12,9 +12,16 @@ A message in another form is shown whole, as JSON, rather than dropped.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
-_TEXT_PARTS = {"system-prompt": "system", "user-prompt": "user", "text": "assistant"}
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_TEXT_PARTS: Final[Mapping[str | None, str]] = {
+    "system-prompt": "system",
+    "user-prompt": "user",
+    "text": "assistant",
+}
 _SHOWN = 2000
 """Characters of a text, a tool's arguments or its result an entry keeps."""
 

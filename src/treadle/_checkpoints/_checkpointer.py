@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import random
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from treadle._checkpoints._delta import PieceCache
 from treadle._engine._clock import SystemClock
@@ -64,7 +64,7 @@ BATCHED_IN_FLIGHT = 16
 """How many checkpoints ``durability="batched"`` lets be not yet durable (its loss window)."""
 
 # How many checkpoints each mode lets be not yet durable while the run goes on.
-_IN_FLIGHT: dict[str, int] = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}
+_IN_FLIGHT: Final[Mapping[str, int]] = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}
 
 
 def new_checkpoint_id() -> str:

@@ -23,7 +23,8 @@ piece, never a crash or a guess.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from treadle._checkpoints._blob import seal, unseal
 from treadle._checkpoints._delta import Manifest, PieceCache, PieceReader, PieceWriter
@@ -131,9 +132,14 @@ def _fan_in_out(buffers: tuple[FanInBuffer, ...], enc: Callable[[Any], Any]) -> 
     ]
 
 
-_PART_NAMES = {"fan_in": "fan-in buffers", "waits": "waits"}
+_PART_NAMES = MappingProxyType({"fan_in": "fan-in buffers", "waits": "waits"})
 
-_NO_WAITS: dict[str, Any] = {"suspended": [], "scheduled": [], "answered": [], "approvals": []}
+_NO_WAITS: Final[Mapping[str, Any]] = {
+    "suspended": [],
+    "scheduled": [],
+    "answered": [],
+    "approvals": [],
+}
 
 
 def _waits_out(waits: WaitBook, enc: Callable[[Any], Any]) -> dict[str, Any]:

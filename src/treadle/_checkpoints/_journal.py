@@ -16,10 +16,12 @@ same transaction (:meth:`EventJournal.take`).
 
 from __future__ import annotations
 
+import functools
 import json
 import traceback
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from treadle._engine._events import (
     CheckpointSaved,
@@ -33,7 +35,7 @@ from treadle._engine._events import (
 from treadle._stores._events import EventEntry
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from treadle._engine._barrier import EventSink
     from treadle._engine._clock import Clock
@@ -45,7 +47,15 @@ _COMMON = frozenset(("run_id", "superstep", "executor_id", "sequence"))
 # Announced after the commit that made them true: the checkpointer records its own.
 _RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
 
-_KINDS: dict[type[WorkflowEvent], str] = {}
+_Found = TypeVar("_Found")
+
+
+def _once_per_class(
+    find: Callable[[type[WorkflowEvent]], _Found],
+) -> Callable[[type[WorkflowEvent]], _Found]:
+    """``find``, remembered for each event class: what it finds of a class never changes."""
+    return cast("Callable[[type[WorkflowEvent]], _Found]", functools.cache(find))
+
 
 _RUN_STARTED = "run_started"  # RunStarted's kind in the log
 
@@ -58,10 +68,8 @@ from the context that raised them, the moment they are raised
 (:meth:`EventJournal.relay`).
 """
 
-# What the journal does with each event class, found once per class.
-_HANDLING: dict[type[WorkflowEvent], int] = {}
 
-
+@_once_per_class  # what the journal does with each event class
 def _handling(event_type: type[WorkflowEvent]) -> int:
     """Whether events of a class are logged, the checkpointer's, or ephemeral.
 
@@ -74,6 +82,7 @@ def _handling(event_type: type[WorkflowEvent]) -> int:
     return _LIVE if event_type.ephemeral else _LOGGED
 
 
+@_once_per_class
 def kind_of(event_type: type[WorkflowEvent]) -> str:
     """An event class's name in the log: ``ExecutorFailed`` -> ``executor_failed``.
 
@@ -81,12 +90,8 @@ def kind_of(event_type: type[WorkflowEvent]) -> str:
     ``output``), as does ``CustomEvent`` (``custom``), and so every class
     named ``...Event``.
     """
-    kind = _KINDS.get(event_type)
-    if kind is None:
-        name = event_type.__name__.removesuffix("Event") or event_type.__name__
-        kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
-        _KINDS[event_type] = kind
-    return kind
+    name = event_type.__name__.removesuffix("Event") or event_type.__name__
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 def error_data(error: BaseException | None) -> dict[str, Any] | None:
@@ -126,26 +131,21 @@ def _unrepresentable(value: Any) -> dict[str, str]:
     return {"unrepresentable": shown[:_REPR_LIMIT]}
 
 
-# Each event class's own fields (not the common ones), found once per class.
-_OWN_FIELDS: dict[type[WorkflowEvent], tuple[str, ...]] = {}
-
-
+@_once_per_class  # each event class's own fields (not the common ones)
 def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
-    names = _OWN_FIELDS.get(event_type)
-    if names is None:
-        names = tuple(f.name for f in fields(event_type) if f.name not in _COMMON)
-        _OWN_FIELDS[event_type] = names
-    return names
+    return tuple(f.name for f in fields(event_type) if f.name not in _COMMON)
 
 
 # The events every superstep logs, written without a JSON encoder (they hold
 # only numbers and executor ids, which _json quotes).
-_WRITTEN: dict[type[WorkflowEvent], Callable[[Any], str]] = {
-    SuperstepStarted: lambda e: '{"executor_ids":' + _json(e.executor_ids) + "}",
-    SuperstepCompleted: lambda _: "{}",
-    ExecutorInvoked: lambda e: f'{{"position":{e.position},"attempt":{e.attempt}}}',
-    ExecutorCompleted: lambda e: f'{{"position":{e.position}}}',
-}
+_WRITTEN: Final[Mapping[type[WorkflowEvent], Callable[[Any], str]]] = MappingProxyType(
+    {
+        SuperstepStarted: lambda e: '{"executor_ids":' + _json(e.executor_ids) + "}",
+        SuperstepCompleted: lambda _: "{}",
+        ExecutorInvoked: lambda e: f'{{"position":{e.position},"attempt":{e.attempt}}}',
+        ExecutorCompleted: lambda e: f'{{"position":{e.position}}}',
+    }
+)
 
 
 def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
@@ -234,9 +234,7 @@ class EventJournal:
 
     def publish(self, event: WorkflowEvent) -> None:
         """Keep ``event`` for the next checkpoint (unless it is not the log's); pass it on."""
-        handling = _HANDLING.get(type(event))
-        if handling is None:
-            handling = _HANDLING[type(event)] = _handling(type(event))
+        handling = _handling(type(event))
         if handling == _LOGGED:
             self._kept.append((event, self._clock.now()))
         if self._inner is not None:

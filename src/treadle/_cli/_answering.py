@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.markup import escape
 
 from treadle._operations._shapes import iso_time
 
-_EXAMPLES: dict[str, Any] = {
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_EXAMPLES: Final[Mapping[str, Any]] = {
     "boolean": True,
     "integer": 0,
     "number": 0.0,
@@ -27,13 +31,15 @@ _EXAMPLES: dict[str, Any] = {
     "object": {},
     "null": None,
 }
-_FORMATS = {
-    "date-time": "2030-01-01T00:00:00Z",
-    "date": "2030-01-01",
-    "time": "00:00:00",
-    "uuid": "00000000-0000-0000-0000-000000000000",
-    "duration": "PT0S",
-}
+_FORMATS = MappingProxyType(
+    {
+        "date-time": "2030-01-01T00:00:00Z",
+        "date": "2030-01-01",
+        "time": "00:00:00",
+        "uuid": "00000000-0000-0000-0000-000000000000",
+        "duration": "PT0S",
+    }
+)
 
 
 def request_lines(request: dict[str, Any]) -> list[str]:

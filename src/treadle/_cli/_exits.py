@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -29,17 +30,19 @@ if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._operations._commands import RunView
 
-EXIT_FOR_STATUS = {
-    RunStatus.COMPLETED: 0,
-    RunStatus.AWAITING_INPUT: 3,
-    RunStatus.WAITING: 3,
-    RunStatus.FAILED: 1,
-    RunStatus.STALLED: 1,
-    RunStatus.CANCELLED: 1,
-    RunStatus.PAUSED: 3,
-    RunStatus.RUNNING: 0,
-    RunStatus.PENDING: 0,
-}
+EXIT_FOR_STATUS = MappingProxyType(
+    {
+        RunStatus.COMPLETED: 0,
+        RunStatus.AWAITING_INPUT: 3,
+        RunStatus.WAITING: 3,
+        RunStatus.FAILED: 1,
+        RunStatus.STALLED: 1,
+        RunStatus.CANCELLED: 1,
+        RunStatus.PAUSED: 3,
+        RunStatus.RUNNING: 0,
+        RunStatus.PENDING: 0,
+    }
+)
 """The exit code for a run's status: a run's status *is* a command's outcome."""
 
 

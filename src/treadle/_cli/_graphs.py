@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path  # noqa: TC003 - typer reads the annotation
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -31,14 +32,16 @@ cli = command_set()
 FORMATS = ("mermaid", "dot", "png", "svg")
 """What ``--format`` takes: two sources, two pictures."""
 
-_BY_SUFFIX = {
-    ".mmd": "mermaid",
-    ".mermaid": "mermaid",
-    ".dot": "dot",
-    ".gv": "dot",
-    ".png": "png",
-    ".svg": "svg",
-}
+_BY_SUFFIX = MappingProxyType(
+    {
+        ".mmd": "mermaid",
+        ".mermaid": "mermaid",
+        ".dot": "dot",
+        ".gv": "dot",
+        ".png": "png",
+        ".svg": "svg",
+    }
+)
 
 _INSTALL_DOT = (
     "install Graphviz, which provides it (Debian/Ubuntu: sudo apt-get install graphviz; "

@@ -12,6 +12,7 @@ argument by its name (``RUN_ID``), a flag by nothing.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -20,7 +21,7 @@ from typer.core import TyperArgument, TyperGroup
 if TYPE_CHECKING:
     from typer._click.core import Command, Context, Parameter
 
-_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH"}
+_NAMES = MappingProxyType({"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH"})
 
 
 class _NamedArgument(TyperArgument):

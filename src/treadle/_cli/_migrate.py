@@ -11,6 +11,7 @@ would); 1 when one could not, naming it and why.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -30,7 +31,9 @@ from treadle._workflow._versions import Hosted
 if TYPE_CHECKING:
     from treadle._stores._store import Store
 
-_VERB = {"moved": "moved", "would move": "would move", "cannot move": "cannot", "busy": "busy"}
+_VERB = MappingProxyType(
+    {"moved": "moved", "would move": "would move", "cannot move": "cannot", "busy": "busy"}
+)
 
 
 cli = command_set()

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -45,11 +46,13 @@ class Stop:
     exit_code: int
 
 
-_SIGNALS = {
-    signal.SIGINT: Stop("Ctrl-C", 128 + signal.SIGINT),
-    signal.SIGTERM: Stop("SIGTERM", 128 + signal.SIGTERM),
-    signal.SIGHUP: Stop("SIGHUP", 128 + signal.SIGHUP),
-}
+_SIGNALS = MappingProxyType(
+    {
+        signal.SIGINT: Stop("Ctrl-C", 128 + signal.SIGINT),
+        signal.SIGTERM: Stop("SIGTERM", 128 + signal.SIGTERM),
+        signal.SIGHUP: Stop("SIGHUP", 128 + signal.SIGHUP),
+    }
+)
 
 CLOSED_OUTPUT = Stop("a closed output", 128 + signal.SIGPIPE)
 """The output (stdout or stderr) was closed by its reader."""

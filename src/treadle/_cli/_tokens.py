@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from types import MappingProxyType
 from typing import Annotated
 
 import typer
@@ -36,7 +37,7 @@ tokens_app = command_group(
 cli.add_typer(tokens_app, name="tokens")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_UNITS = MappingProxyType({"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400})
 
 
 def parse_duration(text: str) -> float:

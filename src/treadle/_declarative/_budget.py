@@ -10,6 +10,7 @@ seconds: the same data fails the same way on every machine and replay.
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from celpy.evaluation import CELEvalError, Evaluator
@@ -46,33 +47,37 @@ class BudgetedEvaluator(Evaluator):
         return BudgetedEvaluator(ast, self.activation, self.left)
 
 
-_CEL_TYPES = {
-    "IntType": "int",
-    "UintType": "uint",
-    "DoubleType": "double",
-    "StringType": "string",
-    "BoolType": "bool",
-    "BytesType": "bytes",
-    "ListType": "list",
-    "MapType": "map",
-    "NoneType": "null",
-    "DurationType": "duration",
-    "TimestampType": "timestamp",
-}
-_OPERATORS = {
-    "relation_lt": "<",
-    "relation_le": "<=",
-    "relation_gt": ">",
-    "relation_ge": ">=",
-    "relation_eq": "==",
-    "relation_ne": "!=",
-    "relation_in": "in",
-    "addition_add": "+",
-    "addition_sub": "-",
-    "multiplication_mul": "*",
-    "multiplication_div": "/",
-    "multiplication_mod": "%",
-}
+_CEL_TYPES = MappingProxyType(
+    {
+        "IntType": "int",
+        "UintType": "uint",
+        "DoubleType": "double",
+        "StringType": "string",
+        "BoolType": "bool",
+        "BytesType": "bytes",
+        "ListType": "list",
+        "MapType": "map",
+        "NoneType": "null",
+        "DurationType": "duration",
+        "TimestampType": "timestamp",
+    }
+)
+_OPERATORS = MappingProxyType(
+    {
+        "relation_lt": "<",
+        "relation_le": "<=",
+        "relation_gt": ">",
+        "relation_ge": ">=",
+        "relation_eq": "==",
+        "relation_ne": "!=",
+        "relation_in": "in",
+        "addition_add": "+",
+        "addition_sub": "-",
+        "multiplication_mul": "*",
+        "multiplication_div": "/",
+        "multiplication_mod": "%",
+    }
+)
 
 
 def explained(error: CELEvalError) -> str:

@@ -48,6 +48,7 @@ import enum
 import functools
 import sys
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import celpy
@@ -110,11 +111,13 @@ _METHODS = frozenset(
         "getSeconds",
     }
 )
-_REFUSED_RULES = {
-    "member_object": "message construction (Type{...}) is not allowed",
-    "dot_ident": "names starting with '.' are not allowed",
-    "dot_ident_arg": "names starting with '.' are not allowed",
-}
+_REFUSED_RULES = MappingProxyType(
+    {
+        "member_object": "message construction (Type{...}) is not allowed",
+        "dot_ident": "names starting with '.' are not allowed",
+        "dot_ident_arg": "names starting with '.' are not allowed",
+    }
+)
 
 
 class ExpressionError(ValueError):

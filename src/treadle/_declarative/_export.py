@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from treadle._graph._executor import Executor
     from treadle._workflow._workflow_graph import WorkflowGraph
 
-_RESERVED = {INPUTS_KEY, NODES_KEY}
+_RESERVED = frozenset({INPUTS_KEY, NODES_KEY})
 _DEFAULT_BACKOFF = ExponentialBackoff()
 
 

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 _NODE: TypeAdapter[schema.Node] = TypeAdapter(schema.Node)
 _EDGE: TypeAdapter[Any] = TypeAdapter(schema.EdgeSpec)
-_TAGS = {"direct", "fan_out", "fan_in", "switch", "handoff", "on_error", "case", "default"}
+_TAGS = frozenset(
+    {"direct", "fan_out", "fan_in", "switch", "handoff", "on_error", "case", "default"}
+)
 SUFFIXES = (".yaml", ".yml", ".json")
 """The file names a definition may have."""
 

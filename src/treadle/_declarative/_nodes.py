@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from treadle._declarative._conditions import ExpressionError, plain
 from treadle._declarative._templates import resolve
@@ -43,7 +43,7 @@ INPUTS_KEY = "treadle.inputs"
 NODES_KEY = "treadle.nodes"
 """The state key holding the last output of nodes that ``{{nodes.<id>.output}}`` names."""
 
-_INPUT_TYPES: Mapping[str, type | tuple[type, ...]] = {
+_INPUT_TYPES: Final[Mapping[str, type | tuple[type, ...]]] = {
     "str": str,
     "int": int,
     "float": (int, float),

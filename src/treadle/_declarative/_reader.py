@@ -25,15 +25,17 @@ Path = tuple[str | int, ...]
 MAX_DEPTH = 64
 """How deeply mappings and lists may nest in a definition (deeper is a mistake, not a workflow)."""
 
-_STANDARD_TAGS = {
-    "tag:yaml.org,2002:str",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:map",
-    "tag:yaml.org,2002:seq",
-}
+_STANDARD_TAGS = frozenset(
+    {
+        "tag:yaml.org,2002:str",
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:null",
+        "tag:yaml.org,2002:map",
+        "tag:yaml.org,2002:seq",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

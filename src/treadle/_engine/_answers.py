@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from treadle._engine._waits import NestedRequest, Suspension
 from treadle._exceptions import InvalidResponseError
 from treadle._values._strict import fit_type
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from treadle._engine._waits import Waiting
     from treadle._values._registry import TypeRegistry
 
-_BUILTINS: dict[str, type] = {
+_BUILTINS: Final[Mapping[str, type]] = {
     cls.__name__: cls for cls in (str, int, float, bool, bytes, dict, list, tuple, object)
 }
 _PRIMITIVES = frozenset({str, int, float, bool, bytes, dict, list, tuple})

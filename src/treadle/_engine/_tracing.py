@@ -16,7 +16,7 @@ consumer across many unrelated calls of the consumer's own.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, ExitStack
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from treadle._engine._result import RunStatus
 
@@ -74,7 +74,7 @@ class Tracing(Protocol[SpanT]):
         ...
 
 
-_SUPERSTEP_OUTCOME: Mapping[RunStatus, str] = {
+_SUPERSTEP_OUTCOME: Final[Mapping[RunStatus, str]] = {
     RunStatus.FAILED: "failed",
     RunStatus.CANCELLED: "cancelled",
 }

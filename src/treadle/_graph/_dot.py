@@ -7,7 +7,8 @@ and clipped at the cluster's frame.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
 
 from treadle._graph._render import (
     Link,
@@ -26,16 +27,16 @@ if TYPE_CHECKING:
     from treadle._graph._render import Drawable
 
 
-_DOT_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "&": "&amp;"}
+_DOT_ESCAPES = MappingProxyType({"\\": "\\\\", '"': '\\"', "\n": "\\n", "&": "&amp;"})
 """Backslashes start label escapes (``\\N``) and ``&`` HTML entities in DOT labels."""
 
-_DOT_HUBS: dict[NodeKind, str] = {
+_DOT_HUBS: Final[Mapping[NodeKind, str]] = {
     "fan-out": 'shape=trapezium, style=filled, fillcolor="#eeeeee", fontsize=10',
     "fan-in": 'shape=invtrapezium, style=filled, fillcolor="#eeeeee", fontsize=10',
     "switch": 'shape=diamond, style=filled, fillcolor="#eeeeee", fontsize=10',
 }
 
-_DOT_ARROWS: dict[LinkKind, str] = {
+_DOT_ARROWS: Final[Mapping[LinkKind, str]] = {
     "plain": "",
     "conditional": "style=dashed",
     "fan-out": "style=bold",
@@ -45,12 +46,14 @@ _DOT_ARROWS: dict[LinkKind, str] = {
     "error": 'style=dashed, color="#c62828", fontcolor="#c62828"',
 }
 
-_DOT_MARKS = {
-    "ran": 'fillcolor="#d4edda", color="#2e7d32"',
-    "running": 'fillcolor="#d0e4ff", color="#1565c0", penwidth=3',
-    "waiting": 'fillcolor="#fff3cd", color="#b58900", penwidth=2',
-    "failed": 'fillcolor="#f8d7da", color="#c62828", penwidth=3',
-}
+_DOT_MARKS = MappingProxyType(
+    {
+        "ran": 'fillcolor="#d4edda", color="#2e7d32"',
+        "running": 'fillcolor="#d0e4ff", color="#1565c0", penwidth=3',
+        "waiting": 'fillcolor="#fff3cd", color="#b58900", penwidth=2',
+        "failed": 'fillcolor="#f8d7da", color="#c62828", penwidth=3',
+    }
+)
 
 
 def _dot_text(text: str) -> str:

@@ -8,7 +8,8 @@ broken-line arrow is told apart by a style per link.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
 
 from treadle._graph._render import (
     LinkKind,
@@ -34,7 +35,7 @@ Not ``:``: Mermaid drops the last ``;`` of any line that has ``style`` then
 character comes out as ``#code;``.
 """
 
-_MERMAID_SHAPES: dict[NodeKind, tuple[str, str]] = {
+_MERMAID_SHAPES: Final[Mapping[NodeKind, tuple[str, str]]] = {
     "executor": ('["', '"]'),
     "start": ('(["', '"])'),
     "fan-out": ('[/"', '"\\]'),
@@ -42,7 +43,7 @@ _MERMAID_SHAPES: dict[NodeKind, tuple[str, str]] = {
     "switch": ('{"', '"}'),
 }
 
-_MERMAID_ARROWS: dict[LinkKind, str] = {
+_MERMAID_ARROWS: Final[Mapping[LinkKind, str]] = {
     "plain": "-->",
     "conditional": "-.->",
     "fan-out": "==>",
@@ -53,20 +54,22 @@ _MERMAID_ARROWS: dict[LinkKind, str] = {
 }
 
 # Mermaid has one broken-line arrow; these tell a condition, a handoff and an error route apart.
-_MERMAID_LINK_STYLES: dict[LinkKind, str] = {
+_MERMAID_LINK_STYLES: Final[Mapping[LinkKind, str]] = {
     "conditional": "stroke-dasharray: 8 4",
     "handoff": "stroke:#7b1fa2,stroke-dasharray: 2 3",
     "error": "stroke:#c62828,stroke-dasharray: 6 3",
 }
 
-_MERMAID_CLASSES = {
-    "hub": "fill:#eeeeee,stroke:#888888,color:#333333",
-    "start": "stroke-width:3px",
-    "ran": "fill:#d4edda,stroke:#2e7d32,color:#1b5e20",
-    "running": "fill:#d0e4ff,stroke:#1565c0,color:#0d47a1,stroke-width:3px",
-    "waiting": "fill:#fff3cd,stroke:#b58900,color:#6d4c00,stroke-dasharray: 5 3",
-    "failed": "fill:#f8d7da,stroke:#c62828,color:#b71c1c,stroke-width:3px",
-}
+_MERMAID_CLASSES = MappingProxyType(
+    {
+        "hub": "fill:#eeeeee,stroke:#888888,color:#333333",
+        "start": "stroke-width:3px",
+        "ran": "fill:#d4edda,stroke:#2e7d32,color:#1b5e20",
+        "running": "fill:#d0e4ff,stroke:#1565c0,color:#0d47a1,stroke-width:3px",
+        "waiting": "fill:#fff3cd,stroke:#b58900,color:#6d4c00,stroke-dasharray: 5 3",
+        "failed": "fill:#f8d7da,stroke:#c62828,color:#b71c1c,stroke-width:3px",
+    }
+)
 
 
 def _mermaid_text(text: str) -> str:

@@ -23,6 +23,7 @@ sub-workflow's run moves to its invocation's new key.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._delivery import Envelope, HandoffContext
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from treadle._engine._journal import JournalEntry
 
 # A wait key starts with its kind's first three letters (see ``wait_key``).
-_KINDS = {"req": "request", "inp": "input", "tim": "timer"}
+_KINDS = MappingProxyType({"req": "request", "inp": "input", "tim": "timer"})
 
 
 @dataclass(frozen=True, slots=True)

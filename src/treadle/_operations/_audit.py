@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._operations._shapes import iso_time
@@ -84,18 +85,20 @@ async def verify(store: Store) -> Verified:
 
 # --- how the record reads to a person ---------------------------------------------
 
-_DONE = {
-    "run_created": "started the run",
-    "run_forked": "forked this run",
-    "message_sent": "sent a message",
-    "run_cancelled": "cancelled the run",
-    "run_paused": "paused the run",
-    "run_unpaused": "unpaused the run",
-    "run_resumed": "resumed the run",
-    "run_migrated": "migrated the run",
-    "run_pruned": "pruned the run's checkpoints",
-    "run_deleted": "deleted the run",
-}
+_DONE = MappingProxyType(
+    {
+        "run_created": "started the run",
+        "run_forked": "forked this run",
+        "message_sent": "sent a message",
+        "run_cancelled": "cancelled the run",
+        "run_paused": "paused the run",
+        "run_unpaused": "unpaused the run",
+        "run_resumed": "resumed the run",
+        "run_migrated": "migrated the run",
+        "run_pruned": "pruned the run's checkpoints",
+        "run_deleted": "deleted the run",
+    }
+)
 
 
 def action_sentence(kind: str, data: dict[str, Any], at: float) -> str | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CommandError, RunNotFoundError, TreadleError
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 ACTIONS = ("cancel", "pause", "unpause", "resume", "respond", "delete")
 """What a bulk action may do to each run."""
 
-_RIGHTS = {"respond": None, "resume": "resume"}
+_RIGHTS = MappingProxyType({"respond": None, "resume": "resume"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import AppLoadError, CommandError, DefinitionError
@@ -36,7 +37,9 @@ MAX_JSON_DEPTH = 256
 """How many levels deep arrays and objects may nest in JSON a command accepts."""
 
 # Which argument of its command each kind of JSON comes from, for the error message.
-_ARGUMENT = {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
+_ARGUMENT = MappingProxyType(
+    {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
+)
 
 
 def open_store(url: str | None, *, lease: float | None = None, create: bool = True) -> Store:

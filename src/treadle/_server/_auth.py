@@ -50,6 +50,8 @@ from treadle._server._json import error_body
 from treadle._server._principals import TOKEN_COOKIE as COOKIE
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from treadle._server._principals import Principals
@@ -283,7 +285,7 @@ async def _drain(receive: Receive) -> None:
                     return
 
 
-_CHALLENGE = [(b"www-authenticate", b'Bearer realm="treadle"')]
+_CHALLENGE = ((b"www-authenticate", b'Bearer realm="treadle"'),)
 
 
 async def _redirect(send: Send, location: str) -> None:
@@ -306,7 +308,7 @@ async def _send_json(
     send: Send,
     status: int,
     body: dict[str, object],
-    headers: list[tuple[bytes, bytes]] | None = None,
+    headers: Sequence[tuple[bytes, bytes]] = (),
     *,
     more_body: bool = False,
 ) -> None:
@@ -319,7 +321,7 @@ async def _send_json(
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(content)).encode()),
                 (b"cache-control", b"no-store"),
-                *(headers or []),
+                *headers,
             ],
         }
     )

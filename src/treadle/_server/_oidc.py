@@ -42,7 +42,7 @@ SIGNIN_COOKIE = "treadle_signin"
 """The cookie holding a sign-in's state, nonce and PKCE verifier until the provider answers."""
 
 _SIGNIN_SECONDS = 600
-_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"]
+_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
 
 
 class Provider:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import version
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._server._openapi_schemas import ANY, SCHEMAS, object_schema, ref
@@ -22,16 +23,18 @@ if TYPE_CHECKING:
 _PATH_PARAMETER = re.compile(r"{(\w+)}")
 
 
-_REASONS = {
-    400: "Bad input (the message says what; `fields` names each field at fault)",
-    401: "No token, a wrong one, or a change authorized by the cookie alone",
-    403: "The caller's role is below the route's (the message names the role needed)",
-    404: "No such run, request or workflow",
-    409: "A conflict: answered already, busy, paused, ended or existing",
-    413: "The body is larger than the server's limit",
-    415: "The body is not application/json",
-    422: "An answer or input that does not fit its type (`fields` names each)",
-}
+_REASONS = MappingProxyType(
+    {
+        400: "Bad input (the message says what; `fields` names each field at fault)",
+        401: "No token, a wrong one, or a change authorized by the cookie alone",
+        403: "The caller's role is below the route's (the message names the role needed)",
+        404: "No such run, request or workflow",
+        409: "A conflict: answered already, busy, paused, ended or existing",
+        413: "The body is larger than the server's limit",
+        415: "The body is not application/json",
+        422: "An answer or input that does not fit its type (`fields` names each)",
+    }
+)
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +179,7 @@ def _link_paths() -> dict[str, Any]:
                         **_json(
                             object_schema(
                                 ("link", "request"),
-                                link=ANY | {"type": "object"},
+                                link={**ANY, "type": "object"},
                                 request=ref("Request"),
                             )
                         ),

@@ -9,10 +9,10 @@ ignored.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 
 def ref(name: str) -> dict[str, str]:
@@ -37,14 +37,14 @@ def _closed(required: Iterable[str] = (), **properties: Any) -> dict[str, Any]:
     return object_schema(required, **properties) | {"additionalProperties": False}
 
 
-ANY: dict[str, Any] = {}  # any JSON value
+ANY: Final[Mapping[str, Any]] = {}  # any JSON value
 
-_TIME: dict[str, Any] = {
+_TIME: Final[Mapping[str, Any]] = {
     "type": "string",
     "format": "date-time",
     "description": "ISO 8601 in UTC, with its offset (+00:00).",
 }
-_MAYBE_TIME: dict[str, Any] = _TIME | {"type": ["string", "null"]}
+_MAYBE_TIME: Final[Mapping[str, Any]] = {**_TIME, "type": ["string", "null"]}
 
 _RUN = object_schema(
     ("run_id", "workflow", "status", "superstep", "created_at", "updated_at"),
@@ -143,7 +143,7 @@ _EVENT = object_schema(
     data={"type": "object"},
 )
 
-SCHEMAS: dict[str, dict[str, Any]] = {  # the document's components, by name
+SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, by name
     "Error": object_schema(
         ("error",),
         error=object_schema(
@@ -300,7 +300,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the document's components, by name
         type={"type": "string", "description": "request.created, run.failed, ..."},
         state={"enum": ["dead"]},
         attempts={"type": "integer"},
-        due_at=_TIME | {"description": "When it was last tried."},
+        due_at={**_TIME, "description": "When it was last tried."},
         last_error=_nullable("string"),
     ),
     "DeadLetters": object_schema(("dead",), dead={"type": "array", "items": ref("DeadLetter")}),

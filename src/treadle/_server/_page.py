@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from starlette.responses import HTMLResponse
@@ -36,17 +37,19 @@ PAGE_DIR = Path(__file__).parent / "page"
 
 _PLACEHOLDER = "{{token}}"
 
-_HEADERS = {
-    # The document holds the token: never stored, never framed, never leaked by a link.
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-    ),
-}
+_HEADERS = MappingProxyType(
+    {
+        # The document holds the token: never stored, never framed, never leaked by a link.
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        ),
+    }
+)
 
 
 def routes() -> list[BaseRoute]:

@@ -24,6 +24,7 @@ create`` does.
 from __future__ import annotations
 
 from functools import cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from starlette.responses import HTMLResponse
@@ -62,7 +63,9 @@ if TYPE_CHECKING:
 PREFIX = "/answer/"
 """Where answer links point; the access guard admits these paths without a token."""
 
-_STATUSES = {"invalid": 404, "expired": 410, "used": 409, "answered": 409, "not_yours": 403}
+_STATUSES = MappingProxyType(
+    {"invalid": 404, "expired": 410, "used": 409, "answered": 409, "not_yours": 403}
+)
 
 
 def routes() -> list[BaseRoute]:

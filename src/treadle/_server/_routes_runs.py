@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 # Ids the API creates runs under: they travel in paths, so no slash, space or '%'.
 _RUN_ID = re.compile(r"[A-Za-z0-9._~:@+-]{1,200}")
-_STATUSES = [status.value for status in RunStatus]
+_STATUSES = tuple(status.value for status in RunStatus)
 
 
 def typed_input(workflow: Workflow, value: Any) -> Any:

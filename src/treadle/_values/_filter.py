@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import NoReturn, TypeAlias
 
 from treadle._exceptions import FilterError
@@ -45,13 +46,15 @@ MAX_TERMS = 32
 MAX_LIST = 100
 """How many values an ``in [...]`` list may hold."""
 
-COLUMNS = {
-    "status": "text",
-    "outcome": "text",
-    "workflow": "text",
-    "created_at": "time",
-    "updated_at": "time",
-}
+COLUMNS = MappingProxyType(
+    {
+        "status": "text",
+        "outcome": "text",
+        "workflow": "text",
+        "created_at": "time",
+        "updated_at": "time",
+    }
+)
 """The run's columns a filter may name, with their kinds."""
 
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=")
@@ -153,7 +156,7 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
+_ESCAPES = MappingProxyType({"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeAlias
 
 from treadle._values._filter import AllOf, AnyOf, Compare, Constant, Has, Node, Not, StartsWith
@@ -68,14 +69,16 @@ def _read(
     return found.kind, found.number
 
 
-_ORDER = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+_ORDER = MappingProxyType(
+    {
+        "==": operator.eq,
+        "!=": operator.ne,
+        "<": operator.lt,
+        "<=": operator.le,
+        ">": operator.gt,
+        ">=": operator.ge,
+    }
+)
 
 
 def _compare(kind: str, value: str | float | bool | None, op: str, against: Value) -> bool:

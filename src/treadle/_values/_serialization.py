@@ -25,9 +25,10 @@ import pickle
 import re
 import typing
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any, ClassVar, Protocol
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Protocol
 
 from treadle._exceptions import SerializationError
 from treadle._values._registry import TypeEntry, TypeRegistry, kind_of, loaded, of, qualified
@@ -40,7 +41,7 @@ _STR_ONLY: frozenset[type] = frozenset({str})
 _MISSING: Any = object()
 _ZONE_KEY = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
 _Clock = typing.TypeVar("_Clock", dt.datetime, dt.time)
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_NONFINITE = MappingProxyType({"nan": math.nan, "inf": math.inf, "-inf": -math.inf})
 
 
 class Serializer(Protocol):
@@ -121,7 +122,7 @@ def _items(values: Any, enc: _Encode) -> list[Any]:
     return [x if type(x) in _PLAIN else enc(x) for x in values]
 
 
-_BUILTIN_ENCODERS: dict[type, Callable[[Any, _Encode], Any]] = {
+_BUILTIN_ENCODERS: Final[Mapping[type, Callable[[Any, _Encode], Any]]] = {
     tuple: lambda v, enc: {TAG: "tuple", "v": _items(v, enc)},
     set: lambda v, enc: {TAG: "set", "v": _items(v, enc)},
     frozenset: lambda v, enc: {TAG: "frozenset", "v": _items(v, enc)},
@@ -145,7 +146,7 @@ def _timedelta(d: dict[str, Any]) -> dt.timedelta:
     return dt.timedelta(days=days, seconds=seconds, microseconds=micros)
 
 
-_BUILTIN_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+_BUILTIN_DECODERS: Final[Mapping[str, Callable[[dict[str, Any]], Any]]] = {
     "float": lambda d: _NONFINITE[of(str, d["v"])],
     "tuple": lambda d: tuple(of(list, d["v"])),
     "set": lambda d: set(of(list, d["v"])),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from treadle._engine._answers import request_rules
@@ -23,18 +24,20 @@ if TYPE_CHECKING:
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._store import RunRecord
 
-ROLES = {
-    "message": Role.OPERATOR,
-    "start": Role.OPERATOR,
-    "cancel": Role.OPERATOR,
-    "pause": Role.OPERATOR,
-    "unpause": Role.OPERATOR,
-    "resume": Role.OPERATOR,
-    "fork": Role.OPERATOR,
-    "delete": Role.ADMIN,
-    "prune": Role.ADMIN,
-    "migrate": Role.ADMIN,
-}
+ROLES = MappingProxyType(
+    {
+        "message": Role.OPERATOR,
+        "start": Role.OPERATOR,
+        "cancel": Role.OPERATOR,
+        "pause": Role.OPERATOR,
+        "unpause": Role.OPERATOR,
+        "resume": Role.OPERATOR,
+        "fork": Role.OPERATOR,
+        "delete": Role.ADMIN,
+        "prune": Role.ADMIN,
+        "migrate": Role.ADMIN,
+    }
+)
 """The role each control action needs (DESIGN §17); answers follow their request's rules."""
 
 
