@@ -37,10 +37,13 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._leases import LeaseKeeper
+from treadle._checkpoints._ownership import Ownership
 from treadle._engine._clock import SystemClock
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._options import RunOptions
@@ -58,7 +61,10 @@ from treadle._exceptions import (
 from treadle._scaleout._apps import coerce_input
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
+from treadle._workflow._launch import Launch
+from treadle._workflow._runs import take_over
 from treadle._workflow._versions import Hosted
+from treadle._workflow._workflow import continue_taken, drive
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -140,6 +146,7 @@ class Worker:
         # Stopped mid-commit, it must not hold its runs' rows (which claims skip) past its lease.
         store.limit_stalls(lease)
         self._held: dict[str, _Held] = {}
+        self._leases = LeaseKeeper()  # one in the task group of serve() or run_until_idle()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()  # a slot freed, or a run became ready: claim now
 
@@ -154,6 +161,7 @@ class Worker:
         """Claim and run until :meth:`stop`, then drain (see the module docstring)."""
         logger.info("worker %s serving %s", self.worker_id, self.workflows.describe())
         async with asyncio.TaskGroup() as group:
+            self._leases = LeaseKeeper(group)
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
             listening = group.create_task(self._listen(), name="treadle-listen")
             while not self._stopping.is_set():
@@ -165,6 +173,7 @@ class Worker:
             await self._drain()
             beating.cancel()
             listening.cancel()
+            await self._leases.close()
         logger.info("worker %s stopped", self.worker_id)
 
     async def _listen(self) -> None:
@@ -189,6 +198,7 @@ class Worker:
         """
         served = 0
         async with asyncio.TaskGroup() as group:
+            self._leases = LeaseKeeper(group)
             beating = group.create_task(self._heartbeats())
             while True:
                 self._wake.clear()
@@ -200,6 +210,7 @@ class Worker:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             beating.cancel()
+            await self._leases.close()
         return served
 
     async def _claim_free_slots(self, group: asyncio.TaskGroup) -> int:
@@ -293,10 +304,22 @@ class Worker:
             await held.view.set_status(claim.run_id, "failed", reason)
             return
         items = await self.queue.inbox(claim.run_id)
-        if claim.checkpoint_id is None:
-            await self._start(workflow, held, items)
-        else:
-            await self._continue(workflow, held, items)
+        with self._leases.driving():
+            if claim.checkpoint_id is None:
+                await self._start(workflow, held, items)
+            else:
+                await self._continue(workflow, held, items)
+
+    def _ownership(self, held: _Held) -> Ownership:
+        """The claim as the lease the engine writes under: the claim is the lease.
+
+        Its heartbeat is :meth:`_heartbeats` (one statement for every claim),
+        so the ownership's own renewals touch no database; its writes are
+        fenced by the claim's epoch in the view.
+        """
+        claim, duration = held.claim, self.queue.lease
+        lease = Lease(claim.run_id, self.worker_id, claim.epoch, time.time() + duration)
+        return Ownership(held.view, lease, duration)
 
     async def _start(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
         run_id = held.claim.run_id
@@ -314,14 +337,19 @@ class Worker:
         options = RunOptions(
             clock=self.clock, record_events=False, timeout=timeout, metrics=self.metrics
         )
-        await workflow.run(message, run_id=run_id, store=held.view, options=options)
+        owned = self._ownership(held)
+        launch = Launch(message, run_id=run_id, options=options, store=held.view, ownership=owned)
+        await drive(workflow, launch)
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
         # The engine reads and applies the inbox itself, under this claim's lease.
         if items:
             held.view.consume(items[-1].seq)
         options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
-        await workflow.resume(held.claim.run_id, store=held.view, options=options)
+        taken = await take_over(
+            workflow, held.view, held.claim.run_id, ownership=self._ownership(held)
+        )
+        await continue_taken(workflow, taken, held.view, options)
 
     async def _settle(self, held: _Held, task: asyncio.Task[None]) -> None:
         """Release the run, or not, according to how its task ended."""
