@@ -189,8 +189,8 @@ async def _detach_on_interrupt(
             stopped, detached = await _until_done_or_stopped(task, leases)
         finally:
             await leases.close()
-        if stopped is None:
-            return task.result()
+    if stopped is None:  # out of the task group, which would wrap its error in a group
+        return task.result()
     rows = [await _row_or_none(store, run_id) for run_id in detached]
     if not detached and isinstance(named, str):  # it let go of the run before the stop came
         row = await _row_or_none(store, named)
