@@ -136,12 +136,11 @@ class Runtime:
             raise ValueError(msg)
         if self._leases is not None:
             return await self._wake_due(self._leases, limit, concurrency)
-        async with asyncio.TaskGroup() as group:  # called outside the block: its own keeper
-            leases = LeaseKeeper(group)
-            try:
-                return await self._wake_due(leases, limit, concurrency)
-            finally:
-                await leases.close()
+        leases = LeaseKeeper()  # called outside the block: a keeper of this call's own
+        try:
+            return await self._wake_due(leases, limit, concurrency)
+        finally:
+            await leases.close()
 
     async def _wake_due(
         self, leases: LeaseKeeper, limit: int | None, concurrency: int
