@@ -11,15 +11,14 @@ PostgreSQL.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cli.treadle_cli import Cli
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle.errors import CheckpointCorruptError, EventLogCorruptError
 from treadle.stores import SqliteStore
@@ -28,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corrupt_app import review
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import AsyncIterator
 
     from treadle._stores._store import Store
 
 HERE = Path(__file__).resolve().parent
-TREADLE = str(Path(sys.executable).parent / "treadle")
 GARBAGE = ["not json", "7", "null", "[[1]]"]
 
 
@@ -42,16 +41,15 @@ class Stored:
 
     def __init__(self, backend: str, tmp_path: Path) -> None:
         self.backend = backend
-        self.cwd = tmp_path
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
-        self.env = {**env, "PYTHONPATH": str(HERE)}
         if backend == "sqlite":
             self.url = str(tmp_path / "runs.sqlite")
             self.schema: str | None = None
+            self.cli = Cli(tmp_path, PYTHONPATH=str(HERE), TREADLE_STORE=self.url)
         else:
             self.url, self.schema = postgres_dsn(), fresh_schema()
-            self.env["TREADLE_SCHEMA"] = self.schema
-        self.env["TREADLE_STORE"] = self.url
+            self.cli = Cli(
+                tmp_path, PYTHONPATH=str(HERE), TREADLE_STORE=self.url, TREADLE_SCHEMA=self.schema
+            )
 
     def open(self) -> Store:
         if self.schema is None:
@@ -73,15 +71,7 @@ class Stored:
             db.execute(statement.replace("?", "%s"), values)
 
     def treadle(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=self.cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
+        return self.cli(*args)
 
 
 @pytest.fixture(
