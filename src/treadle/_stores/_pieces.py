@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from treadle._exceptions import CheckpointCorruptError, CheckpointNotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+    from collections.abc import Callable, Generator, Iterable, Sequence
 
     from treadle._stores._store import CheckpointRecord, Piece
 
@@ -87,19 +87,6 @@ def run_collection(collection: Collection, links: Callable[[list[str]], Links]) 
         wanted = next(collection)
         while True:
             wanted = collection.send(links(wanted))
-    except StopIteration as done:
-        doomed: set[str] = done.value
-        return doomed
-
-
-async def run_collection_async(
-    collection: Collection, links: Callable[[list[str]], Awaitable[Links]]
-) -> set[str]:
-    """Drive :func:`collect` with an awaitable ``links`` lookup; return the doomed ids."""
-    try:
-        wanted = next(collection)
-        while True:
-            wanted = collection.send(await links(wanted))
     except StopIteration as done:
         doomed: set[str] = done.value
         return doomed

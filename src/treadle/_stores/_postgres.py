@@ -19,9 +19,7 @@ the store or with its loop (see :mod:`treadle._stores._postgres_pools`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,32 +27,27 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolClosed
 
-from treadle._exceptions import DurabilityError, RunExistsError
-from treadle._stores import _sql_ownership, _sql_rows, _sql_rules, _sql_schema, _sql_statements
-from treadle._stores._audit import migrated, started_of
-from treadle._stores._postgres_commit import commit_checkpoints
+from treadle._exceptions import DurabilityError
+from treadle._stores import (
+    _control_plans,
+    _sql_ownership,
+    _sql_rules,
+    _sql_schema,
+    _write_plans,
+)
 from treadle._stores._postgres_dsn import HIDDEN, redact
 from treadle._stores._postgres_live import PostgresLiveFeed
-from treadle._stores._postgres_ownership import (
-    Owned,
-    PostgresOwnership,
-    refusal,
-    release_lease,
-)
+from treadle._stores._postgres_ownership import PostgresOwnership
 from treadle._stores._postgres_pools import Connection, LoopPools, StallLimit
-from treadle._stores._postgres_writes import (
-    append_events,
-    delete_run,
-    insert_checkpoints,
-    prune_run,
-    record,
-)
+from treadle._stores._postgres_writes import drive
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import PostgresTokens
 from treadle._stores._store import DEFAULT_LEASE
+from treadle._stores._write_plans import Owned
+from treadle._stores._write_steps import POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -68,10 +61,6 @@ _T = TypeVar("_T")
 _Work = Callable[[Connection], Awaitable[_T]]  # an operation, given a pooled connection
 
 _render = functools.cache(POSTGRES.render)
-
-# The shared writes, fenced by a lease (see _postgres_ownership); a fenced
-# advance also says whether a pause was asked of the run meanwhile.
-_FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
 
 # Held while a store migrates, so that stores opening one new database at once
 # take turns: concurrent CREATE ... IF NOT EXISTS can otherwise collide.
@@ -181,21 +170,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        _sql_rules.first_checkpoint_id(run, first.info)
-        if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
-            run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
-        run_row = _sql_rows.run_parameters(run, first.info, graph)
-        started = started_of(run)
-
-        async def work(connection: Connection) -> None:
-            inserted = await connection.execute(_render(_sql_statements.INSERT_RUN), run_row)
-            if inserted.rowcount == 0:
-                raise RunExistsError(run.run_id)
-            await insert_checkpoints(connection, (first,))
-            if started is not None:
-                await record(connection, (started,), run.created_at)
-
-        await self._run(work, write=True)
+        plan = _write_plans.create_run(run, graph, first, lease, POSTGRES_WRITES)
+        await self._run(functools.partial(drive, plan), write=True)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint, make it the run's latest, and apply retention.
@@ -239,9 +215,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
         _sql_rules.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = Owned(lease, consumed, release)
-        return await self._run(
-            functools.partial(commit_checkpoints, tuple(checkpoints), retention, owned), write=True
-        )
+        plan = _write_plans.commit(tuple(checkpoints), retention, owned, POSTGRES_WRITES)
+        return await self._run(functools.partial(drive, plan), write=True)
 
     async def set_status(
         self,
@@ -262,22 +237,13 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
             RunNotFoundError: No such run.
             LeaseLostError: ``lease`` is no longer current.
         """
-
-        async def work(connection: Connection) -> None:
-            now = time.time()
-            stamped: tuple[Any, ...] = (status, error, now, run_id)
-            query = _sql_statements.SET_STATUS
-            if lease is not None:
-                query, stamped = _FENCED_SET_STATUS, (*stamped, lease.owner, lease.epoch)
-            if (await connection.execute(_render(query), stamped)).rowcount == 0:
-                raise await refusal(connection, run_id, lease)
-            if lease is not None and release:
-                await release_lease(connection, lease, now)
-            if events:
-                await append_events(connection, run_id, events)
-
+        plan = _write_plans.set_status(
+            run_id, status, error, lease, release, events, POSTGRES_WRITES
+        )
         # One statement alone is a transaction of its own.
-        await self._run(work, write=(lease is not None and release) or bool(events))
+        await self._run(
+            functools.partial(drive, plan), write=(lease is not None and release) or bool(events)
+        )
 
     async def migrate_run(
         self,
@@ -294,24 +260,11 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
             RunNotFoundError: No such run.
             LeaseLostError: ``lease`` is no longer current.
         """
-        run_id = checkpoint.info.run_id
-        moved = (version, graph, run_id, lease.owner, lease.epoch)
-
-        async def work(connection: Connection) -> None:
-            query = _render(_sql_statements.SET_VERSION + _sql_ownership.FENCE)
-            if (await connection.execute(query, moved)).rowcount == 0:
-                raise await refusal(connection, run_id, lease)
-            # The row is locked now: deliveries to the run wait for this transaction.
-            unapplied = await connection.execute(_render(_sql_statements.HAS_UNAPPLIED), (run_id,))
-            if await unapplied.fetchone():
-                raise _sql_rules.Unapplied  # rolls the version back
-            owned = Owned(lease, None, release=True)
-            await commit_checkpoints((checkpoint,), self._keep_last, owned, connection)
-            if actor is not None:
-                await record(connection, [migrated(run_id, actor, version)], time.time())
-
+        plan = _write_plans.migrate_run(
+            lease, version, graph, checkpoint, self._keep_last, actor, POSTGRES_WRITES
+        )
         try:
-            await self._run(work, write=True)
+            await self._run(functools.partial(drive, plan), write=True)
         except _sql_rules.Unapplied:
             return False
         return True
@@ -324,7 +277,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
             RunBusyError: A process holds a current lease on it.
             RunHasForksError: Runs were forked from it (delete them first).
         """
-        await self._run(lambda c: delete_run(c, run_id, time.time(), actor), write=True)
+        plan = _control_plans.delete_run(run_id, actor, POSTGRES_WRITES)
+        await self._run(functools.partial(drive, plan), write=True)
 
     async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -339,7 +293,8 @@ class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox,
             ValueError: ``keep_last`` is below 1.
         """
         _sql_rules.check_keep_last(keep_last)
-        return await self._run(lambda c: prune_run(c, run_id, keep_last, actor), write=True)
+        plan = _control_plans.prune(run_id, keep_last, actor, POSTGRES_WRITES)
+        return await self._run(functools.partial(drive, plan), write=True)
 
     async def close(self) -> None:
         """Close every pool; closing again does nothing.

@@ -8,30 +8,31 @@ hands the engine for the run it holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import DurabilityError, LeaseLostError, RunNotFoundError
-from treadle._stores import _sql_queue, _sql_rules
-from treadle._stores._postgres_writes import insert_checkpoints
-from treadle._stores._store import Lease
+from treadle._exceptions import DurabilityError, LeaseLostError
+from treadle._stores import _write_plans
+from treadle._stores._audit import AuditLog
+from treadle._stores._events import EventLog
+from treadle._stores._lease_roles import Claims, Deliveries
+from treadle._stores._pausing import Pausing
+from treadle._stores._postgres_writes import drive
+from treadle._stores._run_roles import RunReads
+from treadle._stores._store import Lease, role_methods
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from treadle._stores._audit import AuditEntry
-    from treadle._stores._events import EventEntry, LoggedEvent
-    from treadle._stores._pausing import PauseOutcome, Unpaused
+    from treadle._stores._events import EventEntry
     from treadle._stores._postgres import PostgresStore
-    from treadle._stores._postgres_pools import Connection
     from treadle._stores._postgres_queue import Claim
     from treadle._stores._store import (
-        CheckpointInfo,
         CheckpointRecord,
-        Claimed,
-        InboxItem,
         RunRecord,
     )
+    from treadle._stores._write_steps import Plan
     from treadle._values._actors import Actor
 
 
@@ -46,10 +47,13 @@ class LeasedStore:
     every write is fenced by the claim. A commit's ``consumed`` is honoured
     together with what :meth:`consume` named (the further of the two): the
     engine reads the inbox itself and may have applied items delivered after
-    the worker looked, which must not be applied again. Deliveries, the
-    inbox, cancelling and claims are the store's.
+    the worker looked, which must not be applied again.
 
-    Reads go straight to the store. ``commit``, ``set_status`` and (for a
+    Fencing wraps the write roles only (``RunWrites``, ``Leases``,
+    ``RunRemoval``, whose ``delete_run`` a worker is refused); the methods of
+    the other roles (:data:`UNFENCED`: reads, claims, deliveries, pausing,
+    the logs) are the store's own, found on it as they are asked for.
+    ``commit``, ``set_status`` and (for a
     pending run) ``create_run`` lock the run row with ``owner`` and
     ``lease_epoch`` in the condition, in the same transaction as the
     checkpoint: a stale worker's write changes nothing and raises
@@ -67,7 +71,6 @@ class LeasedStore:
         self.live = store.live  # the run's live events go out as the store's
         self.held = claim  # not `claim`: that is the port's method
         self._owner = owner
-        self._fence = (owner, claim.epoch)
         # The claim as the store's fenced writes take it (its end is the worker's business).
         self._claimed = Lease(claim.run_id, owner, claim.epoch, 0.0)
         self._consumed = consumed
@@ -101,28 +104,8 @@ class LeasedStore:
         lease: Lease | None = None,  # noqa: ARG002 - the claim is the lease
     ) -> None:
         """Turn the pending row a client enqueued into the started run."""
-        _sql_rules.first_checkpoint_id(run, first.info)
-        info = first.info
-        adopt = (
-            run.status,
-            run.superstep,
-            info.checkpoint_id,
-            info.created_at,
-            info.wake_at,
-            run.deadline_at,
-            graph,
-            run.version,
-            run.run_id,
-            *self._fence,
-        )
-
-        async def work(connection: Connection) -> None:
-            if (await connection.execute(_sql_queue.ADOPT_PENDING, adopt)).rowcount == 0:
-                raise await self._lost(connection, run.run_id)
-            await insert_checkpoints(connection, (first,))
-            await self._consume(connection, run.run_id)
-
-        await self._write(work)
+        consumed, self._consumed = self._consumed, None
+        await self._write(_write_plans.adopt_pending(run, graph, first, self._claimed, consumed))
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and advance the run row, only under the current lease."""
@@ -236,70 +219,11 @@ class LeasedStore:
         """
         if lease.run_id != self.held.run_id:
             raise LeaseLostError(lease.run_id, self.held.epoch)
+        await self._write(_write_plans.park(self._claimed, reason, keep_lease=True))
 
-        parked = (reason, lease.run_id, *self._fence)
-
-        async def work(connection: Connection) -> None:
-            if (await connection.execute(_sql_queue.PARK_CLAIMED, parked)).rowcount == 0:
-                raise await self._lost(connection, lease.run_id)
-
-        await self._write(work)
-
-    async def deliver(
-        self,
-        run_id: str,
-        items: Sequence[tuple[str, str | None, bytes]],
-        *,
-        version: int | None = None,
-        actor: Actor | None = None,
-    ) -> None:
-        """Deliver to a run (the store's: the one place an answer is decided)."""
-        await self.store.deliver(run_id, items, version=version, actor=actor)
-
-    async def inbox(self, run_id: str) -> list[InboxItem]:
-        """A run's unapplied inbox items (the store's)."""
-        return await self.store.inbox(run_id)
-
-    async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
-        """The answer kept for a request (the store's)."""
-        return await self.store.answer_of(run_id, request_id)
-
-    async def answered_payload(self, run_id: str, request_id: str) -> bytes | None:
-        """The answer kept for a request, whole (the store's)."""
-        return await self.store.answered_payload(run_id, request_id)
-
-    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
-        """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
-        await self.store.cancel(run_id, actor=actor)
-
-    async def pause(self, run_id: str, *, actor: Actor | None = None) -> PauseOutcome:
-        """Pause a run (the store's): the claimed run pauses with this view's next commit."""
-        return await self.store.pause(run_id, actor=actor)
-
-    async def unpause(
-        self,
-        run_id: str,
-        *,
-        owner: str | None = None,
-        duration: float = 0.0,
-        actor: Actor | None = None,
-    ) -> Unpaused:
-        """Let a paused run go on (the store's)."""
-        return await self.store.unpause(run_id, owner=owner, duration=duration, actor=actor)
-
-    async def read_audit(
-        self, run_id: str | None = None, *, after: int = 0, limit: int | None = None
-    ) -> list[AuditEntry]:
-        """The audit log (the store's)."""
-        return await self.store.read_audit(run_id, after=after, limit=limit)
-
-    async def claim(self, owner: str, duration: float, now: float, *, limit: int) -> list[Claimed]:
-        """Lease runs a timer service should take up (the store's)."""
-        return await self.store.claim(owner, duration, now, limit=limit)
-
-    async def _write(self, work: Any) -> None:
+    async def _write(self, plan: Plan[None]) -> None:
         self._check_attached()
-        await self._settle(self.store.transact(work))
+        await self._settle(self.store.transact(functools.partial(drive, plan)))
 
     def _check_attached(self) -> None:
         if self.detached is not None:
@@ -320,92 +244,38 @@ class LeasedStore:
             raise self._stop_after
         return outcome
 
-    async def _lost(self, connection: Connection, run_id: str) -> DurabilityError:
-        found = await connection.execute(_sql_queue.RUN_EXISTS, (run_id,))
-        if await found.fetchone() is None:
-            return RunNotFoundError(run_id)
-        return LeaseLostError(run_id, self.held.epoch)
-
-    async def _consume(self, connection: Connection, run_id: str) -> None:
-        if self._consumed is not None:
-            await connection.execute(
-                _sql_queue.CONSUME_INBOX, (time.time(), run_id, self._consumed)
-            )
-            self._consumed = None
-
-    # --- reads and the rest of the port: the store's own ---------------------------
-
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The run row."""
-        return await self.store.get_run(run_id)
-
-    async def get_graph(self, run_id: str) -> bytes:
-        """The run's graph description."""
-        return await self.store.get_graph(run_id)
-
-    async def load_checkpoint(
-        self, run_id: str, checkpoint_id: str | None = None
-    ) -> CheckpointRecord:
-        """One checkpoint of a run."""
-        return await self.store.load_checkpoint(run_id, checkpoint_id)
-
-    async def load_resumable(
-        self, run_id: str, checkpoint_id: str | None = None
-    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
-        """A resume's reads, at once."""
-        return await self.store.load_resumable(run_id, checkpoint_id)
-
-    async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
-        """A run's checkpoints."""
-        return await self.store.list_checkpoints(run_id)
-
-    async def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        parent_run_id: str | None = None,
-        limit: int | None = None,
-        id_prefix: str | None = None,
-        before: tuple[float, str] | None = None,
-        outcome: str | None = None,
-    ) -> list[RunRecord]:
-        """Runs matching the filters."""
-        return await self.store.list_runs(
-            status=status,
-            workflow=workflow,
-            parent_run_id=parent_run_id,
-            limit=limit,
-            id_prefix=id_prefix,
-            before=before,
-            outcome=outcome,
-        )
-
-    async def read_events(
-        self, run_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[LoggedEvent]:
-        """A run's event log (the store's)."""
-        return await self.store.read_events(run_id, after=after, limit=limit)
-
-    async def last_event_seq(self, run_id: str) -> int:
-        """The newest event's ``seq`` (the store's)."""
-        return await self.store.last_event_seq(run_id)
+    # --- removing runs: a worker removes none --------------------------------------
 
     async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:  # noqa: ARG002 - refused
         """Refused: a worker deletes no run (it only advances the one it claimed)."""
         raise LeaseLostError(run_id, self.held.epoch)
 
-    async def held_claimable(self, now: float, *, limit: int) -> list[Lease]:
-        """Leases on runs a claim would take, were they free (the store's)."""
-        return await self.store.held_claimable(now, limit=limit)
-
-    async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
-        """Due runs (the store's)."""
-        return await self.store.due_runs(now, limit=limit)
+    async def cancel(self, run_id: str, *, actor: Actor | None = None) -> None:
+        """Cancel a run (the store's); cancelling the claimed run fences this view out too."""
+        await self.store.cancel(run_id, actor=actor)
 
     async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
-        """Retention (the store's)."""
+        """Retention (the store's: it changes no run's position)."""
         return await self.store.prune(run_id, keep_last, actor=actor)
 
     async def close(self) -> None:
         """Nothing: the worker owns the store."""
+
+    # --- the roles fencing leaves alone: the store's own ------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        """The store's own methods of the roles no lease fences (reads, claims, the inbox...).
+
+        Raises:
+            AttributeError: ``name`` is none of theirs.
+        """
+        if name in UNFENCED:
+            return getattr(self.__dict__["store"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+UNFENCED = frozenset().union(
+    *(role_methods(role) for role in (RunReads, Claims, Deliveries, Pausing, EventLog, AuditLog))
+)
+"""What :class:`LeasedStore` leaves to its store: the methods of the roles that write
+nothing a lease guards (or, as deliveries and pauses, decide there for every writer)."""

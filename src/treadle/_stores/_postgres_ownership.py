@@ -33,15 +33,16 @@ from treadle._exceptions import (
 )
 from treadle._stores import (
     _audit,
+    _control_plans,
     _pausing,
     _sql_ownership,
-    _sql_pausing,
     _sql_rules,
-    _sql_statements,
+    _write_plans,
 )
-from treadle._stores._postgres_writes import NOTIFY_READY, log_status, record
+from treadle._stores._postgres_writes import NOTIFY_READY, drive, record
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import Claimed, InboxItem, Lease
+from treadle._stores._write_steps import POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -58,13 +59,7 @@ _render = functools.cache(POSTGRES.render)
 # (an acquire that found it busy, a delivery, a release) in one order: the
 # run's, then its inbox's, so two of them never deadlock.
 _LOCK_OWNER = _sql_ownership.SELECT_OWNER + " FOR UPDATE"
-_LOCK_LEASE = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE + " FOR UPDATE"
 _LOCK_DELIVERABLE = _sql_ownership.SELECT_DELIVERABLE + " FOR UPDATE"
-_LOCK_PAUSABLE = _sql_pausing.SELECT_PAUSABLE + " FOR UPDATE"
-# Whether the released run is left ready (its inbox holds unapplied items): if
-# so, idle workers are told at once, as a delivery would have told them; and
-# whether a pause was asked of it, which letting go of it honours.
-_RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at, pause_requested, status"
 # Concurrent claimers skip each other's candidates rather than wait for them,
 # and never take one run twice: a row locked here is leased before commit.
 _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
@@ -154,14 +149,8 @@ class PostgresOwnership(ABC):
 
     async def release(self, lease: Lease) -> bool:
         """Give a lease up; ``False`` when it was no longer current (nothing changed)."""
-
-        async def work(connection: Connection) -> bool:
-            held = (lease.run_id, lease.owner, lease.epoch)
-            if await (await connection.execute(_render(_LOCK_LEASE), held)).fetchone() is None:
-                return False
-            return await release_lease(connection, lease, time.time())
-
-        return await self._run(work, write=True)
+        plan = _control_plans.release(lease, POSTGRES_WRITES)
+        return await self._run(functools.partial(drive, plan), write=True)
 
     async def deliver(
         self,
@@ -235,20 +224,8 @@ class PostgresOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: It has ended already.
         """
-
-        async def work(connection: Connection) -> None:
-            now = time.time()
-            if (
-                await connection.execute(_render(_sql_ownership.CANCEL), (now, run_id))
-            ).rowcount == 0:
-                found = await connection.execute(_render(_sql_ownership.SELECT_STATUS), (run_id,))
-                raise _sql_ownership.not_cancellable(run_id, await found.fetchone())
-            await connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
-            await log_status(connection, run_id, now, "cancel")
-            if actor is not None:
-                await record(connection, [_audit.Recorded(run_id, "run_cancelled", actor, {})], now)
-
-        await self._run(work, write=True)
+        plan = _control_plans.cancel(run_id, actor, POSTGRES_WRITES)
+        await self._run(functools.partial(drive, plan), write=True)
 
     async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner (a worker, a process) to at its next commit.
@@ -261,21 +238,8 @@ class PostgresOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: It has ended.
         """
-
-        async def work(connection: Connection) -> _pausing.PauseOutcome:
-            now = time.time()
-            locked = await connection.execute(_render(_LOCK_PAUSABLE), (run_id,))
-            step = _pausing.decide_pause(run_id, await locked.fetchone(), now)
-            if step == "pause":
-                await connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
-                await log_status(connection, run_id, now, "pause")
-            elif step == "request":
-                await connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
-            if actor is not None:
-                await record(connection, [_audit.paused(run_id, actor, step)], now)
-            return _pausing.pause_outcome(step)
-
-        return await self._run(work, write=True)
+        plan = _control_plans.pause(run_id, actor, POSTGRES_WRITES)
+        return await self._run(functools.partial(drive, plan), write=True)
 
     async def unpause(
         self,
@@ -294,34 +258,8 @@ class PostgresOwnership(ABC):
             RunBusyError: With ``owner``, another owner's lease is current.
             RequestError: It has ended, or is neither paused nor asked to pause.
         """
-
-        async def work(connection: Connection) -> _pausing.Unpaused:
-            now = time.time()
-            locked = await connection.execute(_render(_LOCK_PAUSABLE), (run_id,))
-            found = await locked.fetchone()
-            step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
-            if actor is not None:
-                await record(connection, [_audit.unpaused(run_id, actor, step)], now)
-            if step == "withdraw":
-                await connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
-                return _pausing.Unpaused(withdrawn=True)
-            if owner is None:
-                await connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id))
-                await log_status(connection, run_id, now, "unpause")
-                await connection.execute(NOTIFY_READY)
-                return _pausing.Unpaused(withdrawn=False)
-            until = now + duration
-            unpaused = (now, now, owner, until, run_id)
-            taken = await (
-                await connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused)
-            ).fetchone()
-            assert taken is not None  # noqa: S101 - the row is locked and was found paused
-            await log_status(connection, run_id, now, "unpause")
-            return _pausing.Unpaused(
-                withdrawn=False, lease=Lease(run_id, owner, int(taken[0]), until)
-            )
-
-        return await self._run(work, write=True)
+        plan = _control_plans.unpause(run_id, owner, duration, actor, POSTGRES_WRITES)
+        return await self._run(functools.partial(drive, plan), write=True)
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up: services stop waking it.
@@ -373,15 +311,6 @@ class PostgresOwnership(ABC):
         return await self._run(work, write=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Owned:
-    """What a commit does besides committing: fence by a lease, mark items applied, release."""
-
-    lease: Lease | None
-    consumed: int | None
-    release: bool
-
-
 async def _try_acquire(
     connection: Connection,
     run_id: str,
@@ -401,46 +330,6 @@ async def _try_acquire(
     return None if taken is None else int(taken[0])
 
 
-async def release_lease(connection: Connection, lease: Lease, now: float) -> bool:
-    """Give ``lease`` up; tell idle workers when items delivered meanwhile leave the run ready.
-
-    The caller's transaction must hold the run row's lock already (an earlier
-    statement of it wrote or locked the row): only then does this statement's
-    snapshot hold every item a delivery committed before it. Were the lock
-    taken here, by this very UPDATE, a delivery it waited for would be
-    missing from its inbox check, and the run left not ready with an item
-    nobody applies.
-    """
-    released = (now, lease.run_id, lease.owner, lease.epoch)
-    row = await (await connection.execute(_render(_RELEASE), released)).fetchone()
-    if row is None:
-        return False
-    ready, requested, status = row
-    if requested is not None:
-        await honour_pause(connection, lease.run_id, status)
-    elif ready is not None:
-        await connection.execute(NOTIFY_READY)
-    return True
-
-
-async def honour_pause(connection: Connection, run_id: str, status: str) -> bool:
-    """Pause a run whose owner commits or lets go (unless ``status`` ended it); ``True`` if paused.
-
-    The caller's transaction holds the run row's lock already: it just wrote it.
-    """
-    await connection.execute(
-        _render(_sql_pausing.HONOUR_PAUSE), (_pausing.paused_status(status), run_id)
-    )
-    paused = status not in _sql_ownership.ENDED_STATUSES
-    if paused:
-        await log_status(connection, run_id, time.time(), "pause")
-    return paused
-
-
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    if lease is not None:
-        found = await connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,))
-        if await found.fetchone() is not None:
-            return LeaseLostError(run_id, lease.epoch)
-    return RunNotFoundError(run_id)
+    return await drive(_write_plans.refusal(run_id, lease), connection)

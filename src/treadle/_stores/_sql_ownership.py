@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 
 # --- statements ---------------------------------------------------------------
 
+READY_CHANNEL = "treadle_ready"
+"""Where a run becoming ready is announced (PostgreSQL), so idle workers claim it at once."""
+
+# Sent when the transaction commits (never for one rolled back), and only to
+# listeners on this schema: writers of other schemas in the database do not wake them.
+NOTIFY_READY = f"SELECT pg_notify('{READY_CHANNEL}', current_schema())"
+"""Announce on :data:`READY_CHANNEL` that a run of this schema became ready (PostgreSQL only)."""
+
 FENCE = " AND owner = ? AND lease_epoch = ?"
 """Appended to a run-row write made under a lease: it changes nothing once the lease is gone."""
 
@@ -126,6 +134,16 @@ PARK = (
     "UPDATE treadle_runs SET parked = ?, owner = NULL, lease_until = NULL, ready_at = NULL"  # noqa: S608 - constants
     " WHERE run_id = ?" + FENCE
 )
+
+PARK_CLAIMED = "UPDATE treadle_runs SET parked = ? WHERE run_id = ?" + FENCE  # noqa: S608
+"""Park a run a worker holds, keeping its claim (the worker lets go): (reason, run id, fence)."""
+
+ADOPT_PENDING = f"""
+UPDATE treadle_runs
+SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?,
+    deadline_at = ?, graph = ?, error = NULL, version = ?
+WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
+"""Turn the pending row a client enqueued into the run a worker started, under its claim."""
 
 # What a timer service takes up, each served by its own index: a due timer or
 # deadline (due), something delivered and not applied (ready), or an orphan

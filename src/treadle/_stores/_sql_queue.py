@@ -1,33 +1,19 @@
-"""The PostgreSQL statements of the run queue and of a worker's fenced writes.
+"""The PostgreSQL statements of the run queue: claims, heartbeats, a worker letting go.
 
 Written for PostgreSQL only (``%s`` parameters, its clock and ``unnest``),
 unlike the neutral templates of :mod:`treadle._stores._sql_statements`:
-claims and heartbeats on the database's clock
-(:mod:`treadle._stores._postgres_queue`), and the writes a worker's
-``LeasedStore`` fences by its claim (:mod:`treadle._stores._postgres_leases`).
+claims, heartbeats and releases on the database's clock
+(:mod:`treadle._stores._postgres_queue`).
 """
 
 from __future__ import annotations
 
-from treadle._stores import _sql_ownership, _sql_statements
+from treadle._stores import _sql_ownership
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_schema import DUE_AT
 
 FENCE = POSTGRES.render(_sql_ownership.FENCE)
 """The condition every leased write carries: this worker, this lease epoch."""
-
-RUN_EXISTS = POSTGRES.render(_sql_statements.SELECT_RUN_EXISTS)
-# Applied items are kept, marked: the answers among them are the ledger by
-# which a later answer to the same request is refused (``PostgresStore.deliver``).
-CONSUME_INBOX = POSTGRES.render(_sql_ownership.CONSUME_INBOX)
-"""Mark a run's unapplied inbox items up to a ``seq`` applied: (now, run id, seq)."""
-PARK_CLAIMED = "UPDATE treadle_runs SET parked = %s WHERE run_id = %s" + FENCE  # noqa: S608 - constants
-
-ADOPT_PENDING = f"""
-UPDATE treadle_runs
-SET status = %s, superstep = %s, checkpoint_id = %s, updated_at = %s, wake_at = %s,
-    deadline_at = %s, graph = %s, error = NULL, version = %s
-WHERE run_id = %s{FENCE}"""  # noqa: S608 - constants only
 
 DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION"
 DUE = POSTGRES.render(DUE_AT)

@@ -20,7 +20,6 @@ contention surfaces only if some writer holds the lock for longer than that.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import sqlite3
@@ -29,13 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._exceptions import DurabilityError, RunExistsError
+from treadle._exceptions import DurabilityError
 from treadle._stores import (
-    _audit,
+    _control_plans,
     _sql_ownership,
-    _sql_rows,
     _sql_rules,
-    _sql_statements,
+    _write_plans,
 )
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._search import SqlSearch
@@ -45,13 +43,7 @@ from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_live import SqliteLiveFeed
-from treadle._stores._sqlite_ownership import (
-    Owned,
-    SqliteOwnership,
-    record,
-    refusal,
-    release_row,
-)
+from treadle._stores._sqlite_ownership import SqliteOwnership
 from treadle._stores._sqlite_transactions import (
     configure,
     each_saved,
@@ -60,7 +52,10 @@ from treadle._stores._sqlite_transactions import (
     select,
     transaction,
 )
+from treadle._stores._sqlite_writes import drive
 from treadle._stores._store import DEFAULT_LEASE
+from treadle._stores._write_plans import Owned
+from treadle._stores._write_steps import SQLITE_WRITES
 
 if TYPE_CHECKING:
     import asyncio
@@ -171,18 +166,9 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        _sql_rules.first_checkpoint_id(run, first.info)
-        if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
-            run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
-        run_row = _sql_rows.run_parameters(run, first.info, graph)
-        started = _audit.started_of(run)
 
         def work(connection: sqlite3.Connection) -> None:
-            if connection.execute(_render(_sql_statements.INSERT_RUN), run_row).rowcount == 0:
-                raise RunExistsError(run.run_id)
-            writes.insert_checkpoints(connection, (first,))
-            if started is not None:
-                record(connection, (started,), run.created_at)
+            drive(_write_plans.create_run(run, graph, first, lease, SQLITE_WRITES), connection)
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
         await self._call(work, write=True, group=True)
@@ -263,17 +249,10 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
         """
 
         def work(connection: sqlite3.Connection) -> None:
-            now = time.time()
-            stamped: tuple[Any, ...] = (status, error, now, run_id)
-            query = _sql_statements.SET_STATUS
-            if lease is not None:
-                query, stamped = query + _sql_ownership.FENCE, (*stamped, lease.owner, lease.epoch)
-            if connection.execute(_render(query), stamped).rowcount == 0:
-                raise refusal(connection, run_id, lease)
-            if lease is not None and release:
-                release_row(connection, lease, now)
-            if events:
-                writes.append_events(connection, run_id, events)
+            plan = _write_plans.set_status(
+                run_id, status, error, lease, release, events, SQLITE_WRITES
+            )
+            drive(plan, connection)
 
         await self._call(work, write=True, group=True)
 
@@ -292,20 +271,12 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
             RunNotFoundError: No such run.
             LeaseLostError: ``lease`` is no longer current.
         """
-        run_id = checkpoint.info.run_id
-        moved = (version, graph, run_id, lease.owner, lease.epoch)
 
         def work(connection: sqlite3.Connection) -> None:
-            query = _render(_sql_statements.SET_VERSION + _sql_ownership.FENCE)
-            if connection.execute(query, moved).rowcount == 0:
-                raise refusal(connection, run_id, lease)
-            if connection.execute(_render(_sql_statements.HAS_UNAPPLIED), (run_id,)).fetchone():
-                raise _sql_rules.Unapplied  # rolls the version back
-            writes.commit(
-                (checkpoint,), self._keep_last, Owned(lease, None, release=True), connection
+            plan = _write_plans.migrate_run(
+                lease, version, graph, checkpoint, self._keep_last, actor, SQLITE_WRITES
             )
-            if actor is not None:
-                record(connection, [_audit.migrated(run_id, actor, version)], time.time())
+            drive(plan, connection)
 
         try:
             await self._call(work, write=True)
@@ -321,7 +292,8 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
             RunBusyError: A process holds a current lease on it.
             RunHasForksError: Runs were forked from it (delete them first).
         """
-        await self._call(lambda c: writes.delete_recorded(c, run_id, actor), write=True)
+        plan = functools.partial(_control_plans.delete_run, run_id, actor, SQLITE_WRITES)
+        await self._call(lambda c: drive(plan(), c), write=True)
 
     async def prune(self, run_id: str, keep_last: int, *, actor: Actor | None = None) -> int:
         """Delete all but the ``keep_last`` most recently committed checkpoints.
@@ -336,9 +308,8 @@ class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSear
             ValueError: ``keep_last`` is below 1.
         """
         _sql_rules.check_keep_last(keep_last)
-        return await self._call(
-            lambda c: writes.prune_recorded(c, run_id, keep_last, actor), write=True
-        )
+        plan = functools.partial(_control_plans.prune, run_id, keep_last, actor, SQLITE_WRITES)
+        return await self._call(lambda c: drive(plan(), c), write=True)
 
     async def close(self) -> None:
         """Close the connection and stop the store's thread; closing again does nothing.

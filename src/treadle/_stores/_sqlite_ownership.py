@@ -15,7 +15,6 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import (
-    DurabilityError,
     LeaseLostError,
     RequestAlreadyAnsweredError,
     RunBusyError,
@@ -24,20 +23,19 @@ from treadle._exceptions import (
 )
 from treadle._stores import (
     _audit,
+    _control_plans,
     _pausing,
-    _sql_audit,
-    _sql_events,
     _sql_ownership,
-    _sql_pausing,
     _sql_rules,
-    _sql_statements,
 )
 from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sqlite_writes import drive, record, refusal
 from treadle._stores._store import Claimed, InboxItem, Lease
+from treadle._stores._write_steps import SQLITE_WRITES
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Sequence
 
     from treadle._values._actors import Actor
 
@@ -125,11 +123,8 @@ class SqliteOwnership(ABC):
 
     async def release(self, lease: Lease) -> bool:
         """Give a lease up; ``False`` when it was no longer current."""
-
-        def work(connection: sqlite3.Connection) -> bool:
-            return release_row(connection, lease, time.time())
-
-        return await self._call(work, write=True, group=True)
+        plan = functools.partial(_control_plans.release, lease, SQLITE_WRITES)
+        return await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
     async def deliver(
         self,
@@ -194,20 +189,8 @@ class SqliteOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: It has ended already.
         """
-
-        def work(connection: sqlite3.Connection) -> None:
-            now = time.time()
-            if connection.execute(_render(_sql_ownership.CANCEL), (now, run_id)).rowcount == 0:
-                found = connection.execute(
-                    _render(_sql_ownership.SELECT_STATUS), (run_id,)
-                ).fetchone()
-                raise _sql_ownership.not_cancellable(run_id, found)
-            connection.execute(_render(_sql_ownership.CONSUME_ALL), (now, run_id))
-            log_status(connection, run_id, now, "cancel")
-            if actor is not None:
-                record(connection, [_audit.Recorded(run_id, "run_cancelled", actor, {})], now)
-
-        await self._call(work, write=True, group=True)
+        plan = functools.partial(_control_plans.cancel, run_id, actor, SQLITE_WRITES)
+        await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
     async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner to at its next commit (see the port).
@@ -216,22 +199,8 @@ class SqliteOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: It has ended.
         """
-
-        def work(connection: sqlite3.Connection) -> _pausing.PauseOutcome:
-            now = time.time()
-            found = connection.execute(_render(_sql_pausing.SELECT_PAUSABLE), (run_id,)).fetchone()
-            step = _pausing.decide_pause(run_id, found, now)
-            if step == "pause":
-                connection.execute(_render(_sql_pausing.PAUSE_NOW), (now, run_id))
-                log_status(connection, run_id, now, "pause")
-            elif step == "request":
-                connection.execute(_render(_sql_pausing.REQUEST_PAUSE), (now, run_id))
-            outcome = _pausing.pause_outcome(step)
-            if actor is not None:
-                record(connection, [_audit.paused(run_id, actor, step)], now)
-            return outcome
-
-        return await self._call(work, write=True, group=True)
+        plan = functools.partial(_control_plans.pause, run_id, actor, SQLITE_WRITES)
+        return await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
     async def unpause(
         self,
@@ -248,27 +217,10 @@ class SqliteOwnership(ABC):
             RunBusyError: With ``owner``, another owner's lease is current.
             RequestError: It has ended, or is neither paused nor asked to pause.
         """
-
-        def work(connection: sqlite3.Connection) -> _pausing.Unpaused:
-            now = time.time()
-            found = connection.execute(_render(_sql_pausing.SELECT_PAUSABLE), (run_id,)).fetchone()
-            step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
-            if actor is not None:
-                record(connection, [_audit.unpaused(run_id, actor, step)], now)
-            if step == "withdraw":
-                connection.execute(_render(_sql_pausing.WITHDRAW_PAUSE), (run_id,))
-                return _pausing.Unpaused(withdrawn=True)
-            if owner is None:
-                connection.execute(_render(_sql_pausing.UNPAUSE), (now, now, run_id)).fetchall()
-                log_status(connection, run_id, now, "unpause")
-                return _pausing.Unpaused(withdrawn=False)
-            until = now + duration
-            unpaused = (now, now, owner, until, run_id)
-            ((epoch,),) = connection.execute(_render(_sql_pausing.UNPAUSE_TO), unpaused).fetchall()
-            log_status(connection, run_id, now, "unpause")
-            return _pausing.Unpaused(withdrawn=False, lease=Lease(run_id, owner, epoch, until))
-
-        return await self._call(work, write=True, group=True)
+        plan = functools.partial(
+            _control_plans.unpause, run_id, owner, duration, actor, SQLITE_WRITES
+        )
+        return await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
@@ -315,73 +267,3 @@ class SqliteOwnership(ABC):
             return claimed
 
         return await self._call(work, write=True)
-
-
-_RELEASE = _render(_sql_ownership.RELEASE + " RETURNING pause_requested, status")
-_HONOUR_PAUSE = _render(_sql_pausing.HONOUR_PAUSE)
-
-
-def release_row(connection: sqlite3.Connection, lease: Lease, now: float) -> bool:
-    """Give ``lease`` up, pausing the run if a pause was asked; ``False``: it was not current."""
-    released = connection.execute(_RELEASE, (now, lease.run_id, lease.owner, lease.epoch))
-    rows = released.fetchall()
-    if not rows:
-        return False
-    ((requested, status),) = rows
-    if requested is not None:
-        honour_pause(connection, lease.run_id, status)
-    return True
-
-
-def honour_pause(connection: sqlite3.Connection, run_id: str, status: str) -> bool:
-    """Pause a run whose owner lets go of it (unless ``status`` ended it); ``True`` if paused."""
-    connection.execute(_HONOUR_PAUSE, (_pausing.paused_status(status), run_id))
-    paused = status not in _sql_ownership.ENDED_STATUSES
-    if paused:
-        log_status(connection, run_id, time.time(), "pause")
-    return paused
-
-
-def record(connection: sqlite3.Connection, records: Iterable[_audit.Recorded], at: float) -> None:
-    """Write each action's audit entry and its event in its run's log, in this transaction.
-
-    After the action's effect: the event is numbered after everything the
-    transaction wrote (SQLite's one writer keeps the chain's order).
-    """
-    for action in records:
-        last = connection.execute(_LAST_ENTRY).fetchone()
-        entry, event = _sql_audit.written(action, last, at)
-        if event is not None:
-            connection.execute(_LOG_ACTION, event)
-        connection.execute(_INSERT_ENTRY, entry)
-
-
-_LAST_ENTRY = _render(_sql_audit.LAST_ENTRY)
-_LOG_ACTION = _render(_sql_audit.LOG_ACTION)
-_INSERT_ENTRY = _render(_sql_audit.INSERT_ENTRY)
-
-
-def log_status(connection: sqlite3.Connection, run_id: str, at: float, by: str) -> None:
-    """Record in the run's log the status the store just gave it for a caller (``by``)."""
-    parameters = _sql_events.log_status_parameters(run_id, at, by)
-    connection.execute(_render(_sql_events.LOG_STATUS), parameters)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Owned:
-    """What a commit made under a lease does besides committing."""
-
-    lease: Lease | None
-    consumed: int | None
-    release: bool
-
-
-def refusal(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -> DurabilityError:
-    """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    if (
-        lease is None
-        or connection.execute(_render(_sql_statements.SELECT_RUN_EXISTS), (run_id,)).fetchone()
-        is None
-    ):
-        return RunNotFoundError(run_id)
-    return LeaseLostError(run_id, lease.epoch)

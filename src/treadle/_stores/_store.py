@@ -17,6 +17,7 @@ on a thread of its own so the event loop never waits on disk.
 
 from __future__ import annotations
 
+import inspect
 from typing import Protocol
 
 from treadle._stores._audit import AuditEntry, AuditLog
@@ -64,6 +65,7 @@ __all__ = [
     "RunRemoval",
     "RunWrites",
     "Store",
+    "role_methods",
 ]
 
 
@@ -118,3 +120,14 @@ ROLES: tuple[type, ...] = (
     LiveEvents,
 )
 """The roles :class:`Store` unites, in the order it names them."""
+
+
+def role_methods(role: type) -> frozenset[str]:
+    """The methods a role (or a union of roles) asks for, its bases' included."""
+    return frozenset(
+        name
+        for base in role.__mro__
+        if base is not Protocol and getattr(base, "_is_protocol", False)
+        for name, value in vars(base).items()
+        if inspect.isfunction(value) and not name.startswith("_")
+    )

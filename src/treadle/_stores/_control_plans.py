@@ -1,0 +1,162 @@
+"""The SQL stores' writes on a run from outside, written once as plans.
+
+Deleting a run, pruning it, cancelling, pausing and unpausing it, and
+giving a lease up: each the sequence of statements both SQL stores drive
+(see :mod:`treadle._stores._write_steps`). Each first reads the run row it
+decides on with a locking read, so that (on PostgreSQL) it takes turns with
+the run's commits; SQLite's one writer takes turns already.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from treadle._exceptions import RunBusyError, RunHasForksError, RunNotFoundError
+from treadle._stores import (
+    _audit,
+    _pausing,
+    _sql_events,
+    _sql_ownership,
+    _sql_pausing,
+    _sql_statements,
+)
+from treadle._stores._pieces import refs_of_rows
+from treadle._stores._records import Lease
+from treadle._stores._write_plans import (
+    collect_pieces,
+    delete_old,
+    log_status,
+    record,
+    release_held,
+)
+from treadle._stores._write_steps import ALL, COUNT, ONE, Step
+
+if TYPE_CHECKING:
+    from treadle._stores._write_steps import Backend, Plan
+    from treadle._values._actors import Actor
+
+
+def delete_run(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
+    """Delete a run and all that is only its (see ``Store.delete_run``); with ``actor``, recorded.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunBusyError: a process holds a current lease on it.
+        RunHasForksError: runs were forked from it.
+    """
+    now = time.time()
+    found = yield Step(_sql_events.SELECT_DELETABLE, (run_id,), ONE, lock=True)
+    if found is None:
+        raise RunNotFoundError(run_id)
+    owner, lease_until = found
+    if owner is not None and lease_until is not None and lease_until > now:
+        raise RunBusyError(run_id, owner, lease_until)
+    forks = yield Step(_sql_events.SELECT_FORKS, (run_id,), ALL)
+    if forks:
+        raise RunHasForksError(run_id, [fork for (fork,) in forks])
+    deleted = yield Step(_sql_events.DELETE_CHECKPOINTS, (run_id,), ALL)
+    named = refs_of_rows(deleted)
+    if named:  # while the run's row still links its lineage
+        yield from collect_pieces(run_id, named)
+    for statement in _sql_events.DELETE_RUN:
+        yield Step(statement, (run_id,))
+    if actor is not None:
+        yield from record([_audit.deleted(run_id, actor)], now, backend)
+
+
+def prune(run_id: str, keep_last: int, actor: Actor | None, backend: Backend) -> Plan[int]:
+    """Keep the run's newest ``keep_last`` checkpoints; how many went. With ``actor``, recorded.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    if (yield Step(_sql_statements.SELECT_RUN_EXISTS, (run_id,), ONE)) is None:
+        raise RunNotFoundError(run_id)
+    removed = yield from delete_old(run_id, keep_last)
+    if actor is not None:
+        pruned = _audit.pruned(run_id, actor, keep_last, removed)
+        yield from record([pruned], time.time(), backend)
+    return removed
+
+
+def cancel(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
+    """Mark the run ``cancelled`` wherever it is, fencing out any owner; its inbox is applied.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RequestError: it has ended already.
+    """
+    now = time.time()
+    if (yield Step(_sql_ownership.CANCEL, (now, run_id), COUNT)) == 0:
+        found = yield Step(_sql_ownership.SELECT_STATUS, (run_id,), ONE)
+        raise _sql_ownership.not_cancellable(run_id, found)
+    yield Step(_sql_ownership.CONSUME_ALL, (now, run_id))
+    yield from log_status(run_id, now, "cancel")
+    if actor is not None:
+        yield from record([_audit.Recorded(run_id, "run_cancelled", actor, {})], now, backend)
+
+
+def pause(run_id: str, actor: Actor | None, backend: Backend) -> Plan[_pausing.PauseOutcome]:
+    """Pause the run now, or ask its owner to at its next commit (see ``Pausing.pause``).
+
+    Raises:
+        RunNotFoundError: no such run.
+        RequestError: it has ended.
+    """
+    now = time.time()
+    found = yield Step(_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, lock=True)
+    step = _pausing.decide_pause(run_id, found, now)
+    if step == "pause":
+        yield Step(_sql_pausing.PAUSE_NOW, (now, run_id))
+        yield from log_status(run_id, now, "pause")
+    elif step == "request":
+        yield Step(_sql_pausing.REQUEST_PAUSE, (now, run_id))
+    if actor is not None:
+        yield from record([_audit.paused(run_id, actor, step)], now, backend)
+    return _pausing.pause_outcome(step)
+
+
+def unpause(
+    run_id: str, owner: str | None, duration: float, actor: Actor | None, backend: Backend
+) -> Plan[_pausing.Unpaused]:
+    """Let a paused run go on (leased to ``owner``, if given), or withdraw a pause asked.
+
+    Raises:
+        RunNotFoundError: no such run.
+        RunBusyError: with ``owner``, another owner's lease is current.
+        RequestError: it has ended, or is neither paused nor asked to pause.
+    """
+    now = time.time()
+    found = yield Step(_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, lock=True)
+    step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
+    if actor is not None:
+        yield from record([_audit.unpaused(run_id, actor, step)], now, backend)
+    if step == "withdraw":
+        yield Step(_sql_pausing.WITHDRAW_PAUSE, (run_id,))
+        return _pausing.Unpaused(withdrawn=True)
+    if owner is None:
+        yield Step(_sql_pausing.UNPAUSE, (now, now, run_id), ALL)
+        yield from log_status(run_id, now, "unpause")
+        if backend.notifies:  # left for any worker to take up
+            yield Step(_sql_ownership.NOTIFY_READY, ())
+        return _pausing.Unpaused(withdrawn=False)
+    until = now + duration
+    ((epoch,),) = yield Step(_sql_pausing.UNPAUSE_TO, (now, now, owner, until, run_id), ALL)
+    yield from log_status(run_id, now, "unpause")
+    return _pausing.Unpaused(withdrawn=False, lease=Lease(run_id, owner, int(epoch), until))
+
+
+_HELD = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE
+
+
+def release(lease: Lease, backend: Backend) -> Plan[bool]:
+    """Give a lease up (``Leases.release``); ``False`` when it was no longer current.
+
+    The run row is locked first, so the release sees every delivery
+    committed before it (see :func:`~treadle._stores._write_plans.release_held`).
+    """
+    held = (lease.run_id, lease.owner, lease.epoch)
+    if (yield Step(_HELD, held, ONE, lock=True)) is None:
+        return False
+    return (yield from release_held(lease, time.time(), backend))
