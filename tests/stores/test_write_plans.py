@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from durable.conftest import drop_schemas, fresh_schema, postgres_dsn
 from treadle._exceptions import LeaseLostError, RunNotFoundError
 from treadle._stores import _postgres_writes, _sqlite_writes
 from treadle._stores._records import CheckpointInfo, CheckpointRecord, Lease, RunRecord
@@ -87,11 +86,12 @@ async def test_sqlite_commits_of_several_runs_share_one_transaction(tmp_path: Pa
     await store.close()
 
 
-async def test_postgres_commits_of_several_runs_share_one_transaction() -> None:
+async def test_postgres_commits_of_several_runs_share_one_transaction(
+    dsn: str, schema: str
+) -> None:
     from treadle._stores._postgres import PostgresStore  # noqa: PLC0415 - psycopg on demand
 
-    schema = fresh_schema()
-    store = PostgresStore(postgres_dsn(), schema=schema)
+    store = PostgresStore(dsn, schema=schema)
     try:
         leases = await _three_runs(store)
         plans = _plans(leases, POSTGRES_WRITES)
@@ -110,7 +110,6 @@ async def test_postgres_commits_of_several_runs_share_one_transaction() -> None:
         assert await _positions(store) == {"a": "a1", "b": "b0", "c": "c1"}
     finally:
         await store.close()
-        await drop_schemas([schema])
 
 
 @pytest.mark.parametrize("backend", [SQLITE_WRITES, POSTGRES_WRITES], ids=["sqlite", "postgres"])
