@@ -35,6 +35,10 @@ SENDER_QUEUE = 10_000
 _RETRY = 1.0
 """Seconds the sender waits after its medium failed before trying again."""
 
+_GATHER = 0.01
+"""Seconds the sender lets events gather after the first of a quiet spell: one write
+for a burst of tokens rather than one each (a follower sees them that much later)."""
+
 
 class LiveSender:
     """A thread writing queued live events in batches with ``send``; see the module.
@@ -71,7 +75,8 @@ class LiveSender:
         self._queue.append((run_id, entry))
         if self._thread is None:
             self._start()
-        self._wake.set()
+        if not self._wake.is_set():  # set already: the sender will look (and set costs a lock)
+            self._wake.set()
 
     def _start(self) -> None:
         with self._lock:
@@ -86,6 +91,7 @@ class LiveSender:
             while not self._stopping or queue:
                 if not queue:
                     wake.wait()
+                    time.sleep(_GATHER)  # a stream's next events join this batch
                 wake.clear()
                 while queue:
                     batch = [queue.popleft() for _ in range(min(len(queue), 500))]

@@ -258,10 +258,11 @@ export function runView(main, given) {
     } catch {
       return;
     }
-    if (typeof event.seq === "number") {
-      if (event.seq <= lastSeq) return; // seen already (a reconnect never repeats, but be sure)
-      lastSeq = event.seq;
-    }
+    // A live event (progress before its superstep commits: "seq": null) is left to the
+    // log's copy, which follows at the barrier: the page lists what committed, once.
+    if (typeof event.seq !== "number") return;
+    if (event.seq <= lastSeq) return; // seen already (a reconnect never repeats, but be sure)
+    lastSeq = event.seq;
     const what = markOf(event);
     if (what && event.executor_id) {
       marks.set(event.executor_id, what);
