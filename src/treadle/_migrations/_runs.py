@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from treadle._checkpoints._codec import RestoredRun
     from treadle._migrations._steps import MigratedCheckpoint, Migration
     from treadle._stores._records import Lease, RunRecord
-    from treadle._stores._store import Store
+    from treadle._stores._store import RunReads, Store
     from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
@@ -196,7 +196,7 @@ async def migrate(
 
 
 async def _chosen(
-    store: Store, name: str, version: int, run_ids: Sequence[str] | None
+    store: RunReads, name: str, version: int, run_ids: Sequence[str] | None
 ) -> list[RunRecord]:
     """The runs to move, oldest first: of ``name`` at ``version``, not ended."""
     if run_ids is not None:

@@ -38,7 +38,7 @@ from treadle._workflow._rights import check_right
 
 if TYPE_CHECKING:
     from treadle._operations._search import SearchableStore
-    from treadle._stores._store import Store
+    from treadle._stores._store import RunReads, Store
     from treadle._values._actors import Actor
     from treadle._values._filter import RunFilter
 
@@ -142,7 +142,7 @@ async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkRepor
 
 
 async def _still_matching(
-    store: Store, searched: SearchableStore, where: RunFilter, run_id: str
+    store: RunReads, searched: SearchableStore, where: RunFilter, run_id: str
 ) -> str | None:
     """Why the run is not to be acted on now (``None``: it still passes the filter)."""
     try:
