@@ -17,7 +17,8 @@ fast, a dry run or not) taken by one actor, run the same way from every door
    in the store, its record with the actor in the run's log and the audit
    log; a refusal there (the run ended in between) is reported too.
 4. ``rate`` paces the actions (at most that many runs a second), so a bulk
-   action does not crowd out the workers.
+   action does not crowd out the workers; they start in the listed order,
+   at most :data:`IN_FLIGHT` at a time, and are reported in that order.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ ACTIONS = ("cancel", "pause", "unpause", "resume", "respond", "delete")
 """What a bulk action may do to each run."""
 
 _RIGHTS = MappingProxyType({"respond": None, "resume": "resume"})
+
+IN_FLIGHT = 8
+"""How many runs a bulk action acts on at once (each its own transactions), started in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +128,29 @@ async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkRepor
     report = BulkReport(bulk.action, len(listed), bulk.dry_run)
     if bulk.dry_run:
         return report
+    outcomes: list[str | None] = [None] * len(listed)  # why each was skipped; None: acted on
+    slots = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(index: int, run_id: str) -> None:
+        try:
+            why = await _still_matching(store, searched, bulk.where, run_id)
+            if why is None:
+                try:
+                    await _act(store, bulk, run_id, actor)
+                except TreadleError as refused:
+                    why = f"refused: {refused}"
+            outcomes[index] = why
+        finally:
+            slots.release()
+
     started = time.monotonic()
-    for done, run_id in enumerate(listed):
-        if bulk.rate is not None:
-            await asyncio.sleep(max(0.0, started + done / bulk.rate - time.monotonic()))
-        why = await _still_matching(store, searched, bulk.where, run_id)
-        if why is None:
-            try:
-                await _act(store, bulk, run_id, actor)
-            except TreadleError as refused:
-                why = f"refused: {refused}"
+    async with asyncio.TaskGroup() as group:
+        for index, run_id in enumerate(listed):
+            if bulk.rate is not None:
+                await asyncio.sleep(max(0.0, started + index / bulk.rate - time.monotonic()))
+            await slots.acquire()
+            group.create_task(one(index, run_id))
+    for run_id, why in zip(listed, outcomes, strict=True):
         if why is None:
             report.acted.append(run_id)
         else:
