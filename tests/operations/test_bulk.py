@@ -85,3 +85,23 @@ def test_a_bulk_action_is_checked_where_it_is_made():
         BulkAction("cancel", WHERE, rate=0)
     with pytest.raises(ValueError, match="respond needs the executor"):
         BulkAction("respond", WHERE)
+
+
+async def test_resume_hands_a_parked_run_back_and_unpause_lets_a_paused_one_go(store):
+    lease = await store.acquire("r0", "some-worker", 30.0)
+    await store.park(lease, "parked: could not load it")
+    assert (await store.get_run("r0")).parked is not None
+    resumed = await run_bulk(store, BulkAction("resume", parse_filter("true")), actor=OPERATOR)
+    assert resumed.acted == ["r2", "r1", "r0"]
+    row = await store.get_run("r0")
+    assert (row.parked, row.owner) == (None, None)  # taken up, recorded, and let go
+
+    await run_bulk(store, BulkAction("pause", WHERE), actor=OPERATOR)
+    unpaused = await run_bulk(
+        store, BulkAction("unpause", parse_filter('status == "paused"')), actor=OPERATOR
+    )
+    assert unpaused.acted == ["r2", "r1", "r0"]
+    entries = [(e.run_id, e.action, e.actor["label"]) for e in await store.read_audit()]
+    for run_id in ("r0", "r1", "r2"):
+        for action in ("run_resumed", "run_paused", "run_unpaused"):
+            assert entries.count((run_id, action, "olga")) == 1, (run_id, action)
