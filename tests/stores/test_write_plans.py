@@ -116,7 +116,7 @@ async def test_postgres_commits_of_several_runs_share_one_transaction(
 def test_a_plan_is_a_value_until_driven(backend: Any) -> None:
     """Making a plan touches nothing: a driver decides when and where it runs."""
     plan = commit((_checkpoint("a", 1),), None, None, backend)
-    step = next(plan)
-    assert step.template == backend.advance
-    assert step.parameters[-1] == "a"
+    template, parameters, _, _ = next(plan)
+    assert template == backend.advance
+    assert parameters[-1] == "a"
     plan.close()

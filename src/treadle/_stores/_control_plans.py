@@ -30,7 +30,7 @@ from treadle._stores._write_plans import (
     record,
     release_held,
 )
-from treadle._stores._write_steps import ALL, COUNT, ONE, Step
+from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
 
 if TYPE_CHECKING:
     from treadle._stores._write_steps import Backend, Plan
@@ -46,21 +46,21 @@ def delete_run(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]
         RunHasForksError: runs were forked from it.
     """
     now = time.time()
-    found = yield Step(_sql_events.SELECT_DELETABLE, (run_id,), ONE, lock=True)
+    found = yield (_sql_events.SELECT_DELETABLE, (run_id,), ONE, True)
     if found is None:
         raise RunNotFoundError(run_id)
     owner, lease_until = found
     if owner is not None and lease_until is not None and lease_until > now:
         raise RunBusyError(run_id, owner, lease_until)
-    forks = yield Step(_sql_events.SELECT_FORKS, (run_id,), ALL)
+    forks = yield (_sql_events.SELECT_FORKS, (run_id,), ALL, False)
     if forks:
         raise RunHasForksError(run_id, [fork for (fork,) in forks])
-    deleted = yield Step(_sql_events.DELETE_CHECKPOINTS, (run_id,), ALL)
+    deleted = yield (_sql_events.DELETE_CHECKPOINTS, (run_id,), ALL, False)
     named = refs_of_rows(deleted)
     if named:  # while the run's row still links its lineage
         yield from collect_pieces(run_id, named)
     for statement in _sql_events.DELETE_RUN:
-        yield Step(statement, (run_id,))
+        yield (statement, (run_id,), NOTHING, False)
     if actor is not None:
         yield from record([_audit.deleted(run_id, actor)], now, backend)
 
@@ -71,7 +71,7 @@ def prune(run_id: str, keep_last: int, actor: Actor | None, backend: Backend) ->
     Raises:
         RunNotFoundError: no such run.
     """
-    if (yield Step(_sql_statements.SELECT_RUN_EXISTS, (run_id,), ONE)) is None:
+    if (yield (_sql_statements.SELECT_RUN_EXISTS, (run_id,), ONE, False)) is None:
         raise RunNotFoundError(run_id)
     removed = yield from delete_old(run_id, keep_last)
     if actor is not None:
@@ -88,10 +88,10 @@ def cancel(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
         RequestError: it has ended already.
     """
     now = time.time()
-    if (yield Step(_sql_ownership.CANCEL, (now, run_id), COUNT)) == 0:
-        found = yield Step(_sql_ownership.SELECT_STATUS, (run_id,), ONE)
+    if (yield (_sql_ownership.CANCEL, (now, run_id), COUNT, False)) == 0:
+        found = yield (_sql_ownership.SELECT_STATUS, (run_id,), ONE, False)
         raise _sql_ownership.not_cancellable(run_id, found)
-    yield Step(_sql_ownership.CONSUME_ALL, (now, run_id))
+    yield (_sql_ownership.CONSUME_ALL, (now, run_id), NOTHING, False)
     yield from log_status(run_id, now, "cancel")
     if actor is not None:
         yield from record([_audit.Recorded(run_id, "run_cancelled", actor, {})], now, backend)
@@ -105,13 +105,13 @@ def pause(run_id: str, actor: Actor | None, backend: Backend) -> Plan[_pausing.P
         RequestError: it has ended.
     """
     now = time.time()
-    found = yield Step(_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, lock=True)
+    found = yield (_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, True)
     step = _pausing.decide_pause(run_id, found, now)
     if step == "pause":
-        yield Step(_sql_pausing.PAUSE_NOW, (now, run_id))
+        yield (_sql_pausing.PAUSE_NOW, (now, run_id), NOTHING, False)
         yield from log_status(run_id, now, "pause")
     elif step == "request":
-        yield Step(_sql_pausing.REQUEST_PAUSE, (now, run_id))
+        yield (_sql_pausing.REQUEST_PAUSE, (now, run_id), NOTHING, False)
     if actor is not None:
         yield from record([_audit.paused(run_id, actor, step)], now, backend)
     return _pausing.pause_outcome(step)
@@ -128,21 +128,21 @@ def unpause(
         RequestError: it has ended, or is neither paused nor asked to pause.
     """
     now = time.time()
-    found = yield Step(_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, lock=True)
+    found = yield (_sql_pausing.SELECT_PAUSABLE, (run_id,), ONE, True)
     step = _pausing.decide_unpause(run_id, found, now, taking=owner is not None)
     if actor is not None:
         yield from record([_audit.unpaused(run_id, actor, step)], now, backend)
     if step == "withdraw":
-        yield Step(_sql_pausing.WITHDRAW_PAUSE, (run_id,))
+        yield (_sql_pausing.WITHDRAW_PAUSE, (run_id,), NOTHING, False)
         return _pausing.Unpaused(withdrawn=True)
     if owner is None:
-        yield Step(_sql_pausing.UNPAUSE, (now, now, run_id), ALL)
+        yield (_sql_pausing.UNPAUSE, (now, now, run_id), ALL, False)
         yield from log_status(run_id, now, "unpause")
         if backend.notifies:  # left for any worker to take up
-            yield Step(_sql_ownership.NOTIFY_READY, ())
+            yield (_sql_ownership.NOTIFY_READY, (), NOTHING, False)
         return _pausing.Unpaused(withdrawn=False)
     until = now + duration
-    ((epoch,),) = yield Step(_sql_pausing.UNPAUSE_TO, (now, now, owner, until, run_id), ALL)
+    ((epoch,),) = yield (_sql_pausing.UNPAUSE_TO, (now, now, owner, until, run_id), ALL, False)
     yield from log_status(run_id, now, "unpause")
     return _pausing.Unpaused(withdrawn=False, lease=Lease(run_id, owner, int(epoch), until))
 
@@ -157,6 +157,6 @@ def release(lease: Lease, backend: Backend) -> Plan[bool]:
     committed before it (see :func:`~treadle._stores._write_plans.release_held`).
     """
     held = (lease.run_id, lease.owner, lease.epoch)
-    if (yield Step(_HELD, held, ONE, lock=True)) is None:
+    if (yield (_HELD, held, ONE, True)) is None:
         return False
     return (yield from release_held(lease, time.time(), backend))

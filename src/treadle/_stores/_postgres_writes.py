@@ -42,19 +42,19 @@ async def drive(plan: Plan[_T], connection: Connection) -> _T:
     transaction ends, so writers deciding about one run take turns.
     """
     try:
-        step = next(plan)
+        template, parameters, want, lock = next(plan)
         while True:
-            template = step.template + _LOCK if step.lock else step.template
-            cursor = await connection.execute(_render(template), step.parameters or None)
-            want = step.want
+            if lock:
+                template += _LOCK
+            cursor = await connection.execute(_render(template), parameters or None)
             got: Any = None
-            if want == COUNT:
+            if want is COUNT:
                 got = cursor.rowcount
-            elif want == ONE:
+            elif want is ONE:
                 got = await cursor.fetchone()
-            elif want == ALL:
+            elif want is ALL:
                 got = await cursor.fetchall()
-            step = plan.send(got)
+            template, parameters, want, lock = plan.send(got)
     except StopIteration as done:
         outcome: _T = done.value
         return outcome

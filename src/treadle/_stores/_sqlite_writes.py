@@ -40,19 +40,18 @@ def drive(plan: Plan[_T], connection: sqlite3.Connection) -> _T:
     """
     execute = connection.execute
     try:
-        step = next(plan)
+        template, parameters, want, _ = next(plan)
         while True:
-            cursor = execute(_render(step.template), step.parameters)
-            want = step.want
+            cursor = execute(_render(template), parameters)
             got: Any = None
-            if want == COUNT:
+            if want is COUNT:
                 got = cursor.rowcount
-            elif want == ONE:
+            elif want is ONE:
                 rows = cursor.fetchall()
                 got = rows[0] if rows else None
-            elif want == ALL:
+            elif want is ALL:
                 got = cursor.fetchall()
-            step = plan.send(got)
+            template, parameters, want, _ = plan.send(got)
     except StopIteration as done:
         outcome: _T = done.value
         return outcome

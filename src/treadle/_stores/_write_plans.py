@@ -11,6 +11,7 @@ commits, pauses and deliveries of one run take turns.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from treadle._stores._pieces import (
     refs_of_rows,
     required_pieces,
 )
-from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE, Step
+from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -58,6 +59,17 @@ class Owned:
 
 
 _ASKED = " RETURNING pause_requested"
+
+
+@functools.cache
+def _fenced(advance: str) -> str:
+    """A run row's advance under a lease, saying whether a pause was asked meanwhile."""
+    return advance + _sql_ownership.FENCE + _ASKED
+
+
+@functools.cache
+def _asking(advance_and_release: str) -> str:
+    return advance_and_release + _ASKED
 
 
 def commit(
@@ -84,19 +96,19 @@ def commit(
     released = False
     asked = None  # when a pause was asked of the run, if it was
     if lease is None:
-        advanced = yield Step(backend.advance, backend.advance_parameters(last), COUNT)
+        advanced = yield (backend.advance, backend.advance_parameters(last), COUNT, False)
         if advanced == 0:
             raise (yield from refusal(info.run_id, lease))
     else:
         fence = (lease.owner, lease.epoch)
         if releasing and backend.advance_and_release is not None:
-            template = backend.advance_and_release + _ASKED
+            template = _asking(backend.advance_and_release)
             parameters: tuple[object, ...] = (info.status, *_sql_rows.position_parameters(last))
             released = True
         else:
-            template = backend.advance + _sql_ownership.FENCE + _ASKED
+            template = _fenced(backend.advance)
             parameters = backend.advance_parameters(last)
-        row = yield Step(template, (*parameters, *fence), ONE)
+        row = yield (template, (*parameters, *fence), ONE, False)
         if row is None:
             raise (yield from refusal(info.run_id, lease))
         asked = row[0]
@@ -104,16 +116,21 @@ def commit(
     yield from insert_checkpoints(checkpoints)
     now = time.time()
     if owned is not None and owned.consumed is not None:
-        yield Step(_sql_ownership.CONSUME_INBOX, (now, info.run_id, owned.consumed))
+        yield (_sql_ownership.CONSUME_INBOX, (now, info.run_id, owned.consumed), NOTHING, False)
         if backend.clears_ready:  # ready no more once nothing delivered is left
-            yield Step(_sql_ownership.CLEAR_READY, (info.run_id,))
+            yield (_sql_ownership.CLEAR_READY, (info.run_id,), NOTHING, False)
     paused = False
     if asked is not None:  # this barrier is where the run stops; the lease goes with it
         paused = yield from honour_pause(info.run_id, info.status)
     elif releasing and not released and lease is not None:
         yield from release_held(lease, now, backend)
     if backend.status_apart and not paused and not releasing:
-        yield Step(_sql_statements.CHANGE_STATUS, (info.status, info.run_id, info.status))
+        yield (
+            _sql_statements.CHANGE_STATUS,
+            (info.status, info.run_id, info.status),
+            NOTHING,
+            False,
+        )
     if keep_last is not None:
         yield from delete_old(info.run_id, keep_last)
     return paused
@@ -131,8 +148,11 @@ def create_run(
     _sql_rules.first_checkpoint_id(run, first.info)
     if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
         run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
-    inserted = yield Step(
-        _sql_statements.INSERT_RUN, _sql_rows.run_parameters(run, first.info, graph), COUNT
+    inserted = yield (
+        _sql_statements.INSERT_RUN,
+        _sql_rows.run_parameters(run, first.info, graph),
+        COUNT,
+        False,
     )
     if inserted == 0:
         raise RunExistsError(run.run_id)
@@ -162,7 +182,7 @@ def set_status(
     template = _sql_statements.SET_STATUS
     if lease is not None:
         template, stamped = _FENCED_SET_STATUS, (*stamped, lease.owner, lease.epoch)
-    if (yield Step(template, stamped, COUNT)) == 0:
+    if (yield (template, stamped, COUNT, False)) == 0:
         raise (yield from refusal(run_id, lease))
     if lease is not None and release:
         yield from release_held(lease, now, backend)
@@ -192,10 +212,10 @@ def migrate_run(
     """
     run_id = checkpoint.info.run_id
     moved = (version, graph, run_id, lease.owner, lease.epoch)
-    if (yield Step(_FENCED_SET_VERSION, moved, COUNT)) == 0:
+    if (yield (_FENCED_SET_VERSION, moved, COUNT, False)) == 0:
         raise (yield from refusal(run_id, lease))
     # The row is locked now: deliveries to the run wait for this transaction.
-    if (yield Step(_sql_statements.HAS_UNAPPLIED, (run_id,), ONE)) is not None:
+    if (yield (_sql_statements.HAS_UNAPPLIED, (run_id,), ONE, False)) is not None:
         raise _sql_rules.Unapplied  # rolls the version back
     yield from commit((checkpoint,), keep_last, Owned(lease, None, release=True), backend)
     if actor is not None:
@@ -219,11 +239,11 @@ def adopt_pending(
         *(run.status, run.superstep, info.checkpoint_id, info.created_at, info.wake_at),
         *(run.deadline_at, graph, run.version, run.run_id, claim.owner, claim.epoch),
     )
-    if (yield Step(_sql_ownership.ADOPT_PENDING, adopted, COUNT)) == 0:
+    if (yield (_sql_ownership.ADOPT_PENDING, adopted, COUNT, False)) == 0:
         raise (yield from refusal(run.run_id, claim))
     yield from insert_checkpoints((first,))
     if consumed is not None:
-        yield Step(_sql_ownership.CONSUME_INBOX, (time.time(), run.run_id, consumed))
+        yield (_sql_ownership.CONSUME_INBOX, (time.time(), run.run_id, consumed), NOTHING, False)
 
 
 def park(lease: Lease, reason: str, *, keep_lease: bool) -> Plan[None]:
@@ -236,7 +256,7 @@ def park(lease: Lease, reason: str, *, keep_lease: bool) -> Plan[None]:
         RunNotFoundError: no such run.
     """
     template = _sql_ownership.PARK_CLAIMED if keep_lease else _sql_ownership.PARK
-    if (yield Step(template, (reason, lease.run_id, lease.owner, lease.epoch), COUNT)) == 0:
+    if (yield (template, (reason, lease.run_id, lease.owner, lease.epoch), COUNT, False)) == 0:
         raise (yield from refusal(lease.run_id, lease))
 
 
@@ -246,7 +266,7 @@ def park(lease: Lease, reason: str, *, keep_lease: bool) -> Plan[None]:
 def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
     if lease is not None:
-        found = yield Step(_sql_statements.SELECT_RUN_EXISTS, (run_id,), ONE)
+        found = yield (_sql_statements.SELECT_RUN_EXISTS, (run_id,), ONE, False)
         if found is not None:
             return LeaseLostError(run_id, lease.epoch)
     return RunNotFoundError(run_id)
@@ -262,17 +282,17 @@ def insert_checkpoints(checkpoints: Sequence[CheckpointRecord]) -> Plan[None]:
     # One statement for them all: each one costs SQLite's thread the GIL twice.
     parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
     template = _sql_statements.insert_checkpoints(len(checkpoints))
-    if (yield Step(template, parameters, COUNT)) < len(checkpoints):
+    if (yield (template, parameters, COUNT, False)) < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
     required = required_pieces(checkpoints)
     if required:
-        stored = yield Step(_sql_pieces.SELECT_STORED, (ids_text(required),), ALL)
+        stored = yield (_sql_pieces.SELECT_STORED, (ids_text(required),), ALL, False)
         if len(stored) < len(required):
             raise missing_required(checkpoints, {row[0] for row in stored})
     for piece_template, values in _sql_pieces.piece_inserts(checkpoints):
-        yield Step(piece_template, values)
+        yield (piece_template, values, NOTHING, False)
     for field_template, field_values in _sql_search.field_writes(checkpoints):
-        yield Step(field_template, field_values)
+        yield (field_template, field_values, NOTHING, False)
     entries = _sql_events.entries_of(checkpoints)
     if entries:  # after the run row's write, as every append is (see _sql_events)
         yield from append_events(checkpoints[-1].info.run_id, entries)
@@ -280,18 +300,23 @@ def insert_checkpoints(checkpoints: Sequence[CheckpointRecord]) -> Plan[None]:
 
 def append_events(run_id: str, entries: Sequence[EventEntry]) -> Plan[None]:
     """Append events to the run's log, numbered after its last (its row written first)."""
-    yield Step(_sql_events.INSERT_EVENTS, _sql_events.event_row(run_id, entries))
+    yield (_sql_events.INSERT_EVENTS, _sql_events.event_row(run_id, entries), NOTHING, False)
 
 
 def log_status(run_id: str, at: float, by: str) -> Plan[None]:
     """Record in the run's log the status the store just gave it for a caller (``by``)."""
-    yield Step(_sql_events.LOG_STATUS, _sql_events.log_status_parameters(run_id, at, by))
+    yield (
+        _sql_events.LOG_STATUS,
+        _sql_events.log_status_parameters(run_id, at, by),
+        NOTHING,
+        False,
+    )
 
 
 def delete_old(run_id: str, keep_last: int) -> Plan[int]:
     """Apply retention to a run, and delete the pieces nothing kept needs any more."""
     parameters = (run_id, run_id, keep_last - 1, run_id)
-    deleted = yield Step(_sql_statements.DELETE_OLD_CHECKPOINTS, parameters, ALL)
+    deleted = yield (_sql_statements.DELETE_OLD_CHECKPOINTS, parameters, ALL, False)
     named = refs_of_rows(deleted)
     if named:
         yield from collect_pieces(run_id, named)
@@ -300,17 +325,17 @@ def delete_old(run_id: str, keep_last: int) -> Plan[int]:
 
 def collect_pieces(run_id: str, named: Sequence[str]) -> Plan[None]:
     """Delete what deleted checkpoints of ``run_id`` ``named`` that no kept checkpoint needs."""
-    rows = yield Step(_sql_pieces.SELECT_LINEAGE_REFS, (run_id,), ALL)
+    rows = yield (_sql_pieces.SELECT_LINEAGE_REFS, (run_id,), ALL, False)
     collection = collect(named, set(refs_of_rows(rows)))
     try:
         wanted = next(collection)
         while True:
-            links = yield Step(_sql_pieces.SELECT_LINKS, (ids_text(wanted),) * 2, ALL)
+            links = yield (_sql_pieces.SELECT_LINKS, (ids_text(wanted),) * 2, ALL, False)
             wanted = collection.send([(piece_id, extends) for piece_id, extends in links])
     except StopIteration as done:
         doomed: set[str] = done.value
     if doomed:
-        yield Step(_sql_pieces.DELETE_PIECES, (ids_text(doomed),))
+        yield (_sql_pieces.DELETE_PIECES, (ids_text(doomed),), NOTHING, False)
 
 
 _RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at, pause_requested, status"
@@ -324,14 +349,14 @@ def release_held(lease: Lease, now: float, backend: Backend) -> Plan[bool]:
     earlier statement wrote or locked it): only then does this statement's
     snapshot hold every item a delivery committed before it.
     """
-    row = yield Step(_RELEASE, (now, lease.run_id, lease.owner, lease.epoch), ONE)
+    row = yield (_RELEASE, (now, lease.run_id, lease.owner, lease.epoch), ONE, False)
     if row is None:
         return False
     ready, requested, status = row
     if requested is not None:
         yield from honour_pause(lease.run_id, status)
     elif ready is not None and backend.notifies:
-        yield Step(_sql_ownership.NOTIFY_READY, ())
+        yield (_sql_ownership.NOTIFY_READY, (), NOTHING, False)
     return True
 
 
@@ -340,7 +365,7 @@ def honour_pause(run_id: str, status: str) -> Plan[bool]:
 
     The transaction holds the run row's lock already: it just wrote it.
     """
-    yield Step(_sql_pausing.HONOUR_PAUSE, (_pausing.paused_status(status), run_id))
+    yield (_sql_pausing.HONOUR_PAUSE, (_pausing.paused_status(status), run_id), NOTHING, False)
     paused = status not in _sql_ownership.ENDED_STATUSES
     if paused:
         yield from log_status(run_id, time.time(), "pause")
@@ -358,10 +383,10 @@ def record(records: Iterable[Recorded], at: float, backend: Backend) -> Plan[Non
     lock = backend.chain_lock
     for action in records:
         if lock is not None:
-            yield Step(lock, ())
+            yield (lock, (), NOTHING, False)
             lock = None
-        last = yield Step(_sql_audit.LAST_ENTRY, (), ONE)
+        last = yield (_sql_audit.LAST_ENTRY, (), ONE, False)
         entry, event = _sql_audit.written(action, last, at)
         if event is not None:
-            yield Step(_sql_audit.LOG_ACTION, event, NOTHING)
-        yield Step(_sql_audit.INSERT_ENTRY, entry)
+            yield (_sql_audit.LOG_ACTION, event, NOTHING, False)
+        yield (_sql_audit.INSERT_ENTRY, entry, NOTHING, False)

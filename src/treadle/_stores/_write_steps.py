@@ -1,7 +1,7 @@
 """The vocabulary of the SQL stores' writes, sans I/O: steps a plan yields, drivers execute.
 
 A *plan* (:mod:`treadle._stores._write_plans`, :mod:`treadle._stores._control_plans`)
-is a generator: it yields one :class:`Step` (a statement template of the
+is a generator: it yields one :data:`Step` (a statement template of the
 SQL modules, its parameters, and what it wants back), is sent the answer,
 and returns the write's outcome or raises its refusal. It never touches a
 connection. A *driver* runs it inside the transaction its store began:
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 from treadle._stores import _sql_audit, _sql_ownership, _sql_rows, _sql_statements
 
@@ -40,21 +40,16 @@ NOTHING: Final = "nothing"
 """A step wanting nothing back."""
 
 
-class Step(NamedTuple):
-    """One statement of a plan, and what the plan wants back from it.
+Step: TypeAlias = "tuple[str, tuple[Any, ...] | list[Any], str, bool]"
+"""One statement of a plan, and what the plan wants back from it.
 
-    Attributes:
-        template: A statement of the SQL modules, in the neutral dialect.
-        parameters: Its parameters, in order.
-        want: :data:`COUNT`, :data:`ONE`, :data:`ALL` or :data:`NOTHING`.
-        lock: A SELECT that locks the rows it reads until the transaction
-            ends (PostgreSQL's ``FOR UPDATE``; SQLite's one writer needs none).
-    """
-
-    template: str
-    parameters: tuple[Any, ...] | list[Any]
-    want: str = NOTHING
-    lock: bool = False
+A plain tuple, ``(template, parameters, want, lock)`` (a commit makes
+several of them, on the hot path): ``template`` is a statement of the SQL
+modules in the neutral dialect, ``parameters`` its parameters in order,
+``want`` one of :data:`COUNT`, :data:`ONE`, :data:`ALL` or :data:`NOTHING`,
+and ``lock`` marks a SELECT that locks the rows it reads until the
+transaction ends (PostgreSQL's ``FOR UPDATE``; SQLite's one writer needs none).
+"""
 
 
 Plan: TypeAlias = Generator[Step, Any, _T]
