@@ -29,6 +29,7 @@ Anything else must be in :data:`ALLOWED`, with the reason it is sound.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "treadle"
@@ -229,6 +230,7 @@ def _globals(tree: ast.Module) -> list[str]:
     ]
 
 
+@functools.cache  # the tree of src/ is read once for the tests of this module
 def findings() -> dict[tuple[str, str], None]:
     """Every finding in ``src/treadle``, as (module, what) pairs."""
     found: dict[tuple[str, str], None] = {}
