@@ -27,6 +27,7 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._codec import CheckpointCodec
 from treadle._engine._barrier import BarrierState
 from treadle._engine._result import RunStatus
+from treadle._engine._waits import WaitBook
 from treadle._exceptions import CheckpointNotFoundError
 from treadle._stores._memory import MemoryStore
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, Piece, RunRecord
@@ -50,6 +51,7 @@ def barrier(run_id, superstep, state, outputs, written):
         state=state,
         iterations={},
         outputs=tuple(outputs),
+        waits=WaitBook(),
         written=None if written is None else frozenset(written),
     )
 
@@ -178,6 +180,7 @@ class Scenario:
             state=state,
             iterations={},
             outputs=tuple(restored.outputs),
+            waits=WaitBook(),
             written=frozenset({"n"}),
         )
         checkpoint_id = await checkpointer.create(

@@ -224,20 +224,19 @@ class AgentExecutor(Executor):
                     f"itself: add builder.add_edge({self.id!r}, {self.id!r})"
                 )
                 raise RoutingError(msg) from error
-        elif ctx.host_run.router.has_edges_from(self.id):
+        elif ctx.has_edges():
             ctx.send_message(result.output)
         else:
             ctx.yield_output(result.output)
 
     def _handoff_targets(self, ctx: WorkflowContext[Any]) -> tuple[HandoffTarget, ...]:
         """The agents the workflow lets this one hand off to (``add_handoff``), in order."""
-        workflow = ctx.host_run.workflow
         found: dict[str, HandoffTarget] = {}
-        for edge in workflow.edges:
+        for edge in ctx.graph_edges():
             if not isinstance(edge, HandoffEdge) or edge.source != self.id:
                 continue
             for target in edge.targets:
-                prototype = workflow.prototype(target)
+                prototype = ctx.prototype(target)
                 if target in found or prototype.find_handler(AgentHandoff) is None:
                     continue
                 described = getattr(prototype, "description", None)
@@ -283,7 +282,7 @@ def _spec(
 
 def _count_tokens(ctx: WorkflowContext[Any], result: TurnResult) -> None:
     """Report the turn's tokens to the run's metrics (if it has any), by the model that answered."""
-    metrics = ctx.host_run.options.metrics
+    metrics = ctx.metrics
     if metrics is None:
         return
     usage = result.usage

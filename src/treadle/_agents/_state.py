@@ -30,18 +30,15 @@ def conversation(ctx: WorkflowContext[Any], options: AgentOptions) -> list[Any]:
 
 def record_turn(ctx: WorkflowContext[Any], options: AgentOptions, result: TurnResult) -> None:
     """Add the turn's messages and usage to the run's state (at the barrier)."""
-    specs = ctx.host_run.state_specs
     state = ctx.state
     key = options.conversation_key
     if result.messages:
-        spec = specs.get(key)
-        if spec is not None and spec.reducer is not None:
+        if ctx.is_reduced(key):
             state.set(key, list(result.messages))
         else:
             state.set(key, [*(state.get(key) or ()), *result.messages])
     key = options.usage_key
-    spec = specs.get(key)
-    if spec is not None and spec.reducer is not None:
+    if ctx.is_reduced(key):
         state.set(key, dict(result.usage))
     else:
         state.set(key, add_usage(state.get(key), result.usage))

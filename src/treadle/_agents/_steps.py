@@ -90,7 +90,7 @@ class ContextSteps:
     def delta(self, kind: DeltaKind, text: str, part: int, tool: str | None = None) -> None:
         """Publish an ``AgentDelta`` now, if anyone listens to the run."""
         ctx = self._ctx
-        if (text or tool) and ctx.host_run.listening:
+        if (text or tool) and ctx.listening:
             ctx.emit(
                 AgentDelta(
                     run_id=ctx.run_id,

@@ -7,10 +7,7 @@ small ports the loop talks through.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-from treadle._engine._waits import WaitBook
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -19,6 +16,7 @@ if TYPE_CHECKING:
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._result import RunStatus
     from treadle._engine._spawn import SpawnRecord
+    from treadle._engine._waits import WaitBook
 
 
 class EventSink(Protocol):
@@ -82,7 +80,7 @@ class CommittedPoint(Protocol):
     """A committed point a run goes on from: a decoded checkpoint, or a sub-workflow's barrier.
 
     ``RestoredRun`` (a checkpoint read back) and :class:`BarrierState` (a
-    barrier kept in memory) both are; ``RunLoop.restore`` seeds a loop with either.
+    barrier kept in memory) both are; a run is opened from either.
     """
 
     @property
@@ -109,23 +107,28 @@ class CommittedPoint(Protocol):
     def outcome(self) -> tuple[str, str | None] | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class BarrierState:
-    """Everything one barrier committed: the content of a checkpoint.
+class BarrierState(NamedTuple):
+    """Everything one barrier committed: the run's committed point, and the content of a checkpoint.
 
-    All fields are values the loop never mutates after the barrier, so this
-    object may be kept, compared or persisted while the run goes on.
+    The loop holds one as its committed value and replaces it at each
+    barrier (``commit_superstep`` returns the next); nothing mutates one
+    once made, so it may be kept, compared or persisted while the run goes
+    on. The one exception is deliberate: the in-flight part of ``waits``
+    (``saved`` steps and ``nested`` sub-workflow runs of invocations under
+    way) is written between barriers, and saved with the last barrier by
+    ``save_progress``. A named tuple, not a frozen dataclass: one is built
+    per superstep, at an eighth of the cost.
     """
 
     run_id: str
     superstep: int
     status: RunStatus
-    pending: Mapping[str, tuple[Envelope, ...]]
+    pending: Mapping[str, Sequence[Envelope]]
     fan_in_buffers: tuple[FanInBuffer, ...]
     state: Mapping[str, Any]
     iterations: Mapping[str, int]
     outputs: tuple[Any, ...]
-    waits: WaitBook = field(default_factory=WaitBook)
+    waits: WaitBook
     deadline_at: float | None = None
     spawned: tuple[SpawnRecord, ...] = ()
     outcome: tuple[str, str | None] | None = None

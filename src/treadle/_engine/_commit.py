@@ -1,16 +1,20 @@
 """The barrier of one superstep: what its invocations hand over, committed whole.
 
-Everything is computed first (the state commit, routing into inboxes and
-fan-in buffers) and assigned to the run last, so a superstep either commits
-whole or leaves the run exactly as the previous barrier left it. Suspended
-invocations commit nothing but their suspension; their events are still
-published (they did happen).
+:func:`commit_superstep` is pure: it takes the run's environment, the
+committed point the superstep ran against and the planned superstep (each
+invocation's outcome set), and returns the next committed point with the
+events to publish and the background work to start. It never sees the
+loop and mutates none of its arguments, so a superstep either commits
+whole (the loop takes the new point) or leaves the run exactly as the
+previous barrier left it. Suspended invocations commit nothing but their
+suspension; their events are still published (they did happen).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from treadle._engine._barrier import BarrierState
 from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
 from treadle._engine._later import commit_later_work
@@ -19,20 +23,48 @@ from treadle._engine._state import commit_state
 from treadle._engine._waits import invocation_key
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
+    from treadle._engine._delivery import Envelope
+    from treadle._engine._env import RunEnv
+    from treadle._engine._events import WorkflowEvent
     from treadle._engine._invocation import Invocation, PlannedSuperstep
-    from treadle._engine._loop import RunLoop
     from treadle._engine._outcomes import Outcome
+    from treadle._engine._spawn import SpawnRecord
     from treadle._engine._state import Op
-    from treadle._engine._waits import Suspension
+    from treadle._engine._waits import Suspension, WaitBook
+
+Spawn = tuple["SpawnRecord", "Callable[..., Awaitable[Any]]", tuple[Any, ...]]
+"""Background work a committed invocation started: its record, function and arguments."""
 
 
-def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
-    """The barrier: compute everything, then assign everything to ``run``."""
+class Committed(NamedTuple):
+    """What one barrier produced.
+
+    Attributes:
+        point: The next committed point (its ``status`` the previous one's:
+            where the run stands after it is the loop's to say).
+        events: The superstep's events, in stamp order, to publish (none
+            when nobody listens).
+        spawns: Background work to start once the point is durable.
+        written: The state keys the superstep wrote.
+    """
+
+    point: BarrierState
+    events: Sequence[WorkflowEvent]
+    spawns: Sequence[Spawn]
+    written: Sequence[str]
+
+
+def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -> Committed:
+    """The barrier: the point after ``plan`` ran against ``point``.
+
+    Raises:
+        StateConflictError, OutcomeConflictError: the superstep's writes
+            conflict; nothing of it commits.
+    """
     superstep = plan.number
     invocations = plan.invocations
-    handled = run.pending  # the inboxes this superstep handled
     # One pass sorts out what each invocation hands to the barrier.
     suspended: list[Suspension] | None = None  # made if needed: they seldom are
     writes: list[tuple[str, Sequence[Op]]] | None = None
@@ -57,65 +89,96 @@ def commit_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
                     set_by = []
                 set_by.append((invocation.executor.id, outcome.later.outcome))
         sent.append((invocation.executor.id, invocation.rank, invocation.position, outcome.sent))
-    state = run.state
+    state = point.state
+    written: Sequence[str] = ()
     if writes:
-        state = commit_state(state, writes, run.state_specs, superstep)
-        if run.checkpointer is not None:  # what the next checkpoint must store again
-            run.written.update(op[1] for _, ops in writes for op in ops)
+        state = commit_state(state, writes, env.state_specs, superstep)
+        if env.checkpointer is not None:  # what the next checkpoint must store again
+            written = [op[1] for _, ops in writes for op in ops]
     inboxes, buffers = build_inboxes(
-        superstep, sent, run.fan_in_edges, run.fan_in_buffers, run.ranks
+        superstep, sent, env.fan_in_edges, point.fan_in_buffers, env.ranks
     )
-    decided = decided_outcome(set_by, superstep) if set_by else run.outcome
-    # Nothing below can fail: the superstep is committed from here on.
-    run.superstep = superstep
-    run.state = state
-    run.pending = inboxes
-    run.fan_in_buffers = buffers
-    run.outcome = decided
-    if suspended:
-        run.waits.suspended.extend(suspended)
-    if later:
-        _commit_durable_work(run, invocations)
-    if run.waits.saved:  # the saved steps of invocations that are over go with them
-        _drop_saved_steps(run, invocations)
-    iterations = run.iterations
+    decided = decided_outcome(set_by, superstep) if set_by else point.outcome
+    waits = point.waits
+    spawns: list[Spawn] = []
+    if suspended or later or waits.saved:  # the waits change: a copy of them does
+        waits = waits.copy()
+        if suspended:
+            waits.suspended.extend(suspended)
+        if later:
+            _commit_durable_work(env, waits, inboxes, spawns, invocations)
+        if waits.saved:  # the saved steps of invocations that are over go with them
+            _drop_saved_steps(waits, invocations)
+    handled = point.pending  # the inboxes this superstep handled
+    iterations = dict(point.iterations)
     for executor_id in plan.order:
         iterations[executor_id] = iterations.get(executor_id, 0) + len(handled[executor_id])
-    _record_outputs(run, superstep, invocations)
+    outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
+    return Committed(
+        BarrierState(
+            point.run_id,
+            superstep,
+            point.status,
+            inboxes,
+            buffers,
+            state,
+            iterations,
+            outputs,
+            waits,
+            point.deadline_at,
+            point.spawned,
+            decided,
+        ),
+        events,
+        spawns,
+        written,
+    )
 
 
-def _drop_saved_steps(run: RunLoop, invocations: list[Invocation]) -> None:
+def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:
     """Forget the saved steps of the invocations that completed (a suspended one keeps its)."""
-    saved = run.waits.saved
+    saved = waits.saved
     for invocation in invocations:
         if invocation.outcome.suspension is None:
             saved.pop(invocation_key(invocation.executor.id, invocation.envelope.stamp), None)
 
 
-def _record_outputs(run: RunLoop, superstep: int, invocations: list[Invocation]) -> None:
-    """Commit the outputs, and publish the superstep's events if someone listens.
+def _outputs_and_events(
+    env: RunEnv, superstep: int, outputs: tuple[Any, ...], invocations: list[Invocation]
+) -> tuple[tuple[Any, ...], Sequence[WorkflowEvent]]:
+    """The outputs after this superstep, and its events if someone listens.
 
     Both in stamp order: each invocation's events, then its outputs.
     """
-    outputs = run.outputs
-    listening = run.listening
-    publish = run.publish
+    listening = env.listening
+    events: list[WorkflowEvent] = []
+    added: list[Any] | None = None
     for invocation in invocations:
         outcome = invocation.outcome
         if listening:
-            for event in outcome.events:
-                publish(event)
+            events.extend(outcome.events)
         if outcome.outputs:  # a suspended invocation has none
-            outputs.extend(outcome.outputs)
+            if added is None:
+                added = []
+            added.extend(outcome.outputs)
             if listening:
                 executor_id = invocation.executor.id
-                for value in outcome.outputs:
-                    publish(output_produced(run.run_id, superstep, executor_id, value))
+                events.extend(
+                    output_produced(env.run_id, superstep, executor_id, value)
+                    for value in outcome.outputs
+                )
     if listening:
-        publish(superstep_completed(run.run_id, superstep))
+        events.append(superstep_completed(env.run_id, superstep))
+    return (outputs if added is None else (*outputs, *added)), events
 
 
-def _commit_durable_work(run: RunLoop, invocations: list[Invocation]) -> None:
+def _commit_durable_work(
+    env: RunEnv,
+    waits: WaitBook,
+    inboxes: dict[str, list[Envelope]],
+    spawns: list[Spawn],
+    invocations: list[Invocation],
+) -> None:
     """Scheduled messages and their cancellations, spawns, approvals, continuations."""
     for invocation in invocations:
         outcome = invocation.outcome
@@ -124,11 +187,10 @@ def _commit_durable_work(run: RunLoop, invocations: list[Invocation]) -> None:
             continue
         # Their stamps continue the invocation's send sequence.
         stamp = (invocation.superstep, invocation.rank, invocation.position, len(outcome.sent))
-        run.waits.commit_later(
-            run.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals
+        waits.commit_later(
+            env.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals
         )
-        for record, fn, args in later.spawns:
-            run.spawned.queue(record, fn, args)
+        spawns.extend(later.spawns)
         if later.cancelled or later.continuing:
             seq = len(outcome.sent) + len(later.scheduled) + len(later.approvals)
-            commit_later_work(run, invocation, later, seq)
+            commit_later_work(waits, inboxes, invocation, later, seq)

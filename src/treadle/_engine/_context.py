@@ -34,9 +34,12 @@ from treadle._graph._executor import Executor
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from treadle._engine._env import RunEnv
     from treadle._engine._invocation import Invocation
     from treadle._engine._journal import Journal
-    from treadle._engine._loop import RunLoop
+    from treadle._engine._metrics import Metrics
+    from treadle._engine._waits import NestedRun
+    from treadle._graph._edges import Edge
 
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
@@ -52,6 +55,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
 
     __slots__ = (
         "_abandoned",
+        "_env",
         "_events",
         "_invocation",
         "_later",
@@ -59,7 +63,6 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         "_loop_thread",
         "_outbox",
         "_outputs",
-        "_run",
         "_state",
         "executor_id",
     )
@@ -74,7 +77,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         (most never do: a tuple costs the collector nothing, a list does).
         """
         self._invocation = invocation
-        self._run = invocation.run
+        self._env = invocation.env
         self.executor_id = invocation.executor.id
         # What it sends: a tuple while it holds one send at most, then a list (see
         # _sends); the collector counts a list, not a small tuple.
@@ -93,7 +96,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     @property
     def run_id(self) -> str:
         """The id of the run this invocation belongs to."""
-        return self._run.run_id
+        return self._env.run_id
 
     @property
     def handoff_context(self) -> HandoffContext | None:
@@ -121,9 +124,51 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         return self._invocation.envelope.stamp
 
     @property
-    def host_run(self) -> RunLoop:
-        """The run this invocation belongs to (for the runtime's own executors: sub-workflows)."""
-        return self._run
+    def listening(self) -> bool:
+        """Whether anybody listens to the run's events (build costly ones only then)."""
+        return self._env.listening
+
+    @property
+    def metrics(self) -> Metrics | None:
+        """Where the run reports what it counts (``None``: nowhere), for executors counting more."""
+        return self._env.options.metrics
+
+    def has_edges(self) -> bool:
+        """Whether this executor has edges to send along (else what it makes is an output)."""
+        return self._env.router.has_edges_from(self.executor_id)
+
+    def is_reduced(self, key: str) -> bool:
+        """Whether state ``key`` was declared with a reducer (a ``set`` then adds to it)."""
+        spec = self._env.state_specs.get(key)
+        return spec is not None and spec.reducer is not None
+
+    def graph_edges(self) -> tuple[Edge, ...]:
+        """The workflow's edges, as built (for an executor that looks at its neighbours)."""
+        return tuple(self._env.workflow.edges)
+
+    def prototype(self, executor_id: str) -> Executor:
+        """The definition of executor ``executor_id`` of this workflow (not a run's instance)."""
+        return self._env.workflow.prototype(executor_id)
+
+    # -- for the runtime's own executors (sub-workflows) --------------------------------
+    @property
+    def run_env(self) -> RunEnv:
+        """The environment of the run this invocation belongs to (never its loop)."""
+        return self._env
+
+    @property
+    def nested_runs(self) -> dict[str, NestedRun]:
+        """The sub-workflow runs of the run's invocations under way, by invocation key.
+
+        The in-flight part of the run's waits: written here between barriers,
+        saved with the last barrier by ``RunEnv.save_progress``.
+        """
+        return self._invocation.point.waits.nested
+
+    @property
+    def deadline_at(self) -> float | None:
+        """When the run fails for passing its deadline (``None``: it has none)."""
+        return self._invocation.point.deadline_at
 
     @property
     def idempotency_key(self) -> str:
@@ -135,7 +180,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         handled, which keeps its stamp when re-delivered.
         """
         stamp = ".".join(map(str, self._invocation.envelope.stamp))
-        return f"{self._run.run_id}:{self.executor_id}:{stamp}"
+        return f"{self._env.run_id}:{self.executor_id}:{stamp}"
 
     def _later_work(self) -> LaterWork:
         if self._later is None:
@@ -192,7 +237,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         """
         if target is not None and isinstance(target, Executor):
             target = target.id
-        deliveries = self._run.router.route(self.executor_id, message, target)
+        deliveries = self._env.router.route(self.executor_id, message, target)
         if len(deliveries) == 1 and not self._outbox:  # the common case: one send so far
             [(delivered, fan_in)] = deliveries
             self._outbox = ((delivered, fan_in, message, None),)
@@ -245,7 +290,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         ``WorkflowBuilder.add_handoff``.
         """
         target_id = target.id if isinstance(target, Executor) else target
-        router = self._run.router
+        router = self._env.router
         delivered, fan_in = router.handoff(self.executor_id, target_id, payload)
         handoff = HandoffContext(self.executor_id, reason)
         if router.needs_approval(self.executor_id, delivered):
@@ -259,9 +304,10 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         """Shared state: committed values plus this executor's own writes."""
         state = self._state
         if state is None:
-            run = self._run
-            earlier = self._invocation.earlier
-            state = self._state = SharedState(run.state, run.state_specs, earlier)
+            invocation = self._invocation
+            state = self._state = SharedState(
+                invocation.point.state, self._env.state_specs, invocation.earlier
+            )
         return state
 
     def now(self) -> float:
@@ -272,7 +318,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         record it with ``ctx.step("now", ctx.now)`` if re-executions must see
         the same value.
         """
-        return self._run.clock.now()
+        return self._env.clock.now()
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> str:
         """Start ``fn(*args)`` as background work owned by the run; return its key.
@@ -285,7 +331,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         for. If the process dies first, a resumed run delivers
         ``SpawnResult(lost=True)`` instead.
         """
-        prototype = self._run.workflow.prototype(self.executor_id)
+        prototype = self._env.workflow.prototype(self.executor_id)
         if prototype.find_handler(SpawnResult) is None:
             msg = (
                 f"executor {self.executor_id!r} spawns work but has no handler for SpawnResult, "
@@ -302,21 +348,21 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     # -- events -----------------------------------------------------------------------
     def add_event(self, data: Any) -> None:
         """Publish ``data`` to whoever streams the run, as a ``CustomEvent``."""
-        if self._run.listening:
+        if self._env.listening:
             self.announce(CustomEvent, data=data)
 
     def report_progress(
         self, current: float, total: float | None = None, message: str | None = None
     ) -> None:
         """Publish a ``ProgressEvent`` (``current`` out of ``total``)."""
-        if self._run.listening:
+        if self._env.listening:
             self.announce(ProgressEvent, current=current, total=total, message=message)
 
     def announce(self, kind: type[WorkflowEvent], **fields: Any) -> None:
         """Emit an event of ``kind`` about this invocation (run, superstep, executor filled in)."""
         self.emit(
             kind(
-                run_id=self._run.run_id,
+                run_id=self._env.run_id,
                 superstep=self.superstep,
                 executor_id=self.executor_id,
                 **fields,
@@ -335,24 +381,24 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
                 loop.call_soon_threadsafe(self._emit_from_thread, event)
             return
-        run = self._run
-        durable = run.checkpointer
+        env = self._env
+        durable = env.checkpointer
         if durable is not None and (type(event).ephemeral or type(event).before_barrier):
             durable.relay(event)
-        if run.live:
-            run.publish(event)
+        if env.live:
+            env.publish(event)
         else:
             self.kept_events().append(event)
 
     def _emit_from_thread(self, event: WorkflowEvent) -> None:
         """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
         if not self._abandoned:
-            run = self._run
-            durable = run.checkpointer
+            env = self._env
+            durable = env.checkpointer
             if durable is not None and (type(event).ephemeral or type(event).before_barrier):
                 durable.relay(event)
-            if run.live:
-                run.publish(event)
+            if env.live:
+                env.publish(event)
             else:
                 self.kept_events().append(event)
 

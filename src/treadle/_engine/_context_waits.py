@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from treadle._engine._context import WorkflowContext
+    from treadle._engine._env import RunEnv
     from treadle._engine._invocation import Invocation, LaterWork
-    from treadle._engine._loop import RunLoop
     from treadle._graph._policies import ExponentialBackoff
 
 ResponseT = TypeVar("ResponseT")
@@ -68,7 +68,7 @@ class DurableWaits:
     """Journaled steps, durable waits and scheduled messages, for ``WorkflowContext``.
 
     Its one slot is the journal, made on first use; the context's own
-    (``_invocation``, ``_run``, ``executor_id``) are what these methods use.
+    (``_invocation``, ``_env``, ``executor_id``) are what these methods use.
     """
 
     __slots__ = ("_journal",)
@@ -76,7 +76,7 @@ class DurableWaits:
     _journal: Journal | None
     _later: LaterWork | None
     _invocation: Invocation
-    _run: RunLoop
+    _env: RunEnv
     executor_id: str
 
     def _later_work(self) -> LaterWork:
@@ -160,10 +160,10 @@ class DurableWaits:
         Each saved step costs a checkpoint write: use it for what must not
         run twice, and :meth:`step` for the rest.
         """
-        run = self._run
         invocation = self._invocation
+        saved = invocation.point.waits.saved  # the in-flight part of the run's waits
         slot = invocation_key(invocation.executor.id, invocation.envelope.stamp)
-        steps = run.waits.saved.get(slot)
+        steps = saved.get(slot)
         if steps is not None and key in steps:
             return steps[key]
         if REPLAYING.get() is not None:  # as for step: never performed again by a replay
@@ -171,15 +171,15 @@ class DurableWaits:
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
-        run.waits.saved.setdefault(slot, {})[key] = value
-        await run.save_progress(durable=True)
+        saved.setdefault(slot, {})[key] = value
+        await self._env.save_progress(durable=True)
         return value
 
     def _wait(self, kind: WaitKind, **fields: Any) -> Any:
         journal = self._recorded()
         cursor = journal.cursor if journal is not None else 0
         stamp = self._invocation.envelope.stamp
-        run = self._run
+        run = self._env
         key = wait_key(kind, run.wait_scope, self.executor_id, stamp, cursor)
         if journal is None or not journal.replaying:
             raise Suspend(Wait(kind, key, **fields))  # reached for the first time
@@ -227,14 +227,14 @@ class DurableWaits:
             RequestTimeoutError: the deadline passed first.
             ValueError: an approver names no one (empty, or an unknown role).
         """
-        name = self._run.workflow.response_type_name(response_type)
+        name = self._env.workflow.response_type_name(response_type)
         due = self._deadline(timeout)
         executor = self._invocation.executor
         named = check_approvers(executor.approvers if approvers is None else approvers)
         if four_eyes is None:
             four_eyes = executor.four_eyes
         if four_eyes is None:
-            four_eyes = self._run.options.four_eyes
+            four_eyes = self._env.options.four_eyes
         answer: ResponseT = self._wait(
             "request",
             due_at=due,
@@ -266,7 +266,7 @@ class DurableWaits:
         """The deadline of a wait given ``timeout``, from now (kept only if it suspends)."""
         if timeout is None:
             return None
-        return self._run.clock.now() + _seconds("timeout", timeout)
+        return self._env.clock.now() + _seconds("timeout", timeout)
 
     async def sleep(self, delay: dt.timedelta | float) -> None:
         """Wait durably for ``delay`` (a ``timedelta`` or seconds).
@@ -278,7 +278,7 @@ class DurableWaits:
         if self.replaying:
             self._wait("timer")  # returns the recorded wake-up, computes no new time
             return
-        self._wait("timer", due_at=self._run.clock.now() + max(seconds, 0.0))
+        self._wait("timer", due_at=self._env.clock.now() + max(seconds, 0.0))
 
     async def sleep_until(self, when: dt.datetime | float) -> None:
         """Wait durably until ``when`` (an aware ``datetime`` or epoch seconds)."""
@@ -324,18 +324,18 @@ class DurableWaits:
             raise TypeError(msg)
         if after is not None:
             seconds = after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
-            due = self._run.clock.now() + seconds
+            due = self._env.clock.now() + seconds
         else:
             assert at is not None  # noqa: S101 - an invariant, narrows the type for mypy
             due = _epoch(at)
         target_id = target.id if isinstance(target, Executor) else target
-        routes = self._run.router.route(self.executor_id, message, target_id)
+        routes = self._env.router.route(self.executor_id, message, target_id)
         if any(fan_in >= 0 for _, fan_in in routes):
             msg = f"executor {self.executor_id!r}: a scheduled message cannot feed a fan-in"
             raise RoutingError(msg)
         later = self._later_work()
         stamp = self._invocation.envelope.stamp
-        key = wait_key("schedule", self._run.run_id, self.executor_id, stamp, later.schedule_calls)
+        key = wait_key("schedule", self._env.run_id, self.executor_id, stamp, later.schedule_calls)
         later.schedule_calls += 1
         later.scheduled.extend((due, delivered, message, key) for delivered, _ in routes)
         return ScheduledHandle(key, due, tuple(delivered for delivered, _ in routes))
@@ -361,7 +361,7 @@ class DurableWaits:
         if later is not None and any(item[3] == key for item in later.scheduled):
             later.scheduled = [item for item in later.scheduled if item[3] != key]
             return True  # scheduled by this very invocation: it never reaches the barrier
-        if not any(m.key == key for m in self._run.waits.scheduled):
+        if not any(m.key == key for m in self._invocation.point.waits.scheduled):
             return False
         later = self._later_work()
         if key not in later.cancelled:
@@ -386,5 +386,5 @@ class DurableWaits:
         later = self._later_work()
         later.continuing = True
         if after is not None:
-            later.continue_at = self._run.clock.now() + _seconds("after", after, zero=True)
+            later.continue_at = self._env.clock.now() + _seconds("after", after, zero=True)
         raise ContinueLater

@@ -20,6 +20,10 @@ an answer the store kept first wins and is applied; otherwise the timeout
 is kept, and every later answer is refused. Session input is not decided by
 the store (``send_message`` takes the run's lease before it delivers), so
 an input wait times out unless the inbox holds a message for it.
+
+The loop finds what is due (:func:`due_deadlines`), asks the ledger, and
+hands what it read and the timeouts to ``_engine/_arrivals.py`` as
+arrivals; nothing here changes a run.
 """
 
 from __future__ import annotations
@@ -28,17 +32,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from treadle._engine._errors import UnanswerableWaitError
-from treadle._exceptions import RequestError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
+    from treadle._engine._barrier import BarrierState
     from treadle._engine._delivery import Envelope
-    from treadle._engine._loop import RunLoop
+    from treadle._engine._env import RunEnv
     from treadle._engine._waits import Suspension, WaitBook
 
 
-_ANSWERED = ("request", "input")
+ANSWERED_KINDS = ("request", "input")
 """The kinds of wait that something outside answers, and that may have a deadline."""
 
 
@@ -84,7 +88,7 @@ def due_deadlines(waits: WaitBook, now: float) -> list[Suspension]:
     due = [
         s
         for s in waits.suspended
-        if s.wait.due_at is not None and s.wait.due_at <= now and s.wait.kind in _ANSWERED
+        if s.wait.due_at is not None and s.wait.due_at <= now and s.wait.kind in ANSWERED_KINDS
     ]
     return sorted(due, key=lambda s: s.envelope.stamp)
 
@@ -100,76 +104,25 @@ def time_out(waits: WaitBook, suspension: Suspension) -> tuple[str, Envelope]:
     )
 
 
-def expire_requests(run: RunLoop, request_ids: Iterable[str]) -> None:
-    """Time out the requests the store decided timed out (an inbox read by a new owner)."""
-    wanted = set(request_ids)
-    for suspension in list(run.waits.suspended):
-        wait = suspension.wait
-        if wait.kind == "request" and wait.key in wanted:
-            run.deliver(*time_out(run.waits, suspension))
-
-
-async def expire_due(run: RunLoop) -> None:
-    """Time out every wait whose deadline has passed, unless an answer won at the store.
-
-    Raises:
-        DurabilityError: the store could not record the timeout or read the
-            inbox; nothing changed, and the run goes on from its last checkpoint.
-        RunCancelledError: the run was cancelled meanwhile.
-    """
-    waits = run.waits
-    due = due_deadlines(waits, run.clock.now())
-    if not due:
-        return
-    ledger = run.ledger
-    if ledger is not None:
-        requests = [(s.wait.key, s.wait.due_at) for s in due if s.wait.kind == "request"]
-        read = await ledger.expire([(key, at) for key, at in requests if at is not None])
-        apply_inbox(run, read)
-        # A request whose answer the store kept but which is not in the inbox was
-        # answered on another branch of the run's history (a resume from an older
-        # checkpoint): the store refuses every other answer, so it times out here.
-    for suspension in due:
-        if any(s is suspension for s in run.waits.suspended):  # not answered just now
-            run.deliver(*time_out(run.waits, suspension))
-
-
-def apply_inbox(run: RunLoop, read: InboxRead) -> None:
-    """Apply what the owner read from the inbox: answers, timeouts, session messages.
-
-    An item that no longer fits (its request was answered on another
-    branch, nobody waits for input) is dropped: it is marked applied all
-    the same, so nobody reads it again.
-    """
-    for request_id, value in read.answers.items():
-        try:
-            run.answer(request_id, value)
-        except RequestError:
-            continue
-    expire_requests(run, read.expired)
-    for message, target in read.inputs:
-        try:
-            run.send_input(message, target)
-        except RequestError:
-            continue
-
-
-def refuse_unanswerable(run: RunLoop) -> None:
+def refuse_unanswerable(env: RunEnv, point: BarrierState, working: bool) -> None:
     """Fail a run with no store that would rest on what only a store lets anyone answer.
 
-    Called after every barrier; it looks further only when the run has nothing
-    left to handle and nowhere to rest (no store: it sleeps through timers). A
-    run that asked for a resting result (``rest_without_store``) rests instead.
+    Called after every barrier, with ``point`` the new committed point; it
+    looks further only when the run has nothing left to handle and nowhere
+    to rest (no store: it sleeps through timers). A run that asked for a
+    resting result (``rest_without_store``) rests instead; one with
+    background work under way (``working``) is not resting yet: checked
+    again once that reports.
 
     Raises:
         UnanswerableWaitError: it waits for an answer, an approval or input.
     """
-    if run.pending or not run.options.sleep_through_timers:
+    options = env.options
+    if point.pending or not options.sleep_through_timers:
         return
-    waits = run.waits
-    # With background work pending it is not resting yet: checked again once that reports.
-    if run.options.rest_without_store or run.spawned or not waits.awaits_input:
+    waits = point.waits
+    if options.rest_without_store or working or not waits.awaits_input:
         return
     waiting = [(r.executor_id, r.request_id) for r in waits.pending_requests()]
     waiting.extend((s.executor_id, s.wait.key) for s in waits.suspended if s.wait.kind == "input")
-    raise UnanswerableWaitError(run.run_id, waiting)
+    raise UnanswerableWaitError(env.run_id, waiting)

@@ -1,6 +1,7 @@
 """The named shapes of the hot path: a planned superstep, an invocation, its outcome.
 
-Plain slotted values, no asyncio and no I/O. The loop plans a
+Plain slotted values, no asyncio and no I/O. :func:`plan_superstep` (pure:
+it reads the run's environment and committed point) plans a
 :class:`PlannedSuperstep`, an :class:`Invocation` per message; the runner
 runs each, handing its handler a context; the context hands back one
 :class:`InvocationOutcome`, kept on the invocation, which is all the
@@ -21,9 +22,10 @@ from treadle._engine._errors import IterationLimitExceeded
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from treadle._engine._barrier import BarrierState
     from treadle._engine._delivery import Envelope, HandoffContext, Outgoing
+    from treadle._engine._env import RunEnv
     from treadle._engine._events import WorkflowEvent
-    from treadle._engine._loop import RunLoop
     from treadle._engine._spawn import SpawnRecord
     from treadle._engine._state import Op
     from treadle._engine._waits import Suspension
@@ -35,7 +37,8 @@ class Invocation:
     """One handler on one message: everything the runner needs to run it.
 
     Attributes:
-        run: The run it belongs to.
+        env: The run it belongs to (never the loop: see ``_engine/_env.py``).
+        point: The committed point it runs against (its state, its waits).
         superstep: The superstep it runs in.
         executor: The run's instance of the executor.
         rank: The executor's rank (the first part of the stamps of what it sends).
@@ -49,7 +52,8 @@ class Invocation:
         outcome: What it hands to the barrier; set by the runner once it ends.
     """
 
-    run: RunLoop
+    env: RunEnv
+    point: BarrierState
     superstep: int
     executor: Executor
     rank: int
@@ -74,23 +78,25 @@ class PlannedSuperstep:
     order: tuple[str, ...]
 
 
-def plan_superstep(run: RunLoop, number: int) -> PlannedSuperstep:
-    """Superstep ``number`` of ``run``: an invocation per pending message.
+def plan_superstep(env: RunEnv, point: BarrierState, number: int) -> PlannedSuperstep:
+    """Superstep ``number`` after ``point``: an invocation per pending message.
 
-    Each executor's handler for each message is found here, once; an
-    executor with several messages shares one ``earlier`` list among them.
+    Pure: it reads the environment and the committed point, and changes
+    neither (the executor pool builds an executor's instance on its first
+    message). Each executor's handler for each message is found here, once;
+    an executor with several messages shares one ``earlier`` list among them.
 
     Raises:
         IterationLimitExceeded: the run would pass ``max_supersteps``, or an
             executor ``max_node_iterations``.
     """
-    inboxes = run.pending
-    ranks = run.ranks
+    inboxes = point.pending
+    ranks = env.ranks
     order = tuple(inboxes) if len(inboxes) == 1 else tuple(sorted(inboxes, key=ranks.__getitem__))
-    options = run.options
+    options = env.options
     if number > options.max_supersteps or options.max_node_iterations is not None:
-        _check_limits(run, number, order)
-    pool = run.pool
+        _check_limits(env, point, number, order)
+    pool = env.pool
     instances = pool.instances
     invocations: list[Invocation] = []
     for executor_id in order:
@@ -106,7 +112,16 @@ def plan_superstep(run: RunLoop, number: int) -> PlannedSuperstep:
                 timeout = spec.timeout or executor.timeout if spec is not None else None
                 invocations.append(
                     Invocation(
-                        run, number, executor, rank, position, envelope, earlier, spec, timeout
+                        env,
+                        point,
+                        number,
+                        executor,
+                        rank,
+                        position,
+                        envelope,
+                        earlier,
+                        spec,
+                        timeout,
                     )
                 )
             continue
@@ -115,21 +130,23 @@ def plan_superstep(run: RunLoop, number: int) -> PlannedSuperstep:
         envelope = inbox[0]
         spec = executor.find_handler(type(envelope.payload))
         timeout = spec.timeout or executor.timeout if spec is not None else None
-        invocations.append(Invocation(run, number, executor, rank, 0, envelope, (), spec, timeout))
+        invocations.append(
+            Invocation(env, point, number, executor, rank, 0, envelope, (), spec, timeout)
+        )
     return PlannedSuperstep(number, invocations, order)
 
 
-def _check_limits(run: RunLoop, number: int, order: tuple[str, ...]) -> None:
+def _check_limits(env: RunEnv, point: BarrierState, number: int, order: tuple[str, ...]) -> None:
     """Refuse a superstep past the run's limits, naming who keeps it going.
 
     Raises:
         IterationLimitExceeded: past ``max_supersteps`` or ``max_node_iterations``.
     """
-    options = run.options
+    options = env.options
     if number > options.max_supersteps:
-        looping = run.workflow.loop_members(run.pending)
+        looping = env.workflow.loop_members(point.pending)
         msg = (
-            f"run {run.run_id!r} reached max_supersteps={options.max_supersteps} "
+            f"run {env.run_id!r} reached max_supersteps={options.max_supersteps} "
             f"while {', '.join(map(repr, looping))} kept sending; raise the limit or give "
             f"the loop an exit"
         )
@@ -137,10 +154,10 @@ def _check_limits(run: RunLoop, number: int, order: tuple[str, ...]) -> None:
     limit = options.max_node_iterations
     if limit is not None:
         for executor_id in order:
-            if run.iterations.get(executor_id, 0) + len(run.pending[executor_id]) > limit:
+            if point.iterations.get(executor_id, 0) + len(point.pending[executor_id]) > limit:
                 msg = (
                     f"executor {executor_id!r} would run more than max_node_iterations="
-                    f"{limit} times in run {run.run_id!r}"
+                    f"{limit} times in run {env.run_id!r}"
                 )
                 raise IterationLimitExceeded(msg, (executor_id,), number)
 

@@ -80,7 +80,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     Raises:
         ExecutorFailedError: it failed before waiting, with no retry and no error route left.
     """
-    run = invocation.run
+    run = invocation.env
     spec = invocation.spec
     if not (run.inline_calls and invocation.timeout is None and spec is not None and spec.is_async):
         return start(invoke(invocation))
@@ -129,7 +129,7 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
     Raises:
         ExecutorFailedError: the last attempt failed, and the executor has no error route.
     """
-    run = invocation.run
+    run = invocation.env
     spec = invocation.spec
     # The common case, awaited directly: each coroutine layer costs.
     direct = (
@@ -196,7 +196,7 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
 # -- what each attempt reports --------------------------------------------------------
 def _completed(invocation: Invocation, ctx: WorkflowContext[object]) -> InvocationOutcome:
     """Report that the handler returned (to a listener); its outcome is all it did."""
-    run = invocation.run
+    run = invocation.env
     completed = executor_completed(
         run.run_id, invocation.superstep, ctx.executor_id, invocation.position
     )
@@ -210,7 +210,7 @@ def _suspended(
     invocation: Invocation, ctx: WorkflowContext[object], wait: Wait
 ) -> InvocationOutcome:
     """Report that the handler reached a durable wait; its outcome is the suspension."""
-    if invocation.run.listening:
+    if invocation.env.listening:
         ctx.announce(ExecutorSuspended, position=ctx.position, wait=wait.kind, key=wait.key)
         if wait.kind == "request":
             ctx.announce(
@@ -241,7 +241,7 @@ def _failed(
     Raises:
         ExecutorFailedError: ``error`` ends the invocation (no retry left, no route).
     """
-    run = invocation.run
+    run = invocation.env
     policy = _retry_policy(invocation)
     retrying = policy.should_retry(error, attempt) or retries_remote(policy, error, attempt)
     routes = run.router.error_routes
@@ -284,14 +284,14 @@ async def _next_attempt(
     delay = _failed(invocation, ctx, events, error, attempt)
     if delay is None:
         return 0
-    await sleep_for(invocation.run.clock, delay)
+    await sleep_for(invocation.env.clock, delay)
     return attempt + 1
 
 
 def _retry_policy(invocation: Invocation) -> RetryPolicy:
     """The most specific retry policy: the handler's, the executor's, the workflow's."""
     spec, executor = invocation.spec, invocation.executor
-    retry = (spec.retry if spec else None) or executor.retry or invocation.run.options.retry
+    retry = (spec.retry if spec else None) or executor.retry or invocation.env.options.retry
     return retry or NO_RETRY
 
 
@@ -303,7 +303,7 @@ async def _call(invocation: Invocation, ctx: WorkflowContext[object], attempt: i
         payload = invocation.envelope.payload
         msg = f"executor {ctx.executor_id!r} has no handler for {type(payload).__qualname__}"
         raise RoutingError(msg)
-    trace = invocation.run.trace
+    trace = invocation.env.trace
     if trace is None:
         await _call_limited(invocation, spec, ctx)
         return
@@ -329,7 +329,7 @@ async def _call_limited(
     invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
 ) -> None:
     """The handler under the run's concurrency limit."""
-    limiter = invocation.run.limiter
+    limiter = invocation.env.limiter
     if limiter is None:
         await _call_timed(invocation, spec, ctx)
         return
@@ -350,7 +350,7 @@ async def _call_timed(
     if timeout is None:
         await _call_handler(invocation, spec, ctx)
         return
-    clock = invocation.run.clock
+    clock = invocation.env.clock
     work = asyncio.ensure_future(_call_handler(invocation, spec, ctx))
     timer = asyncio.ensure_future(clock.sleep_until(clock.now() + timeout))
     try:

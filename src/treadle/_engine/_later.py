@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 from treadle._engine._waits import ScheduledMessage
 
 if TYPE_CHECKING:
+    from treadle._engine._delivery import Envelope
     from treadle._engine._invocation import Invocation, LaterWork
-    from treadle._engine._loop import RunLoop
+    from treadle._engine._waits import WaitBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +57,24 @@ class ContinueLater(BaseException):
     """
 
 
-def commit_later_work(run: RunLoop, invocation: Invocation, later: LaterWork, seq: int) -> None:
+def commit_later_work(
+    waits: WaitBook,
+    inboxes: dict[str, list[Envelope]],
+    invocation: Invocation,
+    later: LaterWork,
+    seq: int,
+) -> None:
     """Apply a committed invocation's cancellations and its continuation.
 
-    ``seq`` is the invocation's next free send sequence: a continuation takes
-    it, so it is ordered like a message the executor sent itself at this
-    barrier, and gets a stamp (and so an idempotency key and wait ids) of
-    its own.
+    ``waits`` and ``inboxes`` are the barrier's own, new ones (see
+    ``_engine/_commit.py``). ``seq`` is the invocation's next free send
+    sequence: a continuation takes it, so it is ordered like a message the
+    executor sent itself at this barrier, and gets a stamp (and so an
+    idempotency key and wait ids) of its own.
     """
     if later.cancelled:
         cancelled = set(later.cancelled)
-        run.waits.scheduled = [m for m in run.waits.scheduled if m.key not in cancelled]
+        waits.scheduled = [m for m in waits.scheduled if m.key not in cancelled]
     if later.continuing:
         envelope = invocation.envelope
         again = type(envelope)(
@@ -77,6 +85,8 @@ def commit_later_work(run: RunLoop, invocation: Invocation, later: LaterWork, se
         )
         executor_id = invocation.executor.id
         if later.continue_at is None:
-            run.deliver(executor_id, again)
+            box = inboxes.setdefault(executor_id, [])
+            box.append(again)
+            box.sort(key=lambda e: e.stamp)
         else:
-            run.waits.scheduled.append(ScheduledMessage(later.continue_at, executor_id, again))
+            waits.scheduled.append(ScheduledMessage(later.continue_at, executor_id, again))

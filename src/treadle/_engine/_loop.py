@@ -1,22 +1,28 @@
 """The loop driver: one run's status, supersteps, barrier and limits.
 
-Each call to :meth:`RunLoop.step` runs one superstep and then its barrier.
-Everything the barrier computes (state commit, routing into inboxes and
-fan-in buffers, outputs, iteration counts) is computed first and assigned
-last, so a superstep either commits whole or leaves the run exactly as the
-previous barrier left it. :meth:`RunLoop.barrier_state` captures that
-committed point as one plain value, which is what a checkpoint persists.
+The loop holds the run's environment (``RunEnv``: what it was opened
+with, never changed) and its committed point (``BarrierState``: what the
+last barrier committed). Each call to :meth:`RunLoop.step` applies what
+arrived since (``_engine/_arrivals.py``), plans the superstep
+(``plan_superstep``), runs its invocations (``_engine/_runner.py``) and
+commits it (``commit_superstep``): planning and committing are pure, and
+the loop only takes the point the barrier returns, so a superstep either
+commits whole or leaves the run exactly as the previous barrier left it.
+The point is what a checkpoint persists. Runs are opened through
+``_engine/_opening.py``, the one module besides sub-workflows that sees
+this one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from treadle._engine._barrier import BarrierState, Checkpointing, EventSink
+from treadle._engine._arrivals import Expiry, SpawnDone, TimerDue, apply_arrivals, inbox_arrivals
 from treadle._engine._commit import commit_superstep
-from treadle._engine._deadlines import expire_due, refuse_unanswerable
-from treadle._engine._delivery import Envelope, FanInBuffer, stalled_fan_ins
+from treadle._engine._deadlines import due_deadlines, refuse_unanswerable
+from treadle._engine._delivery import stalled_fan_ins
+from treadle._engine._env import build_env
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
     ExecutorFailed,
@@ -26,142 +32,42 @@ from treadle._engine._events import (
     superstep_started,
 )
 from treadle._engine._invocation import plan_superstep
-from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
 from treadle._engine._runner import run_superstep
-from treadle._engine._spawn import SpawnedWork, SpawnResult, lost
-from treadle._engine._state import initial_state
-from treadle._engine._tracing import RunTrace
-from treadle._engine._waits import WaitBook
-from treadle._exceptions import RequestError, TreadleError
+from treadle._engine._spawn import SpawnedWork
+from treadle._exceptions import TreadleError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Iterable
 
-    from treadle._engine._barrier import CommittedPoint
-    from treadle._engine._deadlines import AnswerLedger
-    from treadle._engine._options import RunSettings
-    from treadle._engine._outcomes import Outcome
-    from treadle._engine._pool import ExecutorPool
-    from treadle._engine._topology import Topology
+    from treadle._engine._arrivals import Arrival
+    from treadle._engine._barrier import BarrierState
+    from treadle._engine._commit import Committed
+    from treadle._engine._env import Opening, RunEnv
 
 _RUNNING = RunStatus.RUNNING  # read at every step
-
-INPUT_SOURCE = "__input__"
-"""The ``source`` of the envelope that carries the run's input."""
-
-SPAWN_SOURCE = "__spawn__"
-"""The ``source`` of envelopes carrying ``SpawnResult`` messages."""
 
 
 class RunLoop:
     """Drives one run of a workflow, superstep by superstep."""
 
-    __slots__ = (
-        "_progress",
-        "_sink",
-        "backpressure",
-        "batching",
-        "checkpointer",
-        "clock",
-        "deadline_at",
-        "error",
-        "fan_in_buffers",
-        "fan_in_edges",
-        "inline_calls",
-        "iterations",
-        "ledger",
-        "limiter",
-        "listening",
-        "live",
-        "options",
-        "outcome",
-        "outputs",
-        "pending",
-        "plain_calls",
-        "pool",
-        "publish",
-        "ranks",
-        "router",
-        "run_id",
-        "spawned",
-        "state",
-        "state_specs",
-        "status",
-        "superstep",
-        "trace",
-        "wait_scope",
-        "waits",
-        "workflow",
-        "written",
-    )
+    __slots__ = ("_progress", "env", "error", "point", "spawned", "status", "written")
 
-    def __init__(
-        self,
-        workflow: Topology,
-        run_id: str,
-        options: RunSettings,
-        sink: EventSink | None,
-        pool: ExecutorPool,
-        state: Mapping[str, Any] | None = None,
-        checkpointer: Checkpointing | None = None,
-    ) -> None:
-        self.workflow = workflow
-        self.run_id = run_id
-        self.options = options
-        self.router = router = workflow.router
-        self.fan_in_edges = fan_in_edges = router.fan_ins
-        self.ranks = workflow.ranks
-        self.state_specs = specs = workflow.state_specs
-        self.state: Mapping[str, Any] = initial_state(specs, state) if specs or state else {}
+    def __init__(self, opening: Opening, point: BarrierState) -> None:
+        """A loop at ``point`` (made by ``_engine/_opening.py``, the one door)."""
+        self.env: RunEnv = build_env(opening, self.save_progress)
+        self.point = point
+        self.status = RunStatus.RUNNING
+        self.error: TreadleError | None = None
+        self.spawned = SpawnedWork()
         # The state keys written since the last checkpoint (tracked only when there is one).
         self.written: set[str] = set()
-        self.superstep = 0
-        # What a wait's key is made in (see wait_key): "" for a run of its own, whatever
-        # its id, so a fork's copied waits keep their keys; a sub-workflow's run sets its
-        # path in its parent, so waits of sibling sub-workflows never share a key.
-        self.wait_scope = ""
-        self.status = RunStatus.RUNNING
-        self.pending: dict[str, list[Envelope]] = {}
-        self.fan_in_buffers: tuple[FanInBuffer, ...] = (
-            tuple([{} for _ in fan_in_edges]) if fan_in_edges else ()
-        )
-        self.iterations: dict[str, int] = {}
-        self.outputs: list[Any] = []
-        self.outcome: Outcome | None = None  # ctx.set_outcome's, committed at a barrier
-        self.waits = WaitBook()
-        self.spawned = SpawnedWork()
-        self.error: TreadleError | None = None
-        self.pool = pool
-        self.checkpointer = checkpointer
         self._progress: asyncio.Lock | None = None  # made by the first save_progress
-        # Where request deadlines are decided against answers: the store's (set by
-        # whoever opens a stored run); without one they are decided here.
-        self.ledger: AnswerLedger | None = None
-        self._sink = sink
-        self.listening = sink is not None
-        # The sink's own method, bound once: events are published on the hot path.
-        self.publish: Callable[[WorkflowEvent], None] = (
-            sink.publish if sink is not None else self._discard
-        )
-        self.live = sink is not None and sink.live
-        self.batching = self.listening and not self.live  # events kept for each barrier
-        self.backpressure = sink.backpressure if sink is not None else None
-        self.limiter = (
-            asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
-        )
-        self.clock = options.clock
-        self.deadline_at = self.clock.now() + options.timeout if options.timeout else None
-        tracing = options.tracing
-        self.trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
-        # Whether a handler is simply awaited: no span to open, no limit to take;
-        # and whether it may also be started inline, its events kept for the batch.
-        self.plain_calls = self.trace is None and self.limiter is None
-        self.inline_calls = self.plain_calls and self.backpressure is None and not self.live
 
-    # -- events ---------------------------------------------------------------
-    def _discard(self, event: WorkflowEvent) -> None:
-        """The sink of a run nobody listens to (callers check ``listening``)."""
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.env.run_id
 
     # -- lifecycle ----------------------------------------------------------------
     async def run_to_end(self) -> None:
@@ -183,11 +89,13 @@ class RunLoop:
         The run is ``RUNNING`` again afterwards. Runs with a store rest
         instead (``False``): their timers are woken by a ``Runtime`` or worker.
         """
-        if not (self.options.sleep_through_timers and self.status is RunStatus.WAITING):
+        env = self.env
+        if not (env.options.sleep_through_timers and self.status is RunStatus.WAITING):
             return False
-        wake = self.waits.next_wake_at()
+        wake = self.point.waits.next_wake_at()
         assert wake is not None  # noqa: S101 - WAITING means a timer is pending
-        await self.clock.sleep_until(min(wake, self.deadline_at or wake))
+        deadline = self.point.deadline_at
+        await env.clock.sleep_until(min(wake, deadline or wake))
         self._set_status(RunStatus.RUNNING)
         return True
 
@@ -202,33 +110,29 @@ class RunLoop:
         """
         if self.status is not _RUNNING:
             return False
-        superstep = self.superstep + 1
-        waits = self.waits
-        if waits.suspended or waits.scheduled:
-            self._wake_due()
+        env = self.env
+        point = self.point
+        superstep = point.superstep + 1
         try:
-            if not self.pending and self.spawned:
-                for executor_id, result in await self.spawned.wait_any():
-                    self.deliver_spawn_result(superstep, executor_id, result)
-            if self.deadline_at is not None or waits.suspended:
-                await self._check_deadlines(superstep)
-            if not self.pending:
+            waits = point.waits
+            if waits.suspended or waits.scheduled or (not point.pending and self.spawned):
+                point = await self._gather_arrivals(superstep)
+            elif point.deadline_at is not None:
+                self._check_deadline(superstep)
+            if not point.pending:
                 # Restored and still resting: its last checkpoint says it all.
                 self._set_status(self._resting_status())
                 return False
-            if self.trace is not None:
-                self.trace.start_superstep(superstep)
-            plan = plan_superstep(self, superstep)
-            if self.listening:
-                self.publish(superstep_started(self.run_id, superstep, plan.order))
-            if len(plan.invocations) == 1:  # the common case, with no runner around it
-                await invoke(plan.invocations[0])
-            else:
-                await run_superstep(self, plan)
-            if self.backpressure is not None:
-                await self.backpressure()
-            commit_superstep(self, plan)
-            refuse_unanswerable(self)  # with no store, a request would rest forever
+            if env.trace is not None:
+                env.trace.start_superstep(superstep)
+            plan = plan_superstep(env, point, superstep)
+            if env.listening:
+                env.publish(superstep_started(env.run_id, superstep, plan.order))
+            await run_superstep(env, plan)
+            if env.backpressure is not None:
+                await env.backpressure()
+            point = self._take(commit_superstep(env, point, plan))
+            refuse_unanswerable(env, point, bool(self.spawned))  # with no store, it rests forever
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -237,47 +141,98 @@ class RunLoop:
         except asyncio.CancelledError:
             await self.cancel()
             raise
-        status = _RUNNING if self.pending else self._resting_status()
-        if self.checkpointer is not None or self.spawned.queued:
+        status = _RUNNING if point.pending else self._resting_status()
+        if env.checkpointer is not None or self.spawned.queued:
             status = await self._conclude(status)
         if status is not _RUNNING:
             self._set_status(status)
-        if self.trace is not None:
-            self.trace.end_superstep()
+        if env.trace is not None:
+            env.trace.end_superstep()
         return status is _RUNNING
+
+    def _take(self, committed: Committed) -> BarrierState:
+        """Take the point a barrier committed, then publish what it produced.
+
+        Its background work is queued, to start once the point is durable.
+        """
+        env = self.env
+        self.point = point = committed.point
+        if committed.written:
+            self.written.update(committed.written)
+        if committed.spawns:
+            for record, fn, args in committed.spawns:
+                self.spawned.queue(record, fn, args)
+        if env.listening:
+            publish = env.publish
+            for event in committed.events:
+                publish(event)
+        return point
+
+    def admit(self, arrivals: Iterable[Arrival]) -> None:
+        """Apply what arrived from outside the supersteps (see ``_engine/_arrivals.py``).
+
+        The one door for answers, session input, timeouts, timers and
+        background work: called at the top of a superstep, and by the
+        opener with what a continued run was opened with.
+
+        Raises:
+            UnknownRequestError, InvalidResponseError, RequestError: a
+                strict answer or session input does not fit; nothing applied.
+        """
+        self.point = apply_arrivals(self.env, self.point, arrivals)
+
+    async def _gather_arrivals(self, superstep: int) -> BarrierState:
+        """Timers due, background work ended, deadlines passed: admitted, in that order.
+
+        Raises:
+            RunTimeoutError: the run passed its own deadline meanwhile.
+            DurabilityError: the store could not record a timeout or read
+                the inbox; nothing changed, and the run goes on from its
+                last checkpoint.
+        """
+        env = self.env
+        waits = self.point.waits
+        if waits.suspended or waits.scheduled:
+            self.admit([TimerDue(env.clock.now())])
+        if not self.point.pending and self.spawned:
+            done = await self.spawned.wait_any()
+            self.admit([SpawnDone(executor_id, result) for executor_id, result in done])
+        self._check_deadline(superstep)
+        waits = self.point.waits
+        due = due_deadlines(waits, env.clock.now()) if waits.suspended else None
+        if due:
+            # Unless an answer won at the store: the ledger reads the inbox in the same breath.
+            arrivals: list[Arrival] = []
+            if env.ledger is not None:
+                requests = [(s.wait.key, s.wait.due_at) for s in due if s.wait.kind == "request"]
+                read = await env.ledger.expire([(k, at) for k, at in requests if at is not None])
+                arrivals = inbox_arrivals(read)
+                # A request whose answer the store kept but which is not in the inbox was
+                # answered on another branch of the run's history (a resume from an older
+                # checkpoint): the store refuses every other answer, so it times out here.
+            arrivals.append(Expiry(frozenset(s.wait.key for s in due)))
+            self.admit(arrivals)
+        return self.point
 
     def _resting_status(self) -> RunStatus:
         """Where a run with no message pending stands."""
         if self.spawned:
             return RunStatus.RUNNING  # its background work will send messages
-        waits = self.waits
+        point = self.point
+        waits = point.waits
         if waits.suspended or waits.scheduled or waits.approvals:
             return RunStatus.AWAITING_INPUT if waits.awaits_input else RunStatus.WAITING
-        return RunStatus.STALLED if any(self.fan_in_buffers) else RunStatus.COMPLETED
+        return RunStatus.STALLED if any(point.fan_in_buffers) else RunStatus.COMPLETED
 
-    def _wake_due(self) -> bool:
-        """Deliver the timers and scheduled messages that have fallen due."""
-        if not self.waits:
-            return False
-        due = self.waits.take_due(self.clock.now())
-        for executor_id, envelope in due:
-            self.deliver(executor_id, envelope)
-        return bool(due)
+    def _check_deadline(self, superstep: int) -> None:
+        """Fail the run past its deadline.
 
-    def deliver(self, executor_id: str, envelope: Envelope) -> None:
-        """Add a message to the next superstep's inbox, in stamp order."""
-        box = self.pending.setdefault(executor_id, [])
-        box.append(envelope)
-        if len(box) > 1:
-            box.sort(key=lambda e: e.stamp)
-
-    async def _check_deadlines(self, superstep: int) -> None:
-        """Fail the run past its deadline; time out the waits past theirs (``_deadlines.py``)."""
-        deadline = self.deadline_at
-        if deadline is not None and self.clock.now() >= deadline:
-            raise RunTimeoutError(self.run_id, deadline, superstep)
-        if self.waits.suspended:
-            await expire_due(self)
+        Raises:
+            RunTimeoutError: it passed its deadline.
+        """
+        deadline = self.point.deadline_at
+        if deadline is not None and self.env.clock.now() >= deadline:
+            raise RunTimeoutError(self.env.run_id, deadline, superstep)
 
     async def _conclude(self, status: RunStatus) -> RunStatus:
         """Checkpoint the barrier (with its resulting status), then start queued work.
@@ -287,12 +242,13 @@ class RunLoop:
         caller moves the run there afterwards, so a status is announced only
         once the barrier that led to it is durable.
         """
-        checkpointer = self.checkpointer
+        env = self.env
+        checkpointer = env.checkpointer
         if checkpointer is not None:
             try:
                 written, self.written = frozenset(self.written), set()
                 checkpoint_id = await checkpointer.save(
-                    self.barrier_state(status, written), self.pool.snapshots()
+                    self.barrier_state(status, written), env.pool.snapshots()
                 )
             except TreadleError as error:
                 self.error = error
@@ -303,8 +259,8 @@ class RunLoop:
                 return await self._stop_paused(checkpoint_id)
             if self.spawned.queued:
                 await checkpointer.flush()  # background mode: make it durable first
-            if self.listening and checkpoint_id is not None:  # None only once paused
-                self.publish(checkpoint_saved(self.run_id, self.superstep, checkpoint_id))
+            if env.listening and checkpoint_id is not None:  # None only once paused
+                env.publish(checkpoint_saved(env.run_id, self.point.superstep, checkpoint_id))
         if self.spawned.queued:
             self.spawned.start_queued()
         return status
@@ -317,8 +273,9 @@ class RunLoop:
         is not written). The lease went with that commit; background work
         the run holds is cancelled (reported lost once it goes on).
         """
-        if checkpoint_id is not None and self.listening:
-            self.publish(checkpoint_saved(self.run_id, self.superstep, checkpoint_id))
+        env = self.env
+        if checkpoint_id is not None and env.listening:
+            env.publish(checkpoint_saved(env.run_id, self.point.superstep, checkpoint_id))
         await self.spawned.cancel_all()
         return RunStatus.PAUSED
 
@@ -330,28 +287,30 @@ class RunLoop:
         checkpoint of this run (its history shows them), so a crash inside it
         resumes from its last barrier. Until this run's own barrier, the
         loop still holds the previous barrier's committed point: that is
-        what is saved, with :attr:`WaitBook.nested` (and the saved steps of
-        invocations under way, :attr:`WaitBook.saved`) as it is now. Saves
-        take turns. ``durable``: durable on return in every durability mode
-        (a saved step's caller goes on to the next side effect only then).
-        ``None`` without a store.
+        what is saved, with the in-flight part of its waits
+        (:attr:`WaitBook.nested`, and the saved steps of invocations under
+        way, :attr:`WaitBook.saved`) as it is now. Saves take turns.
+        ``durable``: durable on return in every durability mode (a saved
+        step's caller goes on to the next side effect only then). ``None``
+        without a store. Invocations reach it as ``RunEnv.save_progress``.
         """
-        checkpointer = self.checkpointer
+        checkpointer = self.env.checkpointer
         if checkpointer is None:
             return None
         if self._progress is None:
             self._progress = asyncio.Lock()
         async with self._progress:
             barrier = self.barrier_state(_RUNNING, frozenset(self.written))
-            saved = await checkpointer.save(barrier, self.pool.snapshots())
+            saved = await checkpointer.save(barrier, self.env.pool.snapshots())
             if durable:
                 await checkpointer.flush()
             return saved
 
     async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
-        if self.checkpointer is not None:
+        checkpointer = self.env.checkpointer
+        if checkpointer is not None:
             reason = f"{type(error).__name__}: {error}" if error is not None else None
-            await self.checkpointer.record_status(self.run_id, status.value, reason)
+            await checkpointer.record_status(self.env.run_id, status.value, reason)
 
     async def cancel(self) -> None:
         """Mark the run ``CANCELLED`` (the caller stops driving it)."""
@@ -359,72 +318,17 @@ class RunLoop:
         if self.status is RunStatus.RUNNING:
             self._set_status(RunStatus.CANCELLED)
             await self._record_status(RunStatus.CANCELLED)
-        elif self.trace is not None:
-            self.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
-
-    def restore(self, point: CommittedPoint, snapshots: Mapping[str, Any]) -> bool:
-        """Seed the loop with a committed point instead of an input; ``False`` if it had ended.
-
-        Background work the point still held died with its process: each
-        executor that spawned it is told so (``SpawnResult(lost=True)``).
-        """
-        self.superstep = point.superstep
-        self.state = point.state
-        self.pending = {target: list(inbox) for target, inbox in point.pending.items()}
-        self.fan_in_buffers = point.fan_in_buffers
-        self.iterations = dict(point.iterations)
-        self.outputs = list(point.outputs)
-        self.outcome = point.outcome
-        self.waits = point.waits.copy()
-        self.deadline_at = point.deadline_at
-        for executor_id, result in lost(list(point.spawned)):
-            self.deliver_spawn_result(self.superstep + 1, executor_id, result)
-        self.pool.restore(snapshots)
-        if point.status in (RunStatus.COMPLETED, RunStatus.STALLED):
-            self.status = RunStatus(point.status)  # nothing left to run
-            return False
-        return True
-
-    def deliver_spawn_result(self, superstep: int, executor_id: str, result: SpawnResult) -> None:
-        stamp = (superstep - 1, self.ranks[executor_id], -1, 0)
-        self.deliver(executor_id, Envelope(stamp, SPAWN_SOURCE, result))
-
-    # -- answers from outside ------------------------------------------------------
-    def answer(self, request_id: str, value: Any) -> None:
-        """Apply the answer to a pending request (validated), before stepping.
-
-        Raises:
-            UnknownRequestError: no such request is waiting.
-            InvalidResponseError: the answer does not have the asked type.
-        """
-        waiting = self.waits.find_request(request_id)
-        checked = self.workflow.check_answer(request_id, waiting, value)
-        delivery = self.waits.answer(waiting, checked)
-        if delivery is not None:  # None: a sub-workflow's invocation re-delivered already
-            self.deliver(*delivery)
-
-    def send_input(self, message: Any, target: str | None = None) -> None:
-        """Deliver a session message to the invocation waiting for input.
-
-        Raises:
-            RequestError: nothing in the run waits for input.
-        """
-        suspension = self.waits.input_waiter(target)
-        if suspension is None:
-            where = f"executor {target!r} of run" if target else "run"
-            msg = f"{where} {self.run_id!r} is not waiting for input ({self.status.value})"
-            raise RequestError(msg)
-        delivery = self.waits.answer(suspension, message)
-        if delivery is not None:  # None: a sub-workflow's invocation re-delivered already
-            self.deliver(*delivery)
+        elif self.env.trace is not None:
+            self.env.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
 
     def _fail(self, error: WorkflowRunError, superstep: int) -> None:
-        if self.listening and not self.live and isinstance(error, ExecutorFailedError):
+        env = self.env
+        if env.listening and not env.live and isinstance(error, ExecutorFailedError):
             for event in error.events:  # earlier attempts' events, in the order raised
-                self.publish(event)
-            self.publish(
+                env.publish(event)
+            env.publish(
                 ExecutorFailed(
-                    run_id=self.run_id,
+                    run_id=env.run_id,
                     superstep=superstep,
                     executor_id=error.executor_id,
                     error=error.error,
@@ -440,60 +344,59 @@ class RunLoop:
     ) -> None:
         """Move to ``status``, announced at ``superstep`` (a failure's; else the last committed)."""
         self.status = status
+        env = self.env
         # A run that sleeps through its timers goes on (``run_to_end``): its span stays open.
         if (
-            self.trace is not None
+            env.trace is not None
             and status.is_stopped
-            and not (status is RunStatus.WAITING and self.options.sleep_through_timers)
+            and not (status is RunStatus.WAITING and env.options.sleep_through_timers)
         ):
-            self.trace.end(status, error)
-        if self.listening:
-            at = self.superstep if superstep is None else superstep
-            self.publish(status_changed(self.run_id, at, status, error))
+            env.trace.end(status, error)
+        if env.listening:
+            at = self.point.superstep if superstep is None else superstep
+            env.publish(status_changed(env.run_id, at, status, error))
 
     # -- views ----------------------------------------------------------------------
     def barrier_state(
         self, status: RunStatus | None = None, written: frozenset[str] | None = None
     ) -> BarrierState:
-        """The last committed point of the run, as one immutable value (``written``: if known)."""
-        return BarrierState(
-            run_id=self.run_id,
-            superstep=self.superstep,
+        """The last committed point of the run, as a checkpoint holds it (``written``: if known).
+
+        Its waits are a copy (invocations under way write their in-flight
+        part), and it names the background work in flight.
+        """
+        point = self.point
+        return point._replace(
             status=status or self.status,
-            pending={k: tuple(v) for k, v in self.pending.items()},
-            fan_in_buffers=self.fan_in_buffers,
-            state=self.state,
-            iterations=dict(self.iterations),
-            outputs=tuple(self.outputs),
-            outcome=self.outcome,
-            waits=self.waits.copy(),
-            deadline_at=self.deadline_at,
+            waits=point.waits.copy(),
             spawned=tuple(self.spawned.records()),
             written=written,
         )
 
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
         """The run as of its last barrier."""
+        env, point = self.env, self.point
         stalled = (
-            stalled_fan_ins(self.fan_in_edges, self.fan_in_buffers, self.ranks)
+            stalled_fan_ins(env.fan_in_edges, point.fan_in_buffers, env.ranks)
             if self.status is RunStatus.STALLED
             else []
         )
-        waits = self.waits
+        waits = point.waits
+        checkpointer = env.checkpointer
         return RunResult(
-            run_id=self.run_id,
+            run_id=env.run_id,
             status=self.status,
-            outputs=list(self.outputs),
-            state=dict(self.state),
-            superstep=self.superstep,
+            outputs=list(point.outputs),
+            state=dict(point.state),
+            superstep=point.superstep,
             events=events if events is not None else [],
             stalled=stalled,
             pending_requests=waits.pending_requests() if waits else [],
             wake_at=waits.next_wake_at() if waits else None,
             last_checkpoint_id=(
-                self.checkpointer.last_checkpoint_id if self.checkpointer is not None else None
+                checkpointer.last_checkpoint_id if checkpointer is not None else None
             ),
             error=self.error,
-            outcome=self.outcome[0] if self.outcome else None,
-            outcome_summary=self.outcome[1] if self.outcome else None,
+            outcome=point.outcome[0] if point.outcome else None,
+            outcome_summary=point.outcome[1] if point.outcome else None,
         )

@@ -57,7 +57,7 @@ async def call_on_pool(
         SerializationError: a value it takes or makes cannot cross.
         PoolError: the pool could not run it (``WorkerLostError``: its worker died).
     """
-    serializer = invocation.run.workflow.serializer
+    serializer = invocation.env.workflow.serializer
     job = _pack(invocation, spec, ctx, serializer)
     relay = _EventRelay(ctx, serializer)
     data = await pool.run(job, relay.receive)
@@ -80,7 +80,7 @@ def _pack(
     serializer: Serializer,
 ) -> RemoteInvocation:
     """The attempt as a job: code by reference or value, every value as bytes."""
-    run = invocation.run
+    run = invocation.env
     envelope = invocation.envelope
     handoff = envelope.handoff
     facts = InvocationFacts(
@@ -115,10 +115,10 @@ def state_view(invocation: Invocation) -> dict[str, Any]:
     functions applied here: reads on the worker then see what reads in the
     run's process would, and no function has to travel.
     """
-    run = invocation.run
+    env, committed = invocation.env, invocation.point.state
     earlier = invocation.earlier
-    reads = SharedState(run.state, run.state_specs, earlier)
-    keys = dict.fromkeys([*run.state, *run.state_specs, *(op[1] for ops in earlier for op in ops)])
+    reads = SharedState(committed, env.state_specs, earlier)
+    keys = dict.fromkeys([*committed, *env.state_specs, *(op[1] for ops in earlier for op in ops)])
     view = {}
     for key in keys:
         value = reads.get(key, MISSING)

@@ -11,7 +11,7 @@ Failure is structured: the first handler to raise cancels its siblings
 (rank, position) is reported, so the error does not depend on timing.
 
 A task costs more than most handlers, so none is made that is not needed.
-A superstep of one invocation is awaited by the loop itself; one with a
+A superstep of one invocation is that invocation's coroutine alone; one with a
 single executor, or in a deterministic run, awaits its invocations inline,
 one after the other. Otherwise each executor is started
 inline too, in a context of its own (see ``_engine/_eager.py``); only when
@@ -33,24 +33,34 @@ from treadle._engine._invocation import Invocation
 from treadle._engine._invoke import invoke, start_invocation
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Sequence
+    from collections.abc import Awaitable, Coroutine, Sequence
     from typing import Any
 
+    from treadle._engine._env import RunEnv
     from treadle._engine._invocation import PlannedSuperstep
-    from treadle._engine._loop import RunLoop
 
 Share: TypeAlias = "Invocation | list[Invocation]"
 """One executor's part of a superstep: its one invocation, or its inbox's."""
 
 
-async def run_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
-    """Run every invocation of ``plan``; each one's ``outcome`` is set once it ends.
+def run_superstep(env: RunEnv, plan: PlannedSuperstep) -> Awaitable[None]:
+    """What runs every invocation of ``plan``, to await; each one's ``outcome`` is set once it ends.
+
+    A superstep of one invocation is that invocation's own coroutine, with
+    nothing around it (the common case).
 
     Raises:
         ExecutorFailedError: a handler raised (the lowest-ranked failure).
     """
-    shares = _shares(plan)
-    if len(shares) == 1 or run.options.deterministic:
+    invocations = plan.invocations
+    if len(invocations) == 1:
+        return invoke(invocations[0])
+    return _run_shares(env, _shares(plan))
+
+
+async def _run_shares(env: RunEnv, shares: Sequence[Share]) -> None:
+    """Run the executors' shares: one after the other, or each started inline (see above)."""
+    if len(shares) == 1 or env.options.deterministic:
         for share in shares:
             await _run_share(share)
         return
@@ -62,7 +72,7 @@ async def run_superstep(run: RunLoop, plan: PlannedSuperstep) -> None:
         failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
         if not failures or len(failures) != len(_leaves(errors)):
             raise
-        failure = min(failures, key=lambda e: run.ranks[e.executor_id])
+        failure = min(failures, key=lambda e: env.ranks[e.executor_id])
     if failure is not None:
         raise failure
 

@@ -7,7 +7,7 @@ sends along its edges (or the parent's outputs, when it has none).
 
 It is durable as the parent is, with nothing stored apart: each of its
 barriers is checkpointed as a checkpoint of the parent run
-(``RunLoop.save_progress``), holding the sub-workflow's run in the parent's
+(``RunEnv.save_progress``), holding the sub-workflow's run in the parent's
 :attr:`WaitBook.nested` under the invocation's key. A crash inside it
 resumes the parent's superstep, and this invocation goes on from the
 sub-workflow's last barrier: no superstep of it commits twice. When it
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Protocol
 
-from treadle._engine._delivery import Envelope
+from treadle._engine._env import Opening
 from treadle._engine._events import (
     OutputEvent,
     RunStarted,
@@ -32,7 +32,7 @@ from treadle._engine._events import (
     SuperstepCompleted,
     SuperstepStarted,
 )
-from treadle._engine._loop import INPUT_SOURCE, RunLoop
+from treadle._engine._opening import Continuation, FreshStart, open_loop
 from treadle._engine._result import RunStatus
 from treadle._engine._topology import Topology
 from treadle._engine._waits import NestedRun, Suspend, Wait, invocation_key
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._engine._barrier import BarrierState
     from treadle._engine._context import WorkflowContext
     from treadle._engine._deadlines import AnswerLedger, InboxRead
+    from treadle._engine._env import RunEnv
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._pool import ExecutorPool
 
@@ -125,52 +126,63 @@ class SubWorkflow(Executor):
 
     async def _run(self, message: Any, ctx: WorkflowContext[Any]) -> None:
         """Run the sub-workflow on ``message``, or go on with it, until it rests or ends."""
-        host = ctx.host_run
+        host = ctx.run_env
+        nested_runs = ctx.nested_runs
         key = invocation_key(self.id, ctx.stamp)
-        nested = host.waits.nested.get(key)
+        nested = nested_runs.get(key)
         inner_id = f"{host.run_id}/{key}"
         pool, release = self.workflow.claim(inner_id)
         try:
-            inner = self._open(host, ctx, key, inner_id, pool)
-            if nested is None:
-                start = self.workflow.start_id
-                inner.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
-            else:
-                inner.restore(nested.barrier, nested.snapshots)
+            opening = self._opening(host, ctx, key, inner_id, pool)
+            start: FreshStart | Continuation = (
+                FreshStart(message)
+                if nested is None
+                else Continuation(nested.barrier, nested.snapshots)
+            )
+            inner = open_loop(opening, start)
             await inner.run_to_end()
         except BaseException:
-            host.waits.nested.pop(key, None)  # this invocation is over: a retry starts afresh
+            nested_runs.pop(key, None)  # this invocation is over: a retry starts afresh
             raise
         finally:
             release()
         status = inner.status
         if status in _RESTING:
-            host.waits.nested[key] = NestedRun(self.id, inner.barrier_state(), pool.snapshots())
-            raise Suspend(Wait("workflow", key, due_at=inner.waits.next_wake_at()))
-        host.waits.nested.pop(key, None)
+            nested_runs[key] = NestedRun(self.id, inner.barrier_state(), pool.snapshots())
+            raise Suspend(Wait("workflow", key, due_at=inner.point.waits.next_wake_at()))
+        nested_runs.pop(key, None)
         if status is RunStatus.STALLED:
             stalled = ", ".join(f"{s.target!r}" for s in inner.result().stalled)
             msg = f"sub-workflow {self.id!r} stalled: fan-in {stalled} still waits for sources"
             raise SubWorkflowError(msg)
-        self._hand_on(host, ctx, inner.outputs)
+        self._hand_on(host, ctx, inner.point.outputs)
 
-    def _open(
-        self, host: RunLoop, ctx: WorkflowContext[Any], key: str, inner_id: str, pool: ExecutorPool
-    ) -> RunLoop:
+    def _opening(
+        self, host: RunEnv, ctx: WorkflowContext[Any], key: str, inner_id: str, pool: ExecutorPool
+    ) -> Opening:
+        """What its run is opened with: the parent's clock, limits, deadline and store, nested."""
         # It rests rather than sleeping through its timers: the parent suspends on them.
         settings = dataclasses.replace(
             host.options, sleep_through_timers=False, tracing=None, timeout=None
         )
         sink = _Forwarding(ctx, self.id, host.run_id, host.live) if host.listening else None
-        progress = _Progress(host, key, self.id) if host.checkpointer is not None else None
-        inner = RunLoop(self.workflow, inner_id, settings, sink, pool, None, progress)
-        inner.wait_scope = f"{host.wait_scope}/{key}"
-        inner.deadline_at = host.deadline_at
-        if host.ledger is not None:  # its requests' deadlines are decided by the store too
-            inner.ledger = _NestedLedger(host.ledger)
-        return inner
+        saving = host.checkpointer is not None
+        progress = _Progress(host, ctx.nested_runs, key, self.id) if saving else None
+        # Its requests' deadlines are decided by the store too, when the parent's are.
+        ledger = _NestedLedger(host.ledger) if host.ledger is not None else None
+        return Opening(
+            self.workflow,
+            inner_id,
+            settings,
+            pool,
+            sink,
+            progress,
+            ledger,
+            f"{host.wait_scope}/{key}",
+            ctx.deadline_at,
+        )
 
-    def _hand_on(self, host: RunLoop, ctx: WorkflowContext[Any], outputs: list[Any]) -> None:
+    def _hand_on(self, host: RunEnv, ctx: WorkflowContext[Any], outputs: Sequence[Any]) -> None:
         """Send the outputs along this executor's edges; with none, they are the parent's."""
         declared = self.outputs
         sends = host.router.has_edges_from(self.id)
@@ -238,25 +250,29 @@ class _NestedLedger:
 class _Progress:
     """The sub-workflow's checkpointing: each of its barriers, saved with the parent's."""
 
-    def __init__(self, host: RunLoop, key: str, path: str) -> None:
-        self._host = host
+    def __init__(
+        self, host: RunEnv, nested_runs: dict[str, NestedRun], key: str, path: str
+    ) -> None:
+        self._checkpointer = host.checkpointer
+        self._save_progress = host.save_progress
+        self._nested_runs = nested_runs
         self._key = key
         self._path = path
 
     @property
     def last_checkpoint_id(self) -> str | None:
-        checkpointer = self._host.checkpointer
+        checkpointer = self._checkpointer
         return checkpointer.last_checkpoint_id if checkpointer is not None else None
 
     @property
     def paused(self) -> bool:
         """Whether a save found the parent run paused: the sub-workflow stops there too."""
-        checkpointer = self._host.checkpointer
+        checkpointer = self._checkpointer
         return checkpointer is not None and checkpointer.paused
 
     async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str | None:
-        self._host.waits.nested[self._key] = NestedRun(self._path, barrier, dict(snapshots))
-        return await self._host.save_progress()
+        self._nested_runs[self._key] = NestedRun(self._path, barrier, dict(snapshots))
+        return await self._save_progress()
 
     async def record_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Nothing of its own: the parent records what the sub-workflow's end means to it."""
@@ -265,6 +281,6 @@ class _Progress:
         """Nothing here: the event reaches the parent's context, which relays it as its own."""
 
     async def flush(self) -> None:
-        checkpointer = self._host.checkpointer
+        checkpointer = self._checkpointer
         if checkpointer is not None:
             await checkpointer.flush()

@@ -394,7 +394,7 @@ class WaitBook:
             inbox = (*pending.get(target, ()), envelope)
             pending[target] = tuple(sorted(inbox, key=lambda e: e.stamp))
         self.nested[request.key] = NestedRun(
-            nested.path, replace(barrier, waits=inner, pending=pending), nested.snapshots
+            nested.path, barrier._replace(waits=inner, pending=pending), nested.snapshots
         )
         self.answered.update(inner.answered)
         for suspension in self.suspended:

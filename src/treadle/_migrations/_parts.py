@@ -222,8 +222,7 @@ class _Rekeying:
             barrier = run.barrier
             if inner.scopes.moved:
                 book = barrier.waits
-                barrier = replace(
-                    barrier,
+                barrier = barrier._replace(
                     pending={
                         target: tuple(inner.envelope(e, target) for e in inbox)
                         for target, inbox in barrier.pending.items()

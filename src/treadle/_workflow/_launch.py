@@ -18,19 +18,19 @@ from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
 from treadle._checkpoints._leases import LeaseKeeper
 from treadle._checkpoints._ownership import Ownership
-from treadle._engine._deadlines import expire_requests
-from treadle._engine._delivery import Envelope
-from treadle._engine._events import run_started, status_changed
-from treadle._engine._loop import INPUT_SOURCE, RunLoop
+from treadle._engine._arrivals import Answer, Expiry, SessionInput
+from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
+from treadle._engine._opening import Continuation, FreshStart, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
-from treadle._engine._result import RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from treadle._checkpoints._codec import RestoredRun
+    from treadle._engine._arrivals import Arrival
     from treadle._engine._barrier import EventSink
+    from treadle._engine._opening import DrivenRun
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
 
@@ -81,7 +81,7 @@ class Launch(NamedTuple):
 
 async def open_run(
     workflow: Workflow, launch: Launch, sink: EventSink | None
-) -> tuple[RunLoop, Callable[[], Awaitable[None]]]:
+) -> tuple[DrivenRun, Callable[[], Awaitable[None]]]:
     """A loop ready to step, and the coroutine function that lets go of it.
 
     Letting go releases the run's executors and, for a stored run, takes
@@ -135,22 +135,23 @@ async def open_run(
                 if settings.metrics is None
                 else RunMeter(settings.metrics, workflow.name),
             )
-        loop = RunLoop(workflow, run_id, settings, sink, pool, launch.state, checkpointer)
-        if store is not None:  # deadlines are decided against answers at the store
-            loop.ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
+        # Deadlines are decided against answers at the store, when there is one.
+        ledger = None
+        if store is not None:
+            ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
+        opening = Opening(workflow, run_id, settings, pool, sink, checkpointer, ledger)
         if restored is not None:
-            _restore(loop, restored)
-            for request_id, answer in launch.answers.items():
-                loop.answer(request_id, answer)
-            for message, target in launch.inputs:
-                loop.send_input(message, target)
-            expire_requests(loop, launch.expired)
+            arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]
+            arrivals.extend(SessionInput(message, target) for message, target in launch.inputs)
+            if launch.expired:
+                arrivals.append(Expiry(launch.expired))
+            loop = open_loop(opening, Continuation(restored, restored.snapshots, arrivals))
             # No status write here: the next barrier's commit records
             # ``running`` (or wherever the run rests) in the same transaction.
             # Until then the row keeps its resting status, so a run whose
             # process dies before that commit is still found due and resumed.
         else:
-            _deliver_input(loop, launch.message)
+            loop = open_loop(opening, FreshStart(launch.message, launch.state))
             if checkpointer is not None:
                 await checkpointer.create(
                     workflow.name,
@@ -196,35 +197,3 @@ def new_run_id() -> str:
     own pays for it, and ``uuid4()`` costs several times as much.
     """
     return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"
-
-
-def _deliver_input(loop: RunLoop, message: Any) -> None:
-    """Deliver the run's input to the start executor for superstep 1.
-
-    Raises:
-        TypeError: the start executor has no handler for the input's type.
-    """
-    workflow = loop.workflow
-    start = workflow.start_id
-    prototype = workflow.prototype(start)
-    if prototype.find_handler(type(message)) is None:
-        accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
-        msg = (
-            f"the start executor {start!r} has no handler for the input "
-            f"{type(message).__qualname__} (it accepts: {accepted})"
-        )
-        raise TypeError(msg)
-    loop.pending = {start: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
-    _announce_start(loop)
-
-
-def _restore(loop: RunLoop, restored: RestoredRun) -> None:
-    """Seed the loop with a checkpoint instead of a fresh input."""
-    if loop.restore(restored, restored.snapshots):
-        _announce_start(loop)
-
-
-def _announce_start(loop: RunLoop) -> None:
-    if loop.listening:
-        loop.publish(run_started(loop.run_id, loop.superstep))
-        loop.publish(status_changed(loop.run_id, loop.superstep, RunStatus.RUNNING))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from treadle._engine._events import WorkflowEvent
-    from treadle._engine._loop import RunLoop
+    from treadle._engine._opening import DrivenRun
     from treadle._engine._result import RunResult
 
 
@@ -142,7 +142,7 @@ class WorkflowStream:
         self,
         open_run: Callable[
             [EventChannel | EventBatch],
-            Awaitable[tuple[RunLoop, Callable[[], Awaitable[None]]]],
+            Awaitable[tuple[DrivenRun, Callable[[], Awaitable[None]]]],
         ],
         mode: ExecutionMode,
         max_buffered_events: int | None,
@@ -153,7 +153,7 @@ class WorkflowStream:
         self._open_run = open_run
         self._mode = mode
         self._bound = max_buffered_events
-        self._loop: RunLoop | None = None
+        self._loop: DrivenRun | None = None
         self._release: Callable[[], Awaitable[None]] | None = None
         self._channel: EventChannel | None = None
         self._batch: EventBatch | None = None
@@ -175,13 +175,13 @@ class WorkflowStream:
         loop = self._opened()
         return loop.result(self._batch.numbered() if self._batch is not None else None)
 
-    def _opened(self) -> RunLoop:
+    def _opened(self) -> DrivenRun:
         if self._loop is None:
             msg = "the stream has not started: use `async with workflow.stream(...) as events`"
             raise RuntimeError(msg)
         return self._loop
 
-    async def _started(self) -> RunLoop:
+    async def _started(self) -> DrivenRun:
         if self._loop is None:
             if self._mode is ExecutionMode.OFF_THREAD:
                 channel = self._channel = EventChannel(self._bound)
@@ -192,7 +192,7 @@ class WorkflowStream:
                 self._loop, self._release = await self._open_run(self._batch)
         return self._loop
 
-    async def _drive(self, loop: RunLoop, channel: EventChannel) -> None:
+    async def _drive(self, loop: DrivenRun, channel: EventChannel) -> None:
         try:
             await loop.run_to_end()
         except WorkflowRunError as error:

@@ -1,0 +1,161 @@
+"""What a run is opened with: one frozen value, made once, read by everything that runs it.
+
+The loop keeps two things: this environment, which never changes while
+the run lives, and the committed point (``BarrierState``), which each
+barrier replaces. Planning a superstep, committing it, an invocation and
+its context read the environment; none of them sees the loop. The few
+things an invocation may do to its run while it is under way (save its
+steps and its sub-workflow's barriers) go through :attr:`RunEnv.save_progress`.
+
+A named tuple rather than a frozen dataclass: as immutable, cheaper to
+build (every run builds one), and its fields are read on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from treadle._engine._tracing import RunTrace
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    from treadle._engine._barrier import Checkpointing, EventSink
+    from treadle._engine._clock import Clock
+    from treadle._engine._deadlines import AnswerLedger
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._options import RunSettings
+    from treadle._engine._pool import ExecutorPool
+    from treadle._engine._routing import Router
+    from treadle._engine._state import StateKey
+    from treadle._engine._topology import Topology
+    from treadle._graph._edges import FanInEdge
+
+
+class RunEnv(NamedTuple):
+    """Everything about a run that no barrier changes.
+
+    Attributes:
+        workflow: The graph it runs.
+        run_id: Its id.
+        options: What it runs with (the workflow's defaults under the run's options).
+        clock: Where its timers, backoff and timeouts read the time.
+        pool: Its executor instances.
+        checkpointer: Where its barriers are saved (``None``: nowhere).
+        ledger: Where its request deadlines are decided against answers:
+            the store's (``None``: decided in the run).
+        wait_scope: What its wait keys are made in: ``""`` for a run of its
+            own; a sub-workflow's path in its parent.
+        publish: Where its events go (a no-op when nobody listens).
+        listening: Whether anybody listens to its events.
+        live: Whether events go out the moment they are raised.
+        batching: Whether events are kept for each barrier's batch.
+        backpressure: Awaited before each invocation and barrier, if set.
+        limiter: Its ``max_concurrency``, if any.
+        trace: Its spans, if it is traced.
+        plain_calls: Whether a handler is simply awaited (no span, no limit).
+        inline_calls: Whether it may also be started inline (its events batched).
+        save_progress: Checkpoints the last barrier again with the
+            invocations' saved steps and sub-workflows as they stand now.
+    """
+
+    workflow: Topology
+    run_id: str
+    options: RunSettings
+    clock: Clock
+    pool: ExecutorPool
+    checkpointer: Checkpointing | None
+    ledger: AnswerLedger | None
+    wait_scope: str
+    router: Router
+    ranks: Mapping[str, int]
+    state_specs: Mapping[str, StateKey]
+    fan_in_edges: Sequence[FanInEdge]
+    publish: Callable[[WorkflowEvent], None]
+    listening: bool
+    live: bool
+    batching: bool
+    backpressure: Callable[[], Awaitable[None]] | None
+    limiter: asyncio.Semaphore | None
+    trace: RunTrace | None
+    plain_calls: bool
+    inline_calls: bool
+    save_progress: Callable[..., Awaitable[str | None]]
+
+
+class Opening(NamedTuple):
+    """What the one door (``_engine/_opening.py``) opens a run with, besides its start.
+
+    Attributes:
+        workflow: The graph it runs.
+        run_id: Its id.
+        options: What it runs with.
+        pool: Its executor instances.
+        sink: Where its events go (``None``: nobody listens).
+        checkpointer: Where its barriers are saved.
+        ledger: Where its request deadlines are decided.
+        wait_scope: See :attr:`RunEnv.wait_scope`.
+        deadline_at: When it fails (``None``: from ``options.timeout``, if any).
+    """
+
+    workflow: Topology
+    run_id: str
+    options: RunSettings
+    pool: ExecutorPool
+    sink: EventSink | None = None
+    checkpointer: Checkpointing | None = None
+    ledger: AnswerLedger | None = None
+    wait_scope: str = ""
+    deadline_at: float | None = None
+
+
+def _discard(event: WorkflowEvent) -> None:
+    """The sink of a run nobody listens to (callers check ``listening``)."""
+
+
+def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | None]]) -> RunEnv:
+    """The environment of a run opened with ``opening`` (derived fields computed once)."""
+    workflow, options, sink = opening.workflow, opening.options, opening.sink
+    router = workflow.router
+    listening = sink is not None
+    live = sink is not None and sink.live
+    backpressure = sink.backpressure if sink is not None else None
+    limiter = asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
+    tracing = options.tracing
+    trace = RunTrace(tracing, opening.run_id, workflow.name) if tracing is not None else None
+    plain = trace is None and limiter is None
+    publish: Callable[[WorkflowEvent], None] = sink.publish if sink is not None else _discard
+    return RunEnv(
+        workflow,
+        opening.run_id,
+        options,
+        options.clock,
+        opening.pool,
+        opening.checkpointer,
+        opening.ledger,
+        opening.wait_scope,
+        router,
+        workflow.ranks,
+        workflow.state_specs,
+        router.fan_ins,
+        publish,
+        listening,
+        live,
+        listening and not live,
+        backpressure,
+        limiter,
+        trace,
+        plain,
+        plain and backpressure is None and not live,
+        save_progress,
+    )
+
+
+def no_progress(**_: Any) -> Awaitable[str | None]:
+    """``save_progress`` of an environment whose run saves nothing (a model in a test)."""
+    return _nothing()
+
+
+async def _nothing() -> str | None:
+    return None

@@ -1,0 +1,188 @@
+"""Opening a run: the one door a loop is made through.
+
+Every run, a workflow's own (``_workflow/_launch.py``) or a sub-workflow's
+(``_engine/_subworkflow.py``), is opened by :func:`open_loop`, given what
+it is opened with (one :class:`Opening`) and where it starts (a fresh
+input, or a committed point to go on from with what arrived meanwhile).
+Only this module and the sub-workflow executor import the loop (an
+import contract in ``pyproject.toml`` says so); whoever drives a run
+holds it as a :class:`DrivenRun`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from treadle._engine._arrivals import SpawnDone
+from treadle._engine._barrier import BarrierState
+from treadle._engine._delivery import Envelope
+from treadle._engine._events import run_started, status_changed
+from treadle._engine._loop import RunLoop
+from treadle._engine._result import RunStatus
+from treadle._engine._spawn import lost
+from treadle._engine._state import initial_state
+from treadle._engine._waits import WaitBook
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from treadle._engine._arrivals import Arrival
+    from treadle._engine._barrier import CommittedPoint
+    from treadle._engine._env import Opening
+    from treadle._engine._events import WorkflowEvent
+    from treadle._engine._result import RunResult
+
+INPUT_SOURCE = "__input__"
+"""The ``source`` of the envelope that carries the run's input."""
+
+
+class FreshStart(NamedTuple):
+    """A new run: its input, delivered to the start executor in superstep 1.
+
+    Attributes:
+        message: The input.
+        state: Initial shared state over the declared defaults.
+    """
+
+    message: Any
+    state: Mapping[str, Any] | None = None
+
+
+class Continuation(NamedTuple):
+    """A run going on from a committed point (a checkpoint read back, or a sub-workflow's barrier).
+
+    Attributes:
+        point: The committed point.
+        snapshots: The executors' saved fields at that point.
+        arrivals: What arrived since (answers, session input, timeouts),
+            applied before it steps.
+    """
+
+    point: CommittedPoint
+    snapshots: Mapping[str, Any]
+    arrivals: Sequence[Arrival] = ()
+
+
+class DrivenRun(Protocol):
+    """A run, as whoever drives it sees it: step it, end it, read it."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    @property
+    def status(self) -> RunStatus:
+        """Where the run stands."""
+        ...
+
+    async def step(self) -> bool:
+        """Run one superstep and its barrier; ``False`` once the run rests or ends."""
+        ...
+
+    async def run_to_end(self) -> None:
+        """Run supersteps until the run rests or ends."""
+        ...
+
+    async def sleep_through_timer(self) -> bool:
+        """For a ``WAITING`` run with nowhere to rest, sleep until its timer; ``True`` if it did."""
+        ...
+
+    async def cancel(self) -> None:
+        """Mark the run ``CANCELLED`` (the caller stops driving it)."""
+        ...
+
+    def barrier_state(self) -> BarrierState:
+        """The last committed point, as a checkpoint would hold it."""
+        ...
+
+    def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
+        """The run as of its last barrier."""
+        ...
+
+
+def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
+    """A loop ready to step: ``opening``'s run, from ``start``.
+
+    A continued run whose point had ended (completed, stalled) is opened
+    with that status, and does not step.
+
+    Raises:
+        TypeError: a fresh run's start executor has no handler for its input.
+        UnknownRequestError, InvalidResponseError, RequestError: an answer
+            or session input it is continued with does not fit.
+    """
+    if isinstance(start, FreshStart):
+        loop = RunLoop(opening, _fresh_point(opening, start))
+        _announce_start(loop)
+        return loop
+    point = start.point
+    status = RunStatus(point.status)
+    ended = status in (RunStatus.COMPLETED, RunStatus.STALLED)
+    loop = RunLoop(
+        opening,
+        BarrierState(
+            opening.run_id,
+            point.superstep,
+            status if ended else RunStatus.RUNNING,
+            {target: list(inbox) for target, inbox in point.pending.items()},
+            point.fan_in_buffers,
+            point.state,
+            dict(point.iterations),
+            tuple(point.outputs),
+            point.waits.copy(),
+            point.deadline_at,
+            (),
+            point.outcome,
+        ),
+    )
+    opening.pool.restore(start.snapshots)
+    if ended:
+        loop.status = status  # nothing left to run
+        return loop
+    # Background work the point still held died with its process: each executor
+    # that spawned it is told so (SpawnResult(lost=True)).
+    died = [SpawnDone(executor_id, result) for executor_id, result in lost(list(point.spawned))]
+    loop.admit([*died, *start.arrivals])
+    _announce_start(loop)
+    return loop
+
+
+def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
+    """The point before superstep 1: the input pending at the start executor."""
+    workflow = opening.workflow
+    first = workflow.start_id
+    prototype = workflow.prototype(first)
+    message = start.message
+    if prototype.find_handler(type(message)) is None:
+        accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
+        msg = (
+            f"the start executor {first!r} has no handler for the input "
+            f"{type(message).__qualname__} (it accepts: {accepted})"
+        )
+        raise TypeError(msg)
+    specs = workflow.state_specs
+    options = opening.options
+    deadline_at = opening.deadline_at
+    if deadline_at is None and options.timeout:
+        deadline_at = options.clock.now() + options.timeout
+    return BarrierState(
+        opening.run_id,
+        0,
+        RunStatus.RUNNING,
+        {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]},
+        tuple([{} for _ in workflow.router.fan_ins]) if workflow.router.fan_ins else (),
+        initial_state(specs, start.state) if specs or start.state else {},
+        {},
+        (),
+        WaitBook(),
+        deadline_at,
+    )
+
+
+def _announce_start(loop: RunLoop) -> None:
+    env = loop.env
+    if env.listening:
+        superstep = loop.point.superstep
+        env.publish(run_started(env.run_id, superstep))
+        env.publish(status_changed(env.run_id, superstep, RunStatus.RUNNING))
