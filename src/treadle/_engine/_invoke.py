@@ -1,23 +1,20 @@
-"""One invocation: a handler on one message, with its attempts, events and timeout.
+"""One invocation: a handler on one message, with its attempts, events and retries.
 
 Each attempt gets a fresh context, so nothing a failed attempt sent or
 wrote can commit; the events it raised are kept for the batch. What the
 invocation hands to the barrier is one :class:`InvocationOutcome`, kept on
 the invocation.
 
-:func:`invoke` is the coroutine that runs it, to await. :func:`start_invocation`
-runs it inline instead, up to its first wait (see ``_engine/_eager.py``),
-calling a handler that is simply awaited right there. Plain ``def`` handlers
-run in a worker thread; one that overruns its timeout is abandoned (see
-``_engine/_threads.py``); one chosen for an executor pool runs there, each
-attempt packed and unpacked by ``_engine/_remote.py``.
+:func:`invoke` is the one coroutine that runs an invocation's attempts,
+going on from an :class:`Attempt`; each calls its handler the one way
+there is (``_engine/_handler_call.py``). Whether an invocation starts
+inline or in a task is the runner's policy (``_engine/_runner.py``); on
+Python 3.11, which has no eager tasks, :func:`start_invocation` starts it
+inline by hand, up to its first wait (see ``_engine/_eager.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +30,10 @@ from treadle._engine._events import (
     executor_invoked,
 )
 from treadle._engine._failure import routed_failure
+from treadle._engine._handler_call import call_handler
 from treadle._engine._later import ContinueLater
-from treadle._engine._remote import call_on_pool, retries_remote
-from treadle._engine._threads import in_daemon_thread
+from treadle._engine._remote import retries_remote
 from treadle._engine._waits import Suspend
-from treadle._exceptions import HandlerTimeoutError, RoutingError
 from treadle._graph._policies import NO_RETRY
 
 if TYPE_CHECKING:
@@ -46,24 +42,23 @@ if TYPE_CHECKING:
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._invocation import Invocation, InvocationOutcome
     from treadle._engine._waits import Wait
-    from treadle._graph._executor import HandlerSpec
     from treadle._graph._policies import RetryPolicy
 
 
 @dataclass(slots=True)
-class _PickUp:
-    """Where :func:`invoke` picks up an invocation :func:`start_invocation` began.
+class Attempt:
+    """The attempt :func:`invoke` goes on with (one :func:`start_invocation` began inline).
 
     Attributes:
+        number: Which attempt it is (the first is 1).
         events: The events kept so far (every attempt's).
-        attempt: The attempt to go on with.
-        running: That attempt's context and the rest of its handler, under
-            way; ``None`` to start the attempt afresh.
+        running: Its context and the rest of its handler call, under way;
+            ``None`` to start it afresh.
         delay: The backoff to sleep first, after a failed attempt.
     """
 
+    number: int
     events: list[WorkflowEvent]
-    attempt: int
     running: tuple[WorkflowContext[object], Awaitable[Any]] | None = None
     delay: float | None = None
 
@@ -83,7 +78,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     run = invocation.env
     spec = invocation.spec
     if not (run.inline_calls and invocation.timeout is None and spec is not None and spec.is_async):
-        return start(invoke(invocation))
+        return start(invoke(invocation))  # the whole of it, started inline
     # As invoke's first attempt does (inline_calls: events, if any, go to the batch),
     # keeping them in a tuple while the handler raises none of its own.
     listening = run.listening
@@ -97,7 +92,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         if listening
         else (),
     )
-    handler = invocation.executor.invoke(spec, invocation.envelope.payload, ctx)
+    handler = call_handler(invocation, ctx, 1)  # inline_calls: the handler's own coroutine
     try:
         yielded = handler.send(None)
     except (StopIteration, ContinueLater):  # it returned, or ended itself to go on later
@@ -118,35 +113,28 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         delay = _failed(invocation, ctx, ctx.kept_events(), error, 1)
         if delay is None:  # its error route took it: the outcome is set
             return None
-        return start(invoke(invocation, _PickUp(ctx.kept_events(), 2, delay=delay)))
+        return start(invoke(invocation, Attempt(2, ctx.kept_events(), delay=delay)))
     rest = Resumed(handler, yielded)  # stepped in the context invoke itself is stepped in
-    return start(invoke(invocation, _PickUp(ctx.kept_events(), 1, (ctx, rest))))
+    return start(invoke(invocation, Attempt(1, ctx.kept_events(), (ctx, rest))))
 
 
-async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None:
-    """Every attempt of ``invocation`` (from where ``pick_up`` says); its ``outcome`` is set.
+async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) -> None:
+    """Every attempt of ``invocation`` (from ``attempt_from``); its ``outcome`` is set.
 
     Raises:
         ExecutorFailedError: the last attempt failed, and the executor has no error route.
     """
     run = invocation.env
-    spec = invocation.spec
-    # The common case, awaited directly: each coroutine layer costs.
-    direct = (
-        spec
-        if run.plain_calls and invocation.timeout is None and spec is not None and spec.is_async
-        else None
-    )
     listening = run.listening
     batching = run.batching  # events kept for the barrier's batch, else emitted live
     # Every attempt's events: a tuple until a list must keep more (see WorkflowContext).
     events: list[WorkflowEvent] | tuple[WorkflowEvent, ...]
-    if pick_up is None:
+    if attempt_from is None:
         events, attempt, running = (), 1, None
     else:
-        events, attempt, running = pick_up.events, pick_up.attempt, pick_up.running
-        if pick_up.delay is not None:
-            await sleep_for(run.clock, pick_up.delay)
+        events, attempt, running = attempt_from.events, attempt_from.number, attempt_from.running
+        if attempt_from.delay is not None:
+            await sleep_for(run.clock, attempt_from.delay)
     while attempt:  # 0 once an error route has taken the failure (the outcome is set)
         if running is not None:
             ctx, call = running
@@ -173,11 +161,7 @@ async def invoke(invocation: Invocation, pick_up: _PickUp | None = None) -> None
             ctx = WorkflowContext(invocation, events)
             if invoked is not None and not batching:
                 ctx.emit(invoked)
-            call = (
-                _call(invocation, ctx, attempt)
-                if direct is None
-                else invocation.executor.invoke(direct, invocation.envelope.payload, ctx)
-            )
+            call = call_handler(invocation, ctx, attempt)
         try:
             await call
         except Suspend as suspend:
@@ -293,106 +277,3 @@ def _retry_policy(invocation: Invocation) -> RetryPolicy:
     spec, executor = invocation.spec, invocation.executor
     retry = (spec.retry if spec else None) or executor.retry or invocation.env.options.retry
     return retry or NO_RETRY
-
-
-# -- the layers around a handler ----------------------------------------------------------
-async def _call(invocation: Invocation, ctx: WorkflowContext[object], attempt: int) -> None:
-    """The handler in the attempt's span (if the run is traced)."""
-    spec = invocation.spec
-    if spec is None:
-        payload = invocation.envelope.payload
-        msg = f"executor {ctx.executor_id!r} has no handler for {type(payload).__qualname__}"
-        raise RoutingError(msg)
-    trace = invocation.env.trace
-    if trace is None:
-        await _call_limited(invocation, spec, ctx)
-        return
-    with trace.invocation(ctx.superstep, ctx.executor_id, ctx.position, attempt) as span:
-        try:
-            await _call_limited(invocation, spec, ctx)
-        except Suspend:
-            span.set_outcome("suspended")
-            raise
-        except ContinueLater:
-            span.set_outcome("completed")
-            raise
-        except asyncio.CancelledError:
-            span.set_outcome("cancelled")
-            raise
-        except Exception as error:
-            span.set_outcome("failed", error)
-            raise
-        span.set_outcome("completed")
-
-
-async def _call_limited(
-    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
-) -> None:
-    """The handler under the run's concurrency limit."""
-    limiter = invocation.env.limiter
-    if limiter is None:
-        await _call_timed(invocation, spec, ctx)
-        return
-    async with limiter:
-        await _call_timed(invocation, spec, ctx)
-
-
-async def _call_timed(
-    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
-) -> None:
-    """The handler under its own timeout, measured on the run's clock.
-
-    Raises:
-        HandlerTimeoutError: the timeout passed first; the handler was
-            cancelled (or, in a thread, abandoned).
-    """
-    timeout = invocation.timeout
-    if timeout is None:
-        await _call_handler(invocation, spec, ctx)
-        return
-    clock = invocation.env.clock
-    work = asyncio.ensure_future(_call_handler(invocation, spec, ctx))
-    timer = asyncio.ensure_future(clock.sleep_until(clock.now() + timeout))
-    try:
-        await asyncio.wait((work, timer), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        work.cancel()
-        raise
-    finally:
-        timer.cancel()
-    if work.done():
-        work.result()  # re-raise what the handler raised
-        return
-    # Too late: cancel it. Whatever it does from now on lands in this
-    # attempt's context, which is discarded and never commits.
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await work
-    raise HandlerTimeoutError(ctx.executor_id, timeout)
-
-
-async def _call_handler(
-    invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]
-) -> None:
-    """The handler itself: awaited, called on the loop, run in a worker thread or on a pool."""
-    executor = invocation.executor
-    payload = invocation.envelope.payload
-    if spec.is_async:
-        await executor.invoke(spec, payload, ctx)
-        return
-    if spec.pool is not None:  # cancelled (timed out), it gives the job up: nothing lands
-        await call_on_pool(invocation, spec, ctx, spec.pool)
-        return
-    if executor.sync_handlers == "loop":
-        executor.invoke(spec, payload, ctx)
-        return
-    handler = functools.partial(executor.invoke, spec, payload, ctx)
-    ctx.hand_to_thread()
-    try:
-        if invocation.timeout is None:
-            await asyncio.to_thread(handler)
-        else:  # it may be abandoned: on a thread nobody joins (see _engine/_threads.py)
-            await in_daemon_thread(handler)
-    except asyncio.CancelledError:
-        ctx.abandon()  # timed out or cancelled: the thread runs on, unheard
-        raise

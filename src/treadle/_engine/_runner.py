@@ -10,21 +10,27 @@ Failure is structured: the first handler to raise cancels its siblings
 (``asyncio.TaskGroup``), and of the failures collected the one of lowest
 (rank, position) is reported, so the error does not depend on timing.
 
-A task costs more than most handlers, so none is made that is not needed.
-A superstep of one invocation is that invocation's coroutine alone; one with a
-single executor, or in a deterministic run, awaits its invocations inline,
-one after the other. Otherwise each executor is started
-inline too, in a context of its own (see ``_engine/_eager.py``); only when
-one suspends do the executors after it move on to a new task, while the
-task that started it runs it to the end. A superstep whose handlers never
-wait thus creates no task at all, and one whose handlers all wait creates
-one per executor, as a task each would.
+A task costs more than most handlers, so none is made that is not needed:
+that is the one policy choosing inline or task. A superstep of one
+invocation is that invocation's coroutine alone; one with a single
+executor, or in a deterministic run, awaits its invocations inline, one
+after the other. Otherwise each executor's share starts eagerly, in a
+context of its own: it runs right here up to its first wait, and only a
+share that waits goes on as a task. On Python 3.12 and later that is the
+standard library's eager task (``asyncio.Task(..., eager_start=True)``),
+joined by the superstep's task group. Python 3.11 has none, so there the
+shares are started by hand (see ``_engine/_eager.py``): the one that
+suspends is run to the end by the task that started it, and the shares
+after it move on to a new task. Either way a superstep whose handlers
+never wait creates no task of the runner's, and one whose handlers all
+wait creates about one per executor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 from typing import TYPE_CHECKING, TypeAlias
 
 from treadle._engine._eager import start
@@ -66,8 +72,7 @@ async def _run_shares(env: RunEnv, shares: Sequence[Share]) -> None:
         return
     failure: ExecutorFailedError | None = None
     try:
-        async with asyncio.TaskGroup() as group:
-            await _start_from(shares, 0, group)
+        await _run_eagerly(shares)
     except BaseExceptionGroup as errors:
         failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
         if not failures or len(failures) != len(_leaves(errors)):
@@ -97,6 +102,51 @@ def _shares(plan: PlannedSuperstep) -> Sequence[Share]:
 def _run_share(share: Share) -> Coroutine[Any, Any, None]:
     """The coroutine that runs one executor's share."""
     return invoke(share) if isinstance(share, Invocation) else _drain(share)
+
+
+if sys.version_info >= (3, 12):
+
+    async def _run_eagerly(shares: Sequence[Share]) -> None:
+        """Each share an eager task; the first failure cancels the rest, as a task group would.
+
+        A share that fails before waiting stops the start: the shares after
+        it never start, and those that wait are cancelled. What failed is
+        raised as a group, as ``asyncio.TaskGroup`` raises it.
+        """
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            failed = False
+            for share in shares:
+                task = asyncio.Task(_run_share(share), loop=loop, eager_start=True)
+                tasks.append(task)
+                if task.done() and task.exception() is not None:
+                    failed = True  # before it waited: the rest never start
+                    break
+            waiting = [task for task in tasks if not task.done()]
+            if failed and waiting:
+                # The others are cancelled a turn later, as a task group's abort comes in
+                # a callback: one woken meanwhile may fail too (the lower rank is reported).
+                await asyncio.sleep(0)
+            elif waiting:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            unfinished = [task for task in tasks if not task.done()]
+            for task in unfinished:
+                task.cancel()
+            if unfinished:
+                await asyncio.wait(unfinished)
+        errors = [t.exception() for t in tasks if not t.cancelled() and t.exception() is not None]
+        if errors:
+            msg = "unhandled errors in a superstep"
+            raise BaseExceptionGroup(msg, [e for e in errors if e is not None])
+
+else:
+
+    async def _run_eagerly(shares: Sequence[Share]) -> None:
+        """Start the shares by hand, as eager tasks would (Python 3.11), in one task group."""
+        async with asyncio.TaskGroup() as group:
+            await _start_from(shares, 0, group)
 
 
 async def _start_from(shares: Sequence[Share], first: int, group: asyncio.TaskGroup) -> None:
