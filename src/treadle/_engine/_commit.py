@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from treadle._engine._barrier import BarrierState
+from treadle._engine._counts import Counts
 from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
 from treadle._engine._later import commit_later_work
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 Spawn = tuple["SpawnRecord", "Callable[..., Awaitable[Any]]", tuple[Any, ...]]
 """Background work a committed invocation started: its record, function and arguments."""
+
+
+_new = tuple.__new__
 
 
 class Committed(NamedTuple):
@@ -110,28 +114,37 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
         if waits.saved:  # the saved steps of invocations that are over go with them
             _drop_saved_steps(waits, invocations)
     handled = point.pending  # the inboxes this superstep handled
-    iterations = dict(point.iterations)
-    for executor_id in plan.order:
-        iterations[executor_id] = iterations.get(executor_id, 0) + len(handled[executor_id])
+    counted = point.iterations
+    if type(counted) is not Counts:
+        counted = Counts(dict(counted))
+    iterations = Counts(None, counted, [(eid, len(handled[eid])) for eid in plan.order])
     outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
-    return Committed(
-        BarrierState(
-            point.run_id,
-            superstep,
-            point.status,
-            inboxes,
-            buffers,
-            state,
-            iterations,
-            outputs,
-            waits,
-            point.deadline_at,
-            point.spawned,
-            decided,
+    # Both named tuples built as tuples: their generated __new__ costs a barrier twice as much.
+    return _new(
+        Committed,
+        (
+            _new(
+                BarrierState,
+                (
+                    point.run_id,
+                    superstep,
+                    point.status,
+                    inboxes,
+                    buffers,
+                    state,
+                    iterations,
+                    outputs,
+                    waits,
+                    point.deadline_at,
+                    point.spawned,
+                    decided,
+                    None,
+                ),
+            ),
+            events,
+            spawns,
+            written,
         ),
-        events,
-        spawns,
-        written,
     )
 
 
@@ -145,22 +158,19 @@ def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:
 
 def _outputs_and_events(
     env: RunEnv, superstep: int, outputs: tuple[Any, ...], invocations: list[Invocation]
-) -> tuple[tuple[Any, ...], Sequence[WorkflowEvent]]:
+) -> tuple[tuple[Any, ...], list[WorkflowEvent]]:
     """The outputs after this superstep, and its events if someone listens.
 
     Both in stamp order: each invocation's events, then its outputs.
     """
     listening = env.listening
     events: list[WorkflowEvent] = []
-    added: list[Any] | None = None
     for invocation in invocations:
         outcome = invocation.outcome
         if listening:
             events.extend(outcome.events)
         if outcome.outputs:  # a suspended invocation has none
-            if added is None:
-                added = []
-            added.extend(outcome.outputs)
+            outputs = (*outputs, *outcome.outputs)
             if listening:
                 executor_id = invocation.executor.id
                 events.extend(
@@ -169,7 +179,7 @@ def _outputs_and_events(
                 )
     if listening:
         events.append(superstep_completed(env.run_id, superstep))
-    return (outputs if added is None else (*outputs, *added)), events
+    return outputs, events
 
 
 def _commit_durable_work(

@@ -104,15 +104,15 @@ def time_out(waits: WaitBook, suspension: Suspension) -> tuple[str, Envelope]:
     )
 
 
-def refuse_unanswerable(env: RunEnv, point: BarrierState, working: bool) -> None:
+def refuse_unanswerable(env: RunEnv, point: BarrierState, working: object) -> None:
     """Fail a run with no store that would rest on what only a store lets anyone answer.
 
     Called after every barrier, with ``point`` the new committed point; it
     looks further only when the run has nothing left to handle and nowhere
     to rest (no store: it sleeps through timers). A run that asked for a
     resting result (``rest_without_store``) rests instead; one with
-    background work under way (``working``) is not resting yet: checked
-    again once that reports.
+    background work under way (``working``, true then) is not resting
+    yet: checked again once that reports.
 
     Raises:
         UnanswerableWaitError: it waits for an answer, an approval or input.

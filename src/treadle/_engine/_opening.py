@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from treadle._engine._arrivals import SpawnDone
 from treadle._engine._barrier import BarrierState
+from treadle._engine._counts import Counts, counts_of
 from treadle._engine._delivery import Envelope
 from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import RunLoop
@@ -128,7 +129,7 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
             {target: list(inbox) for target, inbox in point.pending.items()},
             point.fan_in_buffers,
             point.state,
-            dict(point.iterations),
+            counts_of(point.iterations),
             tuple(point.outputs),
             point.waits.copy(),
             point.deadline_at,
@@ -173,7 +174,7 @@ def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
         {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]},
         tuple([{} for _ in workflow.router.fan_ins]) if workflow.router.fan_ins else (),
         initial_state(specs, start.state) if specs or start.state else {},
-        {},
+        Counts(),
         (),
         WaitBook(),
         deadline_at,

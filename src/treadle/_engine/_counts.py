@@ -1,0 +1,70 @@
+"""How many messages each executor has handled: an immutable mapping, O(1) to add a superstep to.
+
+Each committed point holds one (``BarrierState.iterations``), and each
+barrier makes the next. Copying a table of every executor at every
+barrier would cost a long chain a copy per superstep; a :class:`Counts`
+instead holds the superstep it adds and the counts before it, and works
+the whole table out only when someone reads it (a checkpoint, a limit, a
+result), once: reading keeps the table and lets go of the counts before.
+One is never changed as others see it: working the table out changes
+only how it is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+
+class Counts(Mapping[str, int]):
+    """Executor id → messages handled; never changed once made (see :meth:`added`)."""
+
+    __slots__ = ("before", "known", "step")
+
+    def __init__(
+        self,
+        table: dict[str, int] | None = None,
+        before: Counts | None = None,
+        this: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        self.known = table  # the whole table, once worked out
+        self.before = before  # until then: the counts before ...
+        self.step = this  # ... and (executor id, messages) of the superstep added
+
+    def added(self, handled: Sequence[tuple[str, int]]) -> Counts:
+        """These counts with each (executor id, messages) of one superstep added."""
+        return Counts(None, self, handled)
+
+    def _whole(self) -> dict[str, int]:
+        table = self.known
+        if table is not None:
+            return table
+        # Walk back (without recursion) to the newest counts worked out already.
+        steps: list[Sequence[tuple[str, int]]] = []
+        node: Counts | None = self
+        while node is not None and node.known is None:
+            steps.append(node.step)
+            node = node.before
+        table = dict(node.known) if node is not None and node.known is not None else {}
+        for handled in reversed(steps):
+            for executor_id, messages in handled:
+                table[executor_id] = table.get(executor_id, 0) + messages
+        # Kept; what it was worked out from goes (unless someone else holds it).
+        self.known, self.before, self.step = table, None, ()
+        return table
+
+    def __getitem__(self, executor_id: str) -> int:
+        return self._whole()[executor_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def __repr__(self) -> str:
+        return f"Counts({self._whole()!r})"
+
+
+def counts_of(iterations: Mapping[str, int]) -> Counts:
+    """``iterations`` as :class:`Counts` (itself, if it is one already)."""
+    return iterations if isinstance(iterations, Counts) else Counts(dict(iterations))
