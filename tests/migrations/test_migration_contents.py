@@ -132,7 +132,7 @@ async def parked(text: str = "d1", run_id: str = "r1"):
 
 async def written_as_new_run(store, workflow, migrated, run_id: str) -> None:
     """The migrated checkpoint as the first checkpoint of a new run (as ``fork_run`` does)."""
-    barrier = dataclasses.replace(migrated.barrier, run_id=run_id)
+    barrier = migrated.barrier._replace(run_id=run_id)
     checkpointer = Checkpointer(store, workflow.codec, workflow.fingerprint)
     graph = encode_description(workflow.description)
     await checkpointer.create(workflow.name, graph, barrier, migrated.snapshots)
