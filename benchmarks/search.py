@@ -127,10 +127,12 @@ def report(results: dict[str, object], count: int, repeat: int) -> str:
     lines = [
         "# Search: filters over runs with search fields",
         "",
-        f"{count:,} runs, `python benchmarks/search.py --runs {count} --repeat {repeat}`"
-        f" on {results['machine']}. Each figure is through the store's own `search_runs`"
-        " (first 50, newest first) and `count_runs`; median of the timed calls (max in"
-        " brackets), milliseconds.",
+        (
+            f"{count:,} runs, `python benchmarks/search.py --runs {count} --repeat {repeat}`"
+            f" on {results['machine']}. Each figure is through the store's own `search_runs`"
+            " (first 50, newest first) and `count_runs`; median of the timed calls (max in"
+            " brackets), milliseconds."
+        ),
         "",
         "| filter | backend | matched | list median (max) | count median |",
         "|---|---|---:|---:|---:|",
@@ -157,7 +159,10 @@ async def main() -> None:
     results: dict[str, object] = {
         "runs": options.runs,
         "repeat": options.repeat,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}"
+        ),
         "sqlite": await on_sqlite(data, options.repeat),
     }
     if not options.no_postgres:
