@@ -160,8 +160,7 @@ async def main() -> None:
         "runs": options.runs,
         "repeat": options.repeat,
         "machine": (
-            f"{platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         ),
         "sqlite": await on_sqlite(data, options.repeat),
     }
