@@ -74,7 +74,7 @@ async def test_workers_pause_a_run_at_a_barrier_serve_others_meanwhile_and_finis
             name=f"worker-{n}",
             lease=2.0,
             poll=0.05,
-            app="durable.pause_app",
+            app="workflow.pause_app",
         )
         for n in range(2)
     ]
