@@ -69,6 +69,9 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
     """
     superstep = plan.number
     invocations = plan.invocations
+    # Its fields at once: on Python 3.11 each named field read is a slow attribute lookup.
+    (run_id, _, status, handled, fan_in_buffers, state, counted, outputs, waits, deadline_at,
+     spawned, outcome_before, _) = point  # fmt: skip
     # One pass sorts out what each invocation hands to the barrier.
     suspended: list[Suspension] | None = None  # made if needed: they seldom are
     writes: list[tuple[str, Sequence[Op]]] | None = None
@@ -93,32 +96,30 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
                     set_by = []
                 set_by.append((invocation.executor.id, outcome.later.outcome))
         sent.append((invocation.executor.id, invocation.rank, invocation.position, outcome.sent))
-    state = point.state
     written: Sequence[str] = ()
     if writes:
         state = commit_state(state, writes, env.state_specs, superstep)
         if env.checkpointer is not None:  # what the next checkpoint must store again
             written = [op[1] for _, ops in writes for op in ops]
-    inboxes, buffers = build_inboxes(
-        superstep, sent, env.fan_in_edges, point.fan_in_buffers, env.ranks
-    )
-    decided = decided_outcome(set_by, superstep) if set_by else point.outcome
-    waits = point.waits
-    spawns: list[Spawn] = []
+    inboxes, buffers = build_inboxes(superstep, sent, env.fan_in_edges, fan_in_buffers, env.ranks)
+    decided = decided_outcome(set_by, superstep) if set_by else outcome_before
+    spawns: Sequence[Spawn] = ()
     if suspended or later or waits.saved:  # the waits change: a copy of them does
         waits = waits.copy()
         if suspended:
             waits.suspended.extend(suspended)
         if later:
-            _commit_durable_work(env, waits, inboxes, spawns, invocations)
+            spawns = _commit_durable_work(env, waits, inboxes, invocations)
         if waits.saved:  # the saved steps of invocations that are over go with them
             _drop_saved_steps(waits, invocations)
-    handled = point.pending  # the inboxes this superstep handled
-    counted = point.iterations
     if type(counted) is not Counts:
         counted = Counts(dict(counted))
-    iterations = Counts(None, counted, [(eid, len(handled[eid])) for eid in plan.order])
-    outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
+    order = plan.order
+    # One message each (the usual case): the order says it all.
+    iterations = counted.added(
+        order if len(order) == len(invocations) else [(eid, len(handled[eid])) for eid in order]
+    )
+    outputs, events = _outputs_and_events(env, superstep, outputs, invocations)
     # Both named tuples built as tuples: their generated __new__ costs a barrier twice as much.
     return _new(
         Committed,
@@ -126,17 +127,17 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
             _new(
                 BarrierState,
                 (
-                    point.run_id,
+                    run_id,
                     superstep,
-                    point.status,
+                    status,
                     inboxes,
                     buffers,
                     state,
                     iterations,
                     outputs,
                     waits,
-                    point.deadline_at,
-                    point.spawned,
+                    deadline_at,
+                    spawned,
                     decided,
                     None,
                 ),
@@ -158,12 +159,26 @@ def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:
 
 def _outputs_and_events(
     env: RunEnv, superstep: int, outputs: tuple[Any, ...], invocations: list[Invocation]
-) -> tuple[tuple[Any, ...], list[WorkflowEvent]]:
+) -> tuple[tuple[Any, ...], Sequence[WorkflowEvent]]:
     """The outputs after this superstep, and its events if someone listens.
 
     Both in stamp order: each invocation's events, then its outputs.
     """
     listening = env.listening
+    if len(invocations) == 1:  # the common case, as one tuple
+        invocation = invocations[0]
+        outcome = invocation.outcome
+        added = outcome.outputs
+        if not listening:
+            return ((*outputs, *added) if added else outputs), ()
+        if not added:
+            return outputs, (*outcome.events, superstep_completed(env.run_id, superstep))
+        executor_id = invocation.executor.id
+        return (*outputs, *added), (
+            *outcome.events,
+            *(output_produced(env.run_id, superstep, executor_id, value) for value in added),
+            superstep_completed(env.run_id, superstep),
+        )
     events: list[WorkflowEvent] = []
     for invocation in invocations:
         outcome = invocation.outcome
@@ -186,10 +201,10 @@ def _commit_durable_work(
     env: RunEnv,
     waits: WaitBook,
     inboxes: dict[str, list[Envelope]],
-    spawns: list[Spawn],
     invocations: list[Invocation],
-) -> None:
-    """Scheduled messages and their cancellations, spawns, approvals, continuations."""
+) -> list[Spawn]:
+    """Scheduled messages and their cancellations, approvals, continuations; the spawns."""
+    spawns: list[Spawn] = []
     for invocation in invocations:
         outcome = invocation.outcome
         later = outcome.later
@@ -204,3 +219,4 @@ def _commit_durable_work(
         if later.cancelled or later.continuing:
             seq = len(outcome.sent) + len(later.scheduled) + len(later.approvals)
             commit_later_work(waits, inboxes, invocation, later, seq)
+    return spawns

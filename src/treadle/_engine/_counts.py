@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+_blank = object.__new__
+
 
 class Counts(Mapping[str, int]):
     """Executor id → messages handled; never changed once made (see :meth:`added`)."""
@@ -24,30 +26,44 @@ class Counts(Mapping[str, int]):
         self,
         table: dict[str, int] | None = None,
         before: Counts | None = None,
-        this: Sequence[tuple[str, int]] = (),
+        this: Sequence[tuple[str, int] | str] = (),
     ) -> None:
         self.known = table  # the whole table, once worked out
         self.before = before  # until then: the counts before ...
-        self.step = this  # ... and (executor id, messages) of the superstep added
+        # ... and the superstep added: (executor id, messages) each, or just the
+        # executor id for one message (a barrier's usual case, then its order as is).
+        self.step = this
 
-    def added(self, handled: Sequence[tuple[str, int]]) -> Counts:
-        """These counts with each (executor id, messages) of one superstep added."""
-        return Counts(None, self, handled)
+    def added(self, handled: Sequence[tuple[str, int] | str]) -> Counts:
+        """These counts with each (executor id, messages) of one superstep added.
+
+        Made without ``Counts(...)``: calling a class with a Python
+        ``__init__`` costs a barrier several times what these three slots do.
+        """
+        counts: Counts = _blank(Counts)
+        counts.known = None
+        counts.before = self
+        counts.step = handled
+        return counts
 
     def _whole(self) -> dict[str, int]:
         table = self.known
         if table is not None:
             return table
         # Walk back (without recursion) to the newest counts worked out already.
-        steps: list[Sequence[tuple[str, int]]] = []
+        steps: list[Sequence[tuple[str, int] | str]] = []
         node: Counts | None = self
         while node is not None and node.known is None:
             steps.append(node.step)
             node = node.before
         table = dict(node.known) if node is not None and node.known is not None else {}
         for handled in reversed(steps):
-            for executor_id, messages in handled:
-                table[executor_id] = table.get(executor_id, 0) + messages
+            for added in handled:
+                if isinstance(added, str):
+                    table[added] = table.get(added, 0) + 1
+                else:
+                    executor_id, messages = added
+                    table[executor_id] = table.get(executor_id, 0) + messages
         # Kept; what it was worked out from goes (unless someone else holds it).
         self.known, self.before, self.step = table, None, ()
         return table

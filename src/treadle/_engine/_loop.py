@@ -33,6 +33,7 @@ from treadle._engine._events import (
     superstep_started,
 )
 from treadle._engine._invocation import plan_superstep
+from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
 from treadle._engine._runner import run_superstep
 from treadle._engine._spawn import SpawnedWork
@@ -155,11 +156,21 @@ class RunLoop:
             plan = plan_superstep(env, point, superstep)
             if env.listening:
                 env.publish(superstep_started(env.run_id, superstep, plan.order))
-            await run_superstep(env, plan)
+            invocations = plan.invocations
+            # One invocation (the common case) is its own coroutine, with no runner around it.
+            await (invoke(invocations[0]) if len(invocations) == 1 else run_superstep(env, plan))
             if env.backpressure is not None:
                 await env.backpressure()
-            point = self._take(*commit_superstep(env, point, plan))
-            refuse_unanswerable(env, point, self.spawned)  # with no store, it rests forever
+            # Take the point the barrier committed, then publish what it produced.
+            point, events, spawns, written = commit_superstep(env, point, plan)
+            self.point = point
+            if spawns or written:
+                self._hold(spawns, written)
+            publish = env.publish
+            for event in events:  # none when nobody listens
+                publish(event)
+            if not point.pending:  # with no store, it would rest forever
+                refuse_unanswerable(env, point, self.spawned)
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -177,29 +188,16 @@ class RunLoop:
             env.trace.end_superstep()
         return status is _RUNNING
 
-    def _take(
-        self,
-        point: BarrierState,
-        events: Sequence[WorkflowEvent],
-        spawns: Sequence[Spawn],
-        written: Sequence[str],
-    ) -> BarrierState:
-        """Take the point a barrier committed, then publish what it produced.
+    def _hold(self, spawns: Sequence[Spawn], written: Sequence[str]) -> None:
+        """Keep what a barrier left besides its point and events.
 
-        Its background work is queued, to start once the point is durable.
+        Its background work is queued, to start once the point is durable;
+        the keys it wrote, for the next checkpoint to store again.
         """
-        self.point = point
         if written:
             self.written.update(written)
-        if spawns:
-            for record, fn, args in spawns:
-                self.spawned.queue(record, fn, args)
-        env = self.env
-        if env.listening:
-            publish = env.publish
-            for event in events:
-                publish(event)
-        return point
+        for record, fn, args in spawns:
+            self.spawned.queue(record, fn, args)
 
     def admit(self, arrivals: Iterable[Arrival]) -> None:
         """Apply what arrived from outside the supersteps (see ``_engine/_arrivals.py``).
