@@ -1,11 +1,12 @@
 """Webhooks reach a real receiver through failures, an outage and a SIGKILL (issue 29, must show 4).
 
 The receiver is a real HTTP server on 127.0.0.1, written here: it answers
-500 to its first three deliveries and is down (nothing listening) for the
-first 10 s. Runs commit their events (a request, a failure, a completion)
-into a SQLite file while it is down; a ``treadle serve`` (sending the
-outbox as every server does) is SIGKILLed after those commits and before
-any delivery, and a ``treadle worker`` delivers them.
+500 to its first three deliveries and is down (nothing listening) until
+both senders were refused. Runs commit their events (a request, a
+failure, a completion) into a SQLite file while it is down; a ``treadle
+serve`` (sending the outbox as every server does) is SIGKILLed after it
+tried them and before any delivery, and a ``treadle worker`` delivers
+them. The ``treadle webhooks`` commands run in the test's process.
 Every message arrives, its signature verified by the ``standardwebhooks``
 reference library; a duplicate only ever repeats an id; each run's
 messages arrive in commit order. An endpoint that never answers 2xx
@@ -26,11 +27,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from treadle_cli import TREADLE
+from treadle_cli import TREADLE, Cli
 
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle.stores import PostgresStore, SqliteStore
@@ -71,9 +71,9 @@ async def place(request, tmp_path):
 
 
 def treadle(*args: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(
-        [TREADLE, *args], capture_output=True, text=True, timeout=60, check=False, env=env
-    )
+    """A ``treadle`` command run in this process (the senders are the processes under test)."""
+    schema = (env or {}).get("TREADLE_SCHEMA")
+    done = Cli(Path.cwd(), **({"TREADLE_SCHEMA": schema} if schema else {}))(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -123,16 +123,21 @@ async def _pending(path: Path) -> list:
         await store.close()
 
 
+def _attempts(path: Path) -> int:
+    """The delivery attempts the outbox's pending messages have had, all told."""
+    return sum(m.attempts for m in asyncio.run(_pending(path)))
+
+
 def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
     path = tmp_path / "hooks.sqlite"
     store = str(path)
     receiver = Receiver(failures=3)
     asyncio.run(SqliteStore(path).close())  # the file, so webhooks add finds it
     secret = add_endpoint(store, receiver.port, "--backoff", "0.2")
-    down_since = time.monotonic()
     asyncio.run(_commit_runs(path))  # committed while the receiver is down
     first = serve(store)
-    time.sleep(2.0)  # it starts, tries (connection refused) and retries, leasing messages
+    # It starts, tries (connection refused) and retries, leasing messages.
+    until(lambda: _attempts(path) > 0, 60)
     first.send_signal(signal.SIGKILL)  # the server, between the commits and any delivery
     first.communicate(timeout=30)
     assert receiver.deliveries == []
@@ -141,7 +146,8 @@ def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
     assert any(m.attempts > 0 for m in tried), "the server tried to send them before it died"
     second = worker(store)
     try:
-        time.sleep(max(0.0, 10.0 - (time.monotonic() - down_since)))  # down for 10 s
+        # Down until the worker, too, was refused: it takes over what the server left.
+        until(lambda: _attempts(path) > sum(m.attempts for m in tried), 60)
         receiver.start()
         until(lambda: len({h["webhook-id"] for h, _ in receiver.taken}) >= 4, 60)
     finally:
@@ -165,6 +171,14 @@ def test_every_event_arrives_signed_once_per_id_in_order_per_run(tmp_path):
         assert seqs == sorted(seqs)
 
 
+async def _dead_count(place: Place) -> int:
+    store = place.open()
+    try:
+        return len(await store.outbox().messages("dead"))
+    finally:
+        await store.close()
+
+
 def test_a_dead_letter_is_listed_and_resent_from_the_cli(place):
     store, env = place.store, place.env
     asyncio.run(place.open().close())  # the file or schema, so webhooks add finds it
@@ -178,7 +192,7 @@ def test_a_dead_letter_is_listed_and_resent_from_the_cli(place):
         return json.loads(treadle("webhooks", "dead", "--store", store, "--json", env=env))["dead"]
 
     try:
-        until(lambda: len(dead_letters()) >= 4, 30)
+        until(lambda: asyncio.run(_dead_count(place)) >= 4, 30)
         dead = dead_letters()
         assert sorted(d["type"] for d in dead) == ["request.created"] * 3 + ["run.failed"]
         assert [d["attempts"] for d in dead] == [2] * 4
