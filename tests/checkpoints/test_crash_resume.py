@@ -1,13 +1,14 @@
 """Crash and resume: SIGKILL a real process mid-run, resume in another.
 
 Each of 30 trials starts the 20-superstep workflow of ``crash_workflow.py``
-in a subprocess on a real SQLite file, kills it with SIGKILL at a random
-moment, then resumes the run in the test's own process (another process
-than the one killed, with nothing of it in memory). Every run
-must end exactly as an uninterrupted one, and no superstep committed before
-the kill may have run again (invocations are counted in a side table the
-workflow writes). The run's event log, written with its checkpoints, holds
-each superstep once: what the kill interrupted left no events behind.
+in a process of its own (forked with treadle imported: ``tests/forked.py``)
+on a real SQLite file, kills it with SIGKILL at a random moment, then
+resumes the run in the test's own process (another process than the one
+killed, with nothing of it in memory). Every run must end exactly as an
+uninterrupted one, and no superstep committed before the kill may have run
+again (invocations are counted in a side table the workflow writes). The
+run's event log, written with its checkpoints, holds each superstep once:
+what the kill interrupted left no events behind.
 """
 
 import asyncio
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import forked
 from treadle._checkpoints._checkpointer import BATCHED_IN_FLIGHT
 from treadle.stores import SqliteStore
 
@@ -32,16 +34,13 @@ TRIALS = 30
 LOSS_WINDOW = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}  # supersteps
 
 
-def spawn(
-    mode: str, store: Path, side: Path, run_id: str, durability: str
-) -> subprocess.Popen[str]:
-    script = "import sys, crash_workflow; crash_workflow.script(sys.argv[1:])"
-    return subprocess.Popen(
-        [sys.executable, "-c", script, mode, str(store), str(side), run_id, durability],
+def spawn(mode: str, store: Path, side: Path, run_id: str, durability: str) -> forked.Forked:
+    """The script in a process of its own, forked with treadle imported (a trial a fork)."""
+    return forked.start(
+        "crash_workflow:script",
+        [mode, str(store), str(side), run_id, durability],
+        env={**os.environ, "PYTHONPATH": str(HERE)},
         cwd=HERE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
 
 
