@@ -138,6 +138,11 @@ async def act_through_client(dsn: str, count: int) -> None:
     print(done, flush=True)
 
 
+def act_in_a_process(how: str, where: str, count: int) -> None:
+    """The process's body: ``kill`` (act at random until killed) or ``client``."""
+    acting = act_through_client if how == "client" else act_at_random
+    asyncio.run(acting(where, count))
+
+
 if __name__ == "__main__":
-    acting = act_through_client if sys.argv[1] == "client" else act_at_random
-    asyncio.run(acting(sys.argv[2], int(sys.argv[3])))
+    act_in_a_process(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -7,18 +7,19 @@ import asyncio
 import os
 import random
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+import forked
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle._operations._audit import verify
 from treadle.errors import TreadleError
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
+    from forked import Forked
     from treadle.stores import Store
 
 APP = Path(__file__).parent / "record_app.py"
@@ -26,17 +27,20 @@ KILLS = int(os.environ.get("TREADLE_RECORD_KILLS", "3"))
 SOAK_KILLS = 30
 
 
+def _forked(target: str, *args: object, env: dict[str, str], stdin: bool = False) -> Forked:
+    """``record_app``'s ``target`` in a process of its own, forked with treadle imported."""
+    env = {**env, "PYTHONPATH": str(APP.parent)}
+    return forked.start(f"record_app:{target}", *args, env=env, stdin=stdin)
+
+
 async def _kill_at_random(where: str, env: dict[str, str], rng: random.Random) -> None:
     """Start the acting process, let it act for a random while, SIGKILL it."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(APP), "kill", where, "4", stdout=asyncio.subprocess.PIPE, env=env
-    )
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), timeout=60)
-    assert line.strip() in {b"ready", b""}
-    await asyncio.sleep(rng.uniform(0.05, 0.6))
-    process.send_signal(signal.SIGKILL)
-    await process.wait()
+    with _forked("act_in_a_process", "kill", where, 4, env=env) as process:
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout=60)
+        assert line.strip() in {"ready", ""}
+        await asyncio.sleep(rng.uniform(0.05, 0.6))
+        process.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(process.wait, 30)
 
 
 async def _check_record(store: Store) -> None:
@@ -136,36 +140,27 @@ async def _cli_meanwhile(where: str, env: dict[str, str], stop: asyncio.Event) -
             if not asked:
                 continue
             args = ["respond", run_id, asked[0], "true", "--app", str(APP)]
-        process = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "treadle"),
-            *args,
-            env={**env, "TREADLE_STORE": where},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        # A `treadle` process of its own, forked with the command line imported.
+        command = forked.start(
+            "treadle._cli._app:main", env={**env, "TREADLE_STORE": where}, argv=["treadle", *args]
         )
-        done += await process.wait() in (0, 3)  # 3: it rests, waiting for input
+        with command:
+            await asyncio.to_thread(command.communicate, 60)
+        done += command.returncode in (0, 3)  # 3: it rests, waiting for input
     return done
 
 
 async def _client_meanwhile(where: str, env: dict[str, str], stop: asyncio.Event) -> int:
     """Act on the same runs through the workers' client (door ``client``) until ``stop``."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(APP),
-        "client",
-        where,
-        "4",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    assert (await asyncio.wait_for(process.stdout.readline(), timeout=60)).strip() == b"ready"
-    await stop.wait()
-    process.stdin.close()
-    done = int((await asyncio.wait_for(process.stdout.readline(), timeout=60)).strip())
-    assert await process.wait() == 0
+    with _forked("act_in_a_process", "client", where, 4, env=env, stdin=True) as process:
+        assert process.stdin is not None
+        ready = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout=60)
+        assert ready.strip() == "ready"
+        await stop.wait()
+        process.stdin.close()
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout=60)
+        done = int(line.strip())
+        assert await asyncio.to_thread(process.wait, 60) == 0
     return done
 
 
