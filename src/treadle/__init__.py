@@ -36,6 +36,7 @@ from treadle._values._actors import Actor, Role
 from treadle._workflow._builder import WorkflowBuilder
 from treadle._workflow._runs import RunHistory
 from treadle._workflow._service import Runtime
+from treadle._workflow._start_policy import StartPolicy
 from treadle._workflow._stream import ExecutionMode, WorkflowStream
 from treadle._workflow._sync import SyncEventStream
 from treadle._workflow._workflow import Workflow
@@ -64,6 +65,7 @@ __all__ = [
     "SharedState",
     "SpawnResult",
     "StalledFanIn",
+    "StartPolicy",
     "SyncEventStream",
     "SystemClock",
     "TraceSpan",

@@ -28,6 +28,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     │   └── LinkRefusedError         an answer link is tampered, expired, used or another's
     ├── MigrationError               a migration cannot move a run; lists every reason
     ├── ActionRefusedError           the actor may not do this; names who may [PermissionError]
+    ├── StartRefusedError            a start policy refused: its key or queue is taken
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
     │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
@@ -104,6 +105,7 @@ from treadle._exceptions import (
     RunNotFoundError,
     RunPausedError,
     SerializationError,
+    StartRefusedError,
     SubWorkflowError,
     TreadleError,
     UnknownRequestError,
@@ -151,6 +153,7 @@ __all__ = [
     "RunPausedError",
     "RunTimeoutError",
     "SerializationError",
+    "StartRefusedError",
     "StateConflictError",
     "SubWorkflowError",
     "TreadleError",

@@ -9,7 +9,7 @@ from treadle.testing import FakeClock
 # Spelled out rather than imported, so the test states the rule instead of echoing the code.
 ENDED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STALLED}
 RESTING = {RunStatus.AWAITING_INPUT, RunStatus.WAITING}
-MOVING = {RunStatus.PENDING, RunStatus.RUNNING}
+MOVING = {RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING}
 PAUSED = {RunStatus.PAUSED}
 
 

@@ -41,6 +41,7 @@ EXIT_FOR_STATUS = MappingProxyType(
         RunStatus.PAUSED: 3,
         RunStatus.RUNNING: 0,
         RunStatus.PENDING: 0,
+        RunStatus.QUEUED: 0,
     }
 )
 """The exit code for a run's status: a run's status *is* a command's outcome."""

@@ -21,9 +21,12 @@ class RunStatus(enum.StrEnum):
     ``COMPLETED`` means nothing is pending; ``AWAITING_INPUT`` that requests or
     session input are; ``WAITING`` that only durable timers are; ``STALLED``
     that nothing can move but a fan-in is partly filled. ``PENDING`` is a run
-    started through a client (``treadle.workers.connect``) that no worker has begun.
+    started through a client (``treadle.workers.connect``), or admitted by its
+    start policy, that nobody has begun; ``QUEUED`` one its start policy holds
+    back (its key or its workflow's queue is full, or its debounce window is
+    open) until whoever serves the store admits it (``docs/flow-control.md``).
 
-    The statuses fall in four groups: moving (``PENDING``, ``RUNNING``);
+    The statuses fall in four groups: moving (``QUEUED``, ``PENDING``, ``RUNNING``);
     resting (:attr:`is_resting`: ``AWAITING_INPUT``, ``WAITING``), stopped
     until an answer, a message or a timer moves the run again; ``PAUSED``,
     stopped at a superstep boundary by ``pause()`` until ``unpause()`` (or
@@ -33,6 +36,7 @@ class RunStatus(enum.StrEnum):
     run is not moving now.
     """
 
+    QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -101,6 +105,8 @@ class RunResult:
         outcome: The run's named outcome (``"approved"``, ``"rejected"``, ...),
             as the last handler to call ``ctx.set_outcome`` set it; ``None``: none.
         outcome_summary: The one line given with it, if any.
+        deduplicated: The start found the run its deduplication id started
+            before: this is that run as its store has it, nothing new was started.
     """
 
     run_id: str
@@ -116,6 +122,7 @@ class RunResult:
     error: TreadleError | None = None
     outcome: str | None = None
     outcome_summary: str | None = None
+    deduplicated: bool = False
 
     @property
     def output(self) -> Any:

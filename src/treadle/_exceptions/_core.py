@@ -387,6 +387,40 @@ class ActionRefusedError(TreadleError, PermissionError):
         super().__init__(f"{action}{where} refused: {reason}; nothing was changed")
 
 
+class StartRefusedError(TreadleError):
+    """A start policy refused the start: no room for its key or in the workflow's queue.
+
+    Raised by a start whose policy says ``when_busy="refuse"`` when the runs
+    holding its key (a singleton's one) or the workflow's ``concurrency`` are
+    all taken. Nothing was started or queued; start again once they end, or
+    let the policy queue instead.
+
+    Attributes:
+        workflow: The workflow started.
+        key: The policy's key for the input (``""``: the policy has none).
+        holding: Ids of the runs holding the slots, as the store decided.
+        cap: What is full: ``"key"`` (its runs per key) or ``"concurrency"``.
+    """
+
+    def __init__(self, workflow: str, key: str, holding: Sequence[str], cap: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        self.holding = tuple(holding)
+        self.cap = cap
+        shown = ", ".join(repr(run_id) for run_id in self.holding[:3])
+        more = f" and {len(self.holding) - 3} more" if len(self.holding) > 3 else ""  # noqa: PLR2004
+        where = (
+            f"key {key!r} of workflow {workflow!r}"
+            if cap == "key"
+            else f"workflow {workflow!r} (its concurrency)"
+        )
+        super().__init__(
+            f"start refused: {where} is taken by run {shown}{more}; nothing was started "
+            f"(its start policy says when_busy='refuse'; start again when that run ends, "
+            f"or queue with when_busy='queue')"
+        )
+
+
 def _iso(epoch: float) -> str:
     import datetime as dt  # noqa: PLC0415 - only when an error is built
 

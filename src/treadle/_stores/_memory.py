@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from treadle._exceptions import (
     CheckpointNotFoundError,
     RunBusyError,
-    RunExistsError,
     RunHasForksError,
     RunNotFoundError,
 )
@@ -20,7 +19,8 @@ from treadle._stores._memory_events import MemoryAudit
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
-from treadle._stores._memory_search import MemorySearch, set_fields
+from treadle._stores._memory_search import MemorySearch, after_cursor, set_fields
+from treadle._stores._memory_starts import MemoryAdmissions, MemoryStart, adopted
 from treadle._stores._sql_ownership import check_lease
 from treadle._stores._sql_rules import (
     check_keep_last,
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from treadle._values._actors import Actor
 
 
-class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, MemorySearch):
+class MemoryStore(
+    MemoryAudit, MemoryOwnership, MemoryAdmissions, MemoryTokens, MemoryOutbox, MemorySearch
+):
     """Runs and checkpoints in this process's memory, gone when it exits.
 
     Behaves exactly like the durable stores (the same conformance suite holds
@@ -77,6 +79,7 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, Memo
         self._lock = threading.RLock()
         self._closed = False
         self._inbox_seq = 0
+        self._starts: dict[str, MemoryStart] = {}  # start rows of runs started under a policy
         self._audit: list[_audit.AuditEntry] = []
         self.live: LiveFeed = MemoryLiveFeed()
         """Its runs' live events, followed in this process (see :mod:`treadle._stores._live`)."""
@@ -96,24 +99,20 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, Memo
         self._check_open()
         latest = first_checkpoint_id(run, first.info)
         with self._lock:
-            if run.run_id in self._runs:
-                raise RunExistsError(run.run_id)
+            admitted = self._admitted(run.run_id, lease)  # a start policy's row, to start
             self._check_new_checkpoint(first.info)
             self._pieces.check((first,))
             record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
-            self._runs[run.run_id] = MemoryRun(
-                record,
-                graph,
-                {latest: _bare(first)},
-                epoch=1 if lease is not None else 0,
-            )
+            epoch = lease.epoch if lease is not None else 0
+            made = MemoryRun(record, graph, {latest: _bare(first)}, epoch=epoch)
+            self._runs[run.run_id] = adopted(admitted, made) if admitted is not None else made
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
             _memory_events.append(self._runs[run.run_id], first.events)
             set_fields(self._runs[run.run_id], (first,))
-            started = _audit.started_of(run)
+            started = _audit.started_of(run) if admitted is None else None
             if started is not None:
                 self._record((started,), run.created_at)
 
@@ -388,7 +387,7 @@ class MemoryStore(MemoryAudit, MemoryOwnership, MemoryTokens, MemoryOutbox, Memo
         # Stable, so runs with equal created_at stay newest-created first.
         matching.sort(key=lambda record: record.created_at, reverse=True)
         if before is not None:
-            matching = _after_cursor(matching, before)
+            matching = after_cursor(matching, before)
         return matching if limit is None else matching[:limit]
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
@@ -485,12 +484,3 @@ def _bare(checkpoint: CheckpointRecord) -> CheckpointRecord:
     if not checkpoint.pieces and not checkpoint.requires:
         return checkpoint
     return dataclasses.replace(checkpoint, pieces=(), requires=())
-
-
-def _after_cursor(listed: list[RunRecord], before: tuple[float, str]) -> list[RunRecord]:
-    """The runs ``listed`` (newest first) after the one ``before`` names, as the SQL stores page."""
-    created_at, run_id = before
-    ids = [record.run_id for record in listed]
-    if run_id in ids:
-        return listed[ids.index(run_id) + 1 :]
-    return [record for record in listed if record.created_at < created_at]

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from treadle._values._search_fields import FieldValue
 
 
+def after_cursor(listed: list[RunRecord], before: tuple[float, str]) -> list[RunRecord]:
+    """The runs ``listed`` (newest first) after the one ``before`` names, as the SQL stores page."""
+    created_at, run_id = before
+    ids = [record.run_id for record in listed]
+    if run_id in ids:
+        return listed[ids.index(run_id) + 1 :]
+    return [record for record in listed if record.created_at < created_at]
+
+
 def set_fields(run: MemoryRun, checkpoints: Sequence[CheckpointRecord]) -> None:
     """Write the search fields that ``checkpoints`` set or unset (under the store's lock)."""
     for value in merged(checkpoint.fields for checkpoint in checkpoints):

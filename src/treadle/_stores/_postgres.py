@@ -39,6 +39,7 @@ from treadle._stores._postgres_dsn import HIDDEN, redact
 from treadle._stores._postgres_live import PostgresLiveFeed
 from treadle._stores._postgres_ownership import PostgresOwnership
 from treadle._stores._postgres_pools import Connection, LoopPools, StallLimit
+from treadle._stores._postgres_starts import PostgresAdmissions
 from treadle._stores._postgres_writes import drive
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
@@ -67,7 +68,9 @@ _render = functools.cache(POSTGRES.render)
 _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
 
 
-class PostgresStore(SqlReads, PostgresOwnership, PostgresTokens, PostgresOutbox, SqlSearch):
+class PostgresStore(
+    SqlReads, PostgresOwnership, PostgresAdmissions, PostgresTokens, PostgresOutbox, SqlSearch
+):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 
     Nothing is opened until the first operation, which creates the schema

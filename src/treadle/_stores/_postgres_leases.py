@@ -20,6 +20,7 @@ from treadle._stores._lease_roles import Claims, Deliveries
 from treadle._stores._pausing import Pausing
 from treadle._stores._postgres_writes import drive
 from treadle._stores._run_roles import RunReads
+from treadle._stores._starts import Admissions
 from treadle._stores._store import Lease, role_methods
 
 if TYPE_CHECKING:
@@ -275,7 +276,10 @@ class LeasedStore:
 
 
 UNFENCED = frozenset().union(
-    *(role_methods(role) for role in (RunReads, Claims, Deliveries, Pausing, EventLog, AuditLog))
+    *(
+        role_methods(role)
+        for role in (RunReads, Claims, Deliveries, Pausing, Admissions, EventLog, AuditLog)
+    )
 )
 """What :class:`LeasedStore` leaves to its store: the methods of the roles that write
 nothing a lease guards (or, as deliveries and pauses, decide there for every writer)."""

@@ -128,6 +128,7 @@ DELETE_CHECKPOINTS = (
 DELETE_RUN = (
     "DELETE FROM treadle_inbox WHERE run_id = ?",
     "DELETE FROM treadle_run_fields WHERE run_id = ?",
+    "DELETE FROM treadle_starts WHERE run_id = ?",
     DELETE_EVENTS,
     "DELETE FROM treadle_runs WHERE run_id = ?",
 )

@@ -205,6 +205,35 @@ CREATE TABLE treadle_secrets (
 # number, a time (epoch seconds) or a bool (1 or 0) in ``num_value``, ``kind``
 # saying which. A filter's comparison of a field reads one of the two indexes
 # from the field's name and the value on (treadle._stores._sql_search).
+# Start policies (see treadle._stores._starts): a row per run started under
+# one. ``start_key`` is the key its policy computed ('' for none); ``per_key``
+# and ``concurrency`` how many runs of one key and of the workflow may hold a
+# slot at once (NULL: no cap); ``debounce`` its window in seconds (NULL: none).
+# ``state`` is 'queued' (waiting to start, from ``admit_at`` on), 'holding'
+# (admitted: it holds a slot until its run ends) or 'done'. ``dedup_id`` is
+# unique per workflow: a second start with it finds the first run.
+_CREATE_STARTS = """
+CREATE TABLE treadle_starts (
+    {order_column}
+    run_id TEXT NOT NULL PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    start_key TEXT NOT NULL,
+    dedup_id TEXT,
+    per_key INTEGER,
+    concurrency INTEGER,
+    debounce DOUBLE PRECISION,
+    state TEXT NOT NULL,
+    admit_at DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+
+# One row per workflow started under a policy: the lock its admissions take
+# turns on (PostgreSQL's FOR UPDATE; SQLite's one writer takes turns already).
+_CREATE_START_GATES = """
+CREATE TABLE treadle_start_gates (
+    workflow TEXT NOT NULL PRIMARY KEY
+)"""
+
 _CREATE_RUN_FIELDS = """
 CREATE TABLE treadle_run_fields (
     run_id TEXT NOT NULL,
@@ -299,6 +328,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " ON treadle_run_fields (name, text_value, run_id)",
         "CREATE INDEX treadle_run_fields_number"  # noqa: ISC004 - one statement
         " ON treadle_run_fields (name, kind, num_value, run_id)",
+    ),
+    (  # 12: start policies: deduplication, singletons and queues per key, debounce
+        _CREATE_STARTS,
+        _CREATE_START_GATES,
+        "CREATE UNIQUE INDEX treadle_starts_dedup"  # noqa: ISC004 - one statement
+        " ON treadle_starts (workflow, dedup_id) WHERE dedup_id IS NOT NULL",
+        # What an admission reads: the workflow's queued and holding starts.
+        "CREATE INDEX treadle_starts_state ON treadle_starts (workflow, state, start_key)",
+        # What a service looks for: queued starts whose time has come.
+        "CREATE INDEX treadle_starts_due ON treadle_starts (admit_at) WHERE state = 'queued'",
     ),
 )
 

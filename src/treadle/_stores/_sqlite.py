@@ -44,6 +44,7 @@ from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_live import SqliteLiveFeed
 from treadle._stores._sqlite_ownership import SqliteOwnership
+from treadle._stores._sqlite_starts import SqliteAdmissions
 from treadle._stores._sqlite_transactions import (
     configure,
     each_saved,
@@ -77,7 +78,9 @@ _FIRST_PAUSE = 0.001
 _LONGEST_PAUSE = 0.05
 
 
-class SqliteStore(SqlReads, SqliteOwnership, SqliteTokens, SqliteOutbox, SqlSearch):
+class SqliteStore(
+    SqlReads, SqliteOwnership, SqliteAdmissions, SqliteTokens, SqliteOutbox, SqlSearch
+):
     """Runs and checkpoints in one SQLite file, safe across processes.
 
     All SQLite work happens on one thread owned by the store, with its own

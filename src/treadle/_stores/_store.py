@@ -35,6 +35,7 @@ from treadle._stores._records import (
     RunRecord,
 )
 from treadle._stores._run_roles import RunReads, RunRemoval, RunWrites
+from treadle._stores._starts import Admission, Admissions, StartRequest
 
 DEFAULT_LEASE = 30.0
 """Seconds a lease lasts without a heartbeat, unless a store says otherwise: how long
@@ -44,6 +45,8 @@ a run whose owner died waits to be taken over."""
 __all__ = [
     "DEFAULT_LEASE",
     "ROLES",
+    "Admission",
+    "Admissions",
     "AuditEntry",
     "AuditLog",
     "CheckpointInfo",
@@ -64,6 +67,7 @@ __all__ = [
     "RunRecord",
     "RunRemoval",
     "RunWrites",
+    "StartRequest",
     "Store",
     "role_methods",
 ]
@@ -77,6 +81,7 @@ class Store(
     Claims,
     Deliveries,
     Pausing,
+    Admissions,
     EventLog,
     AuditLog,
     LiveEvents,
@@ -88,7 +93,8 @@ class Store(
     (the embedded default), ``PostgresStore`` (many workers). The roles:
     :class:`RunReads`, :class:`RunWrites` (the writes a lease fences),
     :class:`RunRemoval`, :class:`Leases`, :class:`Claims`,
-    :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`EventLog`,
+    :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`Admissions`
+    (start policies), :class:`EventLog`,
     :class:`AuditLog` and :class:`LiveEvents` (its feed of live events).
 
     **The record.** Every write that is an action on a run from outside
@@ -115,6 +121,7 @@ ROLES: tuple[type, ...] = (
     Claims,
     Deliveries,
     Pausing,
+    Admissions,
     EventLog,
     AuditLog,
     LiveEvents,

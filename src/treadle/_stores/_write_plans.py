@@ -27,6 +27,7 @@ from treadle._stores import (
     _sql_rows,
     _sql_rules,
     _sql_search,
+    _sql_starts,
     _sql_statements,
 )
 from treadle._stores._pieces import (
@@ -155,11 +156,33 @@ def create_run(
         False,
     )
     if inserted == 0:
-        raise RunExistsError(run.run_id)
+        if lease is None or not (yield from _adopt_admitted(run, graph, first, lease)):
+            raise RunExistsError(run.run_id)
+        return
     yield from insert_checkpoints((first,))
     started = _audit.started_of(run)
     if started is not None:
         yield from record((started,), run.created_at, backend)
+
+
+def _adopt_admitted(
+    run: RunRecord, graph: bytes, first: CheckpointRecord, lease: Lease
+) -> Plan[bool]:
+    """Start the run a start policy admitted to ``lease``'s owner; ``False``: there is none.
+
+    Its row was written by the admission (which recorded who started it),
+    its input as its inbox's ``start`` item, now applied.
+    """
+    info = first.info
+    adopted = (
+        *(run.status, run.superstep, info.checkpoint_id, info.created_at, info.wake_at),
+        *(run.deadline_at, graph, run.version, run.run_id, lease.owner, lease.epoch),
+    )
+    if (yield (_sql_starts.ADOPT_ADMITTED, adopted, COUNT, False)) == 0:
+        return False
+    yield from insert_checkpoints((first,))
+    yield (_sql_starts.CONSUME_START, (time.time(), run.run_id), NOTHING, False)
+    return True
 
 
 def set_status(

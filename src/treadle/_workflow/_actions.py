@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from treadle._stores._pausing import PauseOutcome, Unpaused
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._store import (
+        Admission,
+        Admissions,
         CheckpointRecord,
         EventLog,
         Lease,
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
         RunRecord,
         RunRemoval,
         RunWrites,
+        StartRequest,
         Store,
     )
     from treadle._values._actors import Actor
@@ -405,3 +408,24 @@ async def start_queued(
         store, run_id, workflow, payload, deadline_at=deadline_at, version=version, actor=actor,
         fields=fields,
     )  # fmt: skip
+
+
+async def admit(
+    store: Admissions,
+    request: StartRequest,
+    *,
+    actor: Actor,
+    owner: str | None = None,
+    duration: float = 0.0,
+) -> Admission:
+    """Start under a start policy: the store decides, once, and records who started it.
+
+    With ``owner``, a run admitted at once is leased to it (it drives it).
+
+    Raises:
+        ActionRefusedError: the actor is not an operator.
+        StartRefusedError: no room, and the policy refuses.
+        RunExistsError: the run id is another run's.
+    """
+    check_right(actor, "start", request.run_id)
+    return await store.admit(request, owner=owner, duration=duration, actor=actor)

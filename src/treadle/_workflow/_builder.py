@@ -33,6 +33,7 @@ from treadle._graph._edges import (
 from treadle._values._search_fields import SearchField, SearchFields
 from treadle._workflow._executor_set import ExecutorSet
 from treadle._workflow._search_declaring import search_field
+from treadle._workflow._start_policy import NO_START_POLICY, StartPolicy
 from treadle._workflow._validation import graph_problems
 from treadle._workflow._versions import check_version
 from treadle._workflow._workflow import Workflow
@@ -86,6 +87,9 @@ class WorkflowBuilder:
             subclasses stay in the run's process.
         four_eyes: Whether its requests refuse the person who started the
             run (a request's or an executor's own ``four_eyes`` wins).
+        start_policy: How its starts take turns (:class:`StartPolicy`: one run
+            per key, its own queue's concurrency, debounce), decided by the
+            store; a start may give another (see ``docs/flow-control.md``).
     """
 
     def __init__(
@@ -107,10 +111,15 @@ class WorkflowBuilder:
         tracing: Tracing[Any] | None = None,
         pool: RemotePool | None = None,
         four_eyes: bool = False,
+        start_policy: StartPolicy | None = None,
     ) -> None:
         if pool is not None and not callable(getattr(pool, "run", None)):
             msg = f"pool must be an executor pool (such as treadle.dask.DaskPool), got {pool!r}"
             raise TypeError(msg)
+        if start_policy is not None and not isinstance(start_policy, StartPolicy):
+            msg = f"start_policy must be a StartPolicy, got {start_policy!r}"
+            raise TypeError(msg)
+        self._start_policy = start_policy or NO_START_POLICY
         self._pool = pool
         self._name = name
         self._version = check_version(version)
@@ -370,4 +379,5 @@ class WorkflowBuilder:
             checkpoint_key=self._checkpoint_key,
             types=self._types,
             search_fields=SearchFields(tuple(self._search_fields)),
+            start_policy=self._start_policy,
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._leases import LeaseKeeper
@@ -38,9 +39,10 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
+from treadle._workflow._launch import Launch
 from treadle._workflow._runs import take_over
 from treadle._workflow._versions import Hosted
-from treadle._workflow._workflow import continue_taken
+from treadle._workflow._workflow import continue_taken, drive
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -155,6 +157,19 @@ class Runtime:
                 with leases.driving():
                     results[index] = await self._continue_claimed(claimed, duration)
 
+        starting = await self.store.claim_starts(
+            self.hosted.names(), new_owner(), duration, self.clock.now(), limit=batch
+        )
+        results.extend([None] * len(starting))
+
+        async def start(index: int, claimed: Claimed) -> None:
+            async with slots:
+                with leases.driving():
+                    results[index] = await self._start_admitted(claimed, duration)
+
+        async with asyncio.TaskGroup() as group:
+            for index, one in enumerate(starting):
+                group.create_task(start(index, one))
         await self._let_go_for_the_dead(duration, batch)
         while True:  # without a limit, batch after batch until nothing more is due
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
@@ -254,6 +269,48 @@ class Runtime:
                 return None
             logger.info("run %s %s at superstep %d", lease.run_id, result.status, result.superstep)
             return result
+        finally:
+            await ownership.close()
+
+    async def _start_admitted(self, claimed: Claimed, duration: float) -> RunResult | None:
+        """Start a run its start policy admitted, from the input its inbox holds."""
+        lease = claimed.lease
+        ownership = Ownership(self.store, lease, duration)
+        keeper = LeaseKeeper.current()
+        if keeper is not None:
+            keeper.hold(ownership)
+        workflow = self.hosted.get(claimed.workflow, claimed.version or None)
+        try:
+            if workflow is None:
+                await self._park(ownership, self._not_hosted(claimed.workflow, claimed.version))
+                return None
+            items = await self.store.inbox(lease.run_id)
+            row = await self.store.get_run(lease.run_id)
+            start = next((item for item in items if item.kind == "start"), None)
+            if start is None:  # started meanwhile by whoever it was admitted to
+                return None
+            message = workflow.serializer.loads(start.payload)
+            # The deadline it was started with, on this service's clock (run() counts from now).
+            deadline_at = row.deadline_at
+            timeout = None if deadline_at is None else max(deadline_at - time.time(), 1e-9)
+            options = RunOptions(
+                clock=self.clock, record_events=False, metrics=self.metrics, timeout=timeout
+            )
+            launch = Launch(
+                message, run_id=lease.run_id, options=options, store=self.store, ownership=ownership
+            )
+            logger.info(
+                "starting run %s of %s: its start policy admitted it", lease.run_id, row.workflow
+            )
+            try:
+                return await drive(workflow, launch)
+            except WorkflowRunError as error:
+                logger.info("run %s failed: %s: %s", lease.run_id, type(error).__name__, error)
+                return error.result
+        except TreadleError as error:
+            # Not raised: the other runs go on; what went wrong is in the store and the log.
+            logger.warning("run %s could not start: %r", lease.run_id, error)
+            return None
         finally:
             await ownership.close()
 

@@ -19,12 +19,15 @@ from treadle._engine._options import (
     continuing_options,
     run_options,
 )
+from treadle._engine._result import RunResult
 from treadle._exceptions import RunPausedError, TreadleError
 from treadle._workflow import _actions as door
 from treadle._workflow._launch import Launch, open_run
 from treadle._workflow._pausing import paused_result
 from treadle._workflow._rights import actor_or_default, started_by
 from treadle._workflow._runs import RunHistory, TakenOver, run_history, take_over
+from treadle._workflow._start_policy import NO_START_POLICY
+from treadle._workflow._starting import admit_start
 from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
 from treadle._workflow._sync import SyncEventStream, run_in_thread
 from treadle._workflow._workflow_graph import WorkflowGraph
@@ -32,10 +35,10 @@ from treadle._workflow._workflow_graph import WorkflowGraph
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from treadle._engine._result import RunResult
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
+    from treadle._workflow._start_policy import StartPolicy
 
 
 class Workflow(WorkflowGraph):
@@ -63,6 +66,8 @@ class Workflow(WorkflowGraph):
         store: Store | None = None,
         options: RunOptions | None = None,
         actor: Actor | None = None,
+        start_policy: StartPolicy | None = None,
+        deduplication_id: str | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
         """Run until the run ends or rests, and return the result.
@@ -76,8 +81,19 @@ class Workflow(WorkflowGraph):
             options: How the run runs (:class:`RunOptions`: limits, clock,
                 deadline, durability, retention, events).
             actor: Who starts it (default this program): its store records it.
+            start_policy: How this start takes its turn (:class:`StartPolicy`),
+                instead of the workflow's; ``StartPolicy()``: none.
+            deduplication_id: A second start of the workflow with the same id
+                (from any process, even at the same moment) starts nothing: it
+                returns the first run as its store has it (``deduplicated``).
             **overrides: Any field of ``RunOptions`` as a keyword
                 (``timeout=60``); keywords win over ``options``.
+
+        Under a start policy (or with a deduplication id) the store decides
+        the start first: a run admitted at once runs here as any other; one
+        that must wait its turn (its key or the workflow's queue is full, or
+        a debounce window is open) returns at once as ``QUEUED``, with its
+        id, and whoever serves the store starts it (``docs/flow-control.md``).
 
         A run that reaches a durable wait rests and returns: ``AWAITING_INPUT``
         for requests and session input, ``WAITING`` for timers when it has a
@@ -90,11 +106,20 @@ class Workflow(WorkflowGraph):
         Raises:
             WorkflowRunError: The run failed; ``error.result`` has what was
                 committed before the failing superstep.
+            StartRefusedError: Its start policy refused it (``when_busy="refuse"``).
             TypeError, ValueError: an option is not valid (nothing ran).
         """
         chosen = run_options(options, overrides)
-        launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
-        return await drive(self, launch)
+        policy = self.start_policy if start_policy is None else start_policy
+        if deduplication_id is None and (policy is NO_START_POLICY or policy.is_empty):
+            launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
+            return await drive(self, launch)
+        launch = Launch(message, None, run_id, state, chosen, store)
+        who = actor_or_default(actor)
+        admitted = await admit_start(self, launch, policy, deduplication_id, who)
+        if isinstance(admitted, RunResult):
+            return admitted
+        return await drive(self, admitted)
 
     def stream(
         self,
@@ -119,6 +144,9 @@ class Workflow(WorkflowGraph):
             TypeError, ValueError: an option is not valid (nothing ran).
         """
         chosen = run_options(options, overrides)
+        if not self.start_policy.is_empty:
+            msg = f"workflow {self.name!r} has a start policy (starts may wait): use run()"
+            raise ValueError(msg)
         launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
         return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
 

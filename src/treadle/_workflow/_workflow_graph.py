@@ -31,6 +31,7 @@ from treadle._graph._cycles import cycle_members
 from treadle._values._registry import TypeRegistry
 from treadle._values._search_fields import NO_SEARCH_FIELDS
 from treadle._values._serialization import JsonSerializer
+from treadle._workflow._start_policy import NO_START_POLICY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from treadle._stores._store import Store
     from treadle._values._search_fields import SearchFields
     from treadle._values._serialization import Serializer
+    from treadle._workflow._start_policy import StartPolicy
 
 
 class WorkflowGraph:
@@ -63,6 +65,7 @@ class WorkflowGraph:
         checkpoint_key: bytes | None = None,
         types: Sequence[type] = (),
         search_fields: SearchFields = NO_SEARCH_FIELDS,
+        start_policy: StartPolicy = NO_START_POLICY,
     ) -> None:
         self.name = name
         self.version = version
@@ -82,6 +85,7 @@ class WorkflowGraph:
         self._checkpoint_key = checkpoint_key
         self._types = tuple(types)
         self.search_fields = search_fields
+        self.start_policy = start_policy
         self._description: dict[str, Any] | None = None
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None

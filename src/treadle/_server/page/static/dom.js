@@ -120,6 +120,7 @@ export function shortId(id) {
 
 export const FINAL = new Set(["completed", "failed", "cancelled", "stalled"]);
 export const STATUSES = [
+  "queued",
   "pending",
   "running",
   "awaiting_input",
