@@ -1,4 +1,4 @@
-"""Start policies through ``Workflow.run`` and ``Runtime``: what each start is told, and when runs go.
+"""Start policies through ``Workflow.run`` and ``Runtime``: what a start is told, when runs go.
 
 One process, every store backend. Starters racing as separate processes
 are ``test_start_races.py``'s; what each store decides is
@@ -43,7 +43,7 @@ def asking(policy: StartPolicy, name: str = "asking"):
 
 
 def by_prefix(text: str) -> str:
-    return text.split("-")[0]
+    return text.split("-", maxsplit=1)[0]
 
 
 async def answer(workflow, store, result):

@@ -23,6 +23,7 @@ from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import actor_or_default
+from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._versions import Hosted, check_version
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from treadle._stores._store import LoggedEvent, RunRecord
     from treadle._values._actors import Actor
     from treadle._values._serialization import Serializer
+    from treadle._workflow._start_policy import StartPolicy
     from treadle._workflow._workflow import Workflow
 
 # Where a run stops for now: it rests, is paused, or has ended.
@@ -98,12 +100,22 @@ class Client:
         run_id: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the run's stored deadline
         version: int | None = None,
+        start_policy: StartPolicy | None = None,
+        deduplication_id: str | None = None,
+        key: str | None = None,
     ) -> str:
         """Start a run of the workflow named ``workflow``; return its id.
 
         With ``run_id``, starting is idempotent: if that run exists already
         (started by this or another client, even at the same moment), nothing
         new is created and the same id is returned.
+
+        Under a start policy (``start_policy``, else the workflow's when this
+        client was given it) or with ``deduplication_id``, the store decides
+        the start first (``docs/flow-control.md``): the id returned is the
+        new run's, queued or ready for a worker, or the run the start joined
+        (the first with that deduplication id; the run a debounced start
+        gave its input to).
 
         Args:
             workflow: The workflow's name (or the workflow itself).
@@ -113,9 +125,16 @@ class Client:
             version: The version of the workflow to run. By default a
                 workflow object's own; for a name, the newest this client was
                 given, else the newest of the worker that starts it.
+            start_policy: How this start takes its turn, instead of the
+                workflow's (``StartPolicy()``: none).
+            deduplication_id: A second start of the workflow with the same id
+                starts nothing and returns the first run's id.
+            key: The policy's key for this input, given as is: for a client
+                without the code of the policy's ``key`` function.
 
         Raises:
             RunExistsError: ``run_id`` belongs to a run of another workflow.
+            StartRefusedError: Its start policy refused it (``when_busy="refuse"``).
         """
         if isinstance(workflow, str):
             name, known = workflow, self._workflows.get(workflow, version)
@@ -130,6 +149,23 @@ class Client:
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
         fields = known.search_fields.of_input(message, chosen) if known is not None else ()
+        if start_policy is None and known is not None:
+            start_policy = known.start_policy
+        if deduplication_id is not None or not (start_policy is None or start_policy.is_empty):
+            policy = start_policy or NO_START_POLICY
+            request = policy.request(
+                message,
+                run_id=chosen,
+                workflow=name,
+                version=version,
+                payload=payload,
+                dedup_id=deduplication_id,
+                deadline_at=deadline,
+                started_by=self.actor.encode(),
+                at=None,
+                key=key,
+            )
+            return (await door.admit(self.store, request, actor=self.actor)).run_id
         await door.start_queued(
             self.store,
             chosen,

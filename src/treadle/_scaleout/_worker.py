@@ -218,6 +218,8 @@ class Worker:
         if free <= 0:
             return 0
         try:
+            # Queued starts whose turn came become pending runs first, claimed below.
+            await self.store.admit_queued(self.workflows.names(), self.clock.now(), limit=free)
             claims = await self.queue.claim(self.workflows.keys(), self.clock.now(), free)
         except DurabilityError as error:
             logger.warning("worker %s cannot claim: %s", self.worker_id, error)
