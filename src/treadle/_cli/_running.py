@@ -29,10 +29,21 @@ from treadle._cli._flags import (
 from treadle._cli._follow import continue_run, follow_new
 from treadle._cli._help import command_set
 from treadle._cli._live import stream_run
+from treadle._cli._start_flags import (  # noqa: TC001 - typer reads them
+    DebounceOption,
+    DedupOption,
+    KeyOption,
+    QueueConcurrencyOption,
+    SingletonOption,
+    WhenBusyOption,
+)
 from treadle._cli._starting import prepare_run, refuse_taken_id
 from treadle._cli._views import out, print_delivered, print_forked, print_started
+from treadle._exceptions import CommandError
 from treadle._operations import _commands as commands
 from treadle._operations._requests import requests_of
+from treadle._operations._starting import StartChoice
+from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -40,6 +51,8 @@ if TYPE_CHECKING:
     from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
     from treadle._stores._store import Store
+    from treadle._workflow._start_policy import StartPolicy
+    from treadle._workflow._workflow import Workflow
 
 cli = command_set()
 
@@ -57,18 +70,64 @@ def run(
         str | None, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
+    dedup_id: DedupOption = None,
+    key: KeyOption = None,
+    singleton: SingletonOption = False,
+    queue_concurrency: QueueConcurrencyOption = None,
+    when_busy: WhenBusyOption = None,
+    debounce: DebounceOption = None,
     *,
     flags: RunFlags,
 ) -> None:
-    """Start a run and watch it live: supersteps, progress, outputs."""
+    """Start a run and watch it live: supersteps, progress, outputs.
+
+    Under a start policy (the workflow's, or one the start flags give) the
+    store decides the start first: the run runs here if admitted at once,
+    else it waits its turn (queued) for whoever serves the store.
+    """
     options = flags.run_options()
     loaded, value = execute_sync(lambda: prepare_run(workflow, input_))
+    start = StartChoice(dedup_id, key, singleton, queue_concurrency, when_busy, debounce)
+    policy = execute_sync(lambda: start.policy(loaded.start_policy))
+    if start.given or not loaded.start_policy.is_empty:
+        _run_under_policy(loaded, value, run_id, start.dedup_id, policy, flags)
+        return
 
     async def work(chosen: Store) -> tuple[RunResult, list[dict[str, Any]]]:
         streamed = stream_run(
             loaded, value, chosen, run_id, out, quiet=flags.as_json, options=options
         )
         result = await refuse_taken_id(chosen, streamed, run_id)
+        return result, await requests_of(chosen, result, loaded=loaded)
+
+    exit_with_result(*execute(flags.store, work, drives=run_id or True, creates=True), flags)
+
+
+def _run_under_policy(
+    loaded: Workflow,
+    value: Any,
+    run_id: str | None,
+    dedup_id: str | None,
+    policy: StartPolicy | None,
+    flags: RunFlags,
+) -> None:
+    """``treadle run`` under a start policy: decided by the store, run here when admitted."""
+    options = flags.run_options()
+
+    async def work(chosen: Store) -> tuple[RunResult, list[dict[str, Any]]]:
+        try:
+            started = loaded.run(
+                value,
+                store=chosen,
+                run_id=run_id,
+                options=options,
+                actor=Actor.cli(),
+                start_policy=policy,
+                deduplication_id=dedup_id,
+            )
+            result = await refuse_taken_id(chosen, started, run_id)
+        except ValueError as error:  # the policy's key could not be computed
+            raise CommandError(str(error)) from None
         return result, await requests_of(chosen, result, loaded=loaded)
 
     exit_with_result(*execute(flags.store, work, drives=run_id or True, creates=True), flags)
@@ -178,9 +237,22 @@ def start(
     store: StoreOption = None,
     as_json: JsonOption = False,
     follow: FollowOption = False,
+    dedup_id: DedupOption = None,
+    key: KeyOption = None,
+    singleton: SingletonOption = False,
+    queue_concurrency: QueueConcurrencyOption = None,
+    when_busy: WhenBusyOption = None,
+    debounce: DebounceOption = None,
 ) -> None:
-    """Queue a run for `treadle worker`s on PostgreSQL; print its id (--follow: follow it too)."""
-    started = execute(store, lambda s: commands.start(s, workflow, input_, run_id), creates=True)
+    """Queue a run for `treadle worker`s on PostgreSQL; print its id (--follow: follow it too).
+
+    The start flags give it a start policy (``docs/flow-control.md``): the
+    id printed is then the run the start made or joined.
+    """
+    policy = StartChoice(dedup_id, key, singleton, queue_concurrency, when_busy, debounce)
+    started = execute(
+        store, lambda s: commands.start(s, workflow, input_, run_id, policy=policy), creates=True
+    )
     if not (follow and as_json):
         print_started(started, workflow, as_json=as_json)
     if follow:

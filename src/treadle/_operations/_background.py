@@ -24,11 +24,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._options import RunOptions
+from treadle._engine._result import RunResult
 from treadle._exceptions import TreadleError
 from treadle._workflow import _actions as door
 from treadle._workflow import _rights as rights
 from treadle._workflow._launch import Launch, new_run_id, open_run
 from treadle._workflow._runs import take_over
+from treadle._workflow._starting import admit_start
 from treadle._workflow._workflow import continue_taken
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
     from treadle._workflow._runs import TakenOver
+    from treadle._workflow._start_policy import StartPolicy
     from treadle._workflow._workflow import Workflow
 
     DriveOn = Callable[[], Awaitable[None]]
@@ -61,7 +64,9 @@ async def open_new(
     actor: Actor,
     options: RunOptions = BACKGROUND,
     leases: LeaseKeeper | None = None,
-) -> tuple[str, DriveOn]:
+    policy: StartPolicy | None = None,
+    dedup_id: str | None = None,
+) -> tuple[str, DriveOn | None]:
     """Create a run (its first checkpoint, leased to this process); return its id and its drive.
 
     Once this returns the run is stored: a process that dies before driving
@@ -69,14 +74,31 @@ async def open_new(
     keeper of the driver that will drive it (opened in one task, it is
     driven in another).
 
+    Under a start ``policy`` (or with ``dedup_id``) the store decides first:
+    a run that waits its turn, or the run a start joined, has no drive here
+    (``None``): its id is the run's it made or joined.
+
     Raises:
         ActionRefusedError: ``actor`` is not an operator.
         RunExistsError: ``run_id`` is taken.
+        StartRefusedError: Its start policy refused it.
         TypeError: The start executor has no handler for the value's type.
+        ValueError: The policy's key could not be computed for the value.
     """
     chosen = run_id or new_run_id()
-    started_by = rights.started_by(actor)
-    launch = Launch(value, None, chosen, None, options, store, started_by=started_by, leases=leases)
+    if policy is not None or dedup_id is not None:
+        launch = Launch(value, None, chosen, None, options, store, leases=leases)
+        admitted = await admit_start(
+            workflow, launch, policy or workflow.start_policy, dedup_id, actor
+        )
+        if isinstance(admitted, RunResult):
+            return admitted.run_id, None
+        launch = admitted
+    else:
+        started_by = rights.started_by(actor)
+        launch = Launch(
+            value, None, chosen, None, options, store, started_by=started_by, leases=leases
+        )
     loop, release = await open_run(workflow, launch, None)
 
     async def drive_on() -> None:

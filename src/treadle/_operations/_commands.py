@@ -28,9 +28,11 @@ from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
 from treadle._operations._shapes import iso_time
+from treadle._operations._starting import NO_CHOICE, StartChoice
 from treadle._values._actors import Actor
 from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
+from treadle._workflow._start_policy import NO_START_POLICY
 
 if TYPE_CHECKING:
     from treadle._engine._options import RunOptions
@@ -230,14 +232,31 @@ def _who(actor: Actor | None) -> Actor:
 
 
 async def start(
-    store: Store, workflow: str, raw_input: str, run_id: str | None, *, actor: Actor | None = None
+    store: Store,
+    workflow: str,
+    raw_input: str,
+    run_id: str | None,
+    *,
+    actor: Actor | None = None,
+    policy: StartChoice = NO_CHOICE,
 ) -> str:
-    """Queue a run for the workers; return its id (idempotent with ``run_id``)."""
+    """Queue a run for the workers; return its id (idempotent with ``run_id``).
+
+    ``policy``: the start policy it asks for; without the workflow's code
+    here, a policy with a key needs the key given (``--key``).
+    """
     if not served_by_workers(store):
         msg = "treadle start queues runs for workers on PostgreSQL; on SQLite use treadle run"
         raise CommandError(msg)
     client = client_of(store, actor)
-    return await client.start(workflow, parse_json(raw_input, "input"), run_id=run_id)
+    value = parse_json(raw_input, "input")
+    chosen = policy.policy(NO_START_POLICY)
+    try:
+        return await client.start(
+            workflow, value, run_id=run_id, start_policy=chosen, deduplication_id=policy.dedup_id
+        )
+    except ValueError as error:  # the key could not be computed
+        raise CommandError(str(error)) from None
 
 
 async def respond(

@@ -38,6 +38,7 @@ from treadle._exceptions import (
     RunHasForksError,
     RunNotFoundError,
     SerializationError,
+    StartRefusedError,
     TreadleError,
     UnknownRequestError,
 )
@@ -92,6 +93,7 @@ _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (CheckpointNotFoundError, 404),
     (RunExistsError, 409),
     (RunHasForksError, 409),
+    (StartRefusedError, 409),  # its start policy's key or queue is taken: the message names by whom
     (LeaseLostError, 409),
     (SerializationError, 422),  # a value the run's workflow cannot store
     (RunCancelledError, 409),

@@ -265,6 +265,30 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
         version={"type": "integer", "minimum": 1, "description": "Default: the newest served."},
         input=ANY,
         run_id={"type": "string", "pattern": "^[A-Za-z0-9._~:@+-]{1,200}$"},
+        deduplication_id={
+            "type": "string",
+            "minLength": 1,
+            "description": "A second start with this id starts nothing: it joins the first run.",
+        },
+        start_policy=_closed(
+            (),
+            key={"type": "string", "minLength": 1, "description": "The policy's key, as is."},
+            singleton={"type": "boolean"},
+            concurrency={"type": "integer", "minimum": 1},
+            when_busy={"type": "string", "enum": ["queue", "refuse"]},
+            debounce={"type": "number", "exclusiveMinimum": 0, "description": "Seconds."},
+        ),
+    ),
+    "StartedRun": object_schema(
+        ("run", "joined"),
+        run=ref("Run"),
+        joined={
+            "type": "boolean",
+            "description": (
+                "The start joined a run that was there: the first of its deduplication id, "
+                "or a debounced run waiting for its key (docs/flow-control.md)"
+            ),
+        },
     ),
     "Bulk": _closed(
         ("action", "where"),

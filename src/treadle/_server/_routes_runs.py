@@ -20,6 +20,7 @@ from treadle._operations._background import open_new
 from treadle._operations._cleanup import delete_run
 from treadle._operations._inputs import coerce_input
 from treadle._operations._shapes import history_json, page_json, run_json, runs_page
+from treadle._operations._starting import StartChoice
 from treadle._server._body import (
     MAX_LIMIT,
     check_query,
@@ -37,6 +38,7 @@ from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
+from treadle._workflow._launch import new_run_id
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -81,15 +83,23 @@ async def start_run(request: Request) -> Response:
     """``POST /api/runs``: start a run; it goes on in the background."""
     served = served_of(request)
     check_query(request, ())
-    body = await json_object(request, ("workflow", "version", "input", "run_id"))
+    body = await json_object(
+        request, ("workflow", "version", "input", "run_id", "deduplication_id", "start_policy")
+    )
     name = text_field(body, "workflow", required=True)
     assert name is not None  # noqa: S101 - required above
     workflow = served.workflow(name, version_field(body))
-    run_id = chosen_run_id(body)
+    choice = start_choice(body)
+    try:
+        policy = choice.policy(workflow.start_policy)
+    except CommandError as error:
+        raise ApiError(400, f"start_policy: {error}") from None
+    gated = choice.given or not workflow.start_policy.is_empty
+    run_id = chosen_run_id(body) or new_run_id()
     value = typed_input(workflow, body.get("input"))
-    if served.driver.runs_here:
-        try:
-            run_id, drive_on = await open_new(
+    try:
+        if served.driver.runs_here:
+            started, drive_on = await open_new(
                 workflow,
                 value,
                 served.store,
@@ -97,15 +107,55 @@ async def start_run(request: Request) -> Response:
                 actor=actor_of(request),
                 options=served.driver.run_options,
                 leases=served.driver.leases,
+                policy=(policy or workflow.start_policy) if gated else None,
+                dedup_id=choice.dedup_id,
             )
-        except TypeError as error:  # no handler for the value's type
-            raise ApiError(422, str(error), kind="InvalidInputError") from None
-        served.driver.spawn(run_id, drive_on)
-    else:
-        run_id = await _client(served, actor_of(request)).start(workflow, value, run_id=run_id)
-    run = await served.store.get_run(run_id)
+            if drive_on is not None:
+                served.driver.spawn(started, drive_on)
+        else:
+            started = await _client(served, actor_of(request)).start(
+                workflow,
+                value,
+                run_id=run_id,
+                start_policy=policy,
+                deduplication_id=choice.dedup_id,
+            )
+    except (TypeError, ValueError) as error:  # no handler for the value's type; no key for it
+        raise ApiError(422, str(error), kind="InvalidInputError") from None
+    run = await served.store.get_run(started)
+    joined = started != run_id
     return JsonResponse(
-        {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{run_id}"}
+        {"run": run_json(run), "joined": joined},
+        status_code=200 if joined else 201,
+        headers={"Location": f"/api/runs/{started}"},
+    )
+
+
+def start_choice(body: dict[str, Any]) -> StartChoice:
+    """What a start's body asks of the workflow's start policy.
+
+    Raises:
+        ApiError: 400 a field of ``start_policy`` is not valid (named).
+    """
+    dedup_id = text_field(body, "deduplication_id")
+    given = body.get("start_policy", {})
+    if not isinstance(given, dict):
+        raise ApiError(400, "start_policy: must be an object")
+    unknown = sorted(set(given) - {"key", "singleton", "concurrency", "when_busy", "debounce"})
+    if unknown:
+        raise ApiError(400, f"start_policy: unknown fields {', '.join(unknown)}")
+    key, singleton = given.get("key"), given.get("singleton", False)
+    if key is not None and not isinstance(key, str):
+        raise ApiError(400, f"start_policy: key must be a string, got {key!r}")
+    if not isinstance(singleton, bool):
+        raise ApiError(400, f"start_policy: singleton must be true or false, got {singleton!r}")
+    return StartChoice(
+        dedup_id,
+        key,
+        singleton,
+        given.get("concurrency"),
+        given.get("when_busy"),
+        given.get("debounce"),
     )
 
 
@@ -231,7 +281,7 @@ ENDPOINTS = (
         start_run,
         "Start a run (it goes on in the background)",
         status=201,
-        response="RunOnly",
+        response="StartedRun",
         body="StartRun",
         body_required=True,
         errors=(400, 404, 409, 415, 422),
