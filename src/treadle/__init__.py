@@ -30,6 +30,7 @@ from treadle._engine._waits import PendingRequest
 from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, handler
 from treadle._graph._function_executor import executor
+from treadle._graph._limits import CallLimit, LimitCall, Rate
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
 from treadle._values._actors import Actor, Role
@@ -43,6 +44,7 @@ from treadle._workflow._workflow import Workflow
 
 __all__ = [
     "Actor",
+    "CallLimit",
     "Case",
     "Clock",
     "Default",
@@ -53,7 +55,9 @@ __all__ = [
     "ExponentialBackoff",
     "HandoffContext",
     "HandoffRefused",
+    "LimitCall",
     "PendingRequest",
+    "Rate",
     "RetryPolicy",
     "Role",
     "RunHistory",

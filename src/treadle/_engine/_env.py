@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from treadle._engine._clock import Clock
     from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._events import WorkflowEvent
+    from treadle._engine._limiter import Limiting
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
     from treadle._engine._routing import Router
@@ -56,6 +57,7 @@ class RunEnv:
         batching: Whether events are kept for each barrier's batch.
         backpressure: Awaited before each invocation and barrier, if set.
         limiter: Its ``max_concurrency``, if any.
+        limiting: Its call limits (``None``: no executor of it names one).
         trace: Its spans, if it is traced.
         plain_calls: Whether a handler is simply awaited (no span, no limit).
         inline_calls: Whether it may also be started inline (its events batched).
@@ -81,6 +83,7 @@ class RunEnv:
     batching: bool
     backpressure: Callable[[], Awaitable[None]] | None
     limiter: asyncio.Semaphore | None
+    limiting: Limiting | None
     trace: RunTrace | None
     plain_calls: bool
     inline_calls: bool
@@ -100,6 +103,7 @@ class Opening(NamedTuple):
         ledger: Where its request deadlines are decided.
         wait_scope: See :attr:`RunEnv.wait_scope`.
         deadline_at: When it fails (``None``: from ``options.timeout``, if any).
+        limiting: Its call limits, and where its calls wait for them.
     """
 
     workflow: Topology
@@ -111,6 +115,7 @@ class Opening(NamedTuple):
     ledger: AnswerLedger | None = None
     wait_scope: str = ""
     deadline_at: float | None = None
+    limiting: Limiting | None = None
 
 
 def _discard(event: WorkflowEvent) -> None:
@@ -127,7 +132,8 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
     limiter = asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
     tracing = options.tracing
     trace = RunTrace(tracing, opening.run_id, workflow.name) if tracing is not None else None
-    plain = trace is None and limiter is None
+    limiting = opening.limiting
+    plain = trace is None and limiter is None and limiting is None
     publish: Callable[[WorkflowEvent], None] = sink.publish if sink is not None else _discard
     return RunEnv(
         workflow,
@@ -148,6 +154,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         listening and not live,
         backpressure,
         limiter,
+        limiting,
         trace,
         plain,
         plain and backpressure is None and not live,

@@ -4,7 +4,8 @@ An attempt awaits what it returns. When nothing surrounds the handler (no
 span, no concurrency limit, no timeout; an ``async def``), that is the
 handler's own coroutine, with no layer of the runner's around it: most
 handlers are such, and each layer costs. Otherwise it is :func:`_guarded`,
-one coroutine that opens the attempt's span, takes the run's limit,
+one coroutine that opens the attempt's span, waits for the slots of the
+executor's call limits (``_engine/_limiter.py``), takes the run's limit,
 measures the handler's timeout on the run's clock, and runs the handler
 where it runs: awaited, called on the loop, in a worker thread (one that
 overruns its timeout is abandoned, see ``_engine/_threads.py``) or on an
@@ -19,6 +20,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._later import ContinueLater
+from treadle._engine._limits_call import give_back, take_slots
 from treadle._engine._remote import call_on_pool
 from treadle._engine._threads import in_daemon_thread
 from treadle._engine._waits import Suspend
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._context import WorkflowContext
     from treadle._engine._invocation import Invocation
+    from treadle._engine._limiter import Slot
     from treadle._engine._tracing import TraceSpan
     from treadle._graph._executor import HandlerSpec
 
@@ -72,7 +75,12 @@ async def _guarded(invocation: Invocation, ctx: WorkflowContext[object], attempt
             span = scope.enter_context(
                 trace.invocation(ctx.superstep, ctx.executor_id, ctx.position, attempt)
             )
+        slots: list[Slot] | None = None
         try:
+            limiting = env.limiting
+            if limiting is not None and ctx.executor_id in limiting.by_executor:
+                slots = []
+                await take_slots(invocation, limiting, slots)
             limiter = env.limiter
             if limiter is not None:
                 await limiter.acquire()
@@ -93,6 +101,9 @@ async def _guarded(invocation: Invocation, ctx: WorkflowContext[object], attempt
         except Exception as error:
             _outcome(span, "failed", error)
             raise
+        finally:
+            if slots:
+                await give_back(slots, limiting.gate)  # type: ignore[union-attr]
         _outcome(span, "completed")
 
 

@@ -27,9 +27,12 @@ from typing import (
     overload,
 )
 
+from treadle._graph._limits import check_limit_names
 from treadle._graph._typing import promotions, resolve_hints, runtime_classes
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._graph._policies import RetryPolicy
     from treadle._graph._remote import RemotePool
 
@@ -192,6 +195,8 @@ class Executor:
         retry: Retry policy of its handlers (a handler's own one wins).
         timeout: Seconds each handler may take (a handler's own one wins);
             see :func:`handler` for what a timeout does to a plain ``def`` one.
+        limits: The names of the call limits its handlers run under (see
+            ``CallLimit``): each attempt waits for a slot of every one.
     """
 
     _handler_specs: ClassVar[dict[str, HandlerSpec] | None] = None
@@ -215,6 +220,7 @@ class Executor:
         sync_handlers: SyncHandlers = "thread",
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        limits: Sequence[str] = (),
     ) -> None:
         _check_timeout(timeout)
         self.retry = retry
@@ -230,6 +236,7 @@ class Executor:
             msg = f"executor id must be a non-empty string, got {self.id!r}"
             raise ValueError(msg)
         self.concurrency = concurrency
+        self.limits: tuple[str, ...] = check_limit_names(f"executor {self.id!r}", limits)
         self.shareable = shareable
         self.sync_handlers: SyncHandlers = sync_handlers
 

@@ -22,7 +22,7 @@ from treadle._graph._executor import (
 from treadle._graph._typing import promotions
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from treadle._graph._policies import RetryPolicy
     from treadle._graph._remote import RemotePool
@@ -48,6 +48,7 @@ class FunctionExecutor(Executor):
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         pool: RemotePool | None = None,
+        limits: Sequence[str] = (),
     ) -> None:
         super().__init__(
             id if id is not None else fn.__name__,
@@ -56,6 +57,7 @@ class FunctionExecutor(Executor):
             sync_handlers=sync_handlers,
             retry=retry,
             timeout=timeout,
+            limits=limits,
         )
         self._spec = build_handler_spec(fn, bound=False, accepts=accepts)
         self._own_cache: dict[type, HandlerSpec] = {}
@@ -140,6 +142,7 @@ def executor(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     pool: RemotePool | None = None,
+    limits: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
 def executor(
     fn: Callable[..., Any] | None = None,
@@ -153,6 +156,7 @@ def executor(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     pool: RemotePool | None = None,
+    limits: Sequence[str] = (),
 ) -> FunctionExecutor | Callable[[Callable[..., Any]], FunctionExecutor]:
     """Turn a function ``(message, ctx)`` into an executor.
 
@@ -160,6 +164,8 @@ def executor(
     options (``@executor(id="upper")``). With ``pool`` (a plain ``def``
     function only, e.g. ``treadle.dask.DaskPool()``) its invocations run on
     that pool's workers instead of this process; see ``docs/cluster.md``.
+    With ``limits`` (names of ``CallLimit``s) each call waits for a slot of
+    every one; see ``docs/flow-control.md``.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionExecutor:
@@ -173,6 +179,7 @@ def executor(
             retry=retry,
             timeout=timeout,
             pool=pool,
+            limits=limits,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -30,6 +30,7 @@ from treadle._graph._edges import (
     Selector,
     SwitchEdge,
 )
+from treadle._graph._limits import workflow_limits
 from treadle._values._search_fields import SearchField, SearchFields
 from treadle._workflow._executor_set import ExecutorSet
 from treadle._workflow._search_declaring import search_field
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from treadle._engine._clock import Clock
     from treadle._engine._options import Durability
     from treadle._engine._tracing import Tracing
+    from treadle._graph._limits import CallLimit
     from treadle._graph._policies import RetryPolicy
     from treadle._graph._remote import RemotePool
     from treadle._stores._store import Store
@@ -90,6 +92,10 @@ class WorkflowBuilder:
         start_policy: How its starts take turns (:class:`StartPolicy`: one run
             per key, its own queue's concurrency, debounce), decided by the
             store; a start may give another (see ``docs/flow-control.md``).
+        limits: The call limits its executors name (``CallLimit`` values;
+            see ``docs/flow-control.md``), or the names of limits its host
+            (a ``Runtime``, ``treadle worker``) declares. A host's
+            declaration of a name wins over the workflow's.
     """
 
     def __init__(
@@ -112,6 +118,7 @@ class WorkflowBuilder:
         pool: RemotePool | None = None,
         four_eyes: bool = False,
         start_policy: StartPolicy | None = None,
+        limits: Sequence[CallLimit | str] = (),
     ) -> None:
         if pool is not None and not callable(getattr(pool, "run", None)):
             msg = f"pool must be an executor pool (such as treadle.dask.DaskPool), got {pool!r}"
@@ -138,6 +145,7 @@ class WorkflowBuilder:
             tracing=tracing,
             four_eyes=four_eyes,
         )
+        self._limits = tuple(limits)
         self._problems: list[str] = []
         self._executors = ExecutorSet(self._problems)
         self._edges: list[tuple[str, Edge]] = []  # (how it was added, edge)
@@ -360,9 +368,14 @@ class WorkflowBuilder:
         Raises:
             WorkflowValidationError: listing every problem found.
         """
+        entries = self._executors.entries
+        limits, limit_problems = workflow_limits(
+            self._limits, {eid: entry.prototype.limits for eid, entry in entries.items()}
+        )
         problems = [
             *self._problems,
-            *graph_problems(self._start, self._edges, self._executors.entries),
+            *graph_problems(self._start, self._edges, entries),
+            *limit_problems,
         ]
         if problems:
             raise WorkflowValidationError(problems)
@@ -380,4 +393,5 @@ class WorkflowBuilder:
             types=self._types,
             search_fields=SearchFields(tuple(self._search_fields)),
             start_policy=self._start_policy,
+            limits=limits,
         )

@@ -23,6 +23,7 @@ from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
 from treadle._engine._opening import Continuation, FreshStart, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
+from treadle._workflow._limit_board import limiting_for
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -139,7 +140,12 @@ async def open_run(
         ledger = None
         if store is not None:
             ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
-        opening = Opening(workflow, run_id, settings, pool, sink, checkpointer, ledger)
+        limiting = limiting_for(
+            workflow.name, workflow.limits, workflow.own_limits, store, ownership
+        )
+        opening = Opening(
+            workflow, run_id, settings, pool, sink, checkpointer, ledger, limiting=limiting
+        )
         if restored is not None:
             arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]
             arrivals.extend(SessionInput(message, target) for message, target in launch.inputs)

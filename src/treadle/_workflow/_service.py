@@ -40,6 +40,7 @@ from treadle._exceptions import (
     TreadleError,
 )
 from treadle._workflow._launch import Launch
+from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
 from treadle._workflow._versions import Hosted
 from treadle._workflow._workflow import continue_taken, drive
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from treadle._engine._clock import Clock
     from treadle._engine._metrics import Metrics
     from treadle._engine._result import RunResult
+    from treadle._graph._limits import CallLimit
     from treadle._stores._store import Claimed, Lease, Store
     from treadle._workflow._workflow import Workflow
 
@@ -72,6 +74,10 @@ class Runtime:
         clock: The time source (``treadle.testing.FakeClock`` in tests).
         poll_interval: How often :meth:`serve` asks the store for due runs.
         metrics: Where the runs it continues report (``docs/observing.md``).
+        limits: The call limits its runs share (``CallLimit``; see
+            ``docs/flow-control.md``): a name declared here wins over a
+            workflow's own declaration of it, and a workflow that leaves a
+            limit to its host must find it here.
 
     Use ``async with Runtime(...) as runtime:`` to run the timer service in
     the background for the block's duration, or call :meth:`wake_due`
@@ -86,12 +92,16 @@ class Runtime:
         clock: Clock | None = None,
         poll_interval: float = 1.0,
         metrics: Metrics | None = None,
+        limits: Iterable[CallLimit] = (),
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval
         self.hosted = Hosted(workflows)
+        self.limits = LimitBoard(limits)
+        for hosted in self.hosted.all():
+            self.limits.check(hosted.name, hosted.limits)
         self._group: asyncio.TaskGroup | None = None
         self._service: asyncio.Task[None] | None = None
         self._leases: LeaseKeeper | None = None  # the runs it drives in its block
@@ -115,7 +125,7 @@ class Runtime:
         """
         chosen = self.workflow(workflow, version) if isinstance(workflow, str) else workflow
         driving = self._leases.driving() if self._leases is not None else contextlib.nullcontext()
-        with driving:
+        with driving, self.limits.declaring():
             return await chosen.run(message, store=self.store, clock=self.clock, **options)
 
     async def wake_due(self, *, limit: int | None = None, concurrency: int = 16) -> list[RunResult]:
@@ -154,7 +164,7 @@ class Runtime:
 
         async def wake(index: int, claimed: Claimed) -> None:
             async with slots:
-                with leases.driving():
+                with leases.driving(), self.limits.declaring():
                     results[index] = await self._continue_claimed(claimed, duration)
 
         starting = await self.store.claim_starts(

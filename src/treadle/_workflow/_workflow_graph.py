@@ -28,9 +28,11 @@ from treadle._engine._routing import Router
 from treadle._engine._spawn import SpawnResult
 from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
+from treadle._graph._limits import NO_LIMITS, WorkflowLimits
 from treadle._values._registry import TypeRegistry
 from treadle._values._search_fields import NO_SEARCH_FIELDS
 from treadle._values._serialization import JsonSerializer
+from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._start_policy import NO_START_POLICY
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class WorkflowGraph:
         types: Sequence[type] = (),
         search_fields: SearchFields = NO_SEARCH_FIELDS,
         start_policy: StartPolicy = NO_START_POLICY,
+        limits: WorkflowLimits = NO_LIMITS,
     ) -> None:
         self.name = name
         self.version = version
@@ -86,6 +89,9 @@ class WorkflowGraph:
         self._types = tuple(types)
         self.search_fields = search_fields
         self.start_policy = start_policy
+        self.limits = limits
+        # Its runs driven by nobody's driver share these counts (a driver has its own).
+        self.own_limits = LimitBoard(limits.declared.values())
         self._description: dict[str, Any] | None = None
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None

@@ -1,0 +1,284 @@
+"""Call limits: named caps shared by everything that calls the same scarce thing.
+
+A :class:`CallLimit` is declared once (on the builder, a ``Runtime``, a
+worker, or in a YAML definition) and named by the executors and agent steps
+that call what it guards (``@executor(limits=["openai"])``). It caps how
+many of those calls run at once (``concurrency``) and how many start in any
+window of time (``rate``), across the parallel invocations of a superstep,
+the runs of a process, and every process sharing the run's store.
+
+Called ``CallLimit`` rather than ``Limit``: what it limits is calls, and a
+definition's ``limits:`` already names a run's own caps (supersteps,
+iterations, ``max_concurrency``), which this is not.
+
+A limit changes *when* an invocation runs, never what its superstep
+commits: the barrier orders everything by stamps, not by who finished
+first (DESIGN §2), so a limited run commits what an unlimited one does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+_UNITS = MappingProxyType(
+    {
+        "s": 1.0,
+        "sec": 1.0,
+        "second": 1.0,
+        "m": 60.0,
+        "min": 60.0,
+        "minute": 60.0,
+        "h": 3600.0,
+        "hour": 3600.0,
+        "d": 86400.0,
+        "day": 86400.0,
+    }
+)
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+?)s?\s*$")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,99}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most ``calls`` calls start in any window of ``per`` seconds.
+
+    Attributes:
+        calls: How many calls may start in one window.
+        per: The window, in seconds.
+    """
+
+    calls: int
+    per: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.calls, int) or self.calls < 1:
+            msg = f"a rate needs at least 1 call per window, got {self.calls!r}"
+            raise ValueError(msg)
+        if not (isinstance(self.per, int | float) and math.isfinite(self.per) and self.per > 0):
+            msg = f"a rate's window must be a positive number of seconds, got {self.per!r}"
+            raise ValueError(msg)
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        """``"500/min"``, ``"10/s"``, ``"3/5s"``, ``"1000/hour"``, ``"20/day"``.
+
+        Raises:
+            ValueError: ``text`` is not ``N/unit`` or ``N/<number>unit``.
+        """
+        match = _RATE.match(text.lower())
+        unit = _UNITS.get(match.group(3)) if match else None
+        if match is None or unit is None:
+            msg = (
+                f"rate {text!r} is not calls per time, such as '500/min', '10/s', "
+                f"'3/5s' or '1000/hour'"
+            )
+            raise ValueError(msg)
+        count = float(match.group(2)) if match.group(2) else 1.0
+        return cls(int(match.group(1)), count * unit)
+
+    def __str__(self) -> str:
+        return f"{self.calls}/{self.per:g}s"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCall:
+    """What a limit's ``key`` and ``priority`` are computed from: one call about to be made.
+
+    Attributes:
+        message: The message the invocation handles.
+        run_id: The run it belongs to.
+        workflow: The run's workflow's name.
+        executor: The executor (or agent step) making the call.
+    """
+
+    message: Any
+    run_id: str
+    workflow: str
+    executor: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallLimit:
+    """A named cap on calls to one scarce thing (a model provider, an API, a database).
+
+    Args:
+        name: What executors name it by (``@executor(limits=["openai"])``).
+        concurrency: Most calls under way at once; ``None``: no cap.
+        rate: Most calls started per window: a :class:`Rate` or its text,
+            ``"500/min"``; ``None``: no cap.
+        key: Who a call is made for (a tenant, a customer), computed from
+            the call (:class:`LimitCall`) as a string. Calls waiting for a
+            slot are served by turns across keys (round robin), so one key
+            with many calls waiting never starves another. ``None``: one key.
+        priority: A number computed from the call: higher is served first,
+            ahead of any turn; ``None``: every call has priority 0.
+
+    At least one of ``concurrency`` and ``rate`` is required. Waiting for a
+    slot holds no thread, and a waiting call keeps its place in line when
+    its run is taken over after a crash (see ``docs/flow-control.md``).
+    """
+
+    name: str
+    concurrency: int | None = None
+    rate: Rate | str | None = None
+    key: Callable[[LimitCall], object] | None = None
+    priority: Callable[[LimitCall], int] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            msg = (
+                f"a limit's name must be letters, digits, '_', '-', '.' or ':' "
+                f"(a letter first), got {self.name!r}"
+            )
+            raise ValueError(msg)
+        if self.concurrency is not None and (
+            not isinstance(self.concurrency, int) or self.concurrency < 1
+        ):
+            msg = f"limit {self.name!r}: concurrency must be at least 1, got {self.concurrency!r}"
+            raise ValueError(msg)
+        if isinstance(self.rate, str):
+            try:
+                object.__setattr__(self, "rate", Rate.parse(self.rate))
+            except ValueError as problem:
+                msg = f"limit {self.name!r}: {problem}"
+                raise ValueError(msg) from None
+        elif self.rate is not None and not isinstance(self.rate, Rate):
+            msg = f"limit {self.name!r}: rate must be a Rate or text such as '500/min'"
+            raise TypeError(msg)
+        if self.concurrency is None and self.rate is None:
+            msg = f"limit {self.name!r} caps nothing: give it concurrency=, rate= or both"
+            raise ValueError(msg)
+        for field in ("key", "priority"):
+            value = getattr(self, field)
+            if value is not None and not callable(value):
+                msg = f"limit {self.name!r}: {field} must be a callable of the call, got {value!r}"
+                raise TypeError(msg)
+
+    @property
+    def window(self) -> Rate | None:
+        """The rate as a :class:`Rate` (``rate`` is parsed on construction)."""
+        rate = self.rate
+        assert not isinstance(rate, str)  # noqa: S101 - parsed in __post_init__
+        return rate
+
+    def key_of(self, call: LimitCall) -> str:
+        """The key ``call`` waits under (``""``: the limit has no key)."""
+        return "" if self.key is None else str(self.key(call))
+
+    def priority_of(self, call: LimitCall) -> int:
+        """How urgent ``call`` is (0 unless the limit computes it)."""
+        return 0 if self.priority is None else int(self.priority(call))
+
+
+def check_limit_names(owner: str, names: object) -> tuple[str, ...]:
+    """The limit names an executor or agent step declared, checked.
+
+    Raises:
+        TypeError: ``names`` is not a list of strings (naming ``owner``).
+    """
+    if names is None:
+        return ()
+    if isinstance(names, str) or not all(isinstance(name, str) for name in names):  # type: ignore[attr-defined]
+        msg = f"{owner}: limits must be a list of limit names, got {names!r}"
+        raise TypeError(msg)
+    return tuple(dict.fromkeys(names))  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowLimits:
+    """A workflow's call limits: those it declares, those its host must, and who names which.
+
+    Attributes:
+        declared: Name -> the limit the workflow declares itself.
+        hosted: Names the workflow leaves to whoever hosts it to declare
+            (a ``Runtime``, ``treadle worker``), with the numbers of that
+            deployment.
+        by_executor: Executor id -> the names of the limits it runs under,
+            sorted (only executors that name some).
+    """
+
+    declared: Mapping[str, CallLimit]
+    hosted: frozenset[str]
+    by_executor: Mapping[str, tuple[str, ...]]
+
+    def names(self) -> frozenset[str]:
+        """Every limit some executor names."""
+        return frozenset(name for names in self.by_executor.values() for name in names)
+
+    def missing(self, host: Mapping[str, CallLimit]) -> list[str]:
+        """What ``host``'s declarations leave undeclared, one problem each."""
+        problems: list[str] = []
+        for executor_id, names in self.by_executor.items():
+            problems.extend(
+                f"executor {executor_id!r} names limit {name!r}, which its host does not declare"
+                for name in names
+                if name not in self.declared and name not in host
+            )
+        return problems
+
+    def resolve(self, host: Mapping[str, CallLimit]) -> dict[str, tuple[CallLimit, ...]]:
+        """Executor id -> its limits, the host's declaration of a name winning.
+
+        Raises:
+            ValueError: a named limit is declared nowhere (see :meth:`missing`).
+        """
+        problems = self.missing(host)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return {
+            executor_id: tuple(host.get(name) or self.declared[name] for name in names)
+            for executor_id, names in self.by_executor.items()
+        }
+
+
+NO_LIMITS = WorkflowLimits(MappingProxyType({}), frozenset(), MappingProxyType({}))
+
+
+def workflow_limits(
+    limits: Iterable[CallLimit | str], executors: Mapping[str, Sequence[str]]
+) -> tuple[WorkflowLimits, list[str]]:
+    """A workflow's limits from its builder's ``limits=`` and its executors' names, with problems.
+
+    A problem names the executor and the limit: an executor naming a limit
+    the workflow neither declares nor leaves to its host, or a name declared twice.
+    """
+    declared: dict[str, CallLimit] = {}
+    hosted: set[str] = set()
+    problems: list[str] = []
+    for limit in limits:
+        if isinstance(limit, str):
+            hosted.add(limit)
+            continue
+        if not isinstance(limit, CallLimit):
+            problems.append(f"limits: {limit!r} is neither a CallLimit nor a limit's name")
+            continue
+        if limit.name in declared:
+            problems.append(f"limits: {limit.name!r} is declared twice")
+        declared[limit.name] = limit
+    by_executor: dict[str, tuple[str, ...]] = {}
+    for executor_id, names in executors.items():
+        if not names:
+            continue
+        by_executor[executor_id] = tuple(sorted(names))
+        problems.extend(
+            f"executor {executor_id!r} names limit {name!r}, which is not declared "
+            f"(declare it with WorkflowBuilder(limits=[CallLimit({name!r}, ...)]), "
+            f"or name it there, limits=[{name!r}], for its host to declare)"
+            for name in names
+            if name not in declared and name not in hosted
+        )
+    if not by_executor and not declared and not hosted:
+        return NO_LIMITS, problems
+    return (
+        WorkflowLimits(
+            MappingProxyType(declared), frozenset(hosted), MappingProxyType(by_executor)
+        ),
+        problems,
+    )

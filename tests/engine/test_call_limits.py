@@ -1,0 +1,201 @@
+"""Call limits in one process: slots across a superstep's invocations and across runs.
+
+A limit changes when an invocation runs, never what its superstep
+commits: the property below runs generated fan-outs with and without
+limits and compares everything they commit.
+"""
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from treadle import CallLimit, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import WorkflowValidationError
+from treadle.stores import MemoryStore
+
+
+class Gauge:
+    """How many calls run at once, and the most there ever were."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+        self.calls = 0
+
+    async def call(self, seconds: float = 0.002) -> None:
+        self.now += 1
+        self.calls += 1
+        self.most = max(self.most, self.now)
+        await asyncio.sleep(seconds)
+        self.now -= 1
+
+
+def fan_out_workflow(gauge: Gauge, width: int, limits=(), names=("api",), name="fan"):
+    @executor(id="start")
+    async def start(n: int, ctx: WorkflowContext) -> None:
+        ctx.send_message(n)
+
+    def worker(i: int):
+        @executor(id=f"w{i}", limits=list(names) if limits else [])
+        async def work(n: int, ctx: WorkflowContext) -> None:
+            await gauge.call()
+            ctx.send_message(n * 10 + i)
+
+        return work
+
+    @executor(id="join")
+    async def join(values: list, ctx: WorkflowContext) -> None:
+        ctx.yield_output(sorted(values))
+
+    workers = [worker(i) for i in range(width)]
+    builder = WorkflowBuilder(start, name=name, limits=list(limits))
+    builder.add_fan_out(start, workers).add_fan_in(workers, join)
+    return builder.build()
+
+
+async def test_a_superstep_runs_no_more_calls_at_once_than_its_limit():
+    gauge = Gauge()
+    workflow = fan_out_workflow(gauge, 8, [CallLimit("api", concurrency=2)])
+    result = await workflow.run(1)
+    assert result.outputs == [[10 + i for i in range(8)]]
+    assert gauge.calls == 8
+    assert gauge.most == 2
+
+
+async def test_runs_of_one_process_share_a_limit():
+    gauge = Gauge()
+    workflow = fan_out_workflow(gauge, 4, [CallLimit("api", concurrency=3)])
+    results = await asyncio.gather(*(workflow.run(n) for n in range(20)))
+    assert all(r.status.value == "completed" for r in results)
+    assert gauge.calls == 80
+    assert gauge.most == 3
+
+
+async def test_a_runtime_shares_its_limit_across_workflows_and_its_terms_win():
+    gauge = Gauge()
+    first = fan_out_workflow(gauge, 4, ["api"], name="first")
+    second = fan_out_workflow(gauge, 4, [CallLimit("api", concurrency=50)], name="second")
+    runtime = Runtime(MemoryStore(), [first, second], limits=[CallLimit("api", concurrency=2)])
+    async with runtime:
+        results = await asyncio.gather(
+            *(runtime.start(w, n) for n in range(6) for w in ("first", "second"))
+        )
+    assert all(r.status.value == "completed" for r in results)
+    assert gauge.most == 2
+
+
+def test_an_unknown_limit_name_is_a_build_error_naming_the_executor_and_the_limit():
+    @executor(id="caller", limits=["opneai"])
+    async def caller(n: int, ctx: WorkflowContext) -> None: ...
+
+    with pytest.raises(WorkflowValidationError) as raised:
+        WorkflowBuilder(caller, limits=[CallLimit("openai", concurrency=1)]).build()
+    assert "executor 'caller' names limit 'opneai'" in str(raised.value)
+
+
+def test_a_runtime_refuses_a_workflow_whose_hosted_limit_it_does_not_declare():
+    @executor(id="caller", limits=["openai"])
+    async def caller(n: int, ctx: WorkflowContext) -> None: ...
+
+    workflow = WorkflowBuilder(caller, name="asks", limits=["openai"]).build()
+    with pytest.raises(WorkflowValidationError) as raised:
+        Runtime(MemoryStore(), [workflow])
+    assert "executor 'caller' names limit 'openai'" in str(raised.value)
+    assert "'asks'" in str(raised.value)
+
+
+def test_limit_values_are_checked_where_they_enter():
+    assert CallLimit("a", rate="500/min").window.per == 60
+    assert CallLimit("a", rate="3/5s").window.calls == 3
+    assert CallLimit("a", rate="3/5s").window.per == 5
+    with pytest.raises(ValueError, match="caps nothing"):
+        CallLimit("a")
+    with pytest.raises(ValueError, match="'500 a minute' is not calls per time"):
+        CallLimit("a", rate="500 a minute")
+    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+        CallLimit("a", concurrency=0)
+    with pytest.raises(TypeError, match="must be a list of limit names"):
+        executor(limits="openai")(lambda n, ctx: None)
+
+
+# -- a limit never changes what a superstep commits ------------------------------------
+@dataclass(frozen=True)
+class Shape:
+    width: int
+    rounds: int
+    concurrency: int | None
+    rate: int | None
+    keyed: bool
+
+
+@st.composite
+def shapes(draw):
+    concurrency = draw(st.one_of(st.none(), st.integers(1, 4)))
+    rate = (
+        draw(st.integers(2, 40))
+        if concurrency is None
+        else draw(st.one_of(st.none(), st.integers(2, 40)))
+    )
+    return Shape(
+        draw(st.integers(1, 6)), draw(st.integers(1, 3)), concurrency, rate, draw(st.booleans())
+    )
+
+
+def looped_workflow(shape: Shape, limited: bool):
+    @executor(id="start")
+    async def start(n: int, ctx: WorkflowContext) -> None:
+        ctx.send_message(n)
+
+    def worker(i: int):
+        @executor(id=f"w{i}", limits=["api"] if limited else [])
+        async def work(n: int, ctx: WorkflowContext) -> None:
+            await asyncio.sleep(random.random() / 1000)
+            ctx.state.update("calls", lambda v: v + 1)
+            ctx.state.set(f"w{i}", n)
+            ctx.yield_output((ctx.executor_id, n))
+            ctx.send_message(n * 7 + i)
+
+        return work
+
+    @executor(id="join")
+    async def join(values: list, ctx: WorkflowContext) -> None:
+        ctx.yield_output(("join", values))
+        if len(ctx.state.get("rounds")) < shape.rounds:
+            ctx.state.update("rounds", lambda v: [*v, sum(values) % 101])
+            ctx.send_message(sum(values) % 101)
+
+    workers = [worker(i) for i in range(shape.width)]
+    rate = f"{shape.rate}/s" if shape.rate else None
+    key = (lambda call: f"t{call.message % 2}") if shape.keyed else None
+    limits = (
+        [CallLimit("api", concurrency=shape.concurrency, rate=rate, key=key)] if limited else []
+    )
+    builder = WorkflowBuilder(start, name="looped", limits=limits)
+    builder.add_state("calls", default=0).add_state("rounds", default=[])
+    builder.add_fan_out(start, workers).add_fan_in(workers, join).add_edge(join, start)
+    return builder.build()
+
+
+def committed(result):
+    events = [
+        (type(e).__name__, getattr(e, "executor_id", None), getattr(e, "superstep", None))
+        for e in result.events
+        if type(e).__name__ not in ("ExecutorInvoked", "ExecutorCompleted")
+    ]
+    return result.status, result.outputs, dict(result.state), events
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes(), st.integers(0, 100))
+def test_a_limited_run_commits_what_an_unlimited_run_commits(shape, seed):
+    async def scenario():
+        unlimited = await looped_workflow(shape, limited=False).run(seed)
+        limited = await looped_workflow(shape, limited=True).run(seed)
+        assert committed(limited) == committed(unlimited)
+        assert limited.state["calls"] == shape.width * (shape.rounds + 1)
+
+    asyncio.run(scenario())
