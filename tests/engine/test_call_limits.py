@@ -21,16 +21,17 @@ from treadle.stores import MemoryStore
 class Gauge:
     """How many calls run at once, and the most there ever were."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float = 0.002) -> None:
+        self.seconds = seconds
         self.now = 0
         self.most = 0
         self.calls = 0
 
-    async def call(self, seconds: float = 0.002) -> None:
+    async def call(self) -> None:
         self.now += 1
         self.calls += 1
         self.most = max(self.most, self.now)
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(self.seconds)
         self.now -= 1
 
 
@@ -199,3 +200,18 @@ def test_a_limited_run_commits_what_an_unlimited_run_commits(shape, seed):
         assert limited.state["calls"] == shape.width * (shape.rounds + 1)
 
     asyncio.run(scenario())
+
+
+async def test_stored_runs_count_their_slots_in_the_store(tmp_path):
+    from treadle.stores import SqliteStore
+
+    gauge = Gauge(seconds=0.1)
+    workflow = fan_out_workflow(gauge, 4, [CallLimit("api", concurrency=3)])
+    store = SqliteStore(tmp_path / "runs.db")
+    try:
+        results = await asyncio.gather(*(workflow.run(n, store=store) for n in range(12)))
+    finally:
+        await store.close()
+    assert all(r.status.value == "completed" for r in results)
+    assert gauge.calls == 48
+    assert gauge.most == 3

@@ -102,13 +102,15 @@ class CallGate(Protocol):
     """Where a run's invocations wait for slots of call limits.
 
     ``acquire`` answers at once with a :class:`Slot` when one is free, else
-    with a future its gate resolves when the call's turn comes: no
-    coroutine of the gate's own waits, so a waiting call costs a future and
-    its place in line. Cancelling the future gives the place up.
+    with what to await for one: the gate of one process answers with a
+    future it resolves when the call's turn comes (no coroutine of its own
+    waits, so a waiting call costs a future and its place in line), a
+    store's gate with a coroutine that enters the store's line. Cancelling
+    the wait gives the place up.
     """
 
-    def acquire(self, request: SlotRequest) -> Slot | asyncio.Future[Slot]:
-        """A slot for ``request`` now, or the future of one."""
+    def acquire(self, request: SlotRequest) -> Slot | Awaitable[Slot]:
+        """A slot for ``request`` now, or what to await for one."""
         ...
 
     def release(self, slot: Slot) -> Awaitable[None] | None:
@@ -119,7 +121,7 @@ class CallGate(Protocol):
         """Count ``slot``'s call as having used ``used`` (a model's reported tokens)."""
         ...
 
-    def slow_down(self, limit: str, seconds: float) -> None:
+    def slow_down(self, limit: str, seconds: float) -> Awaitable[None] | None:
         """Admit no call of ``limit`` for ``seconds`` (a provider asked to retry later)."""
         ...
 

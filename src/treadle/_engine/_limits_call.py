@@ -17,7 +17,7 @@ from treadle._engine._limiter import Slot, SlotRequest
 from treadle._graph._limits import LimitCall
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Sequence
 
     from treadle._engine._invocation import Invocation
     from treadle._engine._limiter import CallGate, Limiting
@@ -65,13 +65,17 @@ async def take_slots(invocation: Invocation, limiting: Limiting, slots: list[Slo
     gate = limiting.gate
     for request in slot_requests(invocation, limiting.by_executor[invocation.executor.id]):
         got = gate.acquire(request)
-        if type(got) is not Slot:  # its turn comes later: a future, resolved by the gate
-            future = cast("asyncio.Future[Slot]", got)
+        if type(got) is not Slot:  # its turn comes later
+            waiting = cast("Awaitable[Slot]", got)
             try:
-                got = await future
+                got = await waiting
             except asyncio.CancelledError:
-                if future.done() and not future.cancelled():  # granted as it was cancelled
-                    slots.append(future.result())
+                if (
+                    isinstance(waiting, asyncio.Future)
+                    and waiting.done()
+                    and not waiting.cancelled()
+                ):
+                    slots.append(waiting.result())  # granted as it was cancelled
                 raise
         slots.append(got)
 

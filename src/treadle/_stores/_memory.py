@@ -16,6 +16,7 @@ from treadle._exceptions import (
 from treadle._stores import _audit, _memory_events
 from treadle._stores._live import MemoryLiveFeed
 from treadle._stores._memory_events import MemoryAudit
+from treadle._stores._memory_limits import MemoryLimits
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
@@ -42,7 +43,13 @@ if TYPE_CHECKING:
 
 
 class MemoryStore(
-    MemoryAudit, MemoryOwnership, MemoryAdmissions, MemoryTokens, MemoryOutbox, MemorySearch
+    MemoryAudit,
+    MemoryOwnership,
+    MemoryAdmissions,
+    MemoryTokens,
+    MemoryOutbox,
+    MemorySearch,
+    MemoryLimits,
 ):
     """Runs and checkpoints in this process's memory, gone when it exits.
 

@@ -43,6 +43,7 @@ from treadle._stores._postgres_starts import PostgresAdmissions
 from treadle._stores._postgres_writes import drive
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._sql_limits import PostgresLimits
 from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import PostgresTokens
@@ -69,7 +70,13 @@ _MIGRATION_LOCK = int.from_bytes(b"treadle", "big")
 
 
 class PostgresStore(
-    SqlReads, PostgresOwnership, PostgresAdmissions, PostgresTokens, PostgresOutbox, SqlSearch
+    SqlReads,
+    PostgresOwnership,
+    PostgresAdmissions,
+    PostgresTokens,
+    PostgresOutbox,
+    SqlSearch,
+    PostgresLimits,
 ):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 

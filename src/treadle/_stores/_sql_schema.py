@@ -244,6 +244,42 @@ CREATE TABLE treadle_run_fields (
     PRIMARY KEY (run_id, name)
 )"""
 
+# Call limits (DESIGN 18): a limit's terms as last used, the counter of arrivals in
+# its line, the turn being served (round robin across keys) and a slow-down.
+_CREATE_LIMITS = """
+CREATE TABLE treadle_limits (
+    limit_name TEXT NOT NULL PRIMARY KEY,
+    concurrency BIGINT,
+    calls BIGINT,
+    per DOUBLE PRECISION,
+    arrivals BIGINT NOT NULL,
+    serving BIGINT NOT NULL,
+    paused_until DOUBLE PRECISION
+)"""
+
+# A limit's line: a row per call waiting (granted_at NULL), holding a slot
+# (released_at NULL) or released within the rate's window. A slot counts while
+# the lease it was taken under (run_id, lease_epoch) is its run's and current.
+_CREATE_LIMIT_SLOTS = """
+CREATE TABLE treadle_limit_slots (
+    limit_name TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    lease_epoch BIGINT NOT NULL,
+    call_key TEXT NOT NULL,
+    priority BIGINT NOT NULL,
+    turn BIGINT NOT NULL,
+    arrival BIGINT NOT NULL,
+    cost DOUBLE PRECISION NOT NULL,
+    entered_at DOUBLE PRECISION NOT NULL,
+    gate TEXT NOT NULL,
+    noticed INTEGER NOT NULL,
+    granted_at DOUBLE PRECISION,
+    released_at DOUBLE PRECISION,
+    PRIMARY KEY (limit_name, call_id)
+)"""
+
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -338,6 +374,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX treadle_starts_state ON treadle_starts (workflow, state, start_key)",
         # What a service looks for: queued starts whose time has come.
         "CREATE INDEX treadle_starts_due ON treadle_starts (admit_at) WHERE state = 'queued'",
+    ),
+    (  # 13: call limits: each limit's row and its line of calls (see _stores/_sql_limits.py)
+        _CREATE_LIMITS,
+        _CREATE_LIMIT_SLOTS,
+        # The head of a line: waiting calls by priority, turn and arrival.
+        "CREATE INDEX treadle_limit_slots_line"  # noqa: ISC004 - one statement
+        " ON treadle_limit_slots (limit_name, granted_at, priority, turn, arrival)",
+        "CREATE INDEX treadle_limit_slots_run ON treadle_limit_slots (run_id)",
     ),
 )
 

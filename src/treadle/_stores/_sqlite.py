@@ -38,6 +38,7 @@ from treadle._stores import (
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sql_limits import SqliteLimits
 from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_tokens import SqliteTokens
@@ -79,7 +80,7 @@ _LONGEST_PAUSE = 0.05
 
 
 class SqliteStore(
-    SqlReads, SqliteOwnership, SqliteAdmissions, SqliteTokens, SqliteOutbox, SqlSearch
+    SqlReads, SqliteOwnership, SqliteAdmissions, SqliteTokens, SqliteOutbox, SqlSearch, SqliteLimits
 ):
     """Runs and checkpoints in one SQLite file, safe across processes.
 

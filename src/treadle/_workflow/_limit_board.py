@@ -17,6 +17,7 @@ import contextlib
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from treadle._checkpoints._limit_gate import StoreGate, stored_gate
 from treadle._engine._limiter import Limiting, LocalGate
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._limits import CallLimit
@@ -89,7 +90,8 @@ class LimitBoard:
         found = self._stored.get(id(store))
         if found is not None and found[0] is store:
             return found[1]
-        gate: CallGate = self.local
+        made = stored_gate(store)
+        gate: CallGate = self.local if made is None else made  # type: ignore[assignment]
         self._stored[id(store)] = (store, gate)
         return gate
 
@@ -115,7 +117,8 @@ def limiting_for(
     except ValueError as problem:
         raise WorkflowValidationError([f"workflow {name!r}: {problem}"]) from None
     gate = board.gate(store)
-    bound = getattr(gate, "bound", None)
-    if bound is not None and ownership is not None:
-        gate = bound(ownership)
+    if isinstance(gate, StoreGate):
+        if ownership is None:  # a stored run always has one; without it, count here
+            return Limiting(board.local, by_executor)
+        return Limiting(gate.bound(ownership), by_executor)
     return Limiting(gate, by_executor)
