@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import operator
 from typing import Any
@@ -78,3 +79,15 @@ async def review(expense: dict, ctx: WorkflowContext[dict]) -> None:
     decision = await ctx.request(f"approve {expense['amount']}?", Decision)
     if decision.approved:
         ctx.send_message(expense)
+
+
+AT_ONCE = {"now": 0, "most": 0}  # what slow_call saw: calls under way at once
+
+
+@executor
+async def slow_call(value: dict, ctx: WorkflowContext[Any]) -> None:
+    AT_ONCE["now"] += 1
+    AT_ONCE["most"] = max(AT_ONCE["most"], AT_ONCE["now"])
+    await asyncio.sleep(0.01)
+    AT_ONCE["now"] -= 1
+    ctx.yield_output(value["tenant"])

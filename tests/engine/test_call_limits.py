@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from treadle import CallLimit, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import WorkflowValidationError
-from treadle.stores import MemoryStore
+from treadle.stores import MemoryStore, SqliteStore
 
 
 class Gauge:
@@ -203,8 +203,6 @@ def test_a_limited_run_commits_what_an_unlimited_run_commits(shape, seed):
 
 
 async def test_stored_runs_count_their_slots_in_the_store(tmp_path):
-    from treadle.stores import SqliteStore
-
     gauge = Gauge(seconds=0.1)
     workflow = fan_out_workflow(gauge, 4, [CallLimit("api", concurrency=3)])
     store = SqliteStore(tmp_path / "runs.db")

@@ -110,7 +110,7 @@ async def test_a_rate_grants_no_more_calls_in_a_window_and_says_when_the_next_ma
         admitted = await store.take_slot(terms, SlotEntry(f"c{n}"), lease, "g")
         granted.extend(admitted.granted)
     assert granted == ["c0", "c1"]
-    assert admitted.next_at is not None and admitted.next_at > 0
+    assert admitted.next_at is not None
     await store.release_slot(terms, "c0", lease, "g")
     assert (await store.admit_slots(terms, "g")).granted == ()  # released, still in the window
     [wait] = await store.line_waits(["r"])

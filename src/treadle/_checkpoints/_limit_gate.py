@@ -145,7 +145,10 @@ class StoreGate:
         """Ask the store for the line until ``future`` (the asker's own call) is resolved."""
         while not future.done():
             now = time.time()
-            pause = self.poll if line.next_at is None else max(0.0, min(line.next_at - now, 1.0))
+            # Another process may grant this line's calls at any time: ask at least each poll.
+            pause = (
+                self.poll if line.next_at is None else max(0.0, min(line.next_at - now, self.poll))
+            )
             await asyncio.wait((future,), timeout=pause)
             if future.done():
                 return

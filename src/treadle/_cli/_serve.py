@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from treadle._engine._metrics import Metrics
+    from treadle._graph._limits import CallLimit
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
 
@@ -46,6 +47,7 @@ class WorkerSettings:
         metrics_port: Serve Prometheus' ``GET /metrics`` on this port
             (``None``: no metrics; 0: a free port, logged).
         metrics_host: The address that port is bound on.
+        limits: The call limits its runs share (the apps' top-level ``CallLimit``s).
     """
 
     poll_interval: float
@@ -55,6 +57,7 @@ class WorkerSettings:
     worker_id: str | None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    limits: tuple[CallLimit, ...] = ()
 
 
 async def serve(store: Store, workflows: list[Workflow], settings: WorkerSettings) -> None:
@@ -111,7 +114,13 @@ async def _serve_file(
     _logger.info("worker serving %s", ", ".join(w.name for w in workflows))
     # Leaving the runtime detaches the runs it was advancing (it logs each):
     # stopping must not cancel them, they stay resumable.
-    async with Runtime(store, workflows, poll_interval=settings.poll_interval, metrics=metrics):
+    async with Runtime(
+        store,
+        workflows,
+        poll_interval=settings.poll_interval,
+        metrics=metrics,
+        limits=settings.limits,
+    ):
         await stop.wait()
     _logger.info("worker stopped")
 
@@ -135,6 +144,7 @@ async def _serve_queue(
         poll_interval=settings.poll_interval,
         max_recoveries=settings.max_recoveries,
         metrics=metrics,
+        limits=settings.limits,
     )
     async with asyncio.TaskGroup() as group:
         group.create_task(serving.serve())

@@ -57,11 +57,14 @@ def worker(
     SQLite: wake runs whose timers fall due, apply deliveries nobody applied
     and take over orphaned runs (one such worker per file); on SIGTERM or
     Ctrl-C, the runs it was advancing are left as last committed (not
-    cancelled). Log lines go to stderr, each once, with an ISO time.
+    cancelled). Log lines go to stderr, each once, with an ISO time. The
+    call limits the apps declare at their top level (``CallLimit``) are
+    shared by every run the worker serves (docs/flow-control.md).
     """
-    from treadle._scaleout._apps import load_app  # noqa: PLC0415 - only for workers
+    from treadle._scaleout._apps import load_app, load_limits  # noqa: PLC0415 - only for workers
 
     workflows = [w for spec in apps for w in execute_sync(lambda spec=spec: load_app(spec))]  # type: ignore[misc]
+    limits = tuple({limit.name: limit for spec in apps for limit in load_limits(spec)}.values())
     settings = WorkerSettings(
         poll_interval=poll_interval,
         concurrency=concurrency,
@@ -70,6 +73,7 @@ def worker(
         worker_id=worker_id,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        limits=limits,
     )
     log_to_stderr()
     execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease, creates=True)

@@ -104,7 +104,7 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
             edges.append(None)  # keeps the indexes of the others
     fields: dict[str, Any] = {}
     names = ("name", "version", "description", "start", "inputs", "types", "state", "limits")
-    for name in (*names, "retry", "four_eyes", "search"):
+    for name in (*names, "call_limits", "retry", "four_eyes", "search"):
         if name not in data:
             continue
         field = schema.Definition.model_fields[name]
@@ -123,6 +123,7 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
         types=fields.get("types", []),
         state=fields.get("state", {}),
         limits=fields.get("limits", schema.Limits()),
+        call_limits=fields.get("call_limits", {}),
         retry=fields.get("retry"),
         four_eyes=bool(fields.get("four_eyes", False)),
         search=fields.get("search", {}),

@@ -53,6 +53,25 @@ class Limits(_Model):
     deterministic: bool = False
 
 
+class CallLimitSpec(_Model):
+    """A call limit (docs/flow-control.md): calls at once, calls per time, turns and priority."""
+
+    concurrency: int | None = Field(default=None, ge=1)
+    rate: str | None = Field(
+        default=None,
+        pattern=r"^\s*\d+\s*/\s*\d*\.?\d*\s*[A-Za-z]+\s*$",
+        description="Calls started per window: `500/min`, `10/s`, `3/5s`, `1000/hour`.",
+    )
+    key: Expression | None = Field(
+        default=None,
+        description="Who a call is for (CEL over message, run_id, workflow, executor): "
+        "keys take turns.",
+    )
+    priority: Expression | None = Field(
+        default=None, description="An integer (CEL over the same): higher goes first."
+    )
+
+
 class StateSpec(_Model):
     """A state key: its initial value and, by import path, how concurrent writes merge."""
 
@@ -99,6 +118,10 @@ class Node(_Model):
     four_eyes: bool | None = Field(
         default=None,
         description="Whether the person who started the run may not answer its requests.",
+    )
+    limits: list[Identifier] | None = Field(
+        default=None,
+        description="The call limits (`call_limits`, or the host's) each of its calls waits for.",
     )
     outcome: str | None = Field(
         default=None,
@@ -234,6 +257,10 @@ class Definition(_Model):
     )
     state: dict[Identifier, StateSpec] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
+    call_limits: dict[Identifier, CallLimitSpec] = Field(
+        default_factory=dict,
+        description="Limits its nodes' calls share (docs/flow-control.md), by name.",
+    )
     retry: Retry | None = None
     four_eyes: bool = Field(
         default=False,

@@ -11,12 +11,14 @@ all.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._declarative import _schema as schema
 from treadle._declarative._conditions import CelCondition, CelSelector, compile_expression
+from treadle._declarative._limits import declared_limits
 from treadle._declarative._nodes import (
     INPUTS_KEY,
     NODES_KEY,
@@ -86,6 +88,13 @@ def retry_policy(retry: schema.Retry | None) -> RetryPolicy | None:
     return RetryPolicy(max_attempts=retry.max_attempts, backoff=backoff)
 
 
+def limited(node: Executor, limits: tuple[str, ...]) -> Executor:
+    """``node``, running under the call limits its definition names (``limits:``)."""
+    if limits:
+        node.limits = limits
+    return node
+
+
 class Translation:
     """One definition's translation: the builder, and what each problem maps back to."""
 
@@ -127,6 +136,7 @@ class Translation:
             deterministic=d.limits.deterministic,
             retry=retry_policy(d.retry),
             four_eyes=d.four_eyes,
+            limits=declared_limits(d.call_limits, self.problem),
         )
         self._add_state(builder, bool(recorded))
         add_search_fields(builder, d.search, self.problem)
@@ -365,19 +375,27 @@ class Translation:
             return
         self.added.add(node_id)
         builder.register_type(*named_types(made.executor))
+        limits = tuple(node.limits or ())
         if wrapping is None:
-            builder.add_executor(made.factory if made.factory is not None else made.executor)
+            if not limits:
+                builder.add_executor(made.factory if made.factory is not None else made.executor)
+            elif made.factory is not None:
+                made_factory = made.factory
+                builder.add_executor(lambda: limited(made_factory(), limits))
+            else:
+                # A copy: the executor an import path names may serve other workflows.
+                builder.add_executor(limited(copy.copy(made.executor), limits))
             return
         factory = made.factory
         if factory is not None:
             chosen = wrapping
 
             def wrapped() -> Executor:
-                return DeclaredNode(factory(), node_id, chosen)
+                return limited(DeclaredNode(factory(), node_id, chosen), limits)
 
             builder.add_executor(wrapped)
         else:
-            builder.add_executor(DeclaredNode(made.executor, node_id, wrapping))
+            builder.add_executor(limited(DeclaredNode(made.executor, node_id, wrapping), limits))
 
     # -- edges ------------------------------------------------------------------------
     def _known(self, at: Where, edge: Any) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import AppLoadError
+from treadle._graph._limits import CallLimit
 from treadle._values._strict import fit_type
 from treadle._workflow._versions import Hosted
 from treadle._workflow._workflow import Workflow
@@ -42,6 +43,20 @@ def load_app(spec: str) -> list[Workflow]:
             not a ``Workflow``, or the module holds none.
     """
     return list(_workflows_of(spec).values())
+
+
+def load_limits(spec: str) -> list[CallLimit]:
+    """The call limits an app declares: every ``CallLimit`` at its module's top level.
+
+    ``treadle worker`` declares them for the runs it serves, so an app that
+    names a limit in its workflows (``limits=["openai"]``) says its numbers
+    once, beside them.
+
+    Raises:
+        AppLoadError: The module does not import.
+    """
+    module, _ = import_app(spec.partition(":")[0])
+    return [value for value in vars(module).values() if isinstance(value, CallLimit)]
 
 
 def choose_workflow(spec: str) -> Workflow:

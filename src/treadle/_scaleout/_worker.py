@@ -62,6 +62,7 @@ from treadle._scaleout._apps import coerce_input
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 from treadle._workflow._launch import Launch
+from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
 from treadle._workflow._versions import Hosted
 from treadle._workflow._workflow import continue_taken, drive
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._clock import Clock
     from treadle._engine._metrics import Metrics
+    from treadle._graph._limits import CallLimit
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_leases import LeasedStore
     from treadle._workflow._workflow import Workflow
@@ -106,6 +108,9 @@ class Worker:
         clock: The time source for timers (the system clock by default).
         metrics: Where its runs report what they do, and it its lease
             renewals and takeovers (``treadle worker --metrics-port``).
+        limits: The call limits its runs share with every worker on the
+            database (``CallLimit``; see ``docs/flow-control.md``): a name
+            declared here wins over a workflow's own declaration of it.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class Worker:
         shutdown_grace: float | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        limits: Iterable[CallLimit] = (),
     ) -> None:
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
@@ -135,6 +141,9 @@ class Worker:
         if not self.workflows:
             msg = "a worker needs at least one workflow to serve"
             raise ValueError(msg)
+        self.limits = LimitBoard(limits)
+        for hosted in self.workflows.all():
+            self.limits.check(hosted.name, hosted.limits)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.concurrency = concurrency
         self.poll_interval = poll_interval
@@ -306,7 +315,7 @@ class Worker:
             await held.view.set_status(claim.run_id, "failed", reason)
             return
         items = await self.queue.inbox(claim.run_id)
-        with self._leases.driving():
+        with self._leases.driving(), self.limits.declaring():
             if claim.checkpoint_id is None:
                 await self._start(workflow, held, items)
             else:

@@ -21,6 +21,7 @@ from treadle._checkpoints._limit_gate import StoreGate, stored_gate
 from treadle._engine._limiter import Limiting, LocalGate
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._limits import CallLimit
+from treadle._stores._limit_roles import LimitSlots
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -57,7 +58,7 @@ class LimitBoard:
             declared[limit.name] = limit
         self.declared: Mapping[str, CallLimit] = declared
         self.local = LocalGate()
-        self._stored: dict[int, tuple[Store, CallGate]] = {}
+        self._stored: dict[int, tuple[object, CallGate]] = {}
 
     @staticmethod
     def current() -> LimitBoard | None:
@@ -87,12 +88,16 @@ class LimitBoard:
         """Where calls of runs on ``store`` wait: the store's slots, else this process's."""
         if store is None:
             return self.local
-        found = self._stored.get(id(store))
-        if found is not None and found[0] is store:
+        # A worker's run writes through a fenced view of its store; the slots are the
+        # store's, shared by every run on it (their own writes are fenced by lease).
+        underlying = getattr(store, "store", None)
+        slots: object = underlying if isinstance(underlying, LimitSlots) else store
+        found = self._stored.get(id(slots))
+        if found is not None and found[0] is slots:
             return found[1]
-        made = stored_gate(store)
+        made = stored_gate(slots)
         gate: CallGate = self.local if made is None else made  # type: ignore[assignment]
-        self._stored[id(store)] = (store, gate)
+        self._stored[id(slots)] = (slots, gate)
         return gate
 
 
