@@ -174,7 +174,7 @@ class Runtime:
 
         async def start(index: int, claimed: Claimed) -> None:
             async with slots:
-                with leases.driving():
+                with leases.driving(), self.limits.declaring():
                     results[index] = await self._start_admitted(claimed, duration)
 
         async with asyncio.TaskGroup() as group:
