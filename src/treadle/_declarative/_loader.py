@@ -104,7 +104,7 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
             edges.append(None)  # keeps the indexes of the others
     fields: dict[str, Any] = {}
     names = ("name", "version", "description", "start", "inputs", "types", "state", "limits")
-    for name in (*names, "call_limits", "retry", "four_eyes", "search"):
+    for name in (*names, "call_limits", "retry", "four_eyes", "search", "start_policy"):
         if name not in data:
             continue
         field = schema.Definition.model_fields[name]
@@ -127,6 +127,7 @@ def _salvage(data: dict[str, Any]) -> tuple[schema.Definition, frozenset[str]]:
         retry=fields.get("retry"),
         four_eyes=bool(fields.get("four_eyes", False)),
         search=fields.get("search", {}),
+        start_policy=fields.get("start_policy"),
         nodes=nodes,
         edges=edges,
     )

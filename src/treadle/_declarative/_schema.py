@@ -92,6 +92,20 @@ class SearchSpec(_Model):
     state: str | None = Field(default=None, max_length=2000)
 
 
+class StartPolicySpec(_Model):
+    """How starts of the workflow take turns (docs/flow-control.md), decided by the store.
+
+    ``key`` is a CEL expression over ``inputs`` (the run's input) giving what
+    "the same" means for ``singleton`` and ``debounce``.
+    """
+
+    key: str | None = Field(default=None, max_length=2000)
+    singleton: bool = False
+    concurrency: int | None = Field(default=None, ge=1)
+    when_busy: Literal["queue", "refuse"] = "queue"
+    debounce: float | None = Field(default=None, gt=0, description="Seconds.")
+
+
 class Node(_Model):
     """One step: exactly one of ``executor``, ``agent``, ``workflow`` or ``step``.
 
@@ -269,6 +283,13 @@ class Definition(_Model):
     search: dict[Identifier, SearchSpec] = Field(
         default_factory=dict,
         description="Search fields of each run, found by `treadle runs --where` (docs/search.md).",
+    )
+    start_policy: StartPolicySpec | None = Field(
+        default=None,
+        description=(
+            "How starts take turns: one run per key, the workflow's own concurrency, "
+            "debounce (docs/flow-control.md)."
+        ),
     )
     nodes: dict[Identifier, Node] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Search fields in a definition: ``search:``, each a kind and a CEL expression.
+"""Search fields in a definition (``search:``) and its ``start_policy:``: CEL over the input.
 
 The YAML counterpart of ``WorkflowBuilder.add_search_field``: an ``input``
 expression reads ``inputs`` (the run's input), a ``state`` expression reads
@@ -6,6 +6,8 @@ expression reads ``inputs`` (the run's input), a ``state`` expression reads
 loaded, like conditions, and evaluated within the same step budget
 (:mod:`treadle._declarative._budget`); one that fails or goes over its budget
 leaves the field unset at that commit, with a warning, as any search field.
+A ``start_policy:`` key reads ``inputs`` too; one that fails refuses the
+start (nothing is stored), naming the workflow.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._declarative._conditions import compile_expression, plain
+from treadle._workflow._start_policy import StartPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from treadle._declarative._conditions import Expression
-    from treadle._declarative._schema import SearchSpec
+    from treadle._declarative._schema import SearchSpec, StartPolicySpec
     from treadle._workflow._builder import WorkflowBuilder
 
     Where = tuple[str | int, ...]
@@ -67,3 +70,32 @@ def add_search_fields(
             builder.add_search_field(name, spec.type, input=value)
         else:
             builder.add_search_field(name, spec.type, state=value)
+
+
+def start_policy_of(
+    spec: StartPolicySpec | None, problem: Callable[[Where, str], None]
+) -> StartPolicy | None:
+    """The workflow's ``start_policy:``, its key a CEL expression over ``inputs``.
+
+    Kept beside the search fields: both are CEL over the run's input.
+    """
+    if spec is None:
+        return None
+    key = None
+    if spec.key is not None:
+        try:
+            key = CelField(compile_expression(spec.key, ["inputs"]), "inputs")
+        except ValueError as error:
+            problem(("start_policy", "key"), str(error))
+            return None
+    try:
+        return StartPolicy(
+            key=key,
+            singleton=spec.singleton,
+            concurrency=spec.concurrency,
+            when_busy=spec.when_busy,
+            debounce=spec.debounce,
+        )
+    except ValueError as error:
+        problem(("start_policy",), str(error).removeprefix("StartPolicy: "))
+        return None

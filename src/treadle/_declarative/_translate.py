@@ -27,7 +27,7 @@ from treadle._declarative._nodes import (
     condition_scope,
     merge_nodes,
 )
-from treadle._declarative._search import add_search_fields
+from treadle._declarative._search import add_search_fields, start_policy_of
 from treadle._declarative._steps import (
     Made,
     agent_step,
@@ -137,6 +137,7 @@ class Translation:
             retry=retry_policy(d.retry),
             four_eyes=d.four_eyes,
             limits=declared_limits(d.call_limits, self.problem),
+            start_policy=start_policy_of(d.start_policy, self.problem),
         )
         self._add_state(builder, bool(recorded))
         add_search_fields(builder, d.search, self.problem)
