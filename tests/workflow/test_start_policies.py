@@ -22,7 +22,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
-from treadle.errors import StartRefusedError
+from treadle.errors import RequestError, StartRefusedError
 from treadle.stores import MemoryStore
 from treadle.testing import FakeClock
 
@@ -75,6 +75,8 @@ async def test_a_singleton_runs_one_run_per_key_and_starts_the_next_when_it_ends
     assert (second.status, second.outputs) == (RunStatus.QUEUED, [])
     assert other.status == RunStatus.AWAITING_INPUT
     assert (await store.get_run(second.run_id)).status == "queued"
+    with pytest.raises(RequestError, match="queued by its start policy and has not started"):
+        await workflow.pause(second.run_id, store=store)
     async with Runtime(store, [workflow], poll_interval=3600) as runtime:
         assert await runtime.wake_due() == []  # acme is still held
         assert (await answer(workflow, store, first)).status == RunStatus.COMPLETED

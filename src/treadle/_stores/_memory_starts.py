@@ -182,7 +182,7 @@ class MemoryAdmissions(ABC):
                 continue
             run = self._runs[request.run_id]
             if run.record.status != _QUEUED:
-                continue  # paused meanwhile: it waits on
+                continue  # it left the line meanwhile (cancelled): released next time
             wall = time.time()
             run.record = dataclasses.replace(run.record, status="pending", updated_at=wall)
             run.ready_at = wall

@@ -112,13 +112,18 @@ def decide_pause(run_id: str, found: Sequence[object] | None, now: float) -> Pau
 
     Raises:
         RunNotFoundError: ``found`` is ``None``.
-        RequestError: the run has ended.
+        RequestError: the run has ended, or is queued by its start policy.
     """
     status, owner, lease_until, _ = _row(run_id, found)
     if status in ENDED_STATUSES:
         raise RequestError(f"run {run_id!r} has ended ({status}); there is nothing to pause")
     if status == PAUSED:
         return "none"
+    if status == "queued":  # its start policy holds it in line: it has nothing to pause yet
+        raise RequestError(
+            f"run {run_id!r} is queued by its start policy and has not started: there is "
+            f"nothing to pause; cancel it to take it out of line"
+        )
     if _owned(owner, lease_until, now):
         return "request"
     return "pause"

@@ -146,7 +146,7 @@ def _admit_due(
         wall = time.time()
         moved = yield (_sql_starts.ADMIT_QUEUED_RUN, (wall, wall, run_id), COUNT, False)
         if moved == 0:
-            continue  # its run was paused meanwhile: it waits on
+            continue  # its run left the line meanwhile (cancelled): released next time
         yield (_sql_starts.MARK_HOLDING, (run_id,), NOTHING, False)
         holding[key] = holding.get(key, 0) + 1
         if admitted is not None:
