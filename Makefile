@@ -45,8 +45,10 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# --dist loadgroup: a module's tests sharing a module fixture go to one worker
+# (tests/conftest.py groups them), every other test is dealt out on its own.
 test: lint renderers
-	$(BIN)/pytest -m "not soak" -n auto
+	$(BIN)/pytest -m "not soak" -n auto --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
