@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from cli.treadle_cli import Cli
 from postgres import postgres_dsn
 from treadle._server._app import create_app
 from treadle._server._settings import ServerSettings
@@ -206,6 +207,13 @@ class ServeProcess:
     @property
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+    def cli(self, *args: str) -> str:
+        """``treadle ARGS`` on its store, run in this process (no process of its own needed)."""
+        mine = {k: v for k, v in self.env.items() if k.startswith("TREADLE_") or k == "PYTHONPATH"}
+        done = Cli(self.cwd, **mine)(*args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=20, **kwargs)

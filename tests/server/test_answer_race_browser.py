@@ -13,7 +13,6 @@ page's card and the link's refusal name the winner as the record does.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -22,9 +21,9 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from cli.treadle_cli import Cli
 from server.test_signin_browser import (
     CHROMIUM,
-    TREADLE,
     _call,
     _signed_in,
     signing_in,
@@ -57,12 +56,8 @@ def browser() -> Iterator[object]:
 
 
 def _link(store: Path, run_id: str, request_id: str, who: str) -> str:
-    done = subprocess.run(
-        [TREADLE, "links", "create", run_id, request_id, "--for", who, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = Cli(store.parent)(
+        "links", "create", run_id, request_id, "--for", who, "--store", str(store)
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]

@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from server.conftest import TREADLE, ServeProcess
+from server.conftest import ServeProcess
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
@@ -35,17 +34,7 @@ JSON = {"Accept": "application/json"}
 
 
 def treadle(serve: ServeProcess, *args: str) -> str:
-    done = subprocess.run(
-        [TREADLE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=serve.env,
-        cwd=serve.cwd,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return serve.cli(*args)
 
 
 @pytest.fixture

@@ -12,28 +12,18 @@ which ``GET /api/webhooks/dead`` lists and ``POST
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from server.conftest import TREADLE, ServeProcess
+from server.conftest import ServeProcess
 from webhook_receiver import Receiver, until, verified
 
 pytestmark = pytest.mark.integration
 
 
 def add_endpoint(serve: ServeProcess, port: int, *extra: str) -> str:
-    done = subprocess.run(
-        [TREADLE, "webhooks", "add", f"http://127.0.0.1:{port}/hook", *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=serve.env,
-        cwd=serve.cwd,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split("signing secret: ", 1)[1].split()[0]
+    shown = serve.cli("webhooks", "add", f"http://127.0.0.1:{port}/hook", *extra)
+    return shown.split("signing secret: ", 1)[1].split()[0]
 
 
 @pytest.fixture

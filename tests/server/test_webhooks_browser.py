@@ -8,14 +8,13 @@ again: the receiver, accepting now, gets it with the same ``webhook-id``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from page_server import TREADLE, Server, start_server
+from page_server import Server, start_server
 
+from cli.treadle_cli import Cli
 from server import test_page_browser as shown
 from webhook_receiver import Receiver, until, verified
 
@@ -47,24 +46,16 @@ def test_a_dead_letter_is_listed_and_resent_from_the_page(page, server: Server, 
     receiver = Receiver(failures=10**6)  # refuses every delivery, until told otherwise
     receiver.start()
     try:
-        added = subprocess.run(
-            [
-                TREADLE,
-                "webhooks",
-                "add",
-                f"http://127.0.0.1:{receiver.port}/hook",
-                "--event",
-                "run.failed",
-                "--attempts",
-                "1",
-                "--store",
-                f"sqlite:///{store}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={"PATH": str(Path(sys.executable).parent)},
+        added = Cli(store.parent)(
+            "webhooks",
+            "add",
+            f"http://127.0.0.1:{receiver.port}/hook",
+            "--event",
+            "run.failed",
+            "--attempts",
+            "1",
+            "--store",
+            f"sqlite:///{store}",
         )
         assert added.returncode == 0, added.stderr
         secret = added.stdout.split("signing secret: ", 1)[1].split()[0]
