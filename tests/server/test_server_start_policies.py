@@ -36,6 +36,13 @@ async def test_a_singleton_start_queues_or_is_refused_naming_the_run_holding_the
     error = refused.json()["error"]
     assert error["type"] == "StartRefusedError"
     assert first["run_id"] in error["message"]
+    # The first ends: the server's timer service starts the queued one.
+    (request,) = (await api.get(f"/api/runs/{first['run_id']}")).json()["pending_requests"]
+    path = f"/api/runs/{first['run_id']}/requests/{request['request_id']}"
+    answered = await api.post(path, json={"answer": {"approved": False, "note": "no"}})
+    assert answered.status_code == 202, answered.text  # accepted: the server goes on with it
+    await api.wait_for(first["run_id"], {"completed"})
+    await api.wait_for(queued.json()["run"]["run_id"], {"awaiting_input"})
 
 
 async def test_a_bad_start_policy_is_refused_naming_the_field(api):

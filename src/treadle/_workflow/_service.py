@@ -121,7 +121,10 @@ class Runtime:
 
         A name starts the newest version hosted, unless ``version`` names another.
         Inside the runtime's ``async with`` block the runtime drives it:
-        leaving the block detaches it, as the runs it wakes.
+        leaving the block detaches it, as the runs it wakes. ``options`` are
+        :meth:`Workflow.run`'s, ``start_policy`` and ``deduplication_id``
+        included: a start that waits its turn returns ``QUEUED`` at once, and
+        this runtime (or any service of the store) starts it when its turn comes.
         """
         chosen = self.workflow(workflow, version) if isinstance(workflow, str) else workflow
         driving = self._leases.driving() if self._leases is not None else contextlib.nullcontext()
