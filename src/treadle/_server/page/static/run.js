@@ -173,9 +173,9 @@ export function runView(main, given) {
     fill(
       actions,
       button("Cancel", "cancel", !final),
-      button("Pause", "pause", !final && run.status !== "paused"),
+      button("Pause", "pause", !final && !["paused", "queued"].includes(run.status)),
       button("Unpause", "unpause", run.status === "paused"),
-      button("Resume", "resume", !["pending", "running", "completed", "cancelled"].includes(run.status)),
+      button("Resume", "resume", !["queued", "pending", "running", "completed", "cancelled"].includes(run.status)),
       button("Delete", "delete", true),
     );
     const traceback = detail.traceback;
