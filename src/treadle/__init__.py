@@ -30,6 +30,7 @@ from treadle._engine._waits import PendingRequest
 from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, handler
 from treadle._graph._function_executor import executor
+from treadle._graph._input_policy import InputPolicy
 from treadle._graph._limits import CallLimit, LimitCall, Rate
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
@@ -55,6 +56,7 @@ __all__ = [
     "ExponentialBackoff",
     "HandoffContext",
     "HandoffRefused",
+    "InputPolicy",
     "LimitCall",
     "PendingRequest",
     "Rate",

@@ -35,6 +35,7 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     │   │   └── RequestExpiredError  the request's timeout won; names the deadline
     │   ├── InvalidResponseError     the answer has the wrong type [TypeError]
     │   ├── RunBusyError             another process owns the run now
+    │   │   └── SessionBusyError     a session's turn runs, and its policy is reject
     │   └── RunPausedError           the run is paused until it is unpaused
     ├── WorkflowRunError             the run stopped as FAILED
     │   ├── ExecutorFailedError      a handler raised (the cause is chained)
@@ -105,6 +106,7 @@ from treadle._exceptions import (
     RunNotFoundError,
     RunPausedError,
     SerializationError,
+    SessionBusyError,
     StartRefusedError,
     SubWorkflowError,
     TreadleError,
@@ -153,6 +155,7 @@ __all__ = [
     "RunPausedError",
     "RunTimeoutError",
     "SerializationError",
+    "SessionBusyError",
     "StartRefusedError",
     "StateConflictError",
     "SubWorkflowError",

@@ -64,6 +64,21 @@ def expired_instead(
     return RequestExpiredError(error.run_id, error.request_id, deadline)
 
 
+def applicable(items: Sequence[InboxItem], *, hold_messages: bool) -> Sequence[InboxItem]:
+    """The items an owner applies at once: those before the first session message held back.
+
+    A message sent under an input policy (``message:enqueue``, ...) is held
+    back for the run's session inbox (``_checkpoints/_session_inbox.py``),
+    which takes it when the policy lets it; ``hold_messages`` (a workflow
+    whose sessions take input while a turn runs) holds back every message.
+    What follows a held message waits behind it, so the store's order holds.
+    """
+    for index, item in enumerate(items):
+        if item.kind.startswith("message:") or (hold_messages and item.kind == "message"):
+            return items[:index]
+    return items
+
+
 def sort_inbox(
     items: Sequence[InboxItem],
     serializer: Serializer,
@@ -105,12 +120,19 @@ class InboxLedger:
     """
 
     def __init__(
-        self, store: Deliveries, run_id: str, serializer: Serializer, ownership: Ownership | None
+        self,
+        store: Deliveries,
+        run_id: str,
+        serializer: Serializer,
+        ownership: Ownership | None,
+        *,
+        hold_messages: bool = False,
     ) -> None:
         self._store = store
         self._run_id = run_id
         self._serializer = serializer
         self._ownership = ownership
+        self._hold_messages = hold_messages
 
     async def expire(
         self, deadlines: Sequence[tuple[str, float]], *, whole: bool = True
@@ -138,7 +160,7 @@ class InboxLedger:
                 continue  # an answer was kept first: it wins, and is in the inbox
             except RequestError:
                 raise RunCancelledError(run_id) from None  # the one way an owned run ends
-        items = await store.inbox(run_id)
+        items = applicable(await store.inbox(run_id), hold_messages=self._hold_messages)
         if not whole:
             return sort_inbox(items, self._serializer, {key for key, _ in deadlines}, inputs=False)
         if items and self._ownership is not None:

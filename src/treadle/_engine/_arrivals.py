@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 SPAWN_SOURCE = "__spawn__"
 """The ``source`` of envelopes carrying ``SpawnResult`` messages."""
 
+INPUT_SOURCE = "__input__"
+"""The ``source`` of envelopes carrying input from outside: the run's, or a session's."""
+
 
 @dataclass(frozen=True, slots=True)
 class Answer:
@@ -51,6 +54,22 @@ class SessionInput:
     message: Any
     target: str | None = None
     strict: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """A session message that meets a running turn: merged into it, or interrupting it.
+
+    Delivered to ``target`` as a message from ``__input__`` in the next
+    superstep. With ``interrupt``, the turn's pending work is dropped first:
+    every pending message, every wait but those for input, every handoff
+    awaiting approval (what the turn committed stays).
+    """
+
+    message: Any
+    target: str
+    stamp: tuple[int, int, int, int]
+    interrupt: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +97,7 @@ class SpawnDone:
     result: SpawnResult
 
 
-Arrival: TypeAlias = "Answer | SessionInput | Expiry | TimerDue | SpawnDone"
+Arrival: TypeAlias = "Answer | SessionInput | TurnInput | Expiry | TimerDue | SpawnDone"
 
 
 def inbox_arrivals(read: InboxRead) -> list[Arrival]:
@@ -108,6 +127,10 @@ def apply_arrivals(env: RunEnv, point: BarrierState, arrivals: Iterable[Arrival]
     waits = point.waits.copy()
     pending = {target: list(inbox) for target, inbox in point.pending.items()}
     for arrival in arrivals:
+        if isinstance(arrival, TurnInput) and arrival.interrupt:
+            pending.clear()
+            waits.suspended = [s for s in waits.suspended if s.wait.kind == "input"]
+            waits.approvals = []
         for executor_id, envelope in _deliveries(env, point, waits, arrival):
             box = pending.setdefault(executor_id, [])
             box.append(envelope)
@@ -125,6 +148,8 @@ def _deliveries(
     if isinstance(arrival, SpawnDone):
         stamp = (point.superstep, env.ranks[arrival.executor_id], -1, 0)
         return [(arrival.executor_id, Envelope(stamp, SPAWN_SOURCE, arrival.result))]
+    if isinstance(arrival, TurnInput):
+        return [(arrival.target, Envelope(arrival.stamp, INPUT_SOURCE, arrival.message))]
     if isinstance(arrival, Expiry):
         keys = arrival.keys
         due = [s for s in waits.suspended if s.wait.key in keys and s.wait.kind in _ANSWERED]

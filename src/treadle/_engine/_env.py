@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from treadle._engine._clock import Clock
     from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._events import WorkflowEvent
+    from treadle._engine._inputs import InputFeed
     from treadle._engine._limiter import Limiting
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
@@ -63,6 +64,8 @@ class RunEnv:
         inline_calls: Whether it may also be started inline (its events batched).
         save_progress: Checkpoints the last barrier again with the
             invocations' saved steps and sub-workflows as they stand now.
+        inputs: Its session inbox, read at every boundary, when its
+            workflow's input policy takes messages while a turn runs.
     """
 
     workflow: Topology
@@ -88,6 +91,7 @@ class RunEnv:
     plain_calls: bool
     inline_calls: bool
     save_progress: Callable[..., Awaitable[str | None]]
+    inputs: InputFeed | None = None
 
 
 class Opening(NamedTuple):
@@ -104,6 +108,7 @@ class Opening(NamedTuple):
         wait_scope: See :attr:`RunEnv.wait_scope`.
         deadline_at: When it fails (``None``: from ``options.timeout``, if any).
         limiting: Its call limits, and where its calls wait for them.
+        inputs: See :attr:`RunEnv.inputs`.
     """
 
     workflow: Topology
@@ -116,6 +121,7 @@ class Opening(NamedTuple):
     wait_scope: str = ""
     deadline_at: float | None = None
     limiting: Limiting | None = None
+    inputs: InputFeed | None = None
 
 
 def _discard(event: WorkflowEvent) -> None:
@@ -159,6 +165,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         plain,
         plain and backpressure is None and not live,
         save_progress,
+        opening.inputs,
     )
 
 

@@ -32,6 +32,7 @@ from treadle._engine._events import (
     status_changed,
     superstep_started,
 )
+from treadle._engine._inputs import TurnRolledBack, take_inputs
 from treadle._engine._invocation import plan_superstep
 from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._engine._barrier import BarrierState
     from treadle._engine._commit import Spawn
     from treadle._engine._env import Opening, RunEnv
+    from treadle._engine._inputs import InputFeed
 
 _RUNNING = RunStatus.RUNNING  # read at every step
 
@@ -143,7 +145,12 @@ class RunLoop:
         superstep = point.superstep + 1
         try:
             waits = point.waits
-            if waits.suspended or waits.scheduled or (not point.pending and self.spawned):
+            if (
+                waits.suspended
+                or waits.scheduled
+                or env.inputs is not None  # a session taking messages while its turns run
+                or (not point.pending and self.spawned)
+            ):
                 point = await self._gather_arrivals(superstep)
             elif point.deadline_at is not None:
                 self._check_deadline(superstep)
@@ -169,8 +176,8 @@ class RunLoop:
             publish = env.publish
             for event in events:  # none when nobody listens
                 publish(event)
-            if not point.pending:  # with no store, it would rest forever
-                refuse_unanswerable(env, point, self.spawned)
+            if not point.pending:
+                point = await self._before_rest(point)
         except WorkflowRunError as error:
             self._fail(error, superstep)
             await self.spawned.cancel_all()
@@ -213,9 +220,10 @@ class RunLoop:
         self.point = apply_arrivals(self.env, self.point, arrivals)
 
     async def _gather_arrivals(self, superstep: int) -> BarrierState:
-        """Timers due, background work ended, deadlines passed: admitted, in that order.
+        """Timers due, background work ended, deadlines passed, session input: admitted, in order.
 
         Raises:
+            TurnRolledBack: a session message rolls the running turn back.
             RunTimeoutError: the run passed its own deadline meanwhile.
             DurabilityError: the store could not record a timeout or read
                 the inbox; nothing changed, and the run goes on from its
@@ -243,7 +251,54 @@ class RunLoop:
                 # checkpoint): the store refuses every other answer, so it times out here.
             arrivals.append(Expiry(frozenset(s.wait.key for s in due)))
             self.admit(arrivals)
+        if env.inputs is not None:
+            return await self._take_inputs(env.inputs, roll_back=True)
         return self.point
+
+    async def _before_rest(self, point: BarrierState) -> BarrierState:
+        """The point a run with nothing pending goes on from, or rests at.
+
+        A session's message queued meanwhile starts its next turn instead of
+        the run resting (one rolling the turn back is left for the next
+        boundary: this barrier is the turn's last, and is checkpointed). With
+        no store, a run that would rest forever fails.
+
+        Raises:
+            UnanswerableWaitError: it has no store, and waits for an answer.
+        """
+        env = self.env
+        if env.inputs is not None:
+            point = await self._take_inputs(env.inputs, roll_back=False)
+        if not point.pending:
+            refuse_unanswerable(env, point, self.spawned)
+        return point
+
+    async def _take_inputs(self, inputs: InputFeed, *, roll_back: bool) -> BarrierState:
+        """Take what the session's inbox holds that its policy lets it take now.
+
+        A debounce burst not yet quiet is waited for here.
+
+        Raises:
+            TurnRolledBack: with ``roll_back``, a message rolls the running turn back; the feed
+                holds it for the run's driver, which branches the run from
+                where the turn began (``_workflow/_sessions.py``).
+        """
+        while True:
+            items = await inputs.unapplied()
+            if not items:
+                return self.point
+            taken = take_inputs(self.env, self.point, items, inputs.now())
+            self.point = taken.point
+            if taken.applied is not None:
+                inputs.applied(taken.applied)
+            if taken.rollback is not None:
+                if not roll_back:
+                    return self.point
+                inputs.abandon(taken.rollback)
+                raise TurnRolledBack(self.env.run_id)
+            if taken.quiet_at is None:
+                return self.point
+            await inputs.wait_until(taken.quiet_at)
 
     def _resting_status(self) -> RunStatus:
         """Where a run with no message pending stands."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from treadle._engine._arrivals import SpawnDone
+from treadle._engine._arrivals import INPUT_SOURCE, SpawnDone
 from treadle._engine._barrier import BarrierState
 from treadle._engine._counts import Counts, counts_of
 from treadle._engine._delivery import Envelope
@@ -29,12 +29,9 @@ if TYPE_CHECKING:
 
     from treadle._engine._arrivals import Arrival
     from treadle._engine._barrier import CommittedPoint
-    from treadle._engine._env import Opening
+    from treadle._engine._env import Opening, RunEnv
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._result import RunResult
-
-INPUT_SOURCE = "__input__"
-"""The ``source`` of the envelope that carries the run's input."""
 
 
 class FreshStart(NamedTuple):
@@ -75,6 +72,11 @@ class DrivenRun(Protocol):
     @property
     def status(self) -> RunStatus:
         """Where the run stands."""
+        ...
+
+    @property
+    def env(self) -> RunEnv:
+        """What the run was opened with (its session inbox, for one)."""
         ...
 
     async def step(self) -> bool:

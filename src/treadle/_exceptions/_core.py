@@ -346,6 +346,35 @@ class RunBusyError(RequestError):
         )
 
 
+class SessionBusyError(RunBusyError):
+    """A session's turn is running and its input policy is ``reject``: nothing was delivered.
+
+    The turn holds the run (``owner`` says who drives it, if anyone holds
+    its lease), or rests on a wait of its own (a timer, a request) rather
+    than on the session's next message. Send again once the session waits
+    for input, or give the workflow another ``InputPolicy`` (``enqueue``,
+    ``merge``, ...).
+
+    Attributes:
+        run_id: The run.
+        why: What the turn is doing.
+        owner: Who holds the run's lease (``""``: nobody now).
+        lease_until: When that lease ends unless renewed (0: no lease).
+    """
+
+    def __init__(self, run_id: str, why: str, owner: str = "", lease_until: float = 0.0) -> None:
+        self.run_id = run_id
+        self.why = why
+        self.owner = owner
+        self.lease_until = lease_until
+        RequestError.__init__(
+            self,
+            f"session {run_id!r} is in a turn ({why}) and its input policy is reject: nothing "
+            f"was delivered; send again once it waits for input, or build the workflow with "
+            f"input_policy=InputPolicy.ENQUEUE (or MERGE, INTERRUPT, ...)",
+        )
+
+
 class RunPausedError(RequestError):
     """The run is paused: nothing advances it until it is unpaused; nothing was changed.
 

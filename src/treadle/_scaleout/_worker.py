@@ -42,6 +42,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from treadle._checkpoints._inbox import applicable
 from treadle._checkpoints._leases import LeaseKeeper
 from treadle._checkpoints._ownership import Ownership
 from treadle._engine._clock import SystemClock
@@ -353,7 +354,9 @@ class Worker:
         await drive(workflow, launch)
 
     async def _continue(self, workflow: Workflow, held: _Held, items: list[InboxItem]) -> None:
-        # The engine reads and applies the inbox itself, under this claim's lease.
+        # The engine reads and applies the inbox itself, under this claim's lease
+        # (messages under an input policy: its session inbox, when the policy lets it).
+        items = list(applicable(items, hold_messages=workflow.input_policy.watches_turns))
         if items:
             held.view.consume(items[-1].seq)
         options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)

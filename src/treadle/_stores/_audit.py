@@ -230,8 +230,10 @@ def delivered(
         elif kind == "answer":
             detail = {"request_id": target, "answer": plain(payload)}
             records.append(Recorded(run_id, "request_answered", actor, detail))
-        elif kind == "message":
-            detail = {"target": target, "message": plain(payload)}
+        elif kind == "message" or kind.startswith("message:"):
+            # The policy it meets a running turn with (``message:enqueue``; a bare kind: reject).
+            policy = kind.partition(":")[2] or "reject"
+            detail = {"target": target, "message": plain(payload), "policy": policy}
             records.append(Recorded(run_id, "message_sent", actor, detail))
         elif kind == "start":
             records.append(Recorded(run_id, "run_created", actor, {"input": plain(payload)}))

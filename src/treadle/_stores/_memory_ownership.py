@@ -177,7 +177,9 @@ class MemoryOwnership(ABC):
             check_not_ended(run_id, run.record.status)
             for kind, target, payload in items:
                 self._inbox_seq += 1
-                run.inbox.append((InboxItem(self._inbox_seq, kind, target, bytes(payload)), now))
+                run.inbox.append(
+                    (InboxItem(self._inbox_seq, kind, target, bytes(payload), now), now)
+                )
             run.ready_at = run.ready_at if run.ready_at is not None else now
             if actor is not None:
                 self._record(_audit.delivered(run_id, items, actor), now)

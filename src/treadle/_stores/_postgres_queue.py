@@ -140,7 +140,8 @@ class RunQueue:
         async def work(connection: Connection) -> list[InboxItem]:
             rows = await (await connection.execute(_sql_queue.SELECT_INBOX, (run_id,))).fetchall()
             return [
-                InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows
+                InboxItem(seq, kind, target, bytes(payload), at)
+                for seq, kind, target, payload, at in rows
             ]
 
         return await self.store.transact(work, write=False)

@@ -131,12 +131,15 @@ class InboxItem:
         target: The request id of an answer; the executor a message is for,
             or ``None``.
         payload: The value, encoded by the deliverer's serializer.
+        created_at: When the store took it (epoch seconds): a debounced
+            session times its quiet window from it.
     """
 
     seq: int
     kind: str
     target: str | None
     payload: bytes
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ CONSUME_INBOX = (
 )
 
 SELECT_INBOX = (
-    "SELECT {order}, kind, target, payload FROM treadle_inbox"
+    "SELECT {order}, kind, target, payload, created_at FROM treadle_inbox"
     " WHERE run_id = ? AND consumed_at IS NULL ORDER BY {order}"
 )
 

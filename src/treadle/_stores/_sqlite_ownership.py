@@ -170,7 +170,10 @@ class SqliteOwnership(ABC):
     async def inbox(self, run_id: str) -> list[InboxItem]:
         """The run's inbox items not yet applied, in delivery order."""
         rows = await self._select(_sql_ownership.SELECT_INBOX, (run_id,))
-        return [InboxItem(seq, kind, target, bytes(payload)) for seq, kind, target, payload in rows]
+        return [
+            InboxItem(seq, kind, target, bytes(payload), at)
+            for seq, kind, target, payload, at in rows
+        ]
 
     async def answer_of(self, run_id: str, request_id: str) -> tuple[str, float] | None:
         """The answer kept for a request (its JSON, cut short, and when it came), or ``None``."""

@@ -33,7 +33,9 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RunBusyError,
     RunPausedError,
+    SessionBusyError,
 )
+from treadle._graph._input_policy import InputPolicy, inbox_kind
 from treadle._workflow._rights import (
     answer_rules,
     check_answer_right,
@@ -186,26 +188,49 @@ async def send(
     serializer: Serializer | None = None,
     target: str | None = None,
     wait: bool = False,
+    policy: InputPolicy | None = None,
 ) -> Ownership | None:
-    """Deliver the next message of a session; with ``workflow``, to a run taken over here.
+    """Deliver the next message of a session; returns the run's lease if this caller holds it.
 
-    With ``workflow`` the run is taken first (the returned lease), so the
-    message is checked against a checkpoint no other sender can move on
-    meanwhile. Without, it is encoded with ``serializer`` and delivered to
-    the version the run was on when read; a worker checks it.
+    Under ``reject`` (the workflow's policy, or ``policy``), with
+    ``workflow``, the run is taken first, so the message is checked against
+    a checkpoint no other sender can move on meanwhile: of two senders
+    racing, the store's lease lets one in and the other is refused. Under
+    every other policy the message goes into the run's inbox, where the
+    store gives it its place among the session's messages (that order
+    decides, once, which message starts a turn and which meet it running),
+    and the run's lease is then taken if it is free (``None``: whoever
+    holds it takes the message). Without ``workflow``, it is encoded with
+    ``serializer`` and delivered to the version the run was on when read; a
+    worker applies it.
 
     Raises:
         ActionRefusedError: the actor is not an operator.
+        SessionBusyError: ``reject``, and a turn is running.
         RunBusyError, RunPausedError, RequestError: as ``Workflow.send_message``.
+        ValueError: ``policy`` on a workflow whose sessions reject input mid-turn.
     """
     check_right(actor, "message", run_id)
     if workflow is None:
         assert serializer is not None  # noqa: S101 - a caller without a workflow gives one
         run = await store.get_run(run_id)
-        items = [("message", target, serializer.dumps(message))]
-        await store.deliver(run_id, items, version=run.version, actor=actor)
+        kind = inbox_kind(policy or InputPolicy.REJECT)
+        await store.deliver(
+            run_id, [(kind, target, serializer.dumps(message))], version=run.version, actor=actor
+        )
         return None
-    ownership = await Ownership.acquire(store, run_id, wait=wait)
+    chosen = chosen_policy(workflow, policy)
+    if chosen.kind != "reject":
+        item = (inbox_kind(chosen), target, workflow.serializer.dumps(message))
+        await store.deliver(run_id, [item], version=workflow.version, actor=actor)
+        return await _lease_if_free(store, run_id)
+    try:
+        ownership = await Ownership.acquire(store, run_id, wait=wait)
+    except RunBusyError as busy:
+        if isinstance(busy, SessionBusyError):
+            raise
+        why = "its owner is running it"
+        raise SessionBusyError(run_id, why, busy.owner, busy.lease_until) from None
     try:
         items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
         await store.deliver(run_id, items, version=workflow.version, actor=actor)
@@ -213,6 +238,30 @@ async def send(
         await ownership.close()
         raise
     return ownership
+
+
+def chosen_policy(workflow: Workflow, policy: InputPolicy | None) -> InputPolicy:
+    """The policy a message is sent under: the caller's, else its workflow's.
+
+    Raises:
+        TypeError: ``policy`` is not an ``InputPolicy``.
+        ValueError: the workflow's sessions reject input while a turn runs,
+            so nothing would take a message under another policy then.
+    """
+    own = workflow.input_policy
+    if policy is None:
+        return own
+    if not isinstance(policy, InputPolicy):
+        msg = f"policy must be an InputPolicy (InputPolicy.ENQUEUE, ...), got {policy!r}"
+        raise TypeError(msg)
+    if policy.kind != "reject" and not own.watches_turns:
+        msg = (
+            f"workflow {workflow.name!r} rejects session input while a turn runs "
+            f"(input_policy=reject), so a message cannot be sent under {policy}: build it with "
+            f"another input_policy to let senders choose"
+        )
+        raise ValueError(msg)
+    return policy
 
 
 # --- control actions ------------------------------------------------------------------

@@ -30,6 +30,7 @@ from treadle._graph._edges import (
     Selector,
     SwitchEdge,
 )
+from treadle._graph._input_policy import InputPolicy
 from treadle._graph._limits import workflow_limits
 from treadle._values._search_fields import SearchField, SearchFields
 from treadle._workflow._executor_set import ExecutorSet
@@ -96,6 +97,9 @@ class WorkflowBuilder:
             see ``docs/flow-control.md``), or the names of limits its host
             (a ``Runtime``, ``treadle worker``) declares. A host's
             declaration of a name wins over the workflow's.
+        input_policy: What its sessions do with a message sent while a
+            turn is running (:class:`InputPolicy`; default ``REJECT``: the
+            sender gets ``SessionBusyError``). See ``docs/long-running.md``.
     """
 
     def __init__(
@@ -119,7 +123,15 @@ class WorkflowBuilder:
         four_eyes: bool = False,
         start_policy: StartPolicy | None = None,
         limits: Sequence[CallLimit | str] = (),
+        input_policy: InputPolicy = InputPolicy.REJECT,
     ) -> None:
+        if not isinstance(input_policy, InputPolicy):
+            msg = (
+                f"input_policy must be an InputPolicy (InputPolicy.ENQUEUE, "
+                f"InputPolicy.debounce(2), ...), got {input_policy!r}"
+            )
+            raise TypeError(msg)
+        self._input_policy = input_policy
         if pool is not None and not callable(getattr(pool, "run", None)):
             msg = f"pool must be an executor pool (such as treadle.dask.DaskPool), got {pool!r}"
             raise TypeError(msg)
@@ -394,4 +406,5 @@ class WorkflowBuilder:
             search_fields=SearchFields(tuple(self._search_fields)),
             start_policy=self._start_policy,
             limits=limits,
+            input_policy=self._input_policy,
         )

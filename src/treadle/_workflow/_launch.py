@@ -18,6 +18,7 @@ from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
 from treadle._checkpoints._leases import LeaseKeeper
 from treadle._checkpoints._ownership import Ownership
+from treadle._checkpoints._session_inbox import SessionInbox
 from treadle._engine._arrivals import Answer, Expiry, SessionInput
 from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
@@ -137,14 +138,27 @@ async def open_run(
                 else RunMeter(settings.metrics, workflow.name),
             )
         # Deadlines are decided against answers at the store, when there is one.
-        ledger = None
+        ledger = inputs = None
         if store is not None:
-            ledger = InboxLedger(store, run_id, workflow.serializer, ownership)
+            watches = workflow.input_policy.watches_turns
+            ledger = InboxLedger(
+                store, run_id, workflow.serializer, ownership, hold_messages=watches
+            )
+            if watches and ownership is not None:
+                inputs = SessionInbox(store, run_id, workflow.serializer, ownership)
         limiting = limiting_for(
             workflow.name, workflow.limits, workflow.own_limits, store, ownership
         )
         opening = Opening(
-            workflow, run_id, settings, pool, sink, checkpointer, ledger, limiting=limiting
+            workflow,
+            run_id,
+            settings,
+            pool,
+            sink,
+            checkpointer,
+            ledger,
+            limiting=limiting,
+            inputs=inputs,
         )
         if restored is not None:
             arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]

@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     from treadle._workflow._workflow import Workflow
 
 
-async def paused_result(workflow: Workflow, store: Store, run_id: str) -> RunResult:
+async def stored_result(workflow: Workflow, store: Store, run_id: str) -> RunResult:
+    """A run as its store has it now: its row's status, its latest checkpoint's contents.
+
+    What a sender whose message was queued for a run driven elsewhere is
+    told: the run goes on there, and this is where it stood.
+    """
+    row = await store.get_run(run_id)
+    return await paused_result(workflow, store, run_id, RunStatus(row.status))
+
+
+async def paused_result(
+    workflow: Workflow, store: Store, run_id: str, status: RunStatus = RunStatus.PAUSED
+) -> RunResult:
     """A paused run as its latest checkpoint has it, with status ``PAUSED``.
 
     What a caller that delivered to a paused run (``respond``) is told:
@@ -32,7 +44,7 @@ async def paused_result(workflow: Workflow, store: Store, run_id: str) -> RunRes
     waits = restored.waits
     return RunResult(
         run_id=run_id,
-        status=RunStatus.PAUSED,
+        status=status,
         outputs=list(restored.outputs),
         state=dict(restored.state),
         superstep=restored.superstep,

@@ -27,7 +27,7 @@ from treadle._checkpoints._graph_description import (
     encode_description,
     fingerprint,
 )
-from treadle._checkpoints._inbox import expired_instead, sort_inbox
+from treadle._checkpoints._inbox import applicable, expired_instead, sort_inbox
 from treadle._checkpoints._ownership import Ownership, owner_is_dead
 from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
@@ -39,6 +39,7 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RequestError,
     RunBusyError,
+    SessionBusyError,
     UnknownRequestError,
     VersionMismatchError,
 )
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
     from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
     from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
+
+
+_ENDED = frozenset(status.value for status in RunStatus if status.is_final)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,8 @@ async def take_over(
     except BaseException:
         await owned.close()
         raise
+    # Messages under an input policy are the session inbox's to take, in the loop.
+    items = list(applicable(items, hold_messages=workflow.input_policy.watches_turns))
     if not items:
         return TakenOver(restored, owned, {}, ())
     pending = {r.request_id for r in restored.waits.pending_requests()}
@@ -196,7 +202,9 @@ async def deliverable_message(
     if restored.waits.input_waiter(target) is None:
         where = f"executor {target!r} of run" if target else "run"
         msg = f"{where} {run_id!r} is not waiting for input ({restored.status})"
-        raise RequestError(msg)
+        if restored.status in _ENDED or target is not None:
+            raise RequestError(msg)
+        raise SessionBusyError(run_id, f"not waiting for input: {restored.status}")
     return [("message", target, workflow.serializer.dumps(message))]
 
 

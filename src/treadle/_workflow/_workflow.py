@@ -13,6 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Unpack
 
 from treadle._engine._errors import WorkflowRunError
+from treadle._engine._inputs import TurnRolledBack
 from treadle._engine._options import (
     RunOptionArgs,
     RunOptions,
@@ -23,9 +24,10 @@ from treadle._engine._result import RunResult
 from treadle._exceptions import RunPausedError, TreadleError
 from treadle._workflow import _actions as door
 from treadle._workflow._launch import Launch, open_run
-from treadle._workflow._pausing import paused_result
+from treadle._workflow._pausing import paused_result, stored_result
 from treadle._workflow._rights import actor_or_default, started_by
 from treadle._workflow._runs import RunHistory, TakenOver, run_history, take_over
+from treadle._workflow._sessions import next_launch, taken_after_sending
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._starting import admit_start
 from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
@@ -35,6 +37,7 @@ from treadle._workflow._workflow_graph import WorkflowGraph
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from treadle._graph._input_policy import InputPolicy
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
@@ -334,39 +337,52 @@ class Workflow(WorkflowGraph):
         target: str | None = None,
         store: Store | None = None,
         wait: bool = False,
+        policy: InputPolicy | None = None,
         options: RunOptions | None = None,
         actor: Actor | None = None,
         **overrides: Unpack[RunOptionArgs],
     ) -> RunResult:
-        """Deliver the next message of a session to a stored run and continue it.
+        """Deliver the next message of a session to a stored run, and continue it if it may.
 
         It goes to the invocation waiting in ``ctx.wait_for_input()`` (the
-        first in delivery order, or the one of executor ``target``). The run
-        is taken over first, then the message is checked against its latest
-        checkpoint, delivered to its inbox and applied: of two senders at
-        once, the second finds the run no longer waiting for input.
+        first in delivery order, or the one of executor ``target``). A
+        message that arrives while a turn is running meets the workflow's
+        input policy (``WorkflowBuilder(input_policy=...)``), or ``policy``
+        on a workflow whose own is not ``reject`` (see :class:`InputPolicy`).
+
+        Under ``reject`` (the default) the run is taken over first, then the
+        message is checked against its latest checkpoint, delivered and
+        applied: of two senders at once, the second is refused with
+        ``SessionBusyError``. Under the other policies the message is put in
+        the run's inbox, where the store orders it among the session's
+        messages; if nobody drives the run this call continues it here,
+        otherwise the process driving it takes the message as its policy
+        says, and this returns the run as it stands (``RUNNING``), or with
+        ``wait`` once the session has come to rest.
         ``options`` (or their keywords) are those of :meth:`run` but
         ``timeout``: a stored run keeps the deadline it started with.
 
         Raises:
-            RequestError: the run is not waiting for input.
-            RunBusyError: another process owns the run (without ``wait``).
-            RunPausedError: the run is paused (nothing was delivered: unlike
-                an answer, a session message is checked against a run this
-                call holds, and nobody holds a paused run).
-            TypeError, ValueError: an option is not valid (nothing changed).
+            SessionBusyError: ``reject``, and a turn is running (a
+                ``RunBusyError``; without ``wait``, or with it once the run
+                was let go and still does not wait for input).
+            RequestError: the run has ended, or ``target`` waits for nothing.
+            RunPausedError: the run is paused (``reject``; nothing was
+                delivered: the message is checked against a run this call
+                holds, and nobody holds a paused run).
+            TypeError, ValueError: an option or ``policy`` is not valid
+                (nothing changed).
         """
         chosen_options = continuing_options(options, overrides)
         chosen = self.store_for(store)
-        # Unlike answers, messages to one session are not told apart by the store:
-        # the run is taken over first, so the message is checked against the
-        # checkpoint no other sender can move on meanwhile.
         who = actor_or_default(actor)
         ownership = await door.send(
-            chosen, run_id, message, actor=who, workflow=self, target=target, wait=wait
-        )
-        assert ownership is not None  # noqa: S101 - taken over here, with a workflow
-        taken = await take_over(self, chosen, run_id, ownership=ownership)
+            chosen, run_id, message, actor=who, workflow=self, target=target, wait=wait,
+            policy=policy,
+        )  # fmt: skip
+        taken = await taken_after_sending(self, chosen, run_id, ownership, wait=wait)
+        if taken is None:
+            return await stored_result(self, chosen, run_id)
         return await continue_taken(self, taken, chosen, chosen_options)
 
     async def cancel(
@@ -460,21 +476,34 @@ def starter(actor: Actor | None) -> str:
 
 
 async def drive(workflow: Workflow, launch: Launch) -> RunResult:
-    """Open a run, step it until it rests or ends, and return its result."""
-    batch = EventBatch() if launch.options.record_events else None
-    loop, release = await open_run(workflow, launch, batch)
-    try:
-        await loop.run_to_end()
-    except TreadleError as error:
-        if isinstance(error, WorkflowRunError):
-            error.result = loop.result(batch.numbered() if batch is not None else None)
-        raise
-    except asyncio.CancelledError:
-        await loop.cancel()
-        raise
-    finally:
-        await release()
-    return loop.result(batch.numbered() if batch is not None else None)
+    """Open a run, step it until it rests or ends, and return its result.
+
+    A session may go on here once its loop stops: rolled back to where its
+    turn began, or taking a message that came as it rested (``_sessions.py``).
+    """
+    while True:
+        batch = EventBatch() if launch.options.record_events else None
+        loop, release = await open_run(workflow, launch, batch)
+        try:
+            await loop.run_to_end()
+        except TurnRolledBack:
+            pass  # stopped at a boundary: it goes on from where the turn began (next_launch)
+        except TreadleError as error:
+            if isinstance(error, WorkflowRunError):
+                error.result = loop.result(batch.numbered() if batch is not None else None)
+            raise
+        except asyncio.CancelledError:
+            await loop.cancel()
+            raise
+        finally:
+            await release()
+        result = loop.result(batch.numbered() if batch is not None else None)
+        if loop.env.inputs is None:
+            return result
+        following = await next_launch(workflow, loop, launch)
+        if following is None:
+            return result
+        launch = following
 
 
 async def continue_taken(

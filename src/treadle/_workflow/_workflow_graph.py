@@ -28,6 +28,7 @@ from treadle._engine._routing import Router
 from treadle._engine._spawn import SpawnResult
 from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
+from treadle._graph._input_policy import InputPolicy
 from treadle._graph._limits import NO_LIMITS, WorkflowLimits
 from treadle._values._registry import TypeRegistry
 from treadle._values._search_fields import NO_SEARCH_FIELDS
@@ -69,8 +70,11 @@ class WorkflowGraph:
         search_fields: SearchFields = NO_SEARCH_FIELDS,
         start_policy: StartPolicy = NO_START_POLICY,
         limits: WorkflowLimits = NO_LIMITS,
+        input_policy: InputPolicy = InputPolicy.REJECT,
     ) -> None:
         self.name = name
+        # What its sessions do with a message sent while a turn runs.
+        self.input_policy = input_policy
         self.version = version
         self.start_id = start_id
         self.edges: tuple[Edge, ...] = tuple(edges)

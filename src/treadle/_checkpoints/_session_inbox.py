@@ -1,0 +1,91 @@
+"""A session's inbox as its owner reads it between supersteps (the loop's ``InputFeed``).
+
+Messages sent under an input policy wait in the run's inbox, in the
+order the store gave them, until the session's policy lets the loop take
+them (``_engine/_inputs.py``). What the loop takes is marked applied with
+the run's next commit, in the same transaction as the checkpoint that
+holds it: a crash in between leaves it in the inbox for the next owner.
+Until that commit this reader remembers what it handed over, so a
+superstep that runs while the last commit is still being written (the
+background durability modes) does not take it twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from treadle._checkpoints._inbox import marker_deadline
+from treadle._engine._arrivals import Answer, Expiry
+from treadle._engine._inputs import QueuedInput
+from treadle._graph._input_policy import policy_of_kind
+
+if TYPE_CHECKING:
+    from treadle._checkpoints._ownership import Ownership
+    from treadle._engine._inputs import FeedItem
+    from treadle._stores._lease_roles import Deliveries
+    from treadle._values._serialization import Serializer
+
+
+class SessionInbox:
+    """The inbox of one run, read by the process that owns it.
+
+    Args:
+        store: Where the run lives.
+        run_id: The run.
+        serializer: Decodes what the inbox holds.
+        ownership: The lease the run is held under (what was read before
+            it was opened, its ``consumed``, is not read again).
+    """
+
+    def __init__(
+        self, store: Deliveries, run_id: str, serializer: Serializer, ownership: Ownership
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._serializer = serializer
+        self._ownership = ownership
+        self._taken = ownership.consumed or 0
+        self.rollback: QueuedInput | None = None
+
+    async def unapplied(self) -> list[FeedItem]:
+        """The items after those taken already, in the store's order.
+
+        Raises:
+            DurabilityError: the store could not be read.
+        """
+        loads = self._serializer.loads
+        found: list[FeedItem] = []
+        for item in await self._store.inbox(self._run_id):
+            if item.seq <= self._taken:
+                continue
+            policy = policy_of_kind(item.kind)
+            target = item.target
+            if policy is not None:
+                queued = QueuedInput(item.seq, loads(item.payload), target, policy, item.created_at)
+                found.append((item.seq, queued))
+            elif item.kind == "answer" and target is not None:
+                if marker_deadline(item.payload) is not None:
+                    found.append((item.seq, Expiry(frozenset({target}))))
+                else:
+                    found.append((item.seq, Answer(target, loads(item.payload), strict=False)))
+        return found
+
+    def applied(self, seq: int) -> None:
+        """Mark the items up to ``seq`` applied with the run's next commit."""
+        self._taken = max(self._taken, seq)
+        ownership = self._ownership
+        ownership.consumed = max(ownership.consumed or 0, seq)
+
+    def abandon(self, rollback: QueuedInput) -> None:
+        """Keep a message that rolls the running turn back, for the run's driver (see ``drive``)."""
+        self.rollback = rollback
+
+    def now(self) -> float:
+        """The store's clock (the wall clock, as leases): what inbox times are read on."""
+        return time.time()
+
+    async def wait_until(self, at: float) -> None:
+        """Sleep until ``at`` on the store's clock (a debounce burst waiting to be quiet)."""
+        await asyncio.sleep(max(0.0, at - time.time()))

@@ -1,0 +1,117 @@
+"""What a session's driver does once its loop stops: roll a turn back, or take what came late.
+
+A run's loop takes session messages as their policies say
+(``_engine/_inputs.py``), with two things left to whoever drives it:
+
+- **A rollback.** The loop stops at the boundary where it met the
+  message; the driver takes the run over again from the checkpoint where
+  the running turn began (the newest checkpoint, up its lineage, at which
+  the session rested waiting for input), delivering the message there.
+  The next checkpoint names that one as its parent: the run's history
+  branches, and the abandoned turn's checkpoints stay in it.
+- **A message that came as the run came to rest.** The loop looks at the
+  inbox before its resting commit; a message the store took between that
+  look and the commit would wait for a timer service. The driver looks
+  once more after the lease is given up, and if something is there takes
+  the run over again (or leaves it to whoever took it first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from treadle._checkpoints._session_inbox import SessionInbox
+from treadle._engine._result import RunStatus
+from treadle._exceptions import RunBusyError, RunPausedError
+from treadle._graph._input_policy import policy_of_kind
+from treadle._workflow._launch import Launch
+from treadle._workflow._runs import load_restored, take_over
+
+if TYPE_CHECKING:
+    from treadle._checkpoints._ownership import Ownership
+    from treadle._engine._opening import DrivenRun
+    from treadle._stores._store import Store
+    from treadle._workflow._runs import TakenOver
+    from treadle._workflow._workflow import Workflow
+
+
+async def next_launch(workflow: Workflow, loop: DrivenRun, launch: Launch) -> Launch | None:
+    """How the run goes on here after its loop stopped (``None``: it does not, here)."""
+    feed = loop.env.inputs
+    store = launch.store if launch.store is not None else workflow.store
+    if not isinstance(feed, SessionInbox) or store is None:
+        return None
+    run_id = loop.env.run_id
+    rollback = feed.rollback
+    try:
+        if rollback is not None:
+            started = await turn_start(workflow, store, run_id)
+            taken = await take_over(workflow, store, run_id, started)
+            taken.ownership.consumed = rollback.seq  # applied with the branch's first commit
+            return Launch(
+                restored=taken.restored,
+                store=launch.store,
+                options=launch.options,
+                inputs=((rollback.message, rollback.target),),
+                ownership=taken.ownership,
+            )
+        if not loop.status.is_resting:
+            return None
+        if not any(policy_of_kind(item.kind) for item in await store.inbox(run_id)):
+            return None
+        taken = await take_over(workflow, store, run_id)
+    except (RunBusyError, RunPausedError):
+        return None  # another process drives it now, and takes what waits
+    return Launch(
+        restored=taken.restored,
+        store=launch.store,
+        options=launch.options,
+        answers=taken.answers,
+        inputs=taken.inputs,
+        ownership=taken.ownership,
+        expired=taken.expired,
+    )
+
+
+async def taken_after_sending(
+    workflow: Workflow, store: Store, run_id: str, ownership: Ownership | None, *, wait: bool
+) -> TakenOver | None:
+    """The run a sender goes on with, taken over (``None``: it is driven elsewhere).
+
+    ``ownership``: the lease the sender holds already (``reject``, or a
+    policy's sender that found the run free). Otherwise the process driving
+    the run takes the message; with ``wait`` the sender waits until it
+    lets go and takes over what is left (a paused run: ``None``).
+    """
+    if ownership is not None:
+        return await take_over(workflow, store, run_id, ownership=ownership)
+    if not wait:
+        return None
+    try:
+        return await take_over(workflow, store, run_id, wait=True)
+    except RunPausedError:
+        return None
+
+
+async def turn_start(workflow: Workflow, store: Store, run_id: str) -> str:
+    """The checkpoint where the run's running turn began: where it last rested on input.
+
+    Found up the lineage of its latest checkpoint, so a run that branched
+    before finds the rest on its own branch.
+
+    Raises:
+        CheckpointNotFoundError: the run never rested on input (or that
+            checkpoint was pruned): there is no turn to roll back.
+    """
+    from treadle._exceptions import CheckpointNotFoundError  # noqa: PLC0415 - rare
+
+    row = await store.get_run(run_id)
+    infos = {info.checkpoint_id: info for info in await store.list_checkpoints(run_id)}
+    at = infos.get(row.checkpoint_id or "")
+    while at is not None:
+        if at.status == RunStatus.AWAITING_INPUT.value:
+            restored = await load_restored(workflow, store, run_id, at.checkpoint_id)
+            if not restored.pending and restored.waits.input_waiter(None) is not None:
+                return at.checkpoint_id
+        at = infos.get(at.parent_checkpoint_id or "")
+    raise CheckpointNotFoundError(run_id, "where a turn began (the session never rested on input)")

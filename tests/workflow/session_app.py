@@ -1,0 +1,203 @@
+"""A chat session whose turns take two supersteps, one workflow per input policy, as a script.
+
+    python session_app.py run STORE POLICY RUN_ID GATE
+        # start a session on "m0" and drive it until it rests; print how it stopped
+    python session_app.py send STORE POLICY RUN_ID GO_FILE MESSAGE [TARGET]
+        # wait for GO_FILE, then send MESSAGE (to TARGET, if given); print the outcome
+    python session_app.py http STORE POLICY RUN_ID GO_FILE MESSAGE [TARGET]
+        # the same through the HTTP API: the server's app, in this process
+
+``chat`` takes a message (a ``str``; a ``list`` of them under debounce) as
+the start of a turn: it notes it in the state's ``turns`` and hands it to
+``work``, which takes two supersteps. The first holds at the file gate
+``GATE`` (it writes ``GATE.reached``, then waits for ``GATE``), so a test
+knows a turn is running and keeps it running while senders race. The
+second yields ``done <message>`` and hands back to ``chat``, whose
+``listen`` waits for the session's next message. A ``str`` sent to
+``work`` (``merge`` with target ``work``) is a note, kept in ``notes``
+and read by the turn's next step. STORE is a SQLite path or a
+``postgresql://`` DSN (schema from ``SESSION_SCHEMA``). Each command
+prints one JSON line: ``{"ok": ...}`` or ``{"error": type, "message": ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from treadle import InputPolicy, WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import TreadleError
+
+
+@dataclass(frozen=True)
+class Listen:
+    pass
+
+
+@dataclass(frozen=True)
+class Work:
+    text: str
+    step: int
+    gate: str
+
+
+def _gate_of(ctx: WorkflowContext) -> str:
+    return str(ctx.state.get("gate", ""))
+
+
+async def _turn(text: str, ctx: WorkflowContext) -> None:
+    ctx.state.update("turns", lambda turns: [*turns, text])
+    ctx.send_message(Work(text, 1, _gate_of(ctx)), target="work")
+
+
+@executor(id="chat")
+async def chat(message: str | list | Listen, ctx: WorkflowContext) -> None:
+    if isinstance(message, Listen):
+        ctx.send_message(await ctx.wait_for_input(), target="chat")
+    elif isinstance(message, list):  # a debounced burst, in arrival order
+        await _turn("+".join(message), ctx)
+    else:
+        await _turn(message, ctx)
+
+
+@executor(id="work")
+async def work(message: Work | str, ctx: WorkflowContext) -> None:
+    if isinstance(message, str):  # a note merged into the running turn
+        ctx.state.update("notes", lambda notes: [*notes, message])
+        return
+    ctx.state.update("steps", lambda steps: [*steps, f"{message.text}:{message.step}"])
+    if message.step == 1:
+        if message.gate and message.text != "m0":  # the session's first turn runs through
+            gate = Path(message.gate)
+            Path(f"{gate}.reached").touch()  # noqa: ASYNC240 - a marker file, once
+            while not gate.exists():  # noqa: ASYNC110, ASYNC240 - another process opens it
+                await asyncio.sleep(0.01)
+        ctx.send_message(Work(message.text, 2, message.gate), target="work")
+        return
+    notes = ctx.state.get("notes", [])
+    ctx.yield_output(f"done {message.text}" + (f" with {','.join(notes)}" if notes else ""))
+    ctx.send_message(Listen(), target="chat")
+
+
+POLICIES = {
+    "reject": InputPolicy.REJECT,
+    "enqueue": InputPolicy.ENQUEUE,
+    "merge": InputPolicy.MERGE,
+    "interrupt": InputPolicy.INTERRUPT,
+    "rollback": InputPolicy.ROLLBACK,
+    "debounce": InputPolicy.debounce(3.0),
+}
+
+
+def session(policy: str):
+    """The chat workflow under ``policy`` (a name of ``POLICIES``)."""
+    return (
+        WorkflowBuilder(chat, name=f"chat-{policy}", input_policy=POLICIES[policy])
+        .add_edge(chat, work)
+        .add_edge(work, work)
+        .add_edge(work, chat)
+        .add_edge(chat, chat)
+        .add_state("turns", default=[])
+        .add_state("steps", default=[])
+        .add_state("notes", default=[])
+        .add_state("gate", default="")
+        .build()
+    )
+
+
+def open_store(spec: str):
+    from treadle.stores import PostgresStore, SqliteStore  # noqa: PLC0415 - psycopg when used
+
+    if spec.startswith("postgresql://"):
+        return PostgresStore(spec, schema=os.environ["SESSION_SCHEMA"])
+    return SqliteStore(spec)
+
+
+def wait_for_go(go: str) -> None:
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    deadline = time.monotonic() + 60
+    while not Path(go).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("no go signal")
+        time.sleep(0.001)
+
+
+async def send_over_http(workflow, store, run_id: str, message: str, target: str | None) -> object:
+    """POST the message to the server's app, run in this process (as tests/server do)."""
+    import httpx  # noqa: PLC0415 - the server extra
+
+    from treadle._server._app import create_app  # noqa: PLC0415
+
+    app = create_app(store, [workflow])
+    body: dict[str, object] = {"message": message}
+    if target:
+        body["target"] = target
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://server") as client,
+    ):
+        answer = await client.post(f"/api/runs/{run_id}/messages", json=body)
+        if answer.status_code >= 400:
+            error = answer.json()["error"]
+            raise _HttpRefused(error["type"], error["message"])
+        # The server drives what it took in the background: wait until it lets go.
+        for _ in range(6000):
+            row = await store.get_run(run_id)
+            if row.owner is None or not row.owner.startswith(_host_pid()):
+                break
+            await asyncio.sleep(0.05)
+        return answer.json()["run"]["status"]
+
+
+class _HttpRefused(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _host_pid() -> str:
+    import socket  # noqa: PLC0415
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) -> None:
+    workflow = session(policy)
+    store = open_store(spec)
+    try:
+        if command == "run":
+            state = {"gate": rest[0]}
+            result = await workflow.run("m0", run_id=run_id, state=state, store=store)
+            print(json.dumps({"ok": result.status.value, "outputs": result.outputs}), flush=True)
+            return
+        await store.list_runs(limit=1)  # the store is open before the race starts
+        wait_for_go(rest[0])
+        message, target = rest[1], (rest[2] if len(rest) > 2 else None)
+        try:
+            if command == "http":
+                outcome = await send_over_http(workflow, store, run_id, message, target)
+            else:
+                result = await workflow.send_message(run_id, message, target=target, store=store)
+                outcome = result.status.value
+        except TreadleError as error:
+            print(json.dumps({"error": type(error).__name__, "message": str(error)}), flush=True)
+            return
+        except _HttpRefused as refused:
+            print(json.dumps({"error": refused.kind, "message": str(refused)}), flush=True)
+            return
+        print(json.dumps({"ok": outcome}), flush=True)
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    # Through the module's own name, so that the classes stored are named as the tests name them.
+    import session_app
+
+    asyncio.run(session_app.main(*sys.argv[1:]))

@@ -1,0 +1,173 @@
+"""Input policies of sessions, in one process: what each does with a message sent mid-turn.
+
+The session is ``session_app.py``'s chat: a turn holds at a file gate in its
+first superstep, so a test sends while it is known to be running, then
+opens the gate. The races between processes are in
+``test_input_policy_races.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+from session_app import session
+
+from gates import file_appears, reached
+from treadle import InputPolicy, RunStatus
+from treadle.errors import RequestError, RunBusyError, SessionBusyError
+from treadle.stores import SqliteStore
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    yield store
+    await store.close()
+
+
+async def resting_session(policy: str, store, gate) -> object:
+    """A session that took "m0" and rests, waiting for input; its turns hold at ``gate``."""
+    workflow = session(policy)
+    result = await workflow.run("m0", run_id="s1", state={"gate": str(gate)}, store=store)
+    assert (result.status, result.outputs) == (RunStatus.AWAITING_INPUT, ["done m0"])
+    return workflow
+
+
+async def turn_running(workflow, store, gate, message: str) -> asyncio.Task:
+    """Send ``message`` to the resting session, its turn held at ``gate``: the task driving it."""
+    driving = asyncio.create_task(workflow.send_message("s1", message, store=store))
+    await file_appears(reached(gate))
+    return driving
+
+
+def test_a_policy_is_one_frozen_value_read_back_from_its_name():
+    assert InputPolicy.parse("enqueue") is not InputPolicy.ENQUEUE  # equal, not the same
+    assert InputPolicy.parse("enqueue") == InputPolicy.ENQUEUE
+    assert InputPolicy.parse(str(InputPolicy.debounce(2.5))) == InputPolicy("debounce", 2.5)
+    assert InputPolicy.debounce(dt.timedelta(milliseconds=500)).window == 0.5
+    assert not InputPolicy.REJECT.watches_turns
+    with pytest.raises(ValueError, match="one of reject, enqueue, merge"):
+        InputPolicy.parse("queue")
+    with pytest.raises(ValueError, match="debounce needs a window"):
+        InputPolicy.parse("debounce")
+    with pytest.raises(ValueError, match="positive"):
+        InputPolicy.debounce(0)
+    with pytest.raises(ValueError, match="only debounce takes a window"):
+        InputPolicy("merge", 2.0)
+
+
+async def test_reject_refuses_a_message_while_a_turn_runs_and_nothing_is_delivered(store, tmp_path):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("reject", store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    with pytest.raises(SessionBusyError, match="in a turn") as refused:
+        await workflow.send_message("s1", "m2", store=store)
+    assert isinstance(refused.value, RunBusyError)  # callers catching RunBusyError still do
+    gate.touch()
+    result = await driving
+    assert result.outputs == ["done m0", "done m1"]
+    assert result.state["turns"] == ["m0", "m1"]
+    sent = [e.data for e in await store.read_events("s1") if e.kind == "message_sent"]
+    assert [(d["message"], d["policy"]) for d in sent] == [("m1", "reject")]
+
+
+async def test_enqueue_keeps_messages_and_takes_one_per_turn_in_arrival_order(store, tmp_path):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("enqueue", store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    for message in ("m2", "m3"):
+        told = await workflow.send_message("s1", message, store=store)
+        assert told.status is RunStatus.RUNNING  # queued: the driving process takes it
+    gate.touch()
+    result = await driving
+    assert result.status is RunStatus.AWAITING_INPUT
+    assert result.outputs == ["done m0", "done m1", "done m2", "done m3"]
+    assert result.state["turns"] == ["m0", "m1", "m2", "m3"]
+    assert await store.inbox("s1") == []
+
+
+async def test_merge_delivers_a_message_into_the_running_turns_next_superstep(store, tmp_path):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("merge", store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    await workflow.send_message("s1", "note", target="work", store=store)
+    gate.touch()
+    result = await driving
+    # The note reached "work" in the superstep after the one the gate held: the turn read it.
+    assert result.outputs == ["done m0", "done m1 with note"]
+    assert result.state["turns"] == ["m0", "m1"]
+
+
+async def test_interrupt_drops_the_turns_pending_work_and_starts_a_turn_on_the_message(
+    store, tmp_path
+):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("interrupt", store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    await workflow.send_message("s1", "m2", store=store)
+    gate.touch()
+    result = await driving
+    assert result.outputs == ["done m0", "done m2"]  # m1's second step never ran
+    assert result.state["steps"] == ["m0:1", "m0:2", "m1:1", "m2:1", "m2:2"]
+    assert result.state["turns"] == ["m0", "m1", "m2"]  # what m1's turn committed stays
+
+
+async def test_rollback_branches_from_where_the_turn_began_and_keeps_the_abandoned_turn(
+    store, tmp_path
+):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("rollback", store, gate)
+    rest = (await store.get_run("s1")).checkpoint_id
+    driving = await turn_running(workflow, store, gate, "m1")
+    await workflow.send_message("s1", "m2", store=store)
+    gate.touch()
+    result = await driving
+    assert result.outputs == ["done m0", "done m2"]
+    assert result.state["turns"] == ["m0", "m2"]  # as if m1 had never come
+    checkpoints = await store.list_checkpoints("s1")
+    abandoned = [c for c in checkpoints if c.parent_checkpoint_id == rest]
+    assert len(abandoned) == 2  # m1's turn and the branch both grew from the rest
+
+
+async def test_debounce_waits_for_quiet_then_takes_the_burst_as_one_list(store, tmp_path):
+    workflow = session("debounce")
+    await workflow.run("m0", run_id="s1", store=store)
+    first = asyncio.create_task(workflow.send_message("s1", "a", store=store))
+    await asyncio.sleep(0.2)  # a burst: each message well inside the window of the one before
+    for message in ("b", "c"):
+        await workflow.send_message("s1", message, store=store)
+    result = await first
+    assert result.outputs == ["done m0", "done a+b+c"]
+    assert result.state["turns"] == ["m0", "a+b+c"]
+
+
+async def test_a_caller_may_choose_the_policy_of_a_message_unless_the_workflow_rejects(
+    store, tmp_path
+):
+    gate = tmp_path / "gate"
+    workflow = await resting_session("reject", store, gate)
+    with pytest.raises(ValueError, match="rejects session input while a turn runs"):
+        await workflow.send_message("s1", "m1", store=store, policy=InputPolicy.ENQUEUE)
+    with pytest.raises(TypeError, match="must be an InputPolicy"):
+        await workflow.send_message("s1", "m1", store=store, policy="enqueue")
+    other = SqliteStore(tmp_path / "other.sqlite")
+    try:
+        enqueuing = await resting_session("enqueue", other, gate)
+        driving = await turn_running(enqueuing, other, gate, "m1")
+        with pytest.raises(SessionBusyError):
+            await enqueuing.send_message("s1", "m2", store=other, policy=InputPolicy.REJECT)
+        gate.touch()
+        assert (await driving).outputs == ["done m0", "done m1"]
+    finally:
+        await other.close()
+
+
+async def test_a_message_to_an_ended_session_is_refused_as_before(store):
+    workflow = session("enqueue")
+    result = await workflow.run("m0", run_id="s1", store=store)
+    await workflow.cancel("s1", store=store)
+    del result
+    with pytest.raises(RequestError, match="ended"):
+        await workflow.send_message("s1", "m1", store=store)
