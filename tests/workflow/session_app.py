@@ -9,7 +9,8 @@
 
 ``chat`` takes a message (a ``str``; a ``list`` of them under debounce) as
 the start of a turn: it notes it in the state's ``turns`` and hands it to
-``work``, which takes two supersteps. The first holds at the file gate
+``work``, which takes two supersteps (``spans`` keeps the superstep where
+each turn began and the one where it ended). The first holds at the file gate
 ``GATE`` (it writes ``GATE.reached``, then waits for ``GATE``), so a test
 knows a turn is running and keeps it running while senders race. The
 second yields ``done <message>`` and hands back to ``chat``, whose
@@ -17,12 +18,14 @@ second yields ``done <message>`` and hands back to ``chat``, whose
 ``work`` (``merge`` with target ``work``) is a note, kept in ``notes``
 and read by the turn's next step. STORE is a SQLite path or a
 ``postgresql://`` DSN (schema from ``SESSION_SCHEMA``). Each command
-prints one JSON line: ``{"ok": ...}`` or ``{"error": type, "message": ...}``.
+prints one JSON line: ``{"ok": ...}`` or ``{"error": type, "message": ...}``;
+a sender first prints ``{"sent": MESSAGE}`` once the store took its message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -30,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from treadle import InputPolicy, WorkflowBuilder, WorkflowContext, executor
+from treadle import InputPolicy, RunOptions, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import TreadleError
 
 
@@ -52,6 +55,8 @@ def _gate_of(ctx: WorkflowContext) -> str:
 
 async def _turn(text: str, ctx: WorkflowContext) -> None:
     ctx.state.update("turns", lambda turns: [*turns, text])
+    began = ctx.superstep
+    ctx.state.update("spans", lambda spans: {**spans, text: [began, None]})
     ctx.send_message(Work(text, 1, _gate_of(ctx)), target="work")
 
 
@@ -79,6 +84,8 @@ async def work(message: Work | str, ctx: WorkflowContext) -> None:
                 await asyncio.sleep(0.01)
         ctx.send_message(Work(message.text, 2, message.gate), target="work")
         return
+    ended, text = ctx.superstep, message.text
+    ctx.state.update("spans", lambda spans: {**spans, text: [spans[text][0], ended]})
     notes = ctx.state.get("notes", [])
     ctx.yield_output(f"done {message.text}" + (f" with {','.join(notes)}" if notes else ""))
     ctx.send_message(Listen(), target="chat")
@@ -105,9 +112,18 @@ def session(policy: str):
         .add_state("turns", default=[])
         .add_state("steps", default=[])
         .add_state("notes", default=[])
+        .add_state("spans", default={})
         .add_state("gate", default="")
         .build()
     )
+
+
+chat_reject = session("reject")
+chat_enqueue = session("enqueue")
+chat_merge = session("merge")
+chat_interrupt = session("interrupt")
+chat_rollback = session("rollback")
+chat_debounce = session("debounce")
 
 
 def open_store(spec: str):
@@ -127,32 +143,52 @@ def wait_for_go(go: str) -> None:
         time.sleep(0.001)
 
 
-async def send_over_http(workflow, store, run_id: str, message: str, target: str | None) -> object:
+async def send_over_http(spec: str, policy: str, run_id: str, message: str, target) -> object:
     """POST the message to the server's app, run in this process (as tests/server do)."""
     import httpx  # noqa: PLC0415 - the server extra
 
     from treadle._server._app import create_app  # noqa: PLC0415
+    from treadle._server._settings import ServerSettings  # noqa: PLC0415
 
-    app = create_app(store, [workflow])
+    if "SESSION_SCHEMA" in os.environ:
+        os.environ["TREADLE_SCHEMA"] = os.environ["SESSION_SCHEMA"]
+    token = "session-app-token-0123456789"  # noqa: S105 - this script's own
+    settings = ServerSettings(
+        token=token, apps=(f"session_app:chat_{policy}",), store=spec, poll_interval=0.05
+    )
+    app = create_app(settings)
+    store = open_store(spec)
     body: dict[str, object] = {"message": message}
     if target:
         body["target"] = target
     transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {token}"}
     async with (
+        _closing(store),
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://server") as client,
+        httpx.AsyncClient(transport=transport, base_url="http://server", headers=headers) as client,
     ):
         answer = await client.post(f"/api/runs/{run_id}/messages", json=body)
-        if answer.status_code >= 400:
-            error = answer.json()["error"]
-            raise _HttpRefused(error["type"], error["message"])
+        if answer.status_code < 400:
+            print(json.dumps({"sent": message}), flush=True)
         # The server drives what it took in the background: wait until it lets go.
-        for _ in range(6000):
+        for _ in range(6000 if answer.status_code < 400 else 0):
             row = await store.get_run(run_id)
             if row.owner is None or not row.owner.startswith(_host_pid()):
                 break
             await asyncio.sleep(0.05)
-        return answer.json()["run"]["status"]
+    if answer.status_code >= 400:
+        error = answer.json()["error"]
+        raise _HttpRefused(error["type"], error["message"])
+    return answer.json()["run"]["status"]
+
+
+@contextlib.asynccontextmanager
+async def _closing(store):
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 class _HttpRefused(Exception):
@@ -165,6 +201,27 @@ def _host_pid() -> str:
     import socket  # noqa: PLC0415
 
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def send_then_drive(workflow, store, run_id: str, message: str, target) -> object:
+    """``Workflow.send_message``'s two halves, saying ``sent`` between them.
+
+    The test opens its gate once every sender has sent (or was refused): a
+    sender that then drives the run stays, the others return.
+    """
+    from treadle import Actor  # noqa: PLC0415
+    from treadle._workflow import _actions as door  # noqa: PLC0415
+    from treadle._workflow._sessions import taken_after_sending  # noqa: PLC0415
+    from treadle._workflow._workflow import continue_taken  # noqa: PLC0415
+
+    actor = Actor.python()
+    held = await door.send(store, run_id, message, actor=actor, workflow=workflow, target=target)
+    print(json.dumps({"sent": message}), flush=True)
+    taken = await taken_after_sending(workflow, store, run_id, held, wait=False)
+    if taken is None:
+        return "queued"
+    options = RunOptions(record_events=False)
+    return (await continue_taken(workflow, taken, store, options)).status.value
 
 
 async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) -> None:
@@ -181,10 +238,9 @@ async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) ->
         message, target = rest[1], (rest[2] if len(rest) > 2 else None)
         try:
             if command == "http":
-                outcome = await send_over_http(workflow, store, run_id, message, target)
+                outcome = await send_over_http(spec, policy, run_id, message, target)
             else:
-                result = await workflow.send_message(run_id, message, target=target, store=store)
-                outcome = result.status.value
+                outcome = await send_then_drive(workflow, store, run_id, message, target)
         except TreadleError as error:
             print(json.dumps({"error": type(error).__name__, "message": str(error)}), flush=True)
             return

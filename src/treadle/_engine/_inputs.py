@@ -131,6 +131,10 @@ def take_inputs(
             continue
         kind = item.policy.kind
         if at_rest:
+            # The invocation of ``target`` if it waits, else the first waiting: a message
+            # the store accepted is never dropped for the executor it named.
+            waiting = point.waits.input_waiter(item.target) is not None
+            target = item.target if waiting else None
             if kind == "debounce":
                 burst = _burst(items, index)
                 last = burst[-1]
@@ -141,10 +145,10 @@ def take_inputs(
                         env, point, arrivals, applied, quiet_at=last.at + item.policy.window
                     )
                 messages = [queued.message for queued in burst]
-                arrivals.append(SessionInput(messages, item.target, strict=False))
+                arrivals.append(SessionInput(messages, target, strict=False))
                 applied, index = last.seq, after
             else:
-                arrivals.append(SessionInput(item.message, item.target, strict=False))
+                arrivals.append(SessionInput(item.message, target, strict=False))
                 applied, index = seq, index + 1
             at_rest = False  # the turn it started is running now
             continue

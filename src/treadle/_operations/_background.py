@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from treadle._checkpoints._leases import LeaseKeeper
+    from treadle._graph._input_policy import InputPolicy
     from treadle._stores._store import Store
     from treadle._values._actors import Actor
     from treadle._workflow._runs import TakenOver
@@ -196,21 +197,27 @@ async def deliver_message(
     *,
     actor: Actor,
     options: RunOptions = BACKGROUND,
-) -> DriveOn:
-    """Deliver the next message of a session to a run this process takes over, to go on here.
+    policy: InputPolicy | None = None,
+) -> DriveOn | None:
+    """Deliver the next message of a session; the drive that goes on with it here, if any.
 
-    The run is taken first, so the message is checked against a checkpoint
-    no other sender can move on meanwhile (as ``Workflow.send_message``).
+    Under ``reject`` the run is taken first, so the message is checked
+    against a checkpoint no other sender can move on meanwhile (as
+    ``Workflow.send_message``). Under another policy (the workflow's, or
+    ``policy``) it goes into the run's inbox, and the run is taken here only
+    if nobody drives it (``None``: whoever does takes the message).
 
     Raises:
         ActionRefusedError: The actor is not an operator.
-        RunBusyError: Another process owns the run; nothing was delivered.
-        RunPausedError: It is paused; nothing was delivered.
-        RequestError: It is not waiting for input.
+        SessionBusyError: ``reject``, and a turn is running; nothing was delivered.
+        RunPausedError: It is paused (``reject``); nothing was delivered.
+        RequestError: It has ended, or ``target`` waits for nothing.
+        ValueError: ``policy`` on a workflow whose own policy is ``reject``.
     """
     ownership = await door.send(
-        store, run_id, message, actor=actor, workflow=workflow, target=target
+        store, run_id, message, actor=actor, workflow=workflow, target=target, policy=policy
     )
-    assert ownership is not None  # noqa: S101 - taken over here, with a workflow
+    if ownership is None:
+        return None
     taken = await take_over(workflow, store, run_id, ownership=ownership)
     return drive_taken(workflow, store, taken, options)

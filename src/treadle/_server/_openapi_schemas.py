@@ -351,5 +351,16 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
         ),
         url={"type": "string", "description": "GET shows the question, POST answers it."},
     ),
-    "Message": _closed(("message",), message=ANY, target={"type": "string"}),
+    "Message": _closed(
+        ("message",),
+        message=ANY,
+        target={"type": "string"},
+        policy={
+            "type": "string",
+            "description": (
+                "How it meets a running turn: reject, enqueue, merge, interrupt, rollback "
+                "or debounce:SECONDS (on a workflow whose own input policy is not reject)"
+            ),
+        },
+    ),
 }

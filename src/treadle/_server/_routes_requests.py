@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import InvalidResponseError
+from treadle._graph._input_policy import InputPolicy
 from treadle._operations._background import deliver_answer, deliver_message
 from treadle._operations._requests import ASKING, pending_requests
 from treadle._operations._shapes import request_json, run_json
@@ -122,15 +123,20 @@ async def answer_request(request: Request) -> Response:
 
 
 async def send_message(request: Request) -> Response:
-    """``POST /api/runs/{run_id}/messages``: the next message of a session."""
+    """``POST /api/runs/{run_id}/messages``: the next message of a session.
+
+    ``policy`` (``"enqueue"``, ``"debounce:2.5"``, ...) chooses how it meets
+    a running turn, on a workflow whose own input policy is not ``reject``.
+    """
     served = served_of(request)
     check_query(request, ())
     found = await served.find_run(request.path_params["run_id"])
-    body = await json_object(request, ("message", "target"))
+    body = await json_object(request, ("message", "target", "policy"))
     if "message" not in body:
         raise ApiError(400, "message: required", fields=[{"loc": "message", "message": "required"}])
     target = text_field(body, "target")
     workflow = served.workflow_of(found)
+    policy = _policy_field(body, workflow)
     actor = actor_of(request)
     if served.driver.runs_here:
         drive_on = await deliver_message(
@@ -141,19 +147,43 @@ async def send_message(request: Request) -> Response:
             target,
             actor=actor,
             options=served.driver.run_options,
+            policy=policy,
         )
-        served.driver.spawn(found.run_id, drive_on)
-    else:  # a worker checks it against the run when it applies it
-        await door.send(
+        if drive_on is not None:
+            served.driver.spawn(found.run_id, drive_on)
+    else:  # decided here as anywhere; the workers, which drive the runs, take it from there
+        held = await door.send(
             served.store,
             found.run_id,
             body["message"],
             actor=actor,
-            serializer=workflow.serializer,
+            workflow=workflow,
             target=target,
+            policy=policy,
         )
+        if held is not None:
+            await held.close()
     run = await served.store.get_run(found.run_id)
     return JsonResponse({"run": run_json(run)}, status_code=202)
+
+
+def _policy_field(body: dict[str, Any], workflow: Any) -> InputPolicy | None:
+    """The body's ``policy``, read and checked against the workflow (``None``: absent).
+
+    Raises:
+        ApiError: 400 it names no policy, or the workflow lets no sender choose.
+    """
+    text = text_field(body, "policy")
+    if text is None:
+        return None
+    try:
+        policy = InputPolicy.parse(text)
+        door.chosen_policy(workflow, policy)
+    except ValueError as error:
+        raise ApiError(
+            400, f"policy: {error}", fields=[{"loc": "policy", "message": str(error)}]
+        ) from None
+    return policy
 
 
 ENDPOINTS = (

@@ -35,7 +35,7 @@ from treadle._exceptions import (
     RunPausedError,
     SessionBusyError,
 )
-from treadle._graph._input_policy import InputPolicy, inbox_kind
+from treadle._graph._input_policy import InputPolicy, inbox_kind, policy_of_kind
 from treadle._workflow._rights import (
     answer_rules,
     check_answer_right,
@@ -232,12 +232,23 @@ async def send(
         why = "its owner is running it"
         raise SessionBusyError(run_id, why, busy.owner, busy.lease_until) from None
     try:
+        await _refuse_if_queued(store, run_id)
         items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
         await store.deliver(run_id, items, version=workflow.version, actor=actor)
     except BaseException:
         await ownership.close()
         raise
     return ownership
+
+
+async def _refuse_if_queued(store: Store, run_id: str) -> None:
+    """Refuse a ``reject`` message while one sent before waits in the run's inbox.
+
+    Raises:
+        SessionBusyError: a message is still to be taken (its turn comes first).
+    """
+    if any(policy_of_kind(item.kind) for item in await store.inbox(run_id)):
+        raise SessionBusyError(run_id, "a message sent before is still to be taken")
 
 
 def chosen_policy(workflow: Workflow, policy: InputPolicy | None) -> InputPolicy:

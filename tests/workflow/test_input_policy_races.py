@@ -1,0 +1,231 @@
+"""Each input policy with three senders racing, each a process of its own, one through HTTP.
+
+A session (``session_app.py``'s chat) rests after its first turn. Three
+processes wait for one go signal, then each sends a message: two through
+``Workflow.send_message``, one through the server's HTTP API (its app, in
+that process). The first message the store orders starts a turn, held at
+a file gate until every sender that does not drive the run has returned;
+the others meet that turn running. Whatever the timing, the store's order
+(the run's ``message_sent`` records, written in the transaction of each
+delivery) decides what happened, once: each check below holds the run's
+turns and outputs against that order. On one SQLite file and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from session_app import session
+
+from gates import reached
+from postgres import drop_schemas_now, fresh_schema, postgres_dsn
+from treadle import RunStatus, Runtime
+from treadle._workflow._pausing import stored_result
+from treadle.stores import PostgresStore, SqliteStore
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "session_app.py"
+DEADLINE = 120.0
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, tmp_path):
+    """(store spec for the scripts, their environment, a store for the test to read with)."""
+    if request.param == "sqlite":
+        path = tmp_path / "runs.sqlite"
+        yield str(path), None, lambda: SqliteStore(path)
+        return
+    dsn, schema = postgres_dsn(), fresh_schema()
+    yield dsn, {**os.environ, "SESSION_SCHEMA": schema}, lambda: PostgresStore(dsn, schema=schema)
+    drop_schemas_now([schema])
+
+
+def start(command: list[str], env: dict[str, str] | None, errors) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), *command],
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+        cwd=HERE,
+        env=env,
+    )
+
+
+def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
+    """Start the senders, let them go at once, open ``gate`` once each has sent or was refused.
+
+    A turn holds at the gate until then, driven by a sender that took the
+    run's lease or by the timer service: every message meets it running.
+    """
+    logs = [go.with_name(f"sender-{n}.err") for n in range(len(senders))]
+    handles = [log.open("w") for log in logs]
+    children = [start(command, env, out) for command, out in zip(senders, handles, strict=True)]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            line = child.stdout.readline()
+            assert "ready" in line, (line, [log.read_text() for log in logs])
+        go.touch()
+        said = []
+        for child in children:  # each says it sent, or was refused, before anything waits
+            assert child.stdout is not None
+            said.append(child.stdout.readline())
+            assert "sent" in said[-1] or "error" in said[-1], (
+                said[-1],
+                [log.read_text() for log in logs],
+            )
+        deadline = time.monotonic() + DEADLINE
+        while not (gate.exists() or reached(gate).exists()):  # a turn holds at the gate
+            assert time.monotonic() < deadline, "no turn reached the gate"
+            time.sleep(0.02)
+        gate.touch()
+        outcomes = []
+        for child, first, log in zip(children, said, logs, strict=True):
+            assert child.stdout is not None
+            out = child.stdout.read()  # to its end: the process has exited
+            assert child.wait(timeout=DEADLINE) == 0, log.read_text()
+            outcomes.append(json.loads((first + out).strip().splitlines()[-1]))
+        return outcomes
+    finally:
+        for child, handle in zip(children, handles, strict=True):
+            child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+            handle.close()
+
+
+async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
+    """Race three senders on a resting session under ``policy``; (outcomes, order, final run)."""
+    spec, env, open_store = backend
+    gate, go = tmp_path / "gate", tmp_path / "go"
+    if open_gate:
+        gate.touch()
+    workflow = session(policy)
+    store = open_store()
+    try:
+        rested = await workflow.run("m0", run_id="s1", state={"gate": str(gate)}, store=store)
+        assert rested.status is RunStatus.AWAITING_INPUT
+        senders = [
+            ["send", spec, policy, "s1", str(go), "a"],
+            ["http", spec, policy, "s1", str(go), "b"],
+            ["send", spec, policy, "s1", str(go), "c"],
+        ]
+        # A timer service races too (as a worker would on PostgreSQL, where the server
+        # leaves its runs to workers): it takes up a run left with a message to take.
+        async with Runtime(store, [workflow], poll_interval=0.05):
+            told = await asyncio.to_thread(race, senders, env, go, gate)
+            outcomes = dict(zip("abc", told, strict=True))
+            final = await settled(workflow, store)
+        order = [
+            event.data["message"]
+            for event in await store.read_events("s1")
+            if event.kind == "message_sent"
+        ]
+        return outcomes, order, final, store
+    except BaseException:
+        await store.close()
+        raise
+
+
+async def settled(workflow, store):
+    """The run once it rests with nothing left in its inbox (its drivers have let go)."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        row = await store.get_run("s1")
+        if row.owner is None and row.status == "awaiting_input" and not await store.inbox("s1"):
+            return await stored_result(workflow, store, "s1")
+        assert time.monotonic() < deadline, f"the session never settled: {row}"
+        await asyncio.sleep(0.05)
+
+
+def turns_after_m0(final) -> list[str]:
+    assert final.state["turns"][0] == "m0"
+    return final.state["turns"][1:]
+
+
+async def test_reject_lets_exactly_one_racing_sender_in_and_refuses_the_others(backend, tmp_path):
+    outcomes, order, final, store = await race_on("reject", backend, tmp_path)
+    await store.close()
+    winners = [m for m, told in outcomes.items() if "ok" in told]
+    refused = {m: told["error"] for m, told in outcomes.items() if "error" in told}
+    assert len(winners) == 1, outcomes
+    assert set(refused.values()) == {"SessionBusyError"}, outcomes
+    assert order == winners  # nothing of the refused was delivered
+    assert turns_after_m0(final) == winners
+    assert final.outputs == ["done m0", f"done {winners[0]}"]
+
+
+async def test_enqueue_takes_every_racing_message_once_in_the_stores_order(backend, tmp_path):
+    outcomes, order, final, store = await race_on("enqueue", backend, tmp_path)
+    await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    assert sorted(order) == ["a", "b", "c"]
+    assert turns_after_m0(final) == order  # one turn each, in the order the store gave them
+    assert final.outputs == ["done m0", *(f"done {m}" for m in order)]
+    spans = final.state["spans"]
+    for before, after in itertools.pairwise(order):  # each began after the one before ended
+        assert spans[before][1] < spans[after][0], spans
+
+
+async def test_merge_delivers_the_later_racing_messages_into_the_turn_the_first_started(
+    backend, tmp_path
+):
+    outcomes, order, final, store = await race_on("merge", backend, tmp_path)
+    await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    turns = turns_after_m0(final)
+    assert sorted(turns) == sorted(order)  # each handled once
+    assert sorted(final.outputs[1:]) == sorted(f"done {m}" for m in order)
+    # The first started a turn, held at the gate until the others were sent: they were
+    # merged into it, each handled before that turn ended, never waiting for a rest.
+    spans = final.state["spans"]
+    first, *merged = order
+    assert all(spans[m][0] <= spans[first][1] for m in merged), spans
+
+
+async def test_interrupt_leaves_the_last_racing_message_in_the_stores_order_to_finish(
+    backend, tmp_path
+):
+    outcomes, order, final, store = await race_on("interrupt", backend, tmp_path)
+    await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    # Every turn but the last was dropped at a superstep boundary: only the last finished.
+    assert final.outputs == ["done m0", f"done {order[-1]}"]
+    turns = turns_after_m0(final)
+    assert turns[-1] == order[-1]
+    assert turns == [m for m in order if m in turns]  # each at most once, in order
+
+
+async def test_rollback_leaves_the_session_as_if_only_the_last_racing_message_came(
+    backend, tmp_path
+):
+    outcomes, order, final, store = await race_on("rollback", backend, tmp_path)
+    checkpoints = await store.list_checkpoints("s1")
+    await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    assert final.outputs == ["done m0", f"done {order[-1]}"]
+    assert turns_after_m0(final) == [order[-1]]  # the abandoned turns left no state behind
+    assert len(checkpoints) > len({c.parent_checkpoint_id for c in checkpoints})  # branched
+
+
+async def test_debounce_coalesces_racing_messages_and_delivers_each_once_in_order(
+    backend, tmp_path
+):
+    outcomes, order, final, store = await race_on("debounce", backend, tmp_path, open_gate=True)
+    await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    bursts = turns_after_m0(final)
+    # Sent together, they land inside one 3-second window (a slow machine may split them):
+    # each message is delivered once, in the store's order, bursts joined by "+".
+    assert "+".join(bursts).split("+") == order
