@@ -246,7 +246,7 @@ async def test_concurrent_messages_from_separate_processes_apply_exactly_one(tmp
     wins = [r for r in results if "ok" in r]
     assert len(wins) == 1, results
     assert wins[0]["ok"] == "completed"
-    assert {r["error"] for r in results if "error" in r} <= {"RequestError", "RunBusyError"}
+    assert {r["error"] for r in results if "error" in r} <= {"SessionBusyError"}
     counted = calls(side)
     assert set(counted.values()) == {1}, counted
     store = reader()

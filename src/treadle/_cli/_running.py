@@ -187,6 +187,15 @@ def send(
     message: Annotated[str, typer.Argument(help="The message as JSON, or @file.json.")],
     app_: AppOption = None,
     wait: WaitOption = False,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "How it meets a turn still running: reject, enqueue, merge, interrupt, "
+                "rollback or debounce:SECONDS (default: the workflow's input policy)."
+            ),
+        ),
+    ] = None,
     *,
     flags: RunFlags,
 ) -> None:
@@ -196,7 +205,9 @@ def send(
         run_id,
         flags,
         app_,
-        lambda s: commands.send(s, run_id, message, app_, wait=wait, options=options),
+        lambda s: commands.send(
+            s, run_id, message, app_, wait=wait, options=options, policy=policy
+        ),
     )
 
 

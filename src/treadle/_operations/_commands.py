@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError
+from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError, SessionBusyError
+from treadle._graph._input_policy import InputPolicy
 from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._schemas import describe_request
@@ -303,25 +304,55 @@ async def send(
     wait: bool = False,
     options: RunOptions | None = None,
     actor: Actor | None = None,
+    policy: str | None = None,
 ) -> RunResult | None:
     """Deliver a session message and continue the run (``None``: a worker will).
 
+    ``policy``: how it meets a running turn, by name (``enqueue``, ``debounce:2``).
+
     Raises:
-        CommandError: No such run, bad JSON, or (without ``wait``) a busy run.
+        CommandError: No such run, bad JSON, a policy that is not one or that
+            the workflow does not let a sender choose, or (without ``wait``)
+            a busy run.
     """
     run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
     message = parse_json(raw_message, "message")
+    chosen = _policy(policy)
     if served_by_workers(store):
         _refuse_options_for_workers(options)
-        await client_of(store, actor).send_message(run_id, message)
+        await client_of(store, actor).send_message(run_id, message, policy=chosen)
         return None
     workflow = await workflow_of(store, run_id, app)
     try:
         return await workflow.send_message(
-            run_id, message, store=store, wait=wait, options=options, actor=_who(actor)
+            run_id,
+            message,
+            store=store,
+            wait=wait,
+            options=options,
+            actor=_who(actor),
+            policy=chosen,
         )
+    except SessionBusyError as error:
+        raise CommandError(str(error)) from None
     except RunBusyError as error:
         raise _busy(error) from None
+    except ValueError as error:  # a policy this workflow does not let a sender choose
+        raise CommandError(f"--policy: {error}") from None
+
+
+def _policy(name: str | None) -> InputPolicy | None:
+    """The input policy ``--policy`` names (``None``: the workflow's).
+
+    Raises:
+        CommandError: it names none.
+    """
+    if name is None:
+        return None
+    try:
+        return InputPolicy.parse(name)
+    except ValueError as error:
+        raise CommandError(f"--policy: {error}") from None
 
 
 def _refuse_options_for_workers(options: RunOptions | None) -> None:

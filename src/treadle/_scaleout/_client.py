@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
     from types import TracebackType
 
+    from treadle._graph._input_policy import InputPolicy
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._store import LoggedEvent, RunRecord
@@ -318,12 +319,31 @@ class Client:
             wait=True,
         )
 
-    async def send_message(self, run_id: str, message: Any, *, target: str | None = None) -> None:
-        """Deliver the next message of a session to the run (see :meth:`respond`)."""
+    async def send_message(
+        self,
+        run_id: str,
+        message: Any,
+        *,
+        target: str | None = None,
+        policy: InputPolicy | None = None,
+    ) -> None:
+        """Deliver the next message of a session to the run (see :meth:`respond`).
+
+        ``policy``: how it meets a turn running when a worker takes it (the
+        workflow's own must not be ``reject``; see ``InputPolicy``). Without
+        it, the message waits for the session to rest, never dropped, on a
+        workflow with another policy.
+        """
         row = await self.get(run_id)
         serializer = self._serializer(row.workflow, row.version)
         await door.send(
-            self.store, run_id, message, actor=self.actor, serializer=serializer, target=target
+            self.store,
+            run_id,
+            message,
+            actor=self.actor,
+            serializer=serializer,
+            target=target,
+            policy=policy,
         )
 
     async def cancel(self, run_id: str) -> None:
