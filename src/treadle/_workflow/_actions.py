@@ -232,7 +232,8 @@ async def send(
         why = "its owner is running it"
         raise SessionBusyError(run_id, why, busy.owner, busy.lease_until) from None
     try:
-        await _refuse_if_queued(store, run_id)
+        if workflow.input_policy.watches_turns:  # a sender's own reject, messages may be kept
+            await _refuse_if_queued(store, run_id)
         items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
         await store.deliver(run_id, items, version=workflow.version, actor=actor)
     except BaseException:

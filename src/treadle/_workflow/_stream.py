@@ -21,6 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from treadle._engine._errors import WorkflowRunError
+from treadle._engine._inputs import TurnRolledBack
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -197,6 +198,8 @@ class WorkflowStream:
             await loop.run_to_end()
         except WorkflowRunError as error:
             self._error = error
+        except TurnRolledBack:
+            pass  # the stream ends; the run branches with whoever takes it up next
         except asyncio.CancelledError:
             await loop.cancel()
         finally:
@@ -245,6 +248,9 @@ class WorkflowStream:
                 await loop.step()
             except WorkflowRunError as error:
                 self._error = error
+            except TurnRolledBack:  # the stream ends; the run branches with whoever takes it up
+                await self._finish()
+                raise StopAsyncIteration from None
             except asyncio.CancelledError:
                 await self._finish()
                 raise
