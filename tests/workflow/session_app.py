@@ -211,8 +211,8 @@ async def send_then_drive(workflow, store, run_id: str, message: str, target) ->
     """
     from treadle import Actor  # noqa: PLC0415
     from treadle._workflow import _actions as door  # noqa: PLC0415
+    from treadle._workflow._driving import continue_taken  # noqa: PLC0415
     from treadle._workflow._sessions import taken_after_sending  # noqa: PLC0415
-    from treadle._workflow._workflow import continue_taken  # noqa: PLC0415
 
     actor = Actor.python()
     held = await door.send(store, run_id, message, actor=actor, workflow=workflow, target=target)

@@ -28,10 +28,10 @@ from treadle._engine._result import RunResult
 from treadle._exceptions import TreadleError
 from treadle._workflow import _actions as door
 from treadle._workflow import _rights as rights
+from treadle._workflow._driving import continue_taken
 from treadle._workflow._launch import Launch, new_run_id, open_run
 from treadle._workflow._runs import take_over
 from treadle._workflow._starting import admit_start
-from treadle._workflow._workflow import continue_taken
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

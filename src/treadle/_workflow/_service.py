@@ -39,11 +39,11 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
+from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
 from treadle._workflow._versions import Hosted
-from treadle._workflow._workflow import continue_taken, drive
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -9,11 +9,8 @@ declared ``shareable`` a second concurrent run that would use one is refused.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, Unpack
 
-from treadle._engine._errors import WorkflowRunError
-from treadle._engine._inputs import TurnRolledBack
 from treadle._engine._options import (
     RunOptionArgs,
     RunOptions,
@@ -21,16 +18,17 @@ from treadle._engine._options import (
     run_options,
 )
 from treadle._engine._result import RunResult
-from treadle._exceptions import RunPausedError, TreadleError
+from treadle._exceptions import RunPausedError
 from treadle._workflow import _actions as door
+from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch, open_run
 from treadle._workflow._pausing import paused_result, stored_result
 from treadle._workflow._rights import actor_or_default, started_by
-from treadle._workflow._runs import RunHistory, TakenOver, run_history, take_over
-from treadle._workflow._sessions import next_launch, taken_after_sending
+from treadle._workflow._runs import RunHistory, run_history, take_over
+from treadle._workflow._sessions import taken_after_sending
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._starting import admit_start
-from treadle._workflow._stream import EventBatch, ExecutionMode, WorkflowStream
+from treadle._workflow._stream import ExecutionMode, WorkflowStream
 from treadle._workflow._sync import SyncEventStream, run_in_thread
 from treadle._workflow._workflow_graph import WorkflowGraph
 
@@ -473,50 +471,3 @@ class Workflow(WorkflowGraph):
 def starter(actor: Actor | None) -> str:
     """Who a new run's row says started it: ``actor`` (default this program), if it may."""
     return started_by(actor)
-
-
-async def drive(workflow: Workflow, launch: Launch) -> RunResult:
-    """Open a run, step it until it rests or ends, and return its result.
-
-    A session may go on here once its loop stops: rolled back to where its
-    turn began, or taking a message that came as it rested (``_sessions.py``).
-    """
-    while True:
-        batch = EventBatch() if launch.options.record_events else None
-        loop, release = await open_run(workflow, launch, batch)
-        try:
-            await loop.run_to_end()
-        except TurnRolledBack:
-            pass  # stopped at a boundary: it goes on from where the turn began (next_launch)
-        except TreadleError as error:
-            if isinstance(error, WorkflowRunError):
-                error.result = loop.result(batch.numbered() if batch is not None else None)
-            raise
-        except asyncio.CancelledError:
-            await loop.cancel()
-            raise
-        finally:
-            await release()
-        result = loop.result(batch.numbered() if batch is not None else None)
-        if loop.env.inputs is None:
-            return result
-        following = await next_launch(workflow, loop, launch)
-        if following is None:
-            return result
-        launch = following
-
-
-async def continue_taken(
-    workflow: Workflow, taken: TakenOver, store: Store, options: RunOptions
-) -> RunResult:
-    """Drive a run this process has taken over, applying what its inbox held."""
-    launch = Launch(
-        restored=taken.restored,
-        store=store,
-        options=options,
-        answers=taken.answers,
-        inputs=taken.inputs,
-        ownership=taken.ownership,
-        expired=taken.expired,
-    )
-    return await drive(workflow, launch)
