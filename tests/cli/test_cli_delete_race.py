@@ -17,21 +17,12 @@ RACERS = 4
 
 def race(cli: Cli, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
     """Start every command at once, as separate processes; their outcomes, in order."""
-    started = [
-        subprocess.Popen(
-            [TREADLE, *command],
-            cwd=cli.cwd,
-            env=cli.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for command in commands
-    ]
+    started = [(command, cli.fork(*command)) for command in commands]
     done = []
-    for process in started:
-        out, err = process.communicate(timeout=50)
-        done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    for command, process in started:
+        with process:
+            out, err = process.communicate(timeout=50)
+        done.append(subprocess.CompletedProcess([TREADLE, *command], process.returncode, out, err))
     return done
 
 

@@ -6,7 +6,8 @@ JSON and exit codes are what a process would show, without a Python start
 per command. A test about what only a process has (signals, a closed pipe,
 a kill, packages hidden from imports, the console script itself) asks for a
 real one: ``Cli(tmp_path, process=True)``, or ``cli.start(...)`` for one it
-steers while it runs.
+steers while it runs; processes racing each other are forked
+(``cli.fork(...)``, see ``tests/forked.py``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from typing import TYPE_CHECKING
 
 from typer.testing import CliRunner
 
+import forked
 from treadle._cli._app import app
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from click.testing import Result
+
+    from forked import Forked
 
 HERE = Path(__file__).parent
 TREADLE = str(Path(sys.executable).parent / "treadle")
@@ -126,6 +130,15 @@ class Cli:
         done = self(*args, "--json")
         assert done.returncode in (0, 3), done.stderr
         return json.loads(done.stdout)
+
+    def fork(self, *args: str) -> Forked:
+        """The command in a process of its own forked with the command line imported.
+
+        For races of many processes, where a new interpreter each would only
+        add its start; steered as :meth:`start`'s process is.
+        """
+        argv = [TREADLE, *args]
+        return forked.start("treadle._cli._app:main", env=self.env, cwd=self.cwd, argv=argv)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
