@@ -79,6 +79,10 @@ class AgentExecutor(Executor):
             ``role:R`` or ``group:G`` (empty: anyone with the approver role).
         four_eyes: Whether the run's starter may not decide them (``None``:
             as the workflow says).
+        limits: The call limits each turn waits for (``CallLimit`` names,
+            e.g. the model provider's; see ``docs/flow-control.md``): a turn
+            holds a slot of each while it runs, and gives them back when it
+            replies, fails or waits for an approval.
     """
 
     def __init__(
@@ -94,13 +98,14 @@ class AgentExecutor(Executor):
         timeout: float | None = None,
         approvers: Iterable[str] = (),
         four_eyes: bool | None = None,
+        limits: Iterable[str] = (),
     ) -> None:
         adapter = agent if isinstance(agent, AgentAdapter) else _pydantic_ai(agent)
         name = id if id is not None else adapter.name
         if not name:
             msg = f"{agent!r} has no name: give the agent one, or the executor an id="
             raise ValueError(msg)
-        super().__init__(name, shareable=True, retry=retry, timeout=timeout)
+        super().__init__(name, shareable=True, retry=retry, timeout=timeout, limits=tuple(limits))
         if not isinstance(input_type, type):
             msg = f"input_type must be a class, got {input_type!r}"
             raise TypeError(msg)

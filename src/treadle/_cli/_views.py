@@ -23,6 +23,7 @@ from rich.table import Table
 from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
+from treadle._operations._limit_waits import wait_line
 from treadle._operations._plain import plain
 from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
@@ -235,6 +236,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         "next_timer": iso_time(view.wake_at),
         "read_from": "event log" if view.detail else "checkpoint",
         "conversations": view.conversations,
+        "waiting_for": view.waiting_for,
     }
     if as_json:
         out.print_json(data=plain(data))
@@ -270,8 +272,8 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
         out.print(f"  [yellow]{escape(view.detail)}[/yellow]")
     for line in (line for r in view.pending_requests for line in request_lines(plain(r))):
         out.print(f"  {line}")
-    if view.wake_at is not None:
-        out.print(f"  next timer: {when(view.wake_at)}")
+    for line in _waiting_lines(view):
+        out.print(f"  {line}")
     width = max(shutil.get_terminal_size(_PIPED).columns - 6, 20)  # less the indent
     for line in value_lines("outputs", plain(view.outputs), width, "outputs"):
         out.print(f"  {escape(line)}")
@@ -284,6 +286,12 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
             else:
                 lines = [_cut(f"{key}: {json.dumps(brief_state({key: value})[key])}", width)]
             out.print("\n".join(f"    {escape(line)}" for line in lines))
+
+
+def _waiting_lines(view: commands.RunView) -> list[str]:
+    """What the run waits for besides requests: its next timer, its calls' places in line."""
+    lines = [f"next timer: {when(view.wake_at)}"] if view.wake_at is not None else []
+    return lines + [escape(wait_line(wait)) for wait in view.waiting_for]
 
 
 def print_history(

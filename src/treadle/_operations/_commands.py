@@ -27,6 +27,7 @@ from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError, Se
 from treadle._graph._input_policy import InputPolicy
 from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
+from treadle._operations._limit_waits import limit_waits
 from treadle._operations._schemas import describe_request
 from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
@@ -136,6 +137,8 @@ class RunView:
     """Set when the run's code does not load here: why, and that the log was read instead."""
     conversations: list[dict[str, Any]] = field(default_factory=list)
     """Its agents' conversations as transcripts (``_operations._conversations``)."""
+    waiting_for: list[dict[str, Any]] = field(default_factory=list)
+    """Its calls waiting for slots of call limits (``_operations._limit_waits``)."""
 
 
 async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
@@ -159,10 +162,17 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
             }
             for r in pending
         ]
-        return RunView(run=run, outputs=outputs, pending_requests=requests, detail=detail)
+        return RunView(
+            run=run,
+            outputs=outputs,
+            pending_requests=requests,
+            detail=detail,
+            waiting_for=await limit_waits(store, run_id),
+        )
     record = await store.load_checkpoint(run_id)
     restored = workflow.codec.decode(record, run_id=run_id)
     return RunView(
+        waiting_for=await limit_waits(store, run_id),
         run=run,
         outputs=restored.outputs,
         state=restored.state,

@@ -218,6 +218,19 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
         traceback=_nullable("string"),
         graph={"oneOf": [ref("Graph"), {"type": "null"}]},
         detail=_nullable("string"),
+        waiting_for={
+            "type": "array",
+            "description": "Its calls waiting for slots of call limits (docs/flow-control.md).",
+            "items": object_schema(
+                ("limit", "call", "key", "position", "waiting_since", "next_slot_at"),
+                limit={"type": "string"},
+                call={"type": "string"},
+                key={"type": "string"},
+                position={"type": "integer", "description": "Calls ahead of it (0: next)."},
+                waiting_since=_MAYBE_TIME,
+                next_slot_at=_MAYBE_TIME,
+            ),
+        },
         conversations={
             "type": "array",
             "description": "Its agents' conversations (state keys), a message per entry.",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
 from treadle._operations._conversations import conversations
+from treadle._operations._limit_waits import limit_waits
 from treadle._operations._schemas import describe_request, input_schema
 from treadle._operations._shapes import iso_time, request_json, run_json
 from treadle._server._graphs import graph_json
@@ -53,6 +54,7 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "graph": None,
         "detail": None,
         "conversations": [],
+        "waiting_for": await limit_waits(served.store, run.run_id),
     }
     workflow = served.workflows.get(run.workflow, run.version)
     if workflow is None:
