@@ -149,8 +149,10 @@ async def main() -> None:
     lines = [
         "# Call limits: what a slot costs",
         "",
-        f"Run {when} by `python benchmarks/limits.py` on {platform.node()} "
-        f"(Python {platform.python_version()}, {os.cpu_count()} cores, shared and loaded).",
+        (
+            f"Run {when} by `python benchmarks/limits.py` on {platform.node()} "
+            f"(Python {platform.python_version()}, {os.cpu_count()} cores, shared and loaded)."
+        ),
         "",
         "| what | figure |",
         "|---|---:|",
