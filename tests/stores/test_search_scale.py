@@ -11,6 +11,7 @@ for ``benchmarks/search.py`` (``benchmarks/SEARCH.md``), not for a test.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 
 import pytest
@@ -18,7 +19,14 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 
 from postgres import drop_schemas, fresh_schema, postgres_dsn
-from search_support import brute_force, filters, populate_postgres, populate_sqlite, sample_runs
+from search_support import (
+    SampleRun,
+    brute_force,
+    filters,
+    populate_postgres,
+    populate_sqlite,
+    sample_runs,
+)
 from treadle._stores._sql_dialect import POSTGRES, SQLITE
 from treadle._stores._sql_search import select_matching
 from treadle._values._filter import parse_filter
@@ -30,7 +38,13 @@ pytestmark = [
 ]
 
 COUNT = 100_000
-RUNS = sample_runs(COUNT)
+
+
+@functools.cache
+def every_run() -> list[SampleRun]:
+    """The 100,000 runs, made when a test first needs them (not as each worker collects)."""
+    return sample_runs(COUNT)
+
 
 # Selective filters, with the index their plan must read.
 SELECTIVE = [
@@ -52,7 +66,7 @@ async def big(request, tmp_path_factory):
         path = str(tmp_path_factory.mktemp("search") / "big.sqlite")
         store = SqliteStore(path)
         await store.count_runs(parse_filter("true"))  # opens the file: the schema is made
-        populate_sqlite(path, RUNS)
+        populate_sqlite(path, every_run())
 
         async def plan(sql, parameters):
             with sqlite3.connect(path) as connection:
@@ -67,7 +81,7 @@ async def big(request, tmp_path_factory):
     dsn, schema = postgres_dsn(), fresh_schema()
     store = PostgresStore(dsn, schema=schema)
     await store.count_runs(parse_filter("true"))
-    await populate_postgres(dsn, schema, RUNS)
+    await populate_postgres(dsn, schema, every_run())
 
     async def plan(sql, parameters):
         async with await psycopg.AsyncConnection.connect(dsn) as connection:
@@ -102,7 +116,7 @@ async def test_a_filter_over_100000_runs_equals_brute_force(big, drawn):
     store, _ = big
     text, test = drawn
     where = parse_filter(text)
-    expected = brute_force(RUNS, test)
+    expected = brute_force(every_run(), test)
     assert await store.count_runs(where) == len(expected), text
     newest = await store.search_runs(where, limit=100)
     assert [run.run_id for run in newest] == sorted(expected, reverse=True)[:100], text
@@ -122,5 +136,5 @@ async def test_the_selective_filters_equal_brute_force(big):
     }
     for text, test in tests.items():
         found = {run.run_id for run in await store.search_runs(parse_filter(text))}
-        assert found == brute_force(RUNS, test), text
+        assert found == brute_force(every_run(), test), text
         assert found, text
