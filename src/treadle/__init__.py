@@ -35,8 +35,10 @@ from treadle._graph._limits import CallLimit, LimitCall, Rate
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
 from treadle._values._actors import Actor, Role
+from treadle._values._schedules import Schedule
 from treadle._workflow._builder import WorkflowBuilder
 from treadle._workflow._runs import RunHistory
+from treadle._workflow._schedule_actions import ScheduleBackfill, ScheduleInfo, Schedules
 from treadle._workflow._service import Runtime
 from treadle._workflow._start_policy import StartPolicy
 from treadle._workflow._stream import ExecutionMode, WorkflowStream
@@ -67,7 +69,11 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "Runtime",
+    "Schedule",
+    "ScheduleBackfill",
+    "ScheduleInfo",
     "ScheduledHandle",
+    "Schedules",
     "SharedState",
     "SpawnResult",
     "StalledFanIn",

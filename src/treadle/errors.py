@@ -53,6 +53,8 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
         ├── CheckpointNotFoundError  the run has no such checkpoint [LookupError]
         ├── RunExistsError           a run with that id exists already
         ├── RunHasForksError         a run with forks cannot be deleted before them
+        ├── ScheduleNotFoundError    the store has no schedule with that id [LookupError]
+        ├── ScheduleExistsError      a schedule with that id exists already
         ├── LeaseLostError           this process no longer owns the run
         ├── WorkerStoppingError      the worker shut down and released the run
         └── GraphChangedError        the stored run was made by another graph
@@ -105,6 +107,8 @@ from treadle._exceptions import (
     RunHasForksError,
     RunNotFoundError,
     RunPausedError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     SerializationError,
     SessionBusyError,
     StartRefusedError,
@@ -154,6 +158,8 @@ __all__ = [
     "RunNotFoundError",
     "RunPausedError",
     "RunTimeoutError",
+    "ScheduleExistsError",
+    "ScheduleNotFoundError",
     "SerializationError",
     "SessionBusyError",
     "StartRefusedError",

@@ -19,6 +19,7 @@ from treadle._extras import importing_extra
 from treadle._public import publish
 from treadle._stores._memory import MemoryStore
 from treadle._stores._pausing import Unpaused
+from treadle._stores._schedules import ScheduleCursor, ScheduleRow, TickRow
 from treadle._stores._sqlite import SqliteStore
 from treadle._stores._store import (
     CheckpointInfo,
@@ -46,8 +47,11 @@ __all__ = [
     "MemoryStore",
     "PostgresStore",
     "RunRecord",
+    "ScheduleCursor",
+    "ScheduleRow",
     "SqliteStore",
     "Store",
+    "TickRow",
     "Unpaused",
 ]
 

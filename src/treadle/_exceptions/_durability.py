@@ -90,6 +90,26 @@ class RunExistsError(DurabilityError):
         super().__init__(f"a run {run_id!r} exists already")
 
 
+class ScheduleNotFoundError(DurabilityError, LookupError):
+    """The store has no schedule with this id."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"no schedule {schedule_id!r} in the store (`treadle schedules list` lists them)"
+        )
+
+
+class ScheduleExistsError(DurabilityError):
+    """A schedule with this id exists already."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"a schedule {schedule_id!r} exists already: change it, or choose another id"
+        )
+
+
 class LeaseLostError(DurabilityError):
     """This process's lease on a run is gone: another owner took it over, or it was cancelled.
 

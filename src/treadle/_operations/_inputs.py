@@ -22,6 +22,7 @@ from treadle._exceptions import AppLoadError, CommandError, DefinitionError
 from treadle._extras import needs_extra
 from treadle._scaleout import _apps as apps
 from treadle._stores._store import DEFAULT_LEASE
+from treadle._workflow._inputs import coerce_input as plain_input
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store
@@ -255,6 +256,6 @@ def _too_deep(what: str, argument: str) -> CommandError:
 def coerce_input(workflow: Workflow, value: Any) -> Any:
     """Turn JSON into the type the start executor accepts (a dataclass, a model...)."""
     try:
-        return apps.coerce_input(workflow, value)
+        return plain_input(workflow, value)
     except AppLoadError as error:
         raise CommandError(str(error)) from None

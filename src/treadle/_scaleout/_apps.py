@@ -18,11 +18,10 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from treadle._exceptions import AppLoadError
 from treadle._graph._limits import CallLimit
-from treadle._values._strict import fit_type
 from treadle._workflow._versions import Hosted
 from treadle._workflow._workflow import Workflow
 
@@ -179,30 +178,3 @@ def import_here(module_name: str) -> ModuleType:
     except Exception as error:
         msg = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
         raise AppLoadError(msg) from error
-
-
-def coerce_input(workflow: Workflow, value: Any) -> Any:
-    """Turn JSON into the type the start executor accepts (a dataclass, a model...).
-
-    Checked as answers are (:mod:`treadle._values._strict`): nothing is
-    coerced (``"12"`` is no number) and a key the type lacks is refused,
-    naming it; a whole number is a ``float`` where one is accepted.
-
-    Raises:
-        AppLoadError: The value fits none of the types the start executor takes.
-    """
-    accepted = workflow.prototype(workflow.start_id).accepted_types()
-    if any(isinstance(value, cls) for cls in accepted) or object in accepted:
-        return value
-    problems = []
-    for cls in accepted:
-        built, wrong = fit_type(cls, value)
-        if not wrong:
-            return built
-        problems.append(f"as {cls.__qualname__}, {'; '.join(wrong)}")
-    names = ", ".join(c.__qualname__ for c in accepted)
-    msg = (
-        f"the input does not fit the start executor {workflow.start_id!r} "
-        f"(accepts {names}): {' | '.join(problems)}"
-    )
-    raise AppLoadError(msg)

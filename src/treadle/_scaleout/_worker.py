@@ -59,10 +59,10 @@ from treadle._exceptions import (
     SerializationError,
     WorkerStoppingError,
 )
-from treadle._scaleout._apps import coerce_input
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 from treadle._workflow._driving import continue_taken, drive
+from treadle._workflow._inputs import coerce_input
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over

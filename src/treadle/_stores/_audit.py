@@ -103,7 +103,8 @@ class Recorded:
     """An action about to be written: its event in the run's log and its audit entry.
 
     Attributes:
-        run_id: The run acted on.
+        run_id: The run acted on (``None``: an action on the store, such as
+            a change to a schedule, which no run's log gets).
         action: The event's kind and the audit entry's action.
         actor: Who acts.
         detail: The event's data and the entry's detail, besides the actor.
@@ -111,7 +112,7 @@ class Recorded:
             its log goes with it, and the audit entry stays).
     """
 
-    run_id: str
+    run_id: str | None
     action: str
     actor: Actor
     detail: Mapping[str, Any]

@@ -22,6 +22,7 @@ from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
 from treadle._stores._memory_pieces import MemoryPieces
 from treadle._stores._memory_search import MemorySearch, after_cursor, set_fields
 from treadle._stores._memory_starts import MemoryAdmissions, MemoryStart, adopted
+from treadle._stores._schedules import MemorySchedules
 from treadle._stores._sql_ownership import check_lease
 from treadle._stores._sql_rules import (
     check_keep_last,
@@ -50,6 +51,7 @@ class MemoryStore(
     MemoryOutbox,
     MemorySearch,
     MemoryLimits,
+    MemorySchedules,
 ):
     """Runs and checkpoints in this process's memory, gone when it exits.
 

@@ -52,13 +52,15 @@ def record(
         prev = audit[-1].hash if audit else GENESIS
         row = action.row(len(audit) + 1, at, prev)
         audit.append(entry_of(row))
-        run = runs.get(action.run_id)
+        run = runs.get(action.run_id) if action.run_id is not None else None
         if action.logged and run is not None:
             log = run.events
             data = json.loads(action.event_data(row[0], row[-1]))
             superstep = run.record.superstep
             log.append(
-                LoggedEvent(action.run_id, len(log) + 1, superstep, action.action, None, at, data)
+                LoggedEvent(
+                    run.record.run_id, len(log) + 1, superstep, action.action, None, at, data
+                )
             )
 
 

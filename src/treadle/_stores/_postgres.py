@@ -46,6 +46,7 @@ from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_limits import PostgresLimits
 from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
+from treadle._stores._sql_schedules import PostgresSchedules
 from treadle._stores._sql_tokens import PostgresTokens
 from treadle._stores._store import DEFAULT_LEASE
 from treadle._stores._write_plans import Owned
@@ -77,6 +78,7 @@ class PostgresStore(
     PostgresOutbox,
     SqlSearch,
     PostgresLimits,
+    PostgresSchedules,
 ):
     """Runs and checkpoints in a PostgreSQL database, shared by many processes.
 

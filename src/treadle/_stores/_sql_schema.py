@@ -280,6 +280,44 @@ CREATE TABLE treadle_limit_slots (
 )"""
 
 
+# Schedules (see treadle._stores._schedules): a row per schedule, its spec as JSON
+# the store never reads, its cursor (the next tick's nominal time and when it is due,
+# the ticks buffered for a running run as a JSON array, the run it started last),
+# and a revision that every change moves on: a tick is decided against it.
+_CREATE_SCHEDULES = """
+CREATE TABLE treadle_schedules (
+    schedule_id TEXT NOT NULL PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    paused INTEGER NOT NULL,
+    note TEXT,
+    next_at DOUBLE PRECISION,
+    fire_at DOUBLE PRECISION,
+    buffered TEXT NOT NULL,
+    last_run_id TEXT,
+    revision BIGINT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    created_by TEXT NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    updated_by TEXT NOT NULL
+)"""
+
+# The record of a schedule's ticks, one row per nominal time (whole milliseconds):
+# the key that makes a tick decided once. ``started`` is 1 once the run a
+# started tick names is known to exist.
+_CREATE_SCHEDULE_TICKS = """
+CREATE TABLE treadle_schedule_ticks (
+    schedule_id TEXT NOT NULL,
+    nominal_ms BIGINT NOT NULL,
+    source TEXT NOT NULL,
+    action TEXT NOT NULL,
+    run_id TEXT,
+    decided_at DOUBLE PRECISION NOT NULL,
+    detail TEXT,
+    started INTEGER NOT NULL,
+    PRIMARY KEY (schedule_id, nominal_ms)
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -382,6 +420,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX treadle_limit_slots_line"  # noqa: ISC004 - one statement
         " ON treadle_limit_slots (limit_name, granted_at, priority, turn, arrival)",
         "CREATE INDEX treadle_limit_slots_run ON treadle_limit_slots (run_id)",
+    ),
+    (  # 14: schedules and the record of their ticks
+        _CREATE_SCHEDULES,
+        "CREATE INDEX treadle_schedules_due ON treadle_schedules (fire_at)",
+        _CREATE_SCHEDULE_TICKS,
+        # Started ticks whose run is not known to exist yet: what a server finishes.
+        "CREATE INDEX treadle_schedule_ticks_unstarted"  # noqa: ISC004 - one statement
+        " ON treadle_schedule_ticks (schedule_id, nominal_ms)"
+        " WHERE action = 'started' AND started = 0",
     ),
 )
 

@@ -41,6 +41,7 @@ from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sql_limits import SqliteLimits
 from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
+from treadle._stores._sql_schedules import SqliteSchedules
 from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_live import SqliteLiveFeed
@@ -80,7 +81,14 @@ _LONGEST_PAUSE = 0.05
 
 
 class SqliteStore(
-    SqlReads, SqliteOwnership, SqliteAdmissions, SqliteTokens, SqliteOutbox, SqlSearch, SqliteLimits
+    SqlReads,
+    SqliteOwnership,
+    SqliteAdmissions,
+    SqliteTokens,
+    SqliteOutbox,
+    SqlSearch,
+    SqliteLimits,
+    SqliteSchedules,
 ):
     """Runs and checkpoints in one SQLite file, safe across processes.
 

@@ -35,6 +35,7 @@ from treadle._stores._records import (
     RunRecord,
 )
 from treadle._stores._run_roles import RunReads, RunRemoval, RunWrites
+from treadle._stores._schedules import ScheduleBook
 from treadle._stores._starts import Admission, Admissions, StartRequest
 
 DEFAULT_LEASE = 30.0
@@ -67,6 +68,7 @@ __all__ = [
     "RunRecord",
     "RunRemoval",
     "RunWrites",
+    "ScheduleBook",
     "StartRequest",
     "Store",
     "role_methods",
@@ -85,6 +87,7 @@ class Store(
     EventLog,
     AuditLog,
     LiveEvents,
+    ScheduleBook,
     Protocol,
 ):
     """Where runs and their checkpoints live: every role of the port, and ``close``.
@@ -94,8 +97,9 @@ class Store(
     :class:`RunReads`, :class:`RunWrites` (the writes a lease fences),
     :class:`RunRemoval`, :class:`Leases`, :class:`Claims`,
     :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`Admissions`
-    (start policies), :class:`EventLog`,
-    :class:`AuditLog` and :class:`LiveEvents` (its feed of live events).
+    (start policies), :class:`EventLog`, :class:`AuditLog`,
+    :class:`LiveEvents` (its feed of live events) and :class:`ScheduleBook`
+    (schedules and the record of their ticks).
 
     **The record.** Every write that is an action on a run from outside
     (``deliver``, ``cancel``, ``pause``, ``unpause``, ``acquire`` for a
@@ -125,6 +129,7 @@ ROLES: tuple[type, ...] = (
     EventLog,
     AuditLog,
     LiveEvents,
+    ScheduleBook,
 )
 """The roles :class:`Store` unites, in the order it names them."""
 

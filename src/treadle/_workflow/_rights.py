@@ -33,6 +33,7 @@ ROLES = MappingProxyType(
         "unpause": Role.OPERATOR,
         "resume": Role.OPERATOR,
         "fork": Role.OPERATOR,
+        "schedule": Role.OPERATOR,
         "delete": Role.ADMIN,
         "prune": Role.ADMIN,
         "migrate": Role.ADMIN,

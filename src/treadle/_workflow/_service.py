@@ -43,6 +43,9 @@ from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
+from treadle._workflow._schedule_actions import Schedules
+from treadle._workflow._tick_runs import OpeningStarter
+from treadle._workflow._ticker import serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._graph._limits import CallLimit
     from treadle._stores._store import Claimed, Lease, Store
+    from treadle._workflow._tick_runs import Drive
     from treadle._workflow._workflow import Workflow
 
 logger = logging.getLogger("treadle.runtime")
@@ -183,17 +187,40 @@ class Runtime:
         async with asyncio.TaskGroup() as group:
             for index, one in enumerate(starting):
                 group.create_task(start(index, one))
+
+        async def drive_tick(index: int, drive: Drive) -> None:
+            async with slots:
+                with leases.driving(), self.limits.declaring():
+                    results[index] = await drive()
+
         await self._let_go_for_the_dead(duration, batch)
+        ticked = await self._tick(leases)  # the schedules' due ticks: their runs opened here
         while True:  # without a limit, batch after batch until nothing more is due
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
             offset = len(results)
-            results.extend([None] * len(claimed))
+            results.extend([None] * (len(claimed) + len(ticked)))
             async with asyncio.TaskGroup() as group:
                 for index, one in enumerate(claimed, start=offset):
                     group.create_task(wake(index, one))
+                for index, drive in enumerate(ticked, start=offset + len(claimed)):
+                    group.create_task(drive_tick(index, drive))
+            ticked = []
             if limit is not None or len(claimed) < batch:
                 break
         return [result for result in results if result is not None]
+
+    async def _tick(self, leases: LeaseKeeper) -> list[Drive]:
+        """Decide the hosted workflows' schedules' due ticks; the drives of the runs opened."""
+        options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
+        starter = OpeningStarter(self.store, self.hosted, options, leases)
+        with leases.driving():
+            await serve_schedules(self.store, self.hosted.names(), self.clock.now(), starter)
+        return starter.opened
+
+    @property
+    def schedules(self) -> Schedules:
+        """The store's schedules, changed as this program (on this runtime's clock)."""
+        return Schedules(self.store, clock=self.clock)
 
     async def _let_go_for_the_dead(self, duration: float, limit: int) -> None:
         """Give up the leases of owners known dead, so that this round's claim takes their runs.

@@ -1,0 +1,46 @@
+"""Turning a plain JSON input into the type a workflow's start executor takes.
+
+Whatever starts a run from data rather than from Python values (a worker
+taking up a queued run, a schedule's tick, a command) goes through
+:func:`coerce_input`, so an input is checked the same way wherever it
+comes from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from treadle._exceptions import AppLoadError
+from treadle._values._strict import fit_type
+
+if TYPE_CHECKING:
+    from treadle._workflow._workflow import Workflow
+
+__all__ = ["coerce_input"]
+
+
+def coerce_input(workflow: Workflow, value: Any) -> Any:
+    """Turn JSON into the type the start executor accepts (a dataclass, a model...).
+
+    Checked as answers are (:mod:`treadle._values._strict`): nothing is
+    coerced (``"12"`` is no number) and a key the type lacks is refused,
+    naming it; a whole number is a ``float`` where one is accepted.
+
+    Raises:
+        AppLoadError: The value fits none of the types the start executor takes.
+    """
+    accepted = workflow.prototype(workflow.start_id).accepted_types()
+    if any(isinstance(value, cls) for cls in accepted) or object in accepted:
+        return value
+    problems = []
+    for cls in accepted:
+        built, wrong = fit_type(cls, value)
+        if not wrong:
+            return built
+        problems.append(f"as {cls.__qualname__}, {'; '.join(wrong)}")
+    names = ", ".join(c.__qualname__ for c in accepted)
+    msg = (
+        f"the input does not fit the start executor {workflow.start_id!r} "
+        f"(accepts {names}): {' | '.join(problems)}"
+    )
+    raise AppLoadError(msg)

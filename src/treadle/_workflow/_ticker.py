@@ -1,0 +1,207 @@
+"""Serving schedules: deciding their due ticks in the store and starting the runs they name.
+
+Whatever wakes a store's due runs also serves its schedules, in the same
+round of the same loop: ``Runtime.wake_due`` (and so ``treadle serve`` on
+SQLite), and each ``treadle worker`` on PostgreSQL. Each round,
+:func:`serve_schedules` asks the store for the schedules of the workflows
+this process hosts that have work, and for each:
+
+1. finishes the started ticks whose run is not known to exist (their
+   decider died between the decision and the run; a trigger or a backfill
+   recorded them for a serving process to start);
+2. decides its due ticks one at a time (:func:`~treadle._workflow._tick_plan.plan_tick`),
+   each decision applied by the store only if the schedule's revision is
+   still the one read (``decide_ticks``): of two processes deciding one
+   tick, one moves the schedule on and the other changes nothing and
+   leaves it;
+3. starts the run of each started tick through its :class:`Starter`,
+   under the id the schedule and the tick's nominal time make. Creating a
+   run whose id is taken creates nothing, so a run is made once however
+   many processes try; then the tick is marked started.
+
+Nothing here checks and then acts on what it read: the store's revision
+check and its unique run ids decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from treadle._engine._result import ENDED, RunStatus
+from treadle._exceptions import (
+    DurabilityError,
+    RequestError,
+    RunNotFoundError,
+    TreadleError,
+)
+from treadle._values._actors import Actor
+from treadle._values._schedules import Schedule
+from treadle._workflow import _actions as door
+from treadle._workflow._tick_plan import plan_tick
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from treadle._stores._schedules import ScheduleCursor, ScheduleRow
+    from treadle._stores._store import Store
+
+logger = logging.getLogger("treadle.schedules")
+
+_STEPS = 100  # decisions per schedule per round: a long catch-up goes on next round
+_UNSTARTED = 100
+
+
+@dataclass(frozen=True, slots=True)
+class TickStart:
+    """A run a tick starts: everything a :class:`Starter` needs.
+
+    Attributes:
+        schedule: The schedule.
+        nominal: The tick's nominal time.
+        run_id: The run's id (the schedule's and the nominal time's).
+        input: The run's input, as JSON data (placeholders filled in).
+        actor: Who starts it: the schedule, as a service.
+    """
+
+    schedule: Schedule
+    nominal: float
+    run_id: str
+    input: Any
+    actor: Actor
+
+
+class Starter(Protocol):
+    """How a serving process creates a tick's run (its store, its way of running runs)."""
+
+    async def start_tick(self, tick: TickStart) -> None:
+        """Create the run; a run of that id existing already is no error (nothing is made).
+
+        Raises:
+            TreadleError: The run cannot be made here (its workflow or
+                version is not hosted, its input does not fit): the tick
+                stays unstarted for a process that can.
+        """
+        ...
+
+
+def schedule_actor(schedule_id: str) -> Actor:
+    """The actor of what a schedule does itself: a service, through the door ``schedule``."""
+    return Actor.service(f"schedule:{schedule_id}", door="schedule")
+
+
+def tick_start(schedule: Schedule, nominal: float) -> TickStart:
+    """The run the tick of ``nominal`` starts."""
+    return TickStart(
+        schedule,
+        nominal,
+        schedule.run_id(nominal),
+        schedule.input_at(nominal),
+        schedule_actor(schedule.id),
+    )
+
+
+async def serve_schedules(
+    store: Store, workflows: Collection[str], now: float, starter: Starter, *, limit: int = 100
+) -> int:
+    """Decide the due ticks of the schedules of ``workflows`` and start their runs.
+
+    Returns how many runs this call started (created, or found made by
+    another process). A schedule that fails (its spec cannot be read, its
+    run cannot be made here) is logged and left for the next round; the
+    others go on.
+    """
+    started = 0
+    for row in await store.due_schedules(now, workflows, limit=limit):
+        try:
+            started += await _serve(store, row, now, starter)
+        except DurabilityError as error:
+            logger.warning("schedule %s: the store failed: %s", row.schedule_id, error)
+        except (TreadleError, ValueError, TypeError) as error:
+            logger.error("schedule %s cannot tick here: %s", row.schedule_id, error)  # noqa: TRY400 - the reason is the message
+    return started
+
+
+def read_schedule(row: ScheduleRow) -> Schedule:
+    """The schedule a row keeps.
+
+    Raises:
+        ValueError, TypeError: Its spec is not a schedule (written by another treadle).
+    """
+    return Schedule.from_json(row.spec_json())
+
+
+async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter) -> int:
+    schedule = read_schedule(row)
+    started = await start_unstarted(store, schedule, starter)
+    if row.paused:
+        return started
+    for _ in range(_STEPS):
+        running = await _still_running(store, row.cursor.last_run_id)
+        decision = plan_tick(schedule, row.cursor, now, running)
+        if decision is None:
+            break
+        inserted = await store.decide_ticks(
+            row.schedule_id, row.revision, decision.cursor, decision.ticks
+        )
+        if inserted is None:  # another process decided this tick: it starts its run
+            break
+        for tick in decision.ticks:
+            if tick.action != "started":
+                logger.info(
+                    "schedule %s: tick %s %s: %s",
+                    schedule.id,
+                    schedule.local(tick.nominal_at).isoformat(),
+                    tick.action,
+                    tick.detail,
+                )
+        if decision.cancel is not None:
+            await _cancel(store, schedule, decision.cancel)
+        for nominal in decision.starts:
+            await _start(store, starter, schedule, nominal)
+            started += 1
+        row = _moved(row, decision.cursor)
+    return started
+
+
+async def start_unstarted(store: Store, schedule: Schedule, starter: Starter) -> int:
+    """Start the runs of the schedule's started ticks whose run is not known to exist."""
+    ticks = await store.list_ticks(schedule.id, unstarted=True, limit=_UNSTARTED)
+    for tick in ticks:
+        await _start(store, starter, schedule, tick.nominal_at)
+    return len(ticks)
+
+
+async def _start(store: Store, starter: Starter, schedule: Schedule, nominal: float) -> None:
+    start = tick_start(schedule, nominal)
+    await starter.start_tick(start)
+    await store.mark_started(schedule.id, [nominal])
+    logger.info(
+        "schedule %s: tick %s started run %s",
+        schedule.id,
+        schedule.local(nominal).isoformat(),
+        start.run_id,
+    )
+
+
+async def _still_running(store: Store, run_id: str | None) -> bool:
+    if run_id is None:
+        return False
+    try:
+        row = await store.get_run(run_id)
+    except RunNotFoundError:  # not made yet (its tick is unstarted), or deleted since
+        return False
+    return RunStatus(row.status) not in ENDED
+
+
+async def _cancel(store: Store, schedule: Schedule, run_id: str) -> None:
+    try:
+        await door.cancel(store, run_id, actor=schedule_actor(schedule.id))
+    except (RunNotFoundError, RequestError) as error:  # it ended meanwhile: nothing to cancel
+        logger.info("schedule %s: run %s not cancelled: %s", schedule.id, run_id, error)
+
+
+def _moved(row: ScheduleRow, cursor: ScheduleCursor) -> ScheduleRow:
+    return dataclasses.replace(row, cursor=cursor, revision=row.revision + 1)
