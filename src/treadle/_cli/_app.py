@@ -30,6 +30,7 @@ from treadle._cli import (
     _inspect,
     _migrate,
     _running,
+    _schedules,
     _serve_http,
     _tokens,
     _upgrade,
@@ -48,6 +49,7 @@ COMMANDS = (
     _serve_http,  # serve
     _control,  # cancel, pause, unpause
     _bulk,  # bulk cancel | pause | unpause | resume | respond | delete --where
+    _schedules,  # schedules create | list | show | pause | unpause | trigger | backfill | delete
     _definitions,  # validate
     _housekeeping,  # delete, prune, audit
     _migrate,  # migrate

@@ -18,11 +18,13 @@ from treadle._checkpoints._graph_description import decode_description
 from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
+from treadle._scaleout._tick_queue import QueueStarter
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import actor_or_default
+from treadle._workflow._schedule_actions import Schedules
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._versions import Hosted, check_version
 
@@ -178,6 +180,11 @@ class Client:
             fields=fields,
         )
         return chosen
+
+    @property
+    def schedules(self) -> Schedules:
+        """The store's schedules, changed as this client's actor; triggers queue their runs."""
+        return Schedules(self.store, actor=self.actor, starter=QueueStarter(self.store))
 
     async def get(self, run_id: str) -> RunRecord:
         """The run's row: status, superstep, error, timers.

@@ -59,6 +59,7 @@ from treadle._exceptions import (
     SerializationError,
     WorkerStoppingError,
 )
+from treadle._scaleout._tick_queue import QueueStarter
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 from treadle._workflow._driving import continue_taken, drive
@@ -66,6 +67,7 @@ from treadle._workflow._inputs import coerce_input
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
+from treadle._workflow._ticker import serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
@@ -153,6 +155,7 @@ class Worker:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.metrics = metrics
         self.queue = RunQueue(store, self.worker_id, lease=lease)
+        self._ticks = QueueStarter(store, self.workflows)
         # Stopped mid-commit, it must not hold its runs' rows (which claims skip) past its lease.
         store.limit_stalls(lease)
         self._held: dict[str, _Held] = {}
@@ -176,6 +179,7 @@ class Worker:
             listening = group.create_task(self._listen(), name="treadle-listen")
             while not self._stopping.is_set():
                 self._wake.clear()  # before claiming: a wake-up meanwhile is not lost
+                await self._tick()
                 claimed = await self._claim_free_slots(group)
                 if claimed == 0 or len(self._held) >= self.concurrency:
                     with contextlib.suppress(TimeoutError):
@@ -212,6 +216,7 @@ class Worker:
             beating = group.create_task(self._heartbeats())
             while True:
                 self._wake.clear()
+                await self._tick()
                 claimed = await self._claim_free_slots(group)
                 served += claimed
                 if claimed == 0 and not self._held:
@@ -222,6 +227,17 @@ class Worker:
             beating.cancel()
             await self._leases.close()
         return served
+
+    async def _tick(self) -> None:
+        """Queue the runs of the due ticks of the schedules of the workflows it hosts.
+
+        In the same round as its claims, so a tick's run is claimed at once,
+        here or by another worker (see :mod:`treadle._workflow._ticker`).
+        """
+        try:
+            await serve_schedules(self.store, self.workflows.names(), self.clock.now(), self._ticks)
+        except DurabilityError as error:
+            logger.warning("worker %s cannot serve schedules: %s", self.worker_id, error)
 
     async def _claim_free_slots(self, group: asyncio.TaskGroup) -> int:
         free = self.concurrency - len(self._held)

@@ -38,6 +38,7 @@ from treadle._server import (
     _routes_metrics,
     _routes_requests,
     _routes_runs,
+    _routes_schedules,
     _routes_webhooks,
     _sse,
 )
@@ -68,6 +69,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *_routes_runs.ENDPOINTS,
     *_routes_bulk.ENDPOINTS,
     *_routes_control.ENDPOINTS,
+    *_routes_schedules.ENDPOINTS,
     *_routes_requests.ENDPOINTS[2:],
     *_sse.ENDPOINTS,
     *_oidc.ENDPOINTS,

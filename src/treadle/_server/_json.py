@@ -37,6 +37,8 @@ from treadle._exceptions import (
     RunExistsError,
     RunHasForksError,
     RunNotFoundError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     SerializationError,
     StartRefusedError,
     TreadleError,
@@ -92,6 +94,8 @@ _STATUSES: tuple[tuple[type[BaseException], int], ...] = (
     (RunNotFoundError, 404),
     (CheckpointNotFoundError, 404),
     (RunExistsError, 409),
+    (ScheduleNotFoundError, 404),
+    (ScheduleExistsError, 409),
     (RunHasForksError, 409),
     (StartRefusedError, 409),  # its start policy's key or queue is taken: the message names by whom
     (LeaseLostError, 409),

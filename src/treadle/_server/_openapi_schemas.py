@@ -143,6 +143,84 @@ _EVENT = object_schema(
     data={"type": "object"},
 )
 
+_DURATION: Final[Mapping[str, Any]] = {
+    "type": ["string", "number"],
+    "description": "Seconds, or text: 90s, 5m, 1h30m, 2d.",
+}
+_SCHEDULE = object_schema(
+    ("id", "workflow", "tz", "overlap", "paused", "next_times", "description"),
+    id={"type": "string"},
+    workflow={"type": "string"},
+    cron=_nullable("string"),
+    every=_nullable("number"),
+    tz={"type": "string"},
+    input=ANY,
+    overlap={"enum": ["skip", "buffer_one", "buffer_all", "cancel_other", "allow"]},
+    catchup={"type": "number"},
+    jitter={"type": "number"},
+    version=_nullable("integer"),
+    paused={"type": "boolean"},
+    note=_nullable("string"),
+    next_tick=_nullable("string"),
+    next_times={"type": "array", "items": {"type": "string", "format": "date-time"}},
+    buffered={"type": "array", "items": {"type": "string"}},
+    last_run_id=_nullable("string"),
+    created_at=_TIME,
+    created_by={"type": "string"},
+    updated_at=_TIME,
+    updated_by={"type": "string"},
+    revision={"type": "integer"},
+    description={"type": "string"},
+    ticks={
+        "type": "array",
+        "items": object_schema(
+            ("nominal", "source", "action"),
+            nominal={"type": "string"},
+            source={"enum": ["schedule", "trigger", "backfill"]},
+            action={"enum": ["started", "skipped", "missed"]},
+            run_id=_nullable("string"),
+            run_status=_nullable("string"),
+            run_outcome=_nullable("string"),
+            decided_at=_TIME,
+            detail={"type": "string"},
+        ),
+    },
+)
+_SCHEDULES: Final[Mapping[str, dict[str, Any]]] = {
+    "ScheduleList": object_schema(("schedules",), schedules={"type": "array", "items": _SCHEDULE}),
+    "ScheduleOne": object_schema(("schedule",), schedule=_SCHEDULE),
+    "ScheduleCreate": _closed(
+        ("workflow",),
+        id={"type": "string"},
+        workflow={"type": "string"},
+        cron={"type": "string"},
+        every=_DURATION,
+        tz={"type": "string"},
+        input=ANY,
+        overlap={"enum": ["skip", "buffer_one", "buffer_all", "cancel_other", "allow"]},
+        catchup=_DURATION,
+        jitter=_DURATION,
+        version={"type": "integer"},
+        paused={"type": "boolean"},
+    ),
+    "SchedulePause": _closed(note={"type": "string"}),
+    "ScheduleTriggered": object_schema(("run_id",), run_id={"type": "string"}),
+    "ScheduleBackfill": _closed(
+        ("start", "end"),
+        start={"type": "string", "format": "date-time"},
+        end={"type": "string", "format": "date-time"},
+        dry_run={"type": "boolean"},
+    ),
+    "ScheduleBackfilled": object_schema(
+        ("ticks", "run_ids", "started", "dry_run"),
+        ticks={"type": "array", "items": {"type": "string"}},
+        run_ids={"type": "array", "items": {"type": "string"}},
+        started={"type": "array", "items": {"type": "string"}},
+        dry_run={"type": "boolean"},
+    ),
+    "ScheduleDeleted": object_schema(("deleted",), deleted={"type": "string"}),
+}
+
 SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, by name
     "Error": object_schema(
         ("error",),
@@ -376,4 +454,5 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
             ),
         },
     ),
+    **_SCHEDULES,
 }

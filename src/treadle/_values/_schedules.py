@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -193,7 +194,9 @@ class Schedule:
         from cronsim import CronSim  # noqa: PLC0415 - only cron schedules need it
 
         zone = self.zone
-        wall = datetime.fromtimestamp(instant, zone).replace(tzinfo=None)
+        # From the whole second at or before it: microseconds would round a hair before
+        # a tick up onto the tick itself, and cron times are whole minutes anyway.
+        wall = datetime.fromtimestamp(math.floor(instant), zone).replace(tzinfo=None)
         for local in CronSim(self.cron, wall):
             found = _instant_of(local, zone)
             if found > instant:  # earlier: a repeated hour's time, fired at its first occurrence
