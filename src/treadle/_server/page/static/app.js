@@ -1,4 +1,4 @@
-// The page's router: #/runs, #/runs/<id>, #/inbox, #/start, #/webhooks. Each view takes
+// The page's router: #/runs, #/runs/<id>, #/inbox, #/start, #/schedules[/<id>], #/webhooks. Each view takes
 // the <main> element and returns a function that stops its timers and
 // streams when another view replaces it.
 
@@ -7,6 +7,7 @@ import { fill, h } from "./dom.js";
 import { inboxView } from "./inbox.js";
 import { runView } from "./run.js";
 import { runsView } from "./runs.js";
+import { scheduleView, schedulesView } from "./schedules.js";
 import { startView } from "./start.js";
 import { webhooksView } from "./webhooks.js";
 
@@ -35,6 +36,12 @@ function route() {
     } else if (section === "start") {
       leave = startView(main, query);
       document.title = "Start a run · treadle";
+    } else if (section === "schedules" && parts.length > 1) {
+      leave = scheduleView(main, parts.slice(1).join("/"));
+      document.title = `Schedule ${parts[1]} · treadle`;
+    } else if (section === "schedules") {
+      leave = schedulesView(main);
+      document.title = "Schedules · treadle";
     } else if (section === "webhooks") {
       leave = webhooksView(main);
       document.title = "Dead letters · treadle";
