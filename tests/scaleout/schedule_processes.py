@@ -85,6 +85,8 @@ class Serve:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

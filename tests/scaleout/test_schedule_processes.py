@@ -42,6 +42,8 @@ from treadle.stores import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.timeout(900)  # real processes on a loaded machine; each wait is bounded
+
 LENGTHS = [
     pytest.param(20, id="20s"),
     pytest.param(60, id="60s", marks=pytest.mark.soak),
@@ -230,8 +232,8 @@ async def test_two_backfills_racing_as_processes_start_each_tick_once(
 def race_backfills(url: str, schema: str | None) -> list[dict]:
     """Create an hourly schedule, then backfill a day of it from two processes at once."""
     env = environment(schema)
-    create = [TREADLE, "schedules", "create", "hourly", "--workflow", "digest", "--cron",
-              "0 * * * *", "--tz", "Europe/Paris", "--store", url]  # fmt: skip
+    create = [TREADLE, "schedules", "create", "hourly", "--workflow", "digest", "--store", url,
+              "--cron", "0 * * * *", "--tz", "Europe/Paris", "--input", '"{nominal}"']  # fmt: skip
     subprocess.run(create, env=env, check=True, capture_output=True, timeout=120)
     start = (datetime.now(UTC) - timedelta(days=2)).replace(minute=30, second=0, microsecond=0)
     end = start + timedelta(hours=24)

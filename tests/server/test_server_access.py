@@ -19,7 +19,13 @@ from treadle._server._auth import LINK_PATHS
 from treadle._server._json import Redactor
 from treadle._server._settings import ServerSettings
 
-_SAMPLE = {"run_id": "some-run", "request_id": "req-1", "name": "approval", "path": "app.js"}
+_SAMPLE = {
+    "run_id": "some-run",
+    "request_id": "req-1",
+    "name": "approval",
+    "path": "app.js",
+    "schedule_id": "some-schedule",
+}
 
 
 def _routes() -> list[tuple[str, str]]:

@@ -51,7 +51,7 @@ _segments = st.text(st.characters(codec="utf-8"), max_size=16).map(
 _paths = st.one_of(
     st.builds(
         lambda endpoint, run_id, request_id, name: endpoint.path.format(
-            run_id=run_id, request_id=request_id, name=name
+            run_id=run_id, request_id=request_id, name=name, schedule_id=name
         ),
         st.sampled_from(ENDPOINTS),
         _segments,

@@ -26,7 +26,13 @@ from treadle._server._settings import ServerSettings
 from treadle._stores._tokens import token_hash
 from treadle._values._actors import Role
 
-_SAMPLE = {"run_id": "some-run", "request_id": "req-1", "name": "approval", "path": "app.js"}
+_SAMPLE = {
+    "run_id": "some-run",
+    "request_id": "req-1",
+    "name": "approval",
+    "path": "app.js",
+    "schedule_id": "some-schedule",
+}
 _SIGN_IN = SignIn(issuer="http://127.0.0.1:9", client_id="treadle")
 _OPEN = {"/auth/login", "/auth/callback"}  # reached before anyone is signed in
 _LINKS = "/answer/"  # an answer link is its own credential (test_server_answer_links.py)

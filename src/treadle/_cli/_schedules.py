@@ -217,9 +217,9 @@ def backfill(
         out.print_json(data={**data, "started": recorded})
         return
     for moment, run_id in zip(ticks, done.run_ids, strict=True):
-        mark = "" if dry_run else (" (started)" if moment in recorded else " (started before)")
+        mark = "" if dry_run else (" (new)" if moment in recorded else " (already started)")
         out.print(f"{moment}  {escape(run_id)}{mark}", highlight=False)
-    verb = "would start" if dry_run else "started"
+    verb = "would start" if dry_run else "recorded to start"
     count = len(ticks) if dry_run else len(recorded)
     out.print(f"{verb} {count} of {len(ticks)} tick(s) of {escape(schedule_id)}", highlight=False)
 
