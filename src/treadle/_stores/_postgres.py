@@ -36,6 +36,7 @@ from treadle._stores import (
     _write_plans,
 )
 from treadle._stores._postgres_dsn import HIDDEN, redact
+from treadle._stores._postgres_group import GroupCommit
 from treadle._stores._postgres_live import PostgresLiveFeed
 from treadle._stores._postgres_ownership import PostgresOwnership
 from treadle._stores._postgres_pools import Connection, LoopPools, StallLimit
@@ -91,7 +92,10 @@ class PostgresStore(
 
     A coroutine cancelled while its operation runs cancels the statement on
     the server and rolls its transaction back: an operation happens whole or
-    not at all.
+    not at all. (Commits of several runs made at once go to the server
+    together, in one transaction, each still fenced by its own lease: a
+    commit cancelled once its group is under way completes with the group;
+    see :mod:`treadle._stores._postgres_group`.)
     """
 
     search_dialect = POSTGRES
@@ -150,6 +154,7 @@ class PostgresStore(
         self._stall_limit = StallLimit(lease)  # frees the rows of a process stopped mid-transaction
         self.live: LiveFeed = PostgresLiveFeed(dsn, schema)
         """Its runs' live events, across processes (see :mod:`treadle._stores._postgres_live`)."""
+        self._commits = GroupCommit(functools.partial(self._run, write=True))
         self._pools = LoopPools(
             dsn,
             min_size=min_size,
@@ -227,8 +232,12 @@ class PostgresStore(
         _sql_rules.check_keep_last(keep_last)
         retention = keep_last if keep_last is not None else self._keep_last
         owned = Owned(lease, consumed, release)
-        plan = _write_plans.commit(tuple(checkpoints), retention, owned, POSTGRES_WRITES)
-        return await self._run(functools.partial(drive, plan), write=True)
+        # Commits of several runs made at once share transactions (see _postgres_group).
+        return await self._commits.commit(
+            functools.partial(
+                _write_plans.commit, tuple(checkpoints), retention, owned, POSTGRES_WRITES
+            )
+        )
 
     async def set_status(
         self,
@@ -315,6 +324,7 @@ class PostgresStore(
         fail as the store is closed. The pool of another event loop that is
         still running closes on that loop, soon after.
         """
+        await self._commits.settled()
         await self.live.close()
         await self._pools.close()
 

@@ -48,8 +48,10 @@ from treadle._stores._sqlite_live import SqliteLiveFeed
 from treadle._stores._sqlite_ownership import SqliteOwnership
 from treadle._stores._sqlite_starts import SqliteAdmissions
 from treadle._stores._sqlite_transactions import (
+    WroteThenRefused,
     configure,
     each_saved,
+    each_together,
     is_busy,
     migrate,
     select,
@@ -415,15 +417,20 @@ class SqliteStore(
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
 
     def _run_group(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
-        """Several writes in one transaction, one savepoint each: one fsync for all.
+        """Several writes in one transaction: one fsync for all.
 
-        A write that refuses (unknown run, a taken id) rolls back to its own
-        savepoint and fails alone; a database error fails the whole group,
-        which then committed nothing.
+        A write that refuses (unknown run, lost lease, a taken id) fails
+        alone (see :mod:`treadle._stores._sqlite_transactions`); a database
+        error fails the whole group, which then committed nothing.
         """
         try:
             connection = self._open() if self._connection is None else self._connection
-            return self._retrying(connection, functools.partial(each_saved, works), write=True)
+            try:
+                return self._retrying(
+                    connection, functools.partial(each_together, works), write=True
+                )
+            except WroteThenRefused:  # rolled back: again, one savepoint each
+                return self._retrying(connection, functools.partial(each_saved, works), write=True)
         except sqlite3.Error as error:
             failure = DurabilityError(f"SQLite store {self._path}: {error}")
             failure.__cause__ = error

@@ -40,9 +40,16 @@ from typing import Any, TypeVar
 _T = TypeVar("_T")
 # A call for the lane's thread, with the future that awaits it and that future's loop.
 _Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
+# A call's outcome for its caller: the loop to wake, the future, its result or error.
+_Reply = tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Any, "BaseException | None"]
 
-GROUP_MAX = 64
-"""At most this many queued groupable calls are run as one group."""
+GROUP_MAX = 1024
+"""At most this many queued groupable calls are run as one group.
+
+A group is whatever queued while the one before it ran, so it grows with
+the number of runs committing at once; the bound only keeps one
+transaction from holding the writer (and its callers) for long.
+"""
 
 INLINE_UNDER = 0.001
 """Seconds a lane's calls may take on average and still run inline (see the module docstring)."""
@@ -187,9 +194,12 @@ class _Timing:
 def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing: _Timing) -> None:
     # One job at a time in queue order. Groupable calls waiting back to back
     # in the queue run as one group; each caller still hears back only once
-    # the group is done, and queue order is kept.
+    # the group is done, and queue order is kept. Callers hear back once the
+    # lane is let go of: a caller woken by its reply and committing again at
+    # once then finds the lane free and may run inline.
     job = jobs.get()
     while job is not None:
+        replies: list[_Reply] = []
         call: Callable[[], Any] | None
         call, done, loop = job
         job = None
@@ -202,7 +212,7 @@ def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing:
                     for (_, waiting, its_loop), (result, error) in zip(
                         group, outcomes, strict=True
                     ):
-                        _reply(its_loop, waiting, result, error)
+                        replies.append((its_loop, waiting, result, error))
                     del group, outcomes
                     call = None  # the group is done
                 elif group:  # a group of one: the plain path
@@ -213,9 +223,10 @@ def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing:
                         result, error = call(), None
                 except BaseException as raised:  # noqa: BLE001 - handed to the awaiting coroutine
                     result, error = None, raised
-                _reply(loop, done, result, error)
+                replies.append((loop, done, result, error))
                 del result, error
-        del call, done, loop  # hold nothing until the next job arrives
+        _reply_all(replies)
+        del call, done, loop, replies  # hold nothing until the next job arrives
         if job is None:
             job = jobs.get()
 
@@ -251,14 +262,29 @@ def _gather_group(
     return [g for g in group if not g[1].cancelled()], after
 
 
-def _reply(
-    loop: asyncio.AbstractEventLoop,
-    done: asyncio.Future[Any],
-    result: object,
-    error: BaseException | None,
-) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-        loop.call_soon_threadsafe(_settle, done, result, error)
+def _reply_all(replies: list[_Reply]) -> None:
+    """Settle the futures of ``replies``, with one wake-up of each loop they belong to.
+
+    Waking a loop from another thread is a write to its self-pipe, and the
+    loop reads it back: for a group of commits that is once per loop, not
+    once per commit.
+    """
+    if len(replies) == 1:
+        loop, done, result, error = replies[0]
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(_settle, done, result, error)
+        return
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Reply]] = {}
+    for reply in replies:
+        by_loop.setdefault(reply[0], []).append(reply)
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_each, settled)
+
+
+def _settle_each(replies: list[_Reply]) -> None:
+    for _, done, result, error in replies:
+        _settle(done, result, error)
 
 
 def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:

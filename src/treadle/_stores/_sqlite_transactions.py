@@ -1,8 +1,13 @@
 """How ``SqliteStore`` runs its work on a connection: set-up, transactions, busy errors.
 
 A write is one ``BEGIN IMMEDIATE`` transaction, rolled back whole on any
-error; commits grouped into one transaction each get a savepoint, so one
-commit's refusal (a lost lease) undoes it alone.
+error. Commits grouped into one transaction run one after another
+(:func:`each_together`); one that is refused before it wrote anything (a
+lost lease, an unknown run: the first statement of a commit finds no row)
+fails alone and the others commit. One refused after it wrote (a taken id)
+makes the group run again with a savepoint each (:func:`each_saved`), so
+its refusal undoes it alone. Savepoints cost two statements a commit, which
+is why the usual group goes without.
 """
 
 from __future__ import annotations
@@ -19,6 +24,33 @@ from treadle._stores._sql_dialect import SQLITE
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]
 _Work = Callable[[sqlite3.Connection], _T]
+
+
+class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's driver, not an error
+    """A grouped write was refused after it wrote: only a savepoint can undo it alone."""
+
+
+def each_together(
+    works: list[_Work[Any]], connection: sqlite3.Connection
+) -> list[tuple[Any, BaseException | None]]:
+    """Run ``works`` in the caller's transaction; each refusal that wrote nothing is its own.
+
+    Raises:
+        WroteThenRefused: a write was refused after it changed rows (the
+            caller rolls the transaction back and runs :func:`each_saved`).
+    """
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for work in works:
+        before = connection.total_changes
+        try:
+            outcomes.append((work(connection), None))
+        except sqlite3.Error:
+            raise  # the database itself failed: the whole group rolls back
+        except Exception as refused:
+            if connection.total_changes != before:
+                raise WroteThenRefused from refused
+            outcomes.append((None, refused))
+    return outcomes
 
 
 def each_saved(

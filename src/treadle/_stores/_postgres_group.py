@@ -1,0 +1,272 @@
+"""Group commit on PostgreSQL: the commits of many runs in one transaction, pipelined.
+
+Each commit is a write plan (:mod:`treadle._stores._write_plans`); this
+module drives several side by side on one connection in one transaction
+(:func:`drive_together`) and gathers the commits an event loop makes while
+one of its transactions is in flight into the next (:class:`GroupCommit`).
+
+**Pipelined.** The plans' statements go to the server in psycopg's pipeline
+mode: a statement whose answer a plan does not need is sent without waiting,
+and every plan's next statement is sent before any answer is awaited, so a
+group of commits costs about the round trips of one (the fenced advance,
+the checkpoint insert, the commit), not one per statement per run.
+
+**Each commit still its own.** Every plan is fenced by its own lease: its
+first statement moves the run row on only while the lease is current. A
+plan refused there (a lost lease, an unknown run) changed nothing, so it
+fails alone and the others commit. One refused after it wrote (a taken id,
+a pruned piece), and any failure of the transaction itself (a statement
+failing, a deadlock), make the group's commits run again one transaction
+each, so each gets exactly the outcome it would have had alone.
+
+**One transaction in flight per loop.** A commit made while none of its
+loop's is in flight runs at once, on its own; those made meanwhile wait and
+go together in the next transaction, so the group grows with the number of
+runs committing at once and a lone run pays nothing for it. A commit whose
+caller is cancelled while it waits is dropped; once its group is under way
+it completes with the group (as on ``SqliteStore``'s writer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import weakref
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from psycopg import AsyncCursor
+
+    from treadle._stores._postgres_pools import Connection
+    from treadle._stores._write_steps import Plan, Step
+
+_T = TypeVar("_T")
+_Outcome = tuple[Any, BaseException | None]
+Transact: TypeAlias = "Callable[[Callable[[Connection], Awaitable[Any]]], Awaitable[Any]]"
+"""Runs ``work(connection)`` in one transaction on a pooled connection, with a store's errors."""
+
+GROUP_MAX = 256
+"""At most this many commits share one transaction (the rest go in the next)."""
+
+_render = functools.cache(POSTGRES.render)
+_LOCK = " FOR UPDATE"
+_WRITES = frozenset(("INSERT", "UPDATE", "DELETE", "MERGE"))
+
+
+class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's driver, not an error
+    """A plan of a group was refused after it wrote: the group runs again, one by one."""
+
+
+def _wrote(cursors: list[AsyncCursor[Any]]) -> bool:
+    """Whether any of a plan's statements (answered already) changed a row."""
+    for cursor in cursors:
+        tag = cursor.statusmessage
+        if tag is not None and tag.split(" ", 1)[0] in _WRITES and cursor.rowcount > 0:
+            return True
+    return False
+
+
+class _Driven:
+    """One plan being driven: its statements so far, and the one awaiting an answer."""
+
+    __slots__ = ("cursor", "cursors", "plan", "want")
+
+    def __init__(self, plan: Plan[Any]) -> None:
+        self.plan = plan
+        self.cursors: list[AsyncCursor[Any]] = []
+        self.cursor: AsyncCursor[Any] | None = None
+        self.want = NOTHING
+
+
+async def drive_together(
+    plans: list[Plan[Any]], connection: Connection, *, alone: bool = False
+) -> list[_Outcome]:
+    """Drive ``plans`` side by side in the caller's transaction; one outcome each, in order.
+
+    ``alone`` (a single plan): its refusal is raised as is, rolling the
+    transaction back, as :func:`treadle._stores._postgres_writes.drive` does.
+
+    Raises:
+        WroteThenRefused: a plan was refused after it wrote (not ``alone``).
+        psycopg.Error: a statement failed; the transaction is lost.
+    """
+    outcomes: list[_Outcome | None] = [None] * len(plans)
+    refused: list[tuple[_Driven, BaseException]] = []
+
+    async def step_on(index: int, driven: _Driven, answer: Any, *, first: bool = False) -> bool:
+        """Send ``answer`` and the statements after it, up to one wanting an answer.
+
+        ``False``: the plan is done (its outcome is set).
+        """
+        plan = driven.plan
+        while True:
+            try:
+                step: Step = next(plan) if first else plan.send(answer)
+            except StopIteration as done:
+                outcomes[index] = (done.value, None)
+                return False
+            except Exception as error:
+                if alone:
+                    raise
+                outcomes[index] = (None, error)
+                refused.append((driven, error))
+                return False
+            first = False
+            template, parameters, want, lock = step
+            cursor = await connection.execute(
+                _render(template + _LOCK if lock else template), parameters or None
+            )
+            driven.cursors.append(cursor)
+            if want is not NOTHING:
+                driven.cursor, driven.want = cursor, want
+                return True
+            answer = None
+
+    async with connection.pipeline() as pipeline:
+        waiting: list[tuple[int, _Driven]] = []
+        for index, plan in enumerate(plans):
+            driven = _Driven(plan)
+            if await step_on(index, driven, None, first=True):
+                waiting.append((index, driven))
+        while waiting:
+            await pipeline.sync()
+            answered, waiting = waiting, []
+            for index, driven in answered:
+                cursor, want = driven.cursor, driven.want
+                assert cursor is not None  # noqa: S101 - set with the step that wants an answer
+                got: Any = None
+                if want is COUNT:
+                    got = cursor.rowcount
+                elif want is ONE:
+                    got = await cursor.fetchone()
+                elif want is ALL:
+                    got = await cursor.fetchall()
+                if await step_on(index, driven, got):
+                    waiting.append((index, driven))
+        await pipeline.sync()
+    if any(_wrote(driven.cursors) for driven, _ in refused):
+        raise WroteThenRefused
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+async def drive_pipelined(plan: Plan[_T], connection: Connection) -> _T:
+    """Drive one plan pipelined, in the caller's transaction; return its outcome or raise."""
+    [(result, _)] = await drive_together([plan], connection, alone=True)
+    outcome: _T = result
+    return outcome
+
+
+class _Waiting:
+    """A commit waiting for the next transaction of its loop."""
+
+    __slots__ = ("done", "make")
+
+    def __init__(self, make: Callable[[], Plan[Any]], done: asyncio.Future[Any]) -> None:
+        self.make = make
+        self.done = done
+
+
+class _LoopCommits:
+    """One event loop's commits: whether a transaction of them is in flight, and who waits."""
+
+    __slots__ = ("busy", "flusher", "waiting")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.waiting: list[_Waiting] = []
+        self.flusher: asyncio.Task[None] | None = None
+
+
+class GroupCommit:
+    """Commits of many runs sharing transactions (see the module docstring).
+
+    Args:
+        transact: Runs a ``(connection) -> awaitable`` in one transaction on
+            a pooled connection, with the store's error handling.
+    """
+
+    def __init__(self, transact: Transact) -> None:
+        self._transact = transact
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCommits] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def commit(self, make: Callable[[], Plan[_T]]) -> _T:
+        """Drive the plan ``make`` makes, alone if nothing is in flight, else in the next group."""
+        loop = asyncio.get_running_loop()
+        commits = self._loops.get(loop)
+        if commits is None:
+            commits = self._loops[loop] = _LoopCommits()
+        if not commits.busy:
+            commits.busy = True
+            try:
+                result: _T = await self._transact(functools.partial(_alone, make))
+            finally:
+                self._next(commits, loop)
+            return result
+        done: asyncio.Future[_T] = loop.create_future()
+        commits.waiting.append(_Waiting(make, done))
+        return await done
+
+    async def settled(self) -> None:
+        """Wait for the groups in flight on the running loop (closing the store)."""
+        commits = self._loops.get(asyncio.get_running_loop())
+        while commits is not None and commits.flusher is not None:
+            await asyncio.wait([commits.flusher])
+
+    def _next(self, commits: _LoopCommits, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the next group if commits wait (else nothing is in flight any more)."""
+        if commits.waiting and not loop.is_closed():
+            commits.flusher = loop.create_task(self._flush(commits, loop))
+        else:
+            commits.busy = False
+
+    async def _flush(self, commits: _LoopCommits, loop: asyncio.AbstractEventLoop) -> None:
+        waiting = [w for w in commits.waiting[:GROUP_MAX] if not w.done.cancelled()]
+        del commits.waiting[:GROUP_MAX]
+        try:
+            if len(waiting) == 1:
+                outcomes = [await self._one(waiting[0].make)]
+            else:
+                outcomes = await self._group([w.make for w in waiting]) if waiting else []
+        except BaseException:  # cancelled (its loop shuts down): so is every commit waiting
+            for member in (*waiting, *commits.waiting):
+                member.done.cancel()
+            commits.waiting.clear()
+            commits.flusher, commits.busy = None, False
+            raise
+        commits.flusher = None
+        self._next(commits, loop)
+        for member, (result, error) in zip(waiting, outcomes, strict=True):
+            if member.done.cancelled():
+                continue
+            if error is None:
+                member.done.set_result(result)
+            else:
+                member.done.set_exception(error)
+
+    async def _group(self, makes: list[Callable[[], Plan[Any]]]) -> list[_Outcome]:
+        try:
+            outcomes: list[_Outcome] = await self._transact(functools.partial(_together, makes))
+        except (WroteThenRefused, Exception):  # noqa: BLE001 - each again, alone: see the module
+            return [await self._one(make) for make in makes]
+        return outcomes
+
+    async def _one(self, make: Callable[[], Plan[Any]]) -> _Outcome:
+        try:
+            return (await self._transact(functools.partial(_alone, make)), None)
+        except Exception as error:  # noqa: BLE001 - handed to the commit's caller
+            return (None, error)
+
+
+async def _alone(make: Callable[[], Plan[_T]], connection: Connection) -> _T:
+    return await drive_pipelined(make(), connection)
+
+
+async def _together(makes: list[Callable[[], Plan[Any]]], connection: Connection) -> list[_Outcome]:
+    return await drive_together([make() for make in makes], connection)
