@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from treadle._checkpoints._blob import seal, unseal
 from treadle._checkpoints._delta import Manifest, PieceCache, PieceReader, PieceWriter
 from treadle._engine._barrier import BarrierState
+from treadle._engine._counts import Counts
 from treadle._engine._delivery import Envelope, FanInBuffer, HandoffContext
 from treadle._engine._result import RunStatus
 from treadle._engine._spawn import SpawnRecord
@@ -233,6 +234,13 @@ def _nested_in(raw: dict[str, Any]) -> NestedRun:
     return NestedRun(str(raw["path"]), barrier, dict(raw["snapshots"]))
 
 
+def _table_of(iterations: Mapping[str, int]) -> dict[str, int]:
+    """The iteration counts as a dict, copied whole (not read a key at a time)."""
+    if type(iterations) is Counts:
+        return dict(iterations.table())
+    return dict(iterations)
+
+
 def _outcome_out(outcome: tuple[str, str | None] | None) -> list[str | None] | None:
     return None if outcome is None else [outcome[0], outcome[1]]
 
@@ -366,7 +374,7 @@ class CheckpointCodec:
                 for target, inbox in barrier.pending.items()
             ],
             "state": dict(manifest.state),
-            "iterations": dict(barrier.iterations),
+            "iterations": _table_of(barrier.iterations),
             "outputs": manifest.outputs,
             "snapshots": dict(manifest.snapshots),
             "parts": dict(manifest.parts),

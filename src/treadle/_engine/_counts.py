@@ -68,6 +68,13 @@ class Counts(Mapping[str, int]):
         self.known, self.before, self.step = table, None, ()
         return table
 
+    def table(self) -> dict[str, int]:
+        """The whole table at once (a checkpoint copies it), not a key at a time.
+
+        It is kept, not copied: the caller must not change it.
+        """
+        return self._whole()
+
     def __getitem__(self, executor_id: str) -> int:
         return self._whole()[executor_id]
 

@@ -13,6 +13,7 @@ unpack rows into events.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,8 @@ SELECT_SOME_EVENTS = SELECT_EVENTS + " LIMIT ?"
 
 DELETE_EVENTS = "DELETE FROM treadle_events WHERE run_id = ?"
 
-_encode_text = json.encoder.encode_basestring
+# Kinds and executor ids repeat in every superstep of every run: each is quoted once.
+_quoted = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
 
 
 def entries_of(checkpoints: Sequence[CheckpointRecord]) -> list[EventEntry]:
@@ -65,9 +67,10 @@ def entries_of(checkpoints: Sequence[CheckpointRecord]) -> list[EventEntry]:
 
 def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
     """The parameters of :data:`INSERT_EVENTS` for ``entries`` (each ``data`` is JSON already)."""
+    quoted = _quoted
     items = ",".join(
-        f"[{superstep},{_encode_text(kind)},"
-        f"{'null' if executor_id is None else _encode_text(executor_id)},{at!r},{data}]"
+        f"[{superstep},{quoted(kind)},"
+        f"{'null' if executor_id is None else quoted(executor_id)},{at!r},{data}]"
         for superstep, kind, executor_id, at, data in entries
     )
     return (run_id, len(entries), f"[{items}]", run_id)

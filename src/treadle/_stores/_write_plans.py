@@ -60,12 +60,14 @@ class Owned:
 
 
 _ASKED = " RETURNING pause_requested"
+# The status too, where a commit writes it apart: then only when it changes.
+_ASKED_AND_STATUS = " RETURNING pause_requested, status"
 
 
 @functools.cache
-def _fenced(advance: str) -> str:
+def _fenced(advance: str, status_apart: bool) -> str:
     """A run row's advance under a lease, saying whether a pause was asked meanwhile."""
-    return advance + _sql_ownership.FENCE + _ASKED
+    return advance + _sql_ownership.FENCE + (_ASKED_AND_STATUS if status_apart else _ASKED)
 
 
 @functools.cache
@@ -96,6 +98,7 @@ def commit(
     releasing = lease is not None and owned is not None and owned.release
     released = False
     asked = None  # when a pause was asked of the run, if it was
+    stored_status = None  # the run row's status before this commit, when read
     if lease is None:
         advanced = yield (backend.advance, backend.advance_parameters(last), COUNT, False)
         if advanced == 0:
@@ -107,12 +110,14 @@ def commit(
             parameters: tuple[object, ...] = (info.status, *_sql_rows.position_parameters(last))
             released = True
         else:
-            template = _fenced(backend.advance)
+            template = _fenced(backend.advance, backend.status_apart)
             parameters = backend.advance_parameters(last)
         row = yield (template, (*parameters, *fence), ONE, False)
         if row is None:
             raise (yield from refusal(info.run_id, lease))
         asked = row[0]
+        if len(row) > 1:
+            stored_status = row[1]
     # The checkpoints (and their events) before a pause honoured, whose status logs last.
     yield from insert_checkpoints(checkpoints)
     now = time.time()
@@ -125,7 +130,7 @@ def commit(
         paused = yield from honour_pause(info.run_id, info.status)
     elif releasing and not released and lease is not None:
         yield from release_held(lease, now, backend)
-    if backend.status_apart and not paused and not releasing:
+    if backend.status_apart and not paused and not releasing and stored_status != info.status:
         yield (
             _sql_statements.CHANGE_STATUS,
             (info.status, info.run_id, info.status),
