@@ -54,6 +54,7 @@ import psycopg
 from _scaleout_report import machine_facts, write_json, write_report
 from psycopg import sql
 from scaleout_app import spin
+from scaleout_floor import measure_floor
 
 import treadle.workers
 
@@ -307,13 +308,17 @@ def describe(m: Measurement) -> str:
     )
 
 
-def summarize(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per worker count: medians over repetitions, spread, and the ratio to 1 worker."""
+def summarize(raw: list[dict[str, Any]], floors: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per worker count: medians over repetitions, spread, the ratios to 1 worker and the floor."""
     out: dict[str, dict[str, Any]] = {}
     for workers in sorted({r["workers"] for r in raw}):
         mine = [r for r in raw if r["workers"] == workers]
         rates = [r["supersteps_per_s"] for r in mine]
+        floor = [f["supersteps_per_s"] for f in floors if f["processes"] == workers]
+        floor_rate = statistics.median(floor) if floor else None
         out[str(workers)] = {
+            "floor_supersteps_per_s": floor_rate,
+            "vs_floor": statistics.median(rates) / floor_rate if floor_rate else None,
             "repetitions": len(mine),
             "supersteps_per_s": statistics.median(rates),
             "min": min(rates),
@@ -356,6 +361,7 @@ def main() -> int:
         sys.stderr.write(f"scaleout: cannot reach PostgreSQL ({DSN_VARIABLE} or --dsn): {error}\n")
         return 1
     raw: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="treadle-scaleout-") as scratch:
             logs = Path(scratch)
@@ -366,6 +372,15 @@ def main() -> int:
                     m = measure_once(setup, workers, rep, logs)
                     raw.append(m.figures())
                     print(f"[{rep}/{args.repeat}] {workers} worker(s) {describe(m)}", flush=True)
+                    floor = measure_floor(
+                        setup.dsn, setup.runs, setup.supersteps, workers, setup.concurrency
+                    )
+                    floors.append(floor | {"rep": rep})
+                    print(
+                        f"[{rep}/{args.repeat}] {workers} floor process(es) "
+                        f"{floor['supersteps_per_s']:8.1f} supersteps/s",
+                        flush=True,
+                    )
     except ScaleoutError as error:
         sys.stderr.write(f"\nscaleout FAILED: {error}\n")
         return 1
@@ -383,8 +398,9 @@ def main() -> int:
             "concurrency": setup.concurrency,
             "poll_interval": setup.poll_interval,
         },
-        "medians": summarize(raw),
+        "medians": summarize(raw, floors),
         "raw": raw,
+        "floor_raw": floors,
     }
     write_json(results, BENCH / "scaleout.json")
     write_report(results, BENCH / "SCALEOUT.md")
