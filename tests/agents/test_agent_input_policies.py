@@ -108,3 +108,23 @@ async def test_an_interrupt_drops_a_turn_waiting_on_a_tools_approval_and_its_jou
     assert result.outputs == ["stopped, as asked"]
     with pytest.raises(UnknownRequestError):
         await workflow.respond("a2", {request.request_id: ToolDecision.approve()}, store=store)
+
+
+async def test_a_debounced_agent_session_takes_a_burst_of_messages_as_one_prompt(store):
+    def echo(messages: list[ModelMessage]) -> str:
+        said = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+        return f"heard {said[-1]!r}"
+
+    agent = AgentExecutor(Agent(scripted(echo, echo), name="chat"), session=True)
+    workflow = (
+        WorkflowBuilder(agent, name="chat", input_policy=InputPolicy.debounce(1.0))
+        .add_edge(agent, agent)
+        .build()
+    )
+    await workflow.run("hi", run_id="a3", store=store)
+    first = asyncio.create_task(workflow.send_message("a3", "book a table", store=store))
+    await asyncio.sleep(0.2)  # sent first; the next comes well inside the window
+    second = await workflow.send_message("a3", "for two", store=store)
+    told = [await first, second]
+    done = max(told, key=lambda result: len(result.outputs))  # the one that drove the turn
+    assert done.outputs == ["heard 'hi'", "heard 'book a table\\nfor two'"]

@@ -190,6 +190,11 @@ class AgentExecutor(Executor):
             return  # the user went away: the session ends
         if message is None:
             return  # the user ended the session
+        if isinstance(message, list) and not issubclass(self.input_type, list):
+            # A debounced burst (InputPolicy.debounce): one turn on its messages, in order.
+            prompt = "\n".join(self._prompt(self._as_input(each)) for each in message)
+            await self._take_turn(ctx, prompt)
+            return
         await self._take_turn(ctx, self._prompt(self._as_input(message)))
 
     # -- a turn --------------------------------------------------------------------
