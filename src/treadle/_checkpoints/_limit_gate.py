@@ -61,6 +61,10 @@ class _Line:
     early: dict[str, Slot] = field(default_factory=dict)  # granted before their caller looked
     asking: bool = False
     next_at: float | None = None
+    # One change to the line in the store at a time from this process: the store
+    # serializes them on the limit's row anyway, and calls queued here hold no
+    # pooled connection (a worker's heartbeat must find one).
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class StoreGate:
@@ -138,7 +142,8 @@ class StoreGate:
                 if granted is not None:
                     await self.release(granted, ownership)
                 else:
-                    await self.store.leave_line(request.limit.name, call_id, ownership.lease)
+                    async with line.turn:
+                        await self.store.leave_line(request.limit.name, call_id, ownership.lease)
             raise
 
     async def _ask(self, line: _Line, future: asyncio.Future[Any]) -> None:
@@ -152,7 +157,9 @@ class StoreGate:
             await asyncio.wait((future,), timeout=pause)
             if future.done():
                 return
-            self._hear(line, await self.store.admit_slots(line.terms, self.name))
+            async with line.turn:
+                admitted = await self.store.admit_slots(line.terms, self.name)
+            self._hear(line, admitted)
 
     def _hand_on(self, line: _Line) -> None:
         """Let another waiting call ask for the line (the asker's own was granted or gave up)."""
@@ -178,13 +185,12 @@ class StoreGate:
 
     async def release(self, slot: Slot, ownership: Ownership) -> None:
         """Give ``slot`` back in the store, then hand out what that freed."""
-        line = self._lines.get(slot.request.limit.name)
-        terms = line.terms if line is not None else terms_of(slot.request.limit)
-        admission = await self.store.release_slot(
-            terms, slot.request.call_id, ownership.lease, self.name
-        )
-        if line is not None:
-            self._hear(line, admission)
+        line = self._line(slot.request.limit)
+        async with line.turn:
+            admission = await self.store.release_slot(
+                line.terms, slot.request.call_id, ownership.lease, self.name
+            )
+        self._hear(line, admission)
 
     async def slow_down(self, limit: str, seconds: float) -> None:
         """Grant no slot of ``limit`` for ``seconds``, in every process."""
