@@ -9,6 +9,7 @@ back; a call entered again keeps its place.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -79,22 +80,24 @@ async def test_a_call_under_a_lost_lease_enters_nothing_and_releases_nothing(sto
 
 
 async def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(store):
-    dying = await leased_run(store, "r1", owner="dying", duration=0.2)
+    dying = await leased_run(store, "r1", owner="dying", duration=3.0)
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), dying, "g1")
     alive = await leased_run(store, "r2")
     assert (await store.take_slot(ONE_AT_A_TIME, SlotEntry("r2/1/a/0"), alive, "g2")).granted == ()
-    await asyncio.sleep(0.3)
+    while time.time() < dying.until:  # noqa: ASYNC110 - the lease runs out on the wall clock
+        await asyncio.sleep(0.1)
     assert (await store.admit_slots(ONE_AT_A_TIME, "g2")).granted == ("r2/1/a/0",)
 
 
 async def test_a_call_entered_again_after_a_takeover_keeps_its_place(store):
     holder = await leased_run(store, "h")
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("hold"), holder, "g")
-    first = await leased_run(store, "r1", owner="first", duration=0.2)
+    first = await leased_run(store, "r1", owner="first", duration=3.0)
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), first, "g1")
     later = await leased_run(store, "r2")
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r2/1/a/0"), later, "g2")
-    await asyncio.sleep(0.3)  # r1's process died; its run is taken over
+    while time.time() < first.until:  # noqa: ASYNC110 - r1's process died; its lease runs out
+        await asyncio.sleep(0.1)
     taken_over = await store.acquire("r1", "second", 30)
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), taken_over, "g3")
     assert [w.position for w in await store.line_waits(["r1"])] == [0]
