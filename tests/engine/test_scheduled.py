@@ -15,7 +15,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
-from treadle._checkpoints._codec import _waits_in
+from treadle._checkpoints._frame import waits_in as _waits_in
 from treadle.stores import MemoryStore, SqliteStore
 from treadle.testing import FakeClock
 
