@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from treadle._checkpoints._blob import FORMAT_VERSION, MAGIC, seal, unseal
+from treadle._checkpoints._blob import (
+    BOUND_VERSION,
+    FORMAT_VERSION,
+    MAGIC,
+    seal,
+    seal_bound,
+    unseal,
+)
 from treadle._exceptions import CheckpointCorruptError
 
 RUN, CHECKPOINT = "run-7", "ckpt-3"
@@ -105,3 +112,30 @@ def test_keys_must_be_1_to_64_bytes(key):
         seal(b"x", key=key)
     with pytest.raises(ValueError, match="key must be 1 to 64 bytes"):
         _unseal(seal(b"x"), key)
+
+
+@given(payload=st.binary(), key=keys)
+def test_a_bound_blob_round_trips_for_its_run_only(payload, key):
+    blob = seal_bound(payload, RUN, key=key)
+    assert blob.startswith(MAGIC + bytes([BOUND_VERSION]))
+    assert len(blob) == 22 + len(payload)  # no length: the digest checks it
+    assert _unseal(blob, key) == payload
+    with pytest.raises(CheckpointCorruptError, match="belongs to another run than 'run-77'"):
+        unseal(blob, key=key, run_id="run-77", checkpoint_id=CHECKPOINT)
+
+
+@given(payload=st.binary(max_size=64), key=keys, data=st.data())
+def test_flipping_or_cutting_any_byte_of_a_bound_blob_is_detected(payload, key, data):
+    blob = bytearray(seal_bound(payload, RUN, key=key))
+    position = data.draw(st.integers(0, len(blob) - 1), label="position")
+    if data.draw(st.booleans(), label="cut"):
+        _refused(bytes(blob[:position]), key)
+    else:
+        blob[position] ^= data.draw(st.integers(1, 255), label="xor")
+        _refused(bytes(blob), key)
+
+
+def test_a_bound_blob_keeps_the_key_rules():
+    _refused(seal_bound(b"payload", RUN, key=KEY), None, match="sealed with a key, but none")
+    _refused(seal_bound(b"payload", RUN), KEY, match="sealed without a key")
+    _refused(seal_bound(b"payload", RUN, key=KEY), b"x" * 32, match="not the sealing key")
