@@ -21,6 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from treadle._stores._audit import GENESIS
+from treadle._stores._events import EventEntry
 from treadle._stores._sql_events import LAST_SEQ
 
 if TYPE_CHECKING:
@@ -52,6 +53,16 @@ SELECT_ENTRIES = f"SELECT {_COLUMNS} FROM treadle_audit WHERE seq > ? ORDER BY s
 SELECT_RUN_ENTRIES = (
     f"SELECT {_COLUMNS} FROM treadle_audit WHERE run_id = ? AND seq > ? ORDER BY seq"  # noqa: S608 - constants
 )
+
+
+def entry_of(logged: tuple[Any, ...], superstep: int) -> EventEntry:
+    """The event :data:`LOG_ACTION` would log with ``logged`` (its parameters), as an entry.
+
+    For a run whose superstep is known (a new run's), so that it can share a
+    row of the log with the events before it.
+    """
+    kind, at, data, _, _ = logged
+    return EventEntry(superstep, json.loads(kind), None, float(at), data)
 
 
 def written(

@@ -164,10 +164,13 @@ def create_run(
         if lease is None or not (yield from _adopt_admitted(run, graph, first, lease)):
             raise RunExistsError(run.run_id)
         return
-    yield from insert_checkpoints((first,))
     started = _audit.started_of(run)
-    if started is not None:
-        yield from record((started,), run.created_at, backend)
+    if started is None:
+        yield from insert_checkpoints((first,))
+        return
+    # The first checkpoint's events and the start's share one row of the run's log.
+    yield from insert_checkpoints((first,), log=False)
+    yield from record((started,), run.created_at, backend, leading=first)
 
 
 def _adopt_admitted(
@@ -300,8 +303,10 @@ def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
     return RunNotFoundError(run_id)
 
 
-def insert_checkpoints(checkpoints: Sequence[CheckpointRecord]) -> Plan[None]:
+def insert_checkpoints(checkpoints: Sequence[CheckpointRecord], *, log: bool = True) -> Plan[None]:
     """Insert checkpoints in one statement, in order, with their new pieces and events.
+
+    ``log=False`` leaves their events to the caller (see :func:`record`).
 
     Raises:
         ValueError: an id is taken.
@@ -321,7 +326,7 @@ def insert_checkpoints(checkpoints: Sequence[CheckpointRecord]) -> Plan[None]:
         yield (piece_template, values, NOTHING, False)
     for field_template, field_values in _sql_search.field_writes(checkpoints):
         yield (field_template, field_values, NOTHING, False)
-    entries = _sql_events.entries_of(checkpoints)
+    entries = _sql_events.entries_of(checkpoints) if log else ()
     if entries:  # after the run row's write, as every append is (see _sql_events)
         yield from append_events(checkpoints[-1].info.run_id, entries)
 
@@ -400,13 +405,23 @@ def honour_pause(run_id: str, status: str) -> Plan[bool]:
     return paused
 
 
-def record(records: Iterable[Recorded], at: float, backend: Backend) -> Plan[None]:
+def record(
+    records: Iterable[Recorded],
+    at: float,
+    backend: Backend,
+    *,
+    leading: CheckpointRecord | None = None,
+) -> Plan[None]:
     """Write each action's audit entry and its event in its run's log, in this transaction.
 
     Last in the transaction, after its effect: where writers of the chain
     must take turns (``backend.chain_lock``), its lock is held from reading
     the chain's last entry until the commit, so no two write one seq; taken
     after the run row every writer locks first, it closes no cycle of waits.
+
+    ``leading``: the checkpoint just inserted without its events (a new
+    run's first): they go into the log with the first action's event, in
+    one row (a run's start is then one row of its log, not two).
     """
     lock = backend.chain_lock
     for action in records:
@@ -415,6 +430,13 @@ def record(records: Iterable[Recorded], at: float, backend: Backend) -> Plan[Non
             lock = None
         last = yield (_sql_audit.LAST_ENTRY, (), ONE, False)
         entry, event = _sql_audit.written(action, last, at)
-        if event is not None:
+        if leading is not None:
+            entries = list(leading.events)
+            if event is not None:
+                entries.append(_sql_audit.entry_of(event, leading.info.superstep))
+            if entries:
+                yield from append_events(action.run_id or leading.info.run_id, entries)
+            leading = None
+        elif event is not None:
             yield (_sql_audit.LOG_ACTION, event, NOTHING, False)
         yield (_sql_audit.INSERT_ENTRY, entry, NOTHING, False)

@@ -1,0 +1,89 @@
+"""What a parked run stores: its rows, on SQLite and PostgreSQL, and what they hold.
+
+A run parked on a timer is its run row, its two checkpoints (the start and
+the park), the record of who started it, and its event log in one row per
+commit: the start's events and its record share one. Nothing else is
+written per run, and the log reads the same as when it took a row more.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle.stores import PostgresStore, SqliteStore
+from treadle.testing import FakeClock
+
+_COUNTED = ("treadle_runs", "treadle_checkpoints", "treadle_events", "treadle_audit")
+_PARKED = {"treadle_runs": 1, "treadle_checkpoints": 2, "treadle_events": 2, "treadle_audit": 1}
+_KINDS = [
+    "run_started",
+    "checkpoint_saved",
+    "status_changed",
+    "run_created",
+    "superstep_started",
+    "executor_invoked",
+    "executor_suspended",
+    "superstep_completed",
+    "checkpoint_saved",
+    "status_changed",
+]
+
+
+def _sleeper():
+    @executor(id="nap")
+    async def nap(n: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.sleep(3_600)
+        ctx.yield_output(n)
+
+    return WorkflowBuilder(start=nap, name="idle").build()
+
+
+async def _park(store) -> str:
+    parked = await _sleeper().run(7, store=store, clock=FakeClock())
+    assert parked.status is RunStatus.WAITING
+    events = await store.read_events(parked.run_id)
+    assert [e.seq for e in events] == list(range(1, len(_KINDS) + 1))
+    assert [e.kind for e in events] == _KINDS
+    created = events[3]
+    assert created.superstep == 0
+    assert created.data["actor"]["kind"] == "python"
+    assert created.data["audit"]["seq"] >= 1
+    return parked.run_id
+
+
+async def test_a_run_parked_on_sqlite_is_four_kinds_of_row_and_no_more(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    try:
+        run_id = await _park(store)
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        counts = {}
+        for table in _COUNTED:
+            query = f"SELECT COUNT(*) FROM {table} WHERE run_id = ?"  # noqa: S608 - constant names
+            counts[table] = db.execute(query, (run_id,)).fetchone()[0]
+    assert counts == _PARKED
+
+
+@pytest.mark.integration
+async def test_a_run_parked_on_postgres_is_four_kinds_of_row_and_no_more(dsn, schema):
+    import psycopg  # noqa: PLC0415 - only this test needs it
+
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        run_id = await _park(store)
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(dsn) as db:
+        counts = {}
+        for table in _COUNTED:
+            cursor = await db.execute(
+                f"SELECT COUNT(*) FROM {schema}.{table} WHERE run_id = %s",  # noqa: S608 - constant names
+                (run_id,),
+            )
+            counts[table] = (await cursor.fetchone())[0]
+    assert counts == _PARKED
