@@ -13,7 +13,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from treadle._checkpoints._checkpointer import Checkpointer
-from treadle._checkpoints._graph_description import encode_description
 from treadle._checkpoints._inbox import InboxLedger
 from treadle._checkpoints._journal import EventJournal
 from treadle._checkpoints._leases import LeaseKeeper
@@ -175,7 +174,7 @@ async def open_run(
             if checkpointer is not None:
                 await checkpointer.create(
                     workflow.name,
-                    encode_description(workflow.description),
+                    workflow.stored_description,
                     loop.barrier_state(),
                     pool.snapshots(),
                     version=workflow.version,

@@ -24,7 +24,6 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._graph_description import (
     decode_description,
     describe_changes,
-    encode_description,
     fingerprint,
 )
 from treadle._checkpoints._inbox import applicable, expired_instead, sort_inbox
@@ -312,7 +311,7 @@ async def fork_run(
     )
     await checkpointer.create(
         workflow.name,
-        encode_description(workflow.description),
+        workflow.stored_description,
         barrier,
         restored.snapshots,
         parent_run_id=run_id,

@@ -12,7 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._codec import CheckpointCodec
-from treadle._checkpoints._graph_description import describe_graph, fingerprint
+from treadle._checkpoints._graph_description import (
+    describe_graph,
+    encode_description,
+    fingerprint,
+)
 from treadle._engine._answers import (
     asker_of,
     response_type_name,
@@ -97,6 +101,7 @@ class WorkflowGraph:
         # Its runs driven by nobody's driver share these counts (a driver has its own).
         self.own_limits = LimitBoard(limits.declared.values())
         self._description: dict[str, Any] | None = None
+        self._stored_description: bytes | None = None
         self._fingerprint: str | None = None
         self._codec: CheckpointCodec | None = None
         self._registry: TypeRegistry | None = None
@@ -150,6 +155,7 @@ class WorkflowGraph:
     def origin(self, value: str | None) -> None:
         self._origin = value
         self._description = None  # the stored description carries it
+        self._stored_description = None
 
     # -- durability configuration ------------------------------------------------
     @property
@@ -158,6 +164,13 @@ class WorkflowGraph:
         if self._description is None:
             self._description = describe_graph(self)
         return self._description
+
+    @property
+    def stored_description(self) -> bytes:
+        """:attr:`description` as a run's row stores it: encoded once, not once per run."""
+        if self._stored_description is None:
+            self._stored_description = encode_description(self.description)
+        return self._stored_description
 
     @property
     def fingerprint(self) -> str:
