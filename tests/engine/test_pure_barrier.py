@@ -178,7 +178,7 @@ def test_the_pure_barrier_keeps_the_superstep_contract(graph, data):
                     assert _snapshot(point) == before
                     return
                 raise AssertionError("a conflicting superstep committed")
-            committed = commit_superstep(env, point, plan).point
+            committed, _, _, _ = commit_superstep(env, point, plan)
             assert _snapshot(point) == before  # the point given is never changed
             _check(model, expected, committed, number)
             point = committed

@@ -7,7 +7,7 @@ small ports the loop talks through.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -107,7 +107,24 @@ class CommittedPoint(Protocol):
     def outcome(self) -> tuple[str, str | None] | None: ...
 
 
-class BarrierState(NamedTuple):
+_FIELDS = (
+    "run_id",
+    "superstep",
+    "status",
+    "pending",
+    "fan_in_buffers",
+    "state",
+    "iterations",
+    "outputs",
+    "waits",
+    "deadline_at",
+    "spawned",
+    "outcome",
+    "written",
+)
+
+
+class BarrierState:
     """Everything one barrier committed: the run's committed point, and the content of a checkpoint.
 
     The loop holds one as its committed value and replaces it at each
@@ -116,29 +133,137 @@ class BarrierState(NamedTuple):
     on. The one exception is deliberate: the in-flight part of ``waits``
     (``saved`` steps and ``nested`` sub-workflow runs of invocations under
     way) is written between barriers, and saved with the last barrier by
-    ``save_progress``. A named tuple, not a frozen dataclass: one is built
-    per superstep, at an eighth of the cost.
+    ``save_progress``.
+
+    A class of slots whose fields the type checker sees as read-only, not a
+    named tuple or a frozen dataclass: one is built and read at every
+    superstep, and only slots are read and written by the interpreter's fast
+    paths (a named tuple's fields are descriptors it does not specialise, and
+    a frozen dataclass is built through ``object.__setattr__``). Build one
+    with the constructor, or with :meth:`_replace` from another.
     """
 
-    run_id: str
-    superstep: int
-    status: RunStatus
-    pending: Mapping[str, Sequence[Envelope]]
-    fan_in_buffers: tuple[FanInBuffer, ...]
-    state: Mapping[str, Any]
-    iterations: Mapping[str, int]
-    outputs: tuple[Any, ...]
-    waits: WaitBook
-    deadline_at: float | None = None
-    spawned: tuple[SpawnRecord, ...] = ()
-    outcome: tuple[str, str | None] | None = None
-    """The run's outcome as of this barrier (``ctx.set_outcome``): name and summary."""
-    written: frozenset[str] | None = None
-    """The state keys set, updated or deleted since the previous barrier (``None``:
-    not known, so any may have been). A checkpoint stores a key not written
-    again only if its value is a new object."""
+    __slots__ = _FIELDS
+
+    if TYPE_CHECKING:  # read-only to the type checker: a point is never changed once made
+
+        @property
+        def run_id(self) -> str: ...
+        @property
+        def superstep(self) -> int: ...
+        @property
+        def status(self) -> RunStatus: ...
+        @property
+        def pending(self) -> Mapping[str, Sequence[Envelope]]: ...
+        @property
+        def fan_in_buffers(self) -> tuple[FanInBuffer, ...]: ...
+        @property
+        def state(self) -> Mapping[str, Any]: ...
+        @property
+        def iterations(self) -> Mapping[str, int]: ...
+        @property
+        def outputs(self) -> tuple[Any, ...]: ...
+        @property
+        def waits(self) -> WaitBook: ...
+        @property
+        def deadline_at(self) -> float | None: ...
+        @property
+        def spawned(self) -> tuple[SpawnRecord, ...]: ...
+        @property
+        def outcome(self) -> tuple[str, str | None] | None:
+            """The run's outcome as of this barrier (``ctx.set_outcome``): name and summary."""
+
+        @property
+        def written(self) -> frozenset[str] | None:
+            """The state keys set, updated or deleted since the previous barrier.
+
+            ``None``: not known, so any may have been. A checkpoint stores a
+            key not written again only if its value is a new object.
+            """
+
+    def __init__(
+        self,
+        run_id: str,
+        superstep: int,
+        status: RunStatus,
+        pending: Mapping[str, Sequence[Envelope]],
+        fan_in_buffers: tuple[FanInBuffer, ...],
+        state: Mapping[str, Any],
+        iterations: Mapping[str, int],
+        outputs: tuple[Any, ...],
+        waits: WaitBook,
+        deadline_at: float | None = None,
+        spawned: tuple[SpawnRecord, ...] = (),
+        outcome: tuple[str, str | None] | None = None,
+        written: frozenset[str] | None = None,
+    ) -> None:
+        _set = object.__setattr__  # the read-only fields are set here, and only here
+        for name, value in zip(
+            _FIELDS,
+            (run_id, superstep, status, pending, fan_in_buffers, state, iterations, outputs,
+             waits, deadline_at, spawned, outcome, written),
+            strict=True,
+        ):  # fmt: skip
+            _set(self, name, value)
+
+    def _replace(self, **changes: Any) -> BarrierState:
+        """A copy of this point with ``changes`` (field name → value) made."""
+        unknown = changes.keys() - set(_FIELDS)
+        if unknown:
+            msg = f"BarrierState has no field {min(unknown)!r}"
+            raise TypeError(msg)
+        return BarrierState(*(changes.get(name, getattr(self, name)) for name in _FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not BarrierState:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and holds mappings
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        return f"BarrierState({fields})"
 
     @property
     def wake_at(self) -> float | None:
         """When this barrier's earliest durable timer falls due."""
         return self.waits.next_wake_at()
+
+
+_blank = object.__new__
+
+
+def barrier_point(
+    run_id: str,
+    superstep: int,
+    status: RunStatus,
+    pending: Mapping[str, Sequence[Envelope]],
+    fan_in_buffers: tuple[FanInBuffer, ...],
+    state: Mapping[str, Any],
+    iterations: Mapping[str, int],
+    outputs: tuple[Any, ...],
+    waits: WaitBook,
+    deadline_at: float | None,
+    spawned: tuple[SpawnRecord, ...],
+    outcome: tuple[str, str | None] | None,
+) -> BarrierState:
+    """A barrier's point, built slot by slot: the barrier's fast way to make one.
+
+    ``written`` is ``None``: the loop tracks the keys written between checkpoints.
+    """
+    point: Any = _blank(BarrierState)  # ``Any``: the fields are read-only to everyone else
+    point.run_id = run_id
+    point.superstep = superstep
+    point.status = status
+    point.pending = pending
+    point.fan_in_buffers = fan_in_buffers
+    point.state = state
+    point.iterations = iterations
+    point.outputs = outputs
+    point.waits = waits
+    point.deadline_at = deadline_at
+    point.spawned = spawned
+    point.outcome = outcome
+    point.written = None
+    return point  # type: ignore[no-any-return]

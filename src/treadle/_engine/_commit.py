@@ -12,7 +12,7 @@ suspension; their events are still published (they did happen).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from treadle._engine._barrier import BarrierState
 from treadle._engine._counts import Counts
@@ -39,28 +39,22 @@ Spawn = tuple["SpawnRecord", "Callable[..., Awaitable[Any]]", tuple[Any, ...]]
 """Background work a committed invocation started: its record, function and arguments."""
 
 
-_new = tuple.__new__
+_blank = object.__new__
+
+Committed = tuple[BarrierState, "Sequence[WorkflowEvent]", "Sequence[Spawn]", "Sequence[str]"]
+"""What one barrier produced: ``(point, events, spawns, written)``.
+
+The next committed point (its ``status`` the previous one's: where the run
+stands after it is the loop's to say); the superstep's events in stamp
+order, to publish (none when nobody listens); background work to start
+once the point is durable; the state keys the superstep wrote. A plain
+tuple, unpacked by the loop at once: a named one costs each superstep.
+"""
 
 
-class Committed(NamedTuple):
-    """What one barrier produced.
-
-    Attributes:
-        point: The next committed point (its ``status`` the previous one's:
-            where the run stands after it is the loop's to say).
-        events: The superstep's events, in stamp order, to publish (none
-            when nobody listens).
-        spawns: Background work to start once the point is durable.
-        written: The state keys the superstep wrote.
-    """
-
-    point: BarrierState
-    events: Sequence[WorkflowEvent]
-    spawns: Sequence[Spawn]
-    written: Sequence[str]
-
-
-def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -> Committed:
+def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one frame
+    env: RunEnv, point: BarrierState, plan: PlannedSuperstep
+) -> Committed:
     """The barrier: the point after ``plan`` ran against ``point``.
 
     Raises:
@@ -69,9 +63,8 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
     """
     superstep = plan.number
     invocations = plan.invocations
-    # Its fields at once: on Python 3.11 each named field read is a slow attribute lookup.
-    (run_id, _, status, handled, fan_in_buffers, state, counted, outputs, waits, deadline_at,
-     spawned, outcome_before, _) = point  # fmt: skip
+    state = point.state
+    waits = point.waits
     # One pass sorts out what each invocation hands to the barrier.
     suspended: list[Suspension] | None = None  # made if needed: they seldom are
     writes: list[tuple[str, Sequence[Op]]] | None = None
@@ -101,8 +94,10 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
         state = commit_state(state, writes, env.state_specs, superstep)
         if env.checkpointer is not None:  # what the next checkpoint must store again
             written = [op[1] for _, ops in writes for op in ops]
-    inboxes, buffers = build_inboxes(superstep, sent, env.fan_in_edges, fan_in_buffers, env.ranks)
-    decided = decided_outcome(set_by, superstep) if set_by else outcome_before
+    inboxes, buffers = build_inboxes(
+        superstep, sent, env.fan_in_edges, point.fan_in_buffers, env.ranks
+    )
+    decided = decided_outcome(set_by, superstep) if set_by else point.outcome
     spawns: Sequence[Spawn] = ()
     if suspended or later or waits.saved:  # the waits change: a copy of them does
         waits = waits.copy()
@@ -112,41 +107,34 @@ def commit_superstep(env: RunEnv, point: BarrierState, plan: PlannedSuperstep) -
             spawns = _commit_durable_work(env, waits, inboxes, invocations)
         if waits.saved:  # the saved steps of invocations that are over go with them
             _drop_saved_steps(waits, invocations)
+    counted = point.iterations
     if type(counted) is not Counts:
         counted = Counts(dict(counted))
     order = plan.order
     # One message each (the usual case): the order says it all.
     iterations = counted.added(
-        order if len(order) == len(invocations) else [(eid, len(handled[eid])) for eid in order]
+        order
+        if len(order) == len(invocations)
+        else [(eid, len(point.pending[eid])) for eid in order]
     )
-    outputs, events = _outputs_and_events(env, superstep, outputs, invocations)
-    # Both named tuples built as tuples: their generated __new__ costs a barrier twice as much.
-    return _new(
-        Committed,
-        (
-            _new(
-                BarrierState,
-                (
-                    run_id,
-                    superstep,
-                    status,
-                    inboxes,
-                    buffers,
-                    state,
-                    iterations,
-                    outputs,
-                    waits,
-                    deadline_at,
-                    spawned,
-                    decided,
-                    None,
-                ),
-            ),
-            events,
-            spawns,
-            written,
-        ),
-    )
+    outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
+    # Built slot by slot, here: the cheapest way to make one (see BarrierState). ``Any``:
+    # its fields are read-only to everyone else.
+    committed: Any = _blank(BarrierState)
+    committed.run_id = point.run_id
+    committed.superstep = superstep
+    committed.status = point.status
+    committed.pending = inboxes
+    committed.fan_in_buffers = buffers
+    committed.state = state
+    committed.iterations = iterations
+    committed.outputs = outputs
+    committed.waits = waits
+    committed.deadline_at = point.deadline_at
+    committed.spawned = point.spawned
+    committed.outcome = decided
+    committed.written = None
+    return committed, events, spawns, written
 
 
 def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:
