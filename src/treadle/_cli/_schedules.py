@@ -54,7 +54,9 @@ def create(
     tz: Annotated[str, typer.Option("--tz", help="The cron's time zone.")] = "UTC",
     input_: Annotated[
         str | None,
-        typer.Option("--input", help="The runs' input as JSON ({nominal} is the tick's time)."),
+        typer.Option(
+            "--input", help="The runs' input as JSON, where '{nominal}' is the tick's time."
+        ),
     ] = None,
     overlap: Annotated[
         str, typer.Option("--overlap", help=f"While a run still goes: {', '.join(OVERLAPS)}.")
