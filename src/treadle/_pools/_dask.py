@@ -131,7 +131,9 @@ class DaskPool:
                             n_workers=self._n_workers,
                             threads_per_worker=self._threads_per_worker,
                             processes=True,
-                            dashboard_address=None,
+                            # Any free port: None means 8787, and a second cluster
+                            # on the machine would warn that it is taken.
+                            dashboard_address=":0",
                         )
                     self._cluster = cluster
                     client = distributed.Client(cluster, set_as_default=False)
