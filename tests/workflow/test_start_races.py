@@ -161,6 +161,9 @@ def race(backend: Backend, starts: list[tuple[str, str, int, str]], go: Path) ->
         for child in children:
             child.kill()
             child.wait()
+            for stream in (child.stdout, child.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 class Serving:
@@ -183,6 +186,8 @@ class Serving:
     def __exit__(self, *exc: object) -> None:
         self.process.kill()
         self.process.wait()
+        if self.process.stderr is not None:  # read by until() only when it died
+            self.process.stderr.close()
 
     def until(self, condition, what: str) -> None:
         """Poll ``condition`` until it holds; fail if the server died or the deadline passed."""
