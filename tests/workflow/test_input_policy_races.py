@@ -35,7 +35,7 @@ HERE = Path(__file__).parent
 SCRIPT = HERE / "session_app.py"
 DEADLINE = 120.0
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]  # processes racing on 2 cores
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
