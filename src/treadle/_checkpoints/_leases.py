@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import DurabilityError
+from treadle._tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -114,9 +115,7 @@ class LeaseKeeper:
             due.cancel()
         beating, self._beating = self._beating, None
         if beating is not None:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            await cancel_and_wait(beating)
 
     def _start_beating(self) -> None:
         self._due = None

@@ -19,7 +19,6 @@ runs in the same process (another server, a ``Runtime``) is left alone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from treadle._checkpoints._leases import LeaseKeeper
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._options import RunOptions
 from treadle._exceptions import TreadleError
+from treadle._tasks import close_group
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -131,6 +131,4 @@ class Driver:
         await self.leases.close()
         group, self._group = self._group, None
         if group is not None:
-            # Not given the block's error: the task group would wrap it in a group of its own.
-            with contextlib.suppress(asyncio.CancelledError):
-                await group.__aexit__(None, None, None)
+            await close_group(group)

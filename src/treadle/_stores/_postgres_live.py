@@ -37,6 +37,7 @@ from psycopg import sql
 from treadle._stores._events import LoggedEvent
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
+from treadle._tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -152,9 +153,7 @@ class PostgresLiveFeed:
             try:
                 yield follower
             finally:
-                reading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reading
+                await cancel_and_wait(reading)
                 await listener.close()
 
     async def close(self) -> None:

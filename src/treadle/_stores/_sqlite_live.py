@@ -37,6 +37,7 @@ from treadle._stores import _sql_live
 from treadle._stores._events import LoggedEvent
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
+from treadle._tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -109,9 +110,7 @@ class SqliteLiveFeed:
             try:
                 yield follower
             finally:
-                polling.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await polling
+                await cancel_and_wait(polling)
                 reader.close()
 
     async def close(self) -> None:

@@ -39,6 +39,7 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
+from treadle._tasks import close_group
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
@@ -412,9 +413,7 @@ class Runtime:
             await leases.close()
         group, self._group = self._group, None
         if group is not None:
-            # Not given the block's error: the task group would wrap it in a group of its own.
-            with contextlib.suppress(asyncio.CancelledError):
-                await group.__aexit__(None, None, None)
+            await close_group(group)
 
     @property
     def workflows(self) -> Mapping[str, Workflow]:

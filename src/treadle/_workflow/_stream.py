@@ -15,13 +15,13 @@ block early cancels the run, so no task outlives its owner.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from treadle._engine._errors import WorkflowRunError
 from treadle._engine._inputs import TurnRolledBack
+from treadle._tasks import cancel_and_wait, wait_cancelled
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -267,9 +267,7 @@ class WorkflowStream:
         """Stop the run: status ``CANCELLED``, nothing further is invoked."""
         loop = await self._started()
         if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         elif self._task is None:
             await loop.cancel()
             await self._finish()
@@ -281,6 +279,5 @@ class WorkflowStream:
         if not self._loop.status.is_stopped:
             await self.cancel()
         elif self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await wait_cancelled(self._task)
         await self._finish()

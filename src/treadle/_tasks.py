@@ -1,0 +1,60 @@
+"""Stopping a task one started without swallowing a stop meant for oneself.
+
+A driver stops its children by cancelling them and waiting for them to
+end, and their end is a ``CancelledError``: expected, so not raised. The
+usual spelling, ``contextlib.suppress(asyncio.CancelledError)`` around the
+wait, also swallows the cancellation of the *waiting* task when it comes
+during that wait: the task then runs on after it was asked to stop (a test
+timed out and then went on reading a closed store). These helpers tell
+the two apart by the waiting task's own pending cancellations
+(``Task.cancelling``): the child's end is absorbed, the caller's own stop
+propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+def _stopping() -> bool:
+    """Whether the task running this has been asked to stop (and has not taken it back)."""
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and wait for it to end; its cancellation is not an error here.
+
+    Raises:
+        asyncio.CancelledError: the calling task was cancelled meanwhile.
+    """
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if _stopping():
+            raise
+
+
+async def wait_cancelled(task: asyncio.Future[Any]) -> None:
+    """Wait for ``task``, which was cancelled already, to end (see :func:`cancel_and_wait`)."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        if _stopping():
+            raise
+
+
+async def close_group(group: asyncio.TaskGroup) -> None:
+    """Leave ``group`` (wait for its tasks) as a block would that ended without an error.
+
+    The group is not given the block's error, which it would wrap in an
+    exception group of its own; a cancellation of the caller during the wait
+    propagates once the group's tasks have ended.
+    """
+    try:
+        await group.__aexit__(None, None, None)
+    except asyncio.CancelledError:
+        if _stopping():
+            raise

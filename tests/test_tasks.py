@@ -1,0 +1,97 @@
+"""Stopping a child task absorbs the child's cancellation, never the caller's own.
+
+Each test stops a child that takes a moment to wind down (it catches its
+cancellation, then sleeps), and cancels the *stopping* task during that
+wait: the stopping task must end cancelled, not run on. Before
+``treadle._tasks``, ``Runtime``'s exit and the lease keeper suppressed
+``CancelledError`` around such waits, and a test cancelled by its timeout
+went on to read a closed store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from treadle._tasks import cancel_and_wait, close_group, wait_cancelled
+
+
+async def _winds_down(ended: asyncio.Event) -> None:
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.05)  # cleanup that takes a moment
+        ended.set()
+        raise
+
+
+async def test_cancel_and_wait_absorbs_the_childs_end():
+    ended = asyncio.Event()
+    child = asyncio.create_task(_winds_down(ended))
+    await asyncio.sleep(0)
+    await cancel_and_wait(child)  # no error: the child's cancellation was asked for
+    assert ended.is_set()
+    assert child.cancelled()
+
+
+async def test_cancel_and_wait_passes_on_a_cancellation_of_the_caller():
+    ended = asyncio.Event()
+
+    async def stopper():
+        child = asyncio.create_task(_winds_down(ended))
+        await asyncio.sleep(0)
+        await cancel_and_wait(child)
+        return "ran on"
+
+    stopping = asyncio.create_task(stopper())
+    await asyncio.sleep(0.01)  # the stopper waits for its child to wind down
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert stopping.cancelled()
+
+
+async def test_wait_cancelled_passes_on_a_cancellation_of_the_caller():
+    ended = asyncio.Event()
+
+    async def waiter():
+        child = asyncio.create_task(_winds_down(ended))
+        await asyncio.sleep(0)
+        child.cancel()
+        await wait_cancelled(child)
+        return "ran on"
+
+    waiting = asyncio.create_task(waiter())
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
+async def test_close_group_waits_for_its_tasks_and_passes_on_a_cancellation_of_the_caller():
+    ended = asyncio.Event()
+
+    async def driver():
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        group.create_task(_winds_down(ended))
+        await asyncio.sleep(0)
+        await close_group(group)  # waits: the child sleeps for an hour
+        return "ran on"
+
+    driving = asyncio.create_task(driver())
+    await asyncio.sleep(0.01)
+    driving.cancel()  # the group cancels its child, which winds down, then the driver ends
+    with pytest.raises(asyncio.CancelledError):
+        await driving
+    assert ended.is_set()
+
+
+async def test_close_group_returns_once_its_tasks_have_ended():
+    group = asyncio.TaskGroup()
+    await group.__aenter__()
+    done = []
+    group.create_task(asyncio.sleep(0.01, result=None)).add_done_callback(done.append)
+    await close_group(group)
+    assert len(done) == 1
