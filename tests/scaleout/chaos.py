@@ -409,9 +409,9 @@ def check(outcome: Outcome, expected: list[object]) -> list[str]:
     taken_over = len(outcome.takeover_delays) + len(outcome.finished_before_kill)
     if taken_over != len(outcome.held_at_kill):
         problems.append("some runs of the killed worker were never taken over")
-    late = [d for d in outcome.takeover_delays if d > LEASE + POLL + 0.5]
+    late = [d for d in outcome.takeover_delays if d > TAKEOVER_BOUND]
     if late:
-        problems.append(f"takeovers later than lease + poll (+0.5 s scheduling slack): {late}")
+        problems.append(f"takeovers later than lease + poll (+3 s scheduling slack): {late}")
     problems += _check_pause(outcome)
     return problems
 
