@@ -12,6 +12,7 @@ from treadle._stores._schedules import ScheduleCursor, TickRow, created_row
 from treadle.errors import ScheduleExistsError, ScheduleNotFoundError
 
 ANN = Actor("user", "ann", "api", role=Actor.cli().role)
+TICKER = Actor.service("schedule:digest", door="schedule")
 
 
 def row(schedule_id="digest", next_at=100.0):
@@ -56,7 +57,9 @@ async def test_a_tick_is_decided_once_when_deciders_race(store) -> None:
     moved = ScheduleCursor(200.0, 200.0, (), "digest@100.0")
 
     async def decide():
-        return await store.decide_ticks("digest", 1, moved, [tick(100.0)])
+        return await store.decide_ticks(
+            "digest", 1, moved, [tick(100.0)], actor=TICKER, action="schedule_ticked"
+        )
 
     outcomes = await asyncio.gather(*(decide() for _ in range(8)))
     assert sorted(outcomes, key=str) == [None] * 7 + [[100.0]]
@@ -64,12 +67,24 @@ async def test_a_tick_is_decided_once_when_deciders_race(store) -> None:
     assert (kept.revision, kept.cursor) == (2, moved)
     ticks = await store.list_ticks("digest")
     assert [(t.nominal_at, t.action, t.started) for t in ticks] == [(100.0, "started", False)]
+    # The decision is audited once, by the schedule as a service; the refused ones record nothing.
+    audit = [e for e in await store.read_audit() if e.detail.get("schedule") == "digest"]
+    assert [(e.action, e.actor["label"], e.door) for e in audit[1:]] == [
+        ("schedule_ticked", "service:schedule:digest", "schedule")
+    ]
 
 
 async def test_unstarted_ticks_make_a_schedule_due_until_marked(store) -> None:
     await store.put_schedule(row(next_at=1e12), actor=ANN, action="schedule_created", revision=None)
     assert await store.due_schedules(500.0, ["digest"], limit=10) == []
-    await store.decide_ticks("digest", None, None, [tick(100.0), tick(200.0, "skipped")])
+    await store.decide_ticks(
+        "digest",
+        None,
+        None,
+        [tick(100.0), tick(200.0, "skipped")],
+        actor=TICKER,
+        action="schedule_ticked",
+    )
     assert [r.schedule_id for r in await store.due_schedules(500.0, ["digest"], limit=10)] == [
         "digest"
     ]
@@ -82,7 +97,14 @@ async def test_unstarted_ticks_make_a_schedule_due_until_marked(store) -> None:
 
 async def test_a_backfill_starts_a_skipped_tick_but_never_one_started(store) -> None:
     await store.put_schedule(row(), actor=ANN, action="schedule_created", revision=None)
-    await store.decide_ticks("digest", None, None, [tick(100.0), tick(200.0, "skipped")])
+    await store.decide_ticks(
+        "digest",
+        None,
+        None,
+        [tick(100.0), tick(200.0, "skipped")],
+        actor=TICKER,
+        action="schedule_ticked",
+    )
     backfilled = [tick(100.0, source="backfill"), tick(200.0, source="backfill")]
     inserted = await store.decide_ticks(
         "digest", None, None, backfilled, actor=ANN, action="schedule_backfilled"
@@ -90,7 +112,9 @@ async def test_a_backfill_starts_a_skipped_tick_but_never_one_started(store) -> 
     assert inserted == [200.0]
     ticks = {t.nominal_at: (t.source, t.action) for t in await store.list_ticks("digest")}
     assert ticks == {100.0: ("schedule", "started"), 200.0: ("backfill", "started")}
-    again = await store.decide_ticks("digest", None, None, backfilled)
+    again = await store.decide_ticks(
+        "digest", None, None, backfilled, actor=ANN, action="schedule_backfilled"
+    )
     assert again == []
 
 

@@ -18,10 +18,11 @@ creating it twice (a process that died between the decision and the run,
 and the one that finishes its work) makes one run; :meth:`mark_started`
 notes that it exists.
 
-Every change from outside (create, change, pause, unpause, trigger,
-backfill, delete) takes the actor making it and writes its audit entry in
-the same transaction (``schedule_created``, ...; see
-:mod:`treadle._stores._audit`), the schedule's id in its detail.
+Every change (create, change, pause, unpause, trigger, backfill, delete,
+and each tick decided) takes the actor making it and writes its audit
+entry in the same transaction (``schedule_created``, ...,
+``schedule_ticked``; see :mod:`treadle._stores._audit`), the schedule's id
+in its detail: no role method lets a caller change a schedule unnamed.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class ScheduleRow:
         created_at: When it was created (Unix seconds).
         created_by: Who created it (an actor's label).
         updated_at: When it last changed.
-        updated_by: Who changed it last (an actor's label; ``"schedule"``
-            for the ticks it decided itself).
+        updated_by: Who changed it last (an actor's label; a tick decided
+            changes the cursor only: the audit log records it, by the
+            schedule as a service).
     """
 
     schedule_id: str
@@ -187,8 +189,8 @@ class ScheduleBook(Protocol):
         cursor: ScheduleCursor | None,
         ticks: Sequence[TickRow],
         *,
-        actor: Actor | None = None,
-        action: str = "",
+        actor: Actor,
+        action: str,
     ) -> list[float] | None:
         """Record ticks and move the cursor, in one transaction; the nominal times inserted.
 
@@ -198,7 +200,12 @@ class ScheduleBook(Protocol):
         recorded already is not inserted again (not among those returned),
         except that a started tick replaces one recorded as skipped or missed
         (a backfill starts what was not).
-        With ``actor``, ``action`` is recorded (a trigger, a backfill).
+        ``action`` is recorded by ``actor`` in the same transaction (not
+        when the revision had moved: nothing is written then):
+        ``schedule_ticked`` by the schedule itself (a service, see
+        :func:`~treadle._workflow._ticker.schedule_actor`) for the ticks its
+        time brought, ``schedule_triggered`` or ``schedule_backfilled`` by
+        whoever asked.
 
         Raises:
             ScheduleNotFoundError: No such schedule.
@@ -354,8 +361,8 @@ class MemorySchedules:
         cursor: ScheduleCursor | None,
         ticks: Sequence[TickRow],
         *,
-        actor: Actor | None = None,
-        action: str = "",
+        actor: Actor,
+        action: str,
     ) -> list[float] | None:
         """See :meth:`ScheduleBook.decide_ticks`."""
         with self._lock:
@@ -382,8 +389,7 @@ class MemorySchedules:
                     inserted.append(tick.nominal_at)
                     if tick.action == "started" and not tick.started:
                         self._unstarted(schedule_id).add(key)
-            if actor is not None:
-                self._note(schedule_id, action, actor, {"ticks": len(inserted)})
+            self._note(schedule_id, action, actor, {"ticks": len(inserted)})
             return inserted
 
     async def list_ticks(

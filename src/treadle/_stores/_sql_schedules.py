@@ -223,7 +223,7 @@ def decide(
     revision: int | None,
     cursor: ScheduleCursor | None,
     ticks: Sequence[TickRow],
-    actor: Actor | None,
+    actor: Actor,
     action: str,
     backend: Backend,
 ) -> Plan[list[float] | None]:
@@ -241,9 +241,8 @@ def decide(
         changed = yield (INSERT_TICK, _tick_values(tick), COUNT, False)
         if changed:
             inserted.append(tick.nominal_at)
-    if actor is not None:
-        entry = recorded(schedule_id, action, actor, {"ticks": len(inserted)})
-        yield from record([entry], time.time(), backend)
+    entry = recorded(schedule_id, action, actor, {"ticks": len(inserted)})
+    yield from record([entry], time.time(), backend)
     return inserted
 
 
@@ -308,8 +307,8 @@ class SqlSchedules(ABC):
         cursor: ScheduleCursor | None,
         ticks: Sequence[TickRow],
         *,
-        actor: Actor | None = None,
-        action: str = "",
+        actor: Actor,
+        action: str,
     ) -> list[float] | None:
         """See :meth:`~treadle._stores._schedules.ScheduleBook.decide_ticks`."""
         return await self._schedule_write(

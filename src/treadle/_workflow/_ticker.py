@@ -13,7 +13,9 @@ this process hosts that have work, and for each:
    each decision applied by the store only if the schedule's revision is
    still the one read (``decide_ticks``): of two processes deciding one
    tick, one moves the schedule on and the other changes nothing and
-   leaves it;
+   leaves it; the decision is audited as ``schedule_ticked`` by the
+   schedule itself (:func:`schedule_actor`, a service), whichever process
+   served it;
 3. starts the run of each started tick through its :class:`Starter`,
    under the id the schedule and the tick's nominal time make. Creating a
    run whose id is taken creates nothing, so a run is made once however
@@ -144,7 +146,12 @@ async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter) -
         if decision is None:
             break
         inserted = await store.decide_ticks(
-            row.schedule_id, row.revision, decision.cursor, decision.ticks
+            row.schedule_id,
+            row.revision,
+            decision.cursor,
+            decision.ticks,
+            actor=schedule_actor(schedule.id),
+            action="schedule_ticked",
         )
         if inserted is None:  # another process decided this tick: it starts its run
             break
