@@ -177,28 +177,52 @@ class Schedules:
         assert stored is not None  # noqa: S101 - a creation is never stale
         return info_of(stored)
 
-    async def update(self, schedule: Schedule) -> ScheduleInfo:
-        """Replace the stored schedule of ``schedule.id`` (paused or not, it stays so).
+    async def update(self, schedule: Schedule | str, /, **changes: Any) -> ScheduleInfo:
+        """Change a stored schedule (paused or not, it stays so); the change is recorded.
 
-        When its times change, its next tick is the first of the new times
-        after now; ticks held for a running run stay held.
+        ``update(schedule)`` replaces the stored schedule of ``schedule.id``
+        with it; ``update("digest", cron="0 8 * * *", tz="Europe/Paris")``
+        changes only the fields named, the others staying as stored. The
+        fields are applied to the schedule as the store holds it when the
+        change lands (a tick or another change landing first is read again,
+        not overwritten). Giving ``cron`` clears ``every`` and the reverse:
+        the times are one or the other.
+
+        When its times (``cron``, ``every``, ``tz``, ``jitter``) change, its
+        next tick is at once the first of the new times after now (a tick of
+        the old times not yet decided is dropped); ticks held for a running
+        run stay held. The other fields apply to the next run a tick starts.
 
         Raises:
             ActionRefusedError: The actor is not an operator.
             ScheduleNotFoundError: No such schedule.
+            ValueError: A field is unknown or cannot change (``id``), both
+                ``cron`` and ``every`` are given, or the changed schedule is
+                refused (a bad cron expression, an unknown time zone; the
+                message names the field). Nothing is changed.
+            TypeError: A value of the wrong type (an input that is not JSON data).
         """
+        if isinstance(schedule, Schedule):
+            if changes:
+                msg = "update() takes a Schedule, or its id and the fields to change; not both"
+                raise TypeError(msg)
+            schedule_id = schedule.id
+        else:
+            schedule_id = schedule
+            _check_changes(schedule_id, changes)
 
         def change(row: ScheduleRow) -> ScheduleRow:
             before = read_schedule(row)
+            after = schedule if isinstance(schedule, Schedule) else _changed(before, changes)
             cursor = row.cursor
-            if _times(before) != _times(schedule):
-                first = schedule.next_after(self.clock.now())
-                cursor = dataclasses.replace(cursor, next_at=first, fire_at=schedule.fire_at(first))
+            if _times(before) != _times(after):
+                first = after.next_after(self.clock.now())
+                cursor = dataclasses.replace(cursor, next_at=first, fire_at=after.fire_at(first))
             return dataclasses.replace(
-                row, workflow=schedule.workflow, spec=_spec(schedule), cursor=cursor
+                row, workflow=after.workflow, spec=_spec(after), cursor=cursor
             )
 
-        return await self._change(schedule.id, "schedule_updated", change)
+        return await self._change(schedule_id, "schedule_updated", change)
 
     async def pause(self, schedule_id: str, note: str | None = None) -> ScheduleInfo:
         """Hold the schedule's ticks until :meth:`unpause` (the ticks meanwhile never start).
@@ -363,6 +387,37 @@ class Schedules:
 
 def _spec(schedule: Schedule) -> str:
     return json.dumps(schedule.to_json(), sort_keys=True)
+
+
+CHANGEABLE = frozenset(
+    {"workflow", "cron", "every", "tz", "input", "overlap", "catchup", "jitter", "version"}
+)
+"""The fields :meth:`Schedules.update` changes by name (all but the id)."""
+
+
+def _check_changes(schedule_id: str, changes: dict[str, Any]) -> None:
+    """Refuse, before anything is read, a change no schedule can take."""
+    unknown = sorted(set(changes) - CHANGEABLE)
+    if unknown:
+        why = " (a schedule's id never changes: create another)" if "id" in unknown else ""
+        msg = (
+            f"schedule {schedule_id!r}: cannot change {', '.join(unknown)}{why}; "
+            f"the fields that change are {', '.join(sorted(CHANGEABLE))}"
+        )
+        raise ValueError(msg)
+    if changes.get("cron") is not None and changes.get("every") is not None:
+        msg = f"schedule {schedule_id!r}: give one of cron= and every=, not both"
+        raise ValueError(msg)
+
+
+def _changed(schedule: Schedule, changes: dict[str, Any]) -> Schedule:
+    """``schedule`` with ``changes``; the one of ``cron`` and ``every`` given replaces the other."""
+    fields = dict(changes)
+    if fields.get("cron") is not None:
+        fields.setdefault("every", None)
+    if fields.get("every") is not None:
+        fields.setdefault("cron", None)
+    return dataclasses.replace(schedule, **fields)
 
 
 def _times(schedule: Schedule) -> tuple[Any, ...]:
