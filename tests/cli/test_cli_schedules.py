@@ -86,6 +86,10 @@ def test_bad_schedules_and_unknown_ids_are_refused_with_what_to_do(cli) -> None:
     assert "exactly one of cron= and every=" in both.stderr
     zone = cli("schedules", "create", "x", "--workflow", "digest", "--every", "5m", "--tz", "Mars")
     assert "is not an IANA time zone" in zone.stderr
+    unreadable = cli("schedules", "create", "x", "--workflow", "digest", "--every", "5m",
+                     "--input", "{bad")  # fmt: skip
+    assert unreadable.returncode == 2
+    assert "the input is not valid JSON" in unreadable.stderr
     assert cli("schedules", "create", "x", "--workflow", "digest", "--every", "5m").returncode == 0
     missing = cli("schedules", "pause", "nothing")
     assert missing.returncode == 2
@@ -125,3 +129,61 @@ def test_backfill_dry_run_lists_exactly_the_ticks_and_a_backfill_starts_each_onc
     assert again["started"] == []
     assert sorted(serve_once(cli)) == sorted(dry["run_ids"])
     assert serve_once(cli) == []
+
+
+def test_update_changes_only_the_options_given_at_once_and_is_recorded(cli) -> None:
+    made = cli.json(
+        "schedules", "create", "morning", "--workflow", "digest", "--cron", "0 9 * * 1-5",
+        "--tz", "Europe/Paris", "--input", '"digest of {date}"', "--overlap", "buffer_one",
+    )  # fmt: skip
+    changed = cli.json(
+        "schedules", "update", "morning", "--cron", "30 6 * * *", "--tz", "America/New_York",
+        "--catchup", "10m", "--version", "2",
+    )  # fmt: skip
+    assert changed["description"] == "At 06:30 every day (America/New_York)"
+    assert (changed["catchup"], changed["version"], changed["updated_by"]) == (600.0, 2, CLI_USER)
+    # What was not given stays; the next times follow the new times at once.
+    assert (changed["input"], changed["overlap"], changed["every"]) == (
+        "digest of {date}",
+        "buffer_one",
+        None,
+    )
+    assert changed["revision"] == made["revision"] + 1
+    times = [datetime.fromisoformat(t) for t in changed["next_times"]]
+    assert {t.strftime("%H:%M") for t in times} == {"06:30"}
+    assert {t.utcoffset() for t in times} <= {timedelta(hours=-5), timedelta(hours=-4)}
+    assert cli.json("schedules", "show", "morning")["next_times"] == changed["next_times"]
+
+    hourly = cli.json("schedules", "update", "morning", "--every", "1h", "--version", "newest")
+    assert (hourly["cron"], hourly["every"], hourly["version"]) == (None, 3600.0, None)
+    assert hourly["tz"] == "America/New_York"
+    printed = cli("schedules", "update", "morning", "--input", "null")
+    assert printed.returncode == 0, printed.stderr
+    assert "schedule morning: digest, every 1:00:00, active" in printed.stdout
+
+    audit = cli.json("audit")["entries"]
+    mine = [(e["action"], e["actor"]["label"]) for e in audit if e["detail"].get("schedule")]
+    assert mine == [("schedule_created", CLI_USER)] + [("schedule_updated", CLI_USER)] * 3
+
+
+def test_a_bad_update_names_the_option_and_changes_nothing(cli) -> None:
+    cli("schedules", "create", "x", "--workflow", "digest", "--cron", "0 9 * * *")
+    before = cli.json("schedules", "show", "x")
+    refusals = {
+        ("--cron", "* * * * *", "--every", "5m"): "give one of cron= and every=, not both",
+        ("--tz", "Mars"): "tz 'Mars' is not an IANA time zone",
+        ("--cron", "61 * * * *"): "cron '61 * * * *' is not a cron expression",
+        ("--every", "soon"): "every 'soon' is not a duration",
+        ("--overlap", "sometimes"): "overlap 'sometimes' is not one of",
+        ("--version", "two"): "--version 'two' is not a version",
+        ("--input", "{bad"): "the input is not valid JSON",
+        (): "nothing to change in schedule 'x'",
+    }
+    for options, message in refusals.items():
+        refused = cli("schedules", "update", "x", *options)
+        assert refused.returncode == 2, (options, refused.stdout)
+        assert message in refused.stderr, (options, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    assert cli.json("schedules", "show", "x") == before
+    missing = cli("schedules", "update", "nothing", "--tz", "UTC")
+    assert (missing.returncode, "no schedule 'nothing'" in missing.stderr) == (2, True)

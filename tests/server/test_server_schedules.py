@@ -15,6 +15,13 @@ from conftest import serving
 DIGEST = str(Path(__file__).parents[1] / "apps" / "digest.py")
 
 
+async def spec_of(api, schedule_id: str) -> dict:
+    """The schedule as changes leave it: what a tick moves (its next times, revision) left out."""
+    shown = (await api.get(f"/api/schedules/{schedule_id}")).json()["schedule"]
+    moving = {"next_times", "next_tick", "revision", "buffered", "last_run_id", "ticks"}
+    return {key: value for key, value in shown.items() if key not in moving}
+
+
 async def test_create_show_pause_trigger_backfill_and_delete_over_the_api(sqlite_url) -> None:
     async with serving(sqlite_url, apps=(DIGEST,)) as api:
         created = await api.post(
@@ -84,3 +91,72 @@ async def test_create_show_pause_trigger_backfill_and_delete_over_the_api(sqlite
             "schedule_deleted",
         ]
         assert {label for _, label in mine} == {"token:server"}
+
+
+async def test_patch_changes_the_fields_given_at_once_and_refuses_bad_ones(sqlite_url) -> None:
+    async with serving(sqlite_url, apps=(DIGEST,)) as api:
+        made = await api.post(
+            "/api/schedules",
+            json={"id": "morning", "workflow": "digest", "cron": "0 9 * * 1-5",
+                  "tz": "Europe/Paris", "input": "digest of {date}", "overlap": "buffer_all"},
+        )  # fmt: skip
+        assert made.status_code == 201, made.text
+        before = made.json()["schedule"]
+
+        changed = await api.client.patch(
+            "/api/schedules/morning",
+            json={"cron": "30 6 * * *", "tz": "America/New_York", "jitter": "1m", "version": 3},
+        )
+        assert changed.status_code == 200, changed.text
+        after = changed.json()["schedule"]
+        assert (after["cron"], after["tz"], after["jitter"], after["version"]) == (
+            "30 6 * * *", "America/New_York", 60.0, 3,
+        )  # fmt: skip
+        assert (after["input"], after["overlap"], after["catchup"]) == (
+            before["input"], "buffer_all", before["catchup"],
+        )  # fmt: skip
+        assert (after["revision"], after["updated_by"]) == (before["revision"] + 1, "token:server")
+        # The next times follow the new ones at once (jitter moves starts, not nominal times).
+        assert {datetime.fromisoformat(t).strftime("%H:%M") for t in after["next_times"]} == {
+            "06:30"
+        }
+        shown = (await api.get("/api/schedules/morning")).json()["schedule"]
+        assert shown["next_times"] == after["next_times"]
+
+        unpinned = await api.client.patch(
+            "/api/schedules/morning", json={"every": 90, "version": None}
+        )
+        assert unpinned.status_code == 200, unpinned.text
+        every = unpinned.json()["schedule"]
+        assert (every["cron"], every["every"], every["version"]) == (None, 90.0, None)
+
+        refusals = [
+            ({"cron": "0 8 * * *", "every": 60}, "give one of cron= and every=, not both"),
+            ({"tz": "Mars"}, "tz 'Mars' is not an IANA time zone"),
+            ({"cron": "61 * * * *"}, "cron '61 * * * *' is not a cron expression"),
+            ({"catchup": "later"}, "catchup 'later' is not a duration"),
+            ({"tz": None}, "tz cannot be null"),
+            ({"version": "2"}, "version must be a whole number or null"),
+            ({"workflow": "other"}, "workflow"),
+            ({}, "nothing to change in schedule 'morning'"),
+        ]
+        stored = await spec_of(api, "morning")
+        for body, message in refusals:
+            refused = await api.client.patch("/api/schedules/morning", json=body)
+            assert refused.status_code == 400, (body, refused.text)
+            assert message in refused.json()["error"]["message"], body
+        assert await spec_of(api, "morning") == stored
+        missing = await api.client.patch("/api/schedules/nothing", json={"tz": "UTC"})
+        assert missing.status_code == 404
+
+        audit = await api.store.read_audit()
+        mine = [
+            (e.action, e.actor["label"])
+            for e in audit
+            if e.detail.get("schedule") and e.action != "schedule_ticked"  # the timer's, if due
+        ]
+        assert mine == [
+            ("schedule_created", "token:server"),
+            ("schedule_updated", "token:server"),
+            ("schedule_updated", "token:server"),
+        ]

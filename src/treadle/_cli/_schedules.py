@@ -1,4 +1,4 @@
-"""``treadle schedules create | list | show | pause | unpause | trigger | backfill | delete``.
+"""``treadle schedules create|update|list|show|pause|unpause|trigger|backfill|delete``.
 
 Each opens the store as ``cli:USER@HOST`` and changes schedules through
 the one door (:class:`~treadle.Schedules`), which records every change
@@ -19,6 +19,7 @@ from treadle._cli._execute import execute
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._help import command_group, command_set
 from treadle._cli._views import out
+from treadle._exceptions import CommandError
 from treadle._operations._inputs import parse_json
 from treadle._operations._schedules import (
     parse_moment,
@@ -26,6 +27,7 @@ from treadle._operations._schedules import (
     schedule_json,
     schedules_of,
     tick_json,
+    update_schedule,
 )
 from treadle._values._actors import Actor
 from treadle._values._schedules import OVERLAPS
@@ -33,8 +35,8 @@ from treadle._values._schedules import OVERLAPS
 cli = command_set()
 
 schedules_app = command_group(
-    "Schedules: runs that start themselves on time (create, list, show, pause, unpause, "
-    "trigger, backfill, delete)."
+    "Schedules: runs that start themselves on time (create, update, list, show, pause, "
+    "unpause, trigger, backfill, delete)."
 )
 cli.add_typer(schedules_app, name="schedules")
 
@@ -85,10 +87,11 @@ def create(
         "catchup": catchup,
         "jitter": jitter,
         "version": version,
-        "input": None if input_ is None else parse_json(input_, "input"),
     }
 
     async def work(opened: Any) -> dict[str, Any]:
+        # Read inside the work, as every refusal is: a bad --input is a usage error, not a crash.
+        fields["input"] = None if input_ is None else parse_json(input_, "input")
         schedule = schedule_from_fields(fields)
         info = await schedules_of(opened, Actor.cli()).create(schedule, paused=paused)
         return schedule_json(info)
@@ -98,6 +101,67 @@ def create(
         out.print_json(data=data)
         return
     _print_schedule(data)
+
+
+@schedules_app.command("update")
+def update(
+    schedule_id: IdArgument,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="New times: a cron expression (replaces --every).")
+    ] = None,
+    every: Annotated[
+        str | None, typer.Option("--every", help="New times: an interval (replaces --cron).")
+    ] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="The cron's time zone.")] = None,
+    input_: Annotated[
+        str | None, typer.Option("--input", help="The runs' input as JSON ('null': none).")
+    ] = None,
+    overlap: Annotated[
+        str | None,
+        typer.Option("--overlap", help=f"While a run still goes: {', '.join(OVERLAPS)}."),
+    ] = None,
+    catchup: Annotated[
+        str | None, typer.Option("--catchup", help="How late a tick may start.")
+    ] = None,
+    jitter: Annotated[
+        str | None, typer.Option("--jitter", help="Spread each start up to this late.")
+    ] = None,
+    version: Annotated[
+        str | None,
+        typer.Option("--version", help="Pin the runs to this workflow version ('newest': unpin)."),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a schedule: only the options given change; new times apply from now on."""
+    given: dict[str, Any] = {
+        "cron": cron, "every": every, "tz": tz, "overlap": overlap, "catchup": catchup,
+        "jitter": jitter,
+    }  # fmt: skip
+    fields = {name: value for name, value in given.items() if value is not None}
+
+    async def work(opened: Any) -> dict[str, Any]:
+        if input_ is not None:
+            fields["input"] = parse_json(input_, "input")
+        if version is not None:
+            fields["version"] = _version(version)
+        schedules = schedules_of(opened, Actor.cli())
+        return schedule_json(await update_schedule(schedules, schedule_id, fields))
+
+    data = execute(store, work)
+    if as_json:
+        out.print_json(data=data)
+        return
+    _print_schedule(data)
+
+
+def _version(text: str) -> int | None:
+    if text.strip().lower() == "newest":
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        msg = f"--version {text!r} is not a version: give a whole number from 1, or 'newest'"
+        raise CommandError(msg)
+    return int(text)
 
 
 @schedules_app.command("list")

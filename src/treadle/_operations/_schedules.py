@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._exceptions import CommandError
 from treadle._operations._commands import served_by_workers
 from treadle._values._schedules import Schedule
-from treadle._workflow._schedule_actions import Schedules
+from treadle._workflow._schedule_actions import CHANGEABLE, Schedules
 
 if TYPE_CHECKING:
     from treadle._stores._schedules import TickRow
@@ -78,6 +78,46 @@ def schedule_from_fields(fields: dict[str, Any]) -> Schedule:
             data[name] = parse_duration(data[name], name)
     try:
         return Schedule.from_json(data)
+    except (ValueError, TypeError) as error:
+        raise CommandError(str(error)) from None
+
+
+_NULLABLE = frozenset({"cron", "every", "input", "version"})
+
+
+async def update_schedule(
+    schedules: Schedules, schedule_id: str, fields: dict[str, Any]
+) -> ScheduleInfo:
+    """Change the fields given of a stored schedule (the CLI's options, a PATCH body).
+
+    Durations are text or seconds, as :func:`schedule_from_fields` takes
+    them; ``version: None`` unpins the runs (the newest version). Nothing is
+    changed when anything is refused.
+
+    Raises:
+        CommandError: No field given, a field unknown, null where it cannot
+            be, or a value refused (the message names the field).
+        ScheduleNotFoundError: No such schedule.
+    """
+    if not fields:
+        names = ", ".join(sorted(CHANGEABLE - {"workflow"}))
+        msg = f"nothing to change in schedule {schedule_id!r}: give one of {names}"
+        raise CommandError(msg)
+    changes = dict(fields)
+    for name, value in fields.items():
+        if value is None and name not in _NULLABLE:
+            msg = f"schedule {schedule_id!r}: {name} cannot be null"
+            raise CommandError(msg)
+        if name in {"every", "catchup", "jitter"} and value is not None:
+            changes[name] = parse_duration(value, name)
+        elif name in {"cron", "tz", "overlap"} and not isinstance(value, str | None):
+            msg = f"schedule {schedule_id!r}: {name} must be a string, not {value!r}"
+            raise CommandError(msg)
+        elif name == "version" and (isinstance(value, bool) or not isinstance(value, int | None)):
+            msg = f"schedule {schedule_id!r}: version must be a whole number or null, not {value!r}"
+            raise CommandError(msg)
+    try:
+        return await schedules.update(schedule_id, **changes)
     except (ValueError, TypeError) as error:
         raise CommandError(str(error)) from None
 

@@ -51,7 +51,7 @@ class Endpoint:
     """One route of the API.
 
     Attributes:
-        method: ``GET``, ``POST`` or ``DELETE``.
+        method: ``GET``, ``POST``, ``PATCH`` or ``DELETE``.
         path: Its path, with ``{name}`` parameters (as Starlette and OpenAPI write them).
         handler: The coroutine answering it.
         summary: One line for the OpenAPI document.

@@ -203,6 +203,16 @@ _SCHEDULES: Final[Mapping[str, dict[str, Any]]] = {
         version={"type": "integer"},
         paused={"type": "boolean"},
     ),
+    "ScheduleUpdate": _closed(
+        cron=_nullable("string"),
+        every={**_DURATION, "type": ["string", "number", "null"]},
+        tz={"type": "string"},
+        input=ANY,
+        overlap={"enum": ["skip", "buffer_one", "buffer_all", "cancel_other", "allow"]},
+        catchup=_DURATION,
+        jitter=_DURATION,
+        version=_nullable("integer"),
+    ),
     "SchedulePause": _closed(note={"type": "string"}),
     "ScheduleTriggered": object_schema(("run_id",), run_id={"type": "string"}),
     "ScheduleBackfill": _closed(

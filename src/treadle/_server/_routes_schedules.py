@@ -1,4 +1,4 @@
-"""Routes of schedules: list, create, show, pause, unpause, trigger, backfill, delete.
+"""Routes of schedules: list, create, show, change, pause, unpause, trigger, backfill, delete.
 
 Each change goes through the one door (:class:`~treadle.Schedules`) as the
 request's actor, who the store records with it. A trigger or a backfill
@@ -17,6 +17,7 @@ from treadle._operations._schedules import (
     schedule_json,
     schedules_of,
     tick_json,
+    update_schedule,
 )
 from treadle._server._body import check_query, json_object, text_field
 from treadle._server._endpoints import Endpoint, Param, actor_of
@@ -35,6 +36,7 @@ FIELDS = (
     "id", "workflow", "cron", "every", "tz", "input", "overlap", "catchup", "jitter", "version",
     "paused",
 )  # fmt: skip
+CHANGED = ("cron", "every", "tz", "input", "overlap", "catchup", "jitter", "version")
 _MOST_TICKS = 500
 
 
@@ -79,6 +81,14 @@ async def show_schedule(request: Request) -> Response:
     data: dict[str, Any] = schedule_json(info, next_count=_count(request, "next", 5))
     data["ticks"] = [tick_json(tick, info.schedule) for tick in recent]
     return JsonResponse({"schedule": data})
+
+
+async def update_schedule_route(request: Request) -> Response:
+    """``PATCH /api/schedules/{schedule_id}``: change the fields given; the rest stay."""
+    check_query(request, ())
+    body = await json_object(request, CHANGED)
+    info = await update_schedule(_schedules(request), request.path_params["schedule_id"], body)
+    return JsonResponse({"schedule": schedule_json(info)})
 
 
 async def pause_schedule(request: Request) -> Response:
@@ -180,6 +190,17 @@ ENDPOINTS = (
             Param("ticks", {"type": "integer"}, "How many recent ticks (default 20)."),
         ),
         errors=(400, 404),
+    ),
+    Endpoint(
+        "PATCH",
+        "/api/schedules/{schedule_id}",
+        update_schedule_route,
+        "Change a schedule (the fields given; new times apply from now on)",
+        response="ScheduleOne",
+        body="ScheduleUpdate",
+        body_required=True,
+        errors=(400, 403, 404, 415),
+        role=Role.OPERATOR,
     ),
     _act("pause", pause_schedule, "Pause a schedule", body="SchedulePause"),
     _act("unpause", unpause_schedule, "Unpause a schedule"),
