@@ -95,6 +95,15 @@ async def test_new_times_apply_at_once_and_each_change_and_tick_is_audited_by_it
     assert (hourly.schedule.cron, hourly.next_tick.timestamp()) == (None, at(12))
     assert await wake_at(runtime, clock, at(12)) == ["digest@20260302T120000Z"]
 
+    # Each change's entry says what it changed, before and after.
+    changes = [
+        e.detail["changed"] for e in await store.read_audit() if e.action == "schedule_updated"
+    ]
+    assert changes == [
+        {"cron": ["0 9 * * *", "30 6 * * *"], "tz": ["Europe/Paris", "America/New_York"]},
+        {"input": ["{nominal}", "day {date}"]},
+        {"cron": ["30 6 * * *", None], "every": [None, 3600.0]},
+    ]
     assert await schedule_audit(store) == [
         ("schedule_created", "ann"),
         ("schedule_updated", "bob"),

@@ -38,7 +38,7 @@ from treadle._stores import _memory_events
 from treadle._stores._audit import Recorded
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from treadle._stores._audit import AuditEntry
     from treadle._stores._memory_ownership import MemoryRun
@@ -137,11 +137,18 @@ class ScheduleBook(Protocol):
     """What the store port asks of a store about schedules (a part of ``Store``)."""
 
     async def put_schedule(
-        self, row: ScheduleRow, *, actor: Actor, action: str, revision: int | None
+        self,
+        row: ScheduleRow,
+        *,
+        actor: Actor,
+        action: str,
+        revision: int | None,
+        detail: Mapping[str, Any] | None = None,
     ) -> ScheduleRow | None:
         """Create (``revision=None``) or replace the schedule, recording ``action`` by ``actor``.
 
-        A replacement applies only if the stored revision is ``revision``;
+        ``detail`` goes into the audit entry beside the schedule's id (what
+        a change changed). A replacement applies only if the stored revision is ``revision``;
         ``None`` is returned when it moved meanwhile (read again and retry).
         The row stored (its revision moved on) is returned.
 
@@ -271,7 +278,13 @@ class MemorySchedules:
         return found
 
     async def put_schedule(
-        self, row: ScheduleRow, *, actor: Actor, action: str, revision: int | None
+        self,
+        row: ScheduleRow,
+        *,
+        actor: Actor,
+        action: str,
+        revision: int | None,
+        detail: Mapping[str, Any] | None = None,
     ) -> ScheduleRow | None:
         """See :meth:`ScheduleBook.put_schedule`."""
         with self._lock:
@@ -291,7 +304,7 @@ class MemorySchedules:
                     row, revision=revision + 1, updated_at=time.time(), updated_by=actor.label
                 )
             rows[row.schedule_id] = stored
-            self._note(row.schedule_id, action, actor, {})
+            self._note(row.schedule_id, action, actor, dict(detail or {}))
             return stored
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRow:

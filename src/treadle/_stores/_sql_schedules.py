@@ -27,7 +27,7 @@ from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES, S
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Awaitable, Callable, Collection, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
     from treadle._stores._write_steps import Backend, Plan
     from treadle._values._actors import Actor
@@ -175,7 +175,12 @@ def _tick_values(tick: TickRow) -> tuple[Any, ...]:
 
 
 def put(
-    row: ScheduleRow, actor: Actor, action: str, revision: int | None, backend: Backend
+    row: ScheduleRow,
+    actor: Actor,
+    action: str,
+    revision: int | None,
+    detail: Mapping[str, Any],
+    backend: Backend,
 ) -> Plan[ScheduleRow | None]:
     """Create or replace a schedule, recorded (see ``ScheduleBook.put_schedule``)."""
     now = time.time()
@@ -194,7 +199,7 @@ def put(
                 raise ScheduleNotFoundError(row.schedule_id)
             return None
         stored = revision + 1
-    yield from record([recorded(row.schedule_id, action, actor, {})], now, backend)
+    yield from record([recorded(row.schedule_id, action, actor, dict(detail))], now, backend)
     return ScheduleRow(
         row.schedule_id,
         row.workflow,
@@ -267,10 +272,17 @@ class SqlSchedules(ABC):
         """Drive the plan ``plan`` makes for this backend, in a transaction of its own."""
 
     async def put_schedule(
-        self, row: ScheduleRow, *, actor: Actor, action: str, revision: int | None
+        self,
+        row: ScheduleRow,
+        *,
+        actor: Actor,
+        action: str,
+        revision: int | None,
+        detail: Mapping[str, Any] | None = None,
     ) -> ScheduleRow | None:
         """See :meth:`~treadle._stores._schedules.ScheduleBook.put_schedule`."""
-        return await self._schedule_write(lambda b: put(row, actor, action, revision, b))
+        noted = detail or {}
+        return await self._schedule_write(lambda b: put(row, actor, action, revision, noted, b))
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRow:
         """See :meth:`~treadle._stores._schedules.ScheduleBook.get_schedule`."""

@@ -259,8 +259,13 @@ class Schedules:
         self._check()
         for _ in range(_RETRIES):
             row = await self.store.get_schedule(schedule_id)
+            changed = change(row)
             stored = await self.store.put_schedule(
-                change(row), actor=self.actor, action=action, revision=row.revision
+                changed,
+                actor=self.actor,
+                action=action,
+                revision=row.revision,
+                detail={"changed": _difference(row, changed)},
             )
             if stored is not None:
                 return info_of(stored)
@@ -418,6 +423,13 @@ def _changed(schedule: Schedule, changes: dict[str, Any]) -> Schedule:
     if fields.get("every") is not None:
         fields.setdefault("cron", None)
     return dataclasses.replace(schedule, **fields)
+
+
+def _difference(before: ScheduleRow, after: ScheduleRow) -> dict[str, list[Any]]:
+    """What a change changed, field by field, as ``[before, after]`` (for its audit entry)."""
+    old = {**before.spec_json(), "paused": before.paused, "note": before.note}
+    new = {**after.spec_json(), "paused": after.paused, "note": after.note}
+    return {name: [old.get(name), value] for name, value in new.items() if old.get(name) != value}
 
 
 def _times(schedule: Schedule) -> tuple[Any, ...]:
