@@ -38,8 +38,11 @@ STOPPED = 7.0
 RUNS = 300
 SUPERSTEPS = 20  # per run: begin + 19 steps
 WORKERS = 3
-BOUND = LEASE + POLL + 1.0
-"""The longest gap allowed between two commits of a run: lease + poll + 1 s of slack."""
+BOUND = LEASE + POLL + 3.0
+"""The longest gap allowed between two commits of a run: lease + poll + 3 s of slack.
+
+A loaded machine delays a takeover's claim and its first commit; the chaos
+campaign allows the same slack. A bound on liveness, not a speed."""
 
 
 @dataclass
@@ -207,7 +210,7 @@ def check(outcome: Outcome) -> list[str]:
     if outcome.max_gap > BOUND:
         problems.append(
             f"run {outcome.max_gap_run} went {outcome.max_gap:.2f} s between two commits"
-            f" (bound: lease {LEASE} + poll {POLL} + 1 s = {BOUND} s); {outcome.stopped} was"
+            f" (bound: lease {LEASE} + poll {POLL} + 3 s = {BOUND} s); {outcome.stopped} was"
             f" stopped {outcome.stopped_for:.1f} s holding {outcome.held_at_stop}, of which its"
             f" open transaction had locked {outcome.locked_at_stop}"
         )
