@@ -19,6 +19,9 @@ from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 T0 = 1_700_000_000.0
 ONE_AT_A_TIME = LimitTerms("api", concurrency=1)
+# A lease a test waits out: long enough for the few calls made under it on a loaded
+# machine, short enough that waiting for it to run out costs each backend little.
+SHORT_LEASE = 1.0
 
 
 async def leased_run(store, run_id, owner="me", duration=30.0):
@@ -80,7 +83,7 @@ async def test_a_call_under_a_lost_lease_enters_nothing_and_releases_nothing(sto
 
 
 async def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(store):
-    dying = await leased_run(store, "r1", owner="dying", duration=3.0)
+    dying = await leased_run(store, "r1", owner="dying", duration=SHORT_LEASE)
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), dying, "g1")
     alive = await leased_run(store, "r2")
     assert (await store.take_slot(ONE_AT_A_TIME, SlotEntry("r2/1/a/0"), alive, "g2")).granted == ()
@@ -92,7 +95,7 @@ async def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(store):
 async def test_a_call_entered_again_after_a_takeover_keeps_its_place(store):
     holder = await leased_run(store, "h")
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("hold"), holder, "g")
-    first = await leased_run(store, "r1", owner="first", duration=3.0)
+    first = await leased_run(store, "r1", owner="first", duration=SHORT_LEASE)
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), first, "g1")
     later = await leased_run(store, "r2")
     await store.take_slot(ONE_AT_A_TIME, SlotEntry("r2/1/a/0"), later, "g2")
