@@ -56,6 +56,17 @@ BACKEND_PARAMS = [
 ]
 
 
+def on_backends(*names: str) -> pytest.MarkDecorator:
+    """Run a ``make_store`` (or ``store``) test on these backends only.
+
+    For a property test whose budget of examples differs by backend: PostgreSQL
+    pays a server round trip per call and a schema per example, so its default
+    budget is smaller, and its full one runs under ``make soak``.
+    """
+    chosen = [param for param in BACKEND_PARAMS if param.values[0] in names]
+    return pytest.mark.parametrize("make_store", chosen, indirect=True)
+
+
 @pytest.fixture(params=BACKEND_PARAMS)
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     """A factory of fresh, empty stores of one backend; each is closed after the test."""

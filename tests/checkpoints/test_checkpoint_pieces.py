@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from store_backends import on_backends
 from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._checkpoints._codec import CheckpointCodec
@@ -226,33 +227,55 @@ operations = st.one_of(
 )
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+def loaded_checkpoints_property(max_examples: int):
+    """The property at a budget of examples (hypothesis fixes the budget as it decorates)."""
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        steps=st.lists(operations, min_size=5, max_size=30), keep_last=st.none() | st.integers(2, 4)
+    )
+    # A list appended to in place, set again, then copied: the stored items, not the mutated one.
+    @example(
+        steps=[
+            ("resume", "r1", 0),
+            ("step", "r1", [("mutate", "log", 0), ("append", "log", 0)], 0, None),
+        ],
+        keep_last=None,
+    )
+    async def check(make_store, steps, keep_last):
+        scenario = Scenario(make_store(keep_last=keep_last))
+        await scenario.start("r1")
+        await scenario.start("r2")
+        for name, run_id, *args in steps:
+            if name == "step":
+                await scenario.step(run_id, *args)
+            elif name in ("fork", "resume"):
+                await scenario.branch(
+                    run_id, args[0], args[1] if args[1:] else 0, fork=name == "fork"
+                )
+            else:
+                await scenario.store.prune(run_id, args[0])
+                await scenario.check()
+        await scenario.check()
+
+    return check
+
+
+# 60 examples on memory and SQLite. PostgreSQL pays a round trip per call and a schema
+# per example (17 s for 60 on a quiet machine): 15 in the default suite, 60 under soak.
+test_every_loaded_checkpoint_equals_the_full_snapshot = on_backends("memory", "sqlite")(
+    loaded_checkpoints_property(60)
 )
-@given(steps=st.lists(operations, min_size=5, max_size=30), keep_last=st.none() | st.integers(2, 4))
-# A list appended to in place and set again, then copied: the stored items, not the mutated list.
-@example(
-    steps=[
-        ("resume", "r1", 0),
-        ("step", "r1", [("mutate", "log", 0), ("append", "log", 0)], 0, None),
-    ],
-    keep_last=None,
+test_every_loaded_checkpoint_equals_the_full_snapshot_on_postgres = on_backends("postgres")(
+    loaded_checkpoints_property(15)
 )
-async def test_every_loaded_checkpoint_equals_the_full_snapshot(make_store, steps, keep_last):
-    scenario = Scenario(make_store(keep_last=keep_last))
-    await scenario.start("r1")
-    await scenario.start("r2")
-    for name, run_id, *args in steps:
-        if name == "step":
-            await scenario.step(run_id, *args)
-        elif name in ("fork", "resume"):
-            await scenario.branch(run_id, args[0], args[1] if args[1:] else 0, fork=name == "fork")
-        else:
-            await scenario.store.prune(run_id, args[0])
-            await scenario.check()
-    await scenario.check()
+test_every_loaded_checkpoint_equals_the_full_snapshot_on_postgres_at_full_budget = pytest.mark.soak(
+    on_backends("postgres")(loaded_checkpoints_property(60))
+)
 
 
 # --- what a store does with pieces ---------------------------------------------------

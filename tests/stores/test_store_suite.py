@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store_backends import on_backends
 from treadle._exceptions import (
     CheckpointNotFoundError,
     DurabilityError,
@@ -769,39 +770,55 @@ async def awaited(method, *args, **kwargs):
     return await method(*args, **kwargs)
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    # make_store is a factory: each example builds and closes its own store.
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+def store_model_property(max_examples: int):
+    """The property at a budget of examples (hypothesis fixes the budget as it decorates)."""
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        # make_store is a factory: each example builds and closes its own store.
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        keep_last=keep_lasts,
+        first_steps=st.lists(creations(), min_size=1, max_size=3),
+        steps=st.lists(operations, min_size=10, max_size=40),
+    )
+    async def check(make_store, make_model, keep_last, first_steps, steps):
+        store, model = make_store(keep_last=keep_last), make_model(keep_last)
+        try:
+            for name, args, kwargs in first_steps + steps:
+                got = await outcome(awaited(getattr(store, name), *args, **kwargs))
+                expected = await outcome(returned(getattr(model, name), *args, **kwargs))
+                assert got == expected, (name, args, kwargs)
+                if name == "set_status" and got[0] == "returned":
+                    # Stamped by the wall clock; test_set_status_changes_status_error_and_time_only
+                    # checks the value.
+                    stamped = (await store.get_run(args[0])).updated_at
+                    model.runs[args[0]] = dataclasses.replace(
+                        model.runs[args[0]], updated_at=stamped
+                    )
+            assert await store.list_runs() == model.list_runs()
+            assert await store.due_runs(T0 + 2) == model.due_runs(T0 + 2)
+            for run_id in model.runs:
+                infos = model.list_checkpoints(run_id)
+                assert await store.list_checkpoints(run_id) == infos
+                for info in infos:
+                    assert await store.load_checkpoint(run_id, info.checkpoint_id) == (
+                        model.load_checkpoint(run_id, info.checkpoint_id)
+                    )
+        finally:
+            await store.close()
+
+    return check
+
+
+# 60 examples on memory and SQLite. PostgreSQL pays a round trip per call and a schema
+# per example (10 s for 60 on a quiet machine): 20 in the default suite, 60 under soak.
+test_every_store_behaves_like_the_model = on_backends("memory", "sqlite")(store_model_property(60))
+test_every_store_behaves_like_the_model_on_postgres = on_backends("postgres")(
+    store_model_property(20)
 )
-@given(
-    keep_last=keep_lasts,
-    first_steps=st.lists(creations(), min_size=1, max_size=3),
-    steps=st.lists(operations, min_size=10, max_size=40),
+test_every_store_behaves_like_the_model_on_postgres_at_full_budget = pytest.mark.soak(
+    on_backends("postgres")(store_model_property(60))
 )
-async def test_every_store_behaves_like_the_model(
-    make_store, make_model, keep_last, first_steps, steps
-):
-    store, model = make_store(keep_last=keep_last), make_model(keep_last)
-    try:
-        for name, args, kwargs in first_steps + steps:
-            got = await outcome(awaited(getattr(store, name), *args, **kwargs))
-            expected = await outcome(returned(getattr(model, name), *args, **kwargs))
-            assert got == expected, (name, args, kwargs)
-            if name == "set_status" and got[0] == "returned":
-                # Stamped by the wall clock; test_set_status_changes_status_error_and_time_only
-                # checks the value.
-                stamped = (await store.get_run(args[0])).updated_at
-                model.runs[args[0]] = dataclasses.replace(model.runs[args[0]], updated_at=stamped)
-        assert await store.list_runs() == model.list_runs()
-        assert await store.due_runs(T0 + 2) == model.due_runs(T0 + 2)
-        for run_id in model.runs:
-            infos = model.list_checkpoints(run_id)
-            assert await store.list_checkpoints(run_id) == infos
-            for info in infos:
-                assert await store.load_checkpoint(run_id, info.checkpoint_id) == (
-                    model.load_checkpoint(run_id, info.checkpoint_id)
-                )
-    finally:
-        await store.close()
