@@ -190,16 +190,31 @@ def committed(result):
     return result.status, result.outputs, dict(result.state), events
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(shapes(), st.integers(0, 100))
-def test_a_limited_run_commits_what_an_unlimited_run_commits(shape, seed):
-    async def scenario():
-        unlimited = await looped_workflow(shape, limited=False).run(seed)
-        limited = await looped_workflow(shape, limited=True).run(seed)
-        assert committed(limited) == committed(unlimited)
-        assert limited.state["calls"] == shape.width * (shape.rounds + 1)
+def limited_equals_unlimited(max_examples: int):
+    """The property at a budget of examples (hypothesis fixes the budget as it decorates)."""
 
-    asyncio.run(scenario())
+    @settings(
+        max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    @given(shapes(), st.integers(0, 100))
+    def check(shape, seed):
+        async def scenario():
+            unlimited = await looped_workflow(shape, limited=False).run(seed)
+            limited = await looped_workflow(shape, limited=True).run(seed)
+            assert committed(limited) == committed(unlimited)
+            assert limited.state["calls"] == shape.width * (shape.rounds + 1)
+
+        asyncio.run(scenario())
+
+    return check
+
+
+# A rate of 2 a second over 24 calls waits 12 s of wall clock: 8 shapes in the default
+# suite, 15 under `make soak`.
+test_a_limited_run_commits_what_an_unlimited_run_commits = limited_equals_unlimited(8)
+test_a_limited_run_commits_what_an_unlimited_run_commits_at_full_budget = pytest.mark.soak(
+    limited_equals_unlimited(15)
+)
 
 
 async def test_stored_runs_count_their_slots_in_the_store(tmp_path):

@@ -11,6 +11,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -127,27 +128,41 @@ async def outcome(wf, mode: str, log: dict):
 MODES = ["off_thread", "lockstep", "deterministic", "run"]
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-@given(graph_specs())
-def test_generated_graphs_are_deterministic_across_repetitions_and_modes(spec):
-    async def scenario():
-        log: dict = {}
-        try:
-            wf = build(spec, log)
-        except TreadleError:
-            return  # a switch left a node unreachable: not a runnable graph (see below)
-        expected = None
-        for repetition in range(20):
-            got = await outcome(wf, MODES[repetition % len(MODES)], log)
-            if expected is None:
-                expected = got
-            assert got == expected, (spec, MODES[repetition % len(MODES)])
+def deterministic_graphs_property(max_examples: int):
+    """The property at a budget of examples (hypothesis fixes the budget as it decorates)."""
 
-    asyncio.run(scenario())
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(graph_specs())
+    def check(spec):
+        async def scenario():
+            log: dict = {}
+            try:
+                wf = build(spec, log)
+            except TreadleError:
+                return  # a switch left a node unreachable: not a runnable graph (see below)
+            expected = None
+            for repetition in range(20):
+                got = await outcome(wf, MODES[repetition % len(MODES)], log)
+                if expected is None:
+                    expected = got
+                assert got == expected, (spec, MODES[repetition % len(MODES)])
+
+        asyncio.run(scenario())
+
+    return check
+
+
+# Each graph runs 20 times: 10 graphs in the default suite, 25 under `make soak`.
+test_generated_graphs_are_deterministic_across_repetitions_and_modes = (
+    deterministic_graphs_property(10)
+)
+test_generated_graphs_are_deterministic_at_full_budget = pytest.mark.soak(
+    deterministic_graphs_property(25)
+)
 
 
 def test_most_generated_graphs_are_runnable():
