@@ -1,8 +1,9 @@
 """The stall campaign: one of three ``treadle worker`` processes SIGSTOPped at any moment.
 
 One try: in a fresh schema with a commit log (:func:`chaos.install_commit_log`),
-a client queues :data:`RUNS` ``counter`` runs; three worker processes
-(lease :data:`LEASE`, poll :data:`POLL`) serve them. Once work is under way,
+a client queues :data:`RUNS` ``counter`` runs (:data:`QUICK_RUNS` in the
+default suite); three worker processes (lease :data:`LEASE`, poll
+:data:`POLL`) serve them. Once work is under way,
 one worker holding running runs is stopped with SIGSTOP for :data:`STOPPED`
 seconds, whatever it is doing (in the middle of a commit too: its open
 transaction then holds that run's row locked), then continued. The figure
@@ -36,6 +37,8 @@ LEASE = 3.0
 POLL = 0.5
 STOPPED = 7.0
 RUNS = 300
+"""Runs per try under ``make soak``; the default suite's one try queues :data:`QUICK_RUNS`."""
+QUICK_RUNS = 200  # on a quiet machine about 130 are still queued at the first takeover
 SUPERSTEPS = 20  # per run: begin + 19 steps
 WORKERS = 3
 BOUND = LEASE + POLL + 3.0
@@ -50,6 +53,7 @@ class Outcome:
     """What one try measured."""
 
     seed: int
+    runs: int = RUNS
     wall: float = 0.0
     stopped: str = ""
     stopped_for: float = 0.0
@@ -65,11 +69,11 @@ class Outcome:
     logs: dict[str, str] = field(default_factory=dict)
 
 
-async def _prepare(dsn: str, schema: str) -> None:
+async def _prepare(dsn: str, schema: str, runs: int) -> None:
     store = PostgresStore(dsn, schema=schema)
     try:
         client = treadle.workers.Client(store)
-        for n in range(RUNS):
+        for n in range(runs):
             job = {"total": SUPERSTEPS - 1, "pause": 0.005}
             await client.start("counter", job, run_id=f"count-{n:03}")
     finally:
@@ -126,11 +130,11 @@ async def _stop_one(
     outcome.stopped_for = time.time() - stopped
 
 
-async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
-    """One try; the schema is dropped afterwards."""
-    outcome = Outcome(seed)
+async def campaign(dsn: str, seed: int, scratch: Path, runs: int = RUNS) -> Outcome:
+    """One try over ``runs`` runs; the schema is dropped afterwards."""
+    outcome = Outcome(seed, runs)
     schema = fresh_schema()
-    await _prepare(dsn, schema)
+    await _prepare(dsn, schema, runs)
     names = [f"s{n}" for n in range(WORKERS)]
     logs = {name: scratch / f"stall-{seed}-{name}.log" for name in names}
     started = time.time()
@@ -142,7 +146,7 @@ async def campaign(dsn: str, seed: int, scratch: Path) -> Outcome:
     }
     try:
         progress = "SELECT count(*) FROM commit_log"
-        threshold = RUNS * SUPERSTEPS * random.Random(seed).uniform(0.03, 0.10)
+        threshold = runs * SUPERSTEPS * random.Random(seed).uniform(0.03, 0.10)
         deadline = time.time() + 60
         while (await run_sql(dsn, schema, progress))[0][0] < threshold:  # type: ignore[operator]
             assert time.time() < deadline, f"the workers committed under {threshold:.0f} in 60 s"
@@ -195,7 +199,7 @@ async def _measure(dsn: str, schema: str, outcome: Outcome) -> None:
 def check(outcome: Outcome) -> list[str]:
     """What one try must show; returns the failures."""
     problems = []
-    if outcome.statuses != {"completed": RUNS}:
+    if outcome.statuses != {"completed": outcome.runs}:
         problems.append(f"not every run completed: {outcome.statuses}")
     if outcome.duplicates:
         problems.append(f"supersteps committed twice: {outcome.duplicates[:5]}")
