@@ -28,7 +28,10 @@ import subprocess
 import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 PRELOAD = ["treadle", "treadle.stores", "treadle._cli._app"]
 """What the fork server imports once: everything a child runs is then in memory."""
@@ -99,6 +102,21 @@ def _child(
     sys.argv = argv
     module, _, function = target.partition(":")
     getattr(importlib.import_module(module), function)(*args)
+
+
+def communicate_all(
+    children: Sequence[Forked], timeout: float | None = None
+) -> list[tuple[int, str, str]]:
+    """Each child's exit code and the rest of its stdout and stderr, all read at once.
+
+    Racers are read together, not one after another: one blocked on a full
+    stderr pipe while the test waits on another (which waits on its lock)
+    would hang the race.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max(len(children), 1)) as readers:
+        ended = [readers.submit(child.communicate, timeout) for child in children]
+        outputs = [future.result() for future in ended]
+    return [(child.wait(), out, err) for child, (out, err) in zip(children, outputs, strict=True)]
 
 
 class Forked:

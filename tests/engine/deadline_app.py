@@ -127,5 +127,10 @@ async def main(where: str, side: str, now: str, mode: str, *args: str) -> None:
         await store.close()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
     asyncio.run(main(*sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,6 +1,8 @@
 """Deadlines on requests, and continuations, across processes: each step a process of its own.
 
-The workflows are ``deadline_app.py``'s; each process is given the time its
+The workflows are ``deadline_app.py``'s, each step run in a process forked
+with treadle imported (``tests/forked.py``: a real process, without a Python
+start per step); each process is given the time its
 fake clock starts at, and counts its handlers' side effects in a SQLite file,
 so "exactly once across restarts" is counted, not assumed. On a SQLite file
 and on PostgreSQL.
@@ -8,16 +10,17 @@ and on PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import forked
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 HERE = Path(__file__).parent
@@ -37,16 +40,21 @@ class App:
         self.tmp_path = tmp_path
         self._races = itertools.count()
 
-    def argv(self, now: float, *args: str) -> list[str]:
+    def start(self, now: float, *args: str) -> forked.Forked:
+        """The step in a process of its own, as ``deadline_app.py`` run with these arguments."""
         script = str(HERE / "deadline_app.py")
-        return [sys.executable, script, self.where, str(self.side), repr(now), *args]
+        return forked.start(
+            "deadline_app:cli",
+            env={**os.environ, "PYTHONPATH": str(HERE)},
+            cwd=HERE,
+            argv=[script, self.where, str(self.side), repr(now), *args],
+        )
 
     def lines(self, now: float, *args: str) -> list[str]:
-        done = subprocess.run(
-            self.argv(now, *args), capture_output=True, text=True, timeout=60, check=False
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip().splitlines()
+        with self.start(now, *args) as step:  # killed if it outlives the timeout
+            out, err = step.communicate(timeout=60)
+        assert step.returncode == 0, err
+        return out.strip().splitlines()
 
     def one(self, now: float, *args: str) -> dict:
         [line] = self.lines(now, *args)
@@ -64,35 +72,22 @@ class App:
         """
         race = next(self._races)
         first, rest = self.tmp_path / f"go-{race}-first", self.tmp_path / f"go-{race}-rest"
-        children = []
-        for n, step in enumerate(steps):
-            go = first if n == 0 else rest
-            errors = (self.tmp_path / f"{go.name}-{n}.err").open("w")
-            children.append(
-                (
-                    subprocess.Popen(
-                        self.argv(now, *step, str(go)),
-                        stdout=subprocess.PIPE,
-                        stderr=errors,
-                        text=True,
-                    ),
-                    errors,
-                )
-            )
-        for child, _ in children:
-            assert child.stdout is not None
-            assert child.stdout.readline() == "ready\n"
-        first.touch()
-        if lead:
-            time.sleep(lead)
-        rest.touch()
+        with contextlib.ExitStack() as running:  # each killed if still running (a failed check)
+            children = [
+                running.enter_context(self.start(now, *step, str(first if n == 0 else rest)))
+                for n, step in enumerate(steps)
+            ]
+            for child in children:
+                line = child.stdout.readline()
+                assert line == "ready\n", (line, child.communicate(timeout=60)[1])
+            first.touch()
+            if lead:
+                time.sleep(lead)
+            rest.touch()
+            ended = forked.communicate_all(children, timeout=60)
         outputs = []
-        for child, errors in children:
-            assert child.stdout is not None
-            out = child.stdout.read()  # through the buffer readline filled, not around it
-            child.stdout.close()
-            assert child.wait(timeout=60) == 0, Path(errors.name).read_text()
-            errors.close()
+        for code, out, err in ended:
+            assert code == 0, err
             outputs.append(out.strip().splitlines())
         return outputs
 
