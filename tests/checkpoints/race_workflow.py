@@ -136,5 +136,10 @@ async def main(command: str, spec: str, side: str, kind: str, run_id: str, *rest
         await store.close()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
     asyncio.run(main(*sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    cli()

@@ -9,18 +9,18 @@ and the history holds one checkpoint per superstep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import race_workflow
 
+import forked
 from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunResult, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
@@ -148,48 +148,37 @@ async def test_concurrent_messages_to_one_session_apply_exactly_one(
 # --- answers, messages and resumes racing, as processes ---------------------------
 
 
-def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+def spawn(*args: str, env: dict[str, str] | None = None) -> forked.Forked:
+    """The script run with ``args`` in a process of its own, forked with treadle imported."""
+    return forked.start(
+        "race_workflow:cli",
+        env={**(os.environ if env is None else env), "PYTHONPATH": str(HERE)},
         cwd=HERE,
-        env=env,
+        argv=[str(SCRIPT), *args],
     )
 
 
 def race(commands: list[list[str]], side: Path, env: dict[str, str] | None) -> list[dict]:
     """Start every command, wait until each is ready, let them go at once; their JSON lines."""
-    children = [spawn(*command, env=env) for command in commands]
-    try:
+    with contextlib.ExitStack() as running:  # each killed if still running (a failed check)
+        children = [running.enter_context(spawn(*command, env=env)) for command in commands]
         for child in children:
-            assert child.stdout is not None
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.stderr.read() if child.stderr else "")
+            assert "ready" in line, (line, child.communicate(timeout=60)[1])
         Path(str(side) + ".go").touch()
-        results = []
-        for child in children:
-            out, err = child.communicate(timeout=60)
-            assert child.returncode == 0, err
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        return results
-    finally:
-        for child in children:
-            child.kill()
+        ended = forked.communicate_all(children, timeout=60)
+    results = []
+    for code, out, err in ended:
+        assert code == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
 
 
 def start(spec: str, side: Path, kind: str, run_id: str, env: dict[str, str] | None) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "start", spec, str(side), kind, run_id],
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-        env=env,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with spawn("start", spec, str(side), kind, run_id, env=env) as started:
+        out, err = started.communicate(timeout=60)
+    assert started.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
