@@ -10,17 +10,17 @@ runs twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 from pause_app import Job, expected_acc, supersteps_logged, ticker
 
+import forked
 from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.stores import PostgresStore, SqliteStore
@@ -101,32 +101,25 @@ def backend(request, tmp_path):
 
 def race(commands: list[list[str]], go: Path, env: dict[str, str] | None) -> list[dict]:
     """Start every caller, wait until each is ready, let them go at once; their JSON lines."""
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(SCRIPT), *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=HERE,
-            env=env,
-        )
-        for command in commands
-    ]
-    try:
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(HERE)}
+    with contextlib.ExitStack() as running:  # each killed if still running (a failed check)
+        children = [
+            running.enter_context(
+                # A process of its own, forked with treadle imported (tests/forked.py).
+                forked.start("pause_app:cli", env=env, cwd=HERE, argv=[str(SCRIPT), *command])
+            )
+            for command in commands
+        ]
         for child in children:
-            assert child.stdout is not None
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.stderr.read() if child.stderr else "")
+            assert "ready" in line, (line, child.communicate(timeout=90)[1])
         go.touch()
-        results = []
-        for child in children:
-            out, err = child.communicate(timeout=90)
-            assert child.returncode == 0, err
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        return results
-    finally:
-        for child in children:
-            child.kill()
+        ended = forked.communicate_all(children, timeout=90)
+    results = []
+    for code, out, err in ended:
+        assert code == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
 
 
 class Truth:
