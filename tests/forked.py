@@ -33,8 +33,18 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-PRELOAD = ["treadle", "treadle.stores", "treadle._cli._app"]
-"""What the fork server imports once: everything a child runs is then in memory."""
+PRELOAD = [
+    "treadle",
+    "treadle.stores",
+    "treadle._cli._app",
+    "treadle._stores._postgres",  # psycopg: for children on PostgreSQL
+    "treadle._server._app",  # the HTTP API, which race tests' senders run in process
+]
+"""What the fork server imports once: everything a child runs is then in memory.
+
+None of it is checked as not imported: tests of what an import loads start
+a real interpreter (``subprocess``).
+"""
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(PRELOAD)
@@ -47,6 +57,7 @@ def start(
     cwd: str | os.PathLike[str] | None = None,
     argv: list[str] | None = None,
     stdin: bool = False,
+    stderr: str | os.PathLike[str] | None = None,
 ) -> Forked:
     """A process forked from the server, running ``target`` (``module:function``) on ``args``.
 
@@ -54,10 +65,18 @@ def start(
     ``PYTHONPATH`` entries go first on its import path, as for a new
     interpreter. ``argv`` is its ``sys.argv`` (a command line's function
     reads it). ``stdin``: a pipe to write its input into, else it reads
-    nothing.
+    nothing. ``stderr``: a file its stderr goes to (appended), for a test
+    that reads it while the process runs on; else a pipe (``Forked.stderr``).
     """
     env = dict(os.environ if env is None else env)
-    out, err = os.pipe(), os.pipe()
+    out = os.pipe()
+    if stderr is None:
+        err = os.pipe()
+    else:  # the file for the child, nothing to read here
+        err = (
+            os.open(os.devnull, os.O_RDONLY),
+            os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+        )
     into = os.pipe() if stdin else None
     # The child's ends (its stdout and stderr to write, its stdin to read), as
     # connections: multiprocessing hands those to the forked process.

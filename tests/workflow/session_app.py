@@ -252,8 +252,13 @@ async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) ->
         await store.close()
 
 
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
+    asyncio.run(main(*sys.argv[1:]))
+
+
 if __name__ == "__main__":
     # Through the module's own name, so that the classes stored are named as the tests name them.
     import session_app
 
-    asyncio.run(session_app.main(*sys.argv[1:]))
+    session_app.cli()

@@ -14,17 +14,17 @@ turns and outputs against that order. On one SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from session_app import session
 
+import forked
 from gates import reached
 from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
@@ -50,14 +50,14 @@ def backend(request, tmp_path):
     drop_schemas_now([schema])
 
 
-def start(command: list[str], env: dict[str, str] | None, errors) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT), *command],
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        text=True,
+def start(command: list[str], env: dict[str, str] | None, errors: Path) -> forked.Forked:
+    """The sender in a process of its own, forked with treadle imported; stderr to ``errors``."""
+    return forked.start(
+        "session_app:cli",
+        env={**(os.environ if env is None else env), "PYTHONPATH": str(HERE)},
         cwd=HERE,
-        env=env,
+        argv=[str(SCRIPT), *command],
+        stderr=errors,
     )
 
 
@@ -68,17 +68,17 @@ def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
     run's lease or by the timer service: every message meets it running.
     """
     logs = [go.with_name(f"sender-{n}.err") for n in range(len(senders))]
-    handles = [log.open("w") for log in logs]
-    children = [start(command, env, out) for command, out in zip(senders, handles, strict=True)]
-    try:
+    with contextlib.ExitStack() as running:  # each killed if still running (a failed check)
+        children = [
+            running.enter_context(start(command, env, log))
+            for command, log in zip(senders, logs, strict=True)
+        ]
         for child in children:
-            assert child.stdout is not None
             line = child.stdout.readline()
             assert "ready" in line, (line, [log.read_text() for log in logs])
         go.touch()
         said = []
         for child in children:  # each says it sent, or was refused, before anything waits
-            assert child.stdout is not None
             said.append(child.stdout.readline())
             assert "sent" in said[-1] or "error" in said[-1], (
                 said[-1],
@@ -89,20 +89,12 @@ def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
             assert time.monotonic() < deadline, "no turn reached the gate"
             time.sleep(0.02)
         gate.touch()
-        outcomes = []
-        for child, first, log in zip(children, said, logs, strict=True):
-            assert child.stdout is not None
-            out = child.stdout.read()  # to its end: the process has exited
-            assert child.wait(timeout=DEADLINE) == 0, log.read_text()
-            outcomes.append(json.loads((first + out).strip().splitlines()[-1]))
-        return outcomes
-    finally:
-        for child, handle in zip(children, handles, strict=True):
-            child.kill()
-            child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
-            handle.close()
+        ended = forked.communicate_all(children, timeout=DEADLINE)
+    outcomes = []
+    for (code, out, _), first, log in zip(ended, said, logs, strict=True):
+        assert code == 0, log.read_text()
+        outcomes.append(json.loads((first + out).strip().splitlines()[-1]))
+    return outcomes
 
 
 async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
