@@ -11,6 +11,8 @@ policies queued.
 ``admit-and-die SPEC WORKFLOW KEY N``: has a start admitted and leased to
 it, then dies (SIGKILL) before starting the run.
 
+``open SPEC``: opens the store (which makes its tables), and closes it.
+
 Each handler appends a line to ``$START_LOG`` as it begins and as it ends
 (``{"n", "key", "at", "edge"}``), so the test sees which runs overlapped.
 A SPEC starting with ``postgresql`` is a DSN (its schema in ``$START_SCHEMA``);
@@ -124,7 +126,19 @@ async def admit_and_die(spec: str, name: str, key: str, n: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-COMMANDS = {"start": start, "serve": serve, "admit-and-die": admit_and_die}
+async def open_store(spec: str) -> None:
+    store = store_of(spec)
+    await store.list_runs()
+    await store.close()
+
+
+COMMANDS = {"start": start, "serve": serve, "admit-and-die": admit_and_die, "open": open_store}
+
+
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
+    asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))
+
 
 if __name__ == "__main__":
-    asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))
+    cli()

@@ -13,21 +13,22 @@ is started by a separate serving process (a ``Runtime``; on PostgreSQL a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
+import forked
 from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 
-# Eight interpreters starting at once, and a server: minutes on a loaded machine.
+# Eight processes racing, and a server: minutes on a loaded machine.
 pytestmark = pytest.mark.timeout(300)
 
 HERE = Path(__file__).parent
@@ -78,27 +79,22 @@ class Backend:
 
     def prepare(self) -> None:
         """Make the tables (a process opening the store would), and the input log."""
-        opened = self.script("open")
+        opened = self.script("open", self.spec)
         assert opened.returncode == 0, opened.stderr
         self.sql(_SQLITE_INPUTS if self.schema is None else _POSTGRES_INPUTS, script=True)
 
-    def script(self, *arguments: str, lease: float | None = None) -> subprocess.CompletedProcess:
+    def spawn(
+        self, *arguments: str, lease: float | None = None, stderr: Path | None = None
+    ) -> forked.Forked:
+        """``start_race_app.py arguments`` in a process forked with treadle imported (forked.py)."""
         env = self.env if lease is None else {**self.env, "START_LEASE": str(lease)}
-        return subprocess.run(
-            [sys.executable, "-c", _OPEN, self.spec] if arguments == ("open",) else
-            [sys.executable, str(SCRIPT), *arguments],
-            capture_output=True, text=True, cwd=HERE, env=env, timeout=90, check=False,
-        )  # fmt: skip
+        argv = [str(SCRIPT), *arguments]
+        return forked.start("start_race_app:cli", env=env, cwd=HERE, argv=argv, stderr=stderr)
 
-
-_OPEN = (
-    "import asyncio, sys, start_race_app as app\n"
-    "async def main():\n"
-    "    store = app.store_of(sys.argv[1])\n"
-    "    await store.list_runs()\n"
-    "    await store.close()\n"
-    "asyncio.run(main())\n"
-)
+    def script(self, *arguments: str, lease: float | None = None) -> subprocess.CompletedProcess:
+        with self.spawn(*arguments, lease=lease) as child:  # killed if it outlives the timeout
+            out, err = child.communicate(timeout=90)
+        return subprocess.CompletedProcess(arguments, child.wait(), out, err)
 
 
 def _postgres(env: dict[str, str], log: Path):
@@ -134,36 +130,23 @@ def postgres(tmp_path):
 
 def race(backend: Backend, starts: list[tuple[str, str, int, str]], go: Path) -> list[dict]:
     """Start every starter, wait until each is ready, let them go at once; what each was told."""
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(SCRIPT), "start", backend.spec, name, key, str(n), dedup, str(go)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=HERE,
-            env=backend.env,
-        )
-        for name, key, n, dedup in starts
-    ]
-    try:
+    with contextlib.ExitStack() as running:  # each killed if still running (a failed check)
+        children = [
+            running.enter_context(
+                backend.spawn("start", backend.spec, name, key, str(n), dedup, str(go))
+            )
+            for name, key, n, dedup in starts
+        ]
         for child in children:
-            assert child.stdout is not None
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.stderr.read() if child.stderr else "")
+            assert "ready" in line, (line, child.communicate(timeout=90)[1])
         go.touch()
-        told = []
-        for child in children:
-            out, err = child.communicate(timeout=90)
-            assert child.returncode == 0, err
-            told.append(json.loads(out.strip().splitlines()[-1]))
-        return told
-    finally:
-        for child in children:
-            child.kill()
-            child.wait()
-            for stream in (child.stdout, child.stderr):
-                if stream is not None:
-                    stream.close()
+        ended = forked.communicate_all(children, timeout=90)
+    told = []
+    for code, out, err in ended:
+        assert code == 0, err
+        told.append(json.loads(out.strip().splitlines()[-1]))
+    return told
 
 
 class Serving:
@@ -173,28 +156,20 @@ class Serving:
         self.backend, self.kind = backend, kind
 
     def __enter__(self) -> Serving:
-        self.process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "serve", self.backend.spec, self.kind],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=HERE,
-            env=self.backend.env,
-        )
+        # Its stderr to a file: a pipe nobody reads until it dies could fill and stop it.
+        self.errors = self.backend.log.with_name(f"{self.kind}.err")
+        self.process = self.backend.spawn("serve", self.backend.spec, self.kind, stderr=self.errors)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.process.kill()
-        self.process.wait()
-        if self.process.stderr is not None:  # read by until() only when it died
-            self.process.stderr.close()
+        self.process.__exit__()  # killed, reaped, its pipes closed
 
     def until(self, condition, what: str) -> None:
         """Poll ``condition`` until it holds; fail if the server died or the deadline passed."""
         deadline = time.monotonic() + DEADLINE
         while not condition():
             if self.process.poll() is not None:
-                pytest.fail(f"the {self.kind} died: {self.process.stderr.read()}")
+                pytest.fail(f"the {self.kind} died: {self.errors.read_text()}")
             assert time.monotonic() < deadline, f"{what}: not within {DEADLINE} s"
             time.sleep(0.1)
 
