@@ -130,10 +130,16 @@ def communicate_all(
 
     Racers are read together, not one after another: one blocked on a full
     stderr pipe while the test waits on another (which waits on its lock)
-    would hang the race.
+    would hang the race. Should one outlive ``timeout``, every one still
+    running is killed.
     """
     with concurrent.futures.ThreadPoolExecutor(max(len(children), 1)) as readers:
-        ended = [readers.submit(child.communicate, timeout) for child in children]
+        ended = [readers.submit(child.communicate) for child in children]
+        if concurrent.futures.wait(ended, timeout).not_done:  # none left running, nor read
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+            raise subprocess.TimeoutExpired(f"{len(children)} forked processes", timeout or 0)
         outputs = [future.result() for future in ended]
     return [(child.wait(), out, err) for child, (out, err) in zip(children, outputs, strict=True)]
 
@@ -187,6 +193,14 @@ class Forked:
                 if self.poll() is not None:
                     self.stdout.close()
                     self.stderr.close()
+
+    def finish(self, timeout: float) -> tuple[int, str, str]:
+        """Its exit code and the rest of its stdout and stderr; killed if it outlives ``timeout``.
+
+        (``communicate`` waits for the pipes to close even after its timeout.)
+        """
+        [ended] = communicate_all([self], timeout)
+        return ended
 
     def __enter__(self) -> Forked:
         return self

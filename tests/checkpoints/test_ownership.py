@@ -164,7 +164,7 @@ def race(commands: list[list[str]], side: Path, env: dict[str, str] | None) -> l
         children = [running.enter_context(spawn(*command, env=env)) for command in commands]
         for child in children:
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.communicate(timeout=60)[1])
+            assert "ready" in line, (line, child.finish(60)[2])
         Path(str(side) + ".go").touch()
         ended = forked.communicate_all(children, timeout=60)
     results = []
@@ -176,8 +176,8 @@ def race(commands: list[list[str]], side: Path, env: dict[str, str] | None) -> l
 
 def start(spec: str, side: Path, kind: str, run_id: str, env: dict[str, str] | None) -> dict:
     with spawn("start", spec, str(side), kind, run_id, env=env) as started:
-        out, err = started.communicate(timeout=60)
-    assert started.returncode == 0, err
+        code, out, err = started.finish(60)
+    assert code == 0, err
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -51,9 +51,9 @@ class App:
         )
 
     def lines(self, now: float, *args: str) -> list[str]:
-        with self.start(now, *args) as step:  # killed if it outlives the timeout
-            out, err = step.communicate(timeout=60)
-        assert step.returncode == 0, err
+        with self.start(now, *args) as step:
+            code, out, err = step.finish(60)
+        assert code == 0, err
         return out.strip().splitlines()
 
     def one(self, now: float, *args: str) -> dict:
@@ -79,7 +79,7 @@ class App:
             ]
             for child in children:
                 line = child.stdout.readline()
-                assert line == "ready\n", (line, child.communicate(timeout=60)[1])
+                assert line == "ready\n", (line, child.finish(60)[2])
             first.touch()
             if lead:
                 time.sleep(lead)

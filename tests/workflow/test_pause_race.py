@@ -112,7 +112,7 @@ def race(commands: list[list[str]], go: Path, env: dict[str, str] | None) -> lis
         ]
         for child in children:
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.communicate(timeout=90)[1])
+            assert "ready" in line, (line, child.finish(90)[2])
         go.touch()
         ended = forked.communicate_all(children, timeout=90)
     results = []

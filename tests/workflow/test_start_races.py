@@ -92,9 +92,8 @@ class Backend:
         return forked.start("start_race_app:cli", env=env, cwd=HERE, argv=argv, stderr=stderr)
 
     def script(self, *arguments: str, lease: float | None = None) -> subprocess.CompletedProcess:
-        with self.spawn(*arguments, lease=lease) as child:  # killed if it outlives the timeout
-            out, err = child.communicate(timeout=90)
-        return subprocess.CompletedProcess(arguments, child.wait(), out, err)
+        with self.spawn(*arguments, lease=lease) as child:
+            return subprocess.CompletedProcess(arguments, *child.finish(90))
 
 
 def _postgres(env: dict[str, str], log: Path):
@@ -139,7 +138,7 @@ def race(backend: Backend, starts: list[tuple[str, str, int, str]], go: Path) ->
         ]
         for child in children:
             line = child.stdout.readline()
-            assert "ready" in line, (line, child.communicate(timeout=90)[1])
+            assert "ready" in line, (line, child.finish(90)[2])
         go.touch()
         ended = forked.communicate_all(children, timeout=90)
     told = []
