@@ -146,6 +146,12 @@ async def main(mode: str, where: str, run_id: str, *rest: str) -> None:
         await store.close()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
+    global LOG  # noqa: PLW0603 - the process's one log, which every executor appends to
     LOG = Path(sys.argv[3])
     asyncio.run(main(sys.argv[1], sys.argv[2], *sys.argv[4:]))
+
+
+if __name__ == "__main__":
+    cli()

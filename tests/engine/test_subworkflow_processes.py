@@ -1,6 +1,7 @@
 """Sub-workflows across processes: answered through the parent, killed inside, raced.
 
-Each step is a real process (``subworkflow_app.py``) on a real store file or
+Each step is a real process (``subworkflow_app.py``, forked with treadle
+imported: ``tests/forked.py``) on a real store file or
 PostgreSQL schema: the process that asks exits, another answers through the
 parent run's id, a SIGKILL inside the sub-workflow is resumed by a third,
 and two answerers racing for one request are told the truth.
@@ -10,41 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+import forked
 from engine import subworkflow_app
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 
-APP = str(Path(__file__).parent / "subworkflow_app.py")
+HERE = Path(__file__).parent
+APP = str(HERE / "subworkflow_app.py")
 
 
 def app(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = None
+    """``subworkflow_app.py args`` in a process of its own, to its end."""
+    with spawn(*args, crash_at=crash_at) as step:
+        return subprocess.CompletedProcess(args, *step.finish(60))
+
+
+def spawn(*args: str, crash_at: str | None = None) -> forked.Forked:
+    """``subworkflow_app.py args`` in a process forked with treadle imported."""
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
     if crash_at is not None:
-        import os  # noqa: PLC0415 - only the crash needs the environment
-
-        env = {**os.environ, "CRASH_AT": crash_at}
-    return subprocess.run(
-        [sys.executable, APP, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-
-
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, APP, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        env["CRASH_AT"] = crash_at
+    return forked.start("subworkflow_app:cli", env=env, cwd=HERE, argv=[APP, *args])
 
 
 def last_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -126,7 +121,10 @@ async def race_answers(where: str, tmp_path: Path) -> None:
         spawn("respond", where, str(log), "raced", request_id, verdict)
         for verdict in ("yes", "no", "yes", "no")
     ]
-    said = [(await asyncio.to_thread(p.communicate))[0].strip().splitlines()[-1] for p in answerers]
+    ended = await asyncio.to_thread(forked.communicate_all, answerers, 60)
+    for code, _, err in ended:
+        assert code == 0, err
+    said = [out.strip().splitlines()[-1] for _, out, _ in ended]
     won = [json.loads(line) for line in said if not line.startswith("refused")]
     refused = [line for line in said if line.startswith("refused")]
     # Exactly one answer is applied; every other answerer is told its answer lost.
