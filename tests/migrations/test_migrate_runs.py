@@ -2,7 +2,8 @@
 
 The runs are made through the public API on a real store (a SQLite file, or
 PostgreSQL in a schema of its own) and moved by real ``treadle migrate``
-processes; moved runs are then answered with version 2's code and finish
+processes (racers forked with the command line imported, ``tests/forked.py``);
+moved runs are then answered with version 2's code and finish
 on it. Must-show 2 of issue 19: a migration renaming an executor and adding
 a state key moves 1,000 parked runs (200 in the default suite, 1,000
 under ``make soak``); ``--dry-run`` first reports exactly the runs it then
@@ -12,14 +13,14 @@ moves; a run that cannot move is named with its reason and left untouched.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import migrate_app
 import pytest
 from migrate_app import Decision, intake, intake_v1
 
-from cli.treadle_cli import TREADLE, Cli
+import forked
+from cli.treadle_cli import Cli
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.errors import VersionMismatchError
@@ -142,21 +143,11 @@ async def test_migrations_racing_move_each_run_once_and_nobody_is_told_a_move_it
 ):
     cli, store = where
     asked = await park(store, 60)
-    racers = [
-        subprocess.Popen(  # noqa: ASYNC220 - started at once, then waited for
-            [TREADLE, "migrate", "--app", "migrate_app", "--from", "1", "--to", "2", "--json"],
-            cwd=cli.cwd,
-            env=cli.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
+    command = ["migrate", "--app", "migrate_app", "--from", "1", "--to", "2", "--json"]
+    racers = [cli.fork(*command) for _ in range(3)]  # started at once, then waited for
     reports = []
-    for racer in racers:
-        out, err = racer.communicate(timeout=60)
-        assert racer.returncode in (0, 1), err
+    for code, out, err in forked.communicate_all(racers, timeout=60):
+        assert code in (0, 1), err
         reports.append(json.loads(out))
     claimed: list[str] = []
     for report in reports:
@@ -237,27 +228,17 @@ async def test_answers_racing_a_migration_are_never_lost_and_never_told_a_lie(wh
         ["respond", run_id, request_id, '{"approved": true}', "--app", "migrate_app:intake_v1"]
         for run_id, request_id in asked.items()
     ]
-    racers = [
-        subprocess.Popen(  # noqa: ASYNC220 - started at once, then waited for
-            [TREADLE, *command],
-            cwd=cli.cwd,
-            env=cli.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for command in commands
-    ]
-    outcomes = [(racer, *racer.communicate(timeout=60)) for racer in racers]
+    racers = [cli.fork(*command) for command in commands]  # started at once, then waited for
+    outcomes = forked.communicate_all(racers, timeout=60)
     migrated, *answers = outcomes
     report = {r["run_id"]: r for r in json.loads(migrated[1])["runs"]}
     taken = 0
-    for (racer, out, err), run_id in zip(answers, asked, strict=True):
+    for (code, out, err), run_id in zip(answers, asked, strict=True):
         row = await store.get_run(run_id)
         moved = report.get(run_id, {}).get("outcome") == "moved"
         assert moved == (row.version == 2), (run_id, report.get(run_id), row)
         kept = await store.answer_of(run_id, asked[run_id])
-        if racer.returncode not in (0, 3):  # told it was refused: nothing was kept
+        if code not in (0, 3):  # told it was refused: nothing was kept
             assert kept is None, (run_id, err)
             continue
         taken += 1
