@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +12,13 @@ from pydantic_ai import Agent
 from refund_app import build
 from scripted import Call, counted, scripted
 
+from cli.treadle_cli import Cli
 from treadle import RunStatus, WorkflowBuilder
 from treadle.agents import AgentExecutor, ToolApproval, ToolDecision
 from treadle.errors import InvalidResponseError
 from treadle.stores import MemoryStore, SqliteStore
 
 HERE = Path(__file__).parent
-TREADLE = str(Path(sys.executable).parent / "treadle")
 
 
 async def ask(tmp_path: Path, run_id: str = "refund-1"):
@@ -120,23 +118,12 @@ def test_tool_decisions_refuse_contradictions_where_they_are_made():
 @pytest.mark.integration
 def test_a_refund_asked_in_one_process_is_answered_by_treadle_respond_in_another(tmp_path):
     side = tmp_path / "side.sqlite"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")},
-        "PYTHONPATH": str(HERE),
-        "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
-        "REFUND_SIDE": str(side),
-    }
+    cli = Cli(tmp_path, PYTHONPATH=str(HERE), REFUND_SIDE=str(side))
 
     def treadle(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
+        """The command in a process of its own, forked with the command line imported."""
+        with cli.fork(*args) as command:
+            return subprocess.CompletedProcess(args, *command.finish(50))
 
     started = treadle(
         "run",
@@ -201,25 +188,12 @@ async def test_two_calls_needing_approval_in_one_response_are_asked_one_after_th
 
 @pytest.fixture
 def refund_cli(tmp_path: Path):
-    """``treadle`` on a refund run ``r1`` waiting for approval: (treadle, request_id)."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")},
-        "PYTHONPATH": str(HERE),
-        "TREADLE_STORE": str(tmp_path / "runs.sqlite"),
-        "REFUND_SIDE": str(tmp_path / "side.sqlite"),
-    }
+    """``treadle`` on a refund run ``r1`` waiting for approval: (treadle, request_id).
 
-    def treadle(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            check=False,
-        )
-
+    Each command runs in the test's process (``Cli``): what these tests check
+    is what the command says, which needs no process of its own.
+    """
+    treadle = Cli(tmp_path, PYTHONPATH=str(HERE), REFUND_SIDE=str(tmp_path / "side.sqlite"))
     started = treadle(
         "run", "refund_app:desk", "--input", '"Refund A1."', "--run-id", "r1", "--json"
     )
@@ -228,7 +202,6 @@ def refund_cli(tmp_path: Path):
     return treadle, request["request_id"]
 
 
-@pytest.mark.integration
 def test_an_empty_decision_is_refused_naming_action_and_nothing_is_approved(refund_cli, tmp_path):
     treadle, request_id = refund_cli
     empty = treadle("respond", "r1", request_id, "{}")
@@ -240,7 +213,6 @@ def test_an_empty_decision_is_refused_naming_action_and_nothing_is_approved(refu
     assert counted(tmp_path / "side.sqlite") == {}
 
 
-@pytest.mark.integration
 def test_an_edit_that_does_not_fit_the_tool_is_refused_naming_the_field(refund_cli, tmp_path):
     treadle, request_id = refund_cli
     bad = '{"action": "edit", "args": {"order": "A1", "cents": "lots"}}'
@@ -259,7 +231,6 @@ def test_an_edit_that_does_not_fit_the_tool_is_refused_naming_the_field(refund_c
     assert counted(tmp_path / "side.sqlite") == {"refund": 1}
 
 
-@pytest.mark.integration
 def test_already_answered_shows_the_answer_as_plain_json(refund_cli):
     treadle, request_id = refund_cli
     first = treadle("respond", "r1", request_id, '{"action": "refuse", "reason": "no"}')
