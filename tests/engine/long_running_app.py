@@ -129,5 +129,10 @@ async def main(store_path: str, side_path: str, clock_path: str, mode: str, *arg
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
     sys.exit(asyncio.run(main(*sys.argv[1:])))
+
+
+if __name__ == "__main__":
+    cli()

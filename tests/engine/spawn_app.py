@@ -32,5 +32,10 @@ async def main(path: str) -> None:
     await build(SqliteStore(path)).run("go", run_id="s1")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
     asyncio.run(main(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,4 +1,8 @@
-"""Durable waits across processes and restarts, on real SQLite files."""
+"""Durable waits across processes and restarts, on real SQLite files.
+
+Each process is forked with treadle imported (``tests/forked.py``): a real
+process of its own, killed with SIGKILL where a test kills it.
+"""
 
 import asyncio
 import json
@@ -6,12 +10,12 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import forked
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import RunTimeoutError
 from treadle.stores import SqliteStore
@@ -21,7 +25,7 @@ HERE = Path(__file__).parent
 
 
 class App:
-    """Drives long_running_app.py in subprocesses sharing files and a clock."""
+    """Drives long_running_app.py in processes sharing files and a clock."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.store = tmp_path / "runs.sqlite"
@@ -32,22 +36,22 @@ class App:
     def set_time(self, now: float) -> None:
         self.clock.write_text(repr(now))
 
-    def argv(self, *args: str) -> list[str]:
+    def start(self, *args: str) -> forked.Forked:
+        """``long_running_app.py`` with ``args`` in a process of its own."""
         script = str(HERE / "long_running_app.py")
         paths = (str(self.store), str(self.side), str(self.clock))
-        return [sys.executable, script, *paths, *args]
+        env = {**os.environ, "PYTHONPATH": str(HERE)}
+        return forked.start("long_running_app:cli", env=env, cwd=HERE, argv=[script, *paths, *args])
 
     def run(self, *args: str) -> tuple[int, list[str]]:
-        done = subprocess.run(
-            self.argv(*args), capture_output=True, text=True, timeout=60, check=False
-        )
-        assert done.returncode in (0, 2), done.stderr
-        return done.returncode, done.stdout.strip().splitlines()
+        with self.start(*args) as step:
+            code, out, err = step.finish(60)
+        assert code in (0, 2), err
+        return code, out.strip().splitlines()
 
     def run_then_kill(self, *args: str) -> list[dict]:
         """Run until the app says it is idle, then SIGKILL it; return its reports."""
-        with subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, text=True) as child:
-            assert child.stdout is not None
+        with self.start(*args) as child:
             reports = []
             for line in child.stdout:
                 if line.strip() == "idle":
@@ -208,10 +212,9 @@ def test_spawned_work_lost_to_a_crash_is_reported_to_its_executor(tmp_path):
     import spawn_app  # noqa: PLC0415 - the script doubles as the workflow definition
 
     path = tmp_path / "runs.sqlite"
-    with subprocess.Popen(
-        [sys.executable, str(HERE / "spawn_app.py"), str(path)], stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    argv = [str(HERE / "spawn_app.py"), str(path)]
+    with forked.start("spawn_app:cli", env=env, cwd=HERE, argv=argv) as child:
         assert child.stdout.readline().strip() == "working"
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
