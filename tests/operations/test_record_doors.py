@@ -24,6 +24,7 @@ import httpx
 import pytest
 from record_app import record
 
+import forked
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from server.conftest import ServeProcess
 from treadle import Actor
@@ -63,9 +64,10 @@ class Door:
         raise NotImplementedError
 
     def treadle(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TREADLE, *args], env=self.env, capture_output=True, text=True, timeout=60, check=False
-        )
+        """The command in a process of its own, forked with the command line imported."""
+        argv = [TREADLE, *args]
+        with forked.start("treadle._cli._app:main", env=self.env, argv=argv) as command:
+            return subprocess.CompletedProcess(argv, *command.finish(60))
 
     async def close(self) -> None:
         return None
