@@ -180,7 +180,13 @@ class Forked:
         self._process.kill()
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        """Its stdin closed, what it writes until it ends (read as it comes), its end awaited."""
+        """Its stdin closed, what it writes until it ends (read as it comes), its end awaited.
+
+        Once its pipes were read to their end, nothing more: ``("", "")``.
+        """
+        if self.stdout.closed:  # read by an earlier call
+            self.wait(timeout)
+            return "", ""
         if self.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 self.stdin.close()

@@ -1,8 +1,10 @@
 """One owner per run, as the `treadle` command shows it: Ctrl-C detaches, busy runs, orphans.
 
-Every test drives the real command in subprocesses on a SQLite file. The
-``slow_app:gated`` workflow holds superstep 2 until the test creates its gate
-file, so "during superstep 2" is a state the test waits for, not a guess.
+Every test drives the real command in processes of its own on a SQLite file
+(forked with the command line imported, ``cli.fork``; the Ctrl-C on a
+terminal starts it on a pseudo-terminal). The ``slow_app:gated`` workflow
+holds superstep 2 until the test creates its gate file, so "during
+superstep 2" is a state the test waits for, not a guess.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from treadle_cli import TREADLE, Cli, seconds
 from gates import wait_for_file
 
 if TYPE_CHECKING:
-    import subprocess
+    from forked import Forked
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +44,13 @@ def input_for(gate: Path) -> str:
     return json.dumps(str(gate))
 
 
-def end(process: subprocess.Popen[str]) -> None:
+def end(process: Forked) -> None:
     """SIGKILL ``process`` (if it still runs), reap it and close its pipes."""
     process.kill()
     process.communicate()
 
 
-def pause_outside_a_write(process: subprocess.Popen[str], db: Path) -> None:
+def pause_outside_a_write(process: Forked, db: Path) -> None:
     """SIGSTOP ``process`` at a moment it holds no write lock on ``db`` (else others would wait)."""
     deadline = time.monotonic() + 30
     while True:
@@ -130,14 +132,14 @@ def test_ctrl_c_in_a_terminal_detaches_the_run_and_resume_completes_it(tmp_path)
 def test_ctrl_c_on_resume_detaches_too(tmp_path):
     cli = Cli(tmp_path)
     gate = gate_of(tmp_path)
-    running = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r2")
+    running = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r2")
     wait_for_file(gate.with_name("gate.reached"), running)
     running.send_signal(signal.SIGINT)
     _, first_err = running.communicate(timeout=30)
     assert running.returncode == 130, first_err
     gate.with_name("gate.reached").unlink()
 
-    resuming = cli.start("resume", "r2")
+    resuming = cli.fork("resume", "r2")
     wait_for_file(gate.with_name("gate.reached"), resuming)  # resume is in superstep 2 now
     resuming.send_signal(signal.SIGINT)
     out, err = resuming.communicate(timeout=30)
@@ -155,7 +157,7 @@ def test_ctrl_c_on_resume_detaches_too(tmp_path):
 def test_a_run_another_process_owns_is_refused_in_one_line_or_waited_for(tmp_path):
     cli = Cli(tmp_path)
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r3")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r3")
     try:
         wait_for_file(gate.with_name("gate.reached"), owner)
 
@@ -178,7 +180,7 @@ def test_a_run_another_process_owns_is_refused_in_one_line_or_waited_for(tmp_pat
         assert "Traceback" not in refused.stderr
         assert cli.checkpoints("r3") == [0, 1]
 
-        waiting = cli.start("resume", "r3", "--wait")
+        waiting = cli.fork("resume", "r3", "--wait")
         gate.touch()
         out, err = owner.communicate(timeout=30)
         assert owner.returncode == 0, err
@@ -193,7 +195,7 @@ def test_a_run_another_process_owns_is_refused_in_one_line_or_waited_for(tmp_pat
 def test_a_killed_owner_leaves_its_run_orphaned_until_resume_takes_it_over(tmp_path):
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r4")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r4")
     wait_for_file(gate.with_name("gate.reached"), owner)
     end(owner)
 
@@ -216,7 +218,7 @@ def test_a_killed_owner_leaves_its_run_orphaned_until_resume_takes_it_over(tmp_p
 def test_an_owner_paused_past_its_lease_is_orphaned_and_fenced_out(tmp_path):
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r5")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r5")
     try:
         wait_for_file(gate.with_name("gate.reached"), owner)
         pause_outside_a_write(owner, tmp_path / "runs.sqlite")  # alive, renewing nothing
@@ -264,12 +266,12 @@ def test_an_answer_to_an_answered_request_is_refused_in_one_line(tmp_path):
 def test_the_sqlite_worker_parks_what_it_cannot_load_and_logs_each_line_once(tmp_path):
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r6")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r6")
     wait_for_file(gate.with_name("gate.reached"), owner)
     end(owner)
 
     # This worker serves cli_app only: it claims the orphan once its lease ends, and parks it.
-    worker = cli.start("worker", "--app", "cli_app", "--poll-interval", "0.05")
+    worker = cli.fork("worker", "--app", "cli_app", "--poll-interval", "0.05")
     try:
         deadline = time.monotonic() + 30
         while not (shown := cli.json("show", "r6"))["parked"]:
@@ -307,7 +309,7 @@ def test_the_sqlite_worker_parks_what_it_cannot_load_and_logs_each_line_once(tmp
 def test_only_treadle_cancel_cancels_and_the_owner_then_commits_nothing_more(tmp_path):
     cli = Cli(tmp_path)
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r7")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r7")
     try:
         wait_for_file(gate.with_name("gate.reached"), owner)
         cancelled = cli("cancel", "r7")
@@ -328,12 +330,12 @@ def test_stopping_the_sqlite_worker_leaves_the_run_it_advances_resumable(tmp_pat
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
     reached = gate.with_name("gate.reached")
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r8")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "r8")
     wait_for_file(reached, owner)
     end(owner)
     reached.unlink()
 
-    worker = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    worker = cli.fork("worker", "--app", "slow_app", "--poll-interval", "0.05")
     try:
         wait_for_file(reached, worker)  # the worker took the orphan over: superstep 2 again
         worker.send_signal(signal.SIGTERM)
@@ -356,7 +358,7 @@ def test_a_run_whose_owner_was_killed_is_orphaned_after_its_lease_and_a_worker_c
 ):
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
-    owner = cli.start("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "k1")
+    owner = cli.fork("run", "slow_app:gated", "--input", input_for(gate), "--run-id", "k1")
     wait_for_file(gate.with_name("gate.reached"), owner)
     end(owner)  # SIGKILL in superstep 2
 
@@ -364,7 +366,7 @@ def test_a_run_whose_owner_was_killed_is_orphaned_after_its_lease_and_a_worker_c
     assert (row["status"], row["orphaned"]) == ("running", True)
     assert "running (orphaned)" in cli("runs").stdout
     gate.touch()
-    worker = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    worker = cli.fork("worker", "--app", "slow_app", "--poll-interval", "0.05")
     try:
         deadline = time.monotonic() + 30
         while (shown := cli.json("show", "k1"))["status"] != "completed":
@@ -390,7 +392,7 @@ def test_a_worker_given_one_workflow_wakes_its_timers_on_time_and_parks_the_othe
             started = cli("run", f"slow_app:{name}", "--input", "1", "--run-id", f"{name}-{n}")
             assert started.returncode == 3, started.stderr  # waiting on its timer
     due = {r["run_id"]: seconds(r["wake_at"]) for r in cli.json("runs")["runs"]}
-    worker = cli.start("worker", "--app", "slow_app:nap_a", "--poll-interval", "0.05")
+    worker = cli.fork("worker", "--app", "slow_app:nap_a", "--poll-interval", "0.05")
     try:
         deadline = time.monotonic() + 30
         while True:
