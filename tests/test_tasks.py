@@ -11,10 +11,11 @@ went on to read a closed store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
-from treadle._tasks import cancel_and_wait, close_group, wait_cancelled
+from treadle._tasks import cancel_and_wait, close_group, stop_if_cancelled, wait_cancelled
 
 
 async def _winds_down(ended: asyncio.Event) -> None:
@@ -95,3 +96,30 @@ async def test_close_group_returns_once_its_tasks_have_ended():
     group.create_task(asyncio.sleep(0.01, result=None)).add_done_callback(done.append)
     await close_group(group)
     assert len(done) == 1
+
+
+async def test_stop_if_cancelled_ends_a_loop_whose_cancellation_was_lost_below():
+    rounds = 0
+
+    async def loses_a_cancellation() -> None:
+        # What asyncio.wait_for does on 3.11 when its inner future completes as the
+        # task is cancelled: the result is returned, the cancellation is gone (once here).
+        if rounds == 1:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+        else:
+            await asyncio.sleep(3600)
+
+    async def service() -> None:
+        nonlocal rounds
+        while True:
+            stop_if_cancelled()
+            rounds += 1
+            await loses_a_cancellation()
+
+    serving = asyncio.create_task(service())
+    await asyncio.sleep(0.01)
+    serving.cancel()
+    await asyncio.wait({serving}, timeout=5)  # without stop_if_cancelled it would never end
+    assert serving.cancelled()
+    assert rounds == 1  # the round whose wait lost the cancellation, and no other

@@ -9,6 +9,14 @@ timed out and then went on reading a closed store). These helpers tell
 the two apart by the waiting task's own pending cancellations
 (``Task.cancelling``): the child's end is absorbed, the caller's own stop
 propagates.
+
+A cancellation can also be lost below, in code that is not ours: on
+Python 3.11, ``asyncio.wait_for`` returns the result when its inner future
+completes as the waiting task is cancelled (fixed in 3.12), and
+psycopg_pool waits for a free connection with it. A service loop, which
+runs until it is cancelled, would then poll on forever and the driver
+stopping it would wait forever. :func:`stop_if_cancelled`, at the top of
+each round of such a loop, ends it all the same.
 """
 
 from __future__ import annotations
@@ -21,6 +29,16 @@ def _stopping() -> bool:
     """Whether the task running this has been asked to stop (and has not taken it back)."""
     current = asyncio.current_task()
     return current is not None and current.cancelling() > 0
+
+
+def stop_if_cancelled() -> None:
+    """Raise ``CancelledError`` if this task was asked to stop and the request was lost below.
+
+    Raises:
+        asyncio.CancelledError: the task was cancelled (and has not taken it back).
+    """
+    if _stopping():
+        raise asyncio.CancelledError
 
 
 async def cancel_and_wait(task: asyncio.Future[Any]) -> None:

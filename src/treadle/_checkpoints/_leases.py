@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import DurabilityError
-from treadle._tasks import cancel_and_wait
+from treadle._tasks import cancel_and_wait, stop_if_cancelled
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -131,6 +131,7 @@ class LeaseKeeper:
         """Renew every lease a third of which has passed, a sixth of a lease apart."""
         try:
             while self._held:
+                stop_if_cancelled()  # lost below (see treadle._tasks): close() would wait
                 now = time.time()
                 due = [ownership for ownership in self._held if ownership.renewal_due(now)]
                 if due:

@@ -39,6 +39,7 @@ from treadle._exceptions import TreadleError
 from treadle._operations._shapes import with_iso_times
 from treadle._stores._answer_links import link_token
 from treadle._stores._outbox import HasOutbox, offered_link, sign
+from treadle._tasks import stop_if_cancelled
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -100,6 +101,7 @@ class WebhookSender:
     async def serve(self) -> None:
         """Send due messages as they fall due, until cancelled."""
         while True:
+            stop_if_cancelled()  # lost below (see treadle._tasks): this loop would never end
             try:
                 sent = await self.send_due()
             except TreadleError as error:  # the store is away: try again next round

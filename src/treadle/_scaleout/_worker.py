@@ -62,6 +62,7 @@ from treadle._exceptions import (
 from treadle._scaleout._tick_queue import QueueStarter
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
+from treadle._tasks import stop_if_cancelled
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._inputs import coerce_input
 from treadle._workflow._launch import Launch
@@ -178,12 +179,12 @@ class Worker:
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
             listening = group.create_task(self._listen(), name="treadle-listen")
             while not self._stopping.is_set():
+                stop_if_cancelled()  # lost below (see treadle._tasks): this loop would never end
                 self._wake.clear()  # before claiming: a wake-up meanwhile is not lost
                 await self._tick()
                 claimed = await self._claim_free_slots(group)
                 if claimed == 0 or len(self._held) >= self.concurrency:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    await self._woken_or_polled()
             await self._drain()
             beating.cancel()
             listening.cancel()
@@ -197,6 +198,7 @@ class Worker:
         everything while the listening connection is down.
         """
         while True:
+            stop_if_cancelled()
             try:
                 async for _ in self.store.notifications(READY_CHANNEL):
                     self._wake.set()
@@ -215,6 +217,7 @@ class Worker:
             self._leases = LeaseKeeper(group)
             beating = group.create_task(self._heartbeats())
             while True:
+                stop_if_cancelled()
                 self._wake.clear()
                 await self._tick()
                 claimed = await self._claim_free_slots(group)
@@ -222,8 +225,7 @@ class Worker:
                 if claimed == 0 and not self._held:
                     break
                 if claimed == 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    await self._woken_or_polled()
             beating.cancel()
             await self._leases.close()
         return served
@@ -277,8 +279,19 @@ class Worker:
         if late:
             await asyncio.wait(late)
 
+    async def _woken_or_polled(self) -> None:
+        """Wait for a wake-up, or a poll interval at most.
+
+        ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11 the
+        latter loses a cancellation that comes as the wake-up does.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.poll_interval):
+                await self._wake.wait()
+
     async def _heartbeats(self) -> None:
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(self.queue.lease / 3)
             held = {run_id: h.claim.epoch for run_id, h in self._held.items()}
             try:

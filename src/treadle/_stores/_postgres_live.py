@@ -37,7 +37,7 @@ from psycopg import sql
 from treadle._stores._events import LoggedEvent
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
-from treadle._tasks import cancel_and_wait
+from treadle._tasks import cancel_and_wait, stop_if_cancelled
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -229,6 +229,7 @@ class _Listener:
     async def read(self) -> None:
         """Notifications into the follower's queue until cancelled; listening again when cut."""
         while True:
+            stop_if_cancelled()
             db = self._db
             if db is not None:
                 try:

@@ -37,7 +37,7 @@ from treadle._stores import _sql_live
 from treadle._stores._events import LoggedEvent
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
-from treadle._tasks import cancel_and_wait
+from treadle._tasks import cancel_and_wait, stop_if_cancelled
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -192,6 +192,7 @@ class _Reader:
     async def poll(self, follower: LiveFollower) -> None:
         """Every :data:`POLL` seconds, the new events of the run into ``follower``'s queue."""
         while True:
+            stop_if_cancelled()
             await asyncio.sleep(POLL)
             try:
                 events = await asyncio.to_thread(self.read)

@@ -39,7 +39,7 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
-from treadle._tasks import close_group
+from treadle._tasks import close_group, stop_if_cancelled
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
@@ -374,6 +374,7 @@ class Runtime:
     async def serve(self) -> None:
         """Wake due runs forever, every ``poll_interval`` seconds (cancel to stop)."""
         while True:
+            stop_if_cancelled()  # lost below (see treadle._tasks): this loop would never end
             try:
                 await self.wake_due()
             except DurabilityError as error:  # the store is down: try again next time
