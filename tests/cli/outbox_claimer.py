@@ -45,5 +45,10 @@ async def main(url: str, owner: str) -> None:
         await store.close()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line, run as a script or in a process forked for a test (``tests/forked.py``)."""
     asyncio.run(main(sys.argv[1], sys.argv[2]))
+
+
+if __name__ == "__main__":
+    cli()

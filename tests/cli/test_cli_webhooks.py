@@ -6,7 +6,9 @@ both senders were refused. Runs commit their events (a request, a
 failure, a completion) into a SQLite file while it is down; a ``treadle
 serve`` (sending the outbox as every server does) is SIGKILLed after it
 tried them and before any delivery, and a ``treadle worker`` delivers
-them. The ``treadle webhooks`` commands run in the test's process.
+them. The ``treadle webhooks`` commands run in the test's process; the
+senders are processes of their own, forked with treadle imported
+(``tests/forked.py``).
 Every message arrives, its signature verified by the ``standardwebhooks``
 reference library; a duplicate only ever repeats an id; each run's
 messages arrive in commit order. An endpoint that never answers 2xx
@@ -25,13 +27,13 @@ import itertools
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from treadle_cli import TREADLE, Cli
 
+import forked
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle.stores import PostgresStore, SqliteStore
 from webhook_receiver import Receiver, until, verified
@@ -78,23 +80,18 @@ def treadle(*args: str, env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
-def worker(store: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [TREADLE, "worker", "--app", APP, "--store", store, "--poll-interval", "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+def command(*args: str, env: dict[str, str] | None = None) -> forked.Forked:
+    """``treadle args`` in a process of its own, forked with the command line imported."""
+    return forked.start("treadle._cli._app:main", env=env, argv=[TREADLE, *args])
 
 
-def serve(store: str) -> subprocess.Popen[str]:
-    """``treadle serve`` on ``store`` (any free port), its output discarded."""
-    return subprocess.Popen(
-        [TREADLE, "serve", "--app", APP, "--store", store, "--port", "0", "--poll-interval", "0.1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def worker(store: str, env: dict[str, str] | None = None) -> forked.Forked:
+    return command("worker", "--app", APP, "--store", store, "--poll-interval", "0.1", env=env)
+
+
+def serve(store: str) -> forked.Forked:
+    """``treadle serve`` on ``store`` (any free port); its output read once it is killed."""
+    return command("serve", "--app", APP, "--store", store, "--port", "0", "--poll-interval", "0.1")
 
 
 def add_endpoint(store: str, port: int, *extra: str, env: dict[str, str] | None = None) -> str:
@@ -233,26 +230,20 @@ def test_two_senders_at_once_never_hold_one_runs_messages_together(place):
     asyncio.run(place.open().close())
     add_endpoint(place.store, 9, env=place.env)  # never reached: the claimers only claim
     asyncio.run(_answered_runs(place, 8))
-    claimers = [
-        subprocess.Popen(
-            [sys.executable, CLAIMER, place.store, owner],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=place.env,
-        )
+    env = {**place.env, "PYTHONPATH": str(Path(CLAIMER).parent)}
+    claimers = [  # each a process of its own, forked with treadle imported
+        forked.start("outbox_claimer:cli", env=env, argv=[CLAIMER, place.store, owner], stdin=True)
         for owner in ("sender-a", "sender-b")
     ]
     for claimer in claimers:
-        assert claimer.stdout.readline().strip() == "ready", claimer.stderr.read()
+        assert claimer.stdout.readline().strip() == "ready", claimer.finish(60)[2]
     for claimer in claimers:  # both start claiming now
+        assert claimer.stdin is not None
         claimer.stdin.write("go\n")
         claimer.stdin.flush()
     held = []
-    for claimer in claimers:
-        out, err = claimer.communicate(timeout=60)
-        assert claimer.returncode == 0, err
+    for code, out, err in forked.communicate_all(claimers, timeout=60):
+        assert code == 0, err
         held.append(json.loads(out.splitlines()[-1]))
     assert all(held), f"each sender claimed some: {[len(h) for h in held]}"
     every = [row for rows in held for row in rows]
