@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+import forked
 from cli.treadle_cli import Cli
 from postgres import postgres_dsn
 from treadle._server._app import create_app
@@ -160,7 +162,11 @@ _ADDRESS = re.compile(r"open (http://127\.0\.0\.1:(\d+)/\?token=(\S+))")
 
 
 class ServeProcess:
-    """`treadle serve` in a subprocess on a free port; :meth:`start` reads what it prints."""
+    """`treadle serve` in a process of its own on a free port; :meth:`start` reads what it prints.
+
+    The process is forked with the command line imported (``tests/forked.py``):
+    a real server process, without a Python start each.
+    """
 
     def __init__(self, cwd: Path, store: str, *args: str, **env: str) -> None:
         self.cwd = cwd
@@ -175,22 +181,20 @@ class ServeProcess:
             *args,
         ]
         self.env = cli_env(store, **env)
-        self.process: subprocess.Popen[str] | None = None
+        self.process: forked.Forked | None = None
         self.log = cwd / "serve.log"
         self.url = self.base = self.token = ""
 
     def start(self) -> ServeProcess:
         self.log = self.cwd / "serve.log"  # a file: a full pipe would stall the server
-        with self.log.open("w") as log:
-            self.process = subprocess.Popen(
-                [TREADLE, *self.args],
-                cwd=self.cwd,
-                env=self.env,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-            )
-        assert self.process.stdout is not None
+        self.log.write_text("")
+        self.process = forked.start(
+            "treadle._cli._app:main",
+            env=self.env,
+            cwd=self.cwd,
+            argv=[TREADLE, *self.args],
+            stderr=self.log,
+        )
         seen = []
         for line in self.process.stdout:  # it prints the address before it serves
             seen.append(line)
@@ -237,6 +241,6 @@ class ServeProcess:
         """SIGTERM it; its exit code, the rest of its stdout, and its log."""
         assert self.process is not None
         if self.process.poll() is None:
-            self.process.terminate()
-        out, _ = self.process.communicate(timeout=20)
-        return self.process.returncode, out, self.log.read_text()
+            self.process.send_signal(signal.SIGTERM)
+        code, out, _ = self.process.finish(20)
+        return code, out, self.log.read_text()
