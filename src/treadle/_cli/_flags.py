@@ -21,9 +21,10 @@ import typer
 
 from treadle._cli._execute import refuse
 from treadle._engine._options import RunOptions
+from treadle._operations._starting import StartChoice
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 StoreOption = Annotated[
     str | None,
@@ -158,24 +159,41 @@ _RUN_OPTION_FLAGS = (
 
 
 def with_run_flags(command: Callable[..., None]) -> Callable[..., None]:
-    """``command``, taking the options of :class:`RunFlags` as well as its own.
+    """``command``, taking the options of :class:`RunFlags` as well as its own (as ``flags``)."""
+    return with_flags(command, RunFlags, "flags")
+
+
+def with_flags(
+    command: Callable[..., None],
+    value: type,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+) -> Callable[..., None]:
+    """``command``, taking the fields of the frozen ``value`` as options, given it as ``name``.
 
     Typer reads a command's options from its signature, so the command
-    returned declares ``command``'s own parameters (all but ``flags``),
-    then one keyword parameter per field of :class:`RunFlags`; it calls
-    ``command`` with those gathered into one ``flags`` value.
+    returned declares ``command``'s own parameters (all but ``name``), then
+    one keyword parameter per field of ``value``; it calls ``command`` with
+    those gathered into one ``value``. Decorators of several values stack.
 
     Args:
-        command: A typer command with a keyword parameter ``flags: RunFlags``.
+        command: A typer command with a keyword parameter ``name: value``.
+        value: A dataclass; each field one option.
+        name: The parameter ``command`` takes the value as.
+        options: The typer annotation of each field, where the field's own
+            annotation is not one (a value of a lower layer).
     """
-    fields = dataclasses.fields(RunFlags)
-    flag_hints = typing.get_type_hints(RunFlags, include_extras=True)
-    own_hints = typing.get_type_hints(command, localns={"RunFlags": RunFlags}, include_extras=True)
+    fields = dataclasses.fields(value)
+    flag_hints = dict(options) if options is not None else {}
+    if options is None:
+        flag_hints = typing.get_type_hints(value, include_extras=True)
+    known = {"RunFlags": RunFlags, "StartChoice": StartChoice}
+    own_hints = typing.get_type_hints(command, localns=known, include_extras=True)
     declared = inspect.signature(command)
     own = [
         parameter.replace(annotation=own_hints[parameter.name])
         for parameter in declared.parameters.values()
-        if parameter.name != "flags"
+        if parameter.name != name
     ]
     added = [
         inspect.Parameter(
@@ -189,8 +207,8 @@ def with_run_flags(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def parsed(**arguments: Any) -> None:
-        flags = RunFlags(**{field.name: arguments.pop(field.name) for field in fields})
-        command(**arguments, flags=flags)
+        gathered = value(**{field.name: arguments.pop(field.name) for field in fields})
+        command(**arguments, **{name: gathered})
 
     signature = declared.replace(parameters=[*own, *added])
     parsed.__signature__ = signature  # type: ignore[attr-defined]

@@ -29,20 +29,12 @@ from treadle._cli._flags import (
 from treadle._cli._follow import continue_run, follow_new
 from treadle._cli._help import command_set
 from treadle._cli._live import stream_run
-from treadle._cli._start_flags import (  # noqa: TC001 - typer reads them
-    DebounceOption,
-    DedupOption,
-    KeyOption,
-    QueueConcurrencyOption,
-    SingletonOption,
-    WhenBusyOption,
-)
+from treadle._cli._start_flags import with_start_flags
 from treadle._cli._starting import prepare_run, refuse_taken_id
 from treadle._cli._views import out, print_delivered, print_forked, print_started
 from treadle._exceptions import CommandError
 from treadle._operations import _commands as commands
 from treadle._operations._requests import requests_of
-from treadle._operations._starting import StartChoice
 from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
@@ -50,6 +42,7 @@ if TYPE_CHECKING:
 
     from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
+    from treadle._operations._starting import StartChoice
     from treadle._stores._store import Store
     from treadle._workflow._start_policy import StartPolicy
     from treadle._workflow._workflow import Workflow
@@ -64,19 +57,15 @@ SuperstepOption = Annotated[
 
 @cli.command()
 @with_run_flags
+@with_start_flags
 def run(
     workflow: Annotated[str, typer.Argument(help="pkg.module:workflow")],
     input_: Annotated[
         str | None, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
-    dedup_id: DedupOption = None,
-    key: KeyOption = None,
-    singleton: SingletonOption = False,
-    queue_concurrency: QueueConcurrencyOption = None,
-    when_busy: WhenBusyOption = None,
-    debounce: DebounceOption = None,
     *,
+    choice: StartChoice,
     flags: RunFlags,
 ) -> None:
     """Start a run and watch it live: supersteps, progress, outputs.
@@ -87,10 +76,9 @@ def run(
     """
     options = flags.run_options()
     loaded, value = execute_sync(lambda: prepare_run(workflow, input_))
-    start = StartChoice(dedup_id, key, singleton, queue_concurrency, when_busy, debounce)
-    policy = execute_sync(lambda: start.policy(loaded.start_policy))
-    if start.given or not loaded.start_policy.is_empty:
-        _run_under_policy(loaded, value, run_id, start.dedup_id, policy, flags)
+    policy = execute_sync(lambda: choice.policy(loaded.start_policy))
+    if choice.given or not loaded.start_policy.is_empty:
+        _run_under_policy(loaded, value, run_id, choice.dedup_id, policy, flags)
         return
 
     async def work(chosen: Store) -> tuple[RunResult, list[dict[str, Any]]]:
@@ -231,6 +219,7 @@ def _continue(
 
 
 @cli.command()
+@with_start_flags
 def start(
     workflow: Annotated[str, typer.Argument(help="The workflow's name, as workers serve it.")],
     input_: Annotated[
@@ -248,21 +237,16 @@ def start(
     store: StoreOption = None,
     as_json: JsonOption = False,
     follow: FollowOption = False,
-    dedup_id: DedupOption = None,
-    key: KeyOption = None,
-    singleton: SingletonOption = False,
-    queue_concurrency: QueueConcurrencyOption = None,
-    when_busy: WhenBusyOption = None,
-    debounce: DebounceOption = None,
+    *,
+    choice: StartChoice,
 ) -> None:
     """Queue a run for `treadle worker`s on PostgreSQL; print its id (--follow: follow it too).
 
     The start flags give it a start policy (``docs/flow-control.md``): the
     id printed is then the run the start made or joined.
     """
-    policy = StartChoice(dedup_id, key, singleton, queue_concurrency, when_busy, debounce)
     started = execute(
-        store, lambda s: commands.start(s, workflow, input_, run_id, policy=policy), creates=True
+        store, lambda s: commands.start(s, workflow, input_, run_id, policy=choice), creates=True
     )
     if not (follow and as_json):
         print_started(started, workflow, as_json=as_json)

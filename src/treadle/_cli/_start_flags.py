@@ -2,14 +2,22 @@
 
 The flags make one frozen
 :class:`~treadle._operations._starting.StartChoice`: flags left out are the
-workflow's own policy, and ``--dedup-id`` is the start's alone.
+workflow's own policy, and ``--dedup-id`` is the start's alone. A command
+decorated with :func:`with_start_flags` receives it as ``choice``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from treadle._cli._flags import with_flags
+from treadle._operations._starting import StartChoice
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DedupOption = Annotated[
     str | None,
@@ -44,3 +52,21 @@ DebounceOption = Annotated[
         "--debounce", help="Seconds to wait for a later start of the key (its input wins)."
     ),
 ]
+
+
+START_OPTIONS = MappingProxyType(
+    {
+        "dedup_id": DedupOption,
+        "key": KeyOption,
+        "singleton": SingletonOption,
+        "queue_concurrency": QueueConcurrencyOption,
+        "when_busy": WhenBusyOption,
+        "debounce": DebounceOption,
+    }
+)
+"""The option each field of ``StartChoice`` is parsed from."""
+
+
+def with_start_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command``, taking the start-policy flags as one ``choice: StartChoice``."""
+    return with_flags(command, StartChoice, "choice", START_OPTIONS)
