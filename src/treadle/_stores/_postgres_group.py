@@ -34,8 +34,9 @@ import functools
 import weakref
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
-from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
+from treadle._stores._write_steps import NOTHING
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -137,16 +138,9 @@ async def drive_together(
             await pipeline.sync()
             answered, waiting = waiting, []
             for index, driven in answered:
-                cursor, want = driven.cursor, driven.want
+                cursor = driven.cursor
                 assert cursor is not None  # noqa: S101 - set with the step that wants an answer
-                got: Any = None
-                if want is COUNT:
-                    got = cursor.rowcount
-                elif want is ONE:
-                    got = await cursor.fetchone()
-                elif want is ALL:
-                    got = await cursor.fetchall()
-                if await step_on(index, driven, got):
+                if await step_on(index, driven, await answer(cursor, driven.want)):
                     waiting.append((index, driven))
         await pipeline.sync()
     if any(_wrote(driven.cursors) for driven, _ in refused):

@@ -19,6 +19,8 @@ from treadle._stores._write_steps import ALL, COUNT, ONE, POSTGRES_WRITES
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from psycopg import AsyncCursor
+
     from treadle._stores._audit import Recorded
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._records import CheckpointRecord
@@ -47,14 +49,7 @@ async def drive(plan: Plan[_T], connection: Connection) -> _T:
             if lock:
                 template += _LOCK
             cursor = await connection.execute(_render(template), parameters or None)
-            got: Any = None
-            if want is COUNT:
-                got = cursor.rowcount
-            elif want is ONE:
-                got = await cursor.fetchone()
-            elif want is ALL:
-                got = await cursor.fetchall()
-            template, parameters, want, lock = plan.send(got)
+            template, parameters, want, lock = plan.send(await answer(cursor, want))
     except StopIteration as done:
         outcome: _T = done.value
         return outcome
@@ -79,3 +74,14 @@ async def record(connection: Connection, records: Iterable[Recorded], at: float)
 async def log_status(connection: Connection, run_id: str, at: float, by: str) -> None:
     """Record in the run's log the status the store just gave it for a caller (``by``)."""
     await drive(_write_plans.log_status(run_id, at, by), connection)
+
+
+async def answer(cursor: AsyncCursor[Any], want: object) -> Any:
+    """What a step that wants ``want`` is told of its statement's ``cursor``."""
+    if want is COUNT:
+        return cursor.rowcount
+    if want is ONE:
+        return await cursor.fetchone()
+    if want is ALL:
+        return await cursor.fetchall()
+    return None
