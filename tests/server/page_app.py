@@ -4,13 +4,17 @@
 ``Approval``: ``approved: bool`` and ``note: str``) and publishes the
 verdict; ``failing`` raises in its only handler, so its run fails with a
 traceback; ``charging`` charges in a saved step, so its history holds two
-checkpoints of superstep 0 (the start, and the step saved during superstep 1).
+checkpoints of superstep 0 (the start, and the step saved during superstep 1);
+``limited`` calls under the call limit ``api`` (one at a time) and holds
+its slot until the file its input names exists, so a second run waits in line.
 """
 
+import asyncio
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 
-from treadle import WorkflowBuilder, WorkflowContext, executor
+from treadle import CallLimit, WorkflowBuilder, WorkflowContext, executor
 
 
 @dataclass(frozen=True)
@@ -125,3 +129,16 @@ async def charge(amount: int, ctx: WorkflowContext) -> None:
 
 
 charging = WorkflowBuilder(start=charge, name="charging").build()
+
+
+@executor(id="call_api", limits=["api"])
+async def call_api(gate: str, ctx: WorkflowContext) -> None:
+    # The test lets the calls go by writing the file.
+    while not await asyncio.to_thread(Path(gate).exists):  # noqa: ASYNC110 - the test's file
+        await asyncio.sleep(0.05)
+    ctx.yield_output(gate)
+
+
+limited = WorkflowBuilder(
+    call_api, name="limited", limits=[CallLimit("api", concurrency=1)]
+).build()

@@ -62,12 +62,14 @@ def start_server(store: Path, *apps: str, beside: Path | None = None) -> Server:
     ``beside``: another directory the apps may come from too.
     """
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+    # The test's own import path goes on after the apps': a worktree's src is what is served.
+    paths = (HERE, beside, *os.environ.get("PYTHONPATH", "").split(os.pathsep))
     command = [TREADLE, "serve", "--store", f"sqlite:///{store}", "--port", "0"]
     for app in apps:
         command += ["--app", app]
     process = subprocess.Popen(
         command,
-        env={**inherited, "PYTHONPATH": os.pathsep.join(map(str, filter(None, (HERE, beside))))},
+        env={**inherited, "PYTHONPATH": os.pathsep.join(map(str, filter(None, paths)))},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -212,6 +212,36 @@ def test_runs_list_filters_by_status_and_pages(page, server: Server):
     expect(page.locator(f'tr[data-run="{started[2]}"]')).to_be_visible()
 
 
+def test_a_run_waiting_for_a_call_limit_says_so_in_the_list_and_on_its_page(
+    page, server: Server, tmp_path: Path
+):
+    gate = tmp_path / "go"
+    with server.api() as api:
+        started = [
+            api.post("/api/runs", json={"workflow": "limited", "input": str(gate)}).json()["run"]
+            for _ in range(2)
+        ]
+        deadline = time.monotonic() + 20
+        while True:  # one holds the slot of "api", the other waits in its line
+            waits = {r["run_id"]: r["waiting_for"] for r in api.get("/api/runs").json()["runs"]}
+            waiting = [run["run_id"] for run in started if waits[run["run_id"]]]
+            if waiting:
+                break
+            assert time.monotonic() < deadline, waits
+            time.sleep(0.05)
+    [waiter] = waiting
+    page.goto(f"{server.base}/#/runs")
+    expect(page.locator(f'tr[data-run="{waiter}"] .waiting')).to_have_text(" waiting: api #1")
+    page.goto(f"{server.base}/#/runs/{waiter}")
+    waits = page.get_by_role("list", name="Waiting for call limits")
+    expect(waits).to_have_text(
+        "waiting for limit api: next in line · next slot when a call releases one"
+    )
+    gate.write_text("go")
+    expect(page.locator(".run-header .badge")).to_have_text("completed")
+    expect(waits).to_have_count(0)  # the page read it again: nothing waits
+
+
 def test_pause_unpause_resume_fork_with_a_state_patch_and_cancel(page, server: Server):
     with server.api() as api:
         run_id = api.post(

@@ -49,6 +49,7 @@ from treadle._exceptions import CommandError, TreadleError
 from treadle._operations import _commands as commands
 from treadle._operations import _shapes as shapes
 from treadle._operations._audit import action_sentence
+from treadle._operations._limit_waits import waits_by_run
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
 from treadle._operations._shapes import (
@@ -105,9 +106,11 @@ def runs(
         before = None if cursor is None else shapes.decode_cursor(cursor)
     except CommandError as error:
         refuse(escape(str(error)))
-    rows, next_cursor = execute(
-        store,
-        lambda s: shapes.runs_page(
+
+    async def listing(
+        s: Store,
+    ) -> tuple[list[RunRecord], str | None, dict[str, list[dict[str, Any]]]]:
+        rows, next_cursor = await shapes.runs_page(
             s,
             status=status,
             workflow=workflow,
@@ -115,9 +118,11 @@ def runs(
             before=before,
             outcome=outcome,
             where=where,
-        ),
-    )
-    print_runs(rows, next_cursor, as_json=as_json)
+        )
+        return rows, next_cursor, await waits_by_run(s, rows)
+
+    rows, next_cursor, waiting = execute(store, listing)
+    print_runs(rows, next_cursor, waiting, as_json=as_json)
 
 
 @cli.command()

@@ -23,7 +23,7 @@ from rich.table import Table
 from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
-from treadle._operations._limit_waits import wait_line
+from treadle._operations._limit_waits import listed_run, wait_line, waiting_mark
 from treadle._operations._plain import plain
 from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
@@ -174,21 +174,31 @@ def print_graph(text: str) -> None:
     print(text)  # noqa: T201 - raw text: rich would wrap or style it
 
 
-def print_runs(rows: list[RunRecord], next_cursor: str | None, *, as_json: bool) -> None:
+def print_runs(
+    rows: list[RunRecord],
+    next_cursor: str | None,
+    waiting: dict[str, list[dict[str, Any]]],
+    *,
+    as_json: bool,
+) -> None:
     """``treadle runs``: one line a run, and how to list the next page if there is one.
 
+    ``waiting``: the runs' calls waiting for limits, by run
+    (``_operations._limit_waits.waits_by_run``), marked after the status.
     With ``as_json``, what ``GET /api/runs`` answers: ``{"runs", "next_cursor"}``.
     """
     now = time.time()
     if as_json:
-        out.print_json(data=page_json(rows, next_cursor, shown=lambda r: run_row(r, now)))
+        shown = listed_run(waiting, lambda r: run_row(r, now))
+        out.print_json(data=page_json(rows, next_cursor, shown=shown))
         return
     table = Table("run", "workflow", "status", "outcome", "superstep", "owner", "updated", box=None)
     for row in rows:
+        mark = waiting_mark(waiting.get(row.run_id, ()))
         table.add_row(
             escape(row.run_id),
             escape(f"{row.workflow} v{row.version}"),
-            escape(_status_text(row, now)),
+            escape(_status_text(row, now) + (f" ({mark})" if mark else "")),
             escape(row.outcome or ""),
             str(row.superstep),
             escape(_owner_text(row, now)),

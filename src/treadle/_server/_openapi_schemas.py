@@ -69,6 +69,20 @@ _RUN = object_schema(
     outcome_summary=_nullable("string"),
 )
 
+_WAITING_FOR: Final[Mapping[str, Any]] = {
+    "type": "array",
+    "description": "Its calls waiting for slots of call limits (docs/flow-control.md).",
+    "items": object_schema(
+        ("limit", "call", "key", "position", "waiting_since", "next_slot_at"),
+        limit={"type": "string"},
+        call={"type": "string"},
+        key={"type": "string"},
+        position={"type": "integer", "description": "Calls ahead of it (0: next)."},
+        waiting_since=_MAYBE_TIME,
+        next_slot_at=_MAYBE_TIME,
+    ),
+}
+
 _GRAPH = object_schema(
     ("nodes", "edges", "start"),
     nodes={
@@ -250,7 +264,12 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
     "RunOnly": object_schema(("run",), run=ref("Run")),
     "RunPage": object_schema(
         ("runs", "next_cursor"),
-        runs={"type": "array", "items": ref("Run")},
+        runs={
+            "type": "array",
+            "items": {
+                "allOf": [ref("Run"), object_schema(("waiting_for",), waiting_for=_WAITING_FOR)]
+            },
+        },
         next_cursor=_nullable("string"),
     ),
     "BulkReport": object_schema(
@@ -306,19 +325,7 @@ SCHEMAS: Final[Mapping[str, dict[str, Any]]] = {  # the document's components, b
         traceback=_nullable("string"),
         graph={"oneOf": [ref("Graph"), {"type": "null"}]},
         detail=_nullable("string"),
-        waiting_for={
-            "type": "array",
-            "description": "Its calls waiting for slots of call limits (docs/flow-control.md).",
-            "items": object_schema(
-                ("limit", "call", "key", "position", "waiting_since", "next_slot_at"),
-                limit={"type": "string"},
-                call={"type": "string"},
-                key={"type": "string"},
-                position={"type": "integer", "description": "Calls ahead of it (0: next)."},
-                waiting_since=_MAYBE_TIME,
-                next_slot_at=_MAYBE_TIME,
-            ),
-        },
+        waiting_for=_WAITING_FOR,
         conversations={
             "type": "array",
             "description": "Its agents' conversations (state keys), a message per entry.",

@@ -19,6 +19,7 @@ from treadle._operations import _commands as commands
 from treadle._operations._background import open_new
 from treadle._operations._cleanup import delete_run
 from treadle._operations._inputs import coerce_input
+from treadle._operations._limit_waits import listed_run, waits_by_run
 from treadle._operations._shapes import history_json, page_json, run_json, runs_page
 from treadle._operations._starting import StartChoice
 from treadle._server._body import (
@@ -186,7 +187,8 @@ async def list_runs(request: Request) -> Response:
         outcome=outcome,
         where=where,
     )
-    return JsonResponse(page_json(rows, next_cursor))
+    waiting = await waits_by_run(served.store, rows)
+    return JsonResponse(page_json(rows, next_cursor, shown=listed_run(waiting)))
 
 
 async def get_run(request: Request) -> Response:

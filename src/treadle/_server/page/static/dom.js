@@ -104,6 +104,15 @@ export function outcomeBadge(run) {
   return h("span", attrs, run.outcome);
 }
 
+/** A run's calls waiting for call limits in a word, as the list marks it: "waiting: openai #3". */
+export function waitingMark(waits) {
+  const places = new Map();
+  for (const wait of waits || []) places.set(wait.limit, [...(places.get(wait.limit) || []), wait.position + 1]);
+  if (!places.size) return "";
+  const shown = [...places].map(([limit, found]) => `${limit} #${Math.min(...found)}${found.length > 1 ? ` (${found.length} calls)` : ""}`);
+  return h("span", { class: "waiting muted", title: "place in line of its call nearest the head (#1: next)" }, ` waiting: ${shown.join(", ")}`);
+}
+
 /** Tells the user something through the polite live region. */
 export function notify(text, kind = "info") {
   const box = document.getElementById("notice");

@@ -42,6 +42,29 @@ const KINDS = [
 const RELOAD_ON = new Set(["status_changed", "output", "request", "checkpoint_saved", "superstep_completed", "run_started"]);
 const HISTORY_ON = new Set(["checkpoint_saved", "status_changed"]);
 
+const WAIT_REFRESH_MS = 2000; // a waiting call's place in line moves without an event
+
+/** What the run's calls wait for: each call limit, its key, its place in line, when a slot is next expected. */
+function waitsView(waits) {
+  if (!waits.length) return "";
+  const place = (ahead) => (ahead === 0 ? "next in line" : `${ahead} call${ahead === 1 ? "" : "s"} ahead`);
+  return h(
+    "ul",
+    { class: "waits", "aria-label": "Waiting for call limits" },
+    waits.map((wait) =>
+      h(
+        "li",
+        { "data-limit": wait.limit },
+        "waiting for limit ",
+        h("code", {}, wait.limit),
+        wait.key ? [" (key ", h("code", {}, wait.key), ")"] : "",
+        `: ${place(wait.position)}`,
+        wait.next_slot_at ? ` · next slot expected ${when(wait.next_slot_at)}` : " · next slot when a call releases one",
+      ),
+    ),
+  );
+}
+
 function section(title, id, ...children) {
   return h("section", { "aria-labelledby": `${id}-title`, id }, h("h2", { id: `${id}-title` }, title), ...children);
 }
@@ -168,7 +191,9 @@ export function runView(main, given) {
         run.parked ? " · parked" : "",
         run.pause_requested ? " · pause requested" : "",
       ),
+      waitsView(detail.waiting_for || []),
     );
+    if ((detail.waiting_for || []).length) scheduleReload(WAIT_REFRESH_MS);
     const final = FINAL.has(run.status);
     fill(
       actions,

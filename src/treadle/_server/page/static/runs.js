@@ -3,7 +3,7 @@
 // next_cursor, and refreshed every two seconds while shown.
 
 import { enc, get, withQuery } from "./api.js";
-import { fill, h, outcomeBadge, shortId, statusBadge, STATUSES, when } from "./dom.js";
+import { fill, h, outcomeBadge, shortId, statusBadge, STATUSES, waitingMark, when } from "./dom.js";
 
 const PAGE_SIZE = 25;
 const REFRESH_MS = 2000;
@@ -103,7 +103,7 @@ export function runsView(main, query) {
                 { "data-run": run.run_id },
                 h("td", {}, h("a", { href: `#/runs/${enc(run.run_id)}`, title: run.run_id }, h("code", {}, shortId(run.run_id)))),
                 h("td", {}, run.workflow, " ", h("span", { class: "muted version" }, `v${run.version}`)),
-                h("td", {}, statusBadge(run.status), outcomeBadge(run), run.parked ? " parked" : ""),
+                h("td", {}, statusBadge(run.status), outcomeBadge(run), run.parked ? " parked" : "", waitingMark(run.waiting_for)),
                 h("td", { class: "num" }, run.superstep),
                 h("td", {}, when(run.created_at)),
                 h("td", {}, when(run.updated_at)),
