@@ -29,6 +29,8 @@ a built-in exception says so in brackets, so ``except TimeoutError`` and
     ├── MigrationError               a migration cannot move a run; lists every reason
     ├── ActionRefusedError           the actor may not do this; names who may [PermissionError]
     ├── StartRefusedError            a start policy refused: its key or queue is taken
+    ├── ProviderBusyError            a limited call's provider answered 429; slows its limits
+    ├── CallLimitError               a call limit can never admit a call; names the limit
     ├── RequestError                 respond / send_message cannot be applied
     │   ├── UnknownRequestError      no such request is waiting [LookupError]
     │   │   ├── RequestAlreadyAnsweredError  another answer won; names it
@@ -79,6 +81,7 @@ from treadle._engine._errors import (
 from treadle._exceptions import (
     ActionRefusedError,
     AppLoadError,
+    CallLimitError,
     CheckpointCorruptError,
     CheckpointNotFoundError,
     CommandError,
@@ -96,6 +99,7 @@ from treadle._exceptions import (
     MigrationError,
     PollTimeout,
     PoolError,
+    ProviderBusyError,
     RemoteHandlerError,
     RequestAlreadyAnsweredError,
     RequestError,
@@ -125,6 +129,7 @@ from treadle._public import publish
 __all__ = [
     "ActionRefusedError",
     "AppLoadError",
+    "CallLimitError",
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "CommandError",
@@ -145,6 +150,7 @@ __all__ = [
     "OutcomeConflictError",
     "PollTimeout",
     "PoolError",
+    "ProviderBusyError",
     "RemoteHandlerError",
     "RequestAlreadyAnsweredError",
     "RequestError",

@@ -73,8 +73,11 @@ async def test_a_rate_starts_no_more_calls_in_a_window_than_it_allows():
     assert all(r.status.value == "completed" for r in results)
     starts.sort()
     assert len(starts) == 23
+    # A slot is granted on the window's edge; its handler starts a step of the loop later,
+    # and a loaded loop (a collection, another test's process) may delay the earlier
+    # call's first line by more than the later one's: 5 ms of slack for that.
     for i in range(len(starts) - 5):
-        assert starts[i + 5] - starts[i] >= 0.2 - 1e-6
+        assert starts[i + 5] - starts[i] >= 0.2 - 0.005
 
 
 async def test_waiting_for_a_slot_costs_no_thread_and_under_2_kib_a_call():

@@ -217,6 +217,8 @@ class AgentExecutor(Executor):
             raise flow from None
         record_turn(ctx, self.options, result)
         _count_tokens(ctx, result)
+        usage = result.usage
+        ctx.report_tokens(usage.get("input_tokens", 0) + usage.get("output_tokens", 0))
         self._hand_on(ctx, result)
 
     def _hand_on(self, ctx: WorkflowContext[Any], result: TurnResult) -> None:

@@ -37,6 +37,7 @@ from pydantic import TypeAdapter
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
+    ModelHTTPError,
     ModelRetry,
     SkipToolExecution,
     ToolFailed,
@@ -66,6 +67,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from treadle._agents._adapter import AgentTurn, HandoffTarget, TurnResult, TurnSteps
 from treadle._agents._values import ToolApproval
+from treadle._exceptions import ProviderBusyError
 from treadle._graph._typing import runtime_classes
 from treadle._values._strict import fit_schema
 
@@ -168,7 +170,23 @@ class PydanticAIAdapter:
             return TurnResult(
                 None, _plain(added), _usage(handoff.usage), handoff.target, handoff.reason
             )
+        except ModelHTTPError as error:
+            if error.status_code != TOO_MANY_REQUESTS:
+                raise
+            raise _busy(error) from error
         return TurnResult(result.output, _plain(result.new_messages()), _usage(result.usage))
+
+
+TOO_MANY_REQUESTS = 429
+BUSY_WAIT = 1.0
+"""Seconds a 429 without ``Retry-After`` slows the step's limits down."""
+
+
+def _busy(error: ModelHTTPError) -> ProviderBusyError:
+    """The provider's 429 as treadle's: its limits slow down for its ``Retry-After``."""
+    retry_after = getattr(error, "retry_after", None)  # read from the headers by pydantic-ai
+    seconds = float(retry_after) if isinstance(retry_after, int | float) else BUSY_WAIT
+    return ProviderBusyError(max(seconds, 0.0), f"model {error.model_name!r} answered 429")
 
 
 class _HandedOff(BaseException):

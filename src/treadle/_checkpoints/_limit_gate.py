@@ -46,9 +46,15 @@ _LEAD: Any = object()  # what a waiting call's future is given when it is to ask
 def terms_of(limit: CallLimit) -> LimitTerms:
     """A limit's numbers, as the store counts them."""
     rate = limit.window
-    if rate is None:
-        return LimitTerms(limit.name, limit.concurrency)
-    return LimitTerms(limit.name, limit.concurrency, rate.calls, rate.per)
+    budget = limit.budget
+    return LimitTerms(
+        limit.name,
+        limit.concurrency,
+        rate.calls if rate is not None else None,
+        rate.per if rate is not None else 0.0,
+        budget.tokens if budget is not None else None,
+        budget.per if budget is not None else 0.0,
+    )
 
 
 @dataclass(slots=True)
@@ -187,8 +193,9 @@ class StoreGate:
         """Give ``slot`` back in the store, then hand out what that freed."""
         line = self._line(slot.request.limit)
         async with line.turn:
+            used = slot.used if line.terms.tokens is not None else None
             admission = await self.store.release_slot(
-                line.terms, slot.request.call_id, ownership.lease, self.name
+                line.terms, slot.request.call_id, ownership.lease, self.name, used
             )
         self._hear(line, admission)
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from treadle._engine._env import RunEnv
     from treadle._engine._invocation import Invocation
     from treadle._engine._journal import Journal
+    from treadle._engine._limiter import Slot
     from treadle._engine._metrics import Metrics
     from treadle._engine._waits import NestedRun
     from treadle._graph._edges import Edge
@@ -57,6 +58,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         "_abandoned",
         "_env",
         "_events",
+        "_held",
         "_invocation",
         "_later",
         "_loop",
@@ -344,6 +346,27 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         key = f"{self.executor_id}:{stamp}:{len(spawns)}"
         spawns.append((SpawnRecord(key, self.executor_id, label), fn, args))
         return key
+
+    # -- call limits ------------------------------------------------------------------
+    def report_tokens(self, used: int) -> None:
+        """Count this call as having used ``used`` tokens, in its limits' token budgets.
+
+        A call under a limit with ``tokens=`` reserved its ``estimate`` when it
+        started; what it reports here is counted instead, so the budget
+        follows what the model really used. An agent step reports its
+        model's usage itself. Without a token budget this does nothing.
+        """
+        held: list[Slot] = getattr(self, "_held", None) or []  # set only under limits
+        limiting = self._env.limiting
+        if not held or limiting is None:
+            return
+        for slot in held:
+            if slot.request.limit.tokens is not None:
+                limiting.gate.settle(slot, float(used))
+
+    def hold_slots(self, slots: list[Slot]) -> None:
+        """Keep the attempt's slots, for :meth:`report_tokens` (``_engine/_handler_call.py``)."""
+        self._held = slots
 
     # -- events -----------------------------------------------------------------------
     def add_event(self, data: Any) -> None:

@@ -104,6 +104,19 @@ class ExecutorSuspended(WorkflowEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class LimitSlowed(WorkflowEvent):
+    """A provider turned a limited call away (a 429): ``limit`` admits no call for ``seconds``.
+
+    Raised for each limit the executor names when its handler raises
+    ``ProviderBusyError``; the attempt is made again once its turn comes.
+    """
+
+    position: int = 0
+    limit: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
 class RequestEvent(WorkflowEvent):
     """A handler asked a question (``ctx.request``); answer with ``respond``.
 

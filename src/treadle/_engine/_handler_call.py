@@ -20,11 +20,11 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._later import ContinueLater
-from treadle._engine._limits_call import give_back, take_slots
+from treadle._engine._limits_call import give_back, slow_down, take_slots
 from treadle._engine._remote import call_on_pool
 from treadle._engine._threads import in_daemon_thread
 from treadle._engine._waits import Suspend
-from treadle._exceptions import HandlerTimeoutError, RoutingError
+from treadle._exceptions import HandlerTimeoutError, ProviderBusyError, RoutingError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -80,6 +80,7 @@ async def _guarded(invocation: Invocation, ctx: WorkflowContext[object], attempt
             limiting = env.limiting
             if limiting is not None and ctx.executor_id in limiting.by_executor:
                 slots = []
+                ctx.hold_slots(slots)
                 await take_slots(invocation, limiting, slots)
             limiter = env.limiter
             if limiter is not None:
@@ -97,6 +98,11 @@ async def _guarded(invocation: Invocation, ctx: WorkflowContext[object], attempt
             raise
         except asyncio.CancelledError:
             _outcome(span, "cancelled")
+            raise
+        except ProviderBusyError as busy:
+            _outcome(span, "failed", busy)
+            if slots:
+                await slow_down(ctx, slots, limiting.gate, busy.retry_after)  # type: ignore[union-attr]
             raise
         except Exception as error:
             _outcome(span, "failed", error)

@@ -34,6 +34,7 @@ from treadle._engine._handler_call import call_handler
 from treadle._engine._later import ContinueLater
 from treadle._engine._remote import retries_remote
 from treadle._engine._waits import Suspend
+from treadle._exceptions import ProviderBusyError
 from treadle._graph._policies import NO_RETRY
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from treadle._engine._invocation import Invocation, InvocationOutcome
     from treadle._engine._waits import Wait
     from treadle._graph._policies import RetryPolicy
+
+BUSY_TRIES = 10
+"""Attempts in a row a provider's 429 (``ProviderBusyError``) is tried, beside the retry policy."""
 
 
 @dataclass(slots=True)
@@ -55,12 +59,15 @@ class Attempt:
         running: Its context and the rest of its handler call, under way;
             ``None`` to start it afresh.
         delay: The backoff to sleep first, after a failed attempt.
+        busy: How many of the attempts so far a provider turned away
+            (``ProviderBusyError``): they are not the retry policy's.
     """
 
     number: int
     events: list[WorkflowEvent]
     running: tuple[WorkflowContext[object], Awaitable[Any]] | None = None
     delay: float | None = None
+    busy: int = 0
 
 
 def start_invocation(invocation: Invocation) -> Started[None] | None:
@@ -113,7 +120,8 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         delay = _failed(invocation, ctx, ctx.kept_events(), error, 1)
         if delay is None:  # its error route took it: the outcome is set
             return None
-        return start(invoke(invocation, Attempt(2, ctx.kept_events(), delay=delay)))
+        busy = int(isinstance(error, ProviderBusyError))
+        return start(invoke(invocation, Attempt(2, ctx.kept_events(), delay=delay, busy=busy)))
     rest = Resumed(handler, yielded)  # stepped in the context invoke itself is stepped in
     return start(invoke(invocation, Attempt(1, ctx.kept_events(), (ctx, rest))))
 
@@ -130,9 +138,10 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
     # Every attempt's events: a tuple until a list must keep more (see WorkflowContext).
     events: list[WorkflowEvent] | tuple[WorkflowEvent, ...]
     if attempt_from is None:
-        events, attempt, running = (), 1, None
+        events, attempt, running, busy = (), 1, None, 0
     else:
         events, attempt, running = attempt_from.events, attempt_from.number, attempt_from.running
+        busy = attempt_from.busy
         if attempt_from.delay is not None:
             await sleep_for(run.clock, attempt_from.delay)
     while attempt:  # 0 once an error route has taken the failure (the outcome is set)
@@ -171,7 +180,8 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
             pass  # it ended itself early: it completes, and its LaterWork says when it goes on
         except Exception as error:  # noqa: BLE001 - retried, or raised by _failed
             events = ctx.kept_events()  # the next attempt keeps in the same list
-            attempt = await _next_attempt(invocation, ctx, events, error, attempt)
+            attempt = await _next_attempt(invocation, ctx, events, error, attempt, busy)
+            busy += isinstance(error, ProviderBusyError)
             continue
         invocation.outcome = _completed(invocation, ctx) if listening else ctx.outcome()
         return
@@ -215,6 +225,7 @@ def _failed(
     events: list[WorkflowEvent],
     error: Exception,
     attempt: int,
+    busy: int = 0,
 ) -> float | None:
     """Report a failed attempt; return the backoff before the next one.
 
@@ -222,12 +233,28 @@ def _failed(
     invocation ends here, its outcome the :class:`ExecutorFailure` sent
     along it (see ``_engine/_failure.py``).
 
+    A provider that turned the call away (``ProviderBusyError``, ``busy``
+    times so far) is tried again up to :data:`BUSY_TRIES` times in a row,
+    whatever the retry policy says, and the policy counts only the other
+    attempts. Its limits were slowed down for ``retry_after`` as the
+    attempt ended (``_engine/_handler_call.py``), so the next attempt waits
+    for its slot; an executor under no limit waits ``retry_after`` here.
+
     Raises:
         ExecutorFailedError: ``error`` ends the invocation (no retry left, no route).
     """
     run = invocation.env
     policy = _retry_policy(invocation)
-    retrying = policy.should_retry(error, attempt) or retries_remote(policy, error, attempt)
+    if isinstance(error, ProviderBusyError) and busy < BUSY_TRIES - 1:
+        if run.listening:
+            ctx.announce(
+                ExecutorFailed, position=ctx.position, error=error, attempt=attempt, retrying=True
+            )
+        limiting = run.limiting
+        limited = limiting is not None and ctx.executor_id in limiting.by_executor
+        return 0.0 if limited else error.retry_after
+    tries = attempt - busy
+    retrying = policy.should_retry(error, tries) or retries_remote(policy, error, tries)
     routes = run.router.error_routes
     handler = routes.get(ctx.executor_id) if routes and not retrying else None
     # A batch reports the final failure itself, unless it is routed: then nobody else will.
@@ -248,7 +275,7 @@ def _failed(
         failure.attempt = attempt
         failure.events = events  # for a batch: what this invocation raised
         raise failure from error
-    return policy.backoff.delay(attempt)
+    return policy.backoff.delay(tries)
 
 
 async def _next_attempt(
@@ -257,6 +284,7 @@ async def _next_attempt(
     events: list[WorkflowEvent],
     error: Exception,
     attempt: int,
+    busy: int = 0,
 ) -> int:
     """After failed ``attempt``: the next one's number, its backoff slept (see :func:`_failed`).
 
@@ -265,7 +293,7 @@ async def _next_attempt(
     Raises:
         ExecutorFailedError: no retry was left, and the executor has no error route.
     """
-    delay = _failed(invocation, ctx, events, error, attempt)
+    delay = _failed(invocation, ctx, events, error, attempt, busy)
     if delay is None:
         return 0
     await sleep_for(invocation.env.clock, delay)

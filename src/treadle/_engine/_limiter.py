@@ -147,9 +147,11 @@ class _Line:
     serving: int = 0  # the turn of the last call granted
     paused_until: float = 0.0
     timer: asyncio.TimerHandle | None = None
+    spent: deque[Slot] = field(default_factory=deque)  # granted inside the token window
+    spent_total: float = 0.0  # what they used (their estimates until settled)
 
-    def free_at(self, now: float) -> float | None:
-        """When a call may start (``now`` or later), or ``None`` once a slot is freed."""
+    def free_at(self, now: float, cost: float = 1.0) -> float | None:
+        """When a call of ``cost`` may start (``now`` or later); ``None``: at a release."""
         limit = self.limit
         if limit.concurrency is not None and self.held >= limit.concurrency:
             return None
@@ -161,7 +163,36 @@ class _Line:
                 starts.popleft()
             if len(starts) >= rate.calls:
                 at = max(at, starts[len(starts) - rate.calls] + rate.per)
+        if limit.tokens is not None:
+            at = max(at, self._tokens_free_at(now, cost))
         return at
+
+    def _tokens_free_at(self, now: float, cost: float) -> float:
+        """When the calls started in the token window leave room for ``cost`` more."""
+        budget = self.limit.budget
+        assert budget is not None  # noqa: S101 - only a limit with tokens asks
+        spent = self.spent
+        while spent and spent[0].granted_at <= now - budget.per:
+            self.spent_total -= spent.popleft().used
+        if not spent:
+            self.spent_total = 0.0  # no drift from the additions and subtractions
+        over = self.spent_total + cost - budget.tokens
+        if over <= 0:
+            return now
+        for slot in spent:  # the oldest leave the window first
+            over -= slot.used
+            if over <= 0:
+                return slot.granted_at + budget.per
+        return now  # cost alone exceeds the budget: refused before it waits (estimate_of)
+
+    def count_tokens(self, slot: Slot, used: float) -> bool:
+        """Count ``slot``'s call for ``used`` tokens; whether that gave room back."""
+        spent = self.spent
+        before = slot.used
+        if spent and slot.granted_at >= spent[0].granted_at:  # still inside the window
+            self.spent_total += used - before
+        slot.used = used
+        return used < before
 
 
 class LocalGate:
@@ -187,7 +218,7 @@ class LocalGate:
         line = self._line(request.limit)
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if not line.heap and line.free_at(now) == now:
+        if not line.heap and line.free_at(now, request.cost) == now:
             return self._grant(line, request, now)
         key = request.key
         turn = max(line.serving, line.turns.get(key, -1) + 1)
@@ -208,8 +239,13 @@ class LocalGate:
             self._admit(line, asyncio.get_running_loop())
 
     def settle(self, slot: Slot, used: float) -> None:
-        """See :meth:`CallGate.settle` (calls are counted one each; a budget reads ``used``)."""
-        slot.used = used
+        """See :meth:`CallGate.settle`: a token budget counts ``used`` instead of the estimate."""
+        line = self._lines.get(slot.request.limit.name)
+        if line is None or line.limit.tokens is None:
+            slot.used = used
+            return
+        if line.count_tokens(slot, used) and line.heap:
+            self._admit(line, asyncio.get_running_loop())
 
     def slow_down(self, limit: str, seconds: float) -> None:
         """See :meth:`CallGate.slow_down`."""
@@ -243,10 +279,14 @@ class LocalGate:
     # -- the line ---------------------------------------------------------------------
     def _grant(self, line: _Line, request: SlotRequest, now: float) -> Slot:
         line.held += 1
-        rate = line.limit.window
-        if rate is not None:
+        limit = line.limit
+        if limit.rate is not None:
             line.starts.append(now)
-        return Slot(request, now, request.cost)
+        slot = Slot(request, now, request.cost)
+        if limit.tokens is not None:
+            line.spent.append(slot)
+            line.spent_total += request.cost
+        return slot
 
     def _admit(self, line: _Line, loop: asyncio.AbstractEventLoop) -> None:
         """Grant the calls at the head of the line while slots are free."""
@@ -258,7 +298,7 @@ class LocalGate:
                 heapq.heappop(heap)
                 self._dequeued(line, request.key)
                 continue
-            if line.free_at(now) != now:
+            if line.free_at(now, request.cost) != now:
                 break
             heapq.heappop(heap)
             self._dequeued(line, request.key)
@@ -271,7 +311,7 @@ class LocalGate:
         if not line.heap:
             return
         now = loop.time()
-        at = line.free_at(now)
+        at = line.free_at(now, line.heap[0][3].cost)
         if at is None:
             return  # a release wakes it
         if at <= now:

@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, cast
 
+from treadle._engine._events import LimitSlowed
 from treadle._engine._limiter import Slot, SlotRequest
 from treadle._graph._limits import LimitCall
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
+    from treadle._engine._context import WorkflowContext
     from treadle._engine._invocation import Invocation
     from treadle._engine._limiter import CallGate, Limiting
     from treadle._graph._limits import CallLimit
@@ -36,14 +38,18 @@ def slot_requests(invocation: Invocation, limits: Sequence[CallLimit]) -> list[S
     """The requests of one attempt of ``invocation``, one per limit, in the limits' order.
 
     The call is described (:class:`LimitCall`) only for a limit that computes
-    a key or a priority from it.
+    a key, a priority or a token estimate from it.
+
+    Raises:
+        CallLimitError: a limit could never admit the call (its token
+            estimate is above the limit's whole window).
     """
     env = invocation.env
     identity = call_id(invocation)
     call: LimitCall | None = None
     requests = []
     for limit in limits:
-        if limit.key is None and limit.priority is None:
+        if limit.key is None and limit.priority is None and limit.tokens is None:
             requests.append(SlotRequest(limit, identity, env.run_id))
             continue
         if call is None:
@@ -51,7 +57,14 @@ def slot_requests(invocation: Invocation, limits: Sequence[CallLimit]) -> list[S
             payload = invocation.envelope.payload
             call = LimitCall(payload, env.run_id, env.workflow.name, executor_id)
         requests.append(
-            SlotRequest(limit, identity, env.run_id, limit.key_of(call), limit.priority_of(call))
+            SlotRequest(
+                limit,
+                identity,
+                env.run_id,
+                limit.key_of(call),
+                limit.priority_of(call),
+                limit.estimate_of(call),
+            )
         )
     return requests
 
@@ -78,6 +91,25 @@ async def take_slots(invocation: Invocation, limiting: Limiting, slots: list[Slo
                     slots.append(waiting.result())  # granted as it was cancelled
                 raise
         slots.append(got)
+
+
+async def slow_down(
+    ctx: WorkflowContext[object], slots: Sequence[Slot], gate: CallGate, seconds: float
+) -> None:
+    """Slow each limit ``slots`` hold down for ``seconds`` (a provider's ``Retry-After``).
+
+    Each is recorded as a :class:`LimitSlowed` event of the invocation. A
+    limit that cannot be slowed (its store is gone) is left: the attempt
+    is tried again all the same.
+    """
+    for slot in slots:
+        name = slot.request.limit.name
+        with contextlib.suppress(Exception):
+            pending = gate.slow_down(name, seconds)
+            if pending is not None:
+                await pending
+        if ctx.listening:
+            ctx.announce(LimitSlowed, position=ctx.position, limit=name, seconds=seconds)
 
 
 async def give_back(slots: Sequence[Slot], gate: CallGate) -> None:

@@ -16,6 +16,7 @@ and is never exported: user ``except Exception`` blocks must not swallow it.
 from treadle._exceptions._core import (
     ActionRefusedError,
     AppLoadError,
+    CallLimitError,
     CommandError,
     DefinitionError,
     ExecutorInUseError,
@@ -27,6 +28,7 @@ from treadle._exceptions._core import (
     MigrationError,
     PollTimeout,
     PoolError,
+    ProviderBusyError,
     RemoteHandlerError,
     RequestAlreadyAnsweredError,
     RequestError,
@@ -63,6 +65,7 @@ from treadle._exceptions._durability import (
 __all__ = [
     "ActionRefusedError",
     "AppLoadError",
+    "CallLimitError",
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "CommandError",
@@ -80,6 +83,7 @@ __all__ = [
     "MigrationError",
     "PollTimeout",
     "PoolError",
+    "ProviderBusyError",
     "RemoteHandlerError",
     "RequestAlreadyAnsweredError",
     "RequestError",

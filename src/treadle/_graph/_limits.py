@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from treadle._exceptions import CallLimitError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -42,6 +44,8 @@ _UNITS = MappingProxyType(
     }
 )
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+?)s?\s*$")
+_TOKENS = re.compile(r"^\s*(\d[\d_]*\.?\d*)\s*([km]?)\s*/\s*(\d*\.?\d*)\s*([a-z]+?)s?\s*$")
+_SCALE = MappingProxyType({"": 1, "k": 1_000, "m": 1_000_000})
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,99}$")
 
 
@@ -88,6 +92,50 @@ class Rate:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenRate:
+    """At most ``tokens`` tokens used by the calls started in any window of ``per`` seconds.
+
+    Attributes:
+        tokens: How many tokens the calls started in one window may use.
+        per: The window, in seconds.
+    """
+
+    tokens: int
+    per: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 1:
+            msg = f"a token rate needs at least 1 token per window, got {self.tokens!r}"
+            raise ValueError(msg)
+        if not (isinstance(self.per, int | float) and math.isfinite(self.per) and self.per > 0):
+            msg = f"a token rate's window must be a positive number of seconds, got {self.per!r}"
+            raise ValueError(msg)
+
+    @classmethod
+    def parse(cls, text: str) -> TokenRate:
+        """``"200k/min"``, ``"1.5m/hour"``, ``"50000/min"``, ``"40_000/5s"``.
+
+        Raises:
+            ValueError: ``text`` is not ``N[k|m]/unit`` or ``N[k|m]/<number>unit``.
+        """
+        match = _TOKENS.match(text.lower())
+        unit = _UNITS.get(match.group(4)) if match else None
+        if match is None or unit is None:
+            msg = (
+                f"token rate {text!r} is not tokens per time, such as '200k/min', "
+                f"'1.5m/hour' or '50000/min'"
+            )
+            raise ValueError(msg)
+        count = float(match.group(3)) if match.group(3) else 1.0
+        return cls(
+            round(float(match.group(1).replace("_", "")) * _SCALE[match.group(2)]), count * unit
+        )
+
+    def __str__(self) -> str:
+        return f"{self.tokens}/{self.per:g}s"
+
+
+@dataclass(frozen=True, slots=True)
 class LimitCall:
     """What a limit's ``key`` and ``priority`` are computed from: one call about to be made.
 
@@ -119,8 +167,16 @@ class CallLimit:
             with many calls waiting never starves another. ``None``: one key.
         priority: A number computed from the call: higher is served first,
             ahead of any turn; ``None``: every call has priority 0.
+        tokens: Most tokens used by the calls started per window: a
+            :class:`TokenRate` or its text, ``"200k/min"``; ``None``: no cap.
+            A call reserves its ``estimate`` when it starts and is counted
+            for what it reports using once it ends (an agent step: its
+            model's usage; any handler: ``ctx.report_tokens(n)``).
+        estimate: The tokens a call is expected to use, reserved when it
+            starts: a number, or a callable of the call (:class:`LimitCall`).
+            Required with ``tokens``: there is no good guess of it.
 
-    At least one of ``concurrency`` and ``rate`` is required. Waiting for a
+    At least one of ``concurrency``, ``rate`` and ``tokens`` is required. Waiting for a
     slot holds no thread, and a waiting call keeps its place in line when
     its run is taken over after a crash (see ``docs/flow-control.md``).
     """
@@ -130,6 +186,8 @@ class CallLimit:
     rate: Rate | str | None = None
     key: Callable[[LimitCall], object] | None = None
     priority: Callable[[LimitCall], int] | None = None
+    tokens: TokenRate | str | None = None
+    estimate: int | Callable[[LimitCall], int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -152,14 +210,87 @@ class CallLimit:
         elif self.rate is not None and not isinstance(self.rate, Rate):
             msg = f"limit {self.name!r}: rate must be a Rate or text such as '500/min'"
             raise TypeError(msg)
-        if self.concurrency is None and self.rate is None:
-            msg = f"limit {self.name!r} caps nothing: give it concurrency=, rate= or both"
+        self._check_tokens()
+        if self.concurrency is None and self.rate is None and self.tokens is None:
+            msg = f"limit {self.name!r} caps nothing: give it concurrency=, rate= or tokens="
             raise ValueError(msg)
         for field in ("key", "priority"):
             value = getattr(self, field)
             if value is not None and not callable(value):
                 msg = f"limit {self.name!r}: {field} must be a callable of the call, got {value!r}"
                 raise TypeError(msg)
+
+    def _check_tokens(self) -> None:
+        """Parse ``tokens``; an estimate must go with it, and one never admitted is refused."""
+        tokens = self.tokens
+        if isinstance(tokens, str):
+            try:
+                tokens = TokenRate.parse(tokens)
+            except ValueError as problem:
+                msg = f"limit {self.name!r}: {problem}"
+                raise ValueError(msg) from None
+            object.__setattr__(self, "tokens", tokens)
+        elif tokens is not None and not isinstance(tokens, TokenRate):
+            msg = f"limit {self.name!r}: tokens must be a TokenRate or text such as '200k/min'"
+            raise TypeError(msg)
+        estimate = self.estimate
+        if tokens is None:
+            if estimate is not None:
+                msg = (
+                    f"limit {self.name!r}: estimate= is what a call reserves of tokens=; give both"
+                )
+                raise ValueError(msg)
+            return
+        if estimate is None:
+            msg = (
+                f"limit {self.name!r}: tokens= needs estimate=, the tokens a call reserves "
+                f"when it starts (a number, or a callable of the call)"
+            )
+            raise ValueError(msg)
+        if callable(estimate):
+            return
+        if isinstance(estimate, bool) or not isinstance(estimate, int) or estimate < 0:
+            msg = (
+                f"limit {self.name!r}: estimate must be a whole number of tokens, got {estimate!r}"
+            )
+            raise ValueError(msg)
+        if estimate > tokens.tokens:
+            msg = (
+                f"limit {self.name!r}: no call could ever start: its estimate of {estimate} "
+                f"tokens is above the {tokens.tokens} tokens it allows per {tokens.per:g} s"
+            )
+            raise ValueError(msg)
+
+    @property
+    def budget(self) -> TokenRate | None:
+        """The token rate as a :class:`TokenRate` (``tokens`` is parsed on construction)."""
+        tokens = self.tokens
+        assert not isinstance(tokens, str)  # noqa: S101 - parsed in __post_init__
+        return tokens
+
+    def estimate_of(self, call: LimitCall | None) -> float:
+        """The tokens ``call`` reserves (1 call for a limit with no token budget).
+
+        Raises:
+            CallLimitError: the estimate is above what the limit allows in a
+                whole window, so the call could never start.
+            ValueError: a computed estimate is not a whole number of tokens.
+        """
+        estimate = self.estimate
+        budget = self.budget
+        if budget is None or estimate is None:
+            return 1.0
+        value = estimate(call) if callable(estimate) else estimate  # type: ignore[arg-type]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            msg = f"limit {self.name!r}: its estimate gave {value!r}, not a number of tokens"
+            raise ValueError(msg)
+        if value > budget.tokens:
+            raise CallLimitError(
+                self.name,
+                f"its estimate of {value:g} tokens is above the {budget.tokens} tokens it "
+                f"allows per {budget.per:g} s",
+            )
+        return float(value)
 
     @property
     def window(self) -> Rate | None:

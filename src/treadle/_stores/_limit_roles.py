@@ -42,12 +42,26 @@ class LimitTerms:
         concurrency: Most slots held at once (``None``: no cap).
         calls: Most slots granted in any window of ``per`` seconds (``None``: no cap).
         per: The rate's window, in seconds.
+        tokens: Most cost (tokens) granted in any window of ``tokens_per``
+            seconds, each call counted for its entry's ``cost`` until its
+            release says what it used (``None``: no budget).
+        tokens_per: The token budget's window, in seconds.
     """
 
     name: str
     concurrency: int | None = None
     calls: int | None = None
     per: float = 0.0
+    tokens: int | None = None
+    tokens_per: float = 0.0
+
+    @property
+    def window(self) -> float:
+        """How long a granted call is remembered: the longer of the rate's and the budget's."""
+        return max(
+            self.per if self.calls is not None else 0.0,
+            self.tokens_per if self.tokens is not None else 0.0,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +118,31 @@ class LineWait:
     next_slot_at: float | None
 
 
+def within_budget(
+    terms: LimitTerms, costs: Sequence[float], spent: Sequence[Sequence[float]]
+) -> tuple[int, float | None]:
+    """How many of the head of a line (``costs``, in order) the token budget lets start now.
+
+    ``spent`` holds ``(granted_at, cost)`` of the calls granted inside the
+    budget's window, oldest first. A call whose cost does not fit stops the
+    line (those behind it do not overtake it); the second value says when
+    enough of the window's spending will have left it for that call
+    (``None``: every call fits, or its cost is more than the whole budget).
+    """
+    assert terms.tokens is not None  # noqa: S101 - only a budgeted limit asks
+    room = terms.tokens - sum(cost for _, cost in spent)
+    for fit, cost in enumerate(costs):
+        if cost > room:
+            short = cost - room
+            for granted_at, used in spent:  # the oldest leave the window first
+                short -= used
+                if short <= 0:
+                    return fit, granted_at + terms.tokens_per
+            return fit, None
+        room -= cost
+    return len(costs), None
+
+
 @runtime_checkable
 class LimitSlots(Protocol):
     """How calls of many processes share the slots of call limits."""
@@ -126,9 +165,12 @@ class LimitSlots(Protocol):
         ...
 
     async def release_slot(
-        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str
+        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str, used: float | None = None
     ) -> Admission:
-        """Give a slot back (only under the lease it was taken with), then admit."""
+        """Give a slot back (only under the lease it was taken with), then admit.
+
+        ``used``: what the call used of a token budget (its cost until then).
+        """
         ...
 
     async def leave_line(self, limit: str, call_id: str, lease: Lease) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import LeaseLostError
-from treadle._stores._limit_roles import Admission, LineWait
+from treadle._stores._limit_roles import Admission, LineWait, within_budget
 
 if TYPE_CHECKING:
     import threading
@@ -129,7 +129,7 @@ class MemoryLimits(ABC):
             return self._admit(terms, line, gate, time.time())
 
     async def release_slot(
-        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str
+        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str, used: float | None = None
     ) -> Admission:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.release_slot`."""
         with self._lock:
@@ -141,6 +141,8 @@ class MemoryLimits(ABC):
                     del line.rows[call_id]
                 else:
                     row.released_at = now
+                    if used is not None:
+                        row.cost = used
             return self._admit(terms, line, gate, now)
 
     async def leave_line(self, limit: str, call_id: str, lease: Lease) -> None:
@@ -192,8 +194,10 @@ class MemoryLimits(ABC):
         line.terms = terms
         rows = line.rows
         window = terms.per if terms.calls is not None else 0.0
+        remembered = terms.window
         held = 0
         recent: list[float] = []
+        spent: list[tuple[float, float]] = []
         for call_id, row in list(rows.items()):
             if row.granted_at is None:
                 continue
@@ -201,15 +205,18 @@ class MemoryLimits(ABC):
                 row.released_at = now  # its holder's lease is gone: the slot comes back
             if row.released_at is None:
                 held += 1
-            elif row.granted_at <= now - window:
+            elif row.granted_at <= now - remembered:
                 del rows[call_id]
                 continue
             if terms.calls is not None and row.granted_at > now - window:
                 recent.append(row.granted_at)
+            if terms.tokens is not None and row.granted_at > now - terms.tokens_per:
+                spent.append((row.granted_at, row.cost))
         free = terms.concurrency - held if terms.concurrency is not None else len(rows)
         if terms.calls is not None:
             free = min(free, terms.calls - len(recent))
         paused = line.paused_until > now
+        tokens_at: float | None = None
         if free > 0 and not paused:
             waiting = sorted(
                 (
@@ -218,12 +225,18 @@ class MemoryLimits(ABC):
                     if r.granted_at is None and self._current(r.run_id, r.epoch, now)
                 ),
                 key=_Row.order,
-            )
-            for row in waiting[:free]:
+            )[:free]
+            if terms.tokens is not None:
+                spent.sort()
+                fit, tokens_at = within_budget(terms, [row.cost for row in waiting], spent)
+                waiting = waiting[:fit]
+            for row in waiting:
                 row.granted_at = now
                 line.serving = max(line.serving, row.turn)
                 recent.append(now)
         next_at = line.next_slot_at(now)
+        if tokens_at is not None:
+            next_at = max(next_at or 0.0, tokens_at)
         granted = []
         for row in rows.values():
             held = row.granted_at is not None and row.released_at is None

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import LeaseLostError
-from treadle._stores._limit_roles import Admission, LineWait
+from treadle._stores._limit_roles import Admission, LineWait, within_budget
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ SELECT granted_at FROM treadle_limit_slots WHERE limit_name = ? AND granted_at >
 ORDER BY granted_at"""
 
 HEAD = f"""
-SELECT call_id, turn FROM treadle_limit_slots
+SELECT call_id, turn, cost FROM treadle_limit_slots
 WHERE limit_name = ? AND granted_at IS NULL AND {_CURRENT}
 ORDER BY priority DESC, turn, arrival LIMIT ?"""  # noqa: S608 - constants only
 
@@ -113,9 +113,14 @@ AND granted_at IS NOT NULL AND released_at IS NULL
 RETURNING call_id"""
 
 RELEASE = """
-UPDATE treadle_limit_slots SET released_at = ?
+UPDATE treadle_limit_slots SET released_at = ?, cost = COALESCE(?, cost)
 WHERE limit_name = ? AND call_id = ? AND lease_epoch = ?
 AND granted_at IS NOT NULL AND released_at IS NULL"""
+
+# What the calls granted inside the token budget's window used (their estimates until released).
+SPENT = """
+SELECT granted_at, cost FROM treadle_limit_slots WHERE limit_name = ? AND granted_at > ?
+ORDER BY granted_at"""
 
 LEAVE = """
 DELETE FROM treadle_limit_slots
@@ -199,11 +204,16 @@ def admit(terms: LimitTerms, gate: str, now: float) -> Plan[Admission]:
 
 
 def release(
-    terms: LimitTerms, call_id: str, lease: Lease, gate: str, now: float
+    terms: LimitTerms,
+    call_id: str,
+    lease: Lease,
+    gate: str,
+    now: float,
+    used: float | None = None,
 ) -> Plan[Admission]:
-    """Give a slot back under the lease it was taken with, then admit."""
+    """Give a slot back under the lease it was taken with (counting what it used), then admit."""
     row = yield from _lock(terms)
-    yield RELEASE, (now, terms.name, call_id, lease.epoch), COUNT, False
+    yield RELEASE, (now, used, terms.name, call_id, lease.epoch), COUNT, False
     return (yield from _admit(terms, gate, now, row[2]))
 
 
@@ -211,7 +221,7 @@ def _admit(terms: LimitTerms, gate: str, now: float, paused_until: float | None)
     name = terms.name
     window = terms.per if terms.calls is not None else 0.0
     yield FREE_LOST, (now, name, now), COUNT, False
-    yield PRUNE, (name, now - window), COUNT, False
+    yield PRUNE, (name, now - terms.window), COUNT, False
     held = (yield HELD, (name,), ONE, False)[0]
     free = terms.concurrency - held if terms.concurrency is not None else 1 << 30
     recent: list[float] = []
@@ -219,8 +229,13 @@ def _admit(terms: LimitTerms, gate: str, now: float, paused_until: float | None)
         recent = [row[0] for row in (yield RECENT, (name, now - window), ALL, False)]
         free = min(free, terms.calls - len(recent))
     paused = paused_until is not None and paused_until > now
+    tokens_at: float | None = None
     if free > 0 and not paused:
         head = yield HEAD, (name, now, free), ALL, False
+        if head and terms.tokens is not None:
+            spent = yield SPENT, (name, now - terms.tokens_per), ALL, False
+            fit, tokens_at = within_budget(terms, [row[2] for row in head], spent)
+            head = head[:fit]
         if head:
             ids = json.dumps([row[0] for row in head])
             yield GRANT, (now, name, ids), NOTHING, False
@@ -230,6 +245,8 @@ def _admit(terms: LimitTerms, gate: str, now: float, paused_until: float | None)
     next_at: float | None = None
     if terms.calls is not None and len(recent) >= terms.calls:
         next_at = recent[len(recent) - terms.calls] + window
+    if tokens_at is not None:
+        next_at = max(next_at or 0.0, tokens_at)
     if paused_until is not None and paused_until > now:
         next_at = max(next_at or 0.0, paused_until)
     granted = yield NOTICE, (name, gate), ALL, False
@@ -294,10 +311,12 @@ class SqlLimits(ABC):
         return await self._limit_write(lambda: admit(terms, gate, time.time()))
 
     async def release_slot(
-        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str
+        self, terms: LimitTerms, call_id: str, lease: Lease, gate: str, used: float | None = None
     ) -> Admission:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.release_slot`."""
-        return await self._limit_write(lambda: release(terms, call_id, lease, gate, time.time()))
+        return await self._limit_write(
+            lambda: release(terms, call_id, lease, gate, time.time(), used)
+        )
 
     async def leave_line(self, limit: str, call_id: str, lease: Lease) -> None:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.leave_line`."""
