@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle._checkpoints._blob import BOUND_VERSION
 from treadle._checkpoints._frame import FORMAT
 from treadle.errors import CheckpointCorruptError
@@ -61,3 +61,50 @@ async def test_a_frame_read_as_another_runs_checkpoint_is_refused(tmp_path):
         workflow.codec.decode(swapped, run_id=second.run_id)
     assert raised.value.run_id == second.run_id
     assert workflow.codec.decode(mine, run_id=second.run_id).pending == {}
+
+
+def _napping_fan():
+    """A run that parks before its fan-out: its checkpoint holds no fan-in buffer."""
+
+    @executor(id="nap")
+    async def nap(n: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.sleep(60)
+        ctx.send_message(n)
+
+    def branch(i: int):
+        @executor(id=f"b{i}")
+        async def add(n: int, ctx: WorkflowContext[int]) -> None:
+            ctx.send_message(n * 10 + i)
+
+        return add
+
+    @executor(id="join")
+    async def join(values: list, ctx: WorkflowContext) -> None:
+        ctx.yield_output(sum(values))
+
+    branches = [branch(i) for i in range(3)]
+    return (
+        WorkflowBuilder(start=nap, name="napping-fan")
+        .add_fan_out(nap, branches)
+        .add_fan_in(branches, join)
+        .build()
+    )
+
+
+async def test_a_run_read_back_with_empty_fan_in_buffers_fills_its_fan_in(tmp_path):
+    # A frame stores the fan-in buffers only when one holds something: read back,
+    # the run still has one (empty) buffer per fan-in, and its branches fill it.
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    workflow = _napping_fan()
+    clock = FakeClock()
+    try:
+        parked = await workflow.run(4, store=store, clock=clock)
+        assert parked.status is RunStatus.WAITING
+        record = await store.load_checkpoint(parked.run_id)
+        assert workflow.codec.decode(record, run_id=parked.run_id).fan_in_buffers == ()
+        await clock.advance(61)
+        [woken] = await Runtime(store, [workflow], clock=clock).wake_due()
+    finally:
+        await store.close()
+    assert woken.status is RunStatus.COMPLETED
+    assert woken.outputs == [sum(40 + i for i in range(3))]

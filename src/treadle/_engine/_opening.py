@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from treadle._engine._arrivals import Arrival
     from treadle._engine._barrier import CommittedPoint
+    from treadle._engine._delivery import FanInBuffer
     from treadle._engine._env import Opening, RunEnv
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._result import RunResult
@@ -129,7 +130,7 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
             point.superstep,
             status if ended else RunStatus.RUNNING,
             {target: list(inbox) for target, inbox in point.pending.items()},
-            point.fan_in_buffers,
+            _fan_in_buffers(point.fan_in_buffers, len(opening.workflow.router.fan_ins)),
             point.state,
             counts_of(point.iterations),
             tuple(point.outputs),
@@ -149,6 +150,17 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
     loop.admit([*died, *start.arrivals])
     _announce_start(loop)
     return loop
+
+
+def _fan_in_buffers(buffers: tuple[FanInBuffer, ...], count: int) -> tuple[FanInBuffer, ...]:
+    """A point's fan-in buffers, one per fan-in of the workflow.
+
+    A checkpoint stores them only when one holds something, and
+    reads back ``()`` otherwise; the barrier indexes them by fan-in.
+    """
+    if len(buffers) >= count:
+        return buffers
+    return (*buffers, *({} for _ in range(count - len(buffers))))
 
 
 def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
