@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from treadle._engine._deadlines import AnswerLedger
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._inputs import InputFeed
+    from treadle._engine._limit_scope import LimitScope
     from treadle._engine._limiter import Limiting
     from treadle._engine._options import RunSettings
     from treadle._engine._pool import ExecutorPool
@@ -66,6 +67,8 @@ class RunEnv:
             invocations' saved steps and sub-workflows as they stand now.
         inputs: Its session inbox, read at every boundary, when its
             workflow's input policy takes messages while a turn runs.
+        limit_scope: What its sub-workflows' calls resolve limits in and
+            wait at (``None``: no sub-workflow of it names a limit).
     """
 
     workflow: Topology
@@ -92,6 +95,7 @@ class RunEnv:
     inline_calls: bool
     save_progress: Callable[..., Awaitable[str | None]]
     inputs: InputFeed | None = None
+    limit_scope: LimitScope | None = None
 
 
 class Opening(NamedTuple):
@@ -109,6 +113,7 @@ class Opening(NamedTuple):
         deadline_at: When it fails (``None``: from ``options.timeout``, if any).
         limiting: Its call limits, and where its calls wait for them.
         inputs: See :attr:`RunEnv.inputs`.
+        limit_scope: See :attr:`RunEnv.limit_scope`.
     """
 
     workflow: Topology
@@ -122,6 +127,7 @@ class Opening(NamedTuple):
     deadline_at: float | None = None
     limiting: Limiting | None = None
     inputs: InputFeed | None = None
+    limit_scope: LimitScope | None = None
 
 
 def _discard(event: WorkflowEvent) -> None:
@@ -166,6 +172,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         plain and backpressure is None and not live,
         save_progress,
         opening.inputs,
+        opening.limit_scope,
     )
 
 

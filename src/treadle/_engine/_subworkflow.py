@@ -16,7 +16,9 @@ wait; its requests are the parent's pending requests, named by their path
 (``review/legal/approve``) and answered through the parent's ``respond``,
 which applies the answer inside and re-delivers the invocation. Its events
 are the parent's, each executor id prefixed with the path; its clock,
-limits, deadline and cancellation are the parent's.
+limits, deadline and cancellation are the parent's. Its executors' call
+limits are counted with the parent's calls, at the parent run's gate
+(``_engine/_limit_scope.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from treadle._engine._env import RunEnv
     from treadle._engine._events import WorkflowEvent
     from treadle._engine._pool import ExecutorPool
+    from treadle._graph._limits import WorkflowLimits
 
 _ONCE = RetryPolicy(max_attempts=1)
 """A sub-workflow is not retried whole: its own executors have their own policies."""
@@ -63,7 +66,12 @@ _RESTING = (RunStatus.AWAITING_INPUT, RunStatus.WAITING, RunStatus.PAUSED)
 
 
 class NestedGraph(Topology, Protocol):
-    """What a sub-workflow needs of the workflow it runs: a graph, and instances per run."""
+    """What a sub-workflow needs of the workflow it runs: a graph, its limits, instances per run."""
+
+    limits: WorkflowLimits
+    """The call limits it declares, leaves to its host, and its executors name."""
+    nests_limits: bool
+    """Whether a sub-workflow of its own names a call limit."""
 
     def claim(self, run_id: str) -> tuple[ExecutorPool, Callable[[], None]]:
         """The executor instances of one run, and how to release them."""
@@ -170,6 +178,13 @@ class SubWorkflow(Executor):
         progress = _Progress(host, ctx.nested_runs, key, self.id) if saving else None
         # Its requests' deadlines are decided by the store too, when the parent's are.
         ledger = _NestedLedger(host.ledger) if host.ledger is not None else None
+        # Its calls wait at the parent's gate, counted with the parent's (_limit_scope.py).
+        scope = host.limit_scope
+        limiting, inner_scope = (
+            (None, None)
+            if scope is None
+            else scope.enter(self.workflow.limits, self.workflow.nests_limits)
+        )
         return Opening(
             self.workflow,
             inner_id,
@@ -180,6 +195,8 @@ class SubWorkflow(Executor):
             ledger,
             f"{host.wait_scope}/{key}",
             ctx.deadline_at,
+            limiting,
+            limit_scope=inner_scope,
         )
 
     def _hand_on(self, host: RunEnv, ctx: WorkflowContext[Any], outputs: Sequence[Any]) -> None:

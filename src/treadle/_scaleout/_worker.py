@@ -147,7 +147,7 @@ class Worker:
             raise ValueError(msg)
         self.limits = LimitBoard(limits)
         for hosted in self.workflows.all():
-            self.limits.check(hosted.name, hosted.limits)
+            self.limits.check(hosted)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.concurrency = concurrency
         self.poll_interval = poll_interval

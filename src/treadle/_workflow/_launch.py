@@ -145,9 +145,7 @@ async def open_run(
             )
             if watches and ownership is not None:
                 inputs = SessionInbox(store, run_id, workflow.serializer, ownership)
-        limiting = limiting_for(
-            workflow.name, workflow.limits, workflow.own_limits, store, ownership
-        )
+        limiting, limit_scope = limiting_for(workflow, store, ownership)
         opening = Opening(
             workflow,
             run_id,
@@ -158,6 +156,7 @@ async def open_run(
             ledger,
             limiting=limiting,
             inputs=inputs,
+            limit_scope=limit_scope,
         )
         if restored is not None:
             arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]

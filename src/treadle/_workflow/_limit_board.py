@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from treadle._checkpoints._limit_gate import StoreGate, stored_gate
+from treadle._engine._limit_scope import LimitScope
 from treadle._engine._limiter import Limiting, LocalGate
 from treadle._exceptions import WorkflowValidationError
 from treadle._graph._limits import CallLimit
@@ -74,15 +75,17 @@ class LimitBoard:
         finally:
             _DECLARING.reset(token)
 
-    def check(self, workflow_name: str, limits: WorkflowLimits) -> None:
+    def check(self, workflow: LimitedGraph) -> None:
         """Refuse a workflow naming a limit neither it nor this board declares.
+
+        Its sub-workflows' executors are checked too, each in what encloses it.
 
         Raises:
             WorkflowValidationError: naming the workflow, each executor and its limit.
         """
-        problems = limits.missing(self.declared)
+        problems = workflow.limit_problems(self.declared)
         if problems:
-            raise WorkflowValidationError([f"workflow {workflow_name!r}: {p}" for p in problems])
+            raise WorkflowValidationError([f"workflow {workflow.name!r}: {p}" for p in problems])
 
     def gate(self, store: Store | None) -> CallGate:
         """Where calls of runs on ``store`` wait: the store's slots, else this process's."""
@@ -101,29 +104,46 @@ class LimitBoard:
         return gate
 
 
+class LimitedGraph(Protocol):
+    """What a run's limits are made from: its workflow's own, and its sub-workflows'."""
+
+    name: str
+    limits: WorkflowLimits
+    own_limits: LimitBoard
+    nests_limits: bool
+
+    def limit_problems(self, host: Mapping[str, CallLimit]) -> list[str]:
+        """Each limit named here or in a sub-workflow that nobody declares."""
+        ...
+
+
 def limiting_for(
-    name: str,
-    limits: WorkflowLimits,
-    own: LimitBoard,
-    store: Store | None,
-    ownership: Ownership | None,
-) -> Limiting | None:
-    """A run's limits and gate: its driver's board if it has one, else its workflow's own.
+    workflow: LimitedGraph, store: Store | None, ownership: Ownership | None
+) -> tuple[Limiting | None, LimitScope | None]:
+    """A run's limits and gate, and what its sub-workflows' calls use of them.
+
+    Its driver's board if it has one, else its workflow's own. The gate is
+    the run's (bound to its lease when stored): its sub-workflows' calls
+    wait there too (``_engine/_limit_scope.py``).
 
     Raises:
-        WorkflowValidationError: a limit the workflow leaves to its host is declared nowhere.
+        WorkflowValidationError: a limit the workflow or a sub-workflow of
+            it leaves to its host is declared nowhere.
     """
-    if not limits.by_executor:
-        return None
-    board = LimitBoard.current() or own
+    limits = workflow.limits
+    nests = workflow.nests_limits
+    if not limits.by_executor and not nests:
+        return None, None
+    board = LimitBoard.current() or workflow.own_limits
     host = board.declared
-    try:
-        by_executor = limits.resolve(host)
-    except ValueError as problem:
-        raise WorkflowValidationError([f"workflow {name!r}: {problem}"]) from None
+    problems = workflow.limit_problems(host)
+    if problems:
+        raise WorkflowValidationError([f"workflow {workflow.name!r}: {p}" for p in problems])
+    by_executor = limits.resolve(host)
     gate = board.gate(store)
     if isinstance(gate, StoreGate):
-        if ownership is None:  # a stored run always has one; without it, count here
-            return Limiting(board.local, by_executor)
-        return Limiting(gate.bound(ownership), by_executor)
-    return Limiting(gate, by_executor)
+        # A stored run always has an ownership; without one, count here.
+        gate = board.local if ownership is None else gate.bound(ownership)
+    limiting = Limiting(gate, by_executor) if by_executor else None
+    scope = LimitScope(gate, {**limits.declared, **host}) if nests else None
+    return limiting, scope

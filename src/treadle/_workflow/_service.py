@@ -106,7 +106,7 @@ class Runtime:
         self.hosted = Hosted(workflows)
         self.limits = LimitBoard(limits)
         for hosted in self.hosted.all():
-            self.limits.check(hosted.name, hosted.limits)
+            self.limits.check(hosted)
         self._group: asyncio.TaskGroup | None = None
         self._service: asyncio.Task[None] | None = None
         self._leases: LeaseKeeper | None = None  # the runs it drives in its block

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from treadle._engine._waits import Waiting
     from treadle._graph._edges import Edge
     from treadle._graph._executor import Executor
+    from treadle._graph._limits import CallLimit
     from treadle._stores._store import Store
     from treadle._values._search_fields import SearchFields
     from treadle._values._serialization import Serializer
@@ -100,6 +101,15 @@ class WorkflowGraph:
         self.limits = limits
         # Its runs driven by nobody's driver share these counts (a driver has its own).
         self.own_limits = LimitBoard(limits.declared.values())
+        self._nested = tuple(
+            (node.id, inner)
+            for node in nodes
+            if isinstance(inner := getattr(node.prototype, "subgraph", None), WorkflowGraph)
+        )
+        # Whether a sub-workflow (at any depth) names a call limit: its runs then need a scope.
+        self.nests_limits: bool = any(
+            inner.limits.by_executor or inner.nests_limits for _, inner in self._nested
+        )
         self._description: dict[str, Any] | None = None
         self._stored_description: bytes | None = None
         self._fingerprint: str | None = None
@@ -121,6 +131,23 @@ class WorkflowGraph:
         """The workflow an executor runs as a sub-workflow (``None``: it is not one)."""
         inner = getattr(self._nodes[executor_id].prototype, "subgraph", None)
         return inner if isinstance(inner, WorkflowGraph) else None
+
+    def limit_problems(self, host: Mapping[str, CallLimit]) -> list[str]:
+        """Each limit an executor here or in a sub-workflow names that nobody declares.
+
+        ``host``: what the run's driver declares. A sub-workflow's names are
+        resolved in what encloses it too (``_engine/_limit_scope.py``); its
+        problems are named by its path.
+        """
+        problems = self.limits.missing(host)
+        if self.nests_limits:
+            enclosing = {**self.limits.declared, **host}
+            for executor_id, inner in self._nested:
+                problems.extend(
+                    f"sub-workflow {executor_id!r}: {problem}"
+                    for problem in inner.limit_problems(enclosing)
+                )
+        return problems
 
     def prototype(self, executor_id: str) -> Executor:
         """The instance used to inspect an executor's handlers."""
