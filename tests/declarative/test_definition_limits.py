@@ -56,3 +56,45 @@ def test_a_node_naming_an_undeclared_limit_and_a_bad_key_are_reported_at_their_p
     text = str(raised.value)
     assert "flow.yaml:6:10: CEL syntax error in 'message.tenant +'" in text  # the key's place
     assert "flow.yaml:8:3: executor 'call' names limit 'apj'" in text  # the node's
+
+
+async def test_a_definitions_token_budget_takes_an_estimate_in_cel_and_refuses_one_too_big(write):
+    path = write(
+        """
+        name: budgeted
+        start: call
+        call_limits:
+          llm:
+            tokens: 1k/min
+            estimate: "size(message.prompt) * 10"
+        nodes:
+          call:
+            executor: steps:keep
+            limits: [llm]
+        """
+    )
+    workflow = treadle.load(path)
+    (limit,) = workflow.limits.declared.values()
+    assert (limit.budget.tokens, limit.budget.per) == (1000, 60.0)
+    assert (await workflow.run({"prompt": "short"})).outputs == [{"prompt": "short"}]
+    with pytest.raises(treadle.errors.WorkflowRunError) as raised:
+        await workflow.run({"prompt": "x" * 200})  # 2,000 tokens: never within 1k/min
+    assert "limit 'llm' can never admit this call" in str(raised.value.__cause__)
+
+    too_big = write(
+        """
+        name: budgeted
+        start: call
+        call_limits:
+          llm:
+            tokens: 1k/min
+            estimate: 5000
+        nodes:
+          call:
+            executor: steps:keep
+            limits: [llm]
+        """
+    )
+    with pytest.raises(DefinitionError) as refused:
+        treadle.load(too_big)
+    assert "no call could ever start: its estimate of 5000 tokens" in str(refused.value)

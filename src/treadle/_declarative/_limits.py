@@ -1,11 +1,12 @@
 """Call limits in a definition: ``call_limits:``, with keys and priorities written in CEL.
 
 A definition declares its limits by name, beside its nodes, and each node
-names the ones it runs under (``limits: [openai]``). A limit's ``key`` and
-``priority`` are CEL expressions over the call: ``message`` (the message
-the node handles, as plain data), ``run_id``, ``workflow`` and
-``executor`` (the node's id). They are checked when the definition loads,
-with the same rules and evaluation budget as the definition's conditions.
+names the ones it runs under (``limits: [openai]``). A limit's ``key``,
+``priority`` and ``estimate`` (when not a number) are CEL expressions
+over the call: ``message`` (the message the node handles, as plain
+data), ``run_id``, ``workflow`` and ``executor`` (the node's id). They
+are checked when the definition loads, with the same rules and
+evaluation budget as the definition's conditions.
 """
 
 from __future__ import annotations
@@ -52,8 +53,12 @@ class CelCallValue:
         except ExpressionError as error:
             msg = f"limit {self.limit!r}: its {self.field} {error}"
             raise ExpressionError(msg) from None
-        if self.field == "priority" and (isinstance(value, bool) or not isinstance(value, int)):
-            msg = f"limit {self.limit!r}: its priority {self.expression.source!r} gave {value!r}"
+        if self.field in ("priority", "estimate") and (
+            isinstance(value, bool) or not isinstance(value, int)
+        ):
+            msg = (
+                f"limit {self.limit!r}: its {self.field} {self.expression.source!r} gave {value!r}"
+            )
             raise ExpressionError(msg + ", not an integer")
         return value
 
@@ -66,9 +71,9 @@ def declared_limits(
     for name, spec in specs.items():
         where = ("call_limits", name)
         made: dict[str, CelCallValue] = {}
-        for field in ("key", "priority"):
+        for field in ("key", "priority", "estimate"):
             source = getattr(spec, field)
-            if source is None:
+            if source is None or isinstance(source, int):
                 continue
             try:
                 made[field] = CelCallValue(compile_expression(source, CALL_NAMES), name, field)
@@ -82,6 +87,8 @@ def declared_limits(
                     rate=spec.rate,
                     key=made.get("key"),
                     priority=made.get("priority"),
+                    tokens=spec.tokens,
+                    estimate=made.get("estimate", spec.estimate),  # type: ignore[arg-type]
                 )
             )
         except (TypeError, ValueError) as error:

@@ -70,6 +70,15 @@ class CallLimitSpec(_Model):
     priority: Expression | None = Field(
         default=None, description="An integer (CEL over the same): higher goes first."
     )
+    tokens: str | None = Field(
+        default=None,
+        pattern=r"^\s*\d[\d_]*\.?\d*\s*[kmKM]?\s*/\s*\d*\.?\d*\s*[A-Za-z]+\s*$",
+        description="Tokens used per window: `200k/min`, `1.5m/hour`; needs `estimate`.",
+    )
+    estimate: int | Expression | None = Field(
+        default=None,
+        description="Tokens a call reserves when it starts: a number, or CEL over the call.",
+    )
 
 
 class StateSpec(_Model):
