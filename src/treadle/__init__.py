@@ -31,7 +31,7 @@ from treadle._graph._edges import Case, Default
 from treadle._graph._executor import Executor, handler
 from treadle._graph._function_executor import executor
 from treadle._graph._input_policy import InputPolicy
-from treadle._graph._limits import CallLimit, LimitCall, Rate
+from treadle._graph._limits import CallLimit, LimitCall, Rate, TokenRate
 from treadle._graph._policies import ExponentialBackoff, RetryPolicy
 from treadle._public import publish
 from treadle._values._actors import Actor, Role
@@ -80,6 +80,7 @@ __all__ = [
     "StartPolicy",
     "SyncEventStream",
     "SystemClock",
+    "TokenRate",
     "TraceSpan",
     "Tracing",
     "Workflow",
