@@ -189,6 +189,7 @@ class OpenTelemetryMetrics:
         self._takeovers = made["treadle.lease.takeovers"]
         self._webhooks = made["treadle.webhook.deliveries"]
         self._tokens = made["treadle.agent.tokens"]
+        self._limit_wait = made["treadle.limit.wait"]
         self._runs = made["treadle.runs"]
         self._open_requests = made["treadle.requests.open"]
         self._oldest_request = made["treadle.requests.oldest_age"]
@@ -234,6 +235,10 @@ class OpenTelemetryMetrics:
         """Count an agent turn's tokens."""
         self._tokens.add((model, "input"), input_tokens)
         self._tokens.add((model, "output"), output_tokens)
+
+    def limit_wait(self, limit: str, seconds: float) -> None:
+        """Record how long a call waited for a slot of ``limit``."""
+        self._limit_wait.record(seconds, {"limit": limit})
 
     def set_store_gauges(self, gauges: StoreGauges) -> None:
         """Set the store's gauges to what was just read from it."""

@@ -122,6 +122,7 @@ async def test_every_catalogued_name_comes_out_of_the_exporter_as_documented(sto
     metrics.leases(2, 1)
     metrics.webhook_delivery("delivered")
     metrics.agent_tokens("test-model", 10, 20)
+    metrics.limit_wait("api", 0.2)
     metrics.set_store_gauges(StoreGauges({("w", "completed"): 1}, {"w": 1}, 5.0, 0))
     kinds = {"counter": "counter", "histogram": "histogram", "gauge": "gauge"}
     families = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from time import perf_counter
 from typing import TYPE_CHECKING, cast
 
 from treadle._engine._events import LimitSlowed
@@ -76,7 +77,9 @@ async def take_slots(invocation: Invocation, limiting: Limiting, slots: list[Slo
     those taken before a cancellation too.
     """
     gate = limiting.gate
+    metrics = invocation.env.options.metrics
     for request in slot_requests(invocation, limiting.by_executor[invocation.executor.id]):
+        asked = perf_counter()
         got = gate.acquire(request)
         if type(got) is not Slot:  # its turn comes later
             waiting = cast("Awaitable[Slot]", got)
@@ -91,6 +94,8 @@ async def take_slots(invocation: Invocation, limiting: Limiting, slots: list[Slo
                     slots.append(waiting.result())  # granted as it was cancelled
                 raise
         slots.append(got)
+        if metrics is not None:
+            metrics.limit_wait(request.limit.name, perf_counter() - asked)
 
 
 async def slow_down(

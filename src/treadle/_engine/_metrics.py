@@ -149,6 +149,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "treadle_agent_tokens_total",
     ),
     MetricSpec(
+        "treadle.limit.wait",
+        "histogram",
+        "s",
+        ("limit",),
+        "Time a call waited for a slot of a call limit (about 0 when one was free at once)",
+        "treadle_limit_wait_seconds",
+    ),
+    MetricSpec(
         "treadle.runs",
         "gauge",
         "{run}",
@@ -217,6 +225,10 @@ class Metrics(Protocol):
 
     def agent_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
         """An agent's turn used these tokens of ``model``."""
+        ...
+
+    def limit_wait(self, limit: str, seconds: float) -> None:
+        """A call held a slot of ``limit`` after waiting ``seconds`` for it (0: free at once)."""
         ...
 
 
