@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 HERE = Path(__file__).parent
 REPOSITORY = HERE.resolve().parents[1]
 TREADLE = str(Path(sys.executable).with_name("treadle"))
+# What a started process imports: the apps here, the shared test pieces, and this
+# checkout's treadle (not whichever one the environment installed).
+PYTHONPATH = os.pathsep.join(map(str, (HERE, HERE.parent, REPOSITORY / "src")))
 
 
 def start_worker(
@@ -28,7 +31,7 @@ def start_worker(
     app: str = "scale_app",
 ) -> subprocess.Popen[bytes]:
     """``treadle worker --app APP`` on ``dsn``/``schema``, logging to ``log``."""
-    env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}"}
+    env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": PYTHONPATH}
     command = [TREADLE, "worker", "--app", app, "--store", dsn, "--worker-id", name]
     command += ["--lease", str(lease), "--poll-interval", str(poll), "--concurrency", "8"]
     with log.open("wb") as sink:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import limits_app
 import pytest
 from chaos import install_commit_log, run_sql, worker_dsn
-from processes import HERE, start_worker
+from processes import HERE, PYTHONPATH, start_worker
 
 from postgres import drop_schemas, fresh_schema
 from treadle.stores import PostgresStore, SqliteStore
@@ -174,7 +174,7 @@ def driver(path: Path, first: int, count: int, log: Path, calls: Path) -> subpro
     env = {
         **os.environ,
         "TREADLE_CALL_LOG": str(calls),
-        "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent}",
+        "PYTHONPATH": PYTHONPATH,
     }
     command = [sys.executable, str(HERE / "limits_driver.py"), str(path), str(first), str(count)]
     with log.open("wb") as sink:
@@ -321,6 +321,7 @@ async def postgres_campaign(dsn: str, tmp_path: Path, runs: int) -> None:
             except subprocess.TimeoutExpired:
                 process.kill()
         await drop_schemas([schema])
+    (tmp_path / "grants.log").write_text("".join(f"{at:.6f} {c}\n" for c, at in grants))
     assert len(rows) == runs
     assert {status for _, status in rows} == {"completed"}
     assert twice == []
