@@ -9,12 +9,17 @@ back; a call entered again keeps its place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
 
 import pytest
 
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import LimitSlots, LimitTerms, SlotEntry
+from treadle._stores._sql_limits import admit, release, take
+from treadle._stores._sqlite import SqliteStore
+from treadle._stores._sqlite_writes import drive
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 T0 = 1_700_000_000.0
@@ -129,3 +134,37 @@ async def test_a_slowed_limit_grants_nothing_until_its_time(store):
     admitted = await store.take_slot(ONE_AT_A_TIME, SlotEntry("c"), lease, "g")
     assert admitted.granted == ()
     assert admitted.next_at == 1e12
+
+
+async def test_a_change_to_a_line_reads_the_time_once_it_holds_the_limits_row(tmp_path):
+    # Read before, the time could be older than that of a process that held the row
+    # meanwhile and pruned grants from its window still inside this one's: 26 calls
+    # were granted within a second of a limit of 25 so, on three workers.
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    try:
+        lease = await leased_run(store, "r")
+    finally:
+        await store.close()
+    terms = LimitTerms("api", concurrency=1, calls=5, per=1.0)
+    statements: list[str] = []
+    locked_when_read: list[bool] = []
+
+    def clock() -> float:
+        locked = any(s.lstrip().startswith("UPDATE treadle_limits SET") for s in statements)
+        locked_when_read.append(locked)
+        return time.time()
+
+    plans = [
+        lambda: take(terms, SlotEntry("c"), lease, "g", clock),
+        lambda: release(terms, "c", lease, "g", clock),
+        lambda: admit(terms, "g", clock),
+    ]
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.set_trace_callback(statements.append)
+        for plan in plans:
+            statements.clear()
+            db.execute("BEGIN IMMEDIATE")
+            drive(plan(), db)
+            db.execute("COMMIT")
+    assert locked_when_read == [True, True, True]
