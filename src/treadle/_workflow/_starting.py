@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
 from treadle._engine._result import RunResult, RunStatus
-from treadle._exceptions import TreadleError
 from treadle._workflow import _actions as door
 from treadle._workflow._launch import new_run_id
-from treadle._workflow._runs import load_restored
+from treadle._workflow._pausing import stored_result
 
 if TYPE_CHECKING:
-    from treadle._stores._store import Store
     from treadle._values._actors import Actor
     from treadle._workflow._launch import Launch
     from treadle._workflow._start_policy import StartPolicy
@@ -89,46 +87,4 @@ async def admit_start(
         outputs=[],
         state={},
         superstep=0,
-    )
-
-
-async def stored_result(
-    workflow: Workflow, store: Store, run_id: str, *, deduplicated: bool = False
-) -> RunResult:
-    """A run as its store has it now: its latest checkpoint's outputs and state, its row's status.
-
-    A run with no checkpoint yet (queued, pending), or one this workflow
-    cannot decode, is told by its row alone.
-    """
-    row = await store.get_run(run_id)
-    status = RunStatus(row.status)
-    if row.checkpoint_id is not None:
-        try:
-            restored = await load_restored(workflow, store, run_id, None)
-        except TreadleError:
-            pass  # told by its row: what the caller asked was whether it exists
-        else:
-            waits = restored.waits
-            return RunResult(
-                run_id=run_id,
-                status=status,
-                outputs=list(restored.outputs),
-                state=dict(restored.state),
-                superstep=restored.superstep,
-                pending_requests=waits.pending_requests(),
-                wake_at=waits.next_wake_at(),
-                last_checkpoint_id=restored.checkpoint_id,
-                deduplicated=deduplicated,
-            )
-    return RunResult(
-        run_id=run_id,
-        status=status,
-        outputs=[],
-        state={},
-        superstep=row.superstep,
-        last_checkpoint_id=row.checkpoint_id,
-        error=None,
-        outcome=row.outcome,
-        outcome_summary=row.outcome_summary,
-        deduplicated=deduplicated,
     )
