@@ -128,6 +128,18 @@ async def test_a_rate_grants_no_more_calls_in_a_window_and_says_when_the_next_ma
     assert wait.next_slot_at == pytest.approx(admitted.next_at)
 
 
+async def test_a_call_entered_again_keeps_its_earlier_grant_in_the_rates_window(store):
+    # Tried again (or its run taken over by a process that found its owner dead): the
+    # call waits again, and the grant it had still counts, as the call it let start did.
+    lease = await leased_run(store, "r")
+    terms = LimitTerms("api", calls=2, per=60.0)
+    assert (await store.take_slot(terms, SlotEntry("c0"), lease, "g")).granted == ("c0",)
+    await store.release_slot(terms, "c0", lease, "g")
+    assert (await store.take_slot(terms, SlotEntry("c0"), lease, "g")).granted == ("c0",)
+    assert (await store.take_slot(terms, SlotEntry("c1"), lease, "g")).granted == ()
+    assert [(w.call_id, w.position) for w in await store.line_waits(["r"])] == [("c1", 0)]
+
+
 async def test_a_slowed_limit_grants_nothing_until_its_time(store):
     lease = await leased_run(store, "r")
     await store.slow_limit("api", 1e12)

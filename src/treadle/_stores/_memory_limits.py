@@ -8,6 +8,7 @@ turn, then its earliest arrival.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from abc import ABC
 from dataclasses import dataclass, field
@@ -95,7 +96,13 @@ class MemoryLimits(ABC):
             line = self._limit_lines.setdefault(terms.name, _Line())
             row = line.rows.get(entry.call_id)
             if row is not None and (row.released_at is not None or row.epoch != lease.epoch):
-                # Tried again, or its run taken over: it waits again, in the place it had.
+                # Tried again, or its run taken over: it waits again, in the place it had,
+                # and its earlier grant counts against the rate until it ages out.
+                if row.granted_at is not None and row.granted_at > now - terms.window:
+                    kept = f"{entry.call_id}#{now!r}"
+                    line.rows[kept] = dataclasses.replace(
+                        row, call_id=kept, released_at=row.released_at or now, noticed=True
+                    )
                 row.epoch, row.granted_at, row.released_at = lease.epoch, None, None
                 row.gate, row.noticed, row.cost = gate, False, entry.cost
             elif row is None:

@@ -59,6 +59,16 @@ UPDATE treadle_limit_slots
 SET lease_epoch = ?, granted_at = NULL, released_at = NULL, gate = ?, noticed = 0, cost = ?
 WHERE limit_name = ? AND call_id = ?"""
 
+# A call entered again whose earlier grant is still inside the window: that grant
+# stays counted, as a released row of its own (pruned with the others).
+KEEP_GRANT = """
+INSERT INTO treadle_limit_slots
+(limit_name, call_id, run_id, lease_epoch, call_key, priority, turn, arrival, cost,
+ entered_at, gate, noticed, granted_at, released_at)
+SELECT limit_name, ?, run_id, lease_epoch, call_key, priority, turn, arrival, cost,
+ entered_at, gate, 1, granted_at, COALESCE(released_at, ?)
+FROM treadle_limit_slots WHERE limit_name = ? AND call_id = ? AND granted_at > ?"""
+
 RETELL = """
 UPDATE treadle_limit_slots SET gate = ?, noticed = 0 WHERE limit_name = ? AND call_id = ?"""
 
@@ -198,6 +208,9 @@ def take(
         )
         yield COUNT_ARRIVAL, (arrivals, terms.name), NOTHING, False
     elif found[2] is not None or found[0] != lease.epoch:
+        if found[1] is not None:  # its earlier grant counts against the rate until it ages out
+            kept = (f"{entry.call_id}#{now!r}", now, terms.name, entry.call_id, now - terms.window)
+            yield KEEP_GRANT, kept, COUNT, False
         yield REENTER, (lease.epoch, gate, entry.cost, terms.name, entry.call_id), NOTHING, False
     else:
         yield RETELL, (gate, terms.name, entry.call_id), NOTHING, False
