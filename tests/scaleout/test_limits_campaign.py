@@ -15,12 +15,19 @@ slot granted and every checkpoint committed. Then:
   start (a granted call starts when its process hears of the grant: a
   poll later, or more on a loaded machine; the lag is printed);
 * every run completed with its own output, and no superstep was committed twice;
-* the killed process's slots came back: after its death, calls again ran
-  as many at once as the limit allows.
+* the killed process's slots came back: after its death (on SQLite, where
+  the survivor sees the process gone and takes its runs over at once) or
+  its lease (a worker on PostgreSQL), calls again ran as many at once as
+  the limit allows.
 
-The default suite drives 40 runs (200 calls) on SQLite; ``make soak``
-drives 200 runs (1,000 calls), and the PostgreSQL campaign (not yet seen
-to pass on a loaded machine: see its test).
+The default suite drives 40 runs (200 calls) on each, in about 12 s
+(SQLite) and 19 s (PostgreSQL, whose killed worker's runs wait out its
+5 s lease); ``make soak`` drives 200 runs (1,000 calls) on each. What
+they found, now fixed: a run taken over before its fan-out failed every
+commit (its fan-in buffers were read back empty) and was claimed again
+forever; a call entered again dropped its earlier grant from the rate's
+window; a process that read the time before waiting for the limit's row
+counted its window after a later one had pruned grants still inside it.
 """
 
 from __future__ import annotations
@@ -119,8 +126,14 @@ def lags(calls: Calls, grants: list[tuple[str, float]]) -> list[float]:
 
 
 def check(
-    calls: Calls, grants: list[tuple[str, float]], dead: int, died_at: float, runs: int
+    calls: Calls,
+    grants: list[tuple[str, float]],
+    dead: int,
+    died_at: float,
+    runs: int,
+    back_after: float,
 ) -> None:
+    """The campaign's checks; the dead process's slots are back ``back_after`` its death."""
     finished = [1 for _, end, _ in calls.intervals if end is not None]
     assert len(finished) >= runs * 5
     assert calls.most_at_once(dead, died_at) <= limits_app.CONCURRENCY
@@ -131,8 +144,9 @@ def check(
     print(f"longest grant-to-start lag: {lag:.3f} s")
     starts = [at for at, _, _ in calls.starts]
     assert most_in_a_window(starts, max(limits_app.PER - lag, 0.0)) <= limits_app.CALLS
-    # Its slots came back: calls ran as many at once as the limit allows after it died.
-    assert calls.most_at_once(dead, died_at, after=died_at + LEASE) == limits_app.CONCURRENCY
+    # Its slots came back: calls ran as many at once as the limit allows after it died
+    # (it died mid-call: had its slot not come back, at most one fewer could).
+    assert calls.most_at_once(dead, died_at, after=died_at + back_after) == limits_app.CONCURRENCY
 
 
 async def check_outputs(store) -> None:
@@ -220,11 +234,12 @@ async def sqlite_campaign(tmp_path: Path, runs: int) -> None:
     assert len(outputs) == runs
     assert set(outputs.values()) == {"completed"}
     assert twice == []
-    check(Calls.read(calls_file), grants, victim.pid, died_at, runs)
+    # On one host the survivor sees the killed process is gone and takes its runs over
+    # at once (see owner_is_dead), its slots with them: they are back before any lease.
+    check(Calls.read(calls_file), grants, victim.pid, died_at, runs, back_after=0.0)
     await check_outputs(SqliteStore(path))
 
 
-@pytest.mark.soak  # failed in the whole default suite on 2 cores (11:51, 2026-11-27): opt-in
 async def test_two_processes_on_one_sqlite_file_share_a_limit_and_a_killed_ones_slots_return(
     tmp_path,
 ):
@@ -325,13 +340,10 @@ async def postgres_campaign(dsn: str, tmp_path: Path, runs: int) -> None:
     assert len(rows) == runs
     assert {status for _, status in rows} == {"completed"}
     assert twice == []
-    check(Calls.read(calls_file), grants, workers["w0"].pid, died_at, runs)
+    # A worker is judged by its lease alone: its runs, and their slots, come back after it.
+    check(Calls.read(calls_file), grants, workers["w0"].pid, died_at, runs, back_after=LEASE)
 
 
-# Under `make soak` only, for now: on the shared, loaded machine it was written on, its
-# workers' runs did not all complete within ten minutes (leases lost, runs parked as
-# crash-looping, the database out of connections); not yet shown to pass.
-@pytest.mark.soak
 async def test_three_postgres_workers_share_a_limit_and_a_killed_ones_slots_return(dsn, tmp_path):
     await postgres_campaign(dsn, tmp_path, 40)
 
