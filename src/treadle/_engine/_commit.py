@@ -111,12 +111,12 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     if type(counted) is not Counts:
         counted = Counts(dict(counted))
     order = plan.order
-    # One message each (the usual case): the order says it all.
-    iterations = counted.added(
-        order
-        if len(order) == len(invocations)
-        else [(eid, len(point.pending[eid])) for eid in order]
-    )
+    # As Counts.added makes them, without its frame. One message each (the
+    # usual case): the order says it all.
+    iterations: Any = _blank(Counts)
+    iterations.known = None
+    iterations.before = counted
+    iterations.step = order if len(order) == len(invocations) else _handled(point, order)
     outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
     # Built slot by slot, here: the cheapest way to make one (see BarrierState). ``Any``:
     # its fields are read-only to everyone else.
@@ -135,6 +135,16 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     committed.outcome = decided
     committed.written = None
     return committed, events, spawns, written
+
+
+def _handled(point: BarrierState, order: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(executor id, messages) of each executor in ``order``, from ``point``'s inboxes.
+
+    Its own function: a comprehension reading ``point`` in the barrier
+    would make ``point`` a cell there, built at every superstep.
+    """
+    pending = point.pending
+    return [(executor_id, len(pending[executor_id])) for executor_id in order]
 
 
 def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:
@@ -160,11 +170,14 @@ def _outputs_and_events(
         if not listening:
             return ((*outputs, *added) if added else outputs), ()
         if not added:
-            return outputs, (*outcome.events, superstep_completed(env.run_id, superstep))
-        executor_id = invocation.executor.id
+            kept, completed = outcome.events, superstep_completed(env.run_id, superstep)
+            # A tuple (the usual case) is added to without building a list.
+            if type(kept) is tuple:
+                return outputs, kept + (completed,)  # noqa: RUF005 - (*kept, ...) builds a list
+            return outputs, (*kept, completed)
         return (*outputs, *added), (
             *outcome.events,
-            *(output_produced(env.run_id, superstep, executor_id, value) for value in added),
+            *_produced(env.run_id, superstep, invocation.executor.id, added),
             superstep_completed(env.run_id, superstep),
         )
     events: list[WorkflowEvent] = []
@@ -175,14 +188,23 @@ def _outputs_and_events(
         if outcome.outputs:  # a suspended invocation has none
             outputs = (*outputs, *outcome.outputs)
             if listening:
-                executor_id = invocation.executor.id
                 events.extend(
-                    output_produced(env.run_id, superstep, executor_id, value)
-                    for value in outcome.outputs
+                    _produced(env.run_id, superstep, invocation.executor.id, outcome.outputs)
                 )
     if listening:
         events.append(superstep_completed(env.run_id, superstep))
     return outputs, events
+
+
+def _produced(
+    run_id: str, superstep: int, executor_id: str, values: Sequence[Any]
+) -> list[WorkflowEvent]:
+    """An ``output_produced`` event for each value an invocation output.
+
+    Its own function: a generator over them in the barrier would make the
+    names it reads cells there, built at every superstep.
+    """
+    return [output_produced(run_id, superstep, executor_id, value) for value in values]
 
 
 def _commit_durable_work(

@@ -116,9 +116,7 @@ class FunctionExecutor(Executor):
         """The function's handler when the message type matches it."""
         spec = self._own_cache.get(message_type)
         if spec is None:
-            accepts = self._spec.accepts
-            candidates = (*message_type.__mro__, *promotions(message_type))
-            if not any(klass in accepts for klass in candidates):
+            if not _accepted(self._spec.accepts, message_type):
                 return None
             spec = self._own_cache[message_type] = self._spec
         return spec
@@ -127,6 +125,16 @@ class FunctionExecutor(Executor):
         """Call the wrapped function directly (handy in unit tests)."""
         result: Awaitable[None] | None = self._spec.fn(message, ctx)
         return result
+
+
+def _accepted(accepts: tuple[type, ...], message_type: type) -> bool:
+    """Whether ``message_type``, a class it derives from or one it promotes to is accepted.
+
+    Its own function: a generator reading ``accepts`` in ``find_handler``
+    would make it a cell there, built at every message.
+    """
+    candidates = (*message_type.__mro__, *promotions(message_type))
+    return any(klass in accepts for klass in candidates)
 
 
 @overload
