@@ -197,14 +197,21 @@ class BarrierState:
         outcome: tuple[str, str | None] | None = None,
         written: frozenset[str] | None = None,
     ) -> None:
-        _set = object.__setattr__  # the read-only fields are set here, and only here
-        for name, value in zip(
-            _FIELDS,
-            (run_id, superstep, status, pending, fan_in_buffers, state, iterations, outputs,
-             waits, deadline_at, spawned, outcome, written),
-            strict=True,
-        ):  # fmt: skip
-            _set(self, name, value)
+        # The read-only fields are set here (and by the barrier), and only here.
+        this: Any = self
+        this.run_id = run_id
+        this.superstep = superstep
+        this.status = status
+        this.pending = pending
+        this.fan_in_buffers = fan_in_buffers
+        this.state = state
+        this.iterations = iterations
+        this.outputs = outputs
+        this.waits = waits
+        this.deadline_at = deadline_at
+        this.spawned = spawned
+        this.outcome = outcome
+        this.written = written
 
     def _replace(self, **changes: Any) -> BarrierState:
         """A copy of this point with ``changes`` (field name → value) made."""

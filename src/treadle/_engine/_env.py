@@ -10,11 +10,15 @@ steps and its sub-workflow's barriers) go through :attr:`RunEnv.save_progress`.
 A frozen slotted dataclass: built once per run, and its fields are read
 on the hot path, where the interpreter reads slots fastest (a named
 tuple's fields cost about a third more per superstep in a chain).
+:func:`build_env` makes one as its unfrozen twin and then turns it into a
+``RunEnv`` (see :data:`_Draft`): a frozen dataclass's own ``__init__``
+sets each field through ``object.__setattr__``, seven times as slow.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -98,6 +102,21 @@ class RunEnv:
     limit_scope: LimitScope | None = None
 
 
+_Draft = dataclasses.make_dataclass(
+    "_RunEnvDraft",
+    [
+        (f.name, f.type)
+        if f.default is dataclasses.MISSING
+        else (f.name, f.type, dataclasses.field(default=f.default))
+        for f in dataclasses.fields(RunEnv)
+    ],
+    slots=True,
+)
+"""``RunEnv``'s unfrozen twin: the same slots in the same order, so one made
+with its plain ``__init__`` becomes a ``RunEnv`` by assigning its class
+(the layouts match), frozen from then on like any other."""
+
+
 class Opening(NamedTuple):
     """What the one door (``_engine/_opening.py``) opens a run with, besides its start.
 
@@ -147,7 +166,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
     limiting = opening.limiting
     plain = trace is None and limiter is None and limiting is None
     publish: Callable[[WorkflowEvent], None] = sink.publish if sink is not None else _discard
-    return RunEnv(
+    env: Any = _Draft(
         workflow,
         opening.run_id,
         options,
@@ -174,6 +193,9 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         opening.inputs,
         opening.limit_scope,
     )
+    env.__class__ = RunEnv  # frozen from here on (see _Draft)
+    result: RunEnv = env
+    return result
 
 
 def no_progress(**_: Any) -> Awaitable[str | None]:

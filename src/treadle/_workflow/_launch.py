@@ -99,9 +99,8 @@ async def open_run(
     ownership = launch.ownership
     if store is not None and ownership is None and restored is None:
         ownership = Ownership.new(store, run_id)
-    keeper = launch.leases or LeaseKeeper.current()
-    lone = LeaseKeeper() if keeper is None and ownership is not None else None
-    keeper = keeper or lone  # a lone run: nobody else drives it
+    # A run with no lease has nothing for a keeper to hold.
+    keeper, lone = (None, None) if ownership is None else _keepers(launch.leases)
     pool, free_executors = workflow.claim(run_id)
     release = _releasing(free_executors, ownership, lone)
 
@@ -183,9 +182,22 @@ async def open_run(
     except BaseException:
         await release()
         raise
-    if ownership is not None and keeper is not None:
-        keeper.hold(ownership)
+    if keeper is not None:  # there is one only for a run with a lease
+        keeper.hold(ownership)  # type: ignore[arg-type]
     return loop, release
+
+
+def _keepers(leases: LeaseKeeper | None) -> tuple[LeaseKeeper, LeaseKeeper | None]:
+    """The keeper to hold a run's lease, and the run's own if it is a lone run.
+
+    ``leases``, else that of the driver whose task this is, else one of the
+    run's own (then also returned second): nobody else drives it.
+    """
+    keeper = leases or LeaseKeeper.current()
+    if keeper is not None:
+        return keeper, None
+    lone = LeaseKeeper()
+    return lone, lone
 
 
 def _releasing(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from treadle._checkpoints._limit_gate import StoreGate, stored_gate
 from treadle._engine._limit_scope import LimitScope
@@ -25,7 +25,7 @@ from treadle._graph._limits import CallLimit
 from treadle._stores._limit_roles import LimitSlots
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._limiter import CallGate
@@ -138,7 +138,7 @@ def limiting_for(
     host = board.declared
     problems = workflow.limit_problems(host)
     if problems:
-        raise WorkflowValidationError([f"workflow {workflow.name!r}: {p}" for p in problems])
+        _refuse(workflow.name, problems)
     by_executor = limits.resolve(host)
     gate = board.gate(store)
     if isinstance(gate, StoreGate):
@@ -147,3 +147,15 @@ def limiting_for(
     limiting = Limiting(gate, by_executor) if by_executor else None
     scope = LimitScope(gate, {**limits.declared, **host}) if nests else None
     return limiting, scope
+
+
+def _refuse(name: str, problems: Sequence[str]) -> NoReturn:
+    """Refuse a workflow naming limits nobody declares.
+
+    Its own function: a comprehension reading ``workflow`` in
+    :func:`limiting_for` would make it a cell there, built for every run.
+
+    Raises:
+        WorkflowValidationError: naming each problem.
+    """
+    raise WorkflowValidationError([f"workflow {name!r}: {p}" for p in problems])

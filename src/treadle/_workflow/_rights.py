@@ -101,10 +101,21 @@ def check_answer_right(
 
 
 def started_by(actor: Actor | None) -> str:
-    """What a new run's row keeps of who started it (the actor as JSON text)."""
-    chosen = actor_or_default(actor)
-    check_right(chosen, "start", None)
-    return _encoded(chosen)
+    """What a new run's row keeps of who started it (the actor as JSON text).
+
+    Raises:
+        ActionRefusedError: ``actor``'s role may not start runs.
+    """
+    if actor is None:  # most runs: asked once
+        return _python_started_by()
+    check_right(actor, "start", None)
+    return _encoded(actor)
+
+
+@functools.cache
+def _python_started_by() -> str:
+    """What a run the Python program starts keeps of who started it (see :func:`started_by`)."""
+    return started_by(_python_actor())
 
 
 @functools.lru_cache(maxsize=256)

@@ -113,7 +113,9 @@ class Workflow(WorkflowGraph):
         chosen = run_options(options, overrides)
         policy = self.start_policy if start_policy is None else start_policy
         if deduplication_id is None and (policy is NO_START_POLICY or policy.is_empty):
-            launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
+            launch = Launch(
+                message, None, run_id, state, chosen, store, started_by=started_by(actor)
+            )
             return await drive(self, launch)
         launch = Launch(message, None, run_id, state, chosen, store)
         who = actor_or_default(actor)
@@ -148,7 +150,7 @@ class Workflow(WorkflowGraph):
         if not self.start_policy.is_empty:
             msg = f"workflow {self.name!r} has a start policy (starts may wait): use run()"
             raise ValueError(msg)
-        launch = Launch(message, None, run_id, state, chosen, store, started_by=starter(actor))
+        launch = Launch(message, None, run_id, state, chosen, store, started_by=started_by(actor))
         return WorkflowStream(lambda sink: open_run(self, launch, sink), mode, max_buffered_events)
 
     def run_sync(self, message: Any, **options: Any) -> RunResult:
@@ -466,8 +468,3 @@ class Workflow(WorkflowGraph):
             raise ValueError(msg)
         who = actor_or_default(actor)
         return await door.prune(self.store_for(store), run_id, keep_last, actor=who)
-
-
-def starter(actor: Actor | None) -> str:
-    """Who a new run's row says started it: ``actor`` (default this program), if it may."""
-    return started_by(actor)
