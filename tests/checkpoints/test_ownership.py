@@ -455,3 +455,48 @@ async def test_leaving_a_runtime_detaches_the_runs_it_continues_and_the_next_tak
         await assert_one_checkpoint_per_superstep(store, "w1")
     finally:
         await store.close()
+
+
+def napping_gated(gate: asyncio.Event, entered: asyncio.Event):
+    @executor(id="nap")
+    async def nap(n: int, ctx: WorkflowContext[int]) -> None:
+        await ctx.sleep(60)
+        ctx.send_message(n)
+
+    @executor(id="slow")
+    async def slow(n: int, ctx: WorkflowContext) -> None:
+        entered.set()
+        await gate.wait()
+        ctx.yield_output(n)
+
+    return WorkflowBuilder(start=nap, name="napping").add_edge(nap, slow).build()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_runs_a_service_claimed_keep_their_leases_while_they_wait_for_a_slot(tmp_path, kind):
+    # A service claims a batch and drives a few at once: a run waiting its turn past its
+    # lease was fenced out of its own first write by its lateness (two processes on one
+    # SQLite file: the survivor's takeovers failed their first call's entry in its line).
+    store = (
+        MemoryStore(lease=0.3) if kind == "memory" else SqliteStore(tmp_path / "r.db", lease=0.3)
+    )
+    gate, entered = asyncio.Event(), asyncio.Event()
+    workflow = napping_gated(gate, entered)
+    clock = FakeClock()
+    try:
+        for n in range(2):
+            parked = await workflow.run(n, run_id=f"r{n}", store=store, clock=clock)
+            assert parked.status is RunStatus.WAITING
+        await clock.advance(61)
+        service = Runtime(store, [workflow], clock=clock)
+        waking = asyncio.create_task(service.wake_due(concurrency=1))
+        await entered.wait()
+        for _ in range(4):  # 1.2 s in all: one run computes, the other waits its turn
+            await asyncio.sleep(0.3)
+            for run_id in ("r0", "r1"):
+                with pytest.raises(RunBusyError):
+                    await store.acquire(run_id, "intruder", 30)
+        gate.set()
+        assert sorted(result.outputs for result in await waking) == [[0], [1]]
+    finally:
+        await store.close()

@@ -170,10 +170,17 @@ class Runtime:
         slots = asyncio.Semaphore(concurrency)
         results: list[RunResult | None] = []
 
+        # A claim's lease is kept from the claim on, not from when a slot frees: a batch
+        # claims up to a thousand runs, and one driven past its lease would be fenced
+        # out of its own first write (a call's line, its commit) by its own lateness.
         async def wake(index: int, claimed: Claimed) -> None:
-            async with slots:
-                with leases.driving(), self.limits.declaring():
-                    results[index] = await self._continue_claimed(claimed, duration)
+            ownership = self._hold(leases, claimed.lease, duration)
+            try:
+                async with slots:
+                    with leases.driving(), self.limits.declaring():
+                        results[index] = await self._continue_claimed(claimed, ownership)
+            finally:
+                await ownership.close()
 
         starting = await self.store.claim_starts(
             self.hosted.names(), new_owner(), duration, self.clock.now(), limit=batch
@@ -181,9 +188,13 @@ class Runtime:
         results.extend([None] * len(starting))
 
         async def start(index: int, claimed: Claimed) -> None:
-            async with slots:
-                with leases.driving(), self.limits.declaring():
-                    results[index] = await self._start_admitted(claimed, duration)
+            ownership = self._hold(leases, claimed.lease, duration)
+            try:
+                async with slots:
+                    with leases.driving(), self.limits.declaring():
+                        results[index] = await self._start_admitted(claimed, ownership)
+            finally:
+                await ownership.close()
 
         async with asyncio.TaskGroup() as group:
             for index, one in enumerate(starting):
@@ -267,12 +278,14 @@ class Runtime:
             why,
         )
 
-    async def _continue_claimed(self, claimed: Claimed, duration: float) -> RunResult | None:
-        lease, name = claimed.lease, claimed.workflow
+    def _hold(self, leases: LeaseKeeper, lease: Lease, duration: float) -> Ownership:
+        """A claim's ownership, its lease renewed by ``leases`` (leaving the block detaches it)."""
         ownership = Ownership(self.store, lease, duration)
-        keeper = LeaseKeeper.current()
-        if keeper is not None:  # held from the claim on, so that leaving the block detaches it
-            keeper.hold(ownership)
+        leases.hold(ownership)
+        return ownership
+
+    async def _continue_claimed(self, claimed: Claimed, ownership: Ownership) -> RunResult | None:
+        lease, name = claimed.lease, claimed.workflow
         workflow = self.hosted.get(name, claimed.version)
         try:
             if workflow is None:
@@ -313,13 +326,9 @@ class Runtime:
         finally:
             await ownership.close()
 
-    async def _start_admitted(self, claimed: Claimed, duration: float) -> RunResult | None:
+    async def _start_admitted(self, claimed: Claimed, ownership: Ownership) -> RunResult | None:
         """Start a run its start policy admitted, from the input its inbox holds."""
         lease = claimed.lease
-        ownership = Ownership(self.store, lease, duration)
-        keeper = LeaseKeeper.current()
-        if keeper is not None:
-            keeper.hold(ownership)
         workflow = self.hosted.get(claimed.workflow, claimed.version or None)
         try:
             if workflow is None:
