@@ -17,9 +17,9 @@ import pytest
 
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import LimitSlots, LimitTerms, SlotEntry
-from treadle._stores._sql_limits import admit, release, take
+from treadle._stores._sql_limits import release, take
 from treadle._stores._sqlite import SqliteStore
-from treadle._stores._sqlite_writes import drive
+from treadle._stores._sqlite_writes import run_batch
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 T0 = 1_700_000_000.0
@@ -148,35 +148,71 @@ async def test_a_slowed_limit_grants_nothing_until_its_time(store):
     assert admitted.next_at == 1e12
 
 
-async def test_a_change_to_a_line_reads_the_time_once_it_holds_the_limits_row(tmp_path):
-    # Read before, the time could be older than that of a process that held the row
-    # meanwhile and pruned grants from its window still inside this one's: 26 calls
-    # were granted within a second of a limit of 25 so, on three workers.
+async def test_a_change_to_a_line_never_goes_by_a_time_older_than_one_served_before_it(tmp_path):
+    # A process reads its time, then waits for the limit's row; another, whose time is
+    # later, is served first and prunes the grants older than its window. Were the
+    # first to go by its own older time, it would count too few and stamp its grants
+    # earlier than they were made (26 calls were granted within a second of a limit of
+    # 25 so, on three workers). The line keeps its clock: the later time wins.
     path = tmp_path / "runs.sqlite"
     store = SqliteStore(path)
     try:
         lease = await leased_run(store, "r")
     finally:
         await store.close()
-    terms = LimitTerms("api", concurrency=1, calls=5, per=1.0)
-    statements: list[str] = []
-    locked_when_read: list[bool] = []
-
-    def clock() -> float:
-        locked = any(s.lstrip().startswith("UPDATE treadle_limits SET") for s in statements)
-        locked_when_read.append(locked)
-        return time.time()
-
-    plans = [
-        lambda: take(terms, SlotEntry("c"), lease, "g", clock),
-        lambda: release(terms, "c", lease, "g", clock),
-        lambda: admit(terms, "g", clock),
+    terms = LimitTerms("api", calls=2, per=1.0)
+    t = time.time()
+    changes = [
+        take(terms, SlotEntry("c1"), lease, "g", t),
+        release(terms, "c1", lease, "g", t + 0.5),
+        take(terms, SlotEntry("c2"), lease, "g", t + 1.2),  # later: prunes c1 (t + 0.2 on)
+        take(terms, SlotEntry("c3"), lease, "g", t + 0.9),  # read earlier, served after
     ]
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
-        db.set_trace_callback(statements.append)
-        for plan in plans:
-            statements.clear()
+        for change in changes:
             db.execute("BEGIN IMMEDIATE")
-            drive(plan(), db)
+            change.outcome(run_batch(change.steps, db))
             db.execute("COMMIT")
-    assert locked_when_read == [True, True, True]
+        granted = dict(
+            db.execute("SELECT call_id, granted_at FROM treadle_limit_slots WHERE call_id > 'c1'")
+        )
+    assert granted == {"c2": t + 1.2, "c3": t + 1.2}
+
+
+@pytest.mark.integration
+async def test_a_take_and_a_release_are_one_round_trip_each_on_postgresql(tmp_path, new_schema):
+    import psycopg  # noqa: PLC0415
+
+    from postgres import postgres_dsn  # noqa: PLC0415
+    from treadle._stores._postgres_writes import run_batch as run_on_postgres  # noqa: PLC0415
+    from treadle.stores import PostgresStore  # noqa: PLC0415
+
+    dsn, schema = postgres_dsn(), new_schema()
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        lease = await leased_run(store, "r")
+    finally:
+        await store.close()
+    terms = LimitTerms("api", concurrency=1, calls=10, per=1.0)
+    now = time.time()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(f'SET search_path TO "{schema}"')
+        for change in (
+            take(terms, SlotEntry("c"), lease, "g", now),
+            release(terms, "c", lease, "g", now + 0.1),
+        ):
+            trace = tmp_path / "trace.txt"
+            with trace.open("w") as sink:
+                db.pgconn.trace(sink.fileno())
+                answers = await run_on_postgres(change.steps, db)
+                db.pgconn.untrace()
+            sent = [
+                line.split("\t")[3] for line in trace.read_text().splitlines() if "\tF\t" in line
+            ]
+            waited = trace.read_text().count("ReadyForQuery")
+            assert (sent, waited) == (["Query"], 1)  # every statement in one message, one reply
+            change.outcome(answers)
+        held = await (
+            await db.execute("SELECT granted_at, released_at FROM treadle_limit_slots")
+        ).fetchall()
+    assert held == [(now, now + 0.1)]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from treadle._stores._audit import Recorded
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._records import CheckpointRecord
-    from treadle._stores._write_steps import Plan
+    from treadle._stores._write_steps import Plan, Step
 
 _T = TypeVar("_T")
 
@@ -53,6 +53,30 @@ async def drive(plan: Plan[_T], connection: Connection) -> _T:
     except StopIteration as done:
         outcome: _T = done.value
         return outcome
+
+
+async def run_batch(steps: Sequence[Step], connection: Connection) -> list[Any]:
+    """Send ``steps`` as one query, run as one implicit transaction; each one's answer, in order.
+
+    One round trip: the statements go together, with their parameters bound
+    on this side (psycopg's client-side cursor: PostgreSQL's protocol takes
+    several statements in one query only without parameters), and each
+    statement's result is read from the query's results in turn. The
+    connection must not be in a transaction (the pool's are in autocommit);
+    an error in any statement rolls all of them back.
+    """
+    from psycopg import AsyncClientCursor  # noqa: PLC0415 - psycopg only when driven
+
+    query = ";\n".join(_render(t) + (_LOCK if lock else "") for t, _, _, lock in steps)
+    parameters = [value for _, given, _, _ in steps for value in given]
+    cursor = AsyncClientCursor(connection)
+    await cursor.execute(query, parameters)
+    answers = []
+    for position, (_, _, want, _) in enumerate(steps):
+        if position:
+            cursor.nextset()
+        answers.append(await answer(cursor, want))
+    return answers
 
 
 async def insert_checkpoints(

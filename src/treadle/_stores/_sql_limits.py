@@ -8,9 +8,11 @@ limit's row, which locks it (PostgreSQL) or takes the writer's lock
 (SQLite): the processes deciding about one limit take turns, and each sees
 what the last one granted.
 
-The statements are this module's (neutral dialect); the plans that order
-them are sans I/O, driven by ``_sqlite_writes.drive`` or
-``_postgres_writes.drive`` in one transaction (see ``_write_steps.py``).
+The statements are this module's (neutral dialect). Each change is a
+:class:`Batch` of them, sans I/O, whose statements never wait for an
+earlier one's answer: ``_sqlite_writes.run_batch`` executes it in one
+transaction on the store's writer, ``_postgres_writes.run_batch`` sends it
+as one query, one implicit transaction and one round trip.
 """
 
 from __future__ import annotations
@@ -18,11 +20,32 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import Admission, LineWait, within_budget
-from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
+from treadle._stores._sql_limit_statements import (
+    ENSURE_LINE,
+    ENTER,
+    FIRST_COST,
+    FREE_LOST,
+    GRANT,
+    KEEP_GRANT,
+    LEAVE,
+    LOCK_LINE,
+    NONE,
+    NOTICE,
+    PRUNE,
+    REENTER,
+    RELEASE,
+    RETELL,
+    SERVE,
+    SLOW,
+    SPENT,
+    STATE,
+    WAITS,
+)
+from treadle._stores._write_steps import ALL, NOTHING, ONE
 
 if TYPE_CHECKING:
     import sqlite3
@@ -30,258 +53,185 @@ if TYPE_CHECKING:
 
     from treadle._stores._limit_roles import LimitTerms, SlotEntry
     from treadle._stores._records import Lease
-    from treadle._stores._write_steps import Plan
+    from treadle._stores._write_steps import Step
 
 _T = TypeVar("_T")
 
-# --- statements (neutral dialect) -----------------------------------------------------
 
-ENSURE_LINE = """
-INSERT INTO treadle_limits (limit_name, arrivals, serving) VALUES (?, 0, 0)
-ON CONFLICT DO NOTHING"""
+# --- batches ----------------------------------------------------------------------------
+class Batch(NamedTuple):
+    """One change to a line: its statements, sent at once, and what their answers mean.
 
-# Locks the limit's row until the transaction ends, and keeps the terms last used.
-LOCK_LINE = """
-UPDATE treadle_limits SET concurrency = ?, calls = ?, per = ? WHERE limit_name = ?
-RETURNING arrivals, serving, paused_until"""
-
-LEASE_CURRENT = """
-SELECT 1 FROM treadle_runs
-WHERE run_id = ? AND owner = ? AND lease_epoch = ? AND lease_until > ?"""
-
-FIND_CALL = """
-SELECT lease_epoch, granted_at, released_at FROM treadle_limit_slots
-WHERE limit_name = ? AND call_id = ?"""
-
-# A call tried again, or its run taken over: it waits again, in the place it had.
-REENTER = """
-UPDATE treadle_limit_slots
-SET lease_epoch = ?, granted_at = NULL, released_at = NULL, gate = ?, noticed = 0, cost = ?
-WHERE limit_name = ? AND call_id = ?"""
-
-# A call entered again whose earlier grant is still inside the window: that grant
-# stays counted, as a released row of its own (pruned with the others).
-KEEP_GRANT = """
-INSERT INTO treadle_limit_slots
-(limit_name, call_id, run_id, lease_epoch, call_key, priority, turn, arrival, cost,
- entered_at, gate, noticed, granted_at, released_at)
-SELECT limit_name, ?, run_id, lease_epoch, call_key, priority, turn, arrival, cost,
- entered_at, gate, 1, granted_at, COALESCE(released_at, ?)
-FROM treadle_limit_slots WHERE limit_name = ? AND call_id = ? AND granted_at > ?"""
-
-RETELL = """
-UPDATE treadle_limit_slots SET gate = ?, noticed = 0 WHERE limit_name = ? AND call_id = ?"""
-
-LAST_TURN = """
-SELECT MAX(turn) FROM treadle_limit_slots
-WHERE limit_name = ? AND call_key = ? AND granted_at IS NULL"""
-
-ENTER = """
-INSERT INTO treadle_limit_slots
-(limit_name, call_id, run_id, lease_epoch, call_key, priority, turn, arrival, cost,
- entered_at, gate, noticed)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"""
-
-COUNT_ARRIVAL = "UPDATE treadle_limits SET arrivals = ? WHERE limit_name = ?"
-
-# Whether a slot row's lease is still its run's, and current.
-_CURRENT = """EXISTS (SELECT 1 FROM treadle_runs AS r
-WHERE r.run_id = treadle_limit_slots.run_id AND r.lease_epoch = treadle_limit_slots.lease_epoch
-AND r.owner IS NOT NULL AND r.lease_until > ?)"""
-
-# A holder whose lease is gone (its process died or lost the run) holds nothing more.
-FREE_LOST = f"""
-UPDATE treadle_limit_slots SET released_at = ?
-WHERE limit_name = ? AND granted_at IS NOT NULL AND released_at IS NULL AND NOT {_CURRENT}"""  # noqa: S608 - constants only
-
-PRUNE = """
-DELETE FROM treadle_limit_slots
-WHERE limit_name = ? AND released_at IS NOT NULL AND granted_at <= ?"""
-
-HELD = """
-SELECT COUNT(*) FROM treadle_limit_slots
-WHERE limit_name = ? AND granted_at IS NOT NULL AND released_at IS NULL"""
-
-RECENT = """
-SELECT granted_at FROM treadle_limit_slots WHERE limit_name = ? AND granted_at > ?
-ORDER BY granted_at"""
-
-HEAD = f"""
-SELECT call_id, turn, cost FROM treadle_limit_slots
-WHERE limit_name = ? AND granted_at IS NULL AND {_CURRENT}
-ORDER BY priority DESC, turn, arrival LIMIT ?"""  # noqa: S608 - constants only
-
-GRANT = """
-UPDATE treadle_limit_slots SET granted_at = ? WHERE limit_name = ? AND call_id IN ({ids})"""
-
-SERVE = "UPDATE treadle_limits SET serving = ? WHERE limit_name = ? AND serving < ?"
-
-NOTICE = """
-UPDATE treadle_limit_slots SET noticed = 1
-WHERE limit_name = ? AND gate = ? AND noticed = 0
-AND granted_at IS NOT NULL AND released_at IS NULL
-RETURNING call_id"""
-
-RELEASE = """
-UPDATE treadle_limit_slots SET released_at = ?, cost = COALESCE(?, cost)
-WHERE limit_name = ? AND call_id = ? AND lease_epoch = ?
-AND granted_at IS NOT NULL AND released_at IS NULL"""
-
-# What the calls granted inside the token budget's window used (their estimates until released).
-SPENT = """
-SELECT granted_at, cost FROM treadle_limit_slots WHERE limit_name = ? AND granted_at > ?
-ORDER BY granted_at"""
-
-LEAVE = """
-DELETE FROM treadle_limit_slots
-WHERE limit_name = ? AND call_id = ? AND lease_epoch = ? AND granted_at IS NULL"""
-
-SLOW = """
-UPDATE treadle_limits SET paused_until = ?
-WHERE limit_name = ? AND (paused_until IS NULL OR paused_until < ?)"""
-
-WAITS = """
-SELECT s.run_id, s.limit_name, s.call_id, s.call_key, s.entered_at,
-  (SELECT COUNT(*) FROM treadle_limit_slots AS o
-   WHERE o.limit_name = s.limit_name AND o.granted_at IS NULL
-   AND (o.priority > s.priority OR (o.priority = s.priority
-        AND (o.turn < s.turn OR (o.turn = s.turn AND o.arrival < s.arrival))))),
-  l.paused_until, l.calls, l.per,
-  (SELECT MIN(g.granted_at) FROM treadle_limit_slots AS g
-   WHERE g.limit_name = s.limit_name AND g.granted_at > ? - l.per),
-  (SELECT COUNT(*) FROM treadle_limit_slots AS c
-   WHERE c.limit_name = s.limit_name AND c.granted_at > ? - l.per)
-FROM treadle_limit_slots AS s JOIN treadle_limits AS l ON l.limit_name = s.limit_name
-WHERE s.granted_at IS NULL AND s.run_id IN ({ids})
-ORDER BY s.run_id, s.limit_name"""
-
-
-# --- plans ------------------------------------------------------------------------------
-def _lock(terms: LimitTerms, clock: Callable[[], float]) -> Plan[tuple[Any, float]]:
-    """Lock the limit's row; its row and the time, read once the lock is held.
-
-    Read before, the time could be older than that of a process that held
-    the lock meanwhile: its grants stamped later than ours, its pruning of
-    grants older than its window dropping some still inside ours (two
-    workers granted 26 calls within a second of a limit of 25 so).
+    Attributes:
+        steps: The statements (:data:`~treadle._stores._write_steps.Step`), in order.
+        outcome: Turns their answers, in the same order, into the change's outcome.
     """
-    yield ENSURE_LINE, (terms.name,), NOTHING, False
-    row = yield (
-        LOCK_LINE,
-        (terms.concurrency, terms.calls, terms.per, terms.name),
-        ONE,
-        False,
-    )
-    return row, clock()
+
+    steps: list[Step]
+    outcome: Callable[[list[Any]], Any]
 
 
-def take(
-    terms: LimitTerms, entry: SlotEntry, lease: Lease, gate: str, clock: Callable[[], float]
-) -> Plan[Admission]:
-    """Enter ``entry`` in its line under ``lease`` (fenced), then admit."""
-    (arrivals, serving, paused_until), now = yield from _lock(terms, clock)
-    current = yield LEASE_CURRENT, (lease.run_id, lease.owner, lease.epoch, now), ONE, False
-    if current is None:
-        raise LeaseLostError(lease.run_id, lease.epoch)
-    found = yield FIND_CALL, (terms.name, entry.call_id), ONE, False
-    if found is None:
-        last = yield LAST_TURN, (terms.name, entry.key), ONE, False
-        turn = max(serving, (last[0] if last[0] is not None else -1) + 1)
-        arrivals += 1
-        yield (
+def _lock(terms: LimitTerms, now: float) -> list[Step]:
+    name = terms.name
+    return [
+        (ENSURE_LINE, (name,), NOTHING, False),
+        (LOCK_LINE, (terms.concurrency, terms.calls, terms.per, now, now, name), NOTHING, False),
+    ]
+
+
+def _lease(lease: Lease | None, now: float) -> tuple[Any, ...]:
+    if lease is None:
+        return ("", "", -1, now)
+    return (lease.run_id, lease.owner, lease.epoch, now)
+
+
+def _admit(terms: LimitTerms, gate: str, lease: Lease | None, now: float) -> list[Step]:
+    """Free the lost, prune the old, grant the head, and read what the asker must know."""
+    name = terms.name
+    window = terms.per if terms.calls is not None else 0.0
+    budget = terms.tokens_per if terms.tokens is not None else 0.0
+    steps: list[Step] = [
+        (FREE_LOST, (name, name, name), NOTHING, False),
+        (PRUNE, (name, name, terms.window), NOTHING, False),
+        (
+            GRANT,
+            (
+                name,
+                name,
+                name,
+                name,
+                NONE if terms.concurrency is None else terms.concurrency,
+                name,
+                NONE if terms.calls is None else terms.calls,
+                name,
+                name,
+                window,
+                NONE if terms.tokens is None else terms.tokens,
+                name,
+                name,
+                budget,
+                name,
+                name,
+            ),
+            NOTHING,
+            False,
+        ),
+        (SERVE, (name, name, name, name, name), NOTHING, False),
+        (NOTICE, (name, gate), ALL, False),
+        (STATE, (window, max((terms.calls or 1) - 1, 0), *_lease(lease, now), name), ONE, False),
+    ]
+    if terms.tokens is not None:
+        steps.append((SPENT, (name, name, budget), ALL, False))
+        steps.append((FIRST_COST, (name, name), ONE, False))
+    return steps
+
+
+def _admission(terms: LimitTerms, lease: Lease | None) -> Callable[[list[Any]], Admission]:
+    """What the answers of a batch ending in :func:`_admit`'s statements tell the asker."""
+
+    def outcome(answers: list[Any]) -> Admission:
+        tokens = terms.tokens is not None
+        granted, state = answers[-4:-2] if tokens else answers[-2:]
+        clock, paused_until, oldest_full, lease_ok = state
+        if lease is not None and not lease_ok:
+            raise LeaseLostError(lease.run_id, lease.epoch)
+        next_at: float | None = None
+        if terms.calls is not None and oldest_full is not None:
+            next_at = oldest_full + terms.per
+        if tokens:
+            spent, first = answers[-2:]
+            if first is not None:
+                _, tokens_at = within_budget(terms, [first[0]], spent)
+                if tokens_at is not None:
+                    next_at = max(next_at or 0.0, tokens_at)
+        if paused_until is not None and paused_until > clock:
+            next_at = max(next_at or 0.0, paused_until)
+        return Admission(tuple(row[0] for row in granted), next_at)
+
+    return outcome
+
+
+def take(terms: LimitTerms, entry: SlotEntry, lease: Lease, gate: str, now: float) -> Batch:
+    """Enter ``entry`` in its line under ``lease``, then admit.
+
+    Fenced: under a lease that is not current nothing enters, and the
+    batch's outcome raises ``LeaseLostError``.
+    """
+    name, call_id = terms.name, entry.call_id
+    owned = _lease(lease, now)
+    steps = [
+        *_lock(terms, now),
+        (
+            KEEP_GRANT,
+            (f"{call_id}#{now!r}", name, name, call_id, name, terms.window, lease.epoch, *owned),
+            NOTHING,
+            False,
+        ),
+        (
+            REENTER,
+            (lease.epoch, gate, entry.cost, name, call_id, lease.epoch, *owned),
+            NOTHING,
+            False,
+        ),
+        (
             ENTER,
             (
-                terms.name,
-                entry.call_id,
+                name,
+                call_id,
                 lease.run_id,
                 lease.epoch,
                 entry.key,
                 entry.priority,
-                turn,
-                arrivals,
+                name,
+                entry.key,
+                name,
+                name,
                 entry.cost,
-                now,
+                name,
                 gate,
+                *owned,
+                name,
+                call_id,
             ),
             NOTHING,
             False,
-        )
-        yield COUNT_ARRIVAL, (arrivals, terms.name), NOTHING, False
-    elif found[2] is not None or found[0] != lease.epoch:
-        if found[1] is not None:  # its earlier grant counts against the rate until it ages out
-            kept = (f"{entry.call_id}#{now!r}", now, terms.name, entry.call_id, now - terms.window)
-            yield KEEP_GRANT, kept, COUNT, False
-        yield REENTER, (lease.epoch, gate, entry.cost, terms.name, entry.call_id), NOTHING, False
-    else:
-        yield RETELL, (gate, terms.name, entry.call_id), NOTHING, False
-    return (yield from _admit(terms, gate, now, paused_until))
+        ),
+        (RETELL, (gate, name, call_id, lease.epoch, *owned), NOTHING, False),
+        *_admit(terms, gate, lease, now),
+    ]
+    return Batch(steps, _admission(terms, lease))
 
 
-def admit(terms: LimitTerms, gate: str, clock: Callable[[], float]) -> Plan[Admission]:
+def admit(terms: LimitTerms, gate: str, now: float) -> Batch:
     """Grant the free slots to the head of the line; what ``gate`` was granted."""
-    row, now = yield from _lock(terms, clock)
-    return (yield from _admit(terms, gate, now, row[2]))
+    return Batch([*_lock(terms, now), *_admit(terms, gate, None, now)], _admission(terms, None))
 
 
 def release(
-    terms: LimitTerms,
-    call_id: str,
-    lease: Lease,
-    gate: str,
-    clock: Callable[[], float],
-    used: float | None = None,
-) -> Plan[Admission]:
+    terms: LimitTerms, call_id: str, lease: Lease, gate: str, now: float, used: float | None = None
+) -> Batch:
     """Give a slot back under the lease it was taken with (counting what it used), then admit."""
-    row, now = yield from _lock(terms, clock)
-    yield RELEASE, (now, used, terms.name, call_id, lease.epoch), COUNT, False
-    return (yield from _admit(terms, gate, now, row[2]))
-
-
-def _admit(terms: LimitTerms, gate: str, now: float, paused_until: float | None) -> Plan[Admission]:
     name = terms.name
-    window = terms.per if terms.calls is not None else 0.0
-    yield FREE_LOST, (now, name, now), COUNT, False
-    yield PRUNE, (name, now - terms.window), COUNT, False
-    held = (yield HELD, (name,), ONE, False)[0]
-    free = terms.concurrency - held if terms.concurrency is not None else 1 << 30
-    recent: list[float] = []
-    if terms.calls is not None:
-        recent = [row[0] for row in (yield RECENT, (name, now - window), ALL, False)]
-        free = min(free, terms.calls - len(recent))
-    paused = paused_until is not None and paused_until > now
-    tokens_at: float | None = None
-    if free > 0 and not paused:
-        head = yield HEAD, (name, now, free), ALL, False
-        if head and terms.tokens is not None:
-            spent = yield SPENT, (name, now - terms.tokens_per), ALL, False
-            fit, tokens_at = within_budget(terms, [row[2] for row in head], spent)
-            head = head[:fit]
-        if head:
-            ids = json.dumps([row[0] for row in head])
-            yield GRANT, (now, name, ids), NOTHING, False
-            turn = max(row[1] for row in head)
-            yield SERVE, (turn, name, turn), NOTHING, False
-            recent.extend(now for _ in head)
-    next_at: float | None = None
-    if terms.calls is not None and len(recent) >= terms.calls:
-        next_at = recent[len(recent) - terms.calls] + window
-    if tokens_at is not None:
-        next_at = max(next_at or 0.0, tokens_at)
-    if paused_until is not None and paused_until > now:
-        next_at = max(next_at or 0.0, paused_until)
-    granted = yield NOTICE, (name, gate), ALL, False
-    return Admission(tuple(row[0] for row in granted), next_at)
+    steps = [
+        *_lock(terms, now),
+        (RELEASE, (name, used, name, call_id, lease.epoch), NOTHING, False),
+        *_admit(terms, gate, None, now),
+    ]
+    return Batch(steps, _admission(terms, None))
 
 
-def leave(limit: str, call_id: str, lease: Lease) -> Plan[None]:
+def leave(limit: str, call_id: str, lease: Lease) -> Batch:
     """Take a waiting call out of its line, under its lease."""
-    yield LEAVE, (limit, call_id, lease.epoch), COUNT, False
+    return Batch([(LEAVE, (limit, call_id, lease.epoch), NOTHING, False)], lambda _: None)
 
 
-def slow(limit: str, until: float) -> Plan[None]:
+def slow(limit: str, until: float) -> Batch:
     """Grant no slot of ``limit`` before ``until``."""
-    yield ENSURE_LINE, (limit,), NOTHING, False
-    yield SLOW, (until, limit, until), COUNT, False
+    steps: list[Step] = [
+        (ENSURE_LINE, (limit,), NOTHING, False),
+        (SLOW, (until, limit, until), NOTHING, False),
+    ]
+    return Batch(steps, lambda _: None)
 
 
 def line_waits(rows: Sequence[Sequence[Any]]) -> list[LineWait]:
@@ -313,8 +263,8 @@ class SqlLimits(ABC):
     """:class:`~treadle._stores._limit_roles.LimitSlots` over ``treadle_limits`` and its lines."""
 
     @abstractmethod
-    async def _limit_write(self, plan: Callable[[], Plan[_T]]) -> _T:
-        """Drive the plan ``plan()`` makes in one transaction of its own."""
+    async def _limit_batch(self, batch: Batch) -> Any:
+        """Send ``batch``'s statements in one transaction of their own; their outcome."""
 
     @abstractmethod
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
@@ -324,27 +274,30 @@ class SqlLimits(ABC):
         self, terms: LimitTerms, entry: SlotEntry, lease: Lease, gate: str
     ) -> Admission:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.take_slot`."""
-        return await self._limit_write(lambda: take(terms, entry, lease, gate, time.time))
+        admission: Admission = await self._limit_batch(take(terms, entry, lease, gate, time.time()))
+        return admission
 
     async def admit_slots(self, terms: LimitTerms, gate: str) -> Admission:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.admit_slots`."""
-        return await self._limit_write(lambda: admit(terms, gate, time.time))
+        admission: Admission = await self._limit_batch(admit(terms, gate, time.time()))
+        return admission
 
     async def release_slot(
         self, terms: LimitTerms, call_id: str, lease: Lease, gate: str, used: float | None = None
     ) -> Admission:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.release_slot`."""
-        return await self._limit_write(
-            lambda: release(terms, call_id, lease, gate, time.time, used)
+        admission: Admission = await self._limit_batch(
+            release(terms, call_id, lease, gate, time.time(), used)
         )
+        return admission
 
     async def leave_line(self, limit: str, call_id: str, lease: Lease) -> None:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.leave_line`."""
-        await self._limit_write(lambda: leave(limit, call_id, lease))
+        await self._limit_batch(leave(limit, call_id, lease))
 
     async def slow_limit(self, limit: str, until: float) -> None:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.slow_limit`."""
-        await self._limit_write(lambda: slow(limit, until))
+        await self._limit_batch(slow(limit, until))
 
     async def line_waits(self, run_ids: Sequence[str]) -> list[LineWait]:
         """See :meth:`~treadle._stores._limit_roles.LimitSlots.line_waits`."""
@@ -364,10 +317,11 @@ class SqliteLimits(SqlLimits):
     ) -> _T:
         """Run ``work`` on the store's connection (``SqliteStore._call``)."""
 
-    async def _limit_write(self, plan: Callable[[], Plan[_T]]) -> _T:
-        from treadle._stores._sqlite_writes import drive  # noqa: PLC0415 - the SQLite driver
+    async def _limit_batch(self, batch: Batch) -> Any:
+        from treadle._stores._sqlite_writes import run_batch  # noqa: PLC0415 - the SQLite driver
 
-        return await self._call(lambda connection: drive(plan(), connection), write=True)
+        answers = await self._call(lambda c: run_batch(batch.steps, c), write=True)
+        return batch.outcome(answers)
 
 
 class PostgresLimits(SqlLimits):
@@ -377,7 +331,9 @@ class PostgresLimits(SqlLimits):
     async def transact(self, work: Callable[[Any], Awaitable[_T]], *, write: bool = True) -> _T:
         """Run ``work`` on a pooled connection (``PostgresStore.transact``)."""
 
-    async def _limit_write(self, plan: Callable[[], Plan[_T]]) -> _T:
-        from treadle._stores._postgres_writes import drive  # noqa: PLC0415 - the psycopg driver
+    async def _limit_batch(self, batch: Batch) -> Any:
+        from treadle._stores._postgres_writes import run_batch  # noqa: PLC0415 - psycopg's
 
-        return await self.transact(lambda connection: drive(plan(), connection))
+        # Not in a transaction of the pool's: the batch is one implicit transaction itself.
+        answers = await self.transact(lambda c: run_batch(batch.steps, c), write=False)
+        return batch.outcome(answers)

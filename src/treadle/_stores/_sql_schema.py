@@ -430,6 +430,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " ON treadle_schedule_ticks (schedule_id, nominal_ms)"
         " WHERE action = 'started' AND started = 0",
     ),
+    (  # 15: a limit's line keeps its own clock: a change to it is one batch, one round trip
+        "ALTER TABLE treadle_limits ADD COLUMN clock DOUBLE PRECISION",
+    ),
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

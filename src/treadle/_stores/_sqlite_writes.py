@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from treadle._stores._audit import Recorded
     from treadle._stores._records import CheckpointRecord, Lease
     from treadle._stores._write_plans import Owned
-    from treadle._stores._write_steps import Plan
+    from treadle._stores._write_steps import Plan, Step
 
 _T = TypeVar("_T")
 
@@ -55,6 +55,24 @@ def drive(plan: Plan[_T], connection: sqlite3.Connection) -> _T:
     except StopIteration as done:
         outcome: _T = done.value
         return outcome
+
+
+def run_batch(steps: Sequence[Step], connection: sqlite3.Connection) -> list[Any]:
+    """Execute ``steps`` in order, in the caller's transaction; each one's answer, in order."""
+    execute = connection.execute
+    answers: list[Any] = []
+    for template, parameters, want, _ in steps:
+        cursor = execute(_render(template), parameters)
+        got: Any = None
+        if want is COUNT:
+            got = cursor.rowcount
+        elif want is ONE:
+            rows = cursor.fetchall()
+            got = rows[0] if rows else None
+        elif want is ALL:
+            got = cursor.fetchall()
+        answers.append(got)
+    return answers
 
 
 def commit(
