@@ -27,7 +27,8 @@ they found, now fixed: a run taken over before its fan-out failed every
 commit (its fan-in buffers were read back empty) and was claimed again
 forever; a call entered again dropped its earlier grant from the rate's
 window; a process that read the time before waiting for the limit's row
-counted its window after a later one had pruned grants still inside it;
+counted its window after a later one had pruned grants still inside it
+(a line now keeps its own clock, never set back);
 a service drove runs it had claimed past their lease, as they waited for
 one of its slots (their first call's entry in the line was refused).
 """
