@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from treadle import CallLimit, Runtime, WorkflowBuilder, WorkflowContext, executor
-from treadle.errors import WorkflowValidationError
+from treadle.errors import ExecutorFailedError, LeaseLostError, WorkflowValidationError
 from treadle.stores import MemoryStore, SqliteStore
 
 
@@ -228,3 +228,33 @@ async def test_stored_runs_count_their_slots_in_the_store(tmp_path):
     assert all(r.status.value == "completed" for r in results)
     assert gauge.calls == 48
     assert gauge.most == 3
+
+
+async def test_a_run_whose_lease_is_lost_as_its_call_enters_the_line_is_left_to_its_next_owner(
+    tmp_path, monkeypatch
+):
+    # Its call's entry in the limit's line is refused (the lease ran out or was taken
+    # over): the process writes nothing more for the run, not even that the call
+    # failed, so whoever owns it next goes on with it; its caller is told why.
+    @executor(id="call", limits=["api"])
+    async def call(n: int, ctx: WorkflowContext) -> None:
+        ctx.yield_output(n)
+
+    workflow = WorkflowBuilder(call, limits=[CallLimit("api", concurrency=1)]).build()
+    store = SqliteStore(tmp_path / "runs.db")
+
+    async def refused(terms, entry, lease, gate):
+        raise LeaseLostError(lease.run_id, lease.epoch)
+
+    monkeypatch.setattr(store, "take_slot", refused)
+    try:
+        with pytest.raises(ExecutorFailedError) as raised:
+            await workflow.run(1, store=store, run_id="r1")
+        row = await store.get_run("r1")
+        kinds = [e.kind for e in await store.read_events("r1")]
+    finally:
+        await store.close()
+    assert isinstance(raised.value.__cause__, LeaseLostError)
+    assert (row.status, row.error) == ("running", None)
+    assert "executor_failed" not in kinds
+    assert kinds.count("status_changed") == 1  # its start's, nothing after

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._limiter import Slot, SlotWait
+from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import LimitSlots, LimitTerms, SlotEntry
 
 if TYPE_CHECKING:
@@ -116,9 +117,16 @@ class StoreGate:
         line.requests[call_id] = request
         entry = SlotEntry(call_id, request.key, request.priority, request.cost)
         try:
-            self._hear(
-                line, await self.store.take_slot(line.terms, entry, ownership.lease, self.name)
-            )
+            try:
+                admission = await self.store.take_slot(
+                    line.terms, entry, ownership.lease, self.name
+                )
+            except LeaseLostError as lost:
+                # The run is another's now (or nobody's until it is claimed again): this
+                # process writes nothing more for it, not even that the call failed.
+                ownership.detach(lost)
+                raise
+            self._hear(line, admission)
             while True:
                 slot = line.early.pop(call_id, None)
                 if slot is not None:
