@@ -100,13 +100,7 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     decided = decided_outcome(set_by, superstep) if set_by else point.outcome
     spawns: Sequence[Spawn] = ()
     if suspended or later or waits.saved:  # the waits change: a copy of them does
-        waits = waits.copy()
-        if suspended:
-            waits.suspended.extend(suspended)
-        if later:
-            spawns = _commit_durable_work(env, waits, inboxes, invocations)
-        if waits.saved:  # the saved steps of invocations that are over go with them
-            _drop_saved_steps(waits, invocations)
+        waits, spawns = _changed_waits(env, waits, suspended, later, inboxes, invocations)
     counted = point.iterations
     if type(counted) is not Counts:
         counted = Counts(dict(counted))
@@ -117,7 +111,18 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     iterations.known = None
     iterations.before = counted
     iterations.step = order if len(order) == len(invocations) else _handled(point, order)
-    outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
+    if not superstep & 255:  # worked out now and then, so the counts before it can go
+        iterations.table()
+    lone = invocations[0].outcome if len(invocations) == 1 else None
+    if lone is not None and not lone.outputs and type(lone.events) is tuple:
+        # The usual superstep, one invocation and no output, as _outputs_and_events
+        # has it, without its frame: the events tuple is added to, and is () unheard.
+        outputs = point.outputs
+        events: Sequence[WorkflowEvent]
+        completed = superstep_completed(env.run_id, superstep) if env.listening else None
+        events = () if completed is None else lone.events + (completed,)  # noqa: RUF005
+    else:
+        outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
     # Built slot by slot, here: the cheapest way to make one (see BarrierState). ``Any``:
     # its fields are read-only to everyone else.
     committed: Any = _blank(BarrierState)
@@ -135,6 +140,31 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     committed.outcome = decided
     committed.written = None
     return committed, events, spawns, written
+
+
+def _changed_waits(
+    env: RunEnv,
+    waits: WaitBook,
+    suspended: list[Suspension] | None,
+    later: bool,
+    inboxes: dict[str, list[Envelope]],
+    invocations: list[Invocation],
+) -> tuple[WaitBook, Sequence[Spawn]]:
+    """A copy of ``waits`` with what the superstep changed of them, and its spawns.
+
+    The suspensions are added, the durable work is committed (scheduled
+    messages, approvals, continuations), and the saved steps of the
+    invocations that are over go with them.
+    """
+    waits = waits.copy()
+    spawns: Sequence[Spawn] = ()
+    if suspended:
+        waits.suspended.extend(suspended)
+    if later:
+        spawns = _commit_durable_work(env, waits, inboxes, invocations)
+    if waits.saved:
+        _drop_saved_steps(waits, invocations)
+    return waits, spawns
 
 
 def _handled(point: BarrierState, order: tuple[str, ...]) -> list[tuple[str, int]]:
@@ -170,11 +200,7 @@ def _outputs_and_events(
         if not listening:
             return ((*outputs, *added) if added else outputs), ()
         if not added:
-            kept, completed = outcome.events, superstep_completed(env.run_id, superstep)
-            # A tuple (the usual case) is added to without building a list.
-            if type(kept) is tuple:
-                return outputs, kept + (completed,)  # noqa: RUF005 - (*kept, ...) builds a list
-            return outputs, (*kept, completed)
+            return outputs, (*outcome.events, superstep_completed(env.run_id, superstep))
         return (*outputs, *added), (
             *outcome.events,
             *_produced(env.run_id, superstep, invocation.executor.id, added),
