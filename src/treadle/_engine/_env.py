@@ -154,27 +154,43 @@ def _discard(event: WorkflowEvent) -> None:
 
 
 def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | None]]) -> RunEnv:
-    """The environment of a run opened with ``opening`` (derived fields computed once)."""
-    workflow, options, sink = opening.workflow, opening.options, opening.sink
+    """The environment of a run opened with ``opening`` (derived fields computed once).
+
+    ``opening`` is unpacked at once: reading a named tuple's fields one by
+    one goes the slow way on Python 3.11 (see ``_engine/_barrier.py``).
+    """
+    (
+        workflow,
+        run_id,
+        options,
+        pool,
+        sink,
+        checkpointer,
+        ledger,
+        wait_scope,
+        _,
+        limiting,
+        inputs,
+        limit_scope,
+    ) = opening
     router = workflow.router
     listening = sink is not None
     live = sink is not None and sink.live
     backpressure = sink.backpressure if sink is not None else None
     limiter = asyncio.Semaphore(options.max_concurrency) if options.max_concurrency else None
     tracing = options.tracing
-    trace = RunTrace(tracing, opening.run_id, workflow.name) if tracing is not None else None
-    limiting = opening.limiting
+    trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
     plain = trace is None and limiter is None and limiting is None
     publish: Callable[[WorkflowEvent], None] = sink.publish if sink is not None else _discard
     env: Any = _Draft(
         workflow,
-        opening.run_id,
+        run_id,
         options,
         options.clock,
-        opening.pool,
-        opening.checkpointer,
-        opening.ledger,
-        opening.wait_scope,
+        pool,
+        checkpointer,
+        ledger,
+        wait_scope,
         router,
         workflow.ranks,
         workflow.state_specs,
@@ -190,8 +206,8 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         plain,
         plain and backpressure is None and not live,
         save_progress,
-        opening.inputs,
-        opening.limit_scope,
+        inputs,
+        limit_scope,
     )
     env.__class__ = RunEnv  # frozen from here on (see _Draft)
     result: RunEnv = env
@@ -199,7 +215,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
 
 
 def no_progress(**_: Any) -> Awaitable[str | None]:
-    """``save_progress`` of an environment whose run saves nothing (a model in a test)."""
+    """``save_progress`` of an environment whose run saves nothing (no store; a model in a test)."""
     return _nothing()
 
 

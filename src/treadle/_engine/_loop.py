@@ -23,7 +23,7 @@ from treadle._engine._arrivals import Expiry, SpawnDone, TimerDue, apply_arrival
 from treadle._engine._commit import commit_superstep
 from treadle._engine._deadlines import due_deadlines, refuse_unanswerable
 from treadle._engine._delivery import stalled_fan_ins
-from treadle._engine._env import build_env
+from treadle._engine._env import build_env, no_progress
 from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
 from treadle._engine._events import (
     ExecutorFailed,
@@ -85,7 +85,9 @@ class RunLoop:
 
     def __init__(self, opening: Opening, point: BarrierState) -> None:
         """A loop at ``point`` (made by ``_engine/_opening.py``, the one door)."""
-        self.env: RunEnv = build_env(opening, _saving_progress_of(self))
+        # A run with nowhere to save has nothing to save progress to (see save_progress).
+        saving = no_progress if opening.checkpointer is None else _saving_progress_of(self)
+        self.env: RunEnv = build_env(opening, saving)
         self.point = point
         self.status = RunStatus.RUNNING
         self.error: TreadleError | None = None

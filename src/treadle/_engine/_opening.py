@@ -177,6 +177,7 @@ def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
         )
         raise TypeError(msg)
     specs = workflow.state_specs
+    fan_ins = workflow.router.fan_ins
     options = opening.options
     deadline_at = opening.deadline_at
     if deadline_at is None and options.timeout:
@@ -186,7 +187,7 @@ def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
         0,
         RunStatus.RUNNING,
         {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]},
-        tuple([{} for _ in workflow.router.fan_ins]) if workflow.router.fan_ins else (),
+        tuple([{} for _ in fan_ins]) if fan_ins else (),
         initial_state(specs, start.state) if specs or start.state else {},
         Counts(),
         (),
