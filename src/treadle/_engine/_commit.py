@@ -228,9 +228,13 @@ def _produced(
     """An ``output_produced`` event for each value an invocation output.
 
     Its own function: a generator over them in the barrier would make the
-    names it reads cells there, built at every superstep.
+    names it reads cells there, built at every superstep. A loop, not a
+    comprehension: that is a function of its own on Python 3.11.
     """
-    return [output_produced(run_id, superstep, executor_id, value) for value in values]
+    events: list[WorkflowEvent] = []
+    for value in values:
+        events.append(output_produced(run_id, superstep, executor_id, value))  # noqa: PERF401
+    return events
 
 
 def _commit_durable_work(
