@@ -63,6 +63,7 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     """
     superstep = plan.number
     invocations = plan.invocations
+    count = len(invocations)
     state = point.state
     waits = point.waits
     # One pass sorts out what each invocation hands to the barrier.
@@ -110,17 +111,20 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     iterations: Any = _blank(Counts)
     iterations.known = None
     iterations.before = counted
-    iterations.step = order if len(order) == len(invocations) else _handled(point, order)
+    iterations.step = order if len(order) == count else _handled(point, order)
     if not superstep & 255:  # worked out now and then, so the counts before it can go
         iterations.table()
-    lone = invocations[0].outcome if len(invocations) == 1 else None
-    if lone is not None and not lone.outputs and type(lone.events) is tuple:
-        # The usual superstep, one invocation and no output, as _outputs_and_events
-        # has it, without its frame: the events tuple is added to, and is () unheard.
+    events: Sequence[WorkflowEvent]
+    # The usual superstep, one invocation (``outcome`` is its, from the pass above) and
+    # no output, as _outputs_and_events has it, without its frame: the events tuple is
+    # added to, and is () unheard.
+    if count == 1 and not outcome.outputs and type(outcome.events) is tuple:
         outputs = point.outputs
-        events: Sequence[WorkflowEvent]
-        completed = superstep_completed(env.run_id, superstep) if env.listening else None
-        events = () if completed is None else lone.events + (completed,)  # noqa: RUF005
+        events = (
+            outcome.events + (superstep_completed(env.run_id, superstep),)  # noqa: RUF005
+            if env.listening
+            else ()
+        )
     else:
         outputs, events = _outputs_and_events(env, superstep, point.outputs, invocations)
     # Built slot by slot, here: the cheapest way to make one (see BarrierState). ``Any``:
