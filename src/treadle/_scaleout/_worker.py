@@ -213,6 +213,7 @@ class Worker:
         :meth:`serve`, without waiting for timers that are not yet due.
         """
         served = 0
+        empty_rounds = 0
         async with asyncio.TaskGroup() as group:
             self._leases = LeaseKeeper(group)
             beating = group.create_task(self._heartbeats())
@@ -222,7 +223,10 @@ class Worker:
                 await self._tick()
                 claimed = await self._claim_free_slots(group)
                 served += claimed
-                if claimed == 0 and not self._held:
+                # A claim skips rows another transaction has locked (a heartbeat, a release
+                # still finishing): nothing claimed twice, a poll apart, is what idle means.
+                empty_rounds = empty_rounds + 1 if claimed == 0 and not self._held else 0
+                if empty_rounds == 2:  # noqa: PLR2004 - twice, a poll apart
                     break
                 if claimed == 0:
                     await self._woken_or_polled()
