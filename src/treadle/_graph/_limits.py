@@ -49,6 +49,19 @@ _SCALE = MappingProxyType({"": 1, "k": 1_000, "m": 1_000_000})
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,99}$")
 
 
+def _seconds(count: str, unit: str) -> float | None:
+    """A window's length from its text (``"5"``, ``"min"``); ``None``: no such unit."""
+    seconds = _UNITS.get(unit)
+    return None if seconds is None else (float(count) if count else 1.0) * seconds
+
+
+def _check_window(per: object, what: str) -> None:
+    """Refuse a window that is not a positive, finite number of seconds."""
+    if not (isinstance(per, int | float) and math.isfinite(per) and per > 0):
+        msg = f"{what}'s window must be a positive number of seconds, got {per!r}"
+        raise ValueError(msg)
+
+
 @dataclass(frozen=True, slots=True)
 class Rate:
     """At most ``calls`` calls start in any window of ``per`` seconds.
@@ -65,9 +78,7 @@ class Rate:
         if not isinstance(self.calls, int) or self.calls < 1:
             msg = f"a rate needs at least 1 call per window, got {self.calls!r}"
             raise ValueError(msg)
-        if not (isinstance(self.per, int | float) and math.isfinite(self.per) and self.per > 0):
-            msg = f"a rate's window must be a positive number of seconds, got {self.per!r}"
-            raise ValueError(msg)
+        _check_window(self.per, "a rate")
 
     @classmethod
     def parse(cls, text: str) -> Rate:
@@ -77,15 +88,14 @@ class Rate:
             ValueError: ``text`` is not ``N/unit`` or ``N/<number>unit``.
         """
         match = _RATE.match(text.lower())
-        unit = _UNITS.get(match.group(3)) if match else None
-        if match is None or unit is None:
+        per = _seconds(match.group(2), match.group(3)) if match else None
+        if match is None or per is None:
             msg = (
                 f"rate {text!r} is not calls per time, such as '500/min', '10/s', "
                 f"'3/5s' or '1000/hour'"
             )
             raise ValueError(msg)
-        count = float(match.group(2)) if match.group(2) else 1.0
-        return cls(int(match.group(1)), count * unit)
+        return cls(int(match.group(1)), per)
 
     def __str__(self) -> str:
         return f"{self.calls}/{self.per:g}s"
@@ -107,9 +117,7 @@ class TokenRate:
         if not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 1:
             msg = f"a token rate needs at least 1 token per window, got {self.tokens!r}"
             raise ValueError(msg)
-        if not (isinstance(self.per, int | float) and math.isfinite(self.per) and self.per > 0):
-            msg = f"a token rate's window must be a positive number of seconds, got {self.per!r}"
-            raise ValueError(msg)
+        _check_window(self.per, "a token rate")
 
     @classmethod
     def parse(cls, text: str) -> TokenRate:
@@ -119,17 +127,14 @@ class TokenRate:
             ValueError: ``text`` is not ``N[k|m]/unit`` or ``N[k|m]/<number>unit``.
         """
         match = _TOKENS.match(text.lower())
-        unit = _UNITS.get(match.group(4)) if match else None
-        if match is None or unit is None:
+        per = _seconds(match.group(3), match.group(4)) if match else None
+        if match is None or per is None:
             msg = (
                 f"token rate {text!r} is not tokens per time, such as '200k/min', "
                 f"'1.5m/hour' or '50000/min'"
             )
             raise ValueError(msg)
-        count = float(match.group(3)) if match.group(3) else 1.0
-        return cls(
-            round(float(match.group(1).replace("_", "")) * _SCALE[match.group(2)]), count * unit
-        )
+        return cls(round(float(match.group(1).replace("_", "")) * _SCALE[match.group(2)]), per)
 
     def __str__(self) -> str:
         return f"{self.tokens}/{self.per:g}s"

@@ -59,20 +59,14 @@ def drive(plan: Plan[_T], connection: sqlite3.Connection) -> _T:
 
 def run_batch(steps: Sequence[Step], connection: sqlite3.Connection) -> list[Any]:
     """Execute ``steps`` in order, in the caller's transaction; each one's answer, in order."""
-    execute = connection.execute
-    answers: list[Any] = []
-    for template, parameters, want, _ in steps:
-        cursor = execute(_render(template), parameters)
-        got: Any = None
-        if want is COUNT:
-            got = cursor.rowcount
-        elif want is ONE:
-            rows = cursor.fetchall()
-            got = rows[0] if rows else None
-        elif want is ALL:
-            got = cursor.fetchall()
-        answers.append(got)
-    return answers
+
+    def each() -> Plan[list[Any]]:
+        answers = []
+        for step in steps:
+            answers.append((yield step))  # noqa: PERF401 - no yield in a comprehension
+        return answers
+
+    return drive(each(), connection)
 
 
 def commit(
