@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from processes import HERE, TREADLE
 
+import forked
 import treadle.workers
 from treadle import RunStatus
 from treadle._scaleout._apps import load_app
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
 
 
 def cli(store: str, schema: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``treadle args`` in a process forked with the command line imported (tests/forked.py)."""
     env = {**os.environ, "TREADLE_STORE": store, "TREADLE_SCHEMA": schema, "PYTHONPATH": str(HERE)}
+    argv = [TREADLE, *args]
+    with forked.start("treadle._cli._app:main", env=env, argv=argv) as child:
+        return subprocess.CompletedProcess(argv, *child.finish(60))
+
+
+def console_script(store: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``treadle args`` as the installed console script: a Python start of its own."""
+    env = {**os.environ, "TREADLE_STORE": store, "PYTHONPATH": str(HERE)}
     return subprocess.run(
         [TREADLE, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
@@ -56,6 +66,6 @@ async def test_start_respond_and_cancel_from_the_command_line_go_through_workers
 
 
 def test_start_refuses_an_embedded_store_naming_the_command_to_use(tmp_path: Path) -> None:
-    refused = cli(str(tmp_path / "x.sqlite"), "", "start", "asker", "-i", '"colour?"')
+    refused = console_script(str(tmp_path / "x.sqlite"), "start", "asker", "-i", '"colour?"')
     assert refused.returncode == 2
     assert "use treadle run" in refused.stderr
