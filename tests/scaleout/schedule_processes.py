@@ -2,7 +2,10 @@
 
 ``treadle worker`` and ``treadle serve`` as a user starts them, on the
 tests' digest app (``tests/apps/digest.py``), each logging to a file of its
-own; :func:`check_one_run_per_tick` is what every such test asserts at the
+own; each is forked with the command line imported (``tests/forked.py``): a
+process of its own, SIGKILLed and stopped as any other, without a Python
+start each (a campaign restarts them a dozen times).
+:func:`check_one_run_per_tick` is what every such test asserts at the
 end: the ticks started form one unbroken line of nominal times, each with
 one run of its own that output its own time, and there is no other run.
 """
@@ -19,6 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import forked
 
 if TYPE_CHECKING:
     from treadle._stores._store import Store
@@ -38,14 +43,11 @@ def environment(schema: str | None = None) -> dict[str, str]:
     return env
 
 
-def start_worker(dsn: str, schema: str, log: Path, name: str) -> subprocess.Popen[bytes]:
+def start_worker(dsn: str, schema: str, log: Path, name: str) -> forked.Forked:
     """``treadle worker --app digest`` on PostgreSQL, polling every 0.2 s, leases of 2 s."""
     command = [TREADLE, "worker", "--app", "digest", "--store", dsn, "--worker-id", name]
     command += ["--lease", "2", "--poll-interval", "0.2", "--concurrency", "8"]
-    with log.open("ab") as sink:
-        return subprocess.Popen(
-            command, env=environment(schema), stdout=subprocess.DEVNULL, stderr=sink
-        )
+    return forked.start("treadle._cli._app:main", env=environment(schema), argv=command, stderr=log)
 
 
 class Serve:
@@ -53,21 +55,15 @@ class Serve:
 
     def __init__(self, store: str, log: Path, schema: str | None = None) -> None:
         self.store, self.log, self.schema = store, log, schema
-        self.process: subprocess.Popen[str] | None = None
+        self.process: forked.Forked | None = None
         self.base = self.token = ""
 
     def start(self, *, deadline: float = 120) -> Serve:
         command = [TREADLE, "serve", "--app", "digest", "--store", self.store, "--port", "0"]
         command += ["--poll-interval", "0.2"]
-        with self.log.open("a") as sink:
-            self.process = subprocess.Popen(
-                command,
-                env=environment(self.schema),
-                stdout=subprocess.PIPE,
-                stderr=sink,
-                text=True,
-            )
-        assert self.process.stdout is not None
+        self.process = forked.start(
+            "treadle._cli._app:main", env=environment(self.schema), argv=command, stderr=self.log
+        )
         give_up = time.monotonic() + deadline
         for line in self.process.stdout:  # it prints the address before it serves
             found = _ADDRESS.search(line)
@@ -82,35 +78,26 @@ class Serve:
         return {"Authorization": f"Bearer {self.token}"}
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        """SIGKILL it (if it still runs), reaped, its pipes closed."""
+        if self.process is not None:
             self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
+            self.process.finish(30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
+        if self.process is not None:
+            stop_all([self.process])
 
 
-def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
-    """Terminate each process still running (then kill it if it lingers)."""
+def stop_all(processes: list[forked.Forked]) -> None:
+    """SIGTERM each process still running, then reap it (killed if it lingers), pipes closed."""
     for process in processes:
-        if process.poll() is None:
-            process.terminate()
+        process.send_signal(signal.SIGTERM)
     for process in processes:
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=30)
+        process.finish(30)
 
 
 async def check_one_run_per_tick(store: Store, schedule_id: str, every: float) -> list[float]:

@@ -21,7 +21,6 @@ import itertools
 import json
 import random
 import signal
-import subprocess
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -37,6 +36,7 @@ from schedule_processes import (
     stop_all,
 )
 
+import forked
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
@@ -238,16 +238,17 @@ def race_backfills(url: str, schema: str | None) -> list[dict]:
     env = environment(schema)
     create = [TREADLE, "schedules", "create", "hourly", "--workflow", "digest", "--store", url,
               "--cron", "0 * * * *", "--tz", "Europe/Paris", "--input", '"{nominal}"']  # fmt: skip
-    subprocess.run(create, env=env, check=True, capture_output=True, timeout=120)
+    with forked.start("treadle._cli._app:main", env=env, argv=create) as creating:
+        code, _, err = creating.finish(120)
+    assert code == 0, err
     start = (datetime.now(UTC) - timedelta(days=2)).replace(minute=30, second=0, microsecond=0)
     end = start + timedelta(hours=24)
     backfill = [TREADLE, "schedules", "backfill", "hourly", "--from", start.isoformat(),
                 "--to", end.isoformat(), "--store", url, "--json"]  # fmt: skip
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    racers = [subprocess.Popen(backfill, env=env, **pipes) for _ in range(2)]
-    outputs = [racer.communicate(timeout=120) for racer in racers]
-    assert [r.returncode for r in racers] == [0, 0], outputs
-    return [json.loads(out) for out, _ in outputs]
+    racers = [forked.start("treadle._cli._app:main", env=env, argv=backfill) for _ in range(2)]
+    outputs = forked.communicate_all(racers, timeout=120)
+    assert [code for code, _, _ in outputs] == [0, 0], outputs
+    return [json.loads(out) for _, out, _ in outputs]
 
 
 async def _all_done(store, count: int) -> bool:
