@@ -1,11 +1,12 @@
 """Resuming one paused run from the HTTP API and from `treadle resume` at once.
 
-The server (this process) and the CLI (its own process) race to take the
-run over. One of them drives it on; the run then holds a little after the
-pause until both have answered, so whoever comes second always meets it
-driven and is told the run is busy (409, exit 2). Every superstep after the
-pause runs exactly once, and the run's one output is committed once, on
-SQLite and on PostgreSQL.
+The server (this process) and the CLI (its own process, forked with the
+command line imported: ``tests/forked.py``) race to take the run over. One
+of them drives it on; the run then holds a little after the pause until
+both have answered, so whoever comes second always meets it driven and is
+told the run is busy (409, exit 2). Every superstep after the pause runs
+exactly once, and the run's one output is committed once, on SQLite and on
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 import pytest
 from server_app import Count
 
+import forked
 from server.conftest import TREADLE, cli_env
 
-TO = 300
+TO = 20  # a few supersteps after the second hold, each checked to run once
 HOLD_AT = 5
 HOLD_AGAIN_AT = 8  # after the pause: held there until both racers have answered
 DELAYS = (0.0, 0.4, 0.7, 1.0)  # how long the HTTP call waits for the CLI to start
@@ -53,15 +55,11 @@ async def _paused_mid_run(api, tmp_path: Path, run_id: str) -> int:
 
 async def _race(api, tmp_path: Path, run_id: str, delay: float) -> tuple[bool, bool]:
     paused_at = await _paused_mid_run(api, tmp_path, run_id)
-    cli = await asyncio.create_subprocess_exec(
-        TREADLE,
-        "resume",
-        run_id,
-        "--json",
-        cwd=tmp_path,
+    cli = forked.start(
+        "treadle._cli._app:main",
         env=cli_env(api.store_url),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        argv=[TREADLE, "resume", run_id, "--json"],
     )
 
     async def resume_over_http():
@@ -82,7 +80,7 @@ async def _race(api, tmp_path: Path, run_id: str, delay: float) -> tuple[bool, b
     exited = asyncio.Event()
     http = asyncio.create_task(resume_over_http())
     released = asyncio.create_task(release_once_both_asked())
-    (out, err) = await cli.communicate()
+    returncode, out, err = await asyncio.to_thread(cli.finish, 60)
     exited.set()
     response = await http
     await released
@@ -90,11 +88,11 @@ async def _race(api, tmp_path: Path, run_id: str, delay: float) -> tuple[bool, b
     if not http_took:
         assert response.status_code == 409, response.text
         assert response.json()["error"]["type"] in ("RunBusyError", "RequestError"), response.text
-    cli_took = cli.returncode == 0
+    cli_took = returncode == 0
     if not cli_took:
-        assert cli.returncode == 2, (out, err)
-        assert b"is owned by" in err, err
-        assert b"nothing was changed" in err, err
+        assert returncode == 2, (out, err)
+        assert "is owned by" in err, err
+        assert "nothing was changed" in err, err
     assert http_took or cli_took, (response.text, out, err)
     detail = await api.wait_for(run_id, {"completed"}, limit=30)
     assert detail["outputs"] == [TO]
