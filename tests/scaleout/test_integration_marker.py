@@ -12,9 +12,15 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
+# Plugins that neither mark nor deselect (and the collection needs none of them): without
+# them a collection starts in half the time (hypothesis's import alone is 0.8 s).
+UNNEEDED = ["cacheprovider", "hypothesispytest", "xdist", "xdist.looponfail", "anyio"]
+
+
 def collect(*args: str) -> subprocess.CompletedProcess[str]:
+    plugins = [option for name in UNNEEDED for option in ("-p", f"no:{name}")]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *plugins, *args],
         capture_output=True,
         text=True,
         check=False,
