@@ -5,7 +5,8 @@ One process drives an agent run whose model streams slowly, held at gates
 stream read over HTTP) follow it from two other processes. While the last
 gate is shut the turn cannot end, so its barrier cannot commit: the deltas
 they show by then came live. On PostgreSQL a ``treadle worker`` drives the
-run; on SQLite ``treadle run`` does.
+run; on SQLite ``treadle run`` does. Each ``treadle`` is a process of its own,
+forked with the command line imported (``tests/forked.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import json
 import os
 import queue
-import subprocess
+import signal
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ import httpx
 import pytest
 from live_app import REPLY
 
+import forked
 import treadle.workers
 from server.conftest import ServeProcess
 from server.sse import messages
@@ -48,6 +50,11 @@ def environment(store: str, gates: Path, schema: str | None = None) -> dict[str,
     if schema is not None:
         env["TREADLE_SCHEMA"] = schema
     return env
+
+
+def treadle_process(*args: str, env: dict[str, str], cwd: Path | None = None) -> forked.Forked:
+    """``treadle args``, forked with the command line imported; its stdout and stderr piped."""
+    return forked.start("treadle._cli._app:main", env=env, cwd=cwd, argv=[TREADLE, *args])
 
 
 class Seen:
@@ -86,7 +93,7 @@ class Seen:
         return list(self.all)
 
 
-def watch_lines(process: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
+def watch_lines(process: forked.Forked) -> Iterator[dict[str, Any]]:
     assert process.stdout is not None
     for line in process.stdout:
         yield json.loads(line)
@@ -135,7 +142,7 @@ def committed_turn(shown: list[dict[str, Any]]) -> bool:
 
 
 def follow_from_two_processes(
-    store: str, schema: str | None, tmp_path: Path, driver: subprocess.Popen[str]
+    store: str, schema: str | None, tmp_path: Path, driver: forked.Forked
 ) -> None:
     """The shared body: watch and serve follow the run ``r1`` that ``driver`` drives.
 
@@ -149,14 +156,7 @@ def follow_from_two_processes(
         assert driver.poll() is None, driver.communicate()
         assert time.monotonic() < deadline, "the model never started streaming"
         time.sleep(0.02)
-    watch = subprocess.Popen(
-        [TREADLE, "watch", "r1", "--json"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    watch = treadle_process("watch", "r1", "--json", env=env, cwd=tmp_path)
     watched = Seen(watch_lines(watch))
     schemas = {} if schema is None else {"TREADLE_SCHEMA": schema}
     serve = ServeProcess(tmp_path, store, PYTHONPATH=PATHS, LIVE_GATES=str(gates), **schemas)
@@ -181,10 +181,10 @@ def follow_from_two_processes(
             for client in clients
         ]
         # The turn is still open: its barrier has not committed, and the log keeps no delta.
-        logs = subprocess.run(
-            [TREADLE, "logs", "r1", "--json"], env=env, capture_output=True, text=True, check=True
-        )
-        logged = [json.loads(line) for line in logs.stdout.splitlines()]
+        with treadle_process("logs", "r1", "--json", env=env) as logs:
+            code, out, err = logs.finish(60)
+        assert code == 0, err
+        logged = [json.loads(line) for line in out.splitlines()]
         assert not committed_turn(logged), logged
         assert "agent_delta" not in {e["type"] for e in logged}
         assert not committed_turn(early_watch)
@@ -209,8 +209,7 @@ def follow_from_two_processes(
         watch.wait()
         watched.join()
         for pipe in (watch.stdout, watch.stderr):
-            if pipe is not None:
-                pipe.close()
+            pipe.close()
         serve.stop()
     # Then the committed events replace the live ones: the reply, whole, from the log.
     for shown in (whole, [m for m in ended if m["sse_event"] != "end"], *ran_out):
@@ -233,30 +232,21 @@ def test_a_worker_on_postgresql_streams_deltas_to_watch_and_serve_before_the_bar
     gates = tmp_path / "gates"
     gates.mkdir()
     env = environment(dsn, gates, schema)
-    worker = subprocess.Popen(
-        [TREADLE, "worker", "--app", "live_app", "--poll-interval", "0.05"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    worker = treadle_process(
+        "worker", "--app", "live_app", "--poll-interval", "0.05", env=env, cwd=tmp_path
     )
     try:
-        started = subprocess.run(
-            [TREADLE, "start", "courier", "-i", QUESTION, "--run-id", "r1"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert started.returncode == 0, started.stderr
+        with treadle_process(
+            "start", "courier", "-i", QUESTION, "--run-id", "r1", env=env
+        ) as start:
+            code, _, err = start.finish(60)
+        assert code == 0, err
         follow_from_two_processes(dsn, schema, tmp_path, worker)
     finally:
         (gates / "followed").touch()  # a failure left the run held: let it go
         (gates / "finish").touch()
-        worker.terminate()
-        worker.communicate(timeout=60)
+        worker.send_signal(signal.SIGTERM)
+        worker.finish(60)
         asyncio.run(drop_schemas([schema]))
 
 
@@ -264,20 +254,11 @@ def test_a_run_on_sqlite_streams_deltas_to_watch_and_serve_in_two_other_processe
     store = str(tmp_path / "runs.sqlite")
     gates = tmp_path / "gates"
     gates.mkdir()
-    driver = subprocess.Popen(
-        [TREADLE, "run", "live_app:courier", "-i", QUESTION, "--run-id", "r1", "--json"],
-        cwd=tmp_path,
-        env=environment(store, gates),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with treadle_process(
+        "run", "live_app:courier", "-i", QUESTION, "--run-id", "r1", "--json",
+        env=environment(store, gates), cwd=tmp_path,
+    ) as driver:  # fmt: skip
         follow_from_two_processes(store, None, tmp_path, driver)
-        out, err = driver.communicate(timeout=30)
-        assert driver.returncode == 0, err
-        assert json.loads(out)["outputs"] == [REPLY]
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.communicate()
+        code, out, err = driver.finish(30)
+    assert code == 0, err
+    assert json.loads(out)["outputs"] == [REPLY]
