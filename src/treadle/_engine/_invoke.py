@@ -170,7 +170,16 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
             ctx = WorkflowContext(invocation, events)
             if invoked is not None and not batching:
                 ctx.emit(invoked)
-            call = call_handler(invocation, ctx, attempt)
+            spec = invocation.spec
+            # call_handler's plain case (the usual one), without its frame.
+            call = (
+                invocation.executor.invoke(spec, invocation.envelope.payload, ctx)
+                if spec is not None
+                and spec.is_async
+                and invocation.timeout is None
+                and run.plain_calls
+                else call_handler(invocation, ctx, attempt)
+            )
         try:
             await call
         except Suspend as suspend:
