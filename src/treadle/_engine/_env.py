@@ -113,7 +113,7 @@ _Draft = dataclasses.make_dataclass(
     slots=True,
 )
 """``RunEnv``'s unfrozen twin: the same slots in the same order, so one made
-with its plain ``__init__`` becomes a ``RunEnv`` by assigning its class
+blank and set slot by slot becomes a ``RunEnv`` by assigning its class
 (the layouts match), frozen from then on like any other."""
 
 
@@ -149,6 +149,9 @@ class Opening(NamedTuple):
     limit_scope: LimitScope | None = None
 
 
+_blank = object.__new__
+
+
 def _discard(event: WorkflowEvent) -> None:
     """The sink of a run nobody listens to (callers check ``listening``)."""
 
@@ -182,33 +185,34 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
     trace = RunTrace(tracing, run_id, workflow.name) if tracing is not None else None
     plain = trace is None and limiter is None and limiting is None
     publish: Callable[[WorkflowEvent], None] = sink.publish if sink is not None else _discard
-    env: Any = _Draft(
-        workflow,
-        run_id,
-        options,
-        options.clock,
-        pool,
-        checkpointer,
-        ledger,
-        wait_scope,
-        router,
-        workflow.ranks,
-        workflow.state_specs,
-        router.fan_ins,
-        publish,
-        listening,
-        live,
-        listening and not live,
-        backpressure,
-        limiter,
-        limiting,
-        trace,
-        plain,
-        plain and backpressure is None and not live,
-        save_progress,
-        inputs,
-        limit_scope,
-    )
+    # Made blank and set slot by slot: calling _Draft would go through its __init__
+    # (25 arguments), the slow way a class with a Python __init__ is called.
+    env: Any = _blank(_Draft)
+    env.workflow = workflow
+    env.run_id = run_id
+    env.options = options
+    env.clock = options.clock
+    env.pool = pool
+    env.checkpointer = checkpointer
+    env.ledger = ledger
+    env.wait_scope = wait_scope
+    env.router = router
+    env.ranks = workflow.ranks
+    env.state_specs = workflow.state_specs
+    env.fan_in_edges = router.fan_ins
+    env.publish = publish
+    env.listening = listening
+    env.live = live
+    env.batching = listening and not live
+    env.backpressure = backpressure
+    env.limiter = limiter
+    env.limiting = limiting
+    env.trace = trace
+    env.plain_calls = plain
+    env.inline_calls = plain and backpressure is None and not live
+    env.save_progress = save_progress
+    env.inputs = inputs
+    env.limit_scope = limit_scope
     env.__class__ = RunEnv  # frozen from here on (see _Draft)
     result: RunEnv = env
     return result

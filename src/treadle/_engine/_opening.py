@@ -1,7 +1,8 @@
 """Opening a run: the one door a loop is made through.
 
 Every run, a workflow's own (``_workflow/_launch.py``) or a sub-workflow's
-(``_engine/_subworkflow.py``), is opened by :func:`open_loop`, given what
+(``_engine/_subworkflow.py``), is opened by :func:`open_loop` (a new one
+by :func:`open_fresh`, which it calls), given what
 it is opened with (one :class:`Opening`) and where it starts (a fresh
 input, or a committed point to go on from with what arrived meanwhile).
 Only this module and the sub-workflow executor import the loop (an
@@ -23,6 +24,9 @@ from treadle._engine._result import RunStatus
 from treadle._engine._spawn import lost
 from treadle._engine._state import initial_state
 from treadle._engine._waits import WaitBook
+
+_blank = object.__new__
+_RUNNING = RunStatus.RUNNING
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -117,9 +121,7 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
             or session input it is continued with does not fit.
     """
     if isinstance(start, FreshStart):
-        loop = RunLoop(opening, _fresh_point(opening, start))
-        _announce_start(loop)
-        return loop
+        return open_fresh(opening, start.message, start.state)
     point = start.point
     status = RunStatus(point.status)
     ended = status in (RunStatus.COMPLETED, RunStatus.STALLED)
@@ -152,6 +154,17 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
     return loop
 
 
+def open_fresh(opening: Opening, message: Any, state: Mapping[str, Any] | None = None) -> RunLoop:
+    """``open_loop(opening, FreshStart(message, state))``, without the tuple (every new run's way).
+
+    Raises:
+        TypeError: the start executor has no handler for ``message``.
+    """
+    loop = RunLoop(opening, _fresh_point(opening, message, state))
+    _announce_start(loop)
+    return loop
+
+
 def _fan_in_buffers(buffers: tuple[FanInBuffer, ...], count: int) -> tuple[FanInBuffer, ...]:
     """A point's fan-in buffers, one per fan-in of the workflow.
 
@@ -163,12 +176,11 @@ def _fan_in_buffers(buffers: tuple[FanInBuffer, ...], count: int) -> tuple[FanIn
     return (*buffers, *({} for _ in range(count - len(buffers))))
 
 
-def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
+def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None) -> BarrierState:
     """The point before superstep 1: the input pending at the start executor."""
     workflow = opening.workflow
     first = workflow.start_id
     prototype = workflow.prototype(first)
-    message = start.message
     if prototype.find_handler(type(message)) is None:
         accepted = ", ".join(t.__qualname__ for t in prototype.accepted_types())
         msg = (
@@ -182,18 +194,28 @@ def _fresh_point(opening: Opening, start: FreshStart) -> BarrierState:
     deadline_at = opening.deadline_at
     if deadline_at is None and options.timeout:
         deadline_at = options.clock.now() + options.timeout
-    return BarrierState(
-        opening.run_id,
-        0,
-        RunStatus.RUNNING,
-        {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]},
-        tuple([{} for _ in fan_ins]) if fan_ins else (),
-        initial_state(specs, start.state) if specs or start.state else {},
-        Counts(),
-        (),
-        WaitBook(),
-        deadline_at,
-    )
+    # Built slot by slot, as the barrier builds one (see BarrierState), and so are
+    # its Counts: a class with an ``__init__`` of its own is called the slow way.
+    counts: Any = _blank(Counts)
+    counts.known = {}
+    counts.before = None
+    counts.step = ()
+    point: Any = _blank(BarrierState)
+    point.run_id = opening.run_id
+    point.superstep = 0
+    point.status = _RUNNING
+    point.pending = {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
+    point.fan_in_buffers = tuple([{} for _ in fan_ins]) if fan_ins else ()
+    point.state = initial_state(specs, state) if specs or state else {}
+    point.iterations = counts
+    point.outputs = ()
+    point.waits = WaitBook()
+    point.deadline_at = deadline_at
+    point.spawned = ()
+    point.outcome = None
+    point.written = None
+    fresh: BarrierState = point
+    return fresh
 
 
 def _announce_start(loop: RunLoop) -> None:

@@ -21,7 +21,7 @@ from treadle._checkpoints._session_inbox import SessionInbox
 from treadle._engine._arrivals import Answer, Expiry, SessionInput
 from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
-from treadle._engine._opening import Continuation, FreshStart, open_loop
+from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._workflow._limit_board import limiting_for
 
@@ -145,6 +145,7 @@ async def open_run(
             if watches and ownership is not None:
                 inputs = SessionInbox(store, run_id, workflow.serializer, ownership)
         limiting, limit_scope = limiting_for(workflow, store, ownership)
+        # Every field given in order: a named tuple's keywords and defaults cost each run.
         opening = Opening(
             workflow,
             run_id,
@@ -153,9 +154,11 @@ async def open_run(
             sink,
             checkpointer,
             ledger,
-            limiting=limiting,
-            inputs=inputs,
-            limit_scope=limit_scope,
+            "",
+            None,
+            limiting,
+            inputs,
+            limit_scope,
         )
         if restored is not None:
             arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]
@@ -168,7 +171,7 @@ async def open_run(
             # Until then the row keeps its resting status, so a run whose
             # process dies before that commit is still found due and resumed.
         else:
-            loop = open_loop(opening, FreshStart(launch.message, launch.state))
+            loop = open_fresh(opening, launch.message, launch.state)
             if checkpointer is not None:
                 await checkpointer.create(
                     workflow.name,
