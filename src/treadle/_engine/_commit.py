@@ -171,14 +171,17 @@ def _changed_waits(
     return waits, spawns
 
 
-def _handled(point: BarrierState, order: tuple[str, ...]) -> list[tuple[str, int]]:
-    """(executor id, messages) of each executor in ``order``, from ``point``'s inboxes.
+def _handled(point: BarrierState, order: tuple[str, ...]) -> list[str]:
+    """Each executor in ``order`` as many times as it had messages in ``point``'s inboxes.
 
     Its own function: a comprehension reading ``point`` in the barrier
     would make ``point`` a cell there, built at every superstep.
     """
     pending = point.pending
-    return [(executor_id, len(pending[executor_id])) for executor_id in order]
+    handled: list[str] = []
+    for executor_id in order:
+        handled.extend([executor_id] * len(pending[executor_id]))
+    return handled
 
 
 def _drop_saved_steps(waits: WaitBook, invocations: list[Invocation]) -> None:

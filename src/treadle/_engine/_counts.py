@@ -12,9 +12,12 @@ only how it is kept.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
 
 _blank = object.__new__
+_update = Counter.update
 
 
 class Counts(Mapping[str, int]):
@@ -26,16 +29,16 @@ class Counts(Mapping[str, int]):
         self,
         table: dict[str, int] | None = None,
         before: Counts | None = None,
-        this: Sequence[tuple[str, int] | str] = (),
+        this: Sequence[str] = (),
     ) -> None:
         self.known = table  # the whole table, once worked out
         self.before = before  # until then: the counts before ...
-        # ... and the superstep added: (executor id, messages) each, or just the
-        # executor id for one message (a barrier's usual case, then its order as is).
+        # ... and the superstep added: the id of the executor that handled each
+        # message (a barrier's usual case, one message each: its order as is).
         self.step = this
 
-    def added(self, handled: Sequence[tuple[str, int] | str]) -> Counts:
-        """These counts with each (executor id, messages) of one superstep added.
+    def added(self, handled: Sequence[str]) -> Counts:
+        """These counts with one superstep's ``handled`` (an executor id per message) added.
 
         Made without ``Counts(...)``: calling a class with a Python
         ``__init__`` costs a barrier several times what these three slots do.
@@ -51,19 +54,18 @@ class Counts(Mapping[str, int]):
         if table is not None:
             return table
         # Walk back (without recursion) to the newest counts worked out already.
-        steps: list[Sequence[tuple[str, int] | str]] = []
+        steps: list[Sequence[str]] = []
         node: Counts | None = self
         while node is not None and node.known is None:
             steps.append(node.step)
             node = node.before
-        table = dict(node.known) if node is not None and node.known is not None else {}
-        for handled in reversed(steps):
-            for added in handled:
-                if isinstance(added, str):
-                    table[added] = table.get(added, 0) + 1
-                else:
-                    executor_id, messages = added
-                    table[executor_id] = table.get(executor_id, 0) + messages
+        counted: Counter[str] = Counter()
+        if node is not None and node.known is not None:
+            counted.update(node.known)
+        steps.reverse()
+        # Counted in C, an id at a time (Counter's own loop), oldest superstep first.
+        _update(counted, chain.from_iterable(steps))
+        table = dict(counted)  # a Counter answers 0 for an unknown id; a Mapping must not
         # Kept; what it was worked out from goes (unless someone else holds it).
         self.known, self.before, self.step = table, None, ()
         return table
