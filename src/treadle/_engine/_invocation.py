@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._engine._errors import IterationLimitExceeded
 
+_blank = object.__new__
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
@@ -130,10 +132,27 @@ def plan_superstep(env: RunEnv, point: BarrierState, number: int) -> PlannedSupe
         envelope = inbox[0]
         spec = executor.find_handler(type(envelope.payload))
         timeout = spec.timeout or executor.timeout if spec is not None else None
-        invocations.append(
-            Invocation(env, point, number, executor, rank, 0, envelope, (), spec, timeout)
-        )
-    return PlannedSuperstep(number, invocations, order)
+        # Built slot by slot (its ``outcome`` left unset, as its ``__init__`` leaves it):
+        # a class with a Python ``__init__`` is called the slow way, and this runs
+        # at every superstep; so is the plan.
+        invocation: Any = _blank(Invocation)
+        invocation.env = env
+        invocation.point = point
+        invocation.superstep = number
+        invocation.executor = executor
+        invocation.rank = rank
+        invocation.position = 0
+        invocation.envelope = envelope
+        invocation.earlier = ()
+        invocation.spec = spec
+        invocation.timeout = timeout
+        invocations.append(invocation)
+    plan: Any = _blank(PlannedSuperstep)
+    plan.number = number
+    plan.invocations = invocations
+    plan.order = order
+    planned: PlannedSuperstep = plan
+    return planned
 
 
 def _check_limits(env: RunEnv, point: BarrierState, number: int, order: tuple[str, ...]) -> None:
