@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from treadle._engine._waits import NestedRun
     from treadle._graph._edges import Edge
 
+_blank = object.__new__
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
 
@@ -198,14 +199,17 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         """
         state = self._state
         events = self._events
-        return InvocationOutcome(
-            self._outbox,
-            state.ops if state is not None else (),
-            self._outputs or (),
-            (*events, *closing) if closing else events,
-            self._later,
-            None,
-        )
+        # Built slot by slot: calling a class with a Python ``__init__`` goes the
+        # slow way, and every invocation that returns comes here.
+        outcome: Any = _blank(InvocationOutcome)
+        outcome.sent = self._outbox
+        outcome.writes = state.ops if state is not None else ()
+        outcome.outputs = self._outputs or ()
+        outcome.events = (*events, *closing) if closing else events
+        outcome.later = self._later
+        outcome.suspension = None
+        done: InvocationOutcome = outcome
+        return done
 
     def kept_events(self) -> list[WorkflowEvent]:
         """The events kept for the batch so far, as the list that keeps any more."""
