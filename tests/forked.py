@@ -22,8 +22,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib
+import io
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 from multiprocessing.connection import Connection
@@ -58,6 +60,7 @@ def start(
     argv: list[str] | None = None,
     stdin: bool = False,
     stderr: str | os.PathLike[str] | None = None,
+    stdout: str | os.PathLike[str] | None = None,
 ) -> Forked:
     """A process forked from the server, running ``target`` (``module:function``) on ``args``.
 
@@ -67,16 +70,12 @@ def start(
     reads it). ``stdin``: a pipe to write its input into, else it reads
     nothing. ``stderr``: a file its stderr goes to (appended), for a test
     that reads it while the process runs on; else a pipe (``Forked.stderr``).
+    ``stdout`` likewise (``os.devnull`` for a long-lived process whose output
+    nobody reads: an unread pipe that fills up would block it).
     """
     env = dict(os.environ if env is None else env)
-    out = os.pipe()
-    if stderr is None:
-        err = os.pipe()
-    else:  # the file for the child, nothing to read here
-        err = (
-            os.open(os.devnull, os.O_RDONLY),
-            os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
-        )
+    out = os.pipe() if stdout is None else _to_file(stdout)
+    err = os.pipe() if stderr is None else _to_file(stderr)
     into = os.pipe() if stdin else None
     # The child's ends (its stdout and stderr to write, its stdin to read), as
     # connections: multiprocessing hands those to the forked process.
@@ -94,9 +93,25 @@ def start(
             end.close()
     return Forked(
         process,
-        os.fdopen(out[0]),
-        os.fdopen(err[0]),
+        _reader(out[0], stdout),
+        _reader(err[0], stderr),
         os.fdopen(into[1], "w") if into is not None else None,
+    )
+
+
+def _reader(fd: int, path: str | os.PathLike[str] | None) -> IO[str]:
+    """What the parent reads of a stream: the pipe's end, or nothing when it went to a file."""
+    if path is None:
+        return os.fdopen(fd)
+    os.close(fd)
+    return io.StringIO()
+
+
+def _to_file(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """A (read, write) pair like a pipe's whose write end appends to ``path`` (nothing to read)."""
+    return (
+        os.open(os.devnull, os.O_RDONLY),
+        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
     )
 
 
@@ -178,6 +193,9 @@ class Forked:
 
     def kill(self) -> None:
         self._process.kill()
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """Its stdin closed, what it writes until it ends (read as it comes), its end awaited.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import forked
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -29,13 +30,19 @@ def start_worker(
     lease: float,
     poll: float,
     app: str = "scale_app",
-) -> subprocess.Popen[bytes]:
-    """``treadle worker --app APP`` on ``dsn``/``schema``, logging to ``log``."""
+) -> forked.Forked:
+    """``treadle worker --app APP`` on ``dsn``/``schema``, logging to ``log`` (appended).
+
+    Forked with the command line imported (``tests/forked.py``), not started
+    through the console script: a process of its own all the same, killed
+    and stopped by signals as any other, without a Python start each.
+    """
     env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": PYTHONPATH}
-    command = [TREADLE, "worker", "--app", app, "--store", dsn, "--worker-id", name]
+    command = ["treadle", "worker", "--app", app, "--store", dsn, "--worker-id", name]
     command += ["--lease", str(lease), "--poll-interval", str(poll), "--concurrency", "8"]
-    with log.open("wb") as sink:
-        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+    return forked.start(
+        "treadle._cli._app:main", env=env, argv=command, stdout=os.devnull, stderr=log
+    )
 
 
 async def wait_until(done: Callable[[], Awaitable[bool]], *, interval: float = 0.02) -> None:
