@@ -458,3 +458,20 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         the rest of what it does lands in this discarded context.
         """
         self._abandoned = True
+
+
+_begin = WorkflowContext.__init__
+
+
+def new_context(
+    invocation: Invocation, events: list[WorkflowEvent] | tuple[WorkflowEvent, ...]
+) -> WorkflowContext[object]:
+    """``WorkflowContext(invocation, events)``, the way the runner makes one for each attempt.
+
+    Made blank and then given its ``__init__`` as a plain function: calling
+    the class would go the slow way a class with a Python ``__init__`` is
+    called, and every invocation makes one.
+    """
+    ctx: WorkflowContext[object] = _blank(WorkflowContext)
+    _begin(ctx, invocation, events)
+    return ctx

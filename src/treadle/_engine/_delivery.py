@@ -50,6 +50,9 @@ class HandoffRefused:
     reason: str | None = None
 
 
+_blank = object.__new__
+
+
 class Envelope:
     """A message in flight, with the stamp that fixes its delivery order."""
 
@@ -112,7 +115,14 @@ def build_inboxes(
     for source, rank, position, outgoing in sent:
         for seq, (target, fan_in, payload, handoff) in enumerate(outgoing):
             if fan_in < 0:
-                envelope = Envelope((superstep, rank, position, seq), source, payload, handoff)
+                # Built slot by slot: a class with a Python __init__ is called the
+                # slow way, and every message passes here.
+                envelope: Any = _blank(Envelope)
+                envelope.stamp = (superstep, rank, position, seq)
+                envelope.source = source
+                envelope.payload = payload
+                envelope.handoff = handoff
+                envelope.journal = None
                 inboxes.setdefault(target, []).append(envelope)
                 continue
             # Into a fan-in: its stamp is made only if it needs an envelope of its own.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._clock import sleep_for
-from treadle._engine._context import WorkflowContext
+from treadle._engine._context import WorkflowContext, new_context
 from treadle._engine._eager import Resumed, Started, start
 from treadle._engine._errors import ExecutorFailedError
 from treadle._engine._events import (
@@ -89,7 +89,7 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     # As invoke's first attempt does (inline_calls: events, if any, go to the batch),
     # keeping them in a tuple while the handler raises none of its own.
     listening = run.listening
-    ctx: WorkflowContext[object] = WorkflowContext(
+    ctx: WorkflowContext[object] = new_context(
         invocation,
         (
             executor_invoked(
@@ -167,7 +167,7 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
                     events.append(invoked)
                 else:
                     events = (*events, invoked)
-            ctx = WorkflowContext(invocation, events)
+            ctx = new_context(invocation, events)
             if invoked is not None and not batching:
                 ctx.emit(invoked)
             spec = invocation.spec
