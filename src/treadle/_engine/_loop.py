@@ -35,7 +35,7 @@ from treadle._engine._events import (
 from treadle._engine._inputs import TurnRolledBack, take_inputs
 from treadle._engine._invocation import plan_superstep
 from treadle._engine._invoke import invoke
-from treadle._engine._result import RunResult, RunStatus
+from treadle._engine._result import RunResult, RunStatus, run_result
 from treadle._engine._runner import run_superstep
 from treadle._engine._spawn import SpawnedWork
 from treadle._exceptions import TreadleError
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from treadle._engine._inputs import InputFeed
 
 _RUNNING = RunStatus.RUNNING  # read at every step
+_blank = object.__new__
+_no_work = SpawnedWork.__init__
 
 
 def _saving_progress_of(loop: RunLoop) -> Callable[..., Awaitable[str | None]]:
@@ -91,7 +93,9 @@ class RunLoop:
         self.point = point
         self.status = RunStatus.RUNNING
         self.error: TreadleError | None = None
-        self.spawned = SpawnedWork()
+        spawned: SpawnedWork = _blank(SpawnedWork)  # see _engine/_opening.py's _fresh_point
+        _no_work(spawned)
+        self.spawned = spawned
         # The state keys written since the last checkpoint (tracked only when there is one).
         self.written: set[str] = set()
         self._progress: asyncio.Lock | None = None  # made by the first save_progress
@@ -471,20 +475,20 @@ class RunLoop:
         )
         waits = point.waits
         checkpointer = env.checkpointer
-        return RunResult(
-            run_id=env.run_id,
-            status=self.status,
-            outputs=list(point.outputs),
-            state=dict(point.state),
-            superstep=point.superstep,
-            events=events if events is not None else [],
-            stalled=stalled,
-            pending_requests=waits.pending_requests() if waits else [],
-            wake_at=waits.next_wake_at() if waits else None,
-            last_checkpoint_id=(
-                checkpointer.last_checkpoint_id if checkpointer is not None else None
-            ),
-            error=self.error,
-            outcome=point.outcome[0] if point.outcome else None,
-            outcome_summary=point.outcome[1] if point.outcome else None,
+        outcome = point.outcome
+        # Every field in order, made the cheap way (see run_result): every run ends here.
+        return run_result(
+            env.run_id,
+            self.status,
+            list(point.outputs),
+            dict(point.state),
+            point.superstep,
+            events if events is not None else [],
+            stalled,
+            waits.pending_requests() if waits else [],
+            waits.next_wake_at() if waits else None,
+            checkpointer.last_checkpoint_id if checkpointer is not None else None,
+            self.error,
+            outcome[0] if outcome else None,
+            outcome[1] if outcome else None,
         )

@@ -27,6 +27,8 @@ from treadle._engine._waits import WaitBook
 
 _blank = object.__new__
 _RUNNING = RunStatus.RUNNING
+_start_loop = RunLoop.__init__
+_empty_book = WaitBook.__init__
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -160,7 +162,9 @@ def open_fresh(opening: Opening, message: Any, state: Mapping[str, Any] | None =
     Raises:
         TypeError: the start executor has no handler for ``message``.
     """
-    loop = RunLoop(opening, _fresh_point(opening, message, state))
+    # Made blank and given its __init__ as a plain function (see _fresh_point).
+    loop: RunLoop = _blank(RunLoop)
+    _start_loop(loop, opening, _fresh_point(opening, message, state))
     _announce_start(loop)
     return loop
 
@@ -195,7 +199,9 @@ def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None
     if deadline_at is None and options.timeout:
         deadline_at = options.clock.now() + options.timeout
     # Built slot by slot, as the barrier builds one (see BarrierState), and so are
-    # its Counts: a class with an ``__init__`` of its own is called the slow way.
+    # its Counts and first message; its waits are made blank and given their
+    # ``__init__`` as a plain function: a class with an ``__init__`` of its own is
+    # called the slow way.
     counts: Any = _blank(Counts)
     counts.known = {}
     counts.before = None
@@ -204,12 +210,19 @@ def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None
     point.run_id = opening.run_id
     point.superstep = 0
     point.status = _RUNNING
-    point.pending = {first: [Envelope((0, -1, 0, 0), INPUT_SOURCE, message)]}
+    envelope: Any = _blank(Envelope)
+    envelope.stamp = (0, -1, 0, 0)
+    envelope.source = INPUT_SOURCE
+    envelope.payload = message
+    envelope.handoff = envelope.journal = None
+    point.pending = {first: [envelope]}
     point.fan_in_buffers = tuple([{} for _ in fan_ins]) if fan_ins else ()
     point.state = initial_state(specs, state) if specs or state else {}
     point.iterations = counts
     point.outputs = ()
-    point.waits = WaitBook()
+    waits: WaitBook = _blank(WaitBook)
+    _empty_book(waits)
+    point.waits = waits
     point.deadline_at = deadline_at
     point.spawned = ()
     point.outcome = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -135,3 +136,50 @@ class RunResult:
             msg = f"run {self.run_id!r} ({self.status}) produced no output"
             raise LookupError(msg)
         return self.outputs[-1]
+
+
+_Draft = dataclasses.make_dataclass(
+    "_RunResultDraft", [(f.name, f.type) for f in dataclasses.fields(RunResult)], slots=True
+)
+"""``RunResult``'s unfrozen twin, as ``_engine/_env.py`` has one of ``RunEnv``: the same
+slots in the same order, so one set slot by slot becomes a ``RunResult`` by
+assigning its class. A frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__``, and every run ends by making one."""
+
+_blank = object.__new__
+
+
+def run_result(
+    run_id: str,
+    status: RunStatus,
+    outputs: list[Any],
+    state: Mapping[str, Any],
+    superstep: int,
+    events: list[WorkflowEvent],
+    stalled: list[StalledFanIn],
+    pending_requests: list[PendingRequest],
+    wake_at: float | None,
+    last_checkpoint_id: str | None,
+    error: TreadleError | None,
+    outcome: str | None,
+    outcome_summary: str | None,
+) -> RunResult:
+    """``RunResult(...)`` of these fields (not deduplicated), as the loop makes one for each run."""
+    result: Any = _blank(_Draft)
+    result.run_id = run_id
+    result.status = status
+    result.outputs = outputs
+    result.state = state
+    result.superstep = superstep
+    result.events = events
+    result.stalled = stalled
+    result.pending_requests = pending_requests
+    result.wake_at = wake_at
+    result.last_checkpoint_id = last_checkpoint_id
+    result.error = error
+    result.outcome = outcome
+    result.outcome_summary = outcome_summary
+    result.deduplicated = False
+    result.__class__ = RunResult  # frozen from here on (see _Draft)
+    made: RunResult = result
+    return made
