@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 _NO_INPUT: Any = object()
 _NO_ANSWERS: Mapping[str, Any] = MappingProxyType({})
+_NO_EXPIRED: frozenset[str] = frozenset()
+_tuple_new = tuple.__new__
 
 
 class Launch(NamedTuple):
@@ -75,9 +77,30 @@ class Launch(NamedTuple):
     answers: Mapping[str, Any] = _NO_ANSWERS
     inputs: tuple[tuple[Any, str | None], ...] = ()
     ownership: Ownership | None = None
-    expired: frozenset[str] = frozenset()
+    expired: frozenset[str] = _NO_EXPIRED
     started_by: str | None = None
     leases: LeaseKeeper | None = None
+
+
+def plain_launch(
+    message: Any,
+    run_id: str | None,
+    state: Mapping[str, Any] | None,
+    options: RunOptions,
+    store: Store | None,
+    started_by: str | None,
+) -> Launch:
+    """``Launch(message, None, run_id, state, options, store, started_by=started_by)``.
+
+    Made as a named tuple's own ``__new__`` makes it, without that call: calling
+    the class goes the slow way (a Python ``__new__``, its keywords and defaults),
+    and every plain ``Workflow.run`` makes one.
+    """
+    fields = (message, None, run_id, state, options, store)
+    launch: Launch = _tuple_new(
+        Launch, (*fields, _NO_ANSWERS, (), None, _NO_EXPIRED, started_by, None)
+    )
+    return launch
 
 
 async def open_run(
@@ -145,20 +168,24 @@ async def open_run(
             if watches and ownership is not None:
                 inputs = SessionInbox(store, run_id, workflow.serializer, ownership)
         limiting, limit_scope = limiting_for(workflow, store, ownership)
-        # Every field given in order: a named tuple's keywords and defaults cost each run.
-        opening = Opening(
-            workflow,
-            run_id,
-            settings,
-            pool,
-            sink,
-            checkpointer,
-            ledger,
-            "",
-            None,
-            limiting,
-            inputs,
-            limit_scope,
+        # Every field given in order, made as the named tuple's own __new__ makes it
+        # (see plain_launch): calling the class costs each run.
+        opening: Opening = _tuple_new(
+            Opening,
+            (
+                workflow,
+                run_id,
+                settings,
+                pool,
+                sink,
+                checkpointer,
+                ledger,
+                "",
+                None,
+                limiting,
+                inputs,
+                limit_scope,
+            ),
         )
         if restored is not None:
             arrivals: list[Arrival] = [Answer(rid, value) for rid, value in launch.answers.items()]

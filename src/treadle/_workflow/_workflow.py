@@ -21,7 +21,7 @@ from treadle._engine._result import RunResult
 from treadle._exceptions import RunPausedError
 from treadle._workflow import _actions as door
 from treadle._workflow._driving import continue_taken, drive
-from treadle._workflow._launch import Launch, open_run
+from treadle._workflow._launch import Launch, open_run, plain_launch
 from treadle._workflow._pausing import paused_result, stored_result
 from treadle._workflow._rights import actor_or_default, started_by
 from treadle._workflow._runs import RunHistory, run_history, take_over
@@ -113,9 +113,7 @@ class Workflow(WorkflowGraph):
         chosen = run_options(options, overrides)
         policy = self.start_policy if start_policy is None else start_policy
         if deduplication_id is None and (policy is NO_START_POLICY or policy.is_empty):
-            launch = Launch(
-                message, None, run_id, state, chosen, store, started_by=started_by(actor)
-            )
+            launch = plain_launch(message, run_id, state, chosen, store, started_by(actor))
             return await drive(self, launch)
         launch = Launch(message, None, run_id, state, chosen, store)
         who = actor_or_default(actor)
