@@ -4,7 +4,10 @@
 test is a unit of work of its own, except the tests of a module sharing a
 fixture made once per module (a ``treadle serve``, a browser, 100,000 runs),
 which go to one worker together, so the fixture is made once, not once per
-worker. Modules whose tests start processes or servers (marked
+worker. Tests that start a fleet of PostgreSQL worker processes (marked
+``fleet``) go to one worker too, so that two fleets never run at once: each
+worker process holds a pool of connections, and the server allows 100 in
+all. Modules whose tests start processes or servers (marked
 ``integration``) come first and the quick in-process tests last, so the
 workers end together instead of one waiting on a long test started last.
 """
@@ -32,7 +35,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             slow_modules.add(module)
         fixtures = getattr(item, "_fixtureinfo", None)
         defined = fixtures.name2fixturedefs.values() if fixtures is not None else ()
-        if module is not None and any(d.scope in _SHARED_SCOPES for ds in defined for d in ds):
+        if item.get_closest_marker("fleet") is not None:
+            item.add_marker(pytest.mark.xdist_group("postgres-fleets"))
+        elif module is not None and any(d.scope in _SHARED_SCOPES for ds in defined for d in ds):
             item.add_marker(pytest.mark.xdist_group(module.__name__))
     items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
 

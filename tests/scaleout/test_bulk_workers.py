@@ -53,6 +53,7 @@ def _bulk(dsn: str, schema: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.fleet
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     "cancelled", [200, pytest.param(10_000, marks=pytest.mark.soak)], ids=["200", "10000"]

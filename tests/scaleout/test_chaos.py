@@ -23,7 +23,7 @@ from processes import REPOSITORY
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.fleet, pytest.mark.timeout(600)]
 
 
 def soak_report() -> Path:

@@ -57,7 +57,7 @@ from treadle.workers import Client
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.fleet, pytest.mark.timeout(900)]
 
 LEASE = 5.0  # generous: a loaded machine delays heartbeats
 

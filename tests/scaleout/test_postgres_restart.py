@@ -27,7 +27,7 @@ from psycopg import sql
 from treadle.stores import PostgresStore
 from treadle.workers import Client, connect
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.fleet, pytest.mark.timeout(300)]
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 SUPERSTEPS = 5  # per run: begin + 4 steps

@@ -42,7 +42,7 @@ from treadle.stores import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.timeout(900)  # real processes on a loaded machine; each wait is bounded
+pytestmark = [pytest.mark.fleet, pytest.mark.timeout(900)]  # each wait is bounded
 
 # 10 s holds several ticks (every 2 s) and kills (one each 1-3 s); the minute runs under soak.
 LENGTHS = [

@@ -22,7 +22,7 @@ from processes import soak_report
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.fleet, pytest.mark.timeout(600)]
 
 
 def stall_report() -> Path:
