@@ -47,10 +47,10 @@ typecheck: $(STAMP)
 
 # --dist loadgroup: a module's tests sharing a module fixture go to one worker
 # (tests/conftest.py groups them), every other test is dealt out on its own.
-# One worker more than the cores: many tests wait on the processes they start
-# (workers, servers, racers), and a third worker keeps both cores busy meanwhile
-# (on 2 cores: 367 s with 2 workers, 307 s with 3, 306 s with 4 but flakier).
-WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
+# One worker per core. A third worker on two cores kept both busier (307 s
+# against 367 s) but ran more PostgreSQL processes at once than the server's
+# 100 connections allow (chaos and the other campaigns then failed to connect).
+WORKERS := auto
 test: lint renderers
 	$(BIN)/pytest -m "not soak" -n $(WORKERS) --dist loadgroup
 
