@@ -164,3 +164,10 @@ async def test_a_provider_that_keeps_turning_a_call_away_fails_it_in_the_end():
         await asyncio.wait_for(workflow.run(1), timeout=10)
     assert isinstance(raised.value.__cause__, ProviderBusyError)
     assert tries == 10  # BUSY_TRIES in a row, then it is a failure as any other
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), -1.0])
+def test_a_retry_after_that_is_no_time_to_wait_is_refused_by_name(seconds):
+    # A limit slowed for ever (or for a negative time) would stop every caller of it.
+    with pytest.raises(ValueError, match="retry_after must be a finite number of seconds"):
+        ProviderBusyError(retry_after=seconds)

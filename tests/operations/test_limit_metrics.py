@@ -2,45 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 from time import perf_counter
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from treadle import CallLimit, RunOptions, WorkflowBuilder, WorkflowContext, executor
+from apps.held_line import HeldLine
+from treadle import RunOptions
 from treadle._operations._prometheus import PrometheusMetrics
 from treadle.stores import SqliteStore
 
 
 async def test_each_limited_call_records_how_long_it_waited_for_its_slot(tmp_path):
-    release, holding = asyncio.Event(), asyncio.Event()
-
-    @executor(id="call", limits=["openai"])
-    async def call(n: int, ctx: WorkflowContext) -> None:
-        holding.set()
-        await release.wait()
-        ctx.yield_output(n)
-
-    workflow = WorkflowBuilder(call, name="asks", limits=[CallLimit("openai", concurrency=1)])
-    asks = workflow.build()
+    line = HeldLine()
     store = SqliteStore(tmp_path / "runs.sqlite")
     exposed = PrometheusMetrics(store)
     options = RunOptions(metrics=exposed.metrics)
     try:
-        runs = [asyncio.ensure_future(asks.run(0, store=store, run_id="r0", options=options))]
-        await asyncio.wait_for(holding.wait(), 60)
-        for n in (1, 2):
-            runs.append(
-                asyncio.ensure_future(asks.run(n, store=store, run_id=f"r{n}", options=options))
-            )
-        deadline = asyncio.get_running_loop().time() + 60
-        while len(await store.line_waits(["r1", "r2"])) < 2:
-            assert asyncio.get_running_loop().time() < deadline, "the calls never queued"
-            await asyncio.sleep(0.01)
+        await line.queue(store, {"r0": 0, "r1": 1, "r2": 2}, options)
         queued = perf_counter()
-        release.set()  # r0 returns; r1 and r2 take the slot in turn
         released = perf_counter()
-        await asyncio.gather(*runs)
+        await line.finish()  # r0 returns; r1 and r2 take the slot in turn
         text = (await exposed.scrape()).decode()
     finally:
         exposed.close()

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from treadle import CallLimit, WorkflowBuilder, WorkflowContext, executor
+from apps.held_line import HeldLine
 
 
 async def test_the_run_list_carries_each_runs_waiting_for_from_one_store_read(api):
-    release, holding = asyncio.Event(), asyncio.Event()
-
-    @executor(id="call", limits=["openai"])
-    async def call(tenant: str, ctx: WorkflowContext) -> None:
-        holding.set()
-        await release.wait()
-        ctx.yield_output(tenant)
-
-    workflow = WorkflowBuilder(call, name="asks", limits=[CallLimit("openai", concurrency=1)])
-    asks, store = workflow.build(), api.store
-    runs = [asyncio.ensure_future(asks.run("a", store=store, run_id="first"))]
-    await asyncio.wait_for(holding.wait(), 60)
-    for run_id in ("second", "third"):  # one after another: the line keeps their order
-        runs.append(asyncio.ensure_future(asks.run(run_id, store=store, run_id=run_id)))
-        deadline = asyncio.get_running_loop().time() + 60
-        while not await store.line_waits([run_id]):
-            assert asyncio.get_running_loop().time() < deadline, f"{run_id} never waited"
-            await asyncio.sleep(0.01)
+    line, store = HeldLine(), api.store
+    await line.queue(store, {"first": "a", "second": "second", "third": "third"})
 
     reads: list[list[str]] = []
     line_waits = store.line_waits
@@ -50,7 +32,6 @@ async def test_the_run_list_carries_each_runs_waiting_for_from_one_store_read(ap
     detail = (await api.get("/api/runs/third")).json()
     assert detail["waiting_for"] == rows["third"]["waiting_for"]  # the list says what show says
 
-    release.set()
-    await asyncio.gather(*runs)
+    await line.finish()
     ended = (await api.get("/api/runs")).json()["runs"]
     assert [r["waiting_for"] for r in ended] == [[], [], []]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import types
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -185,8 +186,9 @@ BUSY_WAIT = 1.0
 def _busy(error: ModelHTTPError) -> ProviderBusyError:
     """The provider's 429 as treadle's: its limits slow down for its ``Retry-After``."""
     retry_after = getattr(error, "retry_after", None)  # read from the headers by pydantic-ai
-    seconds = float(retry_after) if isinstance(retry_after, int | float) else BUSY_WAIT
-    return ProviderBusyError(max(seconds, 0.0), f"model {error.model_name!r} answered 429")
+    usable = isinstance(retry_after, int | float) and math.isfinite(retry_after)
+    seconds = max(float(retry_after), 0.0) if usable else BUSY_WAIT  # type: ignore[arg-type]
+    return ProviderBusyError(seconds, f"model {error.model_name!r} answered 429")
 
 
 class _HandedOff(BaseException):

@@ -20,6 +20,7 @@ from treadle._engine._delivery import build_inboxes
 from treadle._engine._events import output_produced, superstep_completed
 from treadle._engine._later import commit_later_work
 from treadle._engine._outcomes import decided_outcome
+from treadle._engine._slots import blank as _blank
 from treadle._engine._state import commit_state
 from treadle._engine._waits import invocation_key
 
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 Spawn = tuple["SpawnRecord", "Callable[..., Awaitable[Any]]", tuple[Any, ...]]
 """Background work a committed invocation started: its record, function and arguments."""
 
-
-_blank = object.__new__
 
 Committed = tuple[BarrierState, "Sequence[WorkflowEvent]", "Sequence[Spawn]", "Sequence[str]"]
 """What one barrier produced: ``(point, events, spawns, written)``.

@@ -26,6 +26,7 @@ from treadle._engine._delivery import HandoffContext, Outgoing
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
 from treadle._engine._outcomes import checked_outcome
+from treadle._engine._slots import blank as _blank
 from treadle._engine._spawn import SpawnRecord, SpawnResult
 from treadle._engine._state import SharedState
 from treadle._engine._waits import Suspension, Wait
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from treadle._engine._waits import NestedRun
     from treadle._graph._edges import Edge
 
-_blank = object.__new__
 SendT = TypeVar("SendT")
 ResponseT = TypeVar("ResponseT")
 

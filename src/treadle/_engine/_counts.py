@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 
-_blank = object.__new__
+from treadle._engine._slots import blank as _blank
+
 _update = Counter.update
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from treadle._engine._slots import blank as _blank
+
 if TYPE_CHECKING:
     from treadle._graph._edges import FanInEdge
 
@@ -48,9 +50,6 @@ class HandoffRefused:
     target: str
     payload: Any
     reason: str | None = None
-
-
-_blank = object.__new__
 
 
 class Envelope:

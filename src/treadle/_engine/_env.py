@@ -18,10 +18,11 @@ sets each field through ``object.__setattr__``, seven times as slow.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from treadle._engine._slots import blank as _blank
+from treadle._engine._slots import unfrozen_twin
 from treadle._engine._tracing import RunTrace
 
 if TYPE_CHECKING:
@@ -102,19 +103,8 @@ class RunEnv:
     limit_scope: LimitScope | None = None
 
 
-_Draft = dataclasses.make_dataclass(
-    "_RunEnvDraft",
-    [
-        (f.name, f.type)
-        if f.default is dataclasses.MISSING
-        else (f.name, f.type, dataclasses.field(default=f.default))
-        for f in dataclasses.fields(RunEnv)
-    ],
-    slots=True,
-)
-"""``RunEnv``'s unfrozen twin: the same slots in the same order, so one made
-blank and set slot by slot becomes a ``RunEnv`` by assigning its class
-(the layouts match), frozen from then on like any other."""
+_Draft = unfrozen_twin(RunEnv)
+"""``RunEnv``'s unfrozen twin (see ``_engine/_slots.py``)."""
 
 
 class Opening(NamedTuple):
@@ -147,9 +137,6 @@ class Opening(NamedTuple):
     limiting: Limiting | None = None
     inputs: InputFeed | None = None
     limit_scope: LimitScope | None = None
-
-
-_blank = object.__new__
 
 
 def _discard(event: WorkflowEvent) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from treadle._engine._slots import blank as _blank
+
 if TYPE_CHECKING:
     from treadle._engine._result import RunStatus
 
@@ -184,14 +186,12 @@ class StatusChanged(WorkflowEvent):
 # path of every run that records events; each function below sets every field of
 # its class (tests/engine/test_hot_path.py compares them with __init__).
 
-_new = object.__new__
-
 
 def superstep_started(
     run_id: str, superstep: int, executor_ids: tuple[str, ...]
 ) -> SuperstepStarted:
     """``SuperstepStarted(run_id=..., superstep=..., executor_ids=...)``."""
-    event: SuperstepStarted = _new(SuperstepStarted)
+    event: SuperstepStarted = _blank(SuperstepStarted)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = None
@@ -202,7 +202,7 @@ def superstep_started(
 
 def superstep_completed(run_id: str, superstep: int) -> SuperstepCompleted:
     """``SuperstepCompleted(run_id=..., superstep=...)``."""
-    event: SuperstepCompleted = _new(SuperstepCompleted)
+    event: SuperstepCompleted = _blank(SuperstepCompleted)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = None
@@ -214,7 +214,7 @@ def executor_invoked(
     run_id: str, superstep: int, executor_id: str, position: int, attempt: int
 ) -> ExecutorInvoked:
     """``ExecutorInvoked(run_id=..., superstep=..., executor_id=..., ...)``."""
-    event: ExecutorInvoked = _new(ExecutorInvoked)
+    event: ExecutorInvoked = _blank(ExecutorInvoked)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = executor_id
@@ -228,7 +228,7 @@ def executor_completed(
     run_id: str, superstep: int, executor_id: str, position: int
 ) -> ExecutorCompleted:
     """``ExecutorCompleted(run_id=..., superstep=..., executor_id=..., position=...)``."""
-    event: ExecutorCompleted = _new(ExecutorCompleted)
+    event: ExecutorCompleted = _blank(ExecutorCompleted)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = executor_id
@@ -239,7 +239,7 @@ def executor_completed(
 
 def run_started(run_id: str, superstep: int) -> RunStarted:
     """``RunStarted(run_id=..., superstep=...)``."""
-    event: RunStarted = _new(RunStarted)
+    event: RunStarted = _blank(RunStarted)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = None
@@ -251,7 +251,7 @@ def status_changed(
     run_id: str, superstep: int, status: RunStatus, error: BaseException | None = None
 ) -> StatusChanged:
     """``StatusChanged(run_id=..., superstep=..., status=..., error=...)``."""
-    event: StatusChanged = _new(StatusChanged)
+    event: StatusChanged = _blank(StatusChanged)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = None
@@ -263,7 +263,7 @@ def status_changed(
 
 def checkpoint_saved(run_id: str, superstep: int, checkpoint_id: str) -> CheckpointSaved:
     """``CheckpointSaved(run_id=..., superstep=..., checkpoint_id=...)``."""
-    event: CheckpointSaved = _new(CheckpointSaved)
+    event: CheckpointSaved = _blank(CheckpointSaved)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = None
@@ -274,7 +274,7 @@ def checkpoint_saved(run_id: str, superstep: int, checkpoint_id: str) -> Checkpo
 
 def output_produced(run_id: str, superstep: int, executor_id: str, value: Any) -> OutputEvent:
     """``OutputEvent(run_id=..., superstep=..., executor_id=..., value=...)``."""
-    event: OutputEvent = _new(OutputEvent)
+    event: OutputEvent = _blank(OutputEvent)
     event.run_id = run_id
     event.superstep = superstep
     event.executor_id = executor_id

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._errors import IterationLimitExceeded
-
-_blank = object.__new__
+from treadle._engine._slots import blank as _blank
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence

@@ -37,6 +37,7 @@ from treadle._engine._invocation import plan_superstep
 from treadle._engine._invoke import invoke
 from treadle._engine._result import RunResult, RunStatus, run_result
 from treadle._engine._runner import run_superstep
+from treadle._engine._slots import blank as _blank
 from treadle._engine._spawn import SpawnedWork
 from treadle._exceptions import TreadleError
 
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from treadle._engine._inputs import InputFeed
 
 _RUNNING = RunStatus.RUNNING  # read at every step
-_blank = object.__new__
 _no_work = SpawnedWork.__init__
 
 

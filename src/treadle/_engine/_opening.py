@@ -21,11 +21,11 @@ from treadle._engine._delivery import Envelope
 from treadle._engine._events import run_started, status_changed
 from treadle._engine._loop import RunLoop
 from treadle._engine._result import RunStatus
+from treadle._engine._slots import blank as _blank
 from treadle._engine._spawn import lost
 from treadle._engine._state import initial_state
 from treadle._engine._waits import WaitBook
 
-_blank = object.__new__
 _RUNNING = RunStatus.RUNNING
 _start_loop = RunLoop.__init__
 _empty_book = WaitBook.__init__

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from treadle._engine._slots import blank as _blank
+from treadle._engine._slots import unfrozen_twin
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -138,15 +140,8 @@ class RunResult:
         return self.outputs[-1]
 
 
-_Draft = dataclasses.make_dataclass(
-    "_RunResultDraft", [(f.name, f.type) for f in dataclasses.fields(RunResult)], slots=True
-)
-"""``RunResult``'s unfrozen twin, as ``_engine/_env.py`` has one of ``RunEnv``: the same
-slots in the same order, so one set slot by slot becomes a ``RunResult`` by
-assigning its class. A frozen dataclass's ``__init__`` sets each field through
-``object.__setattr__``, and every run ends by making one."""
-
-_blank = object.__new__
+_Draft = unfrozen_twin(RunResult)
+"""``RunResult``'s unfrozen twin (see ``_engine/_slots.py``): every run ends by making one."""
 
 
 def run_result(

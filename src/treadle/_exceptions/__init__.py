@@ -1,7 +1,7 @@
 """Every error treadle raises on purpose, defined in this package.
 
 ``_core`` holds the errors of building, running and steering workflows;
-``_durability`` those of stores and checkpoints.
+``_flow`` those of call limits; ``_durability`` those of stores and checkpoints.
 
 The tree, rooted at :class:`TreadleError`, is drawn and exported by
 ``treadle.errors``. Only the errors that end a run (``WorkflowRunError`` and
@@ -16,7 +16,6 @@ and is never exported: user ``except Exception`` blocks must not swallow it.
 from treadle._exceptions._core import (
     ActionRefusedError,
     AppLoadError,
-    CallLimitError,
     CommandError,
     DefinitionError,
     ExecutorInUseError,
@@ -28,7 +27,6 @@ from treadle._exceptions._core import (
     MigrationError,
     PollTimeout,
     PoolError,
-    ProviderBusyError,
     RemoteHandlerError,
     RequestAlreadyAnsweredError,
     RequestError,
@@ -61,6 +59,7 @@ from treadle._exceptions._durability import (
     VersionMismatchError,
     WorkerStoppingError,
 )
+from treadle._exceptions._flow import CallLimitError, ProviderBusyError
 
 __all__ = [
     "ActionRefusedError",
