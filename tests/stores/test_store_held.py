@@ -1,12 +1,13 @@
-"""``Store.held_claimable`` on every backend: the leases a timer service would wait out.
+"""``Store.held_claimable`` and ``load_claimed`` on every backend: a timer service's reads.
 
-A service reads them to take a run at once from an owner it knows is dead
-(``tests/cli/test_cli_sqlite_worker.py`` shows that through the command).
+A service reads the leases it would wait out to take a run at once from an
+owner it knows is dead (``tests/cli/test_cli_sqlite_worker.py`` shows that
+through the command), and the runs it claimed a batch at a time.
 """
 
 from __future__ import annotations
 
-from stores.test_store_suite import T0, new_run
+from stores.test_store_suite import T0, commit_many, new_run
 
 
 async def test_held_claimable_lists_the_current_leases_on_runs_a_claim_would_take(store):
@@ -31,3 +32,17 @@ async def test_held_claimable_lists_the_current_leases_on_runs_a_claim_would_tak
     assert [h.run_id for h in await store.held_claimable(T0 + 1, limit=10)] == ["due"]
     claimed = await store.claim("service", 30, T0 + 1, limit=10)
     assert sorted(c.lease.run_id for c in claimed) == ["mid-run", "orphan"]
+
+
+async def test_load_claimed_reads_what_load_resumable_would_for_each_run_in_order(store):
+    for n in range(3):
+        await new_run(store, f"run-{n}", first=f"c{n}", status="waiting", wake_at=T0)
+    await commit_many(store, "run-1", ["d1", "d2"])  # its latest is d2, not its first
+    wanted = ["run-2", "ghost", "run-0", "run-1"]
+    loaded = await store.load_claimed(wanted)
+    assert [row.run_id for row, _, _ in loaded] == ["run-2", "run-0", "run-1"]  # ghost left out
+    for found in loaded:
+        assert found == await store.load_resumable(found[0].run_id)
+    assert loaded[2][2] is not None
+    assert loaded[2][2].info.checkpoint_id == "d2"
+    assert await store.load_claimed([]) == []

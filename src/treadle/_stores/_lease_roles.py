@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from treadle._stores._records import Claimed, InboxItem, Lease
+    from treadle._stores._records import CheckpointRecord, Claimed, InboxItem, Lease, RunRecord
     from treadle._values._actors import Actor
 
 
@@ -94,6 +94,18 @@ class Claims(Protocol):
         whose owner's lease has not run out. A timer service looks at their
         owners: one it knows is dead (a process gone from its host) need not
         be waited out (``acquire(..., replacing=owner)``).
+        """
+        ...
+
+    async def load_claimed(
+        self, run_ids: Sequence[str]
+    ) -> list[tuple[RunRecord, bytes, CheckpointRecord | None]]:
+        """``load_resumable`` of each run's latest checkpoint, for many runs in one read.
+
+        A timer service reads the runs it just claimed a few at a time, in
+        one round trip for all of them rather than one each: waking many
+        runs is then a statement per batch, not per run. Runs that are gone
+        are left out; the others come in the order of ``run_ids``.
         """
         ...
 

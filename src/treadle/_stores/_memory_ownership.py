@@ -19,6 +19,7 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RequestError,
     RunBusyError,
+    RunNotFoundError,
     RunPausedError,
 )
 from treadle._stores import _audit, _memory_events, _pausing
@@ -88,6 +89,12 @@ class MemoryOwnership(ABC):
     @abstractmethod
     def _run(self, run_id: str) -> MemoryRun:
         """The run ``run_id``, or ``RunNotFoundError``."""
+
+    @abstractmethod
+    async def load_resumable(
+        self, run_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunRecord, bytes, CheckpointRecord | None]:
+        """The run row, its graph and one checkpoint (see the store port)."""
 
     async def acquire(
         self,
@@ -381,6 +388,18 @@ class MemoryOwnership(ABC):
                 )
             ]
         return held[:limit]
+
+    async def load_claimed(
+        self, run_ids: Sequence[str]
+    ) -> list[tuple[RunRecord, bytes, CheckpointRecord | None]]:
+        """Each run's ``load_resumable`` of its latest checkpoint (see the store port)."""
+        loaded = []
+        for run_id in run_ids:
+            try:
+                loaded.append(await self.load_resumable(run_id))
+            except RunNotFoundError:
+                continue  # gone meanwhile: left out
+        return loaded
 
     def _lease(self, run: MemoryRun, owner: str, until: float, *, parked: str | None) -> Lease:
         run.epoch += 1

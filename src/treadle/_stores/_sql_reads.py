@@ -130,6 +130,29 @@ class SqlReads(ABC):
                 return run, graph, whole
         raise AssertionError(attempt)  # pragma: no cover - the last attempt returns
 
+    async def load_claimed(
+        self, run_ids: Sequence[str]
+    ) -> list[tuple[RunRecord, bytes, CheckpointRecord | None]]:
+        """``load_resumable`` of many runs' latest checkpoints, in one statement.
+
+        A checkpoint naming pieces reads them after (as ``load_resumable``
+        does); a run found without its checkpoint comes with ``None``.
+        """
+        rows = await self._select(_sql_statements.SELECT_RESUMABLE_MANY, (ids_text(run_ids),))
+        width = len(_sql_statements.RUN_FIELDS)
+        found: dict[str, tuple[RunRecord, bytes, CheckpointRecord | None]] = {}
+        for row in rows:
+            run = _sql_rows.run_from_row(row[:width])
+            if row[width + 1] is None:
+                found[run.run_id] = (run, row[width], None)
+                continue
+            record = _sql_rows.checkpoint_from_row(run.run_id, row[width + 1 :])
+            if record.refs:  # rare on a timer's path: the single read, retries and all
+                found[run.run_id] = await self.load_resumable(run.run_id)
+            else:
+                found[run.run_id] = (run, row[width], record)
+        return [found[run_id] for run_id in run_ids if run_id in found]
+
     async def list_checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """Every kept checkpoint of a run, oldest first: by superstep, time, then commit.
 

@@ -47,10 +47,19 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from treadle._checkpoints._codec import RestoredRun
-    from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
+    from treadle._stores._store import (
+        CheckpointInfo,
+        CheckpointRecord,
+        RunReads,
+        RunRecord,
+        Store,
+    )
     from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
+
+# A run row, its graph and a checkpoint, as ``load_resumable`` reads them.
+Resumable = tuple["RunRecord", bytes, "CheckpointRecord | None"]
 
 _ENDED = frozenset(status.value for status in RunStatus if status.is_final)
 
@@ -102,6 +111,7 @@ async def take_over(
     ownership: Ownership | None = None,
     read_inbox: bool = True,
     actor: Actor | None = None,
+    loaded: Resumable | None = None,
 ) -> TakenOver:
     """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
 
@@ -109,7 +119,9 @@ async def take_over(
     lease is recorded as ``run_resumed``.
 
     ``read_inbox=False`` skips the inbox read for a run known to have had
-    nothing delivered (a timer service's claim says so).
+    nothing delivered (a timer service's claim says so). ``loaded``: the
+    run's ``load_resumable``, read under ``ownership`` already (a timer
+    service reads the runs it claimed a batch at a time).
 
     Raises:
         RunBusyError: another process owns the run (without ``wait``).
@@ -130,7 +142,7 @@ async def take_over(
         else await Ownership.acquire(store, run_id, wait=wait, actor=actor)
     )
     try:
-        restored = await load_restored(workflow, store, run_id, checkpoint_id)
+        restored = await load_restored(workflow, store, run_id, checkpoint_id, loaded)
         # Resuming from an older checkpoint branches the run: its inbox waits for the head.
         items = await store.inbox(run_id) if read_inbox and checkpoint_id is None else []
     except BaseException:
@@ -220,9 +232,16 @@ async def _latest_if_free(
 
 
 async def load_restored(
-    workflow: Workflow, store: RunReads, run_id: str, checkpoint_id: str | None
+    workflow: Workflow,
+    store: RunReads,
+    run_id: str,
+    checkpoint_id: str | None,
+    loaded: Resumable | None = None,
 ) -> RestoredRun:
     """Decode a run's checkpoint for this workflow, refusing a changed graph.
+
+    ``loaded``: what ``store.load_resumable(run_id, checkpoint_id)`` gives,
+    read already (by a batch read under the run's lease).
 
     Raises:
         RunNotFoundError, CheckpointNotFoundError: nothing to load.
@@ -230,7 +249,9 @@ async def load_restored(
         CheckpointCorruptError: the checkpoint fails its checksum.
         SerializationError: it names a type this workflow does not allow.
     """
-    row, graph, record = await store.load_resumable(run_id, checkpoint_id)
+    row, graph, record = (
+        loaded if loaded is not None else await store.load_resumable(run_id, checkpoint_id)
+    )
     if row.status == RunStatus.CANCELLED.value:
         raise RunCancelledError(run_id)
     if row.version != workflow.version:

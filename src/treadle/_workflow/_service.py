@@ -40,6 +40,7 @@ from treadle._exceptions import (
     TreadleError,
 )
 from treadle._tasks import close_group, stop_if_cancelled
+from treadle._workflow._claim_reads import ClaimReads
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
@@ -173,12 +174,12 @@ class Runtime:
         # A claim's lease is kept from the claim on, not from when a slot frees: a batch
         # claims up to a thousand runs, and one driven past its lease would be fenced
         # out of its own first write (a call's line, its commit) by its own lateness.
-        async def wake(index: int, claimed: Claimed) -> None:
+        async def wake(index: int, claimed: Claimed, reads: ClaimReads) -> None:
             ownership = self._hold(leases, claimed.lease, duration)
             try:
                 async with slots:
                     with leases.driving(), self.limits.declaring():
-                        results[index] = await self._continue_claimed(claimed, ownership)
+                        results[index] = await self._continue_claimed(claimed, ownership, reads)
             finally:
                 await ownership.close()
 
@@ -211,9 +212,10 @@ class Runtime:
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
             offset = len(results)
             results.extend([None] * (len(claimed) + len(ticked)))
+            reads = ClaimReads(self.store, [one.lease.run_id for one in claimed], concurrency)
             async with asyncio.TaskGroup() as group:
                 for index, one in enumerate(claimed, start=offset):
-                    group.create_task(wake(index, one))
+                    group.create_task(wake(index, one, reads))
                 for index, drive in enumerate(ticked, start=offset + len(claimed)):
                     group.create_task(drive_tick(index, drive))
             ticked = []
@@ -284,10 +286,13 @@ class Runtime:
         leases.hold(ownership)
         return ownership
 
-    async def _continue_claimed(self, claimed: Claimed, ownership: Ownership) -> RunResult | None:
+    async def _continue_claimed(
+        self, claimed: Claimed, ownership: Ownership, reads: ClaimReads
+    ) -> RunResult | None:
         lease, name = claimed.lease, claimed.workflow
         workflow = self.hosted.get(name, claimed.version)
         try:
+            loaded = await reads.take(lease.run_id)  # read with its chunk of the claim
             if workflow is None:
                 await self._park(ownership, self._not_hosted(name, claimed.version))
                 return None
@@ -298,6 +303,7 @@ class Runtime:
                     lease.run_id,
                     ownership=ownership,
                     read_inbox=claimed.delivered,
+                    loaded=loaded,
                 )
             except _UNLOADABLE as error:
                 await self._park(ownership, f"{type(error).__name__}: {error}")
