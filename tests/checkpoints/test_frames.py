@@ -1,4 +1,4 @@
-"""Checkpoint frames of format 3: a parked run's frames are small, and bound to their run."""
+"""Checkpoint frames of format 3: small, bound to their run, their counts written from the last."""
 
 from __future__ import annotations
 
@@ -6,10 +6,19 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle._checkpoints._blob import BOUND_VERSION
-from treadle._checkpoints._frame import FORMAT
+from treadle._checkpoints._codec import CheckpointCodec
+from treadle._checkpoints._frame import FORMAT, CountsText
+from treadle._engine._barrier import BarrierState
+from treadle._engine._counts import Counts
+from treadle._engine._delivery import Envelope
+from treadle._engine._waits import WaitBook
+from treadle._stores._store import CheckpointInfo, CheckpointRecord
+from treadle._values._serialization import JsonSerializer
 from treadle.errors import CheckpointCorruptError
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
@@ -108,3 +117,70 @@ async def test_a_run_read_back_with_empty_fan_in_buffers_fills_its_fan_in(tmp_pa
         await store.close()
     assert woken.status is RunStatus.COMPLETED
     assert woken.outputs == [sum(40 + i for i in range(3))]
+
+
+_EXECUTORS = st.sampled_from(["a", "b", "c", 'd"q', "é", "n10"])
+
+
+@given(
+    start=st.dictionaries(_EXECUTORS, st.integers(1, 50), max_size=4),
+    supersteps=st.lists(
+        st.tuples(st.lists(_EXECUTORS, max_size=4), st.booleans()), min_size=1, max_size=12
+    ),
+)
+def test_counts_written_from_the_last_frame_equal_the_counts_written_whole(start, supersteps):
+    """CountsText encodes again only the executors a superstep ran: the table stays exact.
+
+    Whatever the order of supersteps, executors new or seen, and counts read
+    between two frames (which loses what changed: all are written again).
+    """
+    text = CountsText()
+    counts = Counts(dict(start))
+    for handled, read_between in supersteps:
+        counts = counts.added(handled)
+        if read_between:
+            len(counts)
+        written = text.text(counts)
+        table = dict(counts)
+        assert (json.loads(written) if written is not None else {}) == table
+        assert written is None or list(json.loads(written)) == list(table)
+
+
+def test_a_frame_with_its_counts_spliced_in_reads_as_the_frame_encoded_whole():
+    """frame_text's bytes read as frame_of's, with and without other parts."""
+    codec = CheckpointCodec(JsonSerializer())
+    one = Counts({"a": 1}).added(["b"])
+    for pending in ({}, {"b": (Envelope((2, 0, 0, 0), "a", 7, None, None),)}):
+        for iterations in (one, Counts({}), {"x": 3}):
+            barrier = BarrierState(
+                run_id="r",
+                superstep=2,
+                status=RunStatus.RUNNING,
+                pending=pending,
+                fan_in_buffers=(),
+                state={},
+                iterations=iterations,
+                outputs=(),
+                waits=WaitBook(),
+                deadline_at=None,
+                spawned=(),
+            )
+            encoded = codec.encode(barrier, "fp", {})
+            restored = codec.decode(
+                CheckpointRecord(_info(), encoded.blob, encoded.refs, encoded.pieces), run_id="r"
+            )
+            assert restored.iterations == dict(iterations)
+            assert {k: [e.payload for e in v] for k, v in restored.pending.items()} == {
+                k: [e.payload for e in v] for k, v in pending.items()
+            }
+
+
+def _info() -> CheckpointInfo:
+    return CheckpointInfo(
+        checkpoint_id="c",
+        run_id="r",
+        superstep=2,
+        status="running",
+        parent_checkpoint_id=None,
+        created_at=0.0,
+    )

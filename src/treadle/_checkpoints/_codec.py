@@ -36,6 +36,7 @@ from treadle._checkpoints._frame import (
     fan_in_in,
     fan_in_out,
     frame_of,
+    frame_text,
     outcome_in,
     same,
     spelled,
@@ -44,7 +45,6 @@ from treadle._checkpoints._frame import (
 )
 from treadle._engine._spawn import SpawnRecord
 from treadle._exceptions import CheckpointCorruptError, SerializationError
-from treadle._values._serialization import dump_plain
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -133,7 +133,9 @@ class CheckpointCodec:
                 cannot be encoded; the error names where it sits.
         """
         to_json: Callable[[Any], Any] | None = getattr(self._serializer, "to_json", None)
-        writer = PieceWriter(self._serializer, self._key, cache or PieceCache())
+        if cache is None:
+            cache = PieceCache()
+        writer = PieceWriter(self._serializer, self._key, cache)
         try:
             enc = to_json if to_json is not None else same
             book = barrier.waits
@@ -155,8 +157,11 @@ class CheckpointCodec:
                 parts=parts,
             )
             inline = {name: part for name, part in framed.items() if name not in parts}
-            document = frame_of(barrier, fingerprint, manifest, enc, inline)
-            payload = self._serializer.dumps(document) if to_json is None else dump_plain(document)
+            if to_json is None:
+                document = frame_of(barrier, fingerprint, manifest, enc, inline)
+                payload = self._serializer.dumps(document)
+            else:
+                payload = frame_text(barrier, fingerprint, manifest, enc, inline, cache.counts)
         except SerializationError as error:
             where = f"run {barrier.run_id!r} at superstep {barrier.superstep}"
             msg = f"cannot checkpoint {where}: {error}"

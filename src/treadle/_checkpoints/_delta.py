@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from treadle._checkpoints._blob import seal, unseal
+from treadle._checkpoints._frame import CountsText
 from treadle._exceptions import CheckpointCorruptError
 from treadle._stores._store import Piece
 from treadle._values._serialization import dump_plain
@@ -100,11 +101,14 @@ class PieceCache:
         borrowed: The pieces were stored by a checkpoint this run continues
             from rather than by this process, until the next one is encoded:
             its commit checks they are still there.
+        counts: The iteration counts as the last frame wrote them, so the
+            next writes again only those that changed.
     """
 
-    __slots__ = ("borrowed", "outputs", "parts", "snapshots", "state")
+    __slots__ = ("borrowed", "counts", "outputs", "parts", "snapshots", "state")
 
     def __init__(self) -> None:
+        self.counts = CountsText()
         self.state: dict[str, tuple[str, Any, tuple[Any, ...] | None]] = {}
         self.outputs: tuple[str, int] | None = None
         self.snapshots: dict[str, tuple[str, Any]] = {}

@@ -16,10 +16,18 @@ pieces alike. The run's id is not in the frame: its seal is bound to it
 (see :mod:`treadle._checkpoints._blob`). A run parked on a timer keeps two
 frames of about a hundred bytes each, where format 2 took some 480: most
 of what it costs to store (``idle_runs`` in ``benchmarks/``).
+
+The iteration counts name every executor that ever ran, so a run of many
+executors has a long table in every frame, of which a superstep changes
+the counts of the few it ran. :func:`frame_text` writes the table from the
+previous frame's text (:class:`CountsText`), each executor's count encoded
+again only when it changed: a frame's encoding costs what the superstep
+changed, not how many executors came before it.
 """
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +44,7 @@ from treadle._engine._waits import (
     Wait,
     WaitBook,
 )
+from treadle._values._serialization import dump_plain
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -238,14 +247,92 @@ def _table_of(iterations: Mapping[str, int]) -> dict[str, int]:
     return dict(iterations)
 
 
+class CountsText:
+    """A run's iteration counts as its last frame wrote them, kept to write the next one's.
+
+    One per run (in its :class:`~treadle._checkpoints._delta.PieceCache`):
+    each executor's count and its ``"id":count`` member, in the table's
+    order. When the counts to write were made from the last ones by one
+    superstep (:meth:`Counts.changed_since`), only that superstep's
+    executors are counted and encoded again, and the counts are not worked
+    out (the barrier does that now and then); otherwise (a run's first
+    frame, a run resumed, counts read meanwhile) every member is.
+    """
+
+    __slots__ = ("counts", "members", "values")
+
+    def __init__(self) -> None:
+        self.counts: Counts | None = None  # the counts the members were written from
+        self.values: dict[str, int] = {}
+        self.members: dict[str, str] = {}
+
+    def text(self, iterations: Mapping[str, int]) -> str | None:
+        """``iterations`` as a compact JSON object (``None``: it is empty)."""
+        last = self.counts
+        changed = (
+            iterations.changed_since(last)
+            if type(iterations) is Counts and last is not None
+            else None
+        )
+        members = self.members
+        if changed is None:
+            table = iterations.table() if type(iterations) is Counts else iterations
+            self.values = dict(table)
+            self.members = members = {
+                executor_id: f"{encode_basestring_ascii(executor_id)}:{int(count)}"
+                for executor_id, count in table.items()
+            }
+        else:
+            values = self.values
+            for executor_id in changed:
+                count = values[executor_id] = values.get(executor_id, 0) + 1
+                members[executor_id] = f"{encode_basestring_ascii(executor_id)}:{count}"
+        self.counts = iterations if type(iterations) is Counts else None
+        if not members:
+            return None
+        return "{" + ",".join(members.values()) + "}"
+
+
+def frame_text(
+    barrier: BarrierState,
+    fingerprint: str,
+    manifest: Manifest,
+    enc: Callable[[Any], Any],
+    inline: Mapping[str, Any],
+    counts: CountsText,
+) -> bytes:
+    """:func:`frame_of` as compact JSON bytes, its counts written by ``counts`` (see above).
+
+    The rest of the frame goes through the JSON encoder, without its
+    counts; they join its parts (the frame's last item) as their last
+    member, ``i``.
+    """
+    table = counts.text(barrier.iterations)
+    document = frame_of(barrier, fingerprint, manifest, enc, inline, iterations=False)
+    text = dump_plain(document)
+    if table is None:
+        return text
+    if len(document) > _FRAME_HEAD:  # ...,{parts}] -> ...,{parts,"i":{...}}]
+        return b"".join((text[:-2], b',"i":', table.encode("ascii"), b"}]"))
+    return b"".join((text[:-1], b',{"i":', table.encode("ascii"), b"}]"))
+
+
+_FRAME_HEAD = 4  # format, fingerprint, superstep, status: the parts follow, when there are any
+
+
 def frame_of(
     barrier: BarrierState,
     fingerprint: str,
     manifest: Manifest,
     enc: Callable[[Any], Any],
     inline: Mapping[str, Any],
+    *,
+    iterations: bool = True,
 ) -> list[Any]:
-    """A barrier's frame of format 3: what is not empty, under one letter each (see above)."""
+    """A barrier's frame of format 3: what is not empty, under one letter each (see above).
+
+    ``iterations=False`` leaves the counts out (:func:`frame_text` writes them).
+    """
     parts: dict[str, Any] = {}
     if barrier.pending:
         parts["p"] = [
@@ -264,7 +351,7 @@ def frame_of(
         parts["o"] = manifest.outputs
     if manifest.snapshots:
         parts["n"] = dict(manifest.snapshots)
-    if barrier.iterations:
+    if iterations and barrier.iterations:
         parts["i"] = _table_of(barrier.iterations)
     if barrier.deadline_at is not None:
         parts["d"] = barrier.deadline_at

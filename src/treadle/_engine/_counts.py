@@ -71,6 +71,19 @@ class Counts(Mapping[str, int]):
         self.known, self.before, self.step = table, None, ()
         return table
 
+    def changed_since(self, earlier: Counts) -> Sequence[str] | None:
+        """The executor ids whose counts may differ from ``earlier``'s, if that is cheap to say.
+
+        Known when these counts were made from ``earlier`` by adding one
+        superstep and are not worked out yet (ask before reading them):
+        then they are that superstep's ids, repeats and all. ``None``
+        otherwise. A checkpoint writes its counts again from the ones
+        that changed (see ``_checkpoints/_frame``), not every executor's.
+        """
+        if self.known is None and self.before is earlier:
+            return self.step
+        return None
+
     def table(self) -> dict[str, int]:
         """The whole table at once (a checkpoint copies it), not a key at a time.
 
