@@ -247,20 +247,25 @@ def loaded_checkpoints_property(max_examples: int):
         keep_last=None,
     )
     async def check(make_store, steps, keep_last):
+        # Each example closes its own store: left to the fixture, a PostgreSQL run of
+        # the property would hold every example's connections until the test ends.
         scenario = Scenario(make_store(keep_last=keep_last))
-        await scenario.start("r1")
-        await scenario.start("r2")
-        for name, run_id, *args in steps:
-            if name == "step":
-                await scenario.step(run_id, *args)
-            elif name in ("fork", "resume"):
-                await scenario.branch(
-                    run_id, args[0], args[1] if args[1:] else 0, fork=name == "fork"
-                )
-            else:
-                await scenario.store.prune(run_id, args[0])
-                await scenario.check()
-        await scenario.check()
+        try:
+            await scenario.start("r1")
+            await scenario.start("r2")
+            for name, run_id, *args in steps:
+                if name == "step":
+                    await scenario.step(run_id, *args)
+                elif name in ("fork", "resume"):
+                    await scenario.branch(
+                        run_id, args[0], args[1] if args[1:] else 0, fork=name == "fork"
+                    )
+                else:
+                    await scenario.store.prune(run_id, args[0])
+                    await scenario.check()
+            await scenario.check()
+        finally:
+            await scenario.store.close()
 
     return check
 

@@ -77,7 +77,7 @@ async def test_retry_on_matches_a_remote_exception_by_its_class_and_bases(cluste
 async def test_a_remote_attempt_past_its_timeout_fails_and_its_late_work_never_commits(
     cluster, tmp_path
 ):
-    once = executor(id="branch0", pool=cluster, timeout=0.5, retry=pool_app.QUICK_RETRY)(
+    once = executor(id="branch0", pool=cluster, timeout=1.0, retry=pool_app.QUICK_RETRY)(
         pool_app.slow_once
     )
     workflow = (
@@ -95,7 +95,7 @@ async def test_a_remote_attempt_past_its_timeout_fails_and_its_late_work_never_c
     assert result.state["done"] == 1  # the first attempt finished on its worker: dropped
     assert len(result.outputs) == 1
 
-    hung = executor(id="branch0", pool=cluster, timeout=0.5)(pool_app.slow_once)
+    hung = executor(id="branch0", pool=cluster, timeout=1.0)(pool_app.slow_once)
     for marker in tmp_path.iterdir():
         marker.unlink()
     workflow = (
