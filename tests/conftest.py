@@ -7,7 +7,11 @@ which go to one worker together, so the fixture is made once, not once per
 worker. Tests that start a fleet of PostgreSQL worker processes (marked
 ``fleet``) go to one worker too, so that two fleets never run at once: each
 worker process holds a pool of connections, and the server allows 100 in
-all. Modules whose tests start processes or servers (marked
+all. For the same reason every ``treadle`` command a test starts on
+PostgreSQL (workers, ``serve``, the CLI) opens at most three connections
+(``TREADLE_CONNECTIONS``, set below; its own test sets the flag instead), not
+the ten a user's gets: three pytest workers with a fleet beside other
+process tests went past 100. Modules whose tests start processes or servers (marked
 ``integration``) come first and the quick in-process tests last, so the
 workers end together instead of one waiting on a long test started last.
 """
@@ -15,12 +19,15 @@ workers end together instead of one waiting on a long test started last.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 
 import pytest
 
 pytest_plugins = ["postgres", "store_backends"]
+
+os.environ.setdefault("TREADLE_CONNECTIONS", "3")  # inherited by every process a test starts
 
 _SHARED_SCOPES = {"module", "class"}
 

@@ -49,6 +49,7 @@ def execute(
     lease: float | None = None,
     creates: bool = False,
     follows: bool = False,
+    connections: int | None = None,
 ) -> T:
     """Run one command against the store, turning errors into one line and an exit code.
 
@@ -65,10 +66,12 @@ def execute(
         follows: For commands that follow a run they do not drive: Ctrl-C,
             SIGTERM, SIGHUP or a closed output stops following, leaves the
             run alone, and exits with 128 plus the signal's number.
+        connections: A PostgreSQL store's pool size (``None``:
+            ``TREADLE_CONNECTIONS`` or 10).
     """
 
     async def main() -> T:
-        store = open_store(store_url, lease=lease, create=creates)
+        store = open_store(store_url, lease=lease, create=creates, connections=connections)
         try:
             if drives is not False:
                 return await _detach_on_interrupt(store, work, drives)

@@ -35,6 +35,15 @@ def worker(
         ),
     ] = None,
     max_recoveries: Annotated[int, typer.Option("--max-recoveries", min=0)] = 3,
+    connections: Annotated[
+        int | None,
+        typer.Option(
+            "--connections",
+            min=1,
+            help="PostgreSQL: connections the worker's pool may open "
+            "(default: TREADLE_CONNECTIONS, else 10; one more listens).",
+        ),
+    ] = None,
     worker_id: Annotated[str | None, typer.Option("--worker-id")] = None,
     metrics_port: Annotated[
         int | None,
@@ -76,4 +85,10 @@ def worker(
         limits=limits,
     )
     log_to_stderr()
-    execute(store, lambda chosen: serve(chosen, workflows, settings), lease=lease, creates=True)
+    execute(
+        store,
+        lambda chosen: serve(chosen, workflows, settings),
+        lease=lease,
+        creates=True,
+        connections=connections,
+    )

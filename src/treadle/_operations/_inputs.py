@@ -43,25 +43,38 @@ _ARGUMENT = MappingProxyType(
 )
 
 
-def open_store(url: str | None, *, lease: float | None = None, create: bool = True) -> Store:
+def open_store(
+    url: str | None,
+    *,
+    lease: float | None = None,
+    create: bool = True,
+    connections: int | None = None,
+) -> Store:
     """The store a URL names: a SQLite path (default) or ``postgresql://...``.
 
     ``create=False`` (every command that reads or acts on runs already
     stored) refuses a SQLite file that does not exist, naming it, rather
     than creating an empty store in whatever directory the command ran in.
 
-    For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables.
+    For PostgreSQL, ``TREADLE_SCHEMA`` names the schema holding the tables,
+    and ``connections`` (else ``TREADLE_CONNECTIONS``, else 10) how many
+    connections the process's pool may open: what an operator sizes
+    against the server's ``max_connections`` when many workers share it.
     On SQLite, ``lease`` (else ``TREADLE_LEASE``, else 30) is how many
     seconds this process's lease on a run lasts without a heartbeat: how
     soon a run whose process died counts as orphaned. (PostgreSQL workers
     take theirs from ``treadle worker --lease``.)
 
     Raises:
-        CommandError: ``TREADLE_LEASE`` is not a positive number; with
+        CommandError: ``TREADLE_LEASE`` is not a positive number, or
+            ``TREADLE_CONNECTIONS`` not a whole number of at least 1;
+            ``connections`` given for a SQLite store (it has no pool); with
             ``create=False``, the SQLite file does not exist.
     """
     url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
     if url.startswith(("postgresql://", "postgres://")):
+        if connections is None:
+            connections = connections_from_environment()
         from treadle import stores  # noqa: PLC0415 - psycopg only when asked for
 
         try:
@@ -70,8 +83,12 @@ def open_store(url: str | None, *, lease: float | None = None, create: bool = Tr
             cause = error.__cause__ if isinstance(error.__cause__, ImportError) else error
             msg = needs_extra("a postgresql:// store", "postgres", cause)
             raise CommandError(msg) from None
-        store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None)
+        sizes = {} if connections is None else {"max_size": connections}
+        store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None, **sizes)
         return store
+    if connections is not None:
+        msg = "--connections sizes a PostgreSQL store's pool; a SQLite store has none"
+        raise CommandError(msg)
     from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
@@ -101,6 +118,25 @@ def lease_from_environment() -> float:
         msg = f"TREADLE_LEASE must be a positive number of seconds, got {raw!r}"
         raise CommandError(msg)
     return lease
+
+
+def connections_from_environment() -> int | None:
+    """``TREADLE_CONNECTIONS``, or ``None`` (the store's own default, 10).
+
+    Raises:
+        CommandError: It is not a whole number of at least 1.
+    """
+    raw = os.environ.get("TREADLE_CONNECTIONS")
+    if not raw:
+        return None
+    try:
+        connections = int(raw)
+    except ValueError:
+        connections = 0
+    if connections < 1:
+        msg = f"TREADLE_CONNECTIONS must be a whole number of connections, at least 1, got {raw!r}"
+        raise CommandError(msg)
+    return connections
 
 
 def load_workflow(spec: str) -> Workflow:
