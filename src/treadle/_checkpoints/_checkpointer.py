@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from treadle._checkpoints._delta import PieceCache
 from treadle._engine._clock import SystemClock
+from treadle._engine._slots import blank, unfrozen_twin
 from treadle._exceptions import LeaseLostError
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
@@ -62,6 +63,10 @@ if TYPE_CHECKING:
 
 BATCHED_IN_FLIGHT = 16
 """How many checkpoints ``durability="batched"`` lets be not yet durable (its loss window)."""
+
+# CheckpointInfo and CheckpointRecord, unfrozen: _record makes each slot by slot.
+_InfoDraft = unfrozen_twin(CheckpointInfo)
+_RecordDraft = unfrozen_twin(CheckpointRecord)
 
 # How many checkpoints each mode lets be not yet durable while the run goes on.
 _IN_FLIGHT: Final[Mapping[str, int]] = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}
@@ -178,26 +183,28 @@ class Checkpointer:
             if journal is not None
             else ()
         )
-        info = CheckpointInfo(
-            checkpoint_id=checkpoint_id,
-            run_id=barrier.run_id,
-            superstep=barrier.superstep,
-            status=barrier.status.value,
-            parent_checkpoint_id=self.last_checkpoint_id,
-            created_at=self._clock.now(),
-            wake_at=barrier.wake_at,
-        )
+        # Both made slot by slot, as the engine makes its values of every superstep
+        # (see treadle._engine._slots): a frozen dataclass's __init__ sets each field
+        # through object.__setattr__.
+        info: Any = blank(_InfoDraft)
+        info.checkpoint_id = checkpoint_id
+        info.run_id = barrier.run_id
+        info.superstep = barrier.superstep
+        info.status = barrier.status.value
+        info.parent_checkpoint_id = self.last_checkpoint_id
+        info.created_at = self._clock.now()
+        info.wake_at = barrier.wake_at
+        info.__class__ = CheckpointInfo  # frozen from here on
         encoded = self._codec.encode(barrier, self._fingerprint, snapshots, self._cache)
-        return CheckpointRecord(
-            info,
-            encoded.blob,
-            encoded.refs,
-            encoded.pieces,
-            encoded.requires,
-            events,
-            barrier.outcome,
-            self._changed_fields(barrier, input_fields),
-        )
+        record: Any = blank(_RecordDraft)
+        record.info = info
+        record.blob, record.refs, record.pieces, record.requires = encoded
+        record.events = events
+        record.outcome = barrier.outcome
+        record.fields = self._changed_fields(barrier, input_fields)
+        record.__class__ = CheckpointRecord  # frozen from here on
+        made: CheckpointRecord = record
+        return made
 
     async def create(
         self,

@@ -136,11 +136,20 @@ def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
     return tuple(f.name for f in fields(event_type) if f.name not in _COMMON)
 
 
+# Executor and checkpoint ids as JSON strings, without an encoder's call: the
+# standard library's own quoting, in C (non-ASCII kept, as pydantic-core's).
+_quoted: Final = json.encoder.encode_basestring
+
+
+def _ids(ids: tuple[str, ...]) -> str:
+    return "[" + ",".join(map(_quoted, ids)) + "]"
+
+
 # The events every superstep logs, written without a JSON encoder (they hold
-# only numbers and executor ids, which _json quotes).
+# only numbers and executor ids, quoted as strings are).
 _WRITTEN: Final[Mapping[type[WorkflowEvent], Callable[[Any], str]]] = MappingProxyType(
     {
-        SuperstepStarted: lambda e: '{"executor_ids":' + _json(e.executor_ids) + "}",
+        SuperstepStarted: lambda e: '{"executor_ids":' + _ids(e.executor_ids) + "}",
         SuperstepCompleted: lambda _: "{}",
         ExecutorInvoked: lambda e: f'{{"position":{e.position},"attempt":{e.attempt}}}',
         ExecutorCompleted: lambda e: f'{{"position":{e.position}}}',
@@ -274,7 +283,7 @@ class EventJournal:
             self._resumed = None
         now = self._clock.now()
         if checkpoint_id is not None:
-            data = f'{{"checkpoint_id":{_json(checkpoint_id)}}}'
+            data = f'{{"checkpoint_id":{_quoted(checkpoint_id)}}}'
             entries.append(EventEntry(superstep, "checkpoint_saved", None, now, data))
         if status != self._status:
             self._status = status
