@@ -26,12 +26,20 @@ class Count:
     n: int
 
 
-def counting_workflow(store, calls: Counter, last: int = 10, extra_edge: bool = False):
-    """A loop of `last` supersteps that counts invocations per superstep."""
+def counting_workflow(
+    store, calls: Counter, last: int = 10, extra_edge: bool = False, awaits: bool = False
+):
+    """A loop of `last` supersteps that counts invocations per superstep.
+
+    ``awaits``: each invocation lets the event loop run once, as one awaiting
+    anything would.
+    """
 
     @executor
     async def count(msg: Count, ctx: WorkflowContext[Count]) -> None:
         calls[ctx.superstep] += 1
+        if awaits:
+            await asyncio.sleep(0)
         ctx.state.update("sum", lambda v: v + msg.n)
         if msg.n < last:
             ctx.send_message(Count(msg.n + 1))
@@ -365,23 +373,52 @@ class HeldStore:
         await self.store.commit_many(checkpoints, keep_last=keep_last, **owned)
 
 
-async def test_batched_durability_runs_ahead_of_16_unwritten_checkpoints_and_no_further(store):
+@pytest.mark.parametrize(
+    ("awaits", "held_batch", "batches_after"),
+    [
+        # Superstep 1's write starts while the run awaits, and hangs; 2..16 queue
+        # behind it; 17 computes, then waits. What queued then goes in one call.
+        (True, [1], [list(range(2, 18))]),
+        # A run that never lets the loop run starts no write: 1..16 queue, 17 would
+        # pass the limit, so all 17 go in one call, which hangs; then 17 at a time.
+        (False, list(range(1, 18)), [list(range(18, 35)), list(range(35, 41))]),
+    ],
+    ids=["awaiting", "computing"],
+)
+async def test_batched_durability_runs_ahead_of_16_unwritten_checkpoints_and_no_further(
+    store, awaits, held_batch, batches_after
+):
     calls: Counter = Counter()
     held = HeldStore(store)
-    wf = counting_workflow(held, calls, last=40)
+    wf = counting_workflow(held, calls, last=40, awaits=awaits)
     run = asyncio.create_task(wf.run(Count(1), run_id="held", durability="batched"))
     async with asyncio.timeout(10):
         await held.called.wait()  # the run row is created on the store's thread first
     for _ in range(300):  # then every chance to run further than it may
         await asyncio.sleep(0)
-    # Superstep 1's write hangs; 2..16 queue behind it; 17 computes, then waits.
     assert max(calls) == 17
-    assert held.batches == [[1]]
+    assert held.batches == [held_batch]
     assert (await store.get_run("held")).superstep == 0  # nothing durable past the input
     held.gate.set()
     result = await run
     assert result.outputs == [sum(range(1, 41))]
-    assert held.batches[1] == list(range(2, 18))  # what queued went over in one call
+    assert held.batches[1 : 1 + len(batches_after)] == batches_after
     assert [s for batch in held.batches for s in batch] == list(range(1, 41))
     history = await wf.history("held")
     assert [c.superstep for c in history.checkpoints] == list(range(41))
+
+
+@pytest.mark.parametrize("awaits", [True, False], ids=["awaiting", "computing"])
+async def test_background_durability_lets_one_checkpoint_wait_and_no_more(store, awaits):
+    """A run awaiting gets each barrier's write started while it awaits; one computing
+    writes two barriers a commit (one waited while the next computed): never two waiting."""
+    calls: Counter = Counter()
+    held = HeldStore(store)
+    held.gate.set()
+    wf = counting_workflow(held, calls, last=9, awaits=awaits)
+    result = await wf.run(Count(1), run_id="bg", durability="background")
+    assert result.outputs == [sum(range(1, 10))]
+    if awaits:
+        assert held.batches == [[s] for s in range(1, 10)]
+    else:  # superstep 9 ends the run: it is written at once
+        assert held.batches == [[1, 2], [3, 4], [5, 6], [7, 8], [9]]
