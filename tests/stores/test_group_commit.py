@@ -122,11 +122,20 @@ async def _hold_run_row(dsn: str, schema: str) -> psycopg.AsyncConnection[Any]:
 
 
 async def _grouped_on_postgres(
-    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch, commits: Any
+    dsn: str,
+    schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+    commits: Any,
+    *,
+    leases: dict[str, Lease] | None = None,
 ) -> tuple[PostgresStore, dict[str, object], list[int]]:
-    """Commit run-0 (held, so it stays in flight), then ``commits(store, leases)``, together."""
+    """Commit run-0 (held, so it stays in flight), then ``commits(store, leases)``, together.
+
+    ``leases``: the runs exist already, so leased.
+    """
     store = PostgresStore(dsn, schema=schema)
-    leases = await _leased_runs(store)
+    if leases is None:
+        leases = await _leased_runs(store)
     groups: list[int] = []
     grouped = _postgres_group.GroupCommit._group
 
@@ -221,5 +230,68 @@ async def test_postgres_a_commit_cancelled_while_it_waits_for_its_group_is_not_m
         assert outcomes["run-b"] is asyncio.CancelledError
         assert groups == [2]  # run-a's and run-c's: run-b's was dropped before it began
         assert (await _positions(store))["run-b"] == "run-b/0"
+    finally:
+        await store.close()
+
+
+async def test_postgres_a_group_of_commits_is_one_round_trip_then_its_commit(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every commit's usual answers are taken for granted: one sync for the whole group."""
+    syncs: list[int] = []
+    synced = psycopg.AsyncPipeline.sync
+
+    async def counted(self: psycopg.AsyncPipeline) -> None:
+        syncs.append(1)
+        await synced(self)
+
+    async def refused_alone(self: Any, make: Any) -> Any:
+        raise AssertionError("the group was driven again, one by one")
+
+    def three(store: Store, leases: dict[str, Lease]) -> dict[str, Any]:
+        monkeypatch.setattr(psycopg.AsyncPipeline, "sync", counted)
+        monkeypatch.setattr(_postgres_group.GroupCommit, "_one", refused_alone)
+        return _at_once(store, {run_id: leases[run_id] for run_id in ("run-a", "run-c", "run-d")})
+
+    store, outcomes, groups = await _grouped_on_postgres(dsn, schema, monkeypatch, three)
+    try:
+        assert outcomes == {"run-a": bool, "run-c": bool, "run-d": bool}
+        assert groups == [3]
+        assert syncs == [1]  # the group's statements; its COMMIT goes with the pipeline's end
+        positions = await _positions(store)
+        assert [positions[run_id] for run_id in ("run-a", "run-c", "run-d")] == [
+            "run-a/1",
+            "run-c/1",
+            "run-d/1",
+        ]
+    finally:
+        await store.close()
+
+
+async def test_postgres_a_pause_asked_of_one_run_of_a_group_is_honoured_by_its_commit(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer taken for granted (no pause asked) is wrong for run-c: each commits alone."""
+
+    def asking_run_c(store: Store, leases: dict[str, Lease]) -> dict[str, Any]:
+        return _at_once(store, {run_id: leases[run_id] for run_id in ("run-a", "run-c", "run-d")})
+
+    store = PostgresStore(dsn, schema=schema)
+    leases = await _leased_runs(store)
+    assert await store.pause("run-c") == "requested"
+    await store.close()
+    store, outcomes, groups = await _grouped_on_postgres(
+        dsn, schema, monkeypatch, asking_run_c, leases=leases
+    )
+    try:
+        assert outcomes == {"run-a": bool, "run-c": bool, "run-d": bool}
+        assert groups == [3]
+        assert {run_id: (await store.get_run(run_id)).status for run_id in RUNS} == {
+            "run-a": "running",
+            "run-b": "running",
+            "run-c": "paused",
+            "run-d": "running",
+        }
+        assert (await _positions(store))["run-c"] == "run-c/1"  # its superstep, then the pause
     finally:
         await store.close()

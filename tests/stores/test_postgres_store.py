@@ -418,3 +418,28 @@ async def test_a_release_waiting_on_a_delivery_leaves_the_run_ready_for_its_item
         assert (claimed.run_id, delivered) == ("run-1", True)
     finally:
         await store.close()
+
+
+async def test_a_connection_the_server_ended_while_idle_is_replaced_at_checkout(dsn, new_schema):
+    """Checkout asks the server nothing, unless the socket says it spoke (here, its goodbye)."""
+    application_name = "treadle-ended-idle"
+    store = PostgresStore(
+        make_conninfo(dsn, application_name=application_name), schema=new_schema(), max_size=1
+    )
+    await new_run(store)
+    async with await connect(dsn) as watcher:
+        await watcher.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        )
+        for _ in range(1000):  # until the backend has gone, its goodbye sent
+            gone = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (application_name,),
+            )
+            if await gone.fetchone() == (0,):
+                break
+            await asyncio.sleep(0.01)  # the server's time, not ours: nothing to fake
+    await commit_many(store, "run-1", ["c1"])  # on a new connection, without an error
+    assert await kept_ids(store) == ["c0", "c1"]
+    await store.close()

@@ -154,7 +154,8 @@ class PostgresStore(
         self._stall_limit = StallLimit(lease)  # frees the rows of a process stopped mid-transaction
         self.live: LiveFeed = PostgresLiveFeed(dsn, schema)
         """Its runs' live events, across processes (see :mod:`treadle._stores._postgres_live`)."""
-        self._commits = GroupCommit(functools.partial(self._run, write=True))
+        # Not write=True: a group opens its transaction itself, inside a pipeline.
+        self._commits = GroupCommit(functools.partial(self._run, write=False))
         self._pools = LoopPools(
             dsn,
             min_size=min_size,

@@ -6,10 +6,14 @@ module drives several side by side on one connection in one transaction
 one of its transactions is in flight into the next (:class:`GroupCommit`).
 
 **Pipelined.** The plans' statements go to the server in psycopg's pipeline
-mode: a statement whose answer a plan does not need is sent without waiting,
-and every plan's next statement is sent before any answer is awaited, so a
-group of commits costs about the round trips of one (the fenced advance,
-the checkpoint insert, the commit), not one per statement per run.
+mode, BEGIN and COMMIT with them: a statement whose answer a plan does not
+need is sent without waiting, and every plan's next statement is sent
+before any answer is awaited. The answers a commit almost always gets (its
+fenced advance finds no pause asked, its checkpoints are new) are taken for
+granted, so its later statements go too, and checked at the sync, before
+the transaction commits; one found otherwise rolls the group back, and its
+commits run again one by one without guessing. So a group of commits costs
+two round trips (its statements, then the commit), whatever its size.
 
 **Each commit still its own.** Every plan is fenced by its own lease: its
 first statement moves the run row on only while the lease is current. A
@@ -36,20 +40,22 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
-from treadle._stores._write_steps import NOTHING
+from treadle._stores._sql_ownership import FENCE
+from treadle._stores._sql_statements import INSERT_CHECKPOINT
+from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from psycopg import AsyncCursor
+    from psycopg import AsyncCursor, AsyncPipeline
 
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._write_steps import Plan, Step
 
 _T = TypeVar("_T")
 _Outcome = tuple[Any, BaseException | None]
-Transact: TypeAlias = "Callable[[Callable[[Connection], Awaitable[Any]]], Awaitable[Any]]"
-"""Runs ``work(connection)`` in one transaction on a pooled connection, with a store's errors."""
+Connected: TypeAlias = "Callable[[Callable[[Connection], Awaitable[Any]]], Awaitable[Any]]"
+"""Runs ``work(connection)`` on a pooled connection (no transaction), with a store's errors."""
 
 GROUP_MAX = 256
 """At most this many commits share one transaction (the rest go in the next)."""
@@ -63,6 +69,32 @@ class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's drive
     """A plan of a group was refused after it wrote: the group runs again, one by one."""
 
 
+class Mispredicted(Exception):  # noqa: N818 - a signal to the group's driver, not an error
+    """An answer taken for granted was not the one given: rolled back, driven again, no guesses."""
+
+
+_NO_GUESS = object()
+_NOT_ASKED = (None,)  # the fenced advance's answer when no pause was asked
+_FENCED_ADVANCE = POSTGRES_WRITES.advance + FENCE + " RETURNING pause_requested"
+_CHECKPOINTS = INSERT_CHECKPOINT[: INSERT_CHECKPOINT.index("VALUES")]
+_CHECKPOINT_COLUMNS = INSERT_CHECKPOINT.count("?")
+
+
+def _guess(template: str, parameters: Any, want: str) -> object:
+    """The answer a commit's statement almost always gets, or ``_NO_GUESS``.
+
+    A commit under a lease moves its run row on (no pause asked: the row
+    says ``NULL``) and inserts its checkpoints (each one new): taking those
+    answers for granted, its later statements go with them, without waiting.
+    The guess is checked against the answer before the transaction commits.
+    """
+    if want is ONE and template == _FENCED_ADVANCE:
+        return _NOT_ASKED
+    if want is COUNT and template.startswith(_CHECKPOINTS):
+        return len(parameters) // _CHECKPOINT_COLUMNS
+    return _NO_GUESS
+
+
 def _wrote(cursors: list[AsyncCursor[Any]]) -> bool:
     """Whether any of a plan's statements (answered already) changed a row."""
     for cursor in cursors:
@@ -70,6 +102,18 @@ def _wrote(cursors: list[AsyncCursor[Any]]) -> bool:
         if tag is not None and tag.split(" ", 1)[0] in _WRITES and cursor.rowcount > 0:
             return True
     return False
+
+
+async def _check(guessed: list[tuple[AsyncCursor[Any], str, object]]) -> None:
+    """Compare the answers taken for granted with those given (then forget them).
+
+    Raises:
+        Mispredicted: one differs.
+    """
+    for cursor, want, expected in guessed:
+        if await answer(cursor, want) != expected:
+            raise Mispredicted
+    guessed.clear()
 
 
 class _Driven:
@@ -85,19 +129,31 @@ class _Driven:
 
 
 async def drive_together(
-    plans: list[Plan[Any]], connection: Connection, *, alone: bool = False
+    plans: list[Plan[Any]],
+    connection: Connection,
+    pipeline: AsyncPipeline,
+    *,
+    alone: bool = False,
+    guess: bool = True,
 ) -> list[_Outcome]:
-    """Drive ``plans`` side by side in the caller's transaction; one outcome each, in order.
+    """Drive ``plans`` side by side in the caller's pipelined transaction; one outcome each.
 
     ``alone`` (a single plan): its refusal is raised as is, rolling the
     transaction back, as :func:`treadle._stores._postgres_writes.drive` does.
+    ``guess``: a statement whose usual answer is known (:func:`_guess`) is
+    given it at once and the plan goes on; each guess is checked at the next
+    sync, before any real answer is handed to a plan and before the commit.
+    So a group of commits is one round trip, and the commit another.
 
     Raises:
+        Mispredicted: a guess was wrong (the caller rolls back and drives
+            the plans again with ``guess=False``).
         WroteThenRefused: a plan was refused after it wrote (not ``alone``).
         psycopg.Error: a statement failed; the transaction is lost.
     """
     outcomes: list[_Outcome | None] = [None] * len(plans)
     refused: list[tuple[_Driven, BaseException]] = []
+    guessed: list[tuple[AsyncCursor[Any], str, object]] = []
 
     async def step_on(index: int, driven: _Driven, answer: Any, *, first: bool = False) -> bool:
         """Send ``answer`` and the statements after it, up to one wanting an answer.
@@ -123,36 +179,33 @@ async def drive_together(
                 _render(template + _LOCK if lock else template), parameters or None
             )
             driven.cursors.append(cursor)
-            if want is not NOTHING:
-                driven.cursor, driven.want = cursor, want
-                return True
             answer = None
+            if want is not NOTHING:
+                answer = _guess(template, parameters, want) if guess else _NO_GUESS
+                if answer is _NO_GUESS:
+                    driven.cursor, driven.want = cursor, want
+                    return True
+                guessed.append((cursor, want, answer))
 
-    async with connection.pipeline() as pipeline:
-        waiting: list[tuple[int, _Driven]] = []
-        for index, plan in enumerate(plans):
-            driven = _Driven(plan)
-            if await step_on(index, driven, None, first=True):
-                waiting.append((index, driven))
-        while waiting:
-            await pipeline.sync()
-            answered, waiting = waiting, []
-            for index, driven in answered:
-                cursor = driven.cursor
-                assert cursor is not None  # noqa: S101 - set with the step that wants an answer
-                if await step_on(index, driven, await answer(cursor, driven.want)):
-                    waiting.append((index, driven))
+    waiting: list[tuple[int, _Driven]] = []
+    for index, plan in enumerate(plans):
+        driven = _Driven(plan)
+        if await step_on(index, driven, None, first=True):
+            waiting.append((index, driven))
+    while True:
         await pipeline.sync()
+        await _check(guessed)
+        if not waiting:
+            break
+        answered, waiting = waiting, []
+        for index, driven in answered:
+            cursor = driven.cursor
+            assert cursor is not None  # noqa: S101 - set with the step that wants an answer
+            if await step_on(index, driven, await answer(cursor, driven.want)):
+                waiting.append((index, driven))
     if any(_wrote(driven.cursors) for driven, _ in refused):
         raise WroteThenRefused
     return [outcome for outcome in outcomes if outcome is not None]
-
-
-async def drive_pipelined(plan: Plan[_T], connection: Connection) -> _T:
-    """Drive one plan pipelined, in the caller's transaction; return its outcome or raise."""
-    [(result, _)] = await drive_together([plan], connection, alone=True)
-    outcome: _T = result
-    return outcome
 
 
 class _Waiting:
@@ -180,12 +233,13 @@ class GroupCommit:
     """Commits of many runs sharing transactions (see the module docstring).
 
     Args:
-        transact: Runs a ``(connection) -> awaitable`` in one transaction on
-            a pooled connection, with the store's error handling.
+        connected: Runs a ``(connection) -> awaitable`` on a pooled
+            connection, with the store's error handling; the group opens
+            its own transaction there, pipelined.
     """
 
-    def __init__(self, transact: Transact) -> None:
-        self._transact = transact
+    def __init__(self, connected: Connected) -> None:
+        self._connected = connected
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCommits] = (
             weakref.WeakKeyDictionary()
         )
@@ -199,7 +253,7 @@ class GroupCommit:
         if not commits.busy:
             commits.busy = True
             try:
-                result: _T = await self._transact(functools.partial(_alone, make))
+                result: _T = await self._alone(make)
             finally:
                 self._next(commits, loop)
             return result
@@ -246,21 +300,56 @@ class GroupCommit:
 
     async def _group(self, makes: list[Callable[[], Plan[Any]]]) -> list[_Outcome]:
         try:
-            outcomes: list[_Outcome] = await self._transact(functools.partial(_together, makes))
-        except (WroteThenRefused, Exception):  # noqa: BLE001 - each again, alone: see the module
+            outcomes: list[_Outcome] = await self._connected(
+                functools.partial(_pipelined, functools.partial(_together, makes))
+            )
+        except (WroteThenRefused, Mispredicted, Exception):  # noqa: BLE001 - each again, alone
             return [await self._one(make) for make in makes]
         return outcomes
 
     async def _one(self, make: Callable[[], Plan[Any]]) -> _Outcome:
         try:
-            return (await self._transact(functools.partial(_alone, make)), None)
+            return (await self._alone(make), None)
         except Exception as error:  # noqa: BLE001 - handed to the commit's caller
             return (None, error)
 
+    async def _alone(self, make: Callable[[], Plan[_T]]) -> _T:
+        """One commit in a transaction of its own: guessing, and again without if wrong."""
+        try:
+            outcome: _T = await self._connected(
+                functools.partial(_pipelined, functools.partial(_lone, make))
+            )
+        except Mispredicted:
+            lone = functools.partial(_lone, make, guess=False)
+            outcome = await self._connected(functools.partial(_pipelined, lone))
+        return outcome
 
-async def _alone(make: Callable[[], Plan[_T]], connection: Connection) -> _T:
-    return await drive_pipelined(make(), connection)
+
+async def _pipelined(
+    work: Callable[[Connection, AsyncPipeline], Awaitable[_T]], connection: Connection
+) -> _T:
+    """``work`` in one transaction whose BEGIN and COMMIT go in the pipeline with the rest.
+
+    The pipeline opens first, so BEGIN is sent with the first statements and
+    COMMIT with the pipeline's last sync: no round trip of their own.
+    """
+    async with connection.pipeline() as pipeline, connection.transaction():
+        return await work(connection, pipeline)
 
 
-async def _together(makes: list[Callable[[], Plan[Any]]], connection: Connection) -> list[_Outcome]:
-    return await drive_together([make() for make in makes], connection)
+async def _lone(
+    make: Callable[[], Plan[_T]],
+    connection: Connection,
+    pipeline: AsyncPipeline,
+    *,
+    guess: bool = True,
+) -> _T:
+    [(result, _)] = await drive_together([make()], connection, pipeline, alone=True, guess=guess)
+    outcome: _T = result
+    return outcome
+
+
+async def _together(
+    makes: list[Callable[[], Plan[Any]]], connection: Connection, pipeline: AsyncPipeline
+) -> list[_Outcome]:
+    return await drive_together([make() for make in makes], connection, pipeline)

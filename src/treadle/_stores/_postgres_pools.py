@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import select
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -140,7 +141,7 @@ class LoopPools:
             open=False,
             # A connection that died while idle (the server restarted, a proxy
             # cut it) is replaced at checkout rather than handed to an operation.
-            check=AsyncConnectionPool.check_connection,
+            check=check_idle,
             configure=functools.partial(_configure, self._configure, loop_pool.connections),
             name="treadle",
         )
@@ -203,6 +204,37 @@ class StallLimit:
             (milliseconds, milliseconds),
         )
         self._set[connection] = self.seconds
+
+
+async def check_idle(connection: Connection) -> None:
+    """Check a connection leaving the pool; quiet unless the server said something meanwhile.
+
+    An idle connection's server sends nothing unasked, except as it ends
+    the session (it restarted, the backend was terminated, a proxy cut it):
+    then its last words, or the end of the stream, wait on the socket. So
+    the socket is polled without waiting, and only when something is there
+    is the connection asked a round trip (psycopg's own check), which fails
+    for a dead one. Asking every checkout cost a round trip before each of
+    the store's operations, a third of a worker's round trips per superstep.
+
+    Raises:
+        psycopg.OperationalError: The connection is closed.
+    """
+    if connection.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    if _quiet(connection.fileno()):
+        return
+    await AsyncConnectionPool.check_connection(connection)
+
+
+def _quiet(fd: int) -> bool:
+    """Whether nothing waits to be read on ``fd`` (``False`` where that cannot be told)."""
+    poll = getattr(select, "poll", None)
+    if poll is None:  # Windows: ask the server, as psycopg's check does
+        return False
+    poller = poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return not poller.poll(0)
 
 
 async def _configure(
