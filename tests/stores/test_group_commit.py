@@ -234,30 +234,34 @@ async def test_postgres_a_commit_cancelled_while_it_waits_for_its_group_is_not_m
         await store.close()
 
 
-async def test_postgres_a_group_of_commits_is_one_round_trip_then_its_commit(
+async def test_postgres_a_group_of_commits_is_one_query_then_its_commit(
     dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every commit's usual answers are taken for granted: one sync for the whole group."""
-    syncs: list[int] = []
-    synced = psycopg.AsyncPipeline.sync
+    """Every commit's usual answers are taken for granted: the group's statements go as one."""
+    queries: list[str] = []
+    executed = psycopg.AsyncClientCursor.execute
+    alone = _postgres_group.GroupCommit._one
 
-    async def counted(self: psycopg.AsyncPipeline) -> None:
-        syncs.append(1)
-        await synced(self)
+    async def recorded(self: psycopg.AsyncClientCursor[Any], query: Any, *args: Any) -> Any:
+        queries.append(str(query))
+        return await executed(self, query, *args)
 
-    async def refused_alone(self: Any, make: Any) -> Any:
+    async def not_alone(self: Any, make: Any) -> Any:
         raise AssertionError("the group was driven again, one by one")
 
     def three(store: Store, leases: dict[str, Lease]) -> dict[str, Any]:
-        monkeypatch.setattr(psycopg.AsyncPipeline, "sync", counted)
-        monkeypatch.setattr(_postgres_group.GroupCommit, "_one", refused_alone)
+        monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", recorded)
+        monkeypatch.setattr(_postgres_group.GroupCommit, "_one", not_alone)
         return _at_once(store, {run_id: leases[run_id] for run_id in ("run-a", "run-c", "run-d")})
 
     store, outcomes, groups = await _grouped_on_postgres(dsn, schema, monkeypatch, three)
+    monkeypatch.setattr(_postgres_group.GroupCommit, "_one", alone)
     try:
         assert outcomes == {"run-a": bool, "run-c": bool, "run-d": bool}
         assert groups == [3]
-        assert syncs == [1]  # the group's statements; its COMMIT goes with the pipeline's end
+        [query] = queries  # BEGIN, then three commits' statements
+        assert query.count("EXECUTE treadle_") == 6  # each its fenced advance, its checkpoint
+        assert query.count("BEGIN") == 1
         positions = await _positions(store)
         assert [positions[run_id] for run_id in ("run-a", "run-c", "run-d")] == [
             "run-a/1",

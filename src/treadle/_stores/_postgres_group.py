@@ -34,10 +34,13 @@ it completes with the group (as on ``SqliteStore``'s writer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import weakref
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
+from treadle._exceptions import DurabilityError
+from treadle._stores._postgres_batch import BatchSender, Prepared, Sent
 from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_ownership import FENCE
@@ -61,6 +64,7 @@ GROUP_MAX = 256
 """At most this many commits share one transaction (the rest go in the next)."""
 
 _render = functools.cache(POSTGRES.render)
+_IN_TRANSACTION = frozenset(("INTRANS", "INERROR"))  # psycopg's TransactionStatus names
 _LOCK = " FOR UPDATE"
 _WRITES = frozenset(("INSERT", "UPDATE", "DELETE", "MERGE"))
 
@@ -95,55 +99,72 @@ def _guess(template: str, parameters: Any, want: str) -> object:
     return _NO_GUESS
 
 
-def _wrote(cursors: list[AsyncCursor[Any]]) -> bool:
-    """Whether any of a plan's statements (answered already) changed a row."""
-    for cursor in cursors:
-        tag = cursor.statusmessage
-        if tag is not None and tag.split(" ", 1)[0] in _WRITES and cursor.rowcount > 0:
-            return True
-    return False
+class _PipelineSender:
+    """Sends statements as they come, in psycopg's pipeline mode (the transaction's own)."""
+
+    def __init__(self, connection: Connection, pipeline: AsyncPipeline) -> None:
+        self._connection = connection
+        self._pipeline = pipeline
+        self._round: list[tuple[Sent, AsyncCursor[Any]]] = []
+
+    async def send(self, rendered: str, parameters: Any, want: str) -> Sent:
+        sent = Sent(rendered, parameters, want)
+        self._round.append((sent, await self._connection.execute(rendered, parameters or None)))
+        return sent
+
+    async def flush(self) -> None:
+        await self._pipeline.sync()
+        for sent, cursor in self._round:
+            sent.answer = await answer(cursor, sent.want)
+            tag = cursor.statusmessage
+            sent.wrote = tag is not None and tag.split(" ", 1)[0] in _WRITES and cursor.rowcount > 0
+        self._round = []
 
 
-async def _check(guessed: list[tuple[AsyncCursor[Any], str, object]]) -> None:
-    """Compare the answers taken for granted with those given (then forget them).
+class _Batched:
+    """A :class:`BatchSender` whose :meth:`send` is awaited, as the pipeline's is."""
 
-    Raises:
-        Mispredicted: one differs.
-    """
-    for cursor, want, expected in guessed:
-        if await answer(cursor, want) != expected:
-            raise Mispredicted
-    guessed.clear()
+    def __init__(self, sender: BatchSender) -> None:
+        self.flush = sender.flush
+        self._send = sender.send
+
+    async def send(self, rendered: str, parameters: Any, want: str) -> Sent:
+        return self._send(rendered, parameters, want)
+
+
+class _Sender(Protocol):
+    async def send(self, rendered: str, parameters: Any, want: str) -> Sent: ...
+    async def flush(self) -> None: ...
 
 
 class _Driven:
     """One plan being driven: its statements so far, and the one awaiting an answer."""
 
-    __slots__ = ("cursor", "cursors", "plan", "want")
+    __slots__ = ("plan", "sent", "waits")
 
     def __init__(self, plan: Plan[Any]) -> None:
         self.plan = plan
-        self.cursors: list[AsyncCursor[Any]] = []
-        self.cursor: AsyncCursor[Any] | None = None
-        self.want = NOTHING
+        self.sent: list[Sent] = []
+        self.waits: Sent | None = None
 
 
 async def drive_together(
     plans: list[Plan[Any]],
-    connection: Connection,
-    pipeline: AsyncPipeline,
+    sender: _Sender,
     *,
     alone: bool = False,
     guess: bool = True,
 ) -> list[_Outcome]:
-    """Drive ``plans`` side by side in the caller's pipelined transaction; one outcome each.
+    """Drive ``plans`` side by side in the sender's transaction; one outcome each, in order.
 
-    ``alone`` (a single plan): its refusal is raised as is, rolling the
-    transaction back, as :func:`treadle._stores._postgres_writes.drive` does.
-    ``guess``: a statement whose usual answer is known (:func:`_guess`) is
-    given it at once and the plan goes on; each guess is checked at the next
-    sync, before any real answer is handed to a plan and before the commit.
-    So a group of commits is one round trip, and the commit another.
+    A round sends every plan's statements up to one wanting an answer, then
+    flushes. ``alone`` (a single plan): its refusal is raised as is, rolling
+    the transaction back, as :func:`treadle._stores._postgres_writes.drive`
+    does. ``guess``: a statement whose usual answer is known
+    (:func:`_guess`) is given it at once and the plan goes on; each guess is
+    checked at the next flush, before any real answer is handed to a plan
+    and before the commit. So a group of commits is one round, and the
+    commit.
 
     Raises:
         Mispredicted: a guess was wrong (the caller rolls back and drives
@@ -152,8 +173,8 @@ async def drive_together(
         psycopg.Error: a statement failed; the transaction is lost.
     """
     outcomes: list[_Outcome | None] = [None] * len(plans)
-    refused: list[tuple[_Driven, BaseException]] = []
-    guessed: list[tuple[AsyncCursor[Any], str, object]] = []
+    refused: list[_Driven] = []
+    guessed: list[tuple[Sent, object]] = []
 
     async def step_on(index: int, driven: _Driven, answer: Any, *, first: bool = False) -> bool:
         """Send ``answer`` and the statements after it, up to one wanting an answer.
@@ -171,21 +192,21 @@ async def drive_together(
                 if alone:
                     raise
                 outcomes[index] = (None, error)
-                refused.append((driven, error))
+                refused.append(driven)
                 return False
             first = False
             template, parameters, want, lock = step
-            cursor = await connection.execute(
-                _render(template + _LOCK if lock else template), parameters or None
+            sent = await sender.send(
+                _render(template + _LOCK if lock else template), parameters, want
             )
-            driven.cursors.append(cursor)
+            driven.sent.append(sent)
             answer = None
             if want is not NOTHING:
                 answer = _guess(template, parameters, want) if guess else _NO_GUESS
                 if answer is _NO_GUESS:
-                    driven.cursor, driven.want = cursor, want
+                    driven.waits = sent
                     return True
-                guessed.append((cursor, want, answer))
+                guessed.append((sent, answer))
 
     waiting: list[tuple[int, _Driven]] = []
     for index, plan in enumerate(plans):
@@ -193,17 +214,18 @@ async def drive_together(
         if await step_on(index, driven, None, first=True):
             waiting.append((index, driven))
     while True:
-        await pipeline.sync()
-        await _check(guessed)
+        await sender.flush()
+        if any(sent.answer != expected for sent, expected in guessed):
+            raise Mispredicted
+        guessed.clear()
         if not waiting:
             break
         answered, waiting = waiting, []
         for index, driven in answered:
-            cursor = driven.cursor
-            assert cursor is not None  # noqa: S101 - set with the step that wants an answer
-            if await step_on(index, driven, await answer(cursor, driven.want)):
+            assert driven.waits is not None  # noqa: S101 - set with the step that wants an answer
+            if await step_on(index, driven, driven.waits.answer):
                 waiting.append((index, driven))
-    if any(_wrote(driven.cursors) for driven, _ in refused):
+    if any(sent.wrote for driven in refused for sent in driven.sent):
         raise WroteThenRefused
     return [outcome for outcome in outcomes if outcome is not None]
 
@@ -240,6 +262,7 @@ class GroupCommit:
 
     def __init__(self, connected: Connected) -> None:
         self._connected = connected
+        self._prepared = Prepared()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCommits] = (
             weakref.WeakKeyDictionary()
         )
@@ -299,9 +322,10 @@ class GroupCommit:
                 member.done.set_exception(error)
 
     async def _group(self, makes: list[Callable[[], Plan[Any]]]) -> list[_Outcome]:
+        together = functools.partial(_together, makes)
         try:
             outcomes: list[_Outcome] = await self._connected(
-                functools.partial(_pipelined, functools.partial(_together, makes))
+                functools.partial(_batched, together, self._prepared)
             )
         except (WroteThenRefused, Mispredicted, Exception):  # noqa: BLE001 - each again, alone
             return [await self._one(make) for make in makes]
@@ -314,42 +338,55 @@ class GroupCommit:
             return (None, error)
 
     async def _alone(self, make: Callable[[], Plan[_T]]) -> _T:
-        """One commit in a transaction of its own: guessing, and again without if wrong."""
+        """One commit in a transaction of its own: batched and guessing, else pipelined.
+
+        A wrong guess, or a failure of the batch itself (a statement that
+        cannot be prepared, say), and the commit is driven again as the
+        pipeline drives it, answer by answer.
+        """
+        lone = functools.partial(_lone, make)
         try:
-            outcome: _T = await self._connected(
-                functools.partial(_pipelined, functools.partial(_lone, make))
-            )
+            outcome: _T = await self._connected(functools.partial(_batched, lone, self._prepared))
         except Mispredicted:
-            lone = functools.partial(_lone, make, guess=False)
-            outcome = await self._connected(functools.partial(_pipelined, lone))
-        return outcome
+            pass
+        except DurabilityError as error:
+            if type(error) is not DurabilityError:  # a refusal (a lost lease...): final
+                raise
+        else:
+            return outcome
+        lone = functools.partial(_lone, make, guess=False)
+        outcome = await self._connected(functools.partial(_pipelined, lone))
+        return outcome  # noqa: RET504 - typed: _connected returns Any
 
 
-async def _pipelined(
-    work: Callable[[Connection, AsyncPipeline], Awaitable[_T]], connection: Connection
+async def _batched(
+    work: Callable[[_Sender], Awaitable[_T]], prepared: Prepared, connection: Connection
 ) -> _T:
-    """``work`` in one transaction whose BEGIN and COMMIT go in the pipeline with the rest.
+    """``work`` in one transaction whose rounds are one query each (see _postgres_batch)."""
+    sender = BatchSender(connection, prepared)
+    try:
+        result = await work(_Batched(sender))
+        if sender.begun:
+            await sender.commit()
+    except BaseException:
+        if connection.info.transaction_status.name in _IN_TRANSACTION:
+            with contextlib.suppress(Exception):
+                await connection.execute("ROLLBACK")
+        raise
+    return result
 
-    The pipeline opens first, so BEGIN is sent with the first statements and
-    COMMIT with the pipeline's last sync: no round trip of their own.
-    """
+
+async def _pipelined(work: Callable[[_Sender], Awaitable[_T]], connection: Connection) -> _T:
+    """``work`` in one transaction whose BEGIN and COMMIT go in the pipeline with the rest."""
     async with connection.pipeline() as pipeline, connection.transaction():
-        return await work(connection, pipeline)
+        return await work(_PipelineSender(connection, pipeline))
 
 
-async def _lone(
-    make: Callable[[], Plan[_T]],
-    connection: Connection,
-    pipeline: AsyncPipeline,
-    *,
-    guess: bool = True,
-) -> _T:
-    [(result, _)] = await drive_together([make()], connection, pipeline, alone=True, guess=guess)
+async def _lone(make: Callable[[], Plan[_T]], sender: _Sender, *, guess: bool = True) -> _T:
+    [(result, _)] = await drive_together([make()], sender, alone=True, guess=guess)
     outcome: _T = result
     return outcome
 
 
-async def _together(
-    makes: list[Callable[[], Plan[Any]]], connection: Connection, pipeline: AsyncPipeline
-) -> list[_Outcome]:
-    return await drive_together([make() for make in makes], connection, pipeline)
+async def _together(makes: list[Callable[[], Plan[Any]]], sender: _Sender) -> list[_Outcome]:
+    return await drive_together([make() for make in makes], sender)

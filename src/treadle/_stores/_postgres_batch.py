@@ -1,0 +1,163 @@
+"""A group commit's statements as one query: EXECUTEs of statements prepared on the connection.
+
+psycopg's pipeline mode sends each statement as it is executed, waiting on
+the event loop for the socket every time: per statement, that costs a
+worker more than the server spends running it. So
+:mod:`treadle._stores._postgres_group` gathers a round of statements (every
+plan's, up to the first answer it cannot take for granted) and
+:class:`BatchSender` sends them as one simple query, ``EXECUTE name(...)``
+each, its parameters bound on this side: one execute for the round,
+however many statements. Each statement is prepared once per connection
+(``PREPARE``, in front of the first query needing it), so the server plans
+it once, as it does psycopg's own prepared statements.
+
+A query of several statements stops at the first that fails; the caller's
+transaction (``BEGIN`` first in the first round) is then lost. Prepared
+statements outlive a transaction rolled back, but not one skipped; so
+after a failure the connection's are read again from the server before
+they are used.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from treadle._stores._write_steps import ALL, COUNT, ONE
+
+if TYPE_CHECKING:
+    from treadle._stores._postgres_pools import Connection
+
+_WRITES = frozenset(("INSERT", "UPDATE", "DELETE", "MERGE"))
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+@functools.cache
+def _prepared_as(rendered: str) -> tuple[str, str]:
+    """The name a statement is prepared under, and its ``PREPARE`` (``%`` still escaped)."""
+    name = "treadle_" + hashlib.blake2b(rendered.encode(), digest_size=10).hexdigest()
+    count = 0
+
+    def number(found: re.Match[str]) -> str:
+        nonlocal count
+        if found.group() == "%%":
+            return "%%"
+        count += 1
+        return f"${count}"
+
+    return name, f"PREPARE {name} AS {_PLACEHOLDER.sub(number, rendered)}"
+
+
+@functools.cache
+def _execute(name: str, count: int) -> str:
+    return f"EXECUTE {name}({', '.join(['%s'] * count)})" if count else f"EXECUTE {name}"
+
+
+class Prepared:
+    """Which statements each connection has prepared (read from the server when unsure)."""
+
+    def __init__(self) -> None:
+        self._known: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+
+    async def on(self, connection: Connection) -> set[str]:
+        """The names prepared on ``connection`` (asked of the server the first time)."""
+        known = self._known.get(connection)
+        if known is None:
+            found = await connection.execute("SELECT name FROM pg_prepared_statements")
+            known = self._known[connection] = {row[0] for row in await found.fetchall()}
+        return known
+
+    def forget(self, connection: Connection) -> None:
+        """Unsure again (a query failed part way): ask the server next time."""
+        self._known.pop(connection, None)
+
+
+class Sent:
+    """A statement of a round: what its plan wants of it, then its answer once flushed."""
+
+    __slots__ = ("answer", "parameters", "rendered", "want", "wrote")
+
+    def __init__(self, rendered: str, parameters: Any, want: str) -> None:
+        self.rendered = rendered
+        self.parameters = parameters
+        self.want = want
+        self.answer: Any = None
+        self.wrote = False
+
+
+class BatchSender:
+    """Sends a transaction's statements a round at a time, each round one simple query.
+
+    ``begin``: the first round opens the transaction (``BEGIN`` in front).
+    """
+
+    def __init__(self, connection: Connection, prepared: Prepared) -> None:
+        from psycopg import AsyncClientCursor  # noqa: PLC0415 - psycopg only when driven
+
+        self._connection = connection
+        self._prepared = prepared
+        self._cursor = AsyncClientCursor(connection)
+        self._round: list[Sent] = []
+        self.begun = False
+
+    def send(self, rendered: str, parameters: Any, want: str) -> Sent:
+        """Add a statement to the round (sent at :meth:`flush`)."""
+        sent = Sent(rendered, parameters or (), want)
+        self._round.append(sent)
+        return sent
+
+    async def flush(self) -> None:
+        """Send the round as one query and set each statement's answer.
+
+        Raises:
+            psycopg.Error: a statement failed (those after it did not run).
+        """
+        known = await self._prepared.on(self._connection)
+        head: list[str] = []
+        body: list[str] = []
+        parameters: list[Any] = []
+        for sent in self._round:
+            name, prepare = _prepared_as(sent.rendered)
+            if name not in known:
+                head.append(prepare)
+                known.add(name)  # forgotten below should the query fail
+            body.append(_execute(name, len(sent.parameters)))
+            parameters.extend(sent.parameters)
+        if not self.begun:
+            head.append("BEGIN")
+            self.begun = True
+        try:
+            await self._cursor.execute(";\n".join(head + body), parameters)
+            for _ in head:
+                self._cursor.nextset()
+            for position, sent in enumerate(self._round):
+                if position:
+                    self._cursor.nextset()
+                sent.answer = await self._answer(sent.want)
+                tag = self._cursor.statusmessage
+                sent.wrote = (
+                    tag is not None
+                    and tag.split(" ", 1)[0] in _WRITES
+                    and self._cursor.rowcount > 0
+                )
+        except BaseException:
+            self._prepared.forget(self._connection)
+            raise
+        finally:
+            self._round = []
+
+    async def _answer(self, want: str) -> Any:
+        if want is COUNT:
+            return self._cursor.rowcount
+        if want is ONE:
+            return await self._cursor.fetchone()
+        if want is ALL:
+            return await self._cursor.fetchall()
+        return None
+
+    async def commit(self) -> None:
+        """End the transaction the first round began."""
+        await self._connection.execute("COMMIT")
