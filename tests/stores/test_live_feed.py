@@ -148,3 +148,23 @@ async def test_an_in_memory_sqlite_store_keeps_its_live_events_in_its_process(pa
         assert event.data["delta"] == "d1"
     finally:
         await store.close()
+
+
+@pytest.mark.integration
+async def test_stores_on_two_schemas_not_yet_made_never_hear_each_others_runs():
+    from treadle.stores import PostgresStore  # noqa: PLC0415 - psycopg only here
+
+    dsn, mine, theirs = postgres_dsn(), fresh_schema(), fresh_schema()
+    driver, follower = PostgresStore(dsn, schema=mine), PostgresStore(dsn, schema=mine)
+    other = PostgresStore(dsn, schema=theirs)
+    try:  # none of the three has touched its schema: it does not exist yet
+        async with follower.live.follow("r1") as here, other.live.follow("r1") as there:
+            for n in range(3):
+                driver.live.publish("r1", entry(n))
+            assert [e.data["delta"] for e in await received(here, 3)] == ["d0", "d1", "d2"]
+            await asyncio.sleep(0.5)  # time for a stray notification to arrive: none does
+            assert there.get_nowait() is None
+    finally:
+        for store in (driver, follower, other):
+            await store.close()
+        await drop_schemas([mine, theirs])

@@ -250,15 +250,21 @@ class _Listener:
                 await db.close()
 
 
+# A named schema's channel comes from its name, never from the server: asked
+# before the schema exists, current_schema() is NULL, and every store whose
+# schema was not yet made would share one channel (two such stores' followers
+# of the same run id then got each other's events).
+
+
 async def _channel(db: psycopg.AsyncConnection[Any], schema: str | None) -> str:
     if schema is not None:
-        await db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return channel_of(schema)
     found = await (await db.execute("SELECT current_schema()")).fetchone()
     return channel_of(found[0] if found and found[0] else "")
 
 
 def _channel_sync(db: psycopg.Connection[Any], schema: str | None) -> str:
     if schema is not None:
-        db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return channel_of(schema)
     found = db.execute("SELECT current_schema()").fetchone()
     return channel_of(found[0] if found and found[0] else "")
