@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 BUDGET = 2_000
 WINDOW = 1.0
 USED = (300, 100)  # input and output tokens of every reply
-LAG = 0.05  # seconds from a turn's grant to its request reaching the model, at most
+LAG = 0.25  # seconds from a turn's grant to its request reaching the model, at most (loaded)
 
 
 def most_in_a_window(requests: list[tuple[float, int]]) -> int:

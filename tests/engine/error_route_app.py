@@ -63,7 +63,10 @@ async def ship(order: str, ctx: WorkflowContext) -> None:
 @executor
 async def refund(failure: ExecutorFailure, ctx: WorkflowContext) -> None:
     if HANG_MARKER:
-        Path(HANG_MARKER).write_text(str(ctx.superstep))  # noqa: ASYNC240 - a few bytes, once
+        # Written whole, then renamed into place: the test reads it as soon as it exists.
+        written = Path(f"{HANG_MARKER}.part")
+        written.write_text(str(ctx.superstep))  # noqa: ASYNC240 - a few bytes, once
+        written.replace(HANG_MARKER)
         await asyncio.Event().wait()  # until the test kills the process
     ctx.state.set("refunded", failure.input)
     kind = failure.error_type.rsplit(".", 1)[-1]  # its module is __main__ in a script

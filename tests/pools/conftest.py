@@ -7,6 +7,7 @@ nanny to restart, as a real cluster would.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,6 +28,13 @@ def started_cluster() -> Iterator[DaskPool]:
 
 @pytest.fixture
 def cluster(started_cluster: DaskPool) -> DaskPool:
-    """The module's cluster with both workers up (a killed one is restarted by its nanny)."""
-    started_cluster.connect().wait_for_workers(2, timeout=30)
+    """The module's cluster with both workers up (a killed one is restarted by its nanny).
+
+    Each worker imports the tests' app first: a fresh (or restarted) worker
+    imports treadle on its first task, which on a loaded machine took longer
+    than a test's one-second handler timeout.
+    """
+    client = started_cluster.connect()
+    client.wait_for_workers(2, timeout=30)
+    client.run(importlib.import_module, "pool_app")
     return started_cluster
