@@ -47,10 +47,12 @@ typecheck: $(STAMP)
 
 # --dist loadgroup: a module's tests sharing a module fixture go to one worker
 # (tests/conftest.py groups them), every other test is dealt out on its own.
-# One worker per core. A third worker on two cores kept both busier (307 s
-# against 367 s) but ran more PostgreSQL processes at once than the server's
-# 100 connections allow (chaos and the other campaigns then failed to connect).
-WORKERS := auto
+# One worker more than cores: many tests wait on processes they start, so a
+# third worker on two cores keeps both busy (307 s against 367 s). The
+# processes a test starts on PostgreSQL open at most 3 connections each
+# (TREADLE_CONNECTIONS, tests/conftest.py), so the fleets and the other
+# process tests beside them stay under the server's 100.
+WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
 test: lint renderers
 	$(BIN)/pytest -m "not soak" -n $(WORKERS) --dist loadgroup
 
