@@ -34,12 +34,15 @@ async def connections_named(dsn: str, name: str) -> int:
     return int(row[0])
 
 
+RUNS = 24  # more than the worker's 16 at once, and 16 at once far more than its connections
+
+
 async def test_a_worker_given_two_connections_serves_sixteen_runs_at_once_on_three(
     dsn: str, schema: str, store: PostgresStore
 ) -> None:
     client = treadle.workers.Client(store)
-    for n in range(40):
-        await client.start("counter", {"total": 30, "pause": 0.002}, run_id=f"c{n:02}")
+    for n in range(RUNS):
+        await client.start("counter", {"total": 10, "pause": 0.002}, run_id=f"c{n:02}")
     name = f"treadle-test-{uuid.uuid4().hex[:12]}"
     env = {**os.environ, "TREADLE_SCHEMA": schema, "PYTHONPATH": PYTHONPATH, "PGAPPNAME": name}
     env.pop("TREADLE_CONNECTIONS", None)  # the flag alone decides
@@ -51,7 +54,7 @@ async def test_a_worker_given_two_connections_serves_sixteen_runs_at_once_on_thr
         async def all_completed() -> bool:
             nonlocal most
             most = max(most, await connections_named(dsn, name))
-            runs = [await store.get_run(f"c{n:02}") for n in range(40)]
+            runs = [await store.get_run(f"c{n:02}") for n in range(RUNS)]
             return all(run.status == "completed" for run in runs)
 
         await asyncio.wait_for(wait_until(all_completed, interval=0.05), 120)
