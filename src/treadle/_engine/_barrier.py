@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from treadle._engine._slots import blank
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -236,3 +238,34 @@ class BarrierState:
     def wake_at(self) -> float | None:
         """When this barrier's earliest durable timer falls due."""
         return self.waits.next_wake_at()
+
+
+def as_saved(
+    point: BarrierState,
+    status: RunStatus,
+    waits: WaitBook,
+    spawned: tuple[SpawnRecord, ...],
+    written: frozenset[str] | None,
+) -> BarrierState:
+    """``point`` with what a checkpoint of it sets besides (``RunLoop.barrier_state``).
+
+    Made slot by slot (see :mod:`treadle._engine._slots`): every durable
+    superstep makes one, and ``_replace``'s generic copy costs a generator
+    and a call of the class.
+    """
+    made: Any = blank(BarrierState)
+    made.run_id = point.run_id
+    made.superstep = point.superstep
+    made.status = status
+    made.pending = point.pending
+    made.fan_in_buffers = point.fan_in_buffers
+    made.state = point.state
+    made.iterations = point.iterations
+    made.outputs = point.outputs
+    made.waits = waits
+    made.deadline_at = point.deadline_at
+    made.spawned = spawned
+    made.outcome = point.outcome
+    made.written = written
+    saved: BarrierState = made
+    return saved

@@ -20,6 +20,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from treadle._engine._arrivals import Expiry, SpawnDone, TimerDue, apply_arrivals, inbox_arrivals
+from treadle._engine._barrier import as_saved
 from treadle._engine._commit import commit_superstep
 from treadle._engine._deadlines import due_deadlines, refuse_unanswerable
 from treadle._engine._delivery import stalled_fan_ins
@@ -458,12 +459,8 @@ class RunLoop:
         part), and it names the background work in flight.
         """
         point = self.point
-        return point._replace(
-            status=status or self.status,
-            waits=point.waits.copy(),
-            spawned=tuple(self.spawned.records()),
-            written=written,
-        )
+        spawned = tuple(self.spawned.records())
+        return as_saved(point, status or self.status, point.waits.copy(), spawned, written)
 
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
         """The run as of its last barrier."""
