@@ -185,6 +185,8 @@ class SqliteStore(
             drive(_write_plans.create_run(run, graph, first, lease, SQLITE_WRITES), connection)
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
+        # Its first commit is then alone (may run inline) unless another run wrote since.
+        self._last_committer = run.run_id
         await self._call(work, write=True, group=True)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
