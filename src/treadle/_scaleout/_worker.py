@@ -348,7 +348,7 @@ class Worker:
             logger.error("run %s %s", claim.run_id, reason)
             await held.view.set_status(claim.run_id, "failed", reason)
             return
-        items = await self.queue.inbox(claim.run_id)
+        items = list(claim.inbox)  # read with the claim
         with self._leases.driving(), self.limits.declaring():
             if claim.checkpoint_id is None:
                 await self._start(workflow, held, items)
@@ -376,7 +376,7 @@ class Worker:
         held.view.consume(start.seq)
         message = coerce_input(workflow, workflow.serializer.loads(start.payload))
         # The client's deadline, on this worker's clock (run() counts from now).
-        deadline_at = (await held.view.get_run(run_id)).deadline_at
+        deadline_at = held.claim.deadline_at
         # A deadline already passed fails the run at once, as it would have anywhere.
         timeout = None if deadline_at is None else max(deadline_at - self.clock.now(), 1e-9)
         options = RunOptions(

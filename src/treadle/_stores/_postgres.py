@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from treadle._stores._events import EventEntry
     from treadle._stores._live import LiveFeed
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
+    from treadle._stores._write_steps import Plan
     from treadle._values._actors import Actor
 
 _T = TypeVar("_T")
@@ -373,6 +374,16 @@ class PostgresStore(
         its lease (see :class:`~treadle._stores._postgres_pools.StallLimit`).
         """
         self._stall_limit.lower(seconds)
+
+    async def grouped(self, make: Callable[[], Plan[_T]]) -> _T:
+        """Drive the write plan ``make`` makes with the commits of the other runs in flight.
+
+        For the run queue and the worker's view (a claim's release, a run's
+        start): each plan stays fenced by its own statements, and joins the
+        next group transaction instead of paying one of its own (see
+        :mod:`treadle._stores._postgres_group`).
+        """
+        return await self._commits.commit(make)
 
     async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
         """Run ``work`` on a pooled connection, in one transaction when ``write``.

@@ -43,7 +43,7 @@ from treadle._exceptions import DurabilityError
 from treadle._stores._postgres_batch import BatchSender, Prepared, Sent
 from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
-from treadle._stores._sql_ownership import FENCE
+from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE
 from treadle._stores._sql_statements import INSERT_CHECKPOINT
 from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES
 
@@ -80,6 +80,7 @@ class Mispredicted(Exception):  # noqa: N818 - a signal to the group's driver, n
 _NO_GUESS = object()
 _NOT_ASKED = (None,)  # the fenced advance's answer when no pause was asked
 _FENCED_ADVANCE = POSTGRES_WRITES.advance + FENCE + " RETURNING pause_requested"
+_ADOPT = ADOPT_PENDING
 _CHECKPOINTS = INSERT_CHECKPOINT[: INSERT_CHECKPOINT.index("VALUES")]
 _CHECKPOINT_COLUMNS = INSERT_CHECKPOINT.count("?")
 
@@ -90,10 +91,13 @@ def _guess(template: str, parameters: Any, want: str) -> object:
     A commit under a lease moves its run row on (no pause asked: the row
     says ``NULL``) and inserts its checkpoints (each one new): taking those
     answers for granted, its later statements go with them, without waiting.
+    A worker starting a run moves its pending row on under its claim, likewise.
     The guess is checked against the answer before the transaction commits.
     """
     if want is ONE and template == _FENCED_ADVANCE:
         return _NOT_ASKED
+    if want is COUNT and template == _ADOPT:
+        return 1
     if want is COUNT and template.startswith(_CHECKPOINTS):
         return len(parameters) // _CHECKPOINT_COLUMNS
     return _NO_GUESS

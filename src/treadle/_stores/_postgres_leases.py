@@ -105,8 +105,12 @@ class LeasedStore:
         lease: Lease | None = None,  # noqa: ARG002 - the claim is the lease
     ) -> None:
         """Turn the pending row a client enqueued into the started run."""
+        self._check_attached()
         consumed, self._consumed = self._consumed, None
-        await self._write(_write_plans.adopt_pending(run, graph, first, self._claimed, consumed))
+        adopt = functools.partial(
+            _write_plans.adopt_pending, run, graph, first, self._claimed, consumed
+        )
+        await self._settle(self.store.grouped(adopt))  # with the commits in flight
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and advance the run row, only under the current lease."""

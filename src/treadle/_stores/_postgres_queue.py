@@ -28,24 +28,26 @@ timers are compared with the worker's clock, as the run itself does.
 
 from __future__ import annotations
 
+import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
-from treadle._stores import _sql_ownership, _sql_queue, _sql_search
+from treadle._stores import _sql_queue, _sql_search
 from treadle._stores._audit import delivered
-from treadle._stores._pausing import PAUSED, paused_status
 from treadle._stores._postgres_leases import LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import InboxItem
+from treadle._stores._write_steps import NOTHING, ONE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from treadle._stores._postgres import PostgresStore
     from treadle._stores._postgres_pools import Connection
+    from treadle._stores._write_steps import Plan
     from treadle._values._actors import Actor
     from treadle._values._search_fields import FieldValue
 
@@ -67,6 +69,10 @@ class Claim:
         version: The run's version of its workflow; 0 for a run a client
             started without naming one, which the worker starts on the newest
             version it hosts.
+        deadline_at: The run's deadline (a client's, for a pending run).
+        inbox: What was delivered to it and not yet applied, in order, as
+            the claim found it (read in the claim's transaction, so a
+            claimed run costs no read of its own).
     """
 
     run_id: str
@@ -76,6 +82,8 @@ class Claim:
     epoch: int
     recoveries: int
     version: int = 1
+    deadline_at: float | None = None
+    inbox: tuple[InboxItem, ...] = ()
 
 
 class RunQueue:
@@ -115,7 +123,16 @@ class RunQueue:
 
         async def work(connection: Connection) -> list[Claim]:
             rows = await (await connection.execute(_sql_queue.CLAIM, parameters)).fetchall()
-            return [Claim(*row) for row in rows]
+            if not rows:
+                return []
+            ids = [row[0] for row in rows]
+            found = await connection.execute(_sql_queue.SELECT_INBOXES, (ids,))
+            inboxes: dict[str, list[InboxItem]] = {}
+            for run_id, seq, kind, target, payload, at in await found.fetchall():
+                item = InboxItem(seq, kind, target, bytes(payload), at)
+                inboxes.setdefault(run_id, []).append(item)
+            claims = [Claim(*row) for row in rows]
+            return [replace(claim, inbox=tuple(inboxes.get(claim.run_id, ()))) for claim in claims]
 
         return await self.store.transact(work)
 
@@ -153,31 +170,13 @@ class RunQueue:
         stopped mid-run) or its inbox holds items; otherwise it waits for its
         timer or a client. Only a takeover of an *expired* lease counts
         towards crash-loop parking; a run given back starts counting afresh.
+
+        A write plan in the store's group commits (:func:`_release`): the
+        releases and commits of this worker's runs share transactions.
         """
-
-        async def work(connection: Connection) -> bool:
-            locked = await connection.execute(
-                _sql_queue.LOCK_LEASED, (claim.run_id, self.owner, claim.epoch)
-            )
-            row = await locked.fetchone()
-            if row is None:
-                return False
-            waiting = await connection.execute(_sql_queue.HAS_INBOX, (claim.run_id,))
-            has_inbox = await waiting.fetchone() is not None
-            status, asked = row
-            if asked is not None:
-                status = paused_status(status)
-            ready = status not in (*_sql_ownership.ENDED_STATUSES, PAUSED) and (
-                status in ("running", "pending") or has_inbox
-            )
-            # A paused run keeps ready_at while its inbox holds items, as any run does.
-            ready_at = now if ready or (status == PAUSED and has_inbox) else None
-            await connection.execute(_sql_queue.RELEASE, (ready_at, status, claim.run_id))
-            if ready:  # handed on mid-run, or answered meanwhile: someone may take it now
-                await connection.execute(NOTIFY_READY)
-            return True
-
-        return await self.store.transact(work)
+        return await self.store.grouped(
+            functools.partial(_release, claim.run_id, self.owner, claim.epoch, now)
+        )
 
     async def drop_inbox(self, claim: Claim, upto: int) -> bool:
         """Delete a run's refused inbox items up to ``upto``; ``False``: the lease is gone.
@@ -203,6 +202,23 @@ class RunQueue:
         with its next commit (``None``: none).
         """
         return LeasedStore(self.store, self.owner, claim, consumed)
+
+
+def _release(run_id: str, owner: str, epoch: int, now: float) -> Plan[bool]:
+    """The release of a claim (see :meth:`RunQueue.release`), as two statements and a notice.
+
+    The row is locked under the claim first, so the decision, made by the
+    second statement on a snapshot after that lock, sees every delivery
+    made before it (deliveries lock the row first too).
+    """
+    yield (_sql_queue.LOCK_HELD, (run_id, owner, epoch), NOTHING, True)
+    decided = (now, run_id, owner, epoch)
+    row = yield (_sql_queue.RELEASE_HELD, decided, ONE, False)
+    if row is None:
+        return False
+    if row[0]:  # handed on mid-run, or answered meanwhile: someone may take it now
+        yield (NOTIFY_READY, (), NOTHING, False)
+    return True
 
 
 # --- what clients write -----------------------------------------------------------

@@ -49,7 +49,7 @@ SET owner = %(owner)s,
 FROM chosen
 WHERE r.run_id = chosen.run_id
 RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries,
-    r.version"""  # noqa: S608 - constants only
+    r.version, r.deadline_at"""  # noqa: S608 - constants only
 
 HEARTBEAT = f"""
 UPDATE treadle_runs AS r
@@ -64,16 +64,45 @@ LOCK_LEASED = (
     + " FOR UPDATE"
 )
 
-# A pause asked of the run while the worker held it is honoured as it lets go.
-RELEASE = """
-UPDATE treadle_runs
-SET owner = NULL, lease_until = NULL, recoveries = 0, ready_at = %s, status = %s,
-    pause_requested = NULL
-WHERE run_id = %s"""
+
+# A release as two statements of a write plan (neutral ``?`` placeholders, for the
+# group commit's driver): the first locks the row under the claim; the second,
+# on a snapshot taken after that lock (READ COMMITTED: a snapshot a statement),
+# sees every item a delivery (which locks the row first) put in the inbox, and
+# decides as ``RunQueue.release`` says, answering whether the run is ready.
+LOCK_HELD = "SELECT 1 FROM treadle_runs WHERE run_id = ?" + _sql_ownership.FENCE  # noqa: S608
+_ENDED = ", ".join(f"'{status}'" for status in _sql_ownership.ENDED_STATUSES)
+RELEASE_HELD = f"""
+UPDATE treadle_runs AS r
+SET owner = NULL, lease_until = NULL, recoveries = 0, pause_requested = NULL,
+    status = d.status,
+    ready_at = CASE WHEN d.ready OR (d.status = 'paused' AND d.waiting)
+        THEN CAST(? AS DOUBLE PRECISION) END
+FROM (
+    SELECT run_id, status, waiting,
+        status NOT IN ({_ENDED}, 'paused')
+            AND (status IN ('running', 'pending') OR waiting) AS ready
+    FROM (
+        SELECT h.run_id,
+            CASE WHEN h.pause_requested IS NOT NULL AND h.status NOT IN ({_ENDED})
+                THEN 'paused' ELSE h.status END AS status,
+            EXISTS (SELECT 1 FROM treadle_inbox AS i
+                WHERE i.run_id = h.run_id AND i.consumed_at IS NULL) AS waiting
+        FROM treadle_runs AS h
+        WHERE h.run_id = ? AND h.owner = ? AND h.lease_epoch = ?
+    ) AS held
+) AS d
+WHERE r.run_id = d.run_id
+RETURNING d.ready"""  # noqa: S608 - constants only
 
 SELECT_INBOX = POSTGRES.render(_sql_ownership.SELECT_INBOX)
+# The inboxes of the runs just claimed, read in the claim's transaction after its
+# locks (a snapshot of its own): a run's items in order, one query for them all.
+SELECT_INBOXES = (
+    "SELECT run_id, seq, kind, target, payload, created_at FROM treadle_inbox"
+    " WHERE run_id = ANY(%s) AND consumed_at IS NULL ORDER BY run_id, seq"
+)
 INSERT_INBOX = POSTGRES.render(_sql_ownership.INSERT_INBOX)
-HAS_INBOX = "SELECT 1 FROM treadle_inbox WHERE run_id = %s AND consumed_at IS NULL LIMIT 1"
 # Refused items (an input or answer the run would not take) are deleted, not
 # marked applied: they never were, and a corrected answer must be acceptable.
 DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND consumed_at IS NULL"

@@ -1,0 +1,75 @@
+"""What a worker asks of PostgreSQL for a run besides its commits: its claim, nothing more.
+
+A claimed run's inbox and deadline come with its claim (one query for
+every run claimed at once); its start, its commits and its release are
+write plans of the store's group commits, each a batch of prepared
+statements and then its COMMIT, sharing transactions with the other runs'
+writes when several are in flight. Counted here at psycopg's cursor, for
+one run served alone, so each of those writes is a transaction of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import scale_app
+
+import treadle.workers
+from treadle.workers import Worker
+
+if TYPE_CHECKING:
+    import pytest
+
+    from treadle.stores import PostgresStore
+
+SUPERSTEPS = 6
+
+# The claim loop's own queries, a round each, however many runs it claims.
+_CLAIM_LOOP = (
+    "WITH chosen AS",  # the claim
+    "SELECT run_id, seq, kind",  # the inboxes of the runs claimed
+    "SELECT s.schedule_id",  # due schedule ticks
+    "SELECT DISTINCT workflow FROM treadle_starts",  # queued starts
+    "SELECT name FROM pg_prepared_statements",  # once per connection
+)
+
+
+def _run_queries(queries: list[str]) -> list[str]:
+    """The queries not of the claim loop nor of setting a connection up."""
+    return [
+        query
+        for query in queries
+        if query
+        and not query.startswith(_CLAIM_LOOP)
+        and "search_path" not in query
+        and "set_config" not in query
+    ]
+
+
+async def test_a_run_costs_its_writes_batch_and_commit_each_and_no_read_of_its_own(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = treadle.workers.Client(store, [scale_app.counter])
+    await client.start("counter", {"total": SUPERSTEPS}, run_id="rt-1")
+    queries: list[str] = []
+    executed = psycopg.AsyncCursor.execute
+
+    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        queries.append(" ".join(str(query).split()))
+        return await executed(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    worker = Worker(store, [scale_app.counter], lease=5.0, poll_interval=0.05, concurrency=1)
+    assert await worker.run_until_idle() == 1
+    monkeypatch.undo()
+    assert (await client.get("rt-1")).status == "completed"
+    checkpoints = await store.list_checkpoints("rt-1")
+    ran = _run_queries(queries)
+    batches = [query for query in ran if query.startswith(("PREPARE", "BEGIN", "EXECUTE"))]
+    # Each write (the start, every commit after it, the release) is one batch and its
+    # COMMIT: no statement alone, no read of the run's row or inbox of its own.
+    writes = len(checkpoints) + 1  # the start writes the first checkpoint; then the release
+    assert len(batches) <= writes
+    assert ran.count("COMMIT") == len(batches)
+    assert len(ran) == 2 * len(batches), [q for q in ran if q not in batches and q != "COMMIT"]
