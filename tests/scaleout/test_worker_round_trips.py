@@ -40,8 +40,7 @@ def _run_queries(queries: list[str]) -> list[str]:
     return [
         query
         for query in queries
-        if query
-        and not query.startswith(_CLAIM_LOOP)
+        if not query.startswith(_CLAIM_LOOP)
         and "search_path" not in query
         and "set_config" not in query
     ]

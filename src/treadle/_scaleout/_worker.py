@@ -178,10 +178,15 @@ class Worker:
             self._leases = LeaseKeeper(group)
             beating = group.create_task(self._heartbeats(), name="treadle-heartbeat")
             listening = group.create_task(self._listen(), name="treadle-listen")
+            loop, ticked = asyncio.get_running_loop(), -self.poll_interval
             while not self._stopping.is_set():
                 stop_if_cancelled()  # lost below (see treadle._tasks): this loop would never end
                 self._wake.clear()  # before claiming: a wake-up meanwhile is not lost
-                await self._tick()
+                # Schedules are polled, not told: every round a run ending wakes would
+                # ask again (a query per run); half a poll apart at most is as prompt.
+                if loop.time() - ticked >= self.poll_interval / 2:
+                    ticked = loop.time()
+                    await self._tick()
                 claimed = await self._claim_free_slots(group)
                 if claimed == 0 or len(self._held) >= self.concurrency:
                     await self._woken_or_polled()

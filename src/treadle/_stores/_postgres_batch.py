@@ -112,9 +112,14 @@ class BatchSender:
     async def flush(self) -> None:
         """Send the round as one query and set each statement's answer.
 
+        A round with nothing in it (its plans finished on the answers of the
+        last) sends nothing: the transaction is open already.
+
         Raises:
             psycopg.Error: a statement failed (those after it did not run).
         """
+        if not self._round and self.begun:
+            return
         known = await self._prepared.on(self._connection)
         head: list[str] = []
         body: list[str] = []
