@@ -60,13 +60,17 @@ async def ship(order: str, ctx: WorkflowContext) -> None:
     ctx.yield_output(f"shipped {order}")
 
 
+def _mark(superstep: int) -> None:
+    """Write the marker whole, then rename it into place: the test reads it once it exists."""
+    written = Path(f"{HANG_MARKER}.part")
+    written.write_text(str(superstep))
+    written.replace(HANG_MARKER)
+
+
 @executor
 async def refund(failure: ExecutorFailure, ctx: WorkflowContext) -> None:
     if HANG_MARKER:
-        # Written whole, then renamed into place: the test reads it as soon as it exists.
-        written = Path(f"{HANG_MARKER}.part")
-        written.write_text(str(ctx.superstep))  # noqa: ASYNC240 - a few bytes, once
-        written.replace(HANG_MARKER)
+        _mark(ctx.superstep)
         await asyncio.Event().wait()  # until the test kills the process
     ctx.state.set("refunded", failure.input)
     kind = failure.error_type.rsplit(".", 1)[-1]  # its module is __main__ in a script

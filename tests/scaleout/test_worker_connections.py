@@ -53,11 +53,12 @@ async def test_a_worker_given_two_connections_serves_sixteen_runs_at_once_on_thr
 
         async def all_completed() -> bool:
             nonlocal most
+            assert worker.poll() is None, worker.communicate()[1]
             most = max(most, await connections_named(dsn, name))
             runs = [await store.get_run(f"c{n:02}") for n in range(RUNS)]
             return all(run.status == "completed" for run in runs)
 
-        await asyncio.wait_for(wait_until(all_completed, interval=0.05), 120)
+        await asyncio.wait_for(wait_until(all_completed, interval=0.05), 45)
         worker.terminate()
         assert worker.wait(30) == 0, worker.communicate()[1]
     assert 1 <= most <= 3  # the pool's two and the one that listens for new runs
