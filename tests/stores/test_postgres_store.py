@@ -253,10 +253,13 @@ async def test_a_commit_interrupted_inside_its_transaction_leaves_nothing_half_w
                         committing.cancel()
                     else:
                         await watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                # Heard while c0 is still held: a commit driven again on another
+                # connection would wait for this transaction, which waits for it.
                 with pytest.raises(
                     asyncio.CancelledError if interruption == "cancelled" else DurabilityError
                 ):
-                    await committing
+                    async with asyncio.timeout(10):
+                        await committing
     assert await store.get_run("run-1") == before
     assert await kept_ids(store) == ["c0", "c1", "c2"]
     with pytest.raises(CheckpointNotFoundError):

@@ -354,13 +354,27 @@ class GroupCommit:
         except Mispredicted:
             pass
         except DurabilityError as error:
-            if type(error) is not DurabilityError:  # a refusal (a lost lease...): final
-                raise
+            if type(error) is not DurabilityError or not _batch_refused(error):
+                raise  # a refusal (a lost lease...), or the connection failed: final
         else:
             return outcome
         lone = functools.partial(_lone, make, guess=False)
         outcome = await self._connected(functools.partial(_pipelined, lone))
         return outcome  # noqa: RET504 - typed: _connected returns Any
+
+
+def _batch_refused(error: DurabilityError) -> bool:
+    """Whether the server refused the batch's query itself (worth driving again, pipelined).
+
+    Not when the connection failed (killed, the server shutting down, a
+    timeout: psycopg's ``OperationalError``): the transaction's outcome is
+    the caller's to hear at once, as it was before commits were batched;
+    driven again, the commit would wait on whatever stopped the first.
+    """
+    import psycopg  # noqa: PLC0415 - psycopg only when driven
+
+    cause = error.__cause__
+    return isinstance(cause, psycopg.Error) and not isinstance(cause, psycopg.OperationalError)
 
 
 async def _batched(
