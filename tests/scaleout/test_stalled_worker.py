@@ -1,11 +1,11 @@
 """A stalled worker's runs go on elsewhere within the lease plus one poll interval.
 
 Each try is :func:`stall.campaign`: three ``treadle worker`` processes
-(lease 3 s, poll 0.5 s) serving 300 runs (200 in the default suite's try);
+(lease 3 s, poll 0.5 s) serving 300 runs;
 one of them SIGSTOPped for 7 s at whatever moment it is at, in the middle of
 a commit too, then SIGCONTed.
 The longest gap between two commits of any run must stay within lease +
-poll + 1 s, while the live workers have new runs queued. The default suite
+poll + 4 s, while the live workers have new runs queued. The default suite
 runs one try; ``make soak`` runs ten and writes the longest gap of each to
 ``benchmarks/STALL.md`` (or the file ``TREADLE_STALL_REPORT`` names).
 """
