@@ -13,10 +13,11 @@ is refused as bad input before anything is stored. Errors are
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import AppLoadError, CommandError, DefinitionError
 from treadle._extras import needs_extra
@@ -25,8 +26,12 @@ from treadle._stores._store import DEFAULT_LEASE
 from treadle._workflow._inputs import coerce_input as plain_input
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from treadle._stores._store import Store
     from treadle._workflow._workflow import Workflow
+
+_N = TypeVar("_N", int, float)
 
 DEFAULT_STORE = "treadle.sqlite"
 """The store used when neither ``--store`` nor ``TREADLE_STORE`` says otherwise."""
@@ -107,17 +112,10 @@ def lease_from_environment() -> float:
     Raises:
         CommandError: It is not a positive number.
     """
-    raw = os.environ.get("TREADLE_LEASE")
-    if not raw:
-        return DEFAULT_LEASE
-    try:
-        lease = float(raw)
-    except ValueError:
-        lease = 0.0
-    if not lease > 0 or lease == float("inf"):
-        msg = f"TREADLE_LEASE must be a positive number of seconds, got {raw!r}"
-        raise CommandError(msg)
-    return lease
+    lease = _number_from_environment(
+        "TREADLE_LEASE", float, lambda lease: 0 < lease < math.inf, "a positive number of seconds"
+    )
+    return DEFAULT_LEASE if lease is None else lease
 
 
 def connections_from_environment() -> int | None:
@@ -126,17 +124,29 @@ def connections_from_environment() -> int | None:
     Raises:
         CommandError: It is not a whole number of at least 1.
     """
-    raw = os.environ.get("TREADLE_CONNECTIONS")
+    return _number_from_environment(
+        "TREADLE_CONNECTIONS",
+        int,
+        lambda count: count >= 1,
+        "a whole number of connections, at least 1",
+    )
+
+
+def _number_from_environment(
+    name: str, parse: Callable[[str], _N], valid: Callable[[_N], bool], expected: str
+) -> _N | None:
+    """The environment variable ``name`` read as a number, or ``None`` when unset or empty."""
+    raw = os.environ.get(name)
     if not raw:
         return None
     try:
-        connections = int(raw)
+        number = parse(raw)
     except ValueError:
-        connections = 0
-    if connections < 1:
-        msg = f"TREADLE_CONNECTIONS must be a whole number of connections, at least 1, got {raw!r}"
+        number = None
+    if number is None or not valid(number):
+        msg = f"{name} must be {expected}, got {raw!r}"
         raise CommandError(msg)
-    return connections
+    return number
 
 
 def load_workflow(spec: str) -> Workflow:
