@@ -103,25 +103,28 @@ LEFT JOIN treadle_checkpoints AS c
     ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
 WHERE r.run_id = ?"""
 
-# Everything a resume reads, in one statement: one round trip, one snapshot.
-SELECT_RESUMABLE = f"""
+# What a resume reads: the run row, its graph and a checkpoint of it.
+_RESUMABLE = f"""
 SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
     c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
     c.blob, c.refs
 FROM treadle_runs AS r
 LEFT JOIN treadle_checkpoints AS c
-    ON c.run_id = r.run_id AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
-WHERE r.run_id = ?"""  # noqa: S608 - column names are constants
+    ON c.run_id = r.run_id"""  # noqa: S608 - column names are constants
+
+# Everything a resume reads, in one statement: one round trip, one snapshot.
+SELECT_RESUMABLE = (
+    _RESUMABLE
+    + """ AND c.checkpoint_id = COALESCE(?, r.checkpoint_id)
+WHERE r.run_id = ?"""
+)
 
 # The same for many runs' latest checkpoints at once (a claim batch), in one statement.
-SELECT_RESUMABLE_MANY = f"""
-SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
-    c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
-    c.blob, c.refs
-FROM treadle_runs AS r
-LEFT JOIN treadle_checkpoints AS c
-    ON c.run_id = r.run_id AND c.checkpoint_id = r.checkpoint_id
-WHERE r.run_id IN ({{ids}})"""  # noqa: S608 - column names are constants
+SELECT_RESUMABLE_MANY = (
+    _RESUMABLE
+    + """ AND c.checkpoint_id = r.checkpoint_id
+WHERE r.run_id IN ({ids})"""
+)
 
 SELECT_CHECKPOINTS = """
 SELECT c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at
