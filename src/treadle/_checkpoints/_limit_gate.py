@@ -44,6 +44,11 @@ POLL = 0.05
 _LEAD: Any = object()  # what a waiting call's future is given when it is to ask for the line
 
 
+def _led(future: asyncio.Future[Any]) -> bool:
+    """Whether ``future`` was told to ask for its line (and has not asked yet)."""
+    return future.done() and not future.cancelled() and future.result() is _LEAD
+
+
 def terms_of(limit: CallLimit) -> LimitTerms:
     """A limit's numbers, as the store counts them."""
     rate = limit.window
@@ -132,6 +137,8 @@ class StoreGate:
                 if slot is not None:
                     line.requests.pop(call_id, None)
                     line.waiting.pop(call_id, None)
+                    if _led(future):
+                        self._hand_on(line)  # it was told to ask: another call must now
                     return slot
                 if not future.done() and not line.asking:
                     line.asking = True
@@ -148,6 +155,8 @@ class StoreGate:
         except BaseException:
             line.waiting.pop(call_id, None)
             line.requests.pop(call_id, None)
+            if _led(future) and not line.asking:
+                self._hand_on(line)  # told to ask, it gives up: another call must ask
             granted = line.early.pop(call_id, None)
             if granted is None and future.done() and not future.cancelled():
                 got = future.result()
