@@ -10,8 +10,11 @@ first ``failures`` deliveries (500) and keeps every POST; it is down
 from __future__ import annotations
 
 import http.server
+import random
+import socket
 import threading
 import time
+from pathlib import Path
 
 from standardwebhooks.webhooks import Webhook
 
@@ -41,8 +44,8 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
+        self.port = _port_nobody_is_given()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.server.server_close()  # down until start(): the port refuses connections
 
     def start(self) -> None:
@@ -53,6 +56,30 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _port_nobody_is_given() -> int:
+    """A free port below the kernel's range for ``bind(port 0)``.
+
+    A receiver is down (its port closed) until it starts, and may stop and
+    start again. A port from the kernel's range could meanwhile be given to
+    another test's receiver, which then took this test's deliveries (12 where
+    8 were due) while this one could not bind again. Below the range, only
+    another receiver choosing at random could take it.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port below the ephemeral range")
 
 
 def verified(secret: str, taken: list[tuple[dict[str, str], bytes]]) -> list[dict]:
