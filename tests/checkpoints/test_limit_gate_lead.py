@@ -3,8 +3,8 @@
 A stored run's calls share one asker per line and process
 (``_checkpoints/_limit_gate.py``). When the asker's own call is granted it
 hands the lead on to another waiting call. If the call handed the lead finds
-its slot granted on entering the line, it must hand the lead on again:
-otherwise nobody in the process asks, and the calls still waiting never hear
+its slot granted (as it enters the line, or before it wakes to ask), it must
+hand the lead on again: otherwise nobody in the process asks, and the calls still waiting never hear
 their grants (a PostgreSQL limits campaign stopped this way, one run holding a
 granted slot it never learnt of).
 """
@@ -28,17 +28,19 @@ class Slots:
     """The store's side of the line, steered by the test."""
 
     held: dict[str, asyncio.Event] = field(default_factory=dict)  # entries kept waiting
-    granted_on_entry: set[str] = field(default_factory=set)
+    granted_on_entry: dict[str, tuple[str, ...]] = field(default_factory=dict)
     to_grant: list[str] = field(default_factory=list)  # told to the next asker
+    on_admit: asyncio.Event | None = None  # set as the next asker hears its grants
 
     async def take_slot(self, terms: Any, entry: Any, lease: Any, gate: str) -> Admission:
         if (hold := self.held.get(entry.call_id)) is not None:
             await hold.wait()
-        granted = (entry.call_id,) if entry.call_id in self.granted_on_entry else ()
-        return Admission(granted, None)
+        return Admission(self.granted_on_entry.get(entry.call_id, ()), None)
 
     async def admit_slots(self, terms: Any, gate: str) -> Admission:
         granted, self.to_grant = tuple(self.to_grant), []
+        if granted and self.on_admit is not None:
+            self.on_admit.set()
         return Admission(granted, None)
 
     async def release_slot(self, *args: Any) -> Admission:
@@ -65,7 +67,7 @@ async def test_a_call_handed_the_lead_and_granted_on_entry_hands_it_on():
     asker = asyncio.create_task(gate.acquire(request("z"), owner))  # type: ignore[arg-type]
     await asyncio.sleep(0.05)  # z asks for the line
     slots.held["x"] = asyncio.Event()
-    slots.granted_on_entry.add("x")
+    slots.granted_on_entry["x"] = ("x",)
     entering = asyncio.create_task(gate.acquire(request("x"), owner))  # type: ignore[arg-type]
     waiting = asyncio.create_task(gate.acquire(request("y"), owner))  # type: ignore[arg-type]
     await asyncio.sleep(0.05)  # y waits on z's asking; x is still entering
@@ -73,6 +75,28 @@ async def test_a_call_handed_the_lead_and_granted_on_entry_hands_it_on():
     await asyncio.wait_for(asker, 2)  # z is granted: the lead goes to x, first in line
     slots.held["x"].set()
     await asyncio.wait_for(entering, 2)  # x finds its slot granted as it enters
+    slots.to_grant.append("y")
+    slot = await asyncio.wait_for(waiting, 2)  # someone still asks: y hears its grant
+    assert slot.request.call_id == "y"
+
+
+async def test_a_call_handed_the_lead_and_granted_before_it_wakes_hands_it_on():
+    """The lead given to x; before x wakes, w enters and its admission grants w and x."""
+    slots = Slots()
+    gate, owner = StoreGate(slots, poll=0.01), Ownership()  # type: ignore[arg-type]
+    asker = asyncio.create_task(gate.acquire(request("z"), owner))  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)  # z asks for the line
+    led = asyncio.create_task(gate.acquire(request("x"), owner))  # type: ignore[arg-type]
+    waiting = asyncio.create_task(gate.acquire(request("y"), owner))  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)  # x and y wait on z's asking, x first
+    # w enters now, and the store answers it just as z hears its own grant: w's answer
+    # (w and x granted) is heard after z hands the lead to x and before x wakes.
+    slots.held["w"] = slots.on_admit = asyncio.Event()
+    slots.granted_on_entry["w"] = ("w", "x")
+    entering = asyncio.create_task(gate.acquire(request("w"), owner))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    slots.to_grant.append("z")
+    await asyncio.wait_for(asyncio.gather(asker, entering, led), 2)
     slots.to_grant.append("y")
     slot = await asyncio.wait_for(waiting, 2)  # someone still asks: y hears its grant
     assert slot.request.call_id == "y"

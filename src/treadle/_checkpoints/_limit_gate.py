@@ -121,6 +121,10 @@ class StoreGate:
         line.waiting[call_id] = future
         line.requests[call_id] = request
         entry = SlotEntry(call_id, request.key, request.priority, request.cost)
+        # Told to ask (its future was given _LEAD) and has neither asked, nor seen another
+        # call asking, nor handed the duty on: while this holds, nobody else in the process
+        # asks for the line, so every way out must hand the lead on.
+        led = False
         try:
             try:
                 admission = await self.store.take_slot(
@@ -137,37 +141,52 @@ class StoreGate:
                 if slot is not None:
                     line.requests.pop(call_id, None)
                     line.waiting.pop(call_id, None)
-                    if _led(future):
+                    if led or _led(future):
                         self._hand_on(line)  # it was told to ask: another call must now
                     return slot
-                if not future.done() and not line.asking:
-                    line.asking = True
-                    try:
-                        await self._ask(line, future)
-                    finally:
-                        line.asking = False
-                        self._hand_on(line)
+                if not future.done():
+                    led = False  # it asks now, or the call asking hands the lead on when done
+                    if not line.asking:
+                        line.asking = True
+                        try:
+                            await self._ask(line, future)
+                        finally:
+                            line.asking = False
+                            self._hand_on(line)
                 got = await future
                 if got is not _LEAD:
                     line.requests.pop(call_id, None)
                     return got  # type: ignore[no-any-return]
+                led = True
                 future = line.waiting[call_id] = loop.create_future()
         except BaseException:
-            line.waiting.pop(call_id, None)
-            line.requests.pop(call_id, None)
-            if _led(future) and not line.asking:
-                self._hand_on(line)  # told to ask, it gives up: another call must ask
-            granted = line.early.pop(call_id, None)
-            if granted is None and future.done() and not future.cancelled():
-                got = future.result()
-                granted = got if isinstance(got, Slot) else None
-            with contextlib.suppress(Exception):
-                if granted is not None:
-                    await self.release(granted, ownership)
-                else:
-                    async with line.turn:
-                        await self.store.leave_line(request.limit.name, call_id, ownership.lease)
+            await self._give_up(line, request, future, led or _led(future), ownership)
             raise
+
+    async def _give_up(
+        self,
+        line: _Line,
+        request: SlotRequest,
+        future: asyncio.Future[Any],
+        led: bool,
+        ownership: Ownership,
+    ) -> None:
+        """Take a call that stops waiting out of its line (its slot back, if granted)."""
+        call_id = request.call_id
+        line.waiting.pop(call_id, None)
+        line.requests.pop(call_id, None)
+        if led and not line.asking:
+            self._hand_on(line)  # told to ask, it gives up: another call must ask
+        granted = line.early.pop(call_id, None)
+        if granted is None and future.done() and not future.cancelled():
+            got = future.result()
+            granted = got if isinstance(got, Slot) else None
+        with contextlib.suppress(Exception):
+            if granted is not None:
+                await self.release(granted, ownership)
+            else:
+                async with line.turn:
+                    await self.store.leave_line(request.limit.name, call_id, ownership.lease)
 
     async def _ask(self, line: _Line, future: asyncio.Future[Any]) -> None:
         """Ask the store for the line until ``future`` (the asker's own call) is resolved."""
