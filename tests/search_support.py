@@ -282,7 +282,7 @@ def _rows(runs: Sequence[SampleRun]) -> tuple[list[tuple[Any, ...]], list[tuple[
     field_rows = []
     for run in runs:
         record = run.record()
-        run_rows.append((*(getattr(record, name) for name in RUN_FIELDS), 1, b""))
+        run_rows.append((*(getattr(record, name) for name in RUN_FIELDS), 1, b"", None))
         field_rows.extend(
             (run.run_id, v.name, v.kind, v.text, v.number) for v in run.field_values()
         )
@@ -314,7 +314,7 @@ async def populate_postgres(dsn: str, schema: str, runs: Sequence[SampleRun]) ->
     from psycopg import sql  # noqa: PLC0415
 
     run_rows, field_rows = _rows(runs)
-    columns = [*RUN_FIELDS, "lease_epoch", "graph"]
+    columns = [*RUN_FIELDS, "lease_epoch", "graph", "graph_digest"]
     async with await psycopg.AsyncConnection.connect(dsn) as connection:
         await connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         copy_runs = sql.SQL("COPY treadle_runs ({}) FROM STDIN").format(

@@ -87,3 +87,47 @@ async def test_a_run_parked_on_postgres_is_four_kinds_of_row_and_no_more(dsn, sc
             )
             counts[table] = (await cursor.fetchone())[0]
     assert counts == _PARKED
+
+
+async def _park_three(store) -> list[str]:
+    """Three runs of one workflow parked; their graphs read back as one description."""
+    run_ids = [await _park(store) for _ in range(3)]
+    graphs = {await store.get_graph(run_id) for run_id in run_ids}
+    [graph] = graphs
+    assert b'"name":"idle"' in graph
+    return run_ids
+
+
+async def test_runs_of_one_workflow_keep_its_graph_once_on_sqlite(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    try:
+        run_ids = await _park_three(store)
+        graph = await store.get_graph(run_ids[0])
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT graph FROM treadle_graphs").fetchall() == [(graph,)]
+        rows = db.execute("SELECT graph, graph_digest FROM treadle_runs").fetchall()
+    assert len(rows) == 3
+    assert {own for own, _ in rows} == {b""}  # no run row holds the description itself
+    assert len({digest for _, digest in rows}) == 1
+
+
+@pytest.mark.integration
+async def test_runs_of_one_workflow_keep_its_graph_once_on_postgres(dsn, schema):
+    import psycopg  # noqa: PLC0415 - only this test needs it
+
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        run_ids = await _park_three(store)
+        graph = await store.get_graph(run_ids[0])
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(dsn) as db:
+        cursor = await db.execute(f"SELECT graph FROM {schema}.treadle_graphs")  # noqa: S608 - a test schema
+        assert await cursor.fetchall() == [(graph,)]
+        cursor = await db.execute(f"SELECT graph, graph_digest FROM {schema}.treadle_runs")  # noqa: S608
+        rows = await cursor.fetchall()
+    assert {bytes(own) for own, _ in rows} == {b""}
+    assert len({bytes(digest) for _, digest in rows}) == 1

@@ -104,6 +104,33 @@ async def test_runs_parked_by_the_release_before_compact_frames_wake_and_log_ali
     assert versions.count(BOUND_VERSION) == 5  # one more per run, the one that completed it
 
 
+async def test_old_runs_read_the_graphs_their_rows_hold_and_new_runs_keep_theirs_once(tmp_path):
+    # Rows written before graph descriptions were kept once hold their own: they read as
+    # before the upgrade, and keep holding it; new runs of the same workflow name one.
+    path = copy_of_the_old_file(tmp_path)
+    with sqlite3.connect(path) as db:
+        held = dict(db.execute("SELECT run_id, graph FROM treadle_runs"))
+    assert all(held.values())
+    store = SqliteStore(path)
+    try:
+        assert {run_id: await store.get_graph(run_id) for run_id in held} == held
+        listed = await store.list_runs(workflow=build().name)
+        assert sorted(run.run_id for run in listed) == sorted(held)
+        new = [(await build().run(n, store=store, clock=FakeClock())).run_id for n in (1, 2)]
+        assert {await store.get_graph(run_id) for run_id in new} == set(held.values())
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM treadle_schema").fetchall() == [(16,)]
+        rows = {
+            r: (g, d)
+            for r, g, d in db.execute("SELECT run_id, graph, graph_digest FROM treadle_runs")
+        }
+        assert db.execute("SELECT COUNT(*) FROM treadle_graphs").fetchall() == [(1,)]
+    assert {run_id: rows[run_id] for run_id in held} == {r: (g, None) for r, g in held.items()}
+    assert {rows[run_id][0] for run_id in new} == {b""}
+
+
 @pytest.mark.integration
 async def test_the_same_runs_in_a_version_11_postgres_schema_wake(tmp_path):
     import psycopg  # noqa: PLC0415 - only this test needs it

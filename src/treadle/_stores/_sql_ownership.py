@@ -141,7 +141,7 @@ PARK_CLAIMED = "UPDATE treadle_runs SET parked = ? WHERE run_id = ?" + FENCE  # 
 ADOPT_PENDING = f"""
 UPDATE treadle_runs
 SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?,
-    deadline_at = ?, graph = ?, error = NULL, version = ?
+    deadline_at = ?, graph = ?, graph_digest = ?, error = NULL, version = ?
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 """Turn the pending row a client enqueued into the run a worker started, under its claim."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._stores._pieces import refs_of, refs_text
+from treadle._stores._sql_graphs import ELSEWHERE
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -35,8 +36,11 @@ def checkpoint_from_row(run_id: str, row: Sequence[Any]) -> CheckpointRecord:
     return CheckpointRecord(info_from_row(run_id, row), row[6], refs_of(row[7], run_id, row[0]))
 
 
-def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_RUN``: ``run``, but latest and ``wake_at`` from ``first``."""
+def run_parameters(run: RunRecord, first: CheckpointInfo, digest: bytes) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_RUN``: ``run``, but latest and ``wake_at`` from ``first``.
+
+    Its graph is named by ``digest`` (see :mod:`treadle._stores._sql_graphs`).
+    """
     return (
         run.run_id,
         run.workflow,
@@ -59,7 +63,8 @@ def run_parameters(run: RunRecord, first: CheckpointInfo, graph: bytes) -> tuple
         run.outcome_summary,
         run.started_by,
         1 if run.owner is not None else 0,
-        graph,
+        ELSEWHERE,
+        digest,
     )
 
 

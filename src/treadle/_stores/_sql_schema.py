@@ -318,6 +318,16 @@ CREATE TABLE treadle_schedule_ticks (
     PRIMARY KEY (schedule_id, nominal_ms)
 )"""
 
+# Graph descriptions (see treadle._stores._sql_graphs): each distinct one once, by
+# its digest, which the runs started with it name in ``graph_digest``. Not unique:
+# two PostgreSQL transactions that first store one description at once each add a
+# row (the same bytes) rather than one waiting on the other.
+_CREATE_GRAPHS = """
+CREATE TABLE treadle_graphs (
+    digest {blob} NOT NULL,
+    graph {blob} NOT NULL
+)"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs and checkpoints
         _CREATE_RUNS,
@@ -432,6 +442,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (  # 15: a limit's line keeps its own clock: a change to it is one batch, one round trip
         "ALTER TABLE treadle_limits ADD COLUMN clock DOUBLE PRECISION",
+    ),
+    (  # 16: a graph description kept once, not in every run row (see _stores/_sql_graphs.py)
+        _CREATE_GRAPHS,
+        "CREATE INDEX treadle_graphs_digest ON treadle_graphs (digest)",
+        # NULL: the row's own ``graph`` column holds its description (every run written
+        # before this step, and a pending run, which has none yet).
+        "ALTER TABLE treadle_runs ADD COLUMN graph_digest {blob}",
     ),
 )
 

@@ -121,7 +121,7 @@ RETURNING lease_epoch, workflow, version"""
 ADOPT_ADMITTED = """
 UPDATE treadle_runs
 SET status = ?, superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?,
-    deadline_at = ?, graph = ?, error = NULL, version = ?, ready_at = NULL
+    deadline_at = ?, graph = ?, graph_digest = ?, error = NULL, version = ?, ready_at = NULL
 WHERE run_id = ? AND status = 'pending' AND owner = ? AND lease_epoch = ?"""
 
 CONSUME_START = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from treadle._stores._sql_graphs import GRAPH_OF_RUN
 from treadle._stores._sql_schema import DUE_AT
 
 RUN_FIELDS = (
@@ -42,8 +43,8 @@ RUN_FIELDS = (
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 INSERT_RUN = f"""
-INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph)
-VALUES ({", ".join(["?"] * (len(RUN_FIELDS) + 2))})
+INSERT INTO treadle_runs ({_RUN_COLUMNS}, lease_epoch, graph, graph_digest)
+VALUES ({", ".join(["?"] * (len(RUN_FIELDS) + 3))})
 ON CONFLICT (run_id) DO NOTHING"""  # noqa: S608 - column names are constants
 
 
@@ -79,7 +80,7 @@ SET superstep = ?, checkpoint_id = ?, updated_at = ?, wake_at = ?, error = NULL,
 WHERE run_id = ?"""
 
 # Moving a run to another version (under a lease: the fence is appended).
-SET_VERSION = "UPDATE treadle_runs SET version = ?, graph = ? WHERE run_id = ?"
+SET_VERSION = "UPDATE treadle_runs SET version = ?, graph = ?, graph_digest = ? WHERE run_id = ?"
 # Whether a run holds deliveries no owner has applied (a migration waits for them).
 HAS_UNAPPLIED = "SELECT 1 FROM treadle_inbox WHERE run_id = ? AND consumed_at IS NULL LIMIT 1"
 
@@ -91,7 +92,7 @@ SELECT_RUN = f"SELECT {_RUN_COLUMNS} FROM treadle_runs WHERE run_id = ?"  # noqa
 
 SELECT_RUN_EXISTS = "SELECT 1 FROM treadle_runs WHERE run_id = ?"
 
-SELECT_GRAPH = "SELECT graph FROM treadle_runs WHERE run_id = ?"
+SELECT_GRAPH = f"SELECT {GRAPH_OF_RUN} FROM treadle_runs AS r WHERE r.run_id = ?"  # noqa: S608 - constants
 
 # The left join tells "no such run" (no row) from "no such checkpoint" (NULLs)
 # in one statement, so the answer comes from a single consistent read.
@@ -105,7 +106,7 @@ WHERE r.run_id = ?"""
 
 # What a resume reads: the run row, its graph and a checkpoint of it.
 _RESUMABLE = f"""
-SELECT {", ".join("r." + column for column in RUN_FIELDS)}, r.graph,
+SELECT {", ".join("r." + column for column in RUN_FIELDS)}, {GRAPH_OF_RUN},
     c.checkpoint_id, c.superstep, c.status, c.parent_checkpoint_id, c.created_at, c.wake_at,
     c.blob, c.refs
 FROM treadle_runs AS r

@@ -21,6 +21,7 @@ from treadle._stores import (
     _pausing,
     _sql_audit,
     _sql_events,
+    _sql_graphs,
     _sql_ownership,
     _sql_pausing,
     _sql_pieces,
@@ -154,14 +155,15 @@ def create_run(
     _sql_rules.first_checkpoint_id(run, first.info)
     if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
         run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
+    digest = yield from _kept(graph)
     inserted = yield (
         _sql_statements.INSERT_RUN,
-        _sql_rows.run_parameters(run, first.info, graph),
+        _sql_rows.run_parameters(run, first.info, digest),
         COUNT,
         False,
     )
     if inserted == 0:
-        if lease is None or not (yield from _adopt_admitted(run, graph, first, lease)):
+        if lease is None or not (yield from _adopt_admitted(run, digest, first, lease)):
             raise RunExistsError(run.run_id)
         return
     started = _audit.started_of(run)
@@ -173,8 +175,15 @@ def create_run(
     yield from record((started,), run.created_at, backend, leading=first)
 
 
+def _kept(graph: bytes) -> Plan[bytes]:
+    """Keep ``graph`` in the store unless it is there already; its digest, for the run row."""
+    digest = _sql_graphs.digest_of(graph)
+    yield (_sql_graphs.INSERT_GRAPH, _sql_graphs.insert_parameters(digest, graph), NOTHING, False)
+    return digest
+
+
 def _adopt_admitted(
-    run: RunRecord, graph: bytes, first: CheckpointRecord, lease: Lease
+    run: RunRecord, digest: bytes, first: CheckpointRecord, lease: Lease
 ) -> Plan[bool]:
     """Start the run a start policy admitted to ``lease``'s owner; ``False``: there is none.
 
@@ -184,7 +193,8 @@ def _adopt_admitted(
     info = first.info
     adopted = (
         *(run.status, run.superstep, info.checkpoint_id, info.created_at, info.wake_at),
-        *(run.deadline_at, graph, run.version, run.run_id, lease.owner, lease.epoch),
+        *(run.deadline_at, _sql_graphs.ELSEWHERE, digest, run.version, run.run_id),
+        *(lease.owner, lease.epoch),
     )
     if (yield (_sql_starts.ADOPT_ADMITTED, adopted, COUNT, False)) == 0:
         return False
@@ -242,7 +252,8 @@ def migrate_run(
         LeaseLostError: ``lease`` is no longer current.
     """
     run_id = checkpoint.info.run_id
-    moved = (version, graph, run_id, lease.owner, lease.epoch)
+    digest = yield from _kept(graph)
+    moved = (version, _sql_graphs.ELSEWHERE, digest, run_id, lease.owner, lease.epoch)
     if (yield (_FENCED_SET_VERSION, moved, COUNT, False)) == 0:
         raise (yield from refusal(run_id, lease))
     # The row is locked now: deliveries to the run wait for this transaction.
@@ -266,9 +277,11 @@ def adopt_pending(
     """
     _sql_rules.first_checkpoint_id(run, first.info)
     info = first.info
+    digest = yield from _kept(graph)
     adopted = (
         *(run.status, run.superstep, info.checkpoint_id, info.created_at, info.wake_at),
-        *(run.deadline_at, graph, run.version, run.run_id, claim.owner, claim.epoch),
+        *(run.deadline_at, _sql_graphs.ELSEWHERE, digest, run.version, run.run_id),
+        *(claim.owner, claim.epoch),
     )
     if (yield (_sql_ownership.ADOPT_PENDING, adopted, COUNT, False)) == 0:
         raise (yield from refusal(run.run_id, claim))
