@@ -53,8 +53,14 @@ typecheck: $(STAMP)
 # (TREADLE_CONNECTIONS, tests/conftest.py), so the fleets and the other
 # process tests beside them stay under the server's 100.
 WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
+# These machines set PYTHONDONTWRITEBYTECODE=1, so every process a test starts
+# compiled treadle and the test apps from source again, and every pytest worker
+# rewrote every test module's asserts again: the suite's processes spent 412
+# CPU-seconds instead of 368 (-n 4, 339 s against 317 s). The test run writes
+# bytecode, compiled once before the workers start.
 test: lint renderers
-	$(BIN)/pytest -m "not soak" -n $(WORKERS) --dist loadgroup
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q src tests > /dev/null
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -m "not soak" -n $(WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
