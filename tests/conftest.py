@@ -1,19 +1,20 @@
-"""Fixtures every test folder shares (PostgreSQL schemas, store backends), and the order of tests.
+"""Fixtures every test folder shares (PostgreSQL, store backends, Chromium), and the order of tests.
 
 ``make test`` runs the suite on every core with ``--dist loadgroup``: each
 test is a unit of work of its own, except the tests of a module sharing a
-fixture made once per module (a ``treadle serve``, a browser, 100,000 runs),
-which go to one worker together, so the fixture is made once, not once per
-worker. Tests that start a fleet of PostgreSQL worker processes (marked
-``fleet``) go to one worker too, so that two fleets never run at once: each
-worker process holds a pool of connections, and the server allows 100 in
-all. For the same reason every ``treadle`` command a test starts on
-PostgreSQL (workers, ``serve``, the CLI) opens at most three connections
-(``TREADLE_CONNECTIONS``, set below; its own test sets the flag instead), not
-the ten a user's gets: three pytest workers with a fleet beside other
-process tests went past 100. Modules whose tests start processes or servers (marked
-``integration``) come first and the quick in-process tests last, so the
-workers end together instead of one waiting on a long test started last.
+fixture made once per module (a ``treadle serve``, 100,000 runs), which go to
+one worker together, so the fixture is made once, not once per worker (the
+browser is made once per worker: tests/browsers.py). Tests that start a fleet
+of PostgreSQL worker processes (marked ``fleet``) go to one worker too, so
+that two fleets never run at once: each worker process holds a pool of
+connections, and the server allows 100 in all. For the same reason every
+``treadle`` command a test starts on PostgreSQL (workers, ``serve``, the CLI)
+opens at most three connections (``TREADLE_CONNECTIONS``, set below; its own
+test sets the flag instead), not the ten a user's gets: three pytest workers
+with a fleet beside other process tests went past 100. Modules whose tests
+start processes or servers (marked ``integration``) come first and the quick
+in-process tests last, so the workers end together instead of one waiting on a
+long test started last.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 
 import pytest
 
-pytest_plugins = ["postgres", "store_backends"]
+pytest_plugins = ["postgres", "store_backends", "browsers"]
 
 os.environ.setdefault("TREADLE_CONNECTIONS", "3")  # inherited by every process a test starts
 

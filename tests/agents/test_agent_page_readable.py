@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from browsers import needs_chromium
 from server.page_server import Server, start_server
 
 if TYPE_CHECKING:
@@ -22,12 +22,11 @@ if TYPE_CHECKING:
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HERE = Path(__file__).parent
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+    needs_chromium,
 ]
 
 _REST = re.compile(r":\w+:`|``")  # a reST role, or reST's inline code
@@ -44,14 +43,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def page(server: Server) -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        opened = browser.new_page()
-        opened.set_default_timeout(10_000)
-        opened.goto(server.page_url)
-        yield opened
-        browser.close()
+def page(browser, server: Server) -> Iterator[object]:
+    opened = browser.new_page()
+    opened.set_default_timeout(10_000)
+    opened.goto(server.page_url)
+    yield opened
+    opened.context.close()
 
 
 def _awaiting(server: Server, run_id: str) -> dict:

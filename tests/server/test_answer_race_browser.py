@@ -23,7 +23,6 @@ import pytest
 
 from cli.treadle_cli import Cli
 from server.test_signin_browser import (
-    CHROMIUM,
     _call,
     _signed_in,
     signing_in,
@@ -45,14 +44,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     store = tmp_path_factory.mktemp("race") / "runs.db"
     with signing_in(store, "approvals:race") as (base, _):
         yield base, store
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def _link(store: Path, run_id: str, request_id: str, who: str) -> str:

@@ -1,9 +1,10 @@
 """The page in a real browser (Debian's Chromium, driven by Playwright) against `treadle serve`.
 
-One server (a subprocess on a SQLite file) and one browser serve the whole
-module; each test opens its own browser context, signs in with the printed
-address, and works the page as a person would: by labels and buttons. The
-screenshots in docs/images/server-*.png are taken here: ``make screenshots``
+One server (a subprocess on a SQLite file) serves the whole module, and the
+worker's one browser (tests/browsers.py) every test of the suite; each test
+opens its own browser context, signs in with the printed address, and works
+the page as a person would: by labels and buttons. The screenshots in
+docs/images/server-*.png are taken here: ``make screenshots``
 (``TREADLE_SCREENSHOTS=1``) writes them there; an ordinary run writes them to
 a scratch folder, so the suite leaves the checkout as it found it.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 import pytest
 from page_server import Server, start_server
 
+from browsers import needs_chromium
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 IMAGES = (
     Path(__file__).parents[2] / "docs" / "images"
     if os.environ.get("TREADLE_SCREENSHOTS")
@@ -39,7 +40,7 @@ IMAGES.mkdir(exist_ok=True)
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+    needs_chromium,
 ]
 
 
@@ -49,14 +50,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = start_server(store, "page_app")
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from test_page_browser import _started, _wait, browser, expect, page, pytestmark, server
+from test_page_browser import _started, _wait, expect, page, pytestmark, server
 
 if TYPE_CHECKING:
     from page_server import Server
 
-__all__ = ["browser", "page", "pytestmark", "server"]  # the fixtures this module reuses
+__all__ = ["page", "pytestmark", "server"]  # the fixtures this module reuses
 
 
 def _open_card(page, server: Server) -> tuple[str, object]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from page_server import Server, start_server
-from test_page_browser import browser, expect, page, pytestmark  # noqa: F401 - fixtures
+from test_page_browser import expect, page, pytestmark  # noqa: F401 - fixtures
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

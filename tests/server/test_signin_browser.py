@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from browsers import CHROMIUM, CHROMIUM_MISSING
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -40,7 +41,6 @@ expect = playwright_api.expect
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROVIDER = ROOT / ".tools" / "node_modules" / "oidc-provider" / "lib" / "index.js"
 TREADLE = str(Path(sys.executable).parent / "treadle")
 # The workflows signed-in people answer (tests/apps/approvals.py): finance's, four eyes, and ops'.
@@ -97,7 +97,7 @@ def signing_in(store: Path, *apps: str) -> Iterator[tuple[str, list[str]]]:
     out that neither process printed the client's secret.
     """
     assert PROVIDER.exists(), "run `make renderers`: it installs oidc-provider into .tools"
-    assert Path(CHROMIUM).exists(), "run `make renderers`: it installs Debian's chromium"
+    assert Path(CHROMIUM).exists(), CHROMIUM_MISSING
     issuer_port, page_port = _free_port(), _free_port()
     base = f"http://127.0.0.1:{page_port}"
     provider, provider_lines = _started(
@@ -138,14 +138,6 @@ def signing_in(store: Path, *apps: str) -> Iterator[tuple[str, list[str]]]:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
     with signing_in(tmp_path_factory.mktemp("signin") / "runs.db", *SIGNED) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def _signed_in(browser, base: str, user: str):

@@ -8,25 +8,26 @@ again: the receiver, accepting now, gets it with the same ``webhook-id``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from page_server import Server, start_server
 
+from browsers import needs_chromium
 from cli.treadle_cli import Cli
 from server import test_page_browser as shown
 from webhook_receiver import Receiver, until, verified
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
-CHROMIUM, expect = shown.CHROMIUM, shown.expect
-browser, page = shown.browser, shown.page  # the page's fixtures: one browser, a signed-in page
+expect = shown.expect
+page = shown.page  # the page's fixture: a signed-in page on the worker's browser
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+    needs_chromium,
 ]
 
 
