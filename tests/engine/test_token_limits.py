@@ -21,7 +21,7 @@ from treadle.stores import MemoryStore, SqliteStore
 
 BUDGET = 1_000
 WINDOW = 0.4
-LAG = 0.05  # the most a grant's lag to its call's start is allowed to vary (see below)
+LAG = 0.15  # the most a grant's lag to its call's start is allowed to vary (see below)
 
 
 def budgeted_workflow(spent: list[tuple[float, int]], used: int, estimate: int = 300):
@@ -45,7 +45,10 @@ def most_in_a_window(spent: list[tuple[float, int]], window: float) -> int:
     its grant, and those lags differ from call to call: a window is read
     ``LAG`` shorter than the budget's. On a loaded machine (four pytest
     workers on two cores) a window's first calls started 6 ms later than the
-    next window's after their grants, and six starts fell within 0.4 s.
+    next window's after their grants, and six starts fell within 0.4 s; with
+    two more processes busy beside them (a load of 10), more than 50 ms.
+    A window of three calls still never shares 0.25 s with the next one's,
+    and a fourth call let into a window starts with the other three.
     """
     starts = sorted(spent)
     most = 0
