@@ -234,7 +234,7 @@ async def test_postgres_a_commit_cancelled_while_it_waits_for_its_group_is_not_m
         await store.close()
 
 
-async def test_postgres_a_group_of_commits_is_one_query_then_its_commit(
+async def test_postgres_a_group_of_commits_is_one_query_its_commit_included(
     dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every commit's usual answers are taken for granted: the group's statements go as one."""
@@ -259,9 +259,11 @@ async def test_postgres_a_group_of_commits_is_one_query_then_its_commit(
     try:
         assert outcomes == {"run-a": bool, "run-c": bool, "run-d": bool}
         assert groups == [3]
-        [query] = queries  # BEGIN, then three commits' statements
+        [query] = queries  # BEGIN, three commits' statements, COMMIT: one round trip
         assert query.count("EXECUTE treadle_") == 6  # each its fenced advance, its checkpoint
+        assert query.startswith(("BEGIN", "PREPARE"))
         assert query.count("BEGIN") == 1
+        assert query.endswith(";\nCOMMIT")
         positions = await _positions(store)
         assert [positions[run_id] for run_id in ("run-a", "run-c", "run-d")] == [
             "run-a/1",

@@ -102,6 +102,7 @@ class BatchSender:
         self._cursor = AsyncClientCursor(connection)
         self._round: list[Sent] = []
         self.begun = False
+        self.committed = False
 
     def send(self, rendered: str, parameters: Any, want: str) -> Sent:
         """Add a statement to the round (sent at :meth:`flush`)."""
@@ -109,11 +110,14 @@ class BatchSender:
         self._round.append(sent)
         return sent
 
-    async def flush(self) -> None:
+    async def flush(self, *, last: bool = False) -> None:
         """Send the round as one query and set each statement's answer.
 
         A round with nothing in it (its plans finished on the answers of the
-        last) sends nothing: the transaction is open already.
+        last) sends nothing: the transaction is open already. ``last``: the
+        caller needs no answer of this round to decide anything more, so
+        ``COMMIT`` ends the query (:attr:`committed`), a round trip saved;
+        should any statement fail, the ones after it, ``COMMIT`` too, do not run.
 
         Raises:
             psycopg.Error: a statement failed (those after it did not run).
@@ -134,8 +138,10 @@ class BatchSender:
         if not self.begun:
             head.append("BEGIN")
             self.begun = True
+        tail = ["COMMIT"] if last else []
         try:
-            await self._cursor.execute(";\n".join(head + body), parameters)
+            await self._cursor.execute(";\n".join(head + body + tail), parameters)
+            self.committed = last
             for _ in head:
                 self._cursor.nextset()
             for position, sent in enumerate(self._round):

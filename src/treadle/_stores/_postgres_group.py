@@ -5,15 +5,16 @@ module drives several side by side on one connection in one transaction
 (:func:`drive_together`) and gathers the commits an event loop makes while
 one of its transactions is in flight into the next (:class:`GroupCommit`).
 
-**Pipelined.** The plans' statements go to the server in psycopg's pipeline
-mode, BEGIN and COMMIT with them: a statement whose answer a plan does not
-need is sent without waiting, and every plan's next statement is sent
-before any answer is awaited. The answers a commit almost always gets (its
-fenced advance finds no pause asked, its checkpoints are new) are taken for
-granted, so its later statements go too, and checked at the sync, before
-the transaction commits; one found otherwise rolls the group back, and its
-commits run again one by one without guessing. So a group of commits costs
-two round trips (its statements, then the commit), whatever its size.
+**Batched.** The plans' statements go to the server a round at a time, each
+round one query (:mod:`treadle._stores._postgres_batch`): a statement whose
+answer a plan does not need is sent without waiting, and every plan's next
+statement is sent before any answer is awaited. The answers a commit almost
+always gets (its fenced advance finds no pause asked, its checkpoints are
+new) are taken for granted, so its later statements go too; the server
+checks each guess as it runs the statement, and a wrong one fails it, so
+the group rolls back and its commits run again one by one without guessing.
+With nothing left to learn, the query ends with the COMMIT: a group of
+commits costs one round trip, whatever its size.
 
 **Each commit still its own.** Every plan is fenced by its own lease: its
 first statement moves the run row on only while the lease is current. A
@@ -73,11 +74,6 @@ class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's drive
     """A plan of a group was refused after it wrote: the group runs again, one by one."""
 
 
-class Mispredicted(Exception):  # noqa: N818 - a signal to the group's driver, not an error
-    """An answer taken for granted was not the one given: rolled back, driven again, no guesses."""
-
-
-_NO_GUESS = object()
 _NOT_ASKED = (None,)  # the fenced advance's answer when no pause was asked
 _FENCED_ADVANCE = POSTGRES_WRITES.advance + FENCE + " RETURNING pause_requested"
 _ADOPT = ADOPT_PENDING
@@ -85,22 +81,46 @@ _CHECKPOINTS = INSERT_CHECKPOINT[: INSERT_CHECKPOINT.index("VALUES")]
 _CHECKPOINT_COLUMNS = INSERT_CHECKPOINT.count("?")
 
 
-def _guess(template: str, parameters: Any, want: str) -> object:
-    """The answer a commit's statement almost always gets, or ``_NO_GUESS``.
+@functools.cache
+def _asserted(template: str, *, all_null: bool = False) -> str:
+    """``template`` made to fail unless it touches as many rows as its last parameter says.
+
+    The statement becomes a data-modifying ``WITH`` whose one row is the
+    number of rows it returned; any other number (or, ``all_null``, a
+    returned row with a value in it) casts a message to an integer, which
+    fails the statement, and with it the transaction. Not a constant, so
+    PostgreSQL cannot fold it when it plans the statement.
+    """
+    also = " AND bool_and(guessed IS NULL)" if all_null else ""
+    return (
+        f"WITH guessed AS ({template}) SELECT CASE WHEN count(*) = ?{also} THEN count(*)"  # noqa: S608 - constants only
+        " ELSE CAST('treadle: not the answer guessed, rows: ' || count(*) AS INTEGER) END"
+        " FROM guessed"
+    )
+
+
+def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int] | None:
+    """The answer a commit's statement almost always gets, as the server is to check it.
 
     A commit under a lease moves its run row on (no pause asked: the row
     says ``NULL``) and inserts its checkpoints (each one new): taking those
     answers for granted, its later statements go with them, without waiting.
     A worker starting a run moves its pending row on under its claim, likewise.
-    The guess is checked against the answer before the transaction commits.
+
+    Returns:
+        ``None`` (no guess), or the answer the plan is given, the statement
+        to send instead (:func:`_asserted`: it fails unless the answer is
+        that one) and the number of rows it is to touch. The server checks
+        the guess, so a group can commit in the query that carries it.
     """
     if want is ONE and template == _FENCED_ADVANCE:
-        return _NOT_ASKED
+        return _NOT_ASKED, _asserted(template, all_null=True), 1
     if want is COUNT and template == _ADOPT:
-        return 1
+        return 1, _asserted(template + " RETURNING 1"), 1
     if want is COUNT and template.startswith(_CHECKPOINTS):
-        return len(parameters) // _CHECKPOINT_COLUMNS
-    return _NO_GUESS
+        rows = len(parameters) // _CHECKPOINT_COLUMNS
+        return rows, _asserted(template + " RETURNING 1"), rows
+    return None
 
 
 class _PipelineSender:
@@ -116,7 +136,7 @@ class _PipelineSender:
         self._round.append((sent, await self._connection.execute(rendered, parameters or None)))
         return sent
 
-    async def flush(self) -> None:
+    async def flush(self, *, last: bool = False) -> None:  # noqa: ARG002 - see _Sender
         await self._pipeline.sync()
         for sent, cursor in self._round:
             sent.answer = await answer(cursor, sent.want)
@@ -138,7 +158,9 @@ class _Batched:
 
 class _Sender(Protocol):
     async def send(self, rendered: str, parameters: Any, want: str) -> Sent: ...
-    async def flush(self) -> None: ...
+
+    async def flush(self, *, last: bool = False) -> None:
+        """Send the round; ``last``: the transaction may commit with it (if the sender can)."""
 
 
 class _Driven:
@@ -165,20 +187,21 @@ async def drive_together(
     flushes. ``alone`` (a single plan): its refusal is raised as is, rolling
     the transaction back, as :func:`treadle._stores._postgres_writes.drive`
     does. ``guess``: a statement whose usual answer is known
-    (:func:`_guess`) is given it at once and the plan goes on; each guess is
-    checked at the next flush, before any real answer is handed to a plan
-    and before the commit. So a group of commits is one round, and the
-    commit.
+    (:func:`_guess`) is given it at once and the plan goes on; the server
+    checks each guess as it runs the statement, failing the statement (and
+    the transaction) when it was wrong, so no plan hears a real answer, and
+    nothing commits, after a wrong guess. So the round that leaves every
+    plan done, none refused, is told it is the last, and a sender that can
+    commits with it: a group of commits is one query.
 
     Raises:
-        Mispredicted: a guess was wrong (the caller rolls back and drives
-            the plans again with ``guess=False``).
         WroteThenRefused: a plan was refused after it wrote (not ``alone``).
-        psycopg.Error: a statement failed; the transaction is lost.
+        psycopg.Error: a statement failed (a guess the server found wrong,
+            say); the transaction is lost.
     """
     outcomes: list[_Outcome | None] = [None] * len(plans)
     refused: list[_Driven] = []
-    guessed: list[tuple[Sent, object]] = []
+    guessed: list[tuple[Sent, int]] = []  # each with the rows it is to touch
 
     async def step_on(index: int, driven: _Driven, answer: Any, *, first: bool = False) -> bool:
         """Send ``answer`` and the statements after it, up to one wanting an answer.
@@ -200,17 +223,21 @@ async def drive_together(
                 return False
             first = False
             template, parameters, want, lock = step
+            guessed_as = _guess(template, parameters, want) if guess else None
+            if guessed_as is not None:
+                answer, asserted, rows = guessed_as
+                sent = await sender.send(_render(asserted), (*parameters, rows), ONE)
+                driven.sent.append(sent)
+                guessed.append((sent, rows))
+                continue
             sent = await sender.send(
                 _render(template + _LOCK if lock else template), parameters, want
             )
             driven.sent.append(sent)
             answer = None
             if want is not NOTHING:
-                answer = _guess(template, parameters, want) if guess else _NO_GUESS
-                if answer is _NO_GUESS:
-                    driven.waits = sent
-                    return True
-                guessed.append((sent, answer))
+                driven.waits = sent
+                return True
 
     waiting: list[tuple[int, _Driven]] = []
     for index, plan in enumerate(plans):
@@ -218,9 +245,9 @@ async def drive_together(
         if await step_on(index, driven, None, first=True):
             waiting.append((index, driven))
     while True:
-        await sender.flush()
-        if any(sent.answer != expected for sent, expected in guessed):
-            raise Mispredicted
+        await sender.flush(last=not waiting and not refused)
+        for sent, rows in guessed:  # each as guessed, or the server failed the flush
+            sent.wrote = rows > 0
         guessed.clear()
         if not waiting:
             break
@@ -331,7 +358,7 @@ class GroupCommit:
             outcomes: list[_Outcome] = await self._connected(
                 functools.partial(_batched, together, self._prepared)
             )
-        except (WroteThenRefused, Mispredicted, Exception):  # noqa: BLE001 - each again, alone
+        except (WroteThenRefused, Exception):  # noqa: BLE001 - each again, alone
             return [await self._one(make) for make in makes]
         return outcomes
 
@@ -344,15 +371,13 @@ class GroupCommit:
     async def _alone(self, make: Callable[[], Plan[_T]]) -> _T:
         """One commit in a transaction of its own: batched and guessing, else pipelined.
 
-        A wrong guess, or a failure of the batch itself (a statement that
-        cannot be prepared, say), and the commit is driven again as the
-        pipeline drives it, answer by answer.
+        A wrong guess (the server fails its statement), or any other failure
+        of the batch itself (a statement that cannot be prepared, say), and
+        the commit is driven again as the pipeline drives it, answer by answer.
         """
         lone = functools.partial(_lone, make)
         try:
             outcome: _T = await self._connected(functools.partial(_batched, lone, self._prepared))
-        except Mispredicted:
-            pass
         except DurabilityError as error:
             if type(error) is not DurabilityError or not _batch_refused(error):
                 raise  # a refusal (a lost lease...), or the connection failed: final
@@ -384,7 +409,7 @@ async def _batched(
     sender = BatchSender(connection, prepared)
     try:
         result = await work(_Batched(sender))
-        if sender.begun:
+        if sender.begun and not sender.committed:
             await sender.commit()
     except BaseException:
         if connection.info.transaction_status.name in _IN_TRANSACTION:
