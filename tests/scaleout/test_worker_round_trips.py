@@ -55,7 +55,8 @@ async def test_a_run_costs_a_query_a_write_and_no_read_of_its_own(
     executed = psycopg.AsyncCursor.execute
 
     async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        queries.append(" ".join(str(query).split()))
+        text = query.decode() if isinstance(query, bytes) else str(query)
+        queries.append(" ".join(text.split()))
         return await executed(self, query, *args, **kw)
 
     monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)

@@ -20,9 +20,10 @@ from psycopg import sql
 from test_store_suite import T0, checkpoint, kept_ids
 
 from treadle._exceptions import LeaseLostError, RunNotFoundError
-from treadle._stores import _postgres_group
+from treadle._stores import _postgres_batch, _postgres_group
 from treadle._stores._records import Lease, RunRecord
 from treadle._stores._sqlite import SqliteStore
+from treadle._stores._write_steps import ALL
 from treadle.stores import PostgresStore
 
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ async def test_postgres_a_group_of_commits_is_one_query_its_commit_included(
     alone = _postgres_group.GroupCommit._one
 
     async def recorded(self: psycopg.AsyncClientCursor[Any], query: Any, *args: Any) -> Any:
-        queries.append(str(query))
+        queries.append(query.decode() if isinstance(query, bytes) else str(query))
         return await executed(self, query, *args)
 
     async def not_alone(self: Any, make: Any) -> Any:
@@ -301,3 +302,16 @@ async def test_postgres_a_pause_asked_of_one_run_of_a_group_is_honoured_by_its_c
         assert (await _positions(store))["run-c"] == "run-c/1"  # its superstep, then the pause
     finally:
         await store.close()
+
+
+async def test_postgres_a_batch_quotes_its_parameters_as_psycopg_binds_them(dsn: str) -> None:
+    """The batch's query is put together here: each value reaches the server as it was."""
+    values = ("it's", "back\\slash %s %% ?", "", None, b"\x00'\xff", 1.5, -(2**62), True)
+    casts = ("TEXT", "TEXT", "TEXT", "TEXT", "BYTEA", "DOUBLE PRECISION", "BIGINT", "BOOLEAN")
+    rendered = "SELECT " + ", ".join(f"CAST(%s AS {cast})" for cast in casts)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as connection:
+        sender = _postgres_batch.BatchSender(connection, _postgres_batch.Prepared())
+        sent = sender.send(rendered, values, ALL)
+        await sender.flush(last=True)
+        assert sender.committed
+        assert sent.answer == [values]
