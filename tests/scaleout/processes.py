@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +45,18 @@ def start_worker(
     return forked.start(
         "treadle._cli._app:main", env=env, argv=command, stdout=os.devnull, stderr=log
     )
+
+
+def stop_all(processes: list[forked.Forked]) -> None:
+    """SIGTERM each process still running, then reap it (killed if it lingers), pipes closed."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        process.finish(30)
 
 
 async def wait_until(done: Callable[[], Awaitable[bool]], *, interval: float = 0.02) -> None:

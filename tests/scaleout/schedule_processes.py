@@ -16,12 +16,13 @@ import itertools
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from processes import stop_all
 
 import forked
 
@@ -86,18 +87,6 @@ class Serve:
     def stop(self) -> None:
         if self.process is not None:
             stop_all([self.process])
-
-
-def stop_all(processes: list[forked.Forked]) -> None:
-    """SIGTERM each process still running, then reap it (killed if it lingers), pipes closed."""
-    for process in processes:
-        process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        process.finish(30)
 
 
 async def check_one_run_per_tick(store: Store, schedule_id: str, every: float) -> list[float]:

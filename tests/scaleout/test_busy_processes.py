@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sqlite3
-import subprocess
 import time
 from typing import TYPE_CHECKING
 
 import busy_app
 import pytest
 from chaos import worker_dsn
-from processes import PYTHONPATH, start_worker
+from processes import PYTHONPATH, start_worker, stop_all
 
 import forked
 from postgres import drop_schemas, fresh_schema
@@ -137,13 +135,7 @@ async def test_a_429_in_one_worker_holds_back_the_other_on_postgres(dsn, tmp_pat
 
             await until(all_done, 60, "every run to complete")
         finally:
-            for worker in workers:
-                worker.send_signal(signal.SIGTERM)
-            for worker in workers:
-                try:
-                    worker.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
+            stop_all(workers)
         assert len(await client.list_runs(limit=RUNS + 1)) == RUNS
     finally:
         await store.close()
