@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import sys
 import time
 
-from treadle import CallLimit, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle import CallLimit, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import ProviderBusyError
-from treadle.stores import SqliteStore
 
 RETRY_AFTER = 1.0
 ANSWER = 0.5  # how long the provider takes to refuse: the test starts the other process meanwhile
@@ -61,28 +59,11 @@ async def call(n: int, ctx: WorkflowContext) -> None:
 busy = WorkflowBuilder(call, limits=[api], name="busy").build()
 
 
-async def main(path: str, first: int, count: int) -> None:
-    store = SqliteStore(path)
-    runtime = Runtime(store, [busy], limits=[api], poll_interval=0.2)
-    async with runtime:
-        await asyncio.gather(
-            *(runtime.start(busy, n, run_id=f"run-{n:04}") for n in range(first, first + count))
-        )
-        while True:
-            with sqlite3.connect(path) as db:
-                (left,) = db.execute(
-                    "SELECT count(*) FROM treadle_runs"
-                    " WHERE status NOT IN ('completed', 'failed', 'cancelled')"
-                ).fetchone()
-            if not left:
-                break
-            await asyncio.sleep(0.1)
-    await store.close()
-
-
 def drive(path: str, first: int, count: int) -> None:
     """Drive runs ``run-FIRST`` .. on the SQLite file at ``path`` until every run has ended."""
-    asyncio.run(main(path, first, count))
+    from limits_driver import drive_runs  # noqa: PLC0415 - a worker importing the app needs none
+
+    asyncio.run(drive_runs(path, busy, api, first, count))
 
 
 if __name__ == "__main__":

@@ -11,19 +11,30 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
+from typing import TYPE_CHECKING
 
 from limits_app import api, limited
 
 from treadle import Runtime
 from treadle.stores import SqliteStore
 
+if TYPE_CHECKING:
+    from treadle import CallLimit, Workflow
 
-async def main(path: str, first: int, count: int) -> None:
+
+async def drive_runs(
+    path: str, workflow: Workflow, limit: CallLimit, first: int, count: int
+) -> None:
+    """Start ``workflow``'s runs ``run-FIRST`` .. under ``limit``; return once every run has ended.
+
+    The ``Runtime``'s timer service goes on meanwhile: it takes over the runs
+    of a process on the file that died.
+    """
     store = SqliteStore(path)
-    runtime = Runtime(store, [limited], limits=[api], poll_interval=0.2)
+    runtime = Runtime(store, [workflow], limits=[limit], poll_interval=0.2)
     async with runtime:
         await asyncio.gather(
-            *(runtime.start(limited, n, run_id=f"run-{n:04}") for n in range(first, first + count))
+            *(runtime.start(workflow, n, run_id=f"run-{n:04}") for n in range(first, first + count))
         )
         while True:
             with sqlite3.connect(path) as db:
@@ -33,9 +44,9 @@ async def main(path: str, first: int, count: int) -> None:
                 ).fetchone()
             if not left:
                 break
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
     await store.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    asyncio.run(drive_runs(sys.argv[1], limited, api, int(sys.argv[2]), int(sys.argv[3])))
