@@ -45,10 +45,7 @@ def fit_type(cls: Any, value: Any) -> tuple[Any, list[str]]:
         adapter = _adapter(cls)
     except PydanticUserError:  # a class pydantic cannot build: only itself fits
         return None, [f"value: a {name} cannot be made from JSON"]
-    try:
-        schema = adapter.json_schema()
-    except PydanticUserError:  # buildable but with no JSON schema: no keys to compare
-        schema = {}
+    schema = _schema(cls)
     return fit_schema(value, schema, lambda data: adapter.validate_json(data, strict=True))
 
 
@@ -125,3 +122,18 @@ def _adapter(cls: Any) -> TypeAdapter[Any]:
     from pydantic import TypeAdapter  # noqa: PLC0415 - pydantic only when values arrive
 
     return TypeAdapter(cls)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(cls: Any) -> dict[str, Any]:
+    """The JSON schema of a type pydantic builds, kept: pydantic makes it afresh when asked.
+
+    Every run a worker starts has its input checked by it. ``{}`` when the
+    type has none (buildable, but no keys to compare). Shared: only read.
+    """
+    from pydantic import PydanticUserError  # noqa: PLC0415 - pydantic only when values arrive
+
+    try:
+        return _adapter(cls).json_schema()
+    except PydanticUserError:
+        return {}
