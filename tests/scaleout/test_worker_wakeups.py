@@ -77,3 +77,34 @@ async def test_the_worker_that_creates_the_schema_is_woken_by_a_clients_start_an
     log = (tmp_path / "worker.log").read_text()
     assert started < PROMPT, f"started after {started:.2f} s (poll {POLL} s)\n{log}"
     assert answered < PROMPT, f"answered after {answered:.2f} s (poll {POLL} s)\n{log}"
+
+
+async def test_a_run_given_back_ready_is_announced_and_one_ended_is_not(
+    dsn: str, schema: str, store: PostgresStore
+) -> None:
+    """A release's answer (is the run ready?) is taken for granted as no; the server checks it.
+
+    So a run given back before it ended (here: claimed, never started) must
+    still be announced to idle workers, and a run that completed is not.
+    """
+    import psycopg  # noqa: PLC0415 - the extra's driver
+    from psycopg import sql  # noqa: PLC0415
+
+    from treadle._stores._postgres_queue import RunQueue  # noqa: PLC0415
+    from treadle._stores._sql_ownership import READY_CHANNEL  # noqa: PLC0415
+
+    client = Client(store, [scale_app.counter])
+    await client.start("counter", {"total": 2}, run_id="handed-back")
+    queue = RunQueue(store, "me", lease=30)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listener:
+        await listener.execute(f"LISTEN {READY_CHANNEL}")
+        (claim,) = await queue.claim([("counter", 1)], time.time(), 1)
+        assert await queue.release(claim, time.time())
+        heard = [n.payload async for n in listener.notifies(timeout=PROMPT, stop_after=1)]
+        assert heard == [schema]
+        (claim,) = await queue.claim([("counter", 1)], time.time(), 1)
+        ended = sql.SQL("UPDATE {} SET status = 'completed' WHERE run_id = 'handed-back'")
+        await listener.execute(ended.format(sql.Identifier(schema, "treadle_runs")))
+        assert await queue.release(claim, time.time())
+        heard = [n.payload async for n in listener.notifies(timeout=0.5, stop_after=1)]
+        assert heard == []

@@ -45,6 +45,7 @@ from treadle._stores._postgres_batch import BatchSender, Prepared, Sent
 from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE
+from treadle._stores._sql_queue import RELEASE_HELD
 from treadle._stores._sql_statements import INSERT_CHECKPOINT
 from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES
 
@@ -75,6 +76,7 @@ class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's drive
 
 
 _NOT_ASKED = (None,)  # the fenced advance's answer when no pause was asked
+_NOT_READY = (False,)  # a release's answer when the run is not to be taken up at once
 _FENCED_ADVANCE = POSTGRES_WRITES.advance + FENCE + " RETURNING pause_requested"
 _ADOPT = ADOPT_PENDING
 _CHECKPOINTS = INSERT_CHECKPOINT[: INSERT_CHECKPOINT.index("VALUES")]
@@ -82,16 +84,17 @@ _CHECKPOINT_COLUMNS = INSERT_CHECKPOINT.count("?")
 
 
 @functools.cache
-def _asserted(template: str, *, all_null: bool = False) -> str:
+def _asserted(template: str, rows_are: str = "") -> str:
     """``template`` made to fail unless it touches as many rows as its last parameter says.
 
     The statement becomes a data-modifying ``WITH`` whose one row is the
-    number of rows it returned; any other number (or, ``all_null``, a
-    returned row with a value in it) casts a message to an integer, which
-    fails the statement, and with it the transaction. Not a constant, so
-    PostgreSQL cannot fold it when it plans the statement.
+    number of rows it returned; any other number (or a returned row for
+    which ``rows_are``, a condition on ``guessed``, does not hold) casts a
+    message to an integer, which fails the statement, and with it the
+    transaction. Not a constant, so PostgreSQL cannot fold it when it plans
+    the statement.
     """
-    also = " AND bool_and(guessed IS NULL)" if all_null else ""
+    also = f" AND bool_and({rows_are})" if rows_are else ""
     return (
         f"WITH guessed AS ({template}) SELECT CASE WHEN count(*) = ?{also} THEN count(*)"  # noqa: S608 - constants only
         " ELSE CAST('treadle: not the answer guessed, rows: ' || count(*) AS INTEGER) END"
@@ -105,7 +108,9 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
     A commit under a lease moves its run row on (no pause asked: the row
     says ``NULL``) and inserts its checkpoints (each one new): taking those
     answers for granted, its later statements go with them, without waiting.
-    A worker starting a run moves its pending row on under its claim, likewise.
+    A worker starting a run moves its pending row on under its claim, likewise,
+    and one giving a run up finds it not ready (it ended, or waits for a
+    client, with nothing delivered meanwhile): no notice to send.
 
     Returns:
         ``None`` (no guess), or the answer the plan is given, the statement
@@ -114,7 +119,9 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
         the guess, so a group can commit in the query that carries it.
     """
     if want is ONE and template == _FENCED_ADVANCE:
-        return _NOT_ASKED, _asserted(template, all_null=True), 1
+        return _NOT_ASKED, _asserted(template, "guessed IS NULL"), 1
+    if want is ONE and template == RELEASE_HELD:
+        return _NOT_READY, _asserted(template, "NOT guessed.ready"), 1
     if want is COUNT and template == _ADOPT:
         return 1, _asserted(template + " RETURNING 1"), 1
     if want is COUNT and template.startswith(_CHECKPOINTS):
