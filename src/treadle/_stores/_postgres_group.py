@@ -365,7 +365,7 @@ class GroupCommit:
             outcomes: list[_Outcome] = await self._connected(
                 functools.partial(_batched, together, self._prepared)
             )
-        except (WroteThenRefused, Exception):  # noqa: BLE001 - each again, alone
+        except Exception:  # noqa: BLE001 - WroteThenRefused, a wrong guess, any: each again, alone
             return [await self._one(make) for make in makes]
         return outcomes
 
