@@ -44,6 +44,7 @@ from treadle._stores._postgres_starts import PostgresAdmissions
 from treadle._stores._postgres_writes import drive
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._sql_graphs import KeptGraphs
 from treadle._stores._sql_limits import PostgresLimits
 from treadle._stores._sql_outboxes import PostgresOutbox
 from treadle._stores._sql_reads import SqlReads
@@ -155,6 +156,8 @@ class PostgresStore(
         self._stall_limit = StallLimit(lease)  # frees the rows of a process stopped mid-transaction
         self.live: LiveFeed = PostgresLiveFeed(dsn, schema)
         """Its runs' live events, across processes (see :mod:`treadle._stores._postgres_live`)."""
+        self.kept_graphs = KeptGraphs()
+        """The graph descriptions its writes (and its workers') need not send again."""
         # Not write=True: a group opens its transaction itself, inside a pipeline.
         self._commits = GroupCommit(functools.partial(self._run, write=False))
         self._pools = LoopPools(
@@ -189,8 +192,10 @@ class PostgresStore(
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
-        plan = _write_plans.create_run(run, graph, first, lease, POSTGRES_WRITES)
+        described = self.kept_graphs.described(graph)
+        plan = _write_plans.create_run(run, described, first, lease, POSTGRES_WRITES)
         await self._run(functools.partial(drive, plan), write=True)
+        self.kept_graphs.committed(described)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint, make it the run's latest, and apply retention.
@@ -283,13 +288,15 @@ class PostgresStore(
             RunNotFoundError: No such run.
             LeaseLostError: ``lease`` is no longer current.
         """
+        described = self.kept_graphs.described(graph)
         plan = _write_plans.migrate_run(
-            lease, version, graph, checkpoint, self._keep_last, actor, POSTGRES_WRITES
+            lease, version, described, checkpoint, self._keep_last, actor, POSTGRES_WRITES
         )
         try:
             await self._run(functools.partial(drive, plan), write=True)
         except _sql_rules.Unapplied:
             return False
+        self.kept_graphs.committed(described)
         return True
 
     async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:

@@ -107,10 +107,12 @@ class LeasedStore:
         """Turn the pending row a client enqueued into the started run."""
         self._check_attached()
         consumed, self._consumed = self._consumed, None
+        described = self.store.kept_graphs.described(graph)
         adopt = functools.partial(
-            _write_plans.adopt_pending, run, graph, first, self._claimed, consumed
+            _write_plans.adopt_pending, run, described, first, self._claimed, consumed
         )
         await self._settle(self.store.grouped(adopt))  # with the commits in flight
+        self.store.kept_graphs.committed(described)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Add a checkpoint and advance the run row, only under the current lease."""

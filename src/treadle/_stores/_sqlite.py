@@ -38,6 +38,7 @@ from treadle._stores import (
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sql_graphs import KeptGraphs
 from treadle._stores._sql_limits import SqliteLimits
 from treadle._stores._sql_outboxes import SqliteOutbox
 from treadle._stores._sql_reads import SqlReads
@@ -147,6 +148,7 @@ class SqliteStore(
         # The run that asked for the last commit: one run committing superstep after
         # superstep may write inline; runs taking turns go to the thread, and group.
         self._last_committer: str | None = None
+        self._graphs = KeptGraphs()
         self._busy_timeout = busy_timeout
         self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
         self._reader = Lane(self, "treadle-sqlite-reader")
@@ -180,14 +182,16 @@ class SqliteStore(
             RunExistsError: A run with this id exists already.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
+        described = self._graphs.described(graph)
 
         def work(connection: sqlite3.Connection) -> None:
-            drive(_write_plans.create_run(run, graph, first, lease, SQLITE_WRITES), connection)
+            drive(_write_plans.create_run(run, described, first, lease, SQLITE_WRITES), connection)
 
         # Groupable like a commit: runs started together share a transaction and an fsync.
         # Its first commit is then alone (may run inline) unless another run wrote since.
         self._last_committer = run.run_id
         await self._call(work, write=True, group=True)
+        self._graphs.committed(described)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
         """Atomically add a checkpoint, make it the run's latest, and apply retention.
@@ -287,10 +291,11 @@ class SqliteStore(
             RunNotFoundError: No such run.
             LeaseLostError: ``lease`` is no longer current.
         """
+        described = self._graphs.described(graph)
 
         def work(connection: sqlite3.Connection) -> None:
             plan = _write_plans.migrate_run(
-                lease, version, graph, checkpoint, self._keep_last, actor, SQLITE_WRITES
+                lease, version, described, checkpoint, self._keep_last, actor, SQLITE_WRITES
             )
             drive(plan, connection)
 
@@ -298,6 +303,7 @@ class SqliteStore(
             await self._call(work, write=True)
         except _sql_rules.Unapplied:
             return False
+        self._graphs.committed(described)
         return True
 
     async def delete_run(self, run_id: str, *, actor: Actor | None = None) -> None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from treadle._stores._audit import Recorded
     from treadle._stores._events import EventEntry
     from treadle._stores._records import CheckpointRecord, Lease, RunRecord
+    from treadle._stores._sql_graphs import Described
     from treadle._stores._write_steps import Backend, Plan
     from treadle._values._actors import Actor
 
@@ -144,7 +145,11 @@ def commit(
 
 
 def create_run(
-    run: RunRecord, graph: bytes, first: CheckpointRecord, lease: Lease | None, backend: Backend
+    run: RunRecord,
+    graph: Described,
+    first: CheckpointRecord,
+    lease: Lease | None,
+    backend: Backend,
 ) -> Plan[None]:
     """Insert a new run, its graph and first checkpoint (owned by ``lease``, if given).
 
@@ -175,11 +180,12 @@ def create_run(
     yield from record((started,), run.created_at, backend, leading=first)
 
 
-def _kept(graph: bytes) -> Plan[bytes]:
+def _kept(graph: Described) -> Plan[bytes]:
     """Keep ``graph`` in the store unless it is there already; its digest, for the run row."""
-    digest = _sql_graphs.digest_of(graph)
-    yield (_sql_graphs.INSERT_GRAPH, _sql_graphs.insert_parameters(digest, graph), NOTHING, False)
-    return digest
+    if graph.graph is not None:
+        parameters = _sql_graphs.insert_parameters(graph.digest, graph.graph)
+        yield (_sql_graphs.INSERT_GRAPH, parameters, NOTHING, False)
+    return graph.digest
 
 
 def _adopt_admitted(
@@ -238,7 +244,7 @@ _FENCED_SET_VERSION = _sql_statements.SET_VERSION + _sql_ownership.FENCE
 def migrate_run(
     lease: Lease,
     version: int,
-    graph: bytes,
+    graph: Described,
     checkpoint: CheckpointRecord,
     keep_last: int | None,
     actor: Actor | None,
@@ -265,7 +271,7 @@ def migrate_run(
 
 
 def adopt_pending(
-    run: RunRecord, graph: bytes, first: CheckpointRecord, claim: Lease, consumed: int | None
+    run: RunRecord, graph: Described, first: CheckpointRecord, claim: Lease, consumed: int | None
 ) -> Plan[None]:
     """Turn the pending row a client enqueued into the started run, under a worker's ``claim``.
 
