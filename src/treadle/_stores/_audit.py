@@ -25,6 +25,7 @@ are the same for every store; the SQL stores' statements are
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -120,15 +121,35 @@ class Recorded:
 
     def row(self, seq: int, at: float, prev_hash: str) -> tuple[Any, ...]:
         """The audit row (seq, at, run_id, action, actor, door, detail, prev_hash, hash)."""
-        actor = self.actor.encode()
-        detail = _canonical(self.detail)
+        actor = _stored(self.actor)
+        detail = _canonical(self.detail) if self.detail else "{}"
         fields = (seq, at, self.run_id, self.action, actor, self.actor.door, detail)
         return (*fields, prev_hash, entry_hash(*fields, prev_hash))
 
     def event_data(self, seq: int, digest: str) -> str:
         """The event's data (JSON text): the detail, the actor, and the audit entry it matches."""
-        data = {**self.detail, "actor": self.actor.to_json(), "audit": {"seq": seq, "hash": digest}}
-        return json.dumps(data, separators=(",", ":"))
+        if self.detail:
+            audit = {"seq": seq, "hash": digest}
+            data = {**self.detail, "actor": self.actor.to_json(), "audit": audit}
+            return json.dumps(data, separators=(",", ":"))
+        # What the above writes with no detail (a run's start), the actor written once.
+        return f'{{"actor":{_shown(self.actor)},"audit":{{"seq":{seq},"hash":"{digest}"}}}}'
+
+
+# An actor's two texts, kept per actor: every run one caller starts writes them
+# again. Actors are frozen values; a process meets few distinct ones.
+_stored = functools.lru_cache(maxsize=256)(Actor.encode)
+
+
+@functools.lru_cache(maxsize=256)
+def _shown(actor: Actor) -> str:
+    return json.dumps(actor.to_json(), separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=256)
+def _actor_of(started_by: str) -> Actor:
+    """The actor a run row's ``started_by`` names (parsed once per distinct text)."""
+    return Actor.from_json(json.loads(started_by))
 
 
 def entry_hash(
@@ -255,7 +276,7 @@ def plain(payload: bytes) -> Any:
 
 def started(run_id: str, started_by: str, parent: tuple[str, str] | None) -> Recorded:
     """The record of a new run (``run_created``), or of a fork (``run_forked``, ``parent``)."""
-    actor = Actor.from_json(json.loads(started_by))
+    actor = _actor_of(started_by)
     if parent is None:
         return Recorded(run_id, "run_created", actor, {})
     parent_run, checkpoint = parent
