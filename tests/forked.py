@@ -32,6 +32,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from treadle._cli._app import COMMANDS
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -39,6 +41,7 @@ PRELOAD = [
     "treadle",
     "treadle.stores",
     "treadle._cli._app",
+    *(f"treadle._cli.{module}" for module, _ in COMMANDS),  # which the app imports as asked
     "treadle._stores._postgres",  # psycopg: for children on PostgreSQL
     "treadle._server._app",  # the HTTP API, which race tests' senders run in process
 ]
