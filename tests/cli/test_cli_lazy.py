@@ -4,9 +4,11 @@ A worker's start-up is part of what ``benchmarks/scaleout.py`` measures
 (from the processes' start to the last run completed): importing every
 command's module (the server's, the schedules', the inspectors'...) and
 building all their options cost ``treadle worker`` about 0.2 s of its
-0.7 s to its first claim. So :mod:`treadle._cli._app` names each module's
-commands and imports a module when one of them is asked for; these tests
-keep it so, and keep the names it lists true to what the modules define.
+0.7 s to its first claim, and rich (with the views that print runs) a
+tenth more. So :mod:`treadle._cli._app` names each module's commands and
+imports a module when one of them is asked for, and errors import rich
+when they are printed; these tests keep it so, and keep the names the app
+lists true to what the modules define.
 """
 
 from __future__ import annotations
@@ -41,16 +43,19 @@ def _imported(*argv: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    ("argv", "own"),
-    [(("worker", "--help"), "_worker"), (("--version",), None)],
+    ("argv", "own", "prints"),
+    [(("worker", "--help"), "_worker", False), (("--version",), None, True)],
     ids=["worker", "version"],
 )
-def test_a_command_imports_no_other_command_module(argv, own):
+def test_a_command_imports_no_other_command_module(argv, own, prints):
     imported = _imported(*argv)
     others = {f"treadle._cli.{module}" for module, _ in COMMANDS if module != own}
     assert sorted(imported & others) == []
     if own is not None:
         assert f"treadle._cli.{own}" in imported
+    if not prints:  # nor rich, nor the views: a command imports them to print, a worker logs
+        assert sorted(m for m in imported if m.partition(".")[0] == "rich") == []
+        assert "treadle._cli._views" not in imported
 
 
 @pytest.mark.parametrize(("module", "names"), COMMANDS, ids=[m for m, _ in COMMANDS])

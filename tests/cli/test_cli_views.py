@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from treadle._cli import _execute, _views
+from treadle._cli import _execute, _serve, _views
 from treadle._operations._commands import is_orphaned
 from treadle._stores._store import RunRecord
 
@@ -116,7 +116,7 @@ def test_values_deeper_than_pydantic_serializes_still_print():
 def test_worker_log_lines_carry_an_iso_time():
     record = logging.LogRecord("treadle.worker", logging.INFO, __file__, 1, "hi %s", ("x",), None)
     record.created = NOW + 0.25
-    line = _views.IsoTimeFormatter(_views.LOG_FORMAT).format(record)
+    line = _serve.IsoTimeFormatter(_serve.LOG_FORMAT).format(record)
     assert line == "2027-01-15T08:00:00.250+00:00 treadle.worker INFO hi x"
     assert re.match(r"^\d{4}-\d\d-\d\dT", line)
 

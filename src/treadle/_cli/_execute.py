@@ -17,11 +17,9 @@ import asyncio
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
-from rich.markup import escape
 
 from treadle._checkpoints._leases import LeaseKeeper
 from treadle._cli._stopping import CLOSED_OUTPUT, Stop, stopping
-from treadle._cli._views import err
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
 from treadle._exceptions import SerializationError, TreadleError
@@ -84,28 +82,28 @@ def execute(
     try:
         return asyncio.run(main())
     except Detached as detached:
-        err.print(escape(str(detached)))
+        say(escape(str(detached)))
         raise typer.Exit(detached.stop.exit_code) from None
     except Interrupted as interrupted:
         if interrupted.stop is not CLOSED_OUTPUT:  # a reader that went away wants no more
-            err.print(f"interrupted by {interrupted.stop.cause}: stopped; nothing was changed")
+            say(f"interrupted by {interrupted.stop.cause}: stopped; nothing was changed")
         raise typer.Exit(interrupted.stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C while detaching (or one before it could)
-        err.print("interrupted: stopped at once; nothing was cancelled")
+        say("interrupted: stopped at once; nothing was cancelled")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except WorkflowRunError as error:
-        err.print(f"[red]run failed:[/red] {escape(str(error))}")
+        say(f"[red]run failed:[/red] {escape(str(error))}")
         raise typer.Exit(1) from None
     except SerializationError as error:
         if drives is False:
             refuse(escape(str(error)))
         # Driving a run, it is the run's checkpoint that could not be written: the run failed.
-        err.print(f"[red]run failed:[/red] {escape(str(error))}")
+        say(f"[red]run failed:[/red] {escape(str(error))}")
         raise typer.Exit(1) from None
     except RunCancelledError as error:
         if drives is False:  # e.g. fork: a refusal, as any other
             refuse(escape(str(error)))
-        err.print(f"[yellow]cancelled:[/yellow] {escape(str(error))}")  # the run's outcome
+        say(f"[yellow]cancelled:[/yellow] {escape(str(error))}")  # the run's outcome
         raise typer.Exit(1) from None
     except TreadleError as error:
         refuse(escape(str(error)))
@@ -119,9 +117,28 @@ def execute_sync(work: Callable[[], T]) -> T:
         refuse(escape(str(error)))
 
 
+def say(markup: str) -> None:
+    """``markup`` (rich markup) as one line on stderr.
+
+    The views, and rich, are imported only when a command has something to
+    say this way: a worker serving without a hitch never loads them (they
+    were a tenth of its start-up).
+    """
+    from treadle._cli._views import err  # noqa: PLC0415 - see above
+
+    err.print(markup)
+
+
+def escape(text: str) -> str:
+    """``text`` shown as it is in rich markup (rich imported only now: see :func:`say`)."""
+    from rich.markup import escape as escaped  # noqa: PLC0415 - see say()
+
+    return escaped(text)
+
+
 def refuse(message: str) -> NoReturn:
     """Refuse the command: ``message`` (rich markup) as one line on stderr, and exit with 2."""
-    err.print(f"[red]error:[/red] {message}")
+    say(f"[red]error:[/red] {message}")
     raise typer.Exit(EXIT_REFUSED)
 
 

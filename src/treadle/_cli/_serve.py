@@ -15,10 +15,12 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from treadle._operations._inputs import lease_from_environment
+from treadle._operations._shapes import iso_time
 from treadle._operations._webhooks import sending
 
 if TYPE_CHECKING:
@@ -30,6 +32,30 @@ if TYPE_CHECKING:
     from treadle._workflow._workflow import Workflow
 
 _logger = logging.getLogger("treadle.worker")
+
+
+class IsoTimeFormatter(logging.Formatter):
+    """Log records stamped with their ISO time (UTC, to the millisecond)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """``2026-11-21T08:20:30.123+00:00``."""
+        del datefmt
+        return iso_time(record.created, timespec="milliseconds") or ""
+
+
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+"""A worker's log line: ISO time, logger, level, message."""
+
+
+def log_to_stderr() -> None:
+    """Print log records (INFO and up) on stderr, each once, with an ISO time.
+
+    Unless the application imported by ``--app`` configured logging itself,
+    in which case its set-up stands.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 @dataclass(frozen=True, slots=True)

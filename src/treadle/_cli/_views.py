@@ -10,7 +10,6 @@ takes plain data from the commands layer and writes it to :data:`out` or
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import sys
 import time
@@ -328,30 +327,6 @@ def print_history(
     out.print(table)
     for fork_row in forks:
         out.print(f"fork: {fork_row.run_id} (from checkpoint {fork_row.parent_checkpoint_id})")
-
-
-class IsoTimeFormatter(logging.Formatter):
-    """Log records stamped with their ISO time (UTC, to the millisecond)."""
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
-        """``2026-11-21T08:20:30.123+00:00``."""
-        del datefmt
-        return iso_time(record.created, timespec="milliseconds") or ""
-
-
-LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
-"""A worker's log line: ISO time, logger, level, message."""
-
-
-def log_to_stderr() -> None:
-    """Print log records (INFO and up) on stderr, each once, with an ISO time.
-
-    Unless the application imported by ``--app`` configured logging itself,
-    in which case its set-up stands.
-    """
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(IsoTimeFormatter(LOG_FORMAT))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 _PIPED = (120, 24)

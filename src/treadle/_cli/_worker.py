@@ -9,8 +9,7 @@ import typer
 from treadle._cli._execute import execute, execute_sync
 from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads the annotation
 from treadle._cli._help import command_set
-from treadle._cli._serve import WorkerSettings, serve
-from treadle._cli._views import log_to_stderr
+from treadle._cli._serve import WorkerSettings, log_to_stderr, serve
 
 cli = command_set()
 
