@@ -6,9 +6,10 @@ command's module (the server's, the schedules', the inspectors'...) and
 building all their options cost ``treadle worker`` about 0.2 s of its
 0.7 s to its first claim, and rich (with the views that print runs) a
 tenth more. So :mod:`treadle._cli._app` names each module's commands and
-imports a module when one of them is asked for, and errors import rich
-when they are printed; these tests keep it so, and keep the names the app
-lists true to what the modules define.
+imports a module when one of them is asked for, errors import rich when
+they are printed, and a PostgreSQL store comes without the SQLite and
+in-memory ones; these tests keep it so, and keep the names the app lists
+true to what the modules define.
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ def test_a_command_imports_no_other_command_module(argv, own, prints):
 def test_commands_lists_what_each_module_defines_in_order(module, names):
     cli = importlib.import_module(f"treadle._cli.{module}").cli
     assert tuple(commands_of(cli)) == names
+
+
+def test_a_postgresql_store_is_opened_without_the_other_stores_modules():
+    code = (
+        "import sys\n"
+        "from treadle._operations._inputs import open_store\n"
+        "open_store('postgresql://127.0.0.1:5432/test')\n"  # opens no connection yet
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    imported = set(done.stdout.split())
+    assert "treadle._stores._postgres" in imported
+    assert (
+        sorted(imported & {"treadle.stores", "treadle._stores._sqlite", "treadle._stores._memory"})
+        == []
+    )
 
 
 def test_a_misspelt_command_is_still_matched_against_every_name():

@@ -88,8 +88,6 @@ class WorkerSettings:
 
 async def serve(store: Store, workflows: list[Workflow], settings: WorkerSettings) -> None:
     """Serve ``workflows`` on ``store`` until SIGTERM or SIGINT arrives."""
-    from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - only for workers
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,10 +98,23 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
         asyncio.TaskGroup() as group,
         sending(store, group, settings.poll_interval, metrics),
     ):
-        if isinstance(store, SqliteStore):
-            await _serve_file(store, workflows, settings, stop, metrics)
-        else:
+        if _is_postgres(store):
             await _serve_queue(store, workflows, settings, stop, metrics)
+        else:
+            await _serve_file(store, workflows, settings, stop, metrics)
+
+
+def _is_postgres(store: Store) -> bool:
+    """Whether ``store`` is a ``PostgresStore``, asked without importing a store's module.
+
+    There is no ``PostgresStore`` before its module is imported, so a module
+    not imported answers no. Importing it to ask would cost a SQLite worker
+    psycopg (or fail, without the extra); asking ``isinstance(store,
+    SqliteStore)`` instead cost a PostgreSQL worker the SQLite store's
+    modules at start-up.
+    """
+    postgres = sys.modules.get("treadle._stores._postgres")
+    return postgres is not None and isinstance(store, postgres.PostgresStore)
 
 
 @contextlib.asynccontextmanager

@@ -80,17 +80,15 @@ def open_store(
     if url.startswith(("postgresql://", "postgres://")):
         if connections is None:
             connections = connections_from_environment()
-        from treadle import stores  # noqa: PLC0415 - psycopg only when asked for
-
         try:
-            postgres: Any = stores.PostgresStore
+            # psycopg only when asked for; and from its own module, not treadle.stores,
+            # which imports the SQLite and in-memory stores too (a worker's start-up).
+            from treadle._stores._postgres import PostgresStore  # noqa: PLC0415
         except ImportError as error:
-            cause = error.__cause__ if isinstance(error.__cause__, ImportError) else error
-            msg = needs_extra("a postgresql:// store", "postgres", cause)
+            msg = needs_extra("a postgresql:// store", "postgres", error)
             raise CommandError(msg) from None
         sizes = {} if connections is None else {"max_size": connections}
-        store: Store = postgres(url, schema=os.environ.get("TREADLE_SCHEMA") or None, **sizes)
-        return store
+        return PostgresStore(url, schema=os.environ.get("TREADLE_SCHEMA") or None, **sizes)
     if connections is not None:
         msg = "--connections sizes a PostgreSQL store's pool; a SQLite store has none"
         raise CommandError(msg)
