@@ -27,6 +27,7 @@ from treadle._engine._events import (
     CheckpointSaved,
     ExecutorCompleted,
     ExecutorInvoked,
+    ExecutorSuspended,
     StatusChanged,
     SuperstepCompleted,
     SuperstepStarted,
@@ -153,6 +154,9 @@ _WRITTEN: Final[Mapping[type[WorkflowEvent], Callable[[Any], str]]] = MappingPro
         SuperstepCompleted: lambda _: "{}",
         ExecutorInvoked: lambda e: f'{{"position":{e.position},"attempt":{e.attempt}}}',
         ExecutorCompleted: lambda e: f'{{"position":{e.position}}}',
+        ExecutorSuspended: lambda e: (
+            f'{{"position":{e.position},"wait":{_quoted(e.wait)},"key":{_quoted(e.key)}}}'
+        ),
     }
 )
 
@@ -169,8 +173,11 @@ def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
         return EventEntry(
             event.superstep, kind_of(event_type), event.executor_id, at, written(event)
         )
+    own = _own_fields(event_type)
+    if not own:  # run_started, executor_resumed, ...: nothing but the common fields
+        return EventEntry(event.superstep, kind_of(event_type), event.executor_id, at, "{}")
     data: dict[str, Any] = {}
-    for name in _own_fields(type(event)):
+    for name in own:
         value = getattr(event, name)
         data[name] = error_data(value) if isinstance(value, BaseException) else value
     try:
@@ -287,10 +294,13 @@ class EventJournal:
             entries.append(EventEntry(superstep, "checkpoint_saved", None, now, data))
         if status != self._status:
             self._status = status
-            changed: dict[str, Any] = {"status": status, "error": error}
-            if outcome is not None:
-                changed |= {"outcome": outcome[0], "outcome_summary": outcome[1]}
-            data = _json(changed)
+            if error is None and outcome is None:  # what _json writes, without its call
+                data = f'{{"status":{_quoted(status)},"error":null}}'
+            else:
+                changed: dict[str, Any] = {"status": status, "error": error}
+                if outcome is not None:
+                    changed |= {"outcome": outcome[0], "outcome_summary": outcome[1]}
+                data = _json(changed)
             entries.append(EventEntry(superstep, "status_changed", None, now, data))
         self._superstep = superstep
         return tuple(entries)
