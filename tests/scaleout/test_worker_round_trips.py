@@ -10,6 +10,7 @@ one run served alone, so each of those writes is a transaction of its own.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -73,3 +74,22 @@ async def test_a_run_costs_a_query_a_write_and_no_read_of_its_own(
     assert len(batches) <= writes
     assert all(query.endswith("; COMMIT") for query in batches), batches
     assert ran == batches, [q for q in ran if q not in batches]
+
+
+async def test_a_claim_round_finding_no_queued_start_due_begins_no_transaction(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked at every claim round, that nothing is due is one read: no BEGIN, no COMMIT."""
+    client = treadle.workers.Client(store, [scale_app.counter])
+    await client.start("counter", {"total": 1}, run_id="rt-2")  # started, not queued
+    begun: list[object] = []
+    transaction = psycopg.AsyncConnection.transaction
+
+    def counted(self: psycopg.AsyncConnection[Any], *args: Any, **kw: Any) -> Any:
+        begun.append(self)
+        return transaction(self, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "transaction", counted)
+    assert await store.admit_queued(["counter"], time.time(), limit=4) == 0
+    monkeypatch.undo()
+    assert begun == []

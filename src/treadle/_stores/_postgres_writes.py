@@ -55,6 +55,28 @@ async def drive(plan: Plan[_T], connection: Connection) -> _T:
         return outcome
 
 
+async def ends_on_first_read(plan: Plan[_T], connection: Connection) -> tuple[bool, _T | None]:
+    """Run ``plan``'s first statement alone, outside a transaction: ``(True, outcome)`` if it ends.
+
+    For a plan that usually ends on the answer of a first statement that
+    only reads: asked this way, that answer costs one round trip. Else
+    (``(False, None)``: the plan goes on, or its first statement is no
+    plain ``SELECT``) the plan is closed, nothing written, for its caller to
+    run again whole, in a transaction.
+    """
+    template, parameters, want, lock = next(plan)
+    if lock or not template.lstrip().upper().startswith("SELECT "):
+        plan.close()
+        return False, None
+    cursor = await connection.execute(_render(template), parameters or None)
+    try:
+        plan.send(await answer(cursor, want))
+    except StopIteration as done:
+        return True, done.value
+    plan.close()
+    return False, None
+
+
 async def run_batch(steps: Sequence[Step], connection: Connection) -> list[Any]:
     """Send ``steps`` as one query, run as one implicit transaction; each one's answer, in order.
 
