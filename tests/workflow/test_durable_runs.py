@@ -422,3 +422,21 @@ async def test_background_durability_lets_one_checkpoint_wait_and_no_more(store,
         assert held.batches == [[s] for s in range(1, 10)]
     else:  # superstep 9 ends the run: it is written at once
         assert held.batches == [[1, 2], [3, 4], [5, 6], [7, 8], [9]]
+
+
+async def test_a_sync_run_awaits_each_commit_in_its_own_task(store, monkeypatch):
+    """No task is made per commit: the run's task writes its barrier itself, then goes on."""
+    committed_by: list[object] = []
+    commit_many = type(store).commit_many
+
+    async def recorded(self, *args, **kw):
+        committed_by.append(asyncio.current_task())
+        return await commit_many(self, *args, **kw)
+
+    monkeypatch.setattr(type(store), "commit_many", recorded)
+    wf = counting_workflow(store, Counter(), last=4)
+    run = asyncio.ensure_future(wf.run(Count(1), run_id="own-task"))
+    result = await run
+    assert result.outputs == [10]
+    assert committed_by  # every superstep's commit, the last included
+    assert set(committed_by) == {run}

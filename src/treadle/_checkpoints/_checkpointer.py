@@ -63,7 +63,7 @@ from treadle._exceptions import LeaseLostError
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Mapping
 
     from treadle._checkpoints._codec import CheckpointCodec, RestoredRun
     from treadle._checkpoints._journal import EventJournal
@@ -316,6 +316,13 @@ class Checkpointer:
             self._start_writing(immediate=False)
 
     def _start_writing(self, *, immediate: bool) -> None:
+        commit, batch = self._commit_queued(immediate=immediate)
+        self._writing = asyncio.ensure_future(commit)
+        if self._meter is not None:
+            _count_commit(self._writing, self._meter, batch)
+
+    def _commit_queued(self, *, immediate: bool) -> tuple[Awaitable[bool], list[CheckpointRecord]]:
+        """The store call committing the queued barriers (not yet awaited), and the barriers."""
         soon, self._soon = self._soon, None
         if soon is not None:
             soon.cancel()  # what it would have written goes now
@@ -329,15 +336,17 @@ class Checkpointer:
                 batch, keep_last=self._keep_last, release=rests, immediate=immediate
             )
             self._writing_releases = rests
-        self._writing = asyncio.ensure_future(commit)
-        if self._meter is not None:
-            _count_commit(self._writing, self._meter, batch)
         self._writing_count = len(batch)
         self._writing_last = batch[-1].info.checkpoint_id
+        return commit, batch
 
     async def _finish_writing(self) -> None:
         writing, self._writing = self._writing, None
         assert writing is not None  # noqa: S101 - called only while a write is in flight
+        await self._settle(writing)
+
+    async def _settle(self, writing: Awaitable[bool]) -> None:
+        """Await a write of the queued barriers and take in what it says."""
         try:
             paused = await writing
         except LeaseLostError as error:
@@ -356,8 +365,20 @@ class Checkpointer:
             self.ownership.committed(released=self._writing_releases or bool(paused))
 
     async def flush(self) -> None:
-        """Wait until every checkpoint saved so far is durable (re-raising a failed commit)."""
+        """Wait until every checkpoint saved so far is durable (re-raising a failed commit).
+
+        With no write in flight, the queued barriers' write is awaited by the
+        caller's own task, as any store call is: a task of its own (which a
+        write the run goes on past needs) cost every superstep of a run in
+        sync mode the task's making and a turn of the event loop more. The
+        meter times a write by its future's completion, so a metered run's
+        still gets one.
+        """
         while self._writing is not None or self._queued:
+            if self._writing is None and self._meter is None:
+                commit, _ = self._commit_queued(immediate=True)
+                await self._settle(commit)
+                continue
             if self._writing is None:
                 self._start_writing(immediate=True)  # awaited right here
             await self._finish_writing()
