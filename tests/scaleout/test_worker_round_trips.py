@@ -1,7 +1,8 @@
 """What a worker asks of PostgreSQL for a run besides its commits: its claim, nothing more.
 
-A claimed run's inbox and deadline come with its claim (one query for
-every run claimed at once); its start, its commits and its release are
+A claimed run's inbox and deadline come with its claim (two queries for
+every run claimed at once: BEGIN with the claim, the inboxes' read with
+COMMIT); its start, its commits and its release are
 write plans of the store's group commits, each one query of prepared
 statements ending with its COMMIT, sharing transactions with the other runs'
 writes when several are in flight. Counted here at psycopg's cursor, for
@@ -17,6 +18,8 @@ import psycopg
 import scale_app
 
 import treadle.workers
+from treadle._stores import _postgres_batch, _sql_queue
+from treadle._stores._postgres_queue import RunQueue
 from treadle.workers import Worker
 
 if TYPE_CHECKING:
@@ -28,23 +31,34 @@ SUPERSTEPS = 6
 
 # The claim loop's own queries, a round each, however many runs it claims.
 _CLAIM_LOOP = (
-    "WITH chosen AS",  # the claim
-    "SELECT run_id, seq, kind",  # the inboxes of the runs claimed
     "SELECT s.schedule_id",  # due schedule ticks
     "SELECT DISTINCT workflow FROM treadle_starts",  # queued starts
     "SELECT name FROM pg_prepared_statements",  # once per connection
 )
 
 
+# The claim's two batches (BEGIN with the claim; the inboxes' read with COMMIT), by the
+# names of their prepared statements; a claim that found nothing ends with a bare COMMIT.
+_CLAIM_BATCHES = tuple(
+    f"EXECUTE {_postgres_batch._prepared_as(statement)[0]}("
+    for statement in (_sql_queue.CLAIM_BATCHED, _sql_queue.SELECT_INBOXES)
+)
+
+
 def _run_queries(queries: list[str]) -> list[str]:
     """The queries not of the claim loop nor of setting a connection up."""
-    return [
-        query
-        for query in queries
-        if not query.startswith(_CLAIM_LOOP)
-        and "search_path" not in query
-        and "set_config" not in query
-    ]
+    ran = []
+    claiming = False
+    for query in queries:
+        of_claim = any(name in query for name in _CLAIM_BATCHES)
+        if of_claim or (claiming and query == "COMMIT"):
+            claiming = of_claim
+            continue
+        claiming = False
+        if query.startswith(_CLAIM_LOOP) or "search_path" in query or "set_config" in query:
+            continue
+        ran.append(query)
+    return ran
 
 
 async def test_a_run_costs_a_query_a_write_and_no_read_of_its_own(
@@ -93,3 +107,32 @@ async def test_a_claim_round_finding_no_queued_start_due_begins_no_transaction(
     assert await store.admit_queued(["counter"], time.time(), limit=4) == 0
     monkeypatch.undo()
     assert begun == []
+
+
+async def test_a_claim_is_two_queries_begin_with_the_claim_and_commit_with_the_inboxes(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No round trip for BEGIN or COMMIT alone: each goes with a statement of the claim."""
+    client = treadle.workers.Client(store, [scale_app.counter])
+    await client.start("counter", {"total": 1}, run_id="rt-3")
+    queue = RunQueue(store, "me", lease=5.0)
+    await queue.claim([("nothing-hosted", 1)], time.time(), 1)  # the connection's prepared read
+    queries: list[str] = []
+    executed = psycopg.AsyncCursor.execute
+
+    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        queries.append(query.decode() if isinstance(query, bytes) else str(query))
+        return await executed(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    (claim,) = await queue.claim([("counter", 1)], time.time(), 4)
+    monkeypatch.undo()
+    assert (claim.run_id, claim.epoch) == ("rt-3", 1)
+    assert [item.kind for item in claim.inbox] == ["start"]
+    claimed, read = queries
+    assert claimed.startswith(("BEGIN", "PREPARE"))
+    assert _CLAIM_BATCHES[0] in claimed
+    assert claimed.count("BEGIN") == 1
+    assert "COMMIT" not in claimed
+    assert _CLAIM_BATCHES[1] in read
+    assert read.endswith(";\nCOMMIT")

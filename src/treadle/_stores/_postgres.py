@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from treadle._stores._events import EventEntry
     from treadle._stores._live import LiveFeed
+    from treadle._stores._postgres_group import Sender
     from treadle._stores._store import CheckpointRecord, Lease, RunRecord
     from treadle._stores._write_steps import Plan
     from treadle._values._actors import Actor
@@ -391,6 +392,13 @@ class PostgresStore(
         :mod:`treadle._stores._postgres_group`).
         """
         return await self._commits.commit(make)
+
+    async def batched(self, work: Callable[[Sender], Awaitable[_T]]) -> _T:
+        """Run ``work`` in one transaction whose rounds are one query each (with ``BEGIN``).
+
+        For the run queue's claim (see :meth:`GroupCommit.batched`).
+        """
+        return await self._commits.batched(work)
 
     async def transact(self, work: _Work[_T], *, write: bool = True) -> _T:
         """Run ``work`` on a pooled connection, in one transaction when ``write``.

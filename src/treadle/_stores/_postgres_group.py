@@ -143,7 +143,7 @@ class _PipelineSender:
         self._round.append((sent, await self._connection.execute(rendered, parameters or None)))
         return sent
 
-    async def flush(self, *, last: bool = False) -> None:  # noqa: ARG002 - see _Sender
+    async def flush(self, *, last: bool = False) -> None:  # noqa: ARG002 - see Sender
         await self._pipeline.sync()
         for sent, cursor in self._round:
             sent.answer = await answer(cursor, sent.want)
@@ -163,7 +163,9 @@ class _Batched:
         return self._send(rendered, parameters, want)
 
 
-class _Sender(Protocol):
+class Sender(Protocol):
+    """Sends a transaction's statements a round at a time (see :class:`BatchSender`)."""
+
     async def send(self, rendered: str, parameters: Any, want: str) -> Sent: ...
 
     async def flush(self, *, last: bool = False) -> None:
@@ -183,7 +185,7 @@ class _Driven:
 
 async def drive_together(
     plans: list[Plan[Any]],
-    sender: _Sender,
+    sender: Sender,
     *,
     alone: bool = False,
     guess: bool = True,
@@ -322,6 +324,17 @@ class GroupCommit:
         commits.waiting.append(_Waiting(make, done))
         return await done
 
+    async def batched(self, work: Callable[[Sender], Awaitable[_T]]) -> _T:
+        """``work`` in a transaction of its own, its rounds sent as a group's are.
+
+        ``BEGIN`` goes with the first round and, when ``work`` flushes its
+        last round saying so, ``COMMIT`` with that one; else it ends the
+        transaction once ``work`` returns. For a run queue's claim: its
+        statements prepared once per connection, as a commit's are.
+        """
+        outcome: _T = await self._connected(functools.partial(_batched, work, self._prepared))
+        return outcome
+
     async def settled(self) -> None:
         """Wait for the groups in flight on the running loop (closing the store)."""
         commits = self._loops.get(asyncio.get_running_loop())
@@ -410,7 +423,7 @@ def _batch_refused(error: DurabilityError) -> bool:
 
 
 async def _batched(
-    work: Callable[[_Sender], Awaitable[_T]], prepared: Prepared, connection: Connection
+    work: Callable[[Sender], Awaitable[_T]], prepared: Prepared, connection: Connection
 ) -> _T:
     """``work`` in one transaction whose rounds are one query each (see _postgres_batch)."""
     sender = BatchSender(connection, prepared)
@@ -426,17 +439,17 @@ async def _batched(
     return result
 
 
-async def _pipelined(work: Callable[[_Sender], Awaitable[_T]], connection: Connection) -> _T:
+async def _pipelined(work: Callable[[Sender], Awaitable[_T]], connection: Connection) -> _T:
     """``work`` in one transaction whose BEGIN and COMMIT go in the pipeline with the rest."""
     async with connection.pipeline() as pipeline, connection.transaction():
         return await work(_PipelineSender(connection, pipeline))
 
 
-async def _lone(make: Callable[[], Plan[_T]], sender: _Sender, *, guess: bool = True) -> _T:
+async def _lone(make: Callable[[], Plan[_T]], sender: Sender, *, guess: bool = True) -> _T:
     [(result, _)] = await drive_together([make()], sender, alone=True, guess=guess)
     outcome: _T = result
     return outcome
 
 
-async def _together(makes: list[Callable[[], Plan[Any]]], sender: _Sender) -> list[_Outcome]:
+async def _together(makes: list[Callable[[], Plan[Any]]], sender: Sender) -> list[_Outcome]:
     return await drive_together([make() for make in makes], sender)

@@ -40,12 +40,13 @@ from treadle._stores._postgres_leases import LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._store import InboxItem
-from treadle._stores._write_steps import NOTHING, ONE
+from treadle._stores._write_steps import ALL, NOTHING, ONE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from treadle._stores._postgres import PostgresStore
+    from treadle._stores._postgres_group import Sender
     from treadle._stores._postgres_pools import Connection
     from treadle._stores._write_steps import Plan
     from treadle._values._actors import Actor
@@ -121,20 +122,25 @@ class RunQueue:
             "lease": self.lease,
         }
 
-        async def work(connection: Connection) -> list[Claim]:
-            rows = await (await connection.execute(_sql_queue.CLAIM, parameters)).fetchall()
+        async def work(sender: Sender) -> list[Claim]:
+            # Two round trips: BEGIN with the claim, the inboxes' read with COMMIT.
+            values = [parameters[name] for name in _sql_queue.CLAIM_NAMES]
+            claimed = await sender.send(_sql_queue.CLAIM_BATCHED, values, ALL)
+            await sender.flush()
+            rows = claimed.answer
             if not rows:
                 return []
             ids = [row[0] for row in rows]
-            found = await connection.execute(_sql_queue.SELECT_INBOXES, (ids,))
+            found = await sender.send(_sql_queue.SELECT_INBOXES, (ids,), ALL)
+            await sender.flush(last=True)
             inboxes: dict[str, list[InboxItem]] = {}
-            for run_id, seq, kind, target, payload, at in await found.fetchall():
+            for run_id, seq, kind, target, payload, at in found.answer:
                 item = InboxItem(seq, kind, target, bytes(payload), at)
                 inboxes.setdefault(run_id, []).append(item)
             claims = [Claim(*row) for row in rows]
             return [replace(claim, inbox=tuple(inboxes.get(claim.run_id, ()))) for claim in claims]
 
-        return await self.store.transact(work)
+        return await self.store.batched(work)
 
     async def heartbeat(self, held: Mapping[str, int]) -> set[str]:
         """Extend the leases held (run id → epoch); return the runs whose lease is gone."""

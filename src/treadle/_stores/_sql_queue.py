@@ -8,6 +8,8 @@ claims, heartbeats and releases on the database's clock
 
 from __future__ import annotations
 
+import re
+
 from treadle._stores import _sql_ownership
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_schema import DUE_AT
@@ -50,6 +52,11 @@ FROM chosen
 WHERE r.run_id = chosen.run_id
 RETURNING r.run_id, r.workflow, r.status, r.checkpoint_id, r.lease_epoch, r.recoveries,
     r.version, r.deadline_at"""  # noqa: S608 - constants only
+
+CLAIM_NAMES = tuple(re.findall(r"%\((\w+)\)s", CLAIM))
+"""The parameters of :data:`CLAIM_BATCHED`, in order, by their names in :data:`CLAIM`."""
+CLAIM_BATCHED = re.sub(r"%\(\w+\)s", "%s", CLAIM)
+""":data:`CLAIM` with a positional parameter in each place, as a batch prepares it."""
 
 HEARTBEAT = f"""
 UPDATE treadle_runs AS r
