@@ -24,7 +24,6 @@ import functools
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,8 +52,10 @@ from treadle._stores._sqlite_transactions import (
     configure,
     each_saved,
     each_together,
+    group_now,
     is_busy,
     migrate,
+    retrying,
     select,
     transaction,
 )
@@ -77,10 +78,6 @@ _Work = Callable[[sqlite3.Connection], _T]  # an operation, given the store's co
 
 # Each template is rendered once; the driver then caches the prepared statement.
 _render = functools.cache(SQLITE.render)
-
-# Backoff between retries of a lock SQLite refused without waiting (seconds).
-_FIRST_PAUSE = 0.001
-_LONGEST_PAUSE = 0.05
 
 
 class SqliteStore(
@@ -373,7 +370,8 @@ class SqliteStore(
         with self._lock:
             self._check_open()
             if group:
-                groupable = Groupable(work, self._run_write, self._run_group)
+                now = self._run_now if self._migrated.is_set() else None
+                groupable = Groupable(work, self._run_write, self._run_group, now)
                 if inline and self._migrated.is_set():
                     return self._writer.submit(
                         groupable, inline=functools.partial(self._run_inline, work)
@@ -411,6 +409,10 @@ class SqliteStore(
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
         except sqlite3.Error as error:
             raise DurabilityError(f"SQLite store {self._path}: {error}") from error
+
+    def _run_now(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
+        assert self._connection is not None  # noqa: S101 - only once the writer opened the file
+        return group_now(self._connection, works, f"SQLite store {self._path}")
 
     def _run_read(self, work: _Work[_T]) -> _T:
         try:
@@ -466,24 +468,7 @@ class SqliteStore(
         return connection
 
     def _retrying(self, connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
-        # The writer's connection answers "locked" at once (timeout=0, see _open), and
-        # so, in a few cases, does the reader's (a WAL reset or recovery by another
-        # process): retried here, on the store's thread, until busy_timeout.
-        deadline = time.monotonic() + self._busy_timeout
-        pause = _FIRST_PAUSE
-        while True:
-            try:
-                return transaction(connection, work, write=write)
-            except sqlite3.OperationalError as error:
-                if not is_busy(error):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise DurabilityError(
-                        f"SQLite store {self._path} stayed locked by another connection "
-                        f"for {self._busy_timeout:g} s (busy_timeout)"
-                    ) from error
-            time.sleep(pause)  # on the store's thread, never the event loop's
-            pause = min(pause * 2, _LONGEST_PAUSE)
+        return retrying(connection, work, write, self._busy_timeout, f"SQLite store {self._path}")
 
     def _close_writer(self) -> None:
         if self._connection is not None:

@@ -24,6 +24,20 @@ blocking call. A busy lane (many runs committing: their commits group) or a
 slow disk keeps every call on the thread, and so does a database another
 process holds locked: the inline attempt raises :class:`Unavailable` rather
 than wait, and the call goes to the thread, which waits.
+
+**Groups of a loop's turn.** Many runs committing at once is the other
+case: on the thread, every statement of their group hands the GIL back and
+forth with the event loop, which costs more CPU than the statements. So a
+groupable call that can run now (its :class:`Groupable` has ``run_now``)
+joins the group of its event loop's current turn instead, when the lane is
+idle and its calls have waited little each on the disk (under
+:data:`TURN_UNDER` per call, a group's wait divided among its calls: a
+quick disk, or a group large enough to share a slow one's fsync). At the end of the turn, that
+group runs inline, in one transaction, and the loop goes on once it is
+durable. Every call made while a turn's group is open joins it or, if it
+cannot (another loop's, or not groupable), sends the group to the thread
+first, so the lane's calls still run in the order they were made; a
+database locked elsewhere sends the group to the thread too.
 """
 
 from __future__ import annotations
@@ -54,6 +68,13 @@ transaction from holding the writer (and its callers) for long.
 INLINE_UNDER = 0.001
 """Seconds a lane's calls may take on average and still run inline (see the module docstring)."""
 
+TURN_UNDER = 0.00002
+"""Seconds a lane's calls may wait on the disk on average, each, for a turn's group to run inline.
+
+About what handing a call to the thread and hearing back costs in CPU (the
+GIL going back and forth for each statement, a wake-up of the loop).
+"""
+
 _SMOOTHING = 0.2  # weight of the newest call in the lane's running average
 
 
@@ -73,17 +94,21 @@ class Groupable:
     transaction and one fsync.)
     """
 
-    __slots__ = ("run_group", "run_one", "work")
+    __slots__ = ("run_group", "run_now", "run_one", "work")
 
     def __init__(
         self,
         work: Any,
         run_one: Callable[[Any], Any],
         run_group: Callable[[list[Any]], list[tuple[Any, BaseException | None]]],
+        run_now: Callable[[list[Any]], list[tuple[Any, BaseException | None]]] | None = None,
     ) -> None:
         self.work = work
         self.run_one = run_one
         self.run_group = run_group
+        # run_group without waiting for a lock held elsewhere (raising Unavailable):
+        # what a loop's turn runs inline. None: the call always goes to the thread.
+        self.run_now = run_now
 
     def __call__(self) -> Any:
         return self.run_one(self.work)
@@ -100,6 +125,8 @@ class Lane:
         # Held by whoever runs a call: the thread, or a caller running one inline.
         self._holder = threading.Lock()
         self._timing = _Timing()
+        self._turn: _Turn | None = None  # the calls of a loop's turn, to run at its end
+        self._backlog = _Backlog()  # calls handed to the thread and not yet done
 
     @property
     def started(self) -> bool:
@@ -116,16 +143,38 @@ class Lane:
         (the same work, done without waiting), an idle lane whose calls have
         been quick runs that at once on this thread instead, and the future
         is done on return; if it raises :class:`Unavailable`, ``call`` is
-        queued after all.
+        queued after all. A :class:`Groupable` call that can run now may
+        join its loop's turn instead (see the module docstring).
         """
-        if inline is not None and self._timing.quick() and self._jobs.empty():
-            ran = self._inline(inline)
-            if ran is not None:
-                return ran
+        # The future belongs to whichever loop awaits it; none is cached, so the
+        # lane serves one loop after another (run_sync) or several at once.
+        loop = asyncio.get_running_loop()
+        gathers = call if isinstance(call, Groupable) and call.run_now is not None else None
+        turn = self._turn
+        if turn is not None:
+            if gathers is not None and turn.loop is loop:
+                return turn.join(gathers)
+            self._send(turn)  # its calls were made first: they go first
+        elif self._jobs.empty():
+            if inline is not None and self._timing.quick():
+                ran = self._inline(inline)
+                if ran is not None:
+                    return ran
+            if gathers is not None and self._timing.cheap() and self._backlog.idle():
+                turn = self._turn = _Turn(loop)
+                loop.call_soon(self._run_turn, turn)
+                return turn.join(gathers)
+        done: asyncio.Future[_T] = loop.create_future()
+        self._put(call, done, loop)
+        return done
+
+    def _put(
+        self, call: Callable[[], Any], done: asyncio.Future[Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
                 target=_serve,
-                args=(self._jobs, self._holder, self._timing),
+                args=(self._jobs, self._holder, self._timing, self._backlog),
                 name=self._name,
                 daemon=True,
             )
@@ -133,12 +182,44 @@ class Lane:
             owner = self._owner()
             if owner is not None:  # an owner never closed: stop the thread anyway
                 weakref.finalize(owner, self._jobs.put, None)
-        # The future belongs to whichever loop awaits it; none is cached, so the
-        # lane serves one loop after another (run_sync) or several at once.
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[_T] = loop.create_future()
+        self._backlog.add()
         self._jobs.put((call, done, loop))
-        return done
+
+    def _send(self, turn: _Turn) -> None:
+        """Hand a turn's calls to the thread, in order (it will not run them itself)."""
+        if self._turn is turn:
+            self._turn = None
+        for call, done in turn.calls:
+            self._put(call, done, turn.loop)
+
+    def _run_turn(self, turn: _Turn) -> None:
+        """At the end of a loop's turn: its calls as one group, inline, or on the thread."""
+        if self._turn is not turn:
+            return  # sent to the thread meanwhile
+        self._turn = None
+        turn.calls = [(call, done) for call, done in turn.calls if not done.cancelled()]
+        if not turn.calls:
+            return
+        run_now = turn.calls[0][0].run_now
+        # Never before a call handed to the thread earlier: it was made first.
+        if run_now is None or not self._backlog.idle() or not self._holder.acquire(blocking=False):
+            self._send(turn)
+            return
+        outcomes: list[tuple[Any, BaseException | None]] | None
+        try:
+            with self._timing.of(len(turn.calls)):
+                outcomes = run_now([call.work for call, _ in turn.calls])
+        except Unavailable:  # the database is locked elsewhere: the thread waits for it
+            outcomes = None
+        except BaseException as failed:  # noqa: BLE001 - handed to every awaiting coroutine
+            outcomes = [(None, failed)] * len(turn.calls)
+        finally:
+            self._holder.release()
+        if outcomes is None:
+            self._send(turn)
+            return
+        for (_, done), (result, error) in zip(turn.calls, outcomes, strict=True):
+            _settle(done, result, error)
 
     def _inline(self, call: Callable[[], _T]) -> asyncio.Future[_T] | None:
         if not self._holder.acquire(blocking=False):
@@ -169,29 +250,95 @@ class Lane:
         thread.join()  # at once: the stop is the thread's last job
 
 
-class _Timing:
-    """A running average of how long a lane's calls take (a context manager times one)."""
+class _Backlog:
+    """How many calls were handed to a lane's thread and are not done yet (thread-safe)."""
 
-    __slots__ = ("_average", "_started")
+    __slots__ = ("_count", "_lock")
 
     def __init__(self) -> None:
-        self._average: float | None = None  # nothing measured yet: not quick
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def add(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    def done(self, calls: int) -> None:
+        with self._lock:
+            self._count -= calls
+
+    def idle(self) -> bool:
+        with self._lock:
+            return self._count == 0
+
+
+class _Turn:
+    """The groupable calls one event loop made in its current turn, run as one group at its end."""
+
+    __slots__ = ("calls", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.calls: list[tuple[Groupable, asyncio.Future[Any]]] = []
+
+    def join(self, call: Groupable) -> asyncio.Future[Any]:
+        done: asyncio.Future[Any] = self.loop.create_future()
+        self.calls.append((call, done))
+        return done
+
+
+class _Timing:
+    """Running averages of what a lane's calls take (a context manager times one, or a group).
+
+    ``quick``: a call (a group counting as one) took under :data:`INLINE_UNDER`
+    on average. ``cheap``: a call kept its thread waiting, not computing (for
+    the disk, mostly its fsync), under :data:`TURN_UNDER`, a group's wait
+    shared among its calls. A group run inline blocks its loop for that
+    wait: worth it while it is less than handing each call to the thread
+    costs.
+    """
+
+    __slots__ = ("_average", "_cpu", "_members", "_started", "_waits")
+
+    def __init__(self) -> None:
+        self._average: float | None = None  # nothing measured yet: neither quick nor cheap
+        self._waits: float | None = None
+        self._members = 1
         self._started = 0.0
+        self._cpu = 0.0
 
     def quick(self) -> bool:
         average = self._average
         return average is not None and average < INLINE_UNDER
 
+    def cheap(self) -> bool:
+        waits = self._waits
+        return waits is not None and waits < TURN_UNDER
+
+    def of(self, members: int) -> _Timing:
+        """Time a group of ``members`` calls next."""
+        self._members = members
+        return self
+
     def __enter__(self) -> None:
         self._started = time.perf_counter()
+        self._cpu = time.thread_time()
 
     def __exit__(self, *exc_info: object) -> None:
         took = time.perf_counter() - self._started
-        average = self._average
+        waited = max(took - (time.thread_time() - self._cpu), 0.0) / self._members
+        self._members = 1
+        average, waits = self._average, self._waits
         self._average = took if average is None else average + _SMOOTHING * (took - average)
+        self._waits = waited if waits is None else waits + _SMOOTHING * (waited - waits)
 
 
-def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing: _Timing) -> None:
+def _serve(
+    jobs: queue.SimpleQueue[_Job | None],
+    holder: threading.Lock,
+    timing: _Timing,
+    backlog: _Backlog,
+) -> None:
     # One job at a time in queue order. Groupable calls waiting back to back
     # in the queue run as one group; each caller still hears back only once
     # the group is done, and queue order is kept. Callers hear back once the
@@ -203,11 +350,12 @@ def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing:
         call: Callable[[], Any] | None
         call, done, loop = job
         job = None
+        taken = 1
         with holder:
             if isinstance(call, Groupable):
-                group, job = _gather_group(call, done, loop, jobs)
+                group, job, taken = _gather_group(call, done, loop, jobs)
                 if len(group) > 1:
-                    with timing:
+                    with timing.of(len(group)):
                         outcomes = call.run_group([queued[0].work for queued in group])
                     for (_, waiting, its_loop), (result, error) in zip(
                         group, outcomes, strict=True
@@ -226,6 +374,7 @@ def _serve(jobs: queue.SimpleQueue[_Job | None], holder: threading.Lock, timing:
                 replies.append((loop, done, result, error))
                 del result, error
         _reply_all(replies)
+        backlog.done(taken)
         del call, done, loop, replies  # hold nothing until the next job arrives
         if job is None:
             job = jobs.get()
@@ -239,8 +388,11 @@ def _gather_group(
     done: asyncio.Future[Any],
     loop: asyncio.AbstractEventLoop,
     jobs: queue.SimpleQueue[_Job | None],
-) -> tuple[list[_Grouped], _Job | None]:
-    """The groupable calls queued right behind ``first`` (its group), and the job after them."""
+) -> tuple[list[_Grouped], _Job | None, int]:
+    """The groupable calls queued right behind ``first`` (its group), and the job after them.
+
+    Also how many calls the group took from the queue, ``first`` and cancelled ones included.
+    """
     group: list[_Grouped] = [(first, done, loop)]
     after: _Job | None = None
     while len(group) < GROUP_MAX:
@@ -259,7 +411,7 @@ def _gather_group(
             break  # handled next, after the group
         group.append((call, waiting, its_loop))
         after = None
-    return [g for g in group if not g[1].cancelled()], after
+    return [g for g in group if not g[1].cancelled()], after, len(group)
 
 
 def _reply_all(replies: list[_Reply]) -> None:

@@ -13,13 +13,16 @@ is why the usual group goes without.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from treadle._exceptions import DurabilityError
 from treadle._stores import _sql_schema
 from treadle._stores._sql_dialect import SQLITE
+from treadle._stores._sqlite_lanes import Unavailable
 
 _T = TypeVar("_T")
 _Row = tuple[Any, ...]
@@ -53,6 +56,29 @@ def each_together(
     return outcomes
 
 
+def group_now(
+    connection: sqlite3.Connection, works: list[_Work[Any]], where: str
+) -> list[tuple[Any, BaseException | None]]:
+    """``works`` as one group in one transaction on the caller's thread, never waiting.
+
+    What a group on the store's thread does, but a database locked by
+    another connection is not waited for: nothing is done and
+    :class:`~treadle._stores._sqlite_lanes.Unavailable` is raised, for the
+    thread to wait instead. ``where`` names the store in errors.
+    """
+    try:
+        try:
+            return transaction(connection, functools.partial(each_together, works), write=True)
+        except WroteThenRefused:  # rolled back: again, one savepoint each
+            return transaction(connection, functools.partial(each_saved, works), write=True)
+    except sqlite3.Error as error:
+        if isinstance(error, sqlite3.OperationalError) and is_busy(error):
+            raise Unavailable from error
+        failure = DurabilityError(f"{where}: {error}")
+        failure.__cause__ = error
+        return [(None, failure)] * len(works)
+
+
 def each_saved(
     works: list[_Work[Any]], connection: sqlite3.Connection
 ) -> list[tuple[Any, BaseException | None]]:
@@ -84,6 +110,37 @@ def transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool)
                 connection.execute("ROLLBACK")
         raise
     return result
+
+
+# Backoff between retries of a lock SQLite refused without waiting (seconds).
+_FIRST_PAUSE = 0.001
+_LONGEST_PAUSE = 0.05
+
+
+def retrying(
+    connection: sqlite3.Connection, work: _Work[_T], write: bool, busy_timeout: float, where: str
+) -> _T:
+    """:func:`transaction`, run again while the database is locked, up to ``busy_timeout``.
+
+    The writer's connection answers "locked" at once (``timeout=0``), and so,
+    in a few cases, does the reader's (a WAL reset or recovery by another
+    process): retried here, on the store's thread, never an event loop's.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = _FIRST_PAUSE
+    while True:
+        try:
+            return transaction(connection, work, write=write)
+        except sqlite3.OperationalError as error:
+            if not is_busy(error):
+                raise
+            if time.monotonic() >= deadline:
+                raise DurabilityError(
+                    f"{where} stayed locked by another connection "
+                    f"for {busy_timeout:g} s (busy_timeout)"
+                ) from error
+        time.sleep(pause)
+        pause = min(pause * 2, _LONGEST_PAUSE)
 
 
 def is_busy(error: sqlite3.OperationalError) -> bool:
