@@ -126,6 +126,7 @@ class Lane:
         self._holder = threading.Lock()
         self._timing = _Timing()
         self._turn: _Turn | None = None  # the calls of a loop's turn, to run at its end
+        self._turns = threading.Lock()  # held while the turn is read, changed, or sent
         self._backlog = _Backlog()  # calls handed to the thread and not yet done
 
     @property
@@ -150,23 +151,29 @@ class Lane:
         # lane serves one loop after another (run_sync) or several at once.
         loop = asyncio.get_running_loop()
         gathers = call if isinstance(call, Groupable) and call.run_now is not None else None
-        turn = self._turn
-        if turn is not None:
-            if gathers is not None and turn.loop is loop:
-                return turn.join(gathers)
-            self._send(turn)  # its calls were made first: they go first
-        elif self._jobs.empty():
-            if inline is not None and self._timing.quick():
-                ran = self._inline(inline)
-                if ran is not None:
-                    return ran
-            if gathers is not None and self._timing.cheap() and self._backlog.idle():
-                turn = self._turn = _Turn(loop)
-                loop.call_soon(self._run_turn, turn)
-                return turn.join(gathers)
-        done: asyncio.Future[_T] = loop.create_future()
-        self._put(call, done, loop)
+        with self._turns:  # loops in other threads may use the lane too
+            turn = self._turn
+            if turn is not None:
+                if gathers is not None and turn.loop is loop:
+                    return turn.join(gathers)
+                self._send(turn)  # its calls were made first: they go first
+            elif self._jobs.empty():
+                alone = inline is not None and self._timing.quick()
+                if not alone and gathers is not None and self._cheap():
+                    turn = self._turn = _Turn(loop)
+                    loop.call_soon(self._run_turn, turn)
+                    return turn.join(gathers)
+                if inline is not None and alone:
+                    ran = self._inline(inline)
+                    if ran is not None:
+                        return ran
+            done: asyncio.Future[_T] = loop.create_future()
+            self._put(call, done, loop)
         return done
+
+    def _cheap(self) -> bool:
+        """Whether a turn's group may run inline: cheap calls, and none left with the thread."""
+        return self._timing.cheap() and self._backlog.idle()
 
     def _put(
         self, call: Callable[[], Any], done: asyncio.Future[Any], loop: asyncio.AbstractEventLoop
@@ -186,7 +193,7 @@ class Lane:
         self._jobs.put((call, done, loop))
 
     def _send(self, turn: _Turn) -> None:
-        """Hand a turn's calls to the thread, in order (it will not run them itself)."""
+        """Hand a turn's calls to the thread, in order (holding ``_turns``)."""
         if self._turn is turn:
             self._turn = None
         for call, done in turn.calls:
@@ -194,17 +201,22 @@ class Lane:
 
     def _run_turn(self, turn: _Turn) -> None:
         """At the end of a loop's turn: its calls as one group, inline, or on the thread."""
-        if self._turn is not turn:
-            return  # sent to the thread meanwhile
-        self._turn = None
-        turn.calls = [(call, done) for call, done in turn.calls if not done.cancelled()]
-        if not turn.calls:
-            return
-        run_now = turn.calls[0][0].run_now
-        # Never before a call handed to the thread earlier: it was made first.
-        if run_now is None or not self._backlog.idle() or not self._holder.acquire(blocking=False):
-            self._send(turn)
-            return
+        with self._turns:
+            if self._turn is not turn:
+                return  # sent to the thread meanwhile
+            self._turn = None
+            turn.calls = [(call, done) for call, done in turn.calls if not done.cancelled()]
+            if not turn.calls:
+                return
+            run_now = turn.calls[0][0].run_now
+            # Never before a call handed to the thread earlier: it was made first.
+            if (
+                run_now is None
+                or not self._backlog.idle()
+                or not self._holder.acquire(blocking=False)
+            ):
+                self._send(turn)
+                return
         outcomes: list[tuple[Any, BaseException | None]] | None
         try:
             with self._timing.of(len(turn.calls)):
@@ -216,7 +228,8 @@ class Lane:
         finally:
             self._holder.release()
         if outcomes is None:
-            self._send(turn)
+            with self._turns:
+                self._send(turn)
             return
         for (_, done), (result, error) in zip(turn.calls, outcomes, strict=True):
             _settle(done, result, error)
