@@ -160,3 +160,36 @@ async def test_a_database_locked_elsewhere_is_waited_for_on_the_thread(tmp_path,
     assert [r.outputs for r in results] == [[STEPS]] * RUNS
     assert waited >= 0.5
     assert ticks >= 20  # the loop went on while the writes waited: they waited on the thread
+
+
+def test_loops_in_two_threads_share_a_store_and_each_runs_commits_once(tmp_path, quick_disk):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    workflow = _chain(10)
+    results: list[object] = []
+
+    async def many() -> None:
+        results.extend(await asyncio.gather(*(workflow.run(0, store=store) for _ in range(RUNS))))
+
+    def in_its_own_loop() -> None:
+        for _ in range(3):
+            asyncio.run(many())
+
+    threads = [threading.Thread(target=in_its_own_loop) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    async def check() -> None:
+        try:
+            for result in results:
+                history = await store.list_checkpoints(result.run_id)
+                assert sorted(c.superstep for c in history) == list(range(12))
+                events = await store.read_events(result.run_id)
+                assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        finally:
+            await store.close()
+
+    asyncio.run(check())
+    assert len(results) == 2 * 3 * RUNS
+    assert all(result.outputs == [10] for result in results)
