@@ -170,6 +170,9 @@ class Runtime:
         batch = _CLAIM_BATCH if limit is None else limit
         slots = asyncio.Semaphore(concurrency)
         results: list[RunResult | None] = []
+        # One value for every run this call continues: options are immutable, and
+        # made (checks included) and laid over a workflow's defaults once, not per run.
+        options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
 
         # A claim's lease is kept from the claim on, not from when a slot frees: a batch
         # claims up to a thousand runs, and one driven past its lease would be fenced
@@ -179,7 +182,9 @@ class Runtime:
             try:
                 async with slots:
                     with leases.driving(), self.limits.declaring():
-                        results[index] = await self._continue_claimed(claimed, ownership, reads)
+                        results[index] = await self._continue_claimed(
+                            claimed, ownership, reads, options
+                        )
             finally:
                 await ownership.close()
 
@@ -287,7 +292,7 @@ class Runtime:
         return ownership
 
     async def _continue_claimed(
-        self, claimed: Claimed, ownership: Ownership, reads: ClaimReads
+        self, claimed: Claimed, ownership: Ownership, reads: ClaimReads, options: RunOptions
     ) -> RunResult | None:
         lease, name = claimed.lease, claimed.workflow
         workflow = self.hosted.get(name, claimed.version)
@@ -311,7 +316,6 @@ class Runtime:
             except RunCancelledError:
                 return None  # cancelled between the claim and the read
             self._log_claim(lease, taken.restored, claimed.delivered)
-            options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
             try:
                 result = await continue_taken(workflow, taken, self.store, options)
             except WorkflowRunError as error:

@@ -117,6 +117,8 @@ class WorkflowGraph:
         self._registry: TypeRegistry | None = None
         self._origin: str | None = None
         self._plain_settings: dict[bool, RunSettings] = {}
+        # The settings last made from other options, with those options (see settings).
+        self._last_settings: tuple[RunOptions, bool, RunSettings] | None = None
 
     def __repr__(self) -> str:
         shape = f"{len(self._nodes)} executors, start {self.start_id!r}"
@@ -291,7 +293,14 @@ class WorkflowGraph:
         checks included, costs a small run as much as a superstep.
         """
         if options is not DEFAULT_OPTIONS:
-            return self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
+            # A service continues every run it wakes with one options value: its runs
+            # share the settings made for it, found by identity (held, so never reused).
+            last = self._last_settings
+            if last is not None and last[0] is options and last[1] is sleep_through_timers:
+                return last[2]
+            made = self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
+            self._last_settings = (options, sleep_through_timers, made)
+            return made
         plain = self._plain_settings.get(sleep_through_timers)
         if plain is None:
             plain = self._plain_settings[sleep_through_timers] = self.defaults.with_options(
