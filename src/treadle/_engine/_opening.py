@@ -127,31 +127,22 @@ def open_loop(opening: Opening, start: FreshStart | Continuation) -> RunLoop:
     point = start.point
     status = RunStatus(point.status)
     ended = status in (RunStatus.COMPLETED, RunStatus.STALLED)
-    loop = RunLoop(
-        opening,
-        BarrierState(
-            opening.run_id,
-            point.superstep,
-            status if ended else RunStatus.RUNNING,
-            {target: list(inbox) for target, inbox in point.pending.items()},
-            _fan_in_buffers(point.fan_in_buffers, len(opening.workflow.router.fan_ins)),
-            point.state,
-            counts_of(point.iterations),
-            tuple(point.outputs),
-            point.waits.copy(),
-            point.deadline_at,
-            (),
-            point.outcome,
-        ),
-    )
+    # Made blank and given its __init__ as a plain function, its point slot by slot
+    # (see _fresh_point): every run woken from a checkpoint is opened here.
+    loop: RunLoop = _blank(RunLoop)
+    _start_loop(loop, opening, _continued_point(opening, point, status if ended else _RUNNING))
     opening.pool.restore(start.snapshots)
     if ended:
         loop.status = status  # nothing left to run
         return loop
     # Background work the point still held died with its process: each executor
     # that spawned it is told so (SpawnResult(lost=True)).
-    died = [SpawnDone(executor_id, result) for executor_id, result in lost(list(point.spawned))]
-    loop.admit([*died, *start.arrivals])
+    arrivals = start.arrivals
+    if point.spawned:
+        died = [SpawnDone(executor_id, result) for executor_id, result in lost(list(point.spawned))]
+        arrivals = [*died, *arrivals]
+    if arrivals:  # nothing arrived (a timer's wake): the point is copied already
+        loop.admit(arrivals)
     _announce_start(loop)
     return loop
 
@@ -178,6 +169,27 @@ def _fan_in_buffers(buffers: tuple[FanInBuffer, ...], count: int) -> tuple[FanIn
     if len(buffers) >= count:
         return buffers
     return (*buffers, *({} for _ in range(count - len(buffers))))
+
+
+def _continued_point(opening: Opening, point: CommittedPoint, status: RunStatus) -> BarrierState:
+    """``point`` as a loop goes on from it: its mutable parts copied, no spawns nor writes yet."""
+    made: Any = _blank(BarrierState)
+    made.run_id = opening.run_id
+    made.superstep = point.superstep
+    made.status = status
+    made.pending = {target: list(inbox) for target, inbox in point.pending.items()}
+    fan_ins = len(opening.workflow.router.fan_ins)
+    made.fan_in_buffers = _fan_in_buffers(point.fan_in_buffers, fan_ins)
+    made.state = point.state
+    made.iterations = counts_of(point.iterations)
+    made.outputs = tuple(point.outputs)
+    made.waits = point.waits.copy()
+    made.deadline_at = point.deadline_at
+    made.spawned = ()
+    made.outcome = point.outcome
+    made.written = None
+    continued: BarrierState = made
+    return continued
 
 
 def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None) -> BarrierState:
