@@ -43,6 +43,7 @@ from treadle._checkpoints._frame import (
     waits_in,
     waits_out,
 )
+from treadle._engine._slots import blank, unfrozen_twin
 from treadle._engine._spawn import SpawnRecord
 from treadle._exceptions import CheckpointCorruptError, SerializationError
 
@@ -84,6 +85,10 @@ class RestoredRun:
         if self.manifest is None:
             return PieceCache()
         return PieceCache.continuing(self.manifest, self.state, len(self.outputs))
+
+
+_RestoredDraft = unfrozen_twin(RestoredRun)
+"""``RestoredRun``'s unfrozen twin (see ``_engine/_slots.py``): every woken run decodes one."""
 
 
 class Encoded(NamedTuple):
@@ -232,34 +237,41 @@ class CheckpointCodec:
                 outputs = list(document["outputs"])
                 snapshots = dict(document["snapshots"])
                 fan_in, waits = document["fan_in"], document["waits"]
-            return RestoredRun(
-                run_id=run_id,
-                checkpoint_id=checkpoint_id,
-                superstep=int(document["superstep"]),
-                status=str(document["status"]),
-                fingerprint=str(document["fingerprint"]),
-                pending={
-                    target: [envelope_in(e) for e in inbox] for target, inbox in document["pending"]
-                },
-                fan_in_buffers=fan_in_in(fan_in),
-                state=state,
-                iterations={str(k): int(v) for k, v in document["iterations"].items()},
-                outputs=outputs,
-                snapshots=snapshots,
-                waits=waits_in(waits),
-                deadline_at=document["deadline_at"],
-                spawned=tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"]),
-                manifest=manifest,
-                outcome=outcome_in(document.get("outcome")),
-            )
+            # ``RestoredRun(...)``, made slot by slot (see ``_engine/_slots.py``).
+            made: Any = blank(_RestoredDraft)
+            made.run_id = run_id
+            made.checkpoint_id = checkpoint_id
+            made.superstep = int(document["superstep"])
+            made.status = str(document["status"])
+            made.fingerprint = str(document["fingerprint"])
+            made.pending = {
+                target: [envelope_in(e) for e in inbox] for target, inbox in document["pending"]
+            }
+            made.fan_in_buffers = fan_in_in(fan_in)
+            made.state = state
+            made.iterations = {str(k): int(v) for k, v in document["iterations"].items()}
+            made.outputs = outputs
+            made.snapshots = snapshots
+            made.waits = waits_in(waits)
+            made.deadline_at = document["deadline_at"]
+            made.spawned = tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"])
+            made.manifest = manifest
+            made.outcome = outcome_in(document.get("outcome"))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CheckpointCorruptError(
                 run_id, checkpoint_id, f"malformed content: {error}"
             ) from error
+        made.__class__ = RestoredRun  # frozen from here on (see _RestoredDraft)
+        restored: RestoredRun = made
+        return restored
 
     def _values(
         self, record: CheckpointRecord, manifest: Manifest, run_id: str
     ) -> tuple[dict[str, Any], list[Any], dict[str, Any], dict[str, Any]]:
+        if manifest.outputs is None and not (
+            manifest.state or manifest.snapshots or manifest.parts
+        ):
+            return {}, [], {}, {}  # it names no piece (a run parked early): nothing to read
         reader = PieceReader(
             self._serializer,
             self._key,

@@ -35,6 +35,7 @@ from treadle._engine._barrier import BarrierState
 from treadle._engine._counts import Counts
 from treadle._engine._delivery import Envelope, FanInBuffer, HandoffContext
 from treadle._engine._result import RunStatus
+from treadle._engine._slots import blank, unfrozen_twin
 from treadle._engine._spawn import SpawnRecord
 from treadle._engine._waits import (
     HandoffApproval,
@@ -79,17 +80,19 @@ _SHORT_ENVELOPE = 3  # stamp, source, payload: the nulls after them left out
 
 
 def envelope_in(raw: list[Any]) -> Envelope:
+    """A stored envelope, made slot by slot (see ``_engine/_slots.py``)."""
     if len(raw) < _SHORT_ENVELOPE + 2:
         raw = [*raw, None, None][: _SHORT_ENVELOPE + 2]
     stamp, source, payload, handoff, journal = raw
     s0, s1, s2, s3 = stamp
-    return Envelope(
-        (s0, s1, s2, s3),
-        source,
-        payload,
-        None if handoff is None else HandoffContext(handoff[0], handoff[1]),
-        None if journal is None else [tuple(entry) for entry in journal],
-    )
+    made: Any = blank(Envelope)
+    made.stamp = (s0, s1, s2, s3)
+    made.source = source
+    made.payload = payload
+    made.handoff = None if handoff is None else HandoffContext(handoff[0], handoff[1])
+    made.journal = None if journal is None else [tuple(entry) for entry in journal]
+    envelope: Envelope = made
+    return envelope
 
 
 def fan_in_out(buffers: tuple[FanInBuffer, ...], enc: Callable[[Any], Any]) -> list[Any]:
@@ -143,18 +146,28 @@ def _wait_out(wait: Wait, enc: Callable[[Any], Any]) -> list[Any]:
     return out
 
 
+_WaitDraft = unfrozen_twin(Wait)
+"""``Wait``'s unfrozen twin (see ``_engine/_slots.py``): every suspension read makes one."""
+
+
 def _wait_in(raw: list[Any]) -> Wait:
-    rules = raw[6] if len(raw) > 6 else {}  # noqa: PLR2004 - see _wait_out
-    return Wait(
-        raw[0],
-        raw[1],
-        raw[2],
-        raw[3],
-        raw[4],
-        raw[5] if len(raw) > 5 else None,  # noqa: PLR2004 - see _wait_out
-        tuple(str(entry) for entry in rules.get("approvers", ())),
-        bool(rules.get("four_eyes", False)),
-    )
+    made: Any = blank(_WaitDraft)
+    made.kind = raw[0]
+    made.key = raw[1]
+    made.due_at = raw[2]
+    made.payload = raw[3]
+    made.response_type = raw[4]
+    made.replay_key = raw[5] if len(raw) > 5 else None  # noqa: PLR2004 - see _wait_out
+    if len(raw) > 6:  # noqa: PLR2004 - see _wait_out: who may answer
+        rules = raw[6]
+        made.approvers = tuple(str(entry) for entry in rules.get("approvers", ()))
+        made.four_eyes = bool(rules.get("four_eyes", False))
+    else:
+        made.approvers = ()
+        made.four_eyes = False
+    made.__class__ = Wait  # frozen from here on
+    wait: Wait = made
+    return wait
 
 
 def _nested_out(run: NestedRun, enc: Callable[[Any], Any]) -> dict[str, Any]:
@@ -218,12 +231,7 @@ def fan_in_in(raw: list[Any]) -> tuple[FanInBuffer, ...]:
 
 def waits_in(raw: dict[str, Any]) -> WaitBook:
     suspended = [
-        Suspension(
-            executor_id,
-            envelope_in(envelope),
-            [(kind, name, value) for kind, name, value in journal],
-            _wait_in(wait),
-        )
+        _suspension_in(executor_id, envelope, journal, wait)
         for executor_id, envelope, journal, wait in raw.get("suspended", ())
     ]
     scheduled = [
@@ -238,6 +246,19 @@ def waits_in(raw: dict[str, Any]) -> WaitBook:
     saved = {key: dict(steps) for key, steps in raw.get("saved", ())}
     answered = set(raw.get("answered", ()))
     return WaitBook(suspended, scheduled, answered, approvals, nested, saved)
+
+
+def _suspension_in(
+    executor_id: str, envelope: list[Any], journal: list[Any], wait: list[Any]
+) -> Suspension:
+    """``Suspension(...)`` of a stored one, made slot by slot (see ``_engine/_slots.py``)."""
+    made: Any = blank(Suspension)
+    made.executor_id = executor_id
+    made.envelope = envelope_in(envelope)
+    made.journal = [(kind, name, value) for kind, name, value in journal]
+    made.wait = _wait_in(wait)
+    suspension: Suspension = made
+    return suspension
 
 
 def _table_of(iterations: Mapping[str, int]) -> dict[str, int]:
