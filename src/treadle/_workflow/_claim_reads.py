@@ -40,6 +40,9 @@ class ClaimReads:
 
     async def take(self, run_id: str) -> Resumable | None:
         """The run's rows, read with its chunk (``None``: read it alone, as before)."""
+        read = self._read.pop(run_id, None)
+        if read is not None:  # its chunk was read already: no lock to wait on
+            return read
         index = self._position.get(run_id)
         if index is None:
             return None
