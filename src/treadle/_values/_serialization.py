@@ -192,6 +192,8 @@ class JsonSerializer:
         self.registry = registry if registry is not None else TypeRegistry()
         self._encode = _make_encoder(self.registry)
         self._hook = _make_hook(self.registry)
+        # ``json.loads`` with a hook makes a decoder per call: a woken run decodes its frame.
+        self._decoder = json.JSONDecoder(object_hook=self._hook, parse_constant=_refuse_constant)
 
     def dumps(self, value: Any) -> bytes:
         """Encode ``value`` as compact typed JSON.
@@ -228,6 +230,9 @@ class JsonSerializer:
                 the registry does not allow.
         """
         try:
+            if type(data) is bytes:  # json.loads' own steps, with the decoder made once
+                text = data.decode(json.detect_encoding(data), "surrogatepass")
+                return self._decoder.decode(text)
             return json.loads(data, object_hook=self._hook, parse_constant=_refuse_constant)
         except SerializationError:
             raise
