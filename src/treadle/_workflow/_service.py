@@ -51,7 +51,7 @@ from treadle._workflow._ticker import serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from types import TracebackType
 
     from treadle._checkpoints._codec import RestoredRun
@@ -181,10 +181,9 @@ class Runtime:
             ownership = self._hold(leases, claimed.lease, duration)
             try:
                 async with slots:
-                    with leases.driving(), self.limits.declaring():
-                        results[index] = await self._continue_claimed(
-                            claimed, ownership, reads, options
-                        )
+                    results[index] = await self._continue_claimed(
+                        claimed, ownership, reads, options
+                    )
             finally:
                 await ownership.close()
 
@@ -197,19 +196,18 @@ class Runtime:
             ownership = self._hold(leases, claimed.lease, duration)
             try:
                 async with slots:
-                    with leases.driving(), self.limits.declaring():
-                        results[index] = await self._start_admitted(claimed, ownership)
+                    results[index] = await self._start_admitted(claimed, ownership)
             finally:
                 await ownership.close()
 
         async with asyncio.TaskGroup() as group:
-            for index, one in enumerate(starting):
-                group.create_task(start(index, one))
+            with self._driving(leases):
+                for index, one in enumerate(starting):
+                    group.create_task(start(index, one))
 
         async def drive_tick(index: int, drive: Drive) -> None:
             async with slots:
-                with leases.driving(), self.limits.declaring():
-                    results[index] = await drive()
+                results[index] = await drive()
 
         await self._let_go_for_the_dead(duration, batch)
         ticked = await self._tick(leases)  # the schedules' due ticks: their runs opened here
@@ -219,14 +217,25 @@ class Runtime:
             results.extend([None] * (len(claimed) + len(ticked)))
             reads = ClaimReads(self.store, [one.lease.run_id for one in claimed], concurrency)
             async with asyncio.TaskGroup() as group:
-                for index, one in enumerate(claimed, start=offset):
-                    group.create_task(wake(index, one, reads))
-                for index, drive in enumerate(ticked, start=offset + len(claimed)):
-                    group.create_task(drive_tick(index, drive))
+                with self._driving(leases):
+                    for index, one in enumerate(claimed, start=offset):
+                        group.create_task(wake(index, one, reads))
+                    for index, drive in enumerate(ticked, start=offset + len(claimed)):
+                        group.create_task(drive_tick(index, drive))
             ticked = []
             if limit is not None or len(claimed) < batch:
                 break
         return [result for result in results if result is not None]
+
+    @contextlib.contextmanager
+    def _driving(self, leases: LeaseKeeper) -> Iterator[None]:
+        """Tasks made in this block drive their runs under ``leases`` and this runtime's limits.
+
+        Each task copies the context it is made in: set here once, around the
+        tasks' creation (nothing awaited), rather than entered in every task.
+        """
+        with leases.driving(), self.limits.declaring():
+            yield
 
     async def _tick(self, leases: LeaseKeeper) -> list[Drive]:
         """Decide the hosted workflows' schedules' due ticks; the drives of the runs opened."""
