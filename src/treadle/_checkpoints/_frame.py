@@ -229,23 +229,55 @@ def fan_in_in(raw: list[Any]) -> tuple[FanInBuffer, ...]:
     )
 
 
+_ABSENT: tuple[()] = ()
+"""What :func:`waits_in` reads for a part a book left out: nothing to go through."""
+
+
 def waits_in(raw: dict[str, Any]) -> WaitBook:
-    suspended = [
-        _suspension_in(executor_id, envelope, journal, wait)
-        for executor_id, envelope, journal, wait in raw.get("suspended", ())
-    ]
-    scheduled = [
-        ScheduledMessage(float(due), target, envelope_in(envelope), *key)
-        for due, target, envelope, *key in raw.get("scheduled", ())
-    ]
-    approvals = [
-        HandoffApproval(key, source, target, envelope_in(envelope))
-        for key, source, target, envelope in raw.get("approvals", ())
-    ]
-    nested = {key: _nested_in(run) for key, run in raw.get("nested", ())}
-    saved = {key: dict(steps) for key, steps in raw.get("saved", ())}
-    answered = set(raw.get("answered", ()))
-    return WaitBook(suspended, scheduled, answered, approvals, nested, saved)
+    """A stored wait book; a part left out (every empty one) is not gone through."""
+    get = raw.get
+    stored = get("suspended", _ABSENT)
+    suspended = (
+        []
+        if stored is _ABSENT
+        else [
+            _suspension_in(executor_id, envelope, journal, wait)
+            for executor_id, envelope, journal, wait in stored
+        ]
+    )
+    stored = get("scheduled", _ABSENT)
+    scheduled = (
+        []
+        if stored is _ABSENT
+        else [
+            ScheduledMessage(float(due), target, envelope_in(envelope), *key)
+            for due, target, envelope, *key in stored
+        ]
+    )
+    stored = get("approvals", _ABSENT)
+    approvals = (
+        []
+        if stored is _ABSENT
+        else [
+            HandoffApproval(key, source, target, envelope_in(envelope))
+            for key, source, target, envelope in stored
+        ]
+    )
+    stored = get("nested", _ABSENT)
+    nested = {} if stored is _ABSENT else {key: _nested_in(run) for key, run in stored}
+    stored = get("saved", _ABSENT)
+    saved = {} if stored is _ABSENT else {key: dict(steps) for key, steps in stored}
+    stored = get("answered", _ABSENT)
+    # Made blank and its slots set (see ``_engine/_slots.py``): every woken run reads one.
+    book: Any = blank(WaitBook)
+    book.suspended = suspended
+    book.scheduled = scheduled
+    book.answered = set() if stored is _ABSENT else set(stored)
+    book.approvals = approvals
+    book.nested = nested
+    book.saved = saved
+    read: WaitBook = book
+    return read
 
 
 def _suspension_in(
