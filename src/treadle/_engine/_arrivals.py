@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from treadle._engine._barrier import BarrierState
+from treadle._engine._barrier import BarrierState, with_arrivals
 from treadle._engine._deadlines import ANSWERED_KINDS as _ANSWERED
 from treadle._engine._deadlines import time_out
 from treadle._engine._delivery import Envelope
-from treadle._engine._slots import blank
 from treadle._exceptions import RequestError
 
 if TYPE_CHECKING:
@@ -137,24 +136,7 @@ def apply_arrivals(env: RunEnv, point: BarrierState, arrivals: Iterable[Arrival]
             box.append(envelope)
             if len(box) > 1:
                 box.sort(key=lambda e: e.stamp)
-    # ``point._replace(pending=pending, waits=waits)``, made slot by slot (see
-    # ``_engine/_slots.py``): a run applies arrivals at every superstep it waits in.
-    made: Any = blank(BarrierState)
-    made.run_id = point.run_id
-    made.superstep = point.superstep
-    made.status = point.status
-    made.pending = pending
-    made.fan_in_buffers = point.fan_in_buffers
-    made.state = point.state
-    made.iterations = point.iterations
-    made.outputs = point.outputs
-    made.waits = waits
-    made.deadline_at = point.deadline_at
-    made.spawned = point.spawned
-    made.outcome = point.outcome
-    made.written = point.written
-    applied: BarrierState = made
-    return applied
+    return with_arrivals(point, pending, waits)
 
 
 def _deliveries(

@@ -247,17 +247,36 @@ def as_saved(
     spawned: tuple[SpawnRecord, ...],
     written: frozenset[str] | None,
 ) -> BarrierState:
-    """``point`` with what a checkpoint of it sets besides (``RunLoop.barrier_state``).
+    """``point`` with what a checkpoint of it sets besides (``RunLoop.barrier_state``)."""
+    return _remade(point, status, point.pending, waits, spawned, written)
 
-    Made slot by slot (see :mod:`treadle._engine._slots`): every durable
-    superstep makes one, and ``_replace``'s generic copy costs a generator
-    and a call of the class.
+
+def with_arrivals(
+    point: BarrierState, pending: Mapping[str, Sequence[Envelope]], waits: WaitBook
+) -> BarrierState:
+    """``point`` with the messages and waits its arrivals left (``apply_arrivals``)."""
+    return _remade(point, point.status, pending, waits, point.spawned, point.written)
+
+
+def _remade(
+    point: BarrierState,
+    status: RunStatus,
+    pending: Mapping[str, Sequence[Envelope]],
+    waits: WaitBook,
+    spawned: tuple[SpawnRecord, ...],
+    written: frozenset[str] | None,
+) -> BarrierState:
+    """``point._replace(...)`` of these fields, made slot by slot (see ``_engine/_slots.py``).
+
+    Every durable superstep makes one, and a run applies arrivals at every
+    superstep it waits in: ``_replace``'s generic copy costs a generator and
+    a call of the class.
     """
     made: Any = blank(BarrierState)
     made.run_id = point.run_id
     made.superstep = point.superstep
     made.status = status
-    made.pending = point.pending
+    made.pending = pending
     made.fan_in_buffers = point.fan_in_buffers
     made.state = point.state
     made.iterations = point.iterations
@@ -267,5 +286,5 @@ def as_saved(
     made.spawned = spawned
     made.outcome = point.outcome
     made.written = written
-    saved: BarrierState = made
-    return saved
+    remade: BarrierState = made
+    return remade
