@@ -578,9 +578,12 @@ async def test_a_lone_runs_commits_run_inline_and_others_on_the_thread(tmp_path,
     # Writes count as quick here whatever this disk does meanwhile (the suite runs
     # tests side by side, and their fsyncs queue): the routing is what is tested.
     monkeypatch.setattr(_sqlite_lanes, "INLINE_UNDER", 1.0)
-    monkeypatch.setattr(_sqlite_lanes, "TURN_UNDER", 0.0)  # no turns: the thread's routing
+    # No turns (see test_sqlite_turns.py): what is tested is the thread's routing.
+    monkeypatch.setattr(_sqlite_lanes, "TURN_UNDER", 0.0)
+    monkeypatch.setattr(_sqlite_lanes, "_PROBE_EVERY", 10**9)
     try:
         await workflow.run(1, store=store)  # opens the file and times the first writes
+        store._writer._timing._waits = 1.0
         threads = record_writer_threads(store)
         await workflow.run(1, store=store)
         # One run: inline from its first commit on; its creation, groupable with other
@@ -598,6 +601,7 @@ async def test_a_lone_runs_commits_run_inline_and_others_on_the_thread(tmp_path,
         threads.clear()
         store._writer._timing._average = 0.01
         store._writer._timing._waits = 0.01  # each waited on the disk too: no turns either
+        store._writer._timing._passed = 0  # and no turn tried for a while
         await workflow.run(1, store=store)
         assert here not in threads[:5], threads
     finally:

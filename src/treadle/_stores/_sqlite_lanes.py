@@ -78,6 +78,7 @@ GIL going back and forth for each statement, a wake-up of the loop).
 """
 
 _SMOOTHING = 0.2  # weight of the newest call in the lane's running average
+_PROBE_EVERY = 64  # while turns are not cheap, one chance in this many is taken anyway
 
 
 class Unavailable(Exception):  # noqa: N818 - a signal between a lane and its owner, not an error
@@ -221,7 +222,7 @@ class Lane:
                 return
         outcomes: list[tuple[Any, BaseException | None]] | None
         try:
-            with self._timing.of(len(turn.calls)):
+            with self._timing.of(len(turn.calls), inline=True):
                 outcomes = run_now([call.work for call, _ in turn.calls])
         except Unavailable:  # the database is locked elsewhere: the thread waits for it
             outcomes = None
@@ -241,7 +242,7 @@ class Lane:
             return None  # the thread is at work after all
         ran: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
         try:
-            with self._timing:
+            with self._timing.of(1, inline=True):
                 ran.set_result(call())
         except Unavailable:
             return None
@@ -306,19 +307,23 @@ class _Timing:
     """Running averages of what a lane's calls take (a context manager times one, or a group).
 
     ``quick``: a call (a group counting as one) took under :data:`INLINE_UNDER`
-    on average. ``cheap``: a call kept its thread waiting, not computing (for
-    the disk, mostly its fsync), under :data:`TURN_UNDER`, a group's wait
-    shared among its calls. A group run inline blocks its loop for that
-    wait: worth it while it is less than handing each call to the thread
-    costs.
+    on average. ``cheap``: a call run inline kept its loop waiting, not
+    computing (for the disk, mostly its fsync), under :data:`TURN_UNDER`, a
+    group's wait shared among its calls. Only calls run inline count there:
+    on the thread, a call also waits for the GIL the loop holds, which is the
+    cost a turn saves. With nothing measured yet a turn is tried, and while
+    turns are not cheap one in :data:`_PROBE_EVERY` is tried again, so the
+    lane follows a disk or a load that changes.
     """
 
-    __slots__ = ("_average", "_cpu", "_members", "_started", "_waits")
+    __slots__ = ("_average", "_cpu", "_inline", "_members", "_passed", "_started", "_waits")
 
     def __init__(self) -> None:
-        self._average: float | None = None  # nothing measured yet: neither quick nor cheap
-        self._waits: float | None = None
+        self._average: float | None = None  # nothing measured yet: not quick
+        self._waits: float | None = None  # nothing measured yet: a turn is tried
         self._members = 1
+        self._inline = False
+        self._passed = 0
         self._started = 0.0
         self._cpu = 0.0
 
@@ -328,11 +333,18 @@ class _Timing:
 
     def cheap(self) -> bool:
         waits = self._waits
-        return waits is not None and waits < TURN_UNDER
+        if waits is None or waits < TURN_UNDER:
+            return True
+        self._passed += 1
+        if self._passed < _PROBE_EVERY:
+            return False
+        self._passed = 0
+        return True
 
-    def of(self, members: int) -> _Timing:
-        """Time a group of ``members`` calls next."""
+    def of(self, members: int, *, inline: bool = False) -> _Timing:
+        """Time a group of ``members`` calls next (``inline``: on the caller's thread)."""
         self._members = members
+        self._inline = inline
         return self
 
     def __enter__(self) -> None:
@@ -341,11 +353,13 @@ class _Timing:
 
     def __exit__(self, *exc_info: object) -> None:
         took = time.perf_counter() - self._started
-        waited = max(took - (time.thread_time() - self._cpu), 0.0) / self._members
-        self._members = 1
-        average, waits = self._average, self._waits
+        average = self._average
         self._average = took if average is None else average + _SMOOTHING * (took - average)
-        self._waits = waited if waits is None else waits + _SMOOTHING * (waited - waits)
+        if self._inline:
+            waited = max(took - (time.thread_time() - self._cpu), 0.0) / self._members
+            waits = self._waits
+            self._waits = waited if waits is None else waits + _SMOOTHING * (waited - waits)
+        self._members, self._inline = 1, False
 
 
 def _serve(
