@@ -242,7 +242,7 @@ class Lane:
             return None  # the thread is at work after all
         ran: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
         try:
-            with self._timing.of(1, inline=True):
+            with self._timing:  # a lone write's fsync is its own: it says nothing of a turn's
                 ran.set_result(call())
         except Unavailable:
             return None
