@@ -307,11 +307,11 @@ class _Timing:
     """Running averages of what a lane's calls take (a context manager times one, or a group).
 
     ``quick``: a call (a group counting as one) took under :data:`INLINE_UNDER`
-    on average. ``cheap``: a call run inline kept its loop waiting, not
-    computing (for the disk, mostly its fsync), under :data:`TURN_UNDER`, a
-    group's wait shared among its calls. Only calls run inline count there:
-    on the thread, a call also waits for the GIL the loop holds, which is the
-    cost a turn saves. With nothing measured yet a turn is tried, and while
+    on average. ``cheap``: a turn's group kept its loop waiting, not
+    computing (for the disk, mostly its fsync), under :data:`TURN_UNDER` per
+    call. Only turns count there: on the thread, a call also waits for the
+    GIL the loop holds, which is the cost a turn saves, and a lone call's
+    fsync is shared with nobody. With nothing measured yet a turn is tried, and while
     turns are not cheap one in :data:`_PROBE_EVERY` is tried again, so the
     lane follows a disk or a load that changes.
     """
