@@ -210,7 +210,7 @@ class Runtime:
                 results[index] = await drive()
 
         await self._let_go_for_the_dead(duration, batch)
-        ticked = await self._tick(leases)  # the schedules' due ticks: their runs opened here
+        ticked = await self._tick(leases, options)  # the schedules' due ticks: their runs opened
         while True:  # without a limit, batch after batch until nothing more is due
             claimed = await self.store.claim(new_owner(), duration, self.clock.now(), limit=batch)
             offset = len(results)
@@ -237,9 +237,12 @@ class Runtime:
         with leases.driving(), self.limits.declaring():
             yield
 
-    async def _tick(self, leases: LeaseKeeper) -> list[Drive]:
-        """Decide the hosted workflows' schedules' due ticks; the drives of the runs opened."""
-        options = RunOptions(clock=self.clock, record_events=False, metrics=self.metrics)
+    async def _tick(self, leases: LeaseKeeper, options: RunOptions) -> list[Drive]:
+        """Decide the hosted workflows' schedules' due ticks; the drives of the runs opened.
+
+        ``options``: the one value of the ``wake_due`` call, which the runs it
+        wakes share too (a workflow keeps the settings of one options value).
+        """
         starter = OpeningStarter(self.store, self.hosted, options, leases)
         with leases.driving():
             await serve_schedules(self.store, self.hosted.names(), self.clock.now(), starter)
