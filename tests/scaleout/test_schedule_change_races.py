@@ -107,7 +107,17 @@ async def test_changes_racing_ticks_as_processes_are_each_applied_once(
         tickers = []
         servers = [Serve(url, tmp_path / f"serve{i}.log").start() for i in range(2)]
     try:
+
+        async def ticked(count: int) -> bool:
+            return len(await store.list_ticks("digest", limit=10_000)) >= count
+
+        # The changes race ticks only once the tickers tick: on a loaded
+        # machine their start-up can outlast all the changes.
+        async with asyncio.timeout(120):
+            await wait_until(lambda: ticked(1), interval=0.1)
         made = await change_inputs(url, schema)
+        async with asyncio.timeout(120):
+            await wait_until(lambda: ticked(3), interval=0.1)
         await schedules.pause("digest")
 
         async def settled() -> bool:
