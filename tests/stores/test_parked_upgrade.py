@@ -22,6 +22,7 @@ from parked_app import ASKER, KEEPER, SLEEP_S, SLEEPERS, build
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime
 from treadle._checkpoints._blob import BOUND_VERSION, FORMAT_VERSION
+from treadle._stores._sql_schema import MIGRATIONS
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
 
@@ -121,7 +122,7 @@ async def test_old_runs_read_the_graphs_their_rows_hold_and_new_runs_keep_theirs
     finally:
         await store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version FROM treadle_schema").fetchall() == [(16,)]
+        assert db.execute("SELECT version FROM treadle_schema").fetchall() == [(len(MIGRATIONS),)]
         rows = {
             r: (g, d)
             for r, g, d in db.execute("SELECT run_id, graph, graph_digest FROM treadle_runs")

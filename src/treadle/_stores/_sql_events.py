@@ -1,7 +1,8 @@
 """The SQL stores' statements for event logs (see :mod:`treadle._stores._events`).
 
 A write's events go into one row: its first and last ``seq`` and the
-events as a JSON array, ``[[superstep, kind, executor_id, at, data], ...]``.
+events as a JSON array, ``[[superstep, kind, executor_id, at, data], ...]``
+(packed on SQLite: see :mod:`treadle._stores._event_packing`).
 A commit then adds one row, not one per event: the log costs a store about
 what one more small column of the checkpoint would. The row's seqs are
 computed by its own INSERT from the run's last row, after the transaction
@@ -18,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import EventLogCorruptError
+from treadle._stores._event_packing import events_text
 from treadle._stores._events import LoggedEvent
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ LAST_SEQ = f"SELECT {_LAST}"
 # more than a row's: the count, and the run id again for the subquery).
 INSERT_EVENTS = f"""
 INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
-SELECT ?, last + 1, last + ?, ?
+SELECT ?, last + 1, last + ?, {{packed_events}}
 FROM (SELECT {_LAST} AS last) AS log"""  # noqa: S608 - constants only
 
 # The rows holding the events after a seq N: from the row holding N + 1 on (it
@@ -86,8 +88,10 @@ def unpack(
             written with (a bad disk, a hand edit), named by run and seq.
     """
     events: list[LoggedEvent] = []
-    for first_seq, text in rows:
+    for first_seq, row in rows:
+        text = row
         try:
+            text = events_text(row)
             for seq, (superstep, kind, executor_id, at, data) in enumerate(
                 json.loads(text), int(first_seq)
             ):

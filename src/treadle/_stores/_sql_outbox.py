@@ -13,6 +13,7 @@ and PostgreSQL's JSON functions differ; it maps events to messages as
 from __future__ import annotations
 
 from treadle._stores._answer_links import LINK_COLUMNS
+from treadle._stores._event_packing import TEXT_FUNCTION
 from treadle._stores._outbox import MESSAGE_COLUMNS
 
 _ENDPOINT_COLUMNS = (
@@ -77,14 +78,17 @@ INSERT_SECRET = "INSERT INTO treadle_secrets (name, secret) VALUES (?, ?) ON CON
 SELECT_SECRET = "SELECT secret FROM treadle_secrets WHERE name = ?"  # noqa: S105
 LINK_SECRET = "answer_links"  # noqa: S105
 
-# SQLite's feed: JSON through json_each and json_extract.
+# SQLite's feed: JSON through json_each and json_extract, of a row's text
+# (treadle_events_text unpacks a packed row: see _event_packing). A database
+# whose feed still reads rows as text gets this one when it opens
+# (_sqlite_transactions.migrate).
 SQLITE_FEED = """
 CREATE TRIGGER IF NOT EXISTS treadle_outbox_feed AFTER INSERT ON treadle_events
 BEGIN
     DELETE FROM treadle_outbox
     WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
     AND EXISTS (
-        SELECT 1 FROM json_each(NEW.events) AS e
+        SELECT 1 FROM json_each(treadle_events_text(NEW.events)) AS e
         WHERE (json_extract(e.value, '$[1]') IN ('request_answered', 'request_timed_out')
             AND json_extract(e.value, '$[4].request_id')
                 = json_extract(treadle_outbox.event, '$[4].request_id'))
@@ -98,7 +102,7 @@ BEGIN
                 json_extract(e.value, '$[4].deadline_at') - w.deadline_lead)
             ELSE json_extract(e.value, '$[3]') END,
         'pending', 0
-    FROM json_each(NEW.events) AS e
+    FROM json_each(treadle_events_text(NEW.events)) AS e
     JOIN (SELECT 'request' AS kind, NULL AS status, 'request.created' AS event_type
         UNION ALL SELECT 'request', NULL, 'request.deadline_near'
         UNION ALL SELECT 'request_answered', NULL, 'request.answered'
@@ -113,6 +117,11 @@ BEGIN
     ORDER BY e.key, w.endpoint_id;
 END"""
 SQLITE_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed"
+# A feed made before event rows were packed, which reads them as text.
+SQLITE_TEXT_FEED = (
+    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'treadle_outbox_feed'"  # noqa: S608 - constants only
+    f" AND instr(sql, '{TEXT_FUNCTION}') = 0"
+)
 
 # PostgreSQL's feed: a function (JSON through jsonb) and the trigger calling it.
 POSTGRES_FEED_FUNCTION = """

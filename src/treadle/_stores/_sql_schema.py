@@ -450,6 +450,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # before this step, and a pending run, which has none yet).
         "ALTER TABLE treadle_runs ADD COLUMN graph_digest {blob}",
     ),
+    (),  # 17: SQLite packs large event rows (_event_packing.py); older treadles refuse it
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from treadle._exceptions import DurabilityError
-from treadle._stores import _sql_schema
+from treadle._stores import _sql_outbox, _sql_schema
+from treadle._stores._event_packing import define_functions
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sqlite_lanes import Unavailable
 
@@ -159,7 +160,11 @@ _WAL_SIZE_LIMIT = 16 * 1024 * 1024
 
 
 def configure(connection: sqlite3.Connection, path: str) -> None:
-    """Write-ahead logging and fsync'd commits, or a clear refusal where WAL is unavailable."""
+    """Write-ahead logging and fsync'd commits, or a clear refusal where WAL is unavailable.
+
+    Also the SQL functions that write and read packed event rows
+    (:func:`~treadle._stores._event_packing.define_functions`).
+    """
     (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
     if mode != "wal":
         raise DurabilityError(
@@ -168,6 +173,7 @@ def configure(connection: sqlite3.Connection, path: str) -> None:
         )
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+    define_functions(connection)
 
 
 def migrate(connection: sqlite3.Connection, label: str) -> None:
@@ -178,3 +184,8 @@ def migrate(connection: sqlite3.Connection, label: str) -> None:
     # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
     for template, parameters in _sql_schema.upgrade(found, label, _sql_schema.MIGRATIONS):
         connection.execute(SQLITE.render(template), parameters)
+    # An outbox feed made before event rows were packed reads them as JSON text,
+    # which a packed row is not: the feed is made again as it is now.
+    if connection.execute(_sql_outbox.SQLITE_TEXT_FEED).fetchone() is not None:
+        connection.execute(_sql_outbox.SQLITE_DROP_FEED)
+        connection.execute(_sql_outbox.SQLITE_FEED)
