@@ -42,7 +42,9 @@ def flaky_hanging_once(release: threading.Event, late_done: threading.Event) -> 
     """Its first attempt hangs past its timeout, then acts; the second waits for that."""
     attempts: list[int] = []
 
-    @executor(id="flaky", timeout=0.05, retry=NO_DELAY)
+    # The second attempt waits, within the same timeout, for the abandoned
+    # thread to wake and act: 0.5 s leaves a loaded machine room for that.
+    @executor(id="flaky", timeout=0.5, retry=NO_DELAY)
     def flaky(msg: str, ctx: WorkflowContext[str]) -> None:
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
