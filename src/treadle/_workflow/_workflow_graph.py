@@ -293,11 +293,19 @@ class WorkflowGraph:
         checks included, costs a small run as much as a superstep.
         """
         if options is not DEFAULT_OPTIONS:
-            # A service continues every run it wakes with one options value: its runs
-            # share the settings made for it, found by identity (held, so never reused).
+            # A service continues every run it wakes with one options value, and a caller
+            # passing the same keywords to each run makes equal ones: their runs share
+            # the settings made for the first. The clock and the metrics must be the
+            # very same objects, not equal ones: a clock equal now may differ later.
             last = self._last_settings
-            if last is not None and last[0] is options and last[1] is sleep_through_timers:
-                return last[2]
+            if last is not None and last[1] is sleep_through_timers:
+                seen = last[0]
+                if seen is options or (
+                    seen.clock is options.clock
+                    and seen.metrics is options.metrics
+                    and seen == options
+                ):
+                    return last[2]
             made = self.defaults.with_options(options, sleep_through_timers=sleep_through_timers)
             self._last_settings = (options, sleep_through_timers, made)
             return made
