@@ -95,13 +95,24 @@ def test_an_input_that_does_not_fit_names_the_field(tmp_path):
     assert "as Brief, words: Field required" in done.stderr
 
 
+def shortest_prefix(chosen: str, ids: list[str]) -> str:
+    """The shortest prefix of ``chosen``, 8 digits or more, that no other of ``ids`` has."""
+    size = 8
+    while any(other != chosen and other.startswith(chosen[:size]) for other in ids):
+        size += 1
+    return chosen[:size]
+
+
 def test_a_checkpoint_is_named_by_a_prefix_of_its_id_or_by_its_superstep(tmp_path):
     cli = Cli(tmp_path)
     asked = cli("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}', "--run-id", "r1")
     assert asked.returncode == 3, asked.stderr
     checkpoints = cli.json("history", "r1")["checkpoints"]
     at_one = next(c["checkpoint_id"] for c in checkpoints if c["superstep"] == 1)
-    by_prefix = cli("fork", "r1", "--checkpoint", at_one[:8], "--json")
+    # Ids start with the time they were made: the prefix naming one runs past it.
+    prefix = shortest_prefix(at_one, [c["checkpoint_id"] for c in checkpoints])
+    assert len(prefix) < len(at_one)
+    by_prefix = cli("fork", "r1", "--checkpoint", prefix, "--json")
     assert by_prefix.returncode == 0, by_prefix.stderr
     assert json.loads(by_prefix.stdout)["checkpoint_id"] == at_one
     by_step = cli("fork", "r1", "--superstep", "1", "--json")
@@ -110,7 +121,7 @@ def test_a_checkpoint_is_named_by_a_prefix_of_its_id_or_by_its_superstep(tmp_pat
     missing = cli("fork", "r1", "--superstep", "9")
     assert missing.returncode == 2
     assert "no superstep 9 (its supersteps: [0, 1, 2]" in missing.stderr
-    both = cli("resume", "r1", "--checkpoint", at_one[:8], "--superstep", "1")
+    both = cli("resume", "r1", "--checkpoint", prefix, "--superstep", "1")
     assert both.returncode == 2
     assert "not both" in both.stderr
     resumed = cli("resume", "r1", "--superstep", "1")

@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import dataclasses
 import sys
+import time
 import uuid
 
 import pytest
@@ -19,7 +20,7 @@ from treadle._engine import _events as ev
 from treadle._engine._result import RunStatus
 from treadle._engine._routing import Router
 from treadle._graph._edges import DirectEdge, FanInEdge, FanOutEdge, SwitchEdge
-from treadle._workflow._launch import new_run_id
+from treadle._values._ids import new_checkpoint_id, new_run_id
 from treadle.errors import ExecutorFailedError
 
 REQUEST = contextvars.ContextVar("REQUEST", default="unset")
@@ -260,12 +261,20 @@ async def test_a_switch_with_a_default_routes_each_message_by_its_own_value():
     assert sorted(outputs) == [("big", 2), ("big", 3), ("small", 0), ("small", 1)]
 
 
-def test_a_fresh_run_id_is_a_random_uuid4_in_hex():
-    ids = {new_run_id() for _ in range(50)}
-    assert len(ids) == 50
-    for run_id in ids:
-        parsed = uuid.UUID(hex=run_id)
-        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, run_id)
+def test_fresh_ids_are_uuid7s_in_hex_unique_and_ordered_by_when_they_were_made():
+    for make in (new_run_id, new_checkpoint_id):
+        before = time.time_ns() // 1_000_000
+        ids = [make() for _ in range(2_000)]
+        after = time.time_ns() // 1_000_000
+        assert len(set(ids)) == len(ids)
+        for made in ids:
+            parsed = uuid.UUID(hex=made)
+            assert (parsed.version, parsed.variant, parsed.hex) == (7, uuid.RFC_4122, made)
+            assert before <= int(made[:12], 16) <= after  # the time it was made, in ms
+        time.sleep(0.002)
+        # Made in a later millisecond, it sorts after every earlier one: it goes
+        # in at the end of a store's indexes rather than anywhere in them.
+        assert make() > max(ids)
 
 
 async def test_runs_opened_without_options_use_their_own_workflows_defaults():

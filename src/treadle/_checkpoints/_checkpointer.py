@@ -52,7 +52,6 @@ it are not written (they run again once the run is unpaused, as after a crash).
 from __future__ import annotations
 
 import asyncio
-import random
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -61,6 +60,7 @@ from treadle._engine._clock import SystemClock
 from treadle._engine._slots import blank, unfrozen_twin
 from treadle._exceptions import LeaseLostError
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._values._ids import new_checkpoint_id
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
@@ -86,18 +86,6 @@ _RecordDraft = unfrozen_twin(CheckpointRecord)
 
 # How many checkpoints each mode lets be not yet durable while the run goes on.
 _IN_FLIGHT: Final[Mapping[str, int]] = {"sync": 0, "background": 1, "batched": BATCHED_IN_FLIGHT}
-
-
-def new_checkpoint_id() -> str:
-    """A fresh, opaque checkpoint id: 128 random bits, as 32 hex digits.
-
-    Made every superstep, so from ``random`` (reseeded from the OS in a forked
-    child) rather than ``os.urandom``: a system call lets go of the GIL, and
-    while a store's thread is busy, taking it back costs the event loop tens
-    of microseconds (seen in profiles of many runs waking at once). The ids
-    need to be unique, not secret.
-    """
-    return f"{random.getrandbits(128):032x}"
 
 
 class Checkpointer:

@@ -20,7 +20,6 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from treadle._checkpoints._checkpointer import new_checkpoint_id
 from treadle._checkpoints._delta import PieceCache
 from treadle._engine._barrier import BarrierState
 from treadle._engine._result import RunStatus
@@ -28,6 +27,7 @@ from treadle._exceptions import MigrationError, TreadleError
 from treadle._migrations._contents import CheckpointContents, contents_of
 from treadle._migrations._parts import CheckpointParts, executor_of, messages_for
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
+from treadle._values._ids import new_checkpoint_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence

@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from treadle._checkpoints._checkpointer import new_checkpoint_id
 from treadle._checkpoints._delta import PieceCache
 from treadle._checkpoints._graph_description import encode_description, fingerprint
 from treadle._checkpoints._ownership import lease_duration, new_owner
@@ -38,6 +37,7 @@ from treadle._exceptions import (
 from treadle._migrations._steps import apply_migrations, migration_path
 from treadle._stores._events import EventEntry
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
+from treadle._values._ids import new_checkpoint_id
 from treadle._workflow import _actions as door
 from treadle._workflow._rights import actor_or_default, check_right
 

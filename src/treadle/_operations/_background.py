@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._options import RunOptions
 from treadle._engine._result import RunResult
 from treadle._exceptions import TreadleError
+from treadle._values._ids import new_run_id
 from treadle._workflow import _actions as door
 from treadle._workflow import _rights as rights
 from treadle._workflow._driving import continue_taken
-from treadle._workflow._launch import Launch, new_run_id, open_run
+from treadle._workflow._launch import Launch, open_run
 from treadle._workflow._runs import take_over
 from treadle._workflow._starting import admit_start
 

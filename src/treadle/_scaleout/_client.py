@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._graph_description import decode_description
@@ -19,6 +18,7 @@ from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
 from treadle._scaleout._tick_queue import QueueStarter
+from treadle._values._ids import new_run_id
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
@@ -148,7 +148,7 @@ class Client:
         else:
             check_version(version)
         serializer = known.serializer if known is not None else self._plain
-        chosen = run_id or uuid.uuid4().hex
+        chosen = run_id or new_run_id()
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
         fields = known.search_fields.of_input(message, chosen) if known is not None else ()

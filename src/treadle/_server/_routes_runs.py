@@ -39,7 +39,7 @@ from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
-from treadle._workflow._launch import new_run_id
+from treadle._values._ids import new_run_id
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -8,7 +8,6 @@ the store happen in one place and in one order.
 
 from __future__ import annotations
 
-import os
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -23,6 +22,7 @@ from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
 from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
+from treadle._values._ids import new_run_id
 from treadle._workflow._limit_board import limiting_for
 
 if TYPE_CHECKING:
@@ -243,17 +243,3 @@ def _releasing(
             await lone.close()
 
     return release
-
-
-# The bits uuid.UUID(version=4) clears and sets in 128 random ones.
-_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
-_UUID4_SET = (0x8000 << 48) | (4 << 76)
-
-
-def new_run_id() -> str:
-    """A fresh run id: a random UUID (version 4) as 32 hex digits, as ``uuid4().hex``.
-
-    Built from the random bits directly: every run without an id of its
-    own pays for it, and ``uuid4()`` costs several times as much.
-    """
-    return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"

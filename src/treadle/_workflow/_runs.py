@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +41,7 @@ from treadle._exceptions import (
     UnknownRequestError,
     VersionMismatchError,
 )
+from treadle._values import _ids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -310,7 +310,7 @@ async def fork_run(
     new run as ``run_forked``.
     """
     restored = await load_restored(workflow, store, run_id, checkpoint_id)
-    new_id = new_run_id or uuid.uuid4().hex
+    new_id = new_run_id or _ids.new_run_id()
     barrier = BarrierState(
         run_id=new_id,
         superstep=restored.superstep,

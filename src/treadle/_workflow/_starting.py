@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
 from treadle._engine._result import RunResult, RunStatus
+from treadle._values._ids import new_run_id
 from treadle._workflow import _actions as door
-from treadle._workflow._launch import new_run_id
 from treadle._workflow._pausing import stored_result
 
 if TYPE_CHECKING:
