@@ -5,6 +5,9 @@ with ``sqlite3`` and answers the same two questions: the newest 1,000 runs
 as JSON, and one run's events as Server-Sent Events (sse-starlette). What
 is left between it and the server is treadle's own work: access checks,
 the store's reads, turning rows into the API's shapes, following the log.
+(A log row of 1 KiB or more is stored packed, deflated against a fixed
+dictionary: the floor unpacks it with the file format's one decoder,
+``treadle._stores._event_packing.events_text``, as any reader of the file must.)
 
     python benchmarks/server_floor.py STORE_FILE PORT
 """
@@ -20,6 +23,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from treadle._stores._event_packing import events_text
 
 STORE = sys.argv[1] if __name__ == "__main__" else ""
 _COLUMNS = (
@@ -55,7 +60,7 @@ async def events(request):
             ).fetchall()
         for row in rows:  # a row per write: its events as a JSON array, numbered from first_seq
             for seq, (superstep, kind, executor_id, at, data) in enumerate(
-                json.loads(row["events"]), row["first_seq"]
+                json.loads(events_text(row["events"])), row["first_seq"]
             ):
                 body = {
                     "seq": seq,
