@@ -122,8 +122,17 @@ export function notify(text, kind = "info") {
   notify.timer = setTimeout(() => box.replaceChildren(), 6000);
 }
 
-/** An id short enough for a table, the whole id in its tooltip. */
+// treadle's own ids are UUID version 7 in hex: the time they were made, then
+// random digits. Ids made in the same millisecond share their first twelve.
+const MADE_BY_TREADLE = /^[0-9a-f]{12}7[0-9a-f]{19}$/;
+
+/**
+ * An id short enough for a table, the whole id in its tooltip: the random
+ * end of one treadle made (its start is the time, alike for a whole batch),
+ * else the start.
+ */
 export function shortId(id) {
+  if (MADE_BY_TREADLE.test(id)) return `…${id.slice(-10)}`;
   return id.length > 14 ? `${id.slice(0, 12)}…` : id;
 }
 
