@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from treadle._cli._answering import request_lines
 from treadle._engine._result import RunStatus
@@ -191,7 +191,8 @@ def print_runs(
         shown = listed_run(waiting, lambda r: run_row(r, now))
         out.print_json(data=page_json(rows, next_cursor, shown=shown))
         return
-    table = Table("run", "workflow", "status", "outcome", "superstep", "owner", "updated", box=None)
+    run = id_column("run", [row.run_id for row in rows])
+    table = Table(run, "workflow", "status", "outcome", "superstep", "owner", "updated", box=None)
     for row in rows:
         mark = waiting_mark(waiting.get(row.run_id, ()))
         table.add_row(
@@ -206,6 +207,21 @@ def print_runs(
     out.print(table)
     if next_cursor is not None:
         out.print(f"more: treadle runs --cursor {next_cursor} (with the same options)")
+
+
+def id_column(header: str, ids: list[str]) -> Column:
+    """A table's column of ids, kept whole when the terminal is narrow: the other columns give.
+
+    An id is what a reader types next, and a UUID version 7 cut short shows
+    only the time it was made, alike for every id of the same minute. One
+    longer than a terminal's share folds onto a second line.
+    """
+    widest = max(map(len, ids), default=len(header))
+    return Column(header, min_width=min(widest, _ID_WIDTH), overflow="fold")
+
+
+_ID_WIDTH = 36
+"""The most an id column claims of a narrow terminal (a 32-digit id and room)."""
 
 
 def _status_text(row: RunRecord, now: float) -> str:
@@ -315,7 +331,9 @@ def print_history(
         return
     if row.parent_run_id:
         out.print(f"forked from run {row.parent_run_id} at checkpoint {row.parent_checkpoint_id}")
-    table = Table("checkpoint", "superstep", "status", "created", "parent", box=None)
+    checkpoint = id_column("checkpoint", [c.checkpoint_id for c in checkpoints])
+    parent = Column("parent", overflow="fold")
+    table = Table(checkpoint, "superstep", "status", "created", parent, box=None)
     for c in checkpoints:
         table.add_row(
             c.checkpoint_id,
