@@ -1,13 +1,9 @@
 """The `treadle` command as a user drives it: subprocesses on a real SQLite file."""
 
-import os
-import pty
-import select
 import subprocess
-import time
 
 import pytest
-from treadle_cli import HERE, TREADLE, Cli
+from treadle_cli import HERE, Cli
 
 pytestmark = pytest.mark.integration
 
@@ -52,29 +48,7 @@ def test_ask_answer_show_fork_and_every_listing_as_json(tmp_path):
 
 def test_a_long_run_shows_a_progress_bar_advancing_in_a_terminal(tmp_path):
     cli = Cli(tmp_path)
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on a pseudo-terminal
-        os.chdir(cli.cwd)
-        os.execve(  # noqa: S606 - the CLI itself, on a pseudo-terminal
-            TREADLE,
-            [TREADLE, "run", "cli_app:long_job", "--input", "6"],
-            {**cli.env, "COLUMNS": "100", "TERM": "xterm"},
-        )
-    screen = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.waitpid(pid, 0)
-    text = screen.decode(errors="replace")
+    text = cli.on_a_terminal("run", "cli_app:long_job", "--input", "6", columns=100)
     percents = [p for p in ("17%", "33%", "50%", "67%", "83%", "100%") if p in text]
     assert len(percents) >= 4, text[-2000:]
     assert "crunching" in text

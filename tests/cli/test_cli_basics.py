@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 from importlib.metadata import version
 
 import pytest
-from treadle_cli import HERE, TREADLE, Cli
+from treadle_cli import HERE, Cli
 
 pytestmark = pytest.mark.integration
 
@@ -131,27 +128,6 @@ def test_a_checkpoint_is_named_by_a_prefix_of_its_id_or_by_its_superstep(tmp_pat
     assert resumed.returncode == 3, resumed.stderr  # it asks again, from superstep 1
 
 
-def on_a_terminal(cli: Cli, *args: str, columns: int) -> str:
-    """What ``treadle ARGS`` shows on a pseudo-terminal ``columns`` wide."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on a pseudo-terminal
-        os.chdir(cli.cwd)
-        os.execve(  # noqa: S606 - the CLI itself, on a pseudo-terminal
-            TREADLE, [TREADLE, *args], {**cli.env, "COLUMNS": str(columns), "TERM": "xterm"}
-        )
-    screen = b""
-    while select.select([fd], [], [], 30)[0]:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.waitpid(pid, 0)
-    return screen.decode(errors="replace")
-
-
 def test_a_narrow_terminal_shows_run_and_checkpoint_ids_whole(tmp_path):
     """Ids made together share their first digits (the time): cut short, they would look alike."""
     cli = Cli(tmp_path)
@@ -160,8 +136,8 @@ def test_a_narrow_terminal_shows_run_and_checkpoint_ids_whole(tmp_path):
         assert asked.returncode == 3, asked.stderr
     run_ids = [run["run_id"] for run in cli.json("runs")["runs"]]
     assert len(run_ids) == 2  # made within the same minute: their first ten digits alike
-    listed = on_a_terminal(cli, "runs", columns=80)
+    listed = cli.on_a_terminal("runs", columns=80)
     assert all(run_id in listed for run_id in run_ids), listed
-    history = on_a_terminal(cli, "history", run_ids[0], columns=80)
+    history = cli.on_a_terminal("history", run_ids[0], columns=80)
     checkpoint_ids = [c["checkpoint_id"] for c in cli.json("history", run_ids[0])["checkpoints"]]
     assert all(c in history for c in checkpoint_ids), history

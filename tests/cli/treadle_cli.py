@@ -17,9 +17,12 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import pty
+import select
 import sqlite3
 import subprocess
 import sys
+import time
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -130,6 +133,32 @@ class Cli:
         done = self(*args, "--json")
         assert done.returncode in (0, 3), done.stderr
         return json.loads(done.stdout)
+
+    def on_a_terminal(self, *args: str, columns: int, within: float = 60.0) -> str:
+        """What the command shows on a pseudo-terminal ``columns`` wide, until it exits."""
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: the CLI on a pseudo-terminal
+            os.chdir(self.cwd)
+            os.execve(  # noqa: S606 - the CLI itself, on a pseudo-terminal
+                TREADLE,
+                [TREADLE, *args],
+                {**self.env, "COLUMNS": str(columns), "TERM": "xterm"},
+            )
+        screen = b""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+        os.waitpid(pid, 0)
+        return screen.decode(errors="replace")
 
     def fork(self, *args: str) -> Forked:
         """The command in a process of its own forked with the command line imported.

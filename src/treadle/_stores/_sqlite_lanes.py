@@ -25,21 +25,21 @@ slow disk keeps every call on the thread, and so does a database another
 process holds locked: the inline attempt raises :class:`Unavailable` rather
 than wait, and the call goes to the thread, which waits.
 
-**Groups of a loop's turn.** Many runs committing at once is the other
-case: on the thread, every statement of their group hands the GIL back and
-forth with the event loop, and each group's callers are woken through the
-loop's self-pipe, CPU spent on neither the statements nor the fsync (with
-1,000 runs committing, the loop and the thread took turns rather than
+**Groups of a loop's turn.** Many runs committing at once is the other case:
+on the thread, every statement of their group hands the GIL back and forth
+with the event loop, and each group's callers are woken through the loop's
+self-pipe, CPU spent on neither the statements nor the fsync (with 1,000
+runs committing, the loop and the thread took turns rather than
 overlapping). So a groupable call that can run now (its :class:`Groupable`
 has ``run_now``) joins the group of its event loop's current turn instead,
 when the lane is idle and its calls have waited little each on the disk
 (under :data:`TURN_UNDER` per call, a group's wait divided among its calls:
 a quick disk, or a group large enough to share a slow one's fsync). At the
 end of the turn, that group runs inline, in one transaction, and the loop
-goes on once it is durable. Every call made while a turn's group is open joins it or, if it
-cannot (another loop's, or not groupable), sends the group to the thread
-first, so the lane's calls still run in the order they were made; a
-database locked elsewhere sends the group to the thread too.
+goes on once it is durable. Every call made while a turn's group is open
+joins it or, if it cannot (another loop's, or not groupable), sends the
+group to the thread first, so the lane's calls still run in the order they
+were made; a database locked elsewhere sends the group to the thread too.
 """
 
 from __future__ import annotations
