@@ -16,6 +16,8 @@ from session_app import session
 
 from gates import file_appears, reached
 from treadle import InputPolicy, RunStatus
+from treadle._workflow import _driving as driving
+from treadle._workflow._pausing import stored_result
 from treadle.errors import RequestError, RunBusyError, SessionBusyError
 from treadle.stores import SqliteStore
 
@@ -129,6 +131,43 @@ async def test_rollback_branches_from_where_the_turn_began_and_keeps_the_abandon
     checkpoints = await store.list_checkpoints("s1")
     abandoned = [c for c in checkpoints if c.parent_checkpoint_id == rest]
     assert len(abandoned) == 2  # m1's turn and the branch both grew from the rest
+
+
+async def test_a_rollback_applied_by_another_driver_while_its_own_let_go_is_not_applied_again(
+    store, tmp_path, monkeypatch
+):
+    # The driver that meets m2 gives the lease up as its loop stops, before it takes the
+    # run back to branch. Held there, the next sender finds the run free and drives it:
+    # it meets m2 too, branches with it, then with m3, and rests. The first driver must
+    # then leave the run be: branching with m2 again would undo m3, the last message.
+    gate = tmp_path / "gate"
+    workflow = await resting_session("rollback", store, gate)
+    stopped, go_on = asyncio.Event(), asyncio.Event()
+    real_next_launch = driving.next_launch
+
+    async def first_held(workflow, loop, launch):
+        if not stopped.is_set():
+            stopped.set()
+            await go_on.wait()
+        return await real_next_launch(workflow, loop, launch)
+
+    monkeypatch.setattr(driving, "next_launch", first_held)
+    first = await turn_running(workflow, store, gate, "m1")
+    await workflow.send_message("s1", "m2", store=store)
+    gate.touch()
+    await stopped.wait()
+    assert (await store.get_run("s1")).owner is None  # let go: the run is free to take
+    other = await workflow.send_message("s1", "m3", store=store)
+    assert other.outputs == ["done m0", "done m3"]
+    go_on.set()
+    await first
+    rested = await stored_result(workflow, store, "s1")
+    assert rested.status is RunStatus.AWAITING_INPUT
+    assert rested.outputs == ["done m0", "done m3"]
+    assert rested.state["turns"] == ["m0", "m3"]
+    assert await store.inbox("s1") == []
+    sent = [e.data["message"] for e in await store.read_events("s1") if e.kind == "message_sent"]
+    assert sent == ["m1", "m2", "m3"]
 
 
 async def test_debounce_waits_for_quiet_then_takes_the_burst_as_one_list(store, tmp_path):

@@ -98,7 +98,10 @@ def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
 
 
 async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
-    """Race three senders on a resting session under ``policy``; (outcomes, order, final run)."""
+    """Race three senders on a resting session under ``policy``.
+
+    Returns (outcomes, order, final run, store, the run's story for a failed check).
+    """
     spec, env, open_store = backend
     gate, go = tmp_path / "gate", tmp_path / "go"
     if open_gate:
@@ -119,12 +122,9 @@ async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
             told = await asyncio.to_thread(race, senders, env, go, gate)
             outcomes = dict(zip("abc", told, strict=True))
             final = await settled(workflow, store)
-        order = [
-            event.data["message"]
-            for event in await store.read_events("s1")
-            if event.kind == "message_sent"
-        ]
-        return outcomes, order, final, store
+        events = await store.read_events("s1")
+        order = [event.data["message"] for event in events if event.kind == "message_sent"]
+        return outcomes, order, final, store, story(events, final)
     except BaseException:
         await store.close()
         raise
@@ -141,30 +141,40 @@ async def settled(workflow, store):
         await asyncio.sleep(0.05)
 
 
+def story(events, final) -> str:
+    """The run's log as a failed check shows it: who sent what, turns, branches, outputs."""
+    routine = ("superstep_started", "superstep_completed", "executor_invoked", "executor_completed")
+    lines = [f"outputs {final.outputs}, state {final.state}"]
+    for event in events:
+        if event.kind not in routine:
+            lines.append(f"{event.seq} s{event.superstep} {event.kind} {event.data}")
+    return "\n".join(lines)
+
+
 def turns_after_m0(final) -> list[str]:
     assert final.state["turns"][0] == "m0"
     return final.state["turns"][1:]
 
 
 async def test_reject_lets_exactly_one_racing_sender_in_and_refuses_the_others(backend, tmp_path):
-    outcomes, order, final, store = await race_on("reject", backend, tmp_path)
+    outcomes, order, final, store, happened = await race_on("reject", backend, tmp_path)
     await store.close()
     winners = [m for m, told in outcomes.items() if "ok" in told]
     refused = {m: told["error"] for m, told in outcomes.items() if "error" in told}
     assert len(winners) == 1, outcomes
     assert set(refused.values()) == {"SessionBusyError"}, outcomes
-    assert order == winners  # nothing of the refused was delivered
-    assert turns_after_m0(final) == winners
-    assert final.outputs == ["done m0", f"done {winners[0]}"]
+    assert order == winners, happened  # nothing of the refused was delivered
+    assert turns_after_m0(final) == winners, happened
+    assert final.outputs == ["done m0", f"done {winners[0]}"], happened
 
 
 async def test_enqueue_takes_every_racing_message_once_in_the_stores_order(backend, tmp_path):
-    outcomes, order, final, store = await race_on("enqueue", backend, tmp_path)
+    outcomes, order, final, store, happened = await race_on("enqueue", backend, tmp_path)
     await store.close()
     assert all("ok" in told for told in outcomes.values()), outcomes
     assert sorted(order) == ["a", "b", "c"]
-    assert turns_after_m0(final) == order  # one turn each, in the order the store gave them
-    assert final.outputs == ["done m0", *(f"done {m}" for m in order)]
+    assert turns_after_m0(final) == order, happened  # one turn each, in the store's order
+    assert final.outputs == ["done m0", *(f"done {m}" for m in order)], happened
     spans = final.state["spans"]
     for before, after in itertools.pairwise(order):  # each began after the one before ended
         assert spans[before][1] < spans[after][0], spans
@@ -173,12 +183,12 @@ async def test_enqueue_takes_every_racing_message_once_in_the_stores_order(backe
 async def test_merge_delivers_the_later_racing_messages_into_the_turn_the_first_started(
     backend, tmp_path
 ):
-    outcomes, order, final, store = await race_on("merge", backend, tmp_path)
+    outcomes, order, final, store, happened = await race_on("merge", backend, tmp_path)
     await store.close()
     assert all("ok" in told for told in outcomes.values()), outcomes
     turns = turns_after_m0(final)
-    assert sorted(turns) == sorted(order)  # each handled once
-    assert sorted(final.outputs[1:]) == sorted(f"done {m}" for m in order)
+    assert sorted(turns) == sorted(order), happened  # each handled once
+    assert sorted(final.outputs[1:]) == sorted(f"done {m}" for m in order), happened
     # The first started a turn, held at the gate until the others were sent: they were
     # merged into it, each handled before that turn ended, never waiting for a rest.
     spans = final.state["spans"]
@@ -189,35 +199,37 @@ async def test_merge_delivers_the_later_racing_messages_into_the_turn_the_first_
 async def test_interrupt_leaves_the_last_racing_message_in_the_stores_order_to_finish(
     backend, tmp_path
 ):
-    outcomes, order, final, store = await race_on("interrupt", backend, tmp_path)
+    outcomes, order, final, store, happened = await race_on("interrupt", backend, tmp_path)
     await store.close()
     assert all("ok" in told for told in outcomes.values()), outcomes
     # Every turn but the last was dropped at a superstep boundary: only the last finished.
-    assert final.outputs == ["done m0", f"done {order[-1]}"]
+    assert final.outputs == ["done m0", f"done {order[-1]}"], happened
     turns = turns_after_m0(final)
-    assert turns[-1] == order[-1]
-    assert turns == [m for m in order if m in turns]  # each at most once, in order
+    assert turns[-1] == order[-1], happened
+    assert turns == [m for m in order if m in turns], happened  # each at most once, in order
 
 
 async def test_rollback_leaves_the_session_as_if_only_the_last_racing_message_came(
     backend, tmp_path
 ):
-    outcomes, order, final, store = await race_on("rollback", backend, tmp_path)
+    outcomes, order, final, store, happened = await race_on("rollback", backend, tmp_path)
     checkpoints = await store.list_checkpoints("s1")
     await store.close()
     assert all("ok" in told for told in outcomes.values()), outcomes
-    assert final.outputs == ["done m0", f"done {order[-1]}"]
-    assert turns_after_m0(final) == [order[-1]]  # the abandoned turns left no state behind
+    assert final.outputs == ["done m0", f"done {order[-1]}"], happened
+    assert turns_after_m0(final) == [order[-1]], happened  # the abandoned turns left nothing
     assert len(checkpoints) > len({c.parent_checkpoint_id for c in checkpoints})  # branched
 
 
 async def test_debounce_coalesces_racing_messages_and_delivers_each_once_in_order(
     backend, tmp_path
 ):
-    outcomes, order, final, store = await race_on("debounce", backend, tmp_path, open_gate=True)
+    outcomes, order, final, store, happened = await race_on(
+        "debounce", backend, tmp_path, open_gate=True
+    )
     await store.close()
     assert all("ok" in told for told in outcomes.values()), outcomes
     bursts = turns_after_m0(final)
     # Sent together, they land inside one 3-second window (a slow machine may split them):
     # each message is delivered once, in the store's order, bursts joined by "+".
-    assert "+".join(bursts).split("+") == order
+    assert "+".join(bursts).split("+") == order, happened

@@ -101,6 +101,23 @@ class TakenOver:
     expired: frozenset[str] = frozenset()
 
 
+async def acquire(
+    workflow: Workflow, store: Store, run_id: str, *, wait: bool = False, actor: Actor | None = None
+) -> Ownership:
+    """Take the run's lease to drive it with ``workflow`` (see :meth:`Ownership.acquire`).
+
+    Raises:
+        VersionMismatchError: the run is on another version of the workflow;
+            refused before the lease is taken: taking it would clear a
+            parked run's mark.
+        RunNotFoundError, RunBusyError: as :meth:`Ownership.acquire`.
+    """
+    row = await store.get_run(run_id)
+    if row.version != workflow.version:
+        raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
+    return await Ownership.acquire(store, run_id, wait=wait, actor=actor)
+
+
 async def take_over(
     workflow: Workflow,
     store: Store,
@@ -131,15 +148,10 @@ async def take_over(
         CheckpointCorruptError, SerializationError, RunCancelledError: as
             :func:`load_restored`; the lease is given up again.
     """
-    if ownership is None:
-        # Refused before the lease is taken: taking it would clear a parked run's mark.
-        row = await store.get_run(run_id)
-        if row.version != workflow.version:
-            raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
     owned = (
         ownership
         if ownership is not None
-        else await Ownership.acquire(store, run_id, wait=wait, actor=actor)
+        else await acquire(workflow, store, run_id, wait=wait, actor=actor)
     )
     try:
         restored = await load_restored(workflow, store, run_id, checkpoint_id, loaded)

@@ -6,7 +6,9 @@ A run's loop takes session messages as their policies say
 - **A rollback.** The loop stops at the boundary where it met the
   message; the driver takes the run over again from the checkpoint where
   the running turn began (the newest checkpoint, up its lineage, at which
-  the session rested waiting for input), delivering the message there.
+  the session rested waiting for input), delivering the message there,
+  unless a driver that took the run while its lease was free applied the
+  message first.
   The next checkpoint names that one as its parent: the run's history
   branches, and the abandoned turn's checkpoints stay in it.
 - **A message that came as the run came to rest.** The loop looks at the
@@ -25,10 +27,11 @@ from treadle._engine._result import RunStatus
 from treadle._exceptions import RunBusyError, RunPausedError
 from treadle._graph._input_policy import policy_of_kind
 from treadle._workflow._launch import Launch
-from treadle._workflow._runs import load_restored, take_over
+from treadle._workflow._runs import acquire, load_restored, take_over
 
 if TYPE_CHECKING:
     from treadle._checkpoints._ownership import Ownership
+    from treadle._engine._inputs import QueuedInput
     from treadle._engine._opening import DrivenRun
     from treadle._stores._store import Store
     from treadle._workflow._runs import TakenOver
@@ -45,8 +48,9 @@ async def next_launch(workflow: Workflow, loop: DrivenRun, launch: Launch) -> La
     rollback = feed.rollback
     try:
         if rollback is not None:
-            started = await turn_start(workflow, store, run_id)
-            taken = await take_over(workflow, store, run_id, started)
+            taken = await _branched(workflow, store, run_id, rollback)
+            if taken is None:
+                return None
             taken.ownership.consumed = rollback.seq  # applied with the branch's first commit
             return Launch(
                 restored=taken.restored,
@@ -91,6 +95,32 @@ async def taken_after_sending(
         return await take_over(workflow, store, run_id, wait=True)
     except RunPausedError:
         return None
+
+
+async def _branched(
+    workflow: Workflow, store: Store, run_id: str, rollback: QueuedInput
+) -> TakenOver | None:
+    """The run taken back at the checkpoint where its turn began, to deliver ``rollback`` there.
+
+    The loop gave the lease up when it stopped, and whoever took the run
+    meanwhile met the same message in its inbox and acted on it: once the
+    lease is back the message must still wait there, and where the turn
+    began is looked for only then. ``None``: another driver applied it (the
+    run is where that driver left it, with any later message taken too).
+
+    Raises:
+        RunBusyError: another process drives the run now.
+    """
+    ownership = await acquire(workflow, store, run_id)
+    try:
+        if all(item.seq != rollback.seq for item in await store.inbox(run_id)):
+            await ownership.close()
+            return None
+        started = await turn_start(workflow, store, run_id)
+        return await take_over(workflow, store, run_id, started, ownership=ownership)
+    except BaseException:
+        await ownership.close()
+        raise
 
 
 async def turn_start(workflow: Workflow, store: Store, run_id: str) -> str:
