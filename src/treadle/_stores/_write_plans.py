@@ -61,20 +61,48 @@ class Owned:
     release: bool
 
 
-_ASKED = " RETURNING pause_requested"
-# The status too, where a commit writes it apart: then only when it changes.
-_ASKED_AND_STATUS = " RETURNING pause_requested, status"
+# What a fenced advance reads back from the run row: whether a pause was asked
+# meanwhile, and the status too where a commit writes it apart (only when it changes).
+_ASKED = "pause_requested"
+_ASKED_AND_STATUS = "pause_requested, status"
 
 
 @functools.cache
-def _fenced(advance: str, status_apart: bool) -> str:
-    """A run row's advance under a lease, saying whether a pause was asked meanwhile."""
-    return advance + _sql_ownership.FENCE + (_ASKED_AND_STATUS if status_apart else _ASKED)
+def _fenced(advance: str) -> str:
+    """A run row's advance under a lease: only while its owner and epoch are the lease's."""
+    return advance + _sql_ownership.FENCE
 
 
 @functools.cache
-def _asking(advance_and_release: str) -> str:
-    return advance_and_release + _ASKED
+def _returning(advance: str, columns: str) -> str:
+    return f"{advance} RETURNING {columns}"
+
+
+@functools.cache
+def _read_back(columns: str) -> str:
+    return f"SELECT {columns} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants only
+
+
+def _advanced(
+    advance: str, parameters: tuple[object, ...], columns: str, run_id: str, backend: Backend
+) -> Plan[tuple[object, ...] | None]:
+    """A fenced advance of a run row; the row's ``columns`` after it (``None``: not advanced).
+
+    Read in the statement itself (``RETURNING``) or by a SELECT after it,
+    as ``backend.returning`` says.
+    """
+    if backend.returning:
+        row: tuple[object, ...] | None = yield (
+            _returning(advance, columns),
+            parameters,
+            ONE,
+            False,
+        )
+        return row
+    if (yield (advance, parameters, COUNT, False)) == 0:
+        return None
+    row = yield (_read_back(columns), (run_id,), ONE, False)
+    return row
 
 
 def commit(
@@ -108,13 +136,15 @@ def commit(
     else:
         fence = (lease.owner, lease.epoch)
         if releasing and backend.advance_and_release is not None:
-            template = _asking(backend.advance_and_release)
+            template = backend.advance_and_release
             parameters: tuple[object, ...] = (info.status, *_sql_rows.position_parameters(last))
+            columns = _ASKED
             released = True
         else:
-            template = _fenced(backend.advance, backend.status_apart)
+            template = _fenced(backend.advance)
             parameters = backend.advance_parameters(last)
-        row = yield (template, (*parameters, *fence), ONE, False)
+            columns = _ASKED_AND_STATUS if backend.status_apart else _ASKED
+        row = yield from _advanced(template, (*parameters, *fence), columns, info.run_id, backend)
         if row is None:
             raise (yield from refusal(info.run_id, lease))
         asked = row[0]

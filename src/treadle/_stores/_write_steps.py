@@ -77,6 +77,10 @@ class Backend:
             (PostgreSQL's ``NOTIFY``).
         chain_lock: A statement making writers of the audit chain take turns
             until they commit, or ``None`` (SQLite's one writer takes turns already).
+        returning: A commit's fenced advance reads the run row back in the
+            statement (``RETURNING``), else by a SELECT after it (SQLite,
+            which stages a statement's RETURNING rows in a temporary table:
+            more instructions than a second statement's).
     """
 
     name: str
@@ -87,6 +91,7 @@ class Backend:
     clears_ready: bool
     notifies: bool
     chain_lock: str | None
+    returning: bool
 
 
 SQLITE_WRITES = Backend(
@@ -98,6 +103,7 @@ SQLITE_WRITES = Backend(
     clears_ready=True,
     notifies=False,
     chain_lock=None,
+    returning=False,
 )
 """``SqliteStore``'s writes."""
 
@@ -110,5 +116,6 @@ POSTGRES_WRITES = Backend(
     clears_ready=False,
     notifies=True,
     chain_lock=_sql_audit.LOCK_CHAIN,
+    returning=True,
 )
 """``PostgresStore``'s writes (and a worker's ``LeasedStore``'s)."""
