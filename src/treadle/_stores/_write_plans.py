@@ -11,12 +11,12 @@ commits, pauses and deliveries of one run take turns.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import LeaseLostError, RunExistsError, RunNotFoundError
 from treadle._stores import (
+    _advances,
     _audit,
     _pausing,
     _sql_audit,
@@ -61,50 +61,6 @@ class Owned:
     release: bool
 
 
-# What a fenced advance reads back from the run row: whether a pause was asked
-# meanwhile, and the status too where a commit writes it apart (only when it changes).
-_ASKED = "pause_requested"
-_ASKED_AND_STATUS = "pause_requested, status"
-
-
-@functools.cache
-def _fenced(advance: str) -> str:
-    """A run row's advance under a lease: only while its owner and epoch are the lease's."""
-    return advance + _sql_ownership.FENCE
-
-
-@functools.cache
-def _returning(advance: str, columns: str) -> str:
-    return f"{advance} RETURNING {columns}"
-
-
-@functools.cache
-def _read_back(columns: str) -> str:
-    return f"SELECT {columns} FROM treadle_runs WHERE run_id = ?"  # noqa: S608 - constants only
-
-
-def _advanced(
-    advance: str, parameters: tuple[object, ...], columns: str, run_id: str, backend: Backend
-) -> Plan[tuple[object, ...] | None]:
-    """A fenced advance of a run row; the row's ``columns`` after it (``None``: not advanced).
-
-    Read in the statement itself (``RETURNING``) or by a SELECT after it,
-    as ``backend.returning`` says.
-    """
-    if backend.returning:
-        row: tuple[object, ...] | None = yield (
-            _returning(advance, columns),
-            parameters,
-            ONE,
-            False,
-        )
-        return row
-    if (yield (advance, parameters, COUNT, False)) == 0:
-        return None
-    row = yield (_read_back(columns), (run_id,), ONE, False)
-    return row
-
-
 def commit(
     checkpoints: Sequence[CheckpointRecord],
     keep_last: int | None,
@@ -135,16 +91,18 @@ def commit(
             raise (yield from refusal(info.run_id, lease))
     else:
         fence = (lease.owner, lease.epoch)
+        status = None  # the status read back: only where it is written apart
         if releasing and backend.advance_and_release is not None:
             template = backend.advance_and_release
             parameters: tuple[object, ...] = (info.status, *_sql_rows.position_parameters(last))
-            columns = _ASKED
             released = True
         else:
-            template = _fenced(backend.advance)
+            template = _advances.fenced(backend.advance)
             parameters = backend.advance_parameters(last)
-            columns = _ASKED_AND_STATUS if backend.status_apart else _ASKED
-        row = yield from _advanced(template, (*parameters, *fence), columns, info.run_id, backend)
+            status = info.status if backend.status_apart else None
+        row = yield from _advances.advanced(
+            template, parameters, fence, status, info.run_id, backend
+        )
         if row is None:
             raise (yield from refusal(info.run_id, lease))
         asked = row[0]
