@@ -4,7 +4,7 @@ A commit's advance is fenced: it changes the row only while the lease's
 owner and epoch are the row's. It must also learn whether a pause was
 asked meanwhile (the commit then honours it) and, where the status is
 written by a statement of its own (SQLite), whether the status stored is
-the one the commit leaves. PostgreSQL reads both in the advance itself
+the one the commit leaves. PostgreSQL reads that in the advance itself
 (``RETURNING``). SQLite stages a statement's RETURNING rows in a temporary
 table, which costs more instructions than another statement, so its
 advance instead asks in its WHERE for the usual case (no pause asked, the
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # meanwhile, and the status too where a commit writes it apart (only when it changes).
 _ASKED = "pause_requested"
 _ASKED_AND_STATUS = "pause_requested, status"
+_NOT_ASKED = (None,)
 
 
 @functools.cache
@@ -91,6 +92,3 @@ def advanced(
         return None  # not this lease's any more
     yield (advance, (*parameters, *fence), NOTHING, False)
     return row
-
-
-_NOT_ASKED = (None,)

@@ -78,9 +78,9 @@ class Backend:
         chain_lock: A statement making writers of the audit chain take turns
             until they commit, or ``None`` (SQLite's one writer takes turns already).
         returning: A commit's fenced advance reads the run row back in the
-            statement (``RETURNING``), else by a SELECT after it (SQLite,
-            which stages a statement's RETURNING rows in a temporary table:
-            more instructions than a second statement's).
+            statement (``RETURNING``); else it asks for the usual case in
+            its WHERE and reads only a row that differs (SQLite, which
+            stages RETURNING rows in a temporary table: see ``_advances``).
     """
 
     name: str
