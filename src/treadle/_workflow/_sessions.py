@@ -102,11 +102,12 @@ async def _branched(
 ) -> TakenOver | None:
     """The run taken back at the checkpoint where its turn began, to deliver ``rollback`` there.
 
-    The loop gave the lease up when it stopped, and whoever took the run
-    meanwhile met the same message in its inbox and acted on it: once the
-    lease is back the message must still wait there, and where the turn
-    began is looked for only then. ``None``: another driver applied it (the
-    run is where that driver left it, with any later message taken too).
+    The loop gave the lease up when it stopped, and a driver that took the
+    run meanwhile met the same message in its inbox and may have applied
+    it: once the lease is back, the message must still wait there, and
+    where the turn began is looked for only then. ``None``: another driver
+    applied it (the run is where that driver left it, with any later
+    message taken too).
 
     Raises:
         RunBusyError: another process drives the run now.
