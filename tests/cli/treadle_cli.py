@@ -19,6 +19,7 @@ import json
 import os
 import pty
 import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -146,18 +147,23 @@ class Cli:
             )
         screen = b""
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 1)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-        os.waitpid(pid, 0)
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([fd], [], [], 1)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            else:  # still running at the deadline: the caller's check shows the screen
+                os.kill(pid, signal.SIGKILL)
+        finally:
+            os.close(fd)
+            os.waitpid(pid, 0)
         return screen.decode(errors="replace")
 
     def fork(self, *args: str) -> Forked:

@@ -74,8 +74,8 @@ def advanced(
     is returned when nothing advanced: the lease is gone. See the module
     docstring for how each backend reads them.
     """
+    columns = _ASKED if status is None else _ASKED_AND_STATUS
     if backend.returning:
-        columns = _ASKED if status is None else _ASKED_AND_STATUS
         row: tuple[object, ...] | None = yield (
             _returning(advance, columns),
             (*parameters, *fence),
@@ -86,7 +86,6 @@ def advanced(
     usual = (*parameters, *fence) if status is None else (*parameters, *fence, status)
     if (yield (_as_usual(advance, status is not None), usual, COUNT, False)) == 1:
         return _NOT_ASKED if status is None else (None, status)
-    columns = _ASKED if status is None else _ASKED_AND_STATUS
     row = yield (_read_fenced(columns), (run_id, *fence), ONE, False)
     if row is None:
         return None  # not this lease's any more
