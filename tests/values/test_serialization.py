@@ -27,6 +27,7 @@ from treadle._values._serialization import (
     PickleSerializer,
     Serializer,
     TypeRegistry,
+    dump_plain,
 )
 
 
@@ -451,3 +452,33 @@ def test_importing_the_serializer_does_not_import_pydantic():
         "assert 'pydantic' not in sys.modules, 'pydantic was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- plain JSON bytes (every checkpoint frame and piece) ---------------------------------------
+
+_plain_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),  # lone surrogates included: only an escape carries them
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_plain_json)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_plain_json_bytes_read_back_as_the_standard_library_wrote_them(document):
+    standard = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+    written = dump_plain(document)
+    assert json.loads(written.decode("utf-8", "surrogatepass")) == json.loads(
+        standard.encode(document)
+    )
+
+
+def test_plain_json_refuses_what_json_cannot_hold_and_writes_words_that_only_look_so():
+    for refused in ([1, {"a": float("nan")}], {"x": float("inf")}, [10**5000]):
+        with pytest.raises(SerializationError, match="cannot serialize value"):
+            dump_plain(refused)
+    assert json.loads(dump_plain(["NaN", "-Infinity", "\ud800"])) == ["NaN", "-Infinity", "\ud800"]
