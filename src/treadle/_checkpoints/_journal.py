@@ -237,8 +237,16 @@ class EventJournal:
         self._inner = inner
         self._feed = live
         self._clock = clock
+        # What _json writes for {"resumed": True, "from_status": status, "by": owner},
+        # without its call: every woken run makes one.
         self._resumed = (
-            None if status is None else _json({"resumed": True, "from_status": status, "by": owner})
+            None
+            if status is None
+            else '{"resumed":true,"from_status":'
+            + _quoted(status)
+            + ',"by":'
+            + ("null" if owner is None else _quoted(owner))
+            + "}"
         )
         self.live = inner.live if inner is not None else False
         self.backpressure: Callable[[], Awaitable[None]] | None = (
