@@ -22,7 +22,10 @@ each round of such a loop, ends it all the same.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Iterable
 
 
 def _stopping() -> bool:
@@ -76,3 +79,25 @@ async def close_group(group: asyncio.TaskGroup) -> None:
     except asyncio.CancelledError:
         if _stopping():
             raise
+
+
+async def each_at_most(limit: int, jobs: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+    """Run ``jobs`` in order, each in a task of its own, at most ``limit`` at once.
+
+    ``limit`` workers each take the next job as theirs ends, so a thousand
+    jobs make a thousand short tasks, never a thousand at once waiting for
+    a slot (each a coroutine, a context and a semaphore's future, which
+    every pass of the garbage collector walks). Each job's task copies the
+    context it starts in, as a task of a group would. A job that raises
+    stops the rest as a task group does: those running are cancelled, no
+    other starts, and the errors come as an exception group.
+    """
+    queue = iter(jobs)
+
+    async def worker() -> None:
+        for job in queue:
+            await asyncio.create_task(job())
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(limit):
+            group.create_task(worker())

@@ -7,6 +7,10 @@ to ``concurrency`` claimed runs, and every run still wakes once, in claim order.
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
@@ -46,4 +50,51 @@ async def test_forty_parked_runs_wake_with_three_batch_reads_and_no_read_each(tm
     assert [run_id for batch in batches for run_id in batch] == [f"r{i:02}" for i in range(40)]
     assert alone == []
     assert await Runtime(store, [workflow], clock=clock).wake_due() == []  # each woke once
+    await store.close()
+
+
+async def test_a_wake_runs_at_most_concurrency_runs_and_a_cancelled_one_lets_the_waiting_ones_go(
+    tmp_path,
+):
+    # Claimed runs wait for a slot without a task each; cancelling the call gives up the
+    # leases of those that never started, so another service takes them at once.
+    store = SqliteStore(tmp_path / "runs.sqlite", lease=30)
+    clock = FakeClock(start=0.0)
+    gate, two_in = asyncio.Event(), asyncio.Event()
+    running: list[int] = []
+    most = 0
+
+    @executor(id="held")
+    async def held(i: int, ctx: WorkflowContext[int]) -> None:
+        nonlocal most
+        await ctx.sleep(60 + i)
+        running.append(i)
+        most = max(most, len(running))
+        if len(running) == 2:
+            two_in.set()
+        try:
+            await gate.wait()
+        finally:
+            running.remove(i)
+        ctx.yield_output(i)
+
+    workflow = WorkflowBuilder(start=held, name="held").build()
+    for i in range(6):
+        parked = await workflow.run(i, store=store, clock=clock, run_id=f"r{i}")
+        assert parked.status is RunStatus.WAITING
+    await clock.advance(100)
+    waking = asyncio.create_task(Runtime(store, [workflow], clock=clock).wake_due(concurrency=2))
+    await asyncio.wait_for(two_in.wait(), 10)
+    await asyncio.sleep(0.2)  # room for a third to start, were there one
+    assert sorted(running) == [0, 1]
+    waking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waking
+    assert most == 2
+    for i in range(2, 6):  # never started: let go, not held until the lease ran out
+        lease = await store.acquire(f"r{i}", "another-service", 30)
+        await store.release(lease)
+    gate.set()
+    woken = await Runtime(store, [workflow], clock=clock).wake_due(concurrency=2)
+    assert [result.outputs for result in woken] == [[i] for i in range(2, 6)]
     await store.close()

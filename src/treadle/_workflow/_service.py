@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
-from treadle._tasks import close_group, stop_if_cancelled
+from treadle._tasks import close_group, each_at_most, stop_if_cancelled
 from treadle._workflow._claim_reads import ClaimReads
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
@@ -51,7 +52,7 @@ from treadle._workflow._ticker import serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
     from types import TracebackType
 
     from treadle._checkpoints._codec import RestoredRun
@@ -168,7 +169,6 @@ class Runtime:
     ) -> list[RunResult]:
         duration = lease_duration(self.store)
         batch = _CLAIM_BATCH if limit is None else limit
-        slots = asyncio.Semaphore(concurrency)
         results: list[RunResult | None] = []
         # One value for every run this call continues: options are immutable, and
         # made (checks included) and laid over a workflow's defaults once, not per run.
@@ -177,37 +177,38 @@ class Runtime:
         # A claim's lease is kept from the claim on, not from when a slot frees: a batch
         # claims up to a thousand runs, and one driven past its lease would be fenced
         # out of its own first write (a call's line, its commit) by its own lateness.
-        async def wake(index: int, claimed: Claimed, reads: ClaimReads) -> None:
-            ownership = self._hold(leases, claimed.lease, duration)
+        # Runs that never started (the call was cancelled) give theirs up at the end.
+        async def wake(index: int, claimed: Claimed, ownership: Ownership) -> None:
             try:
-                async with slots:
-                    results[index] = await self._continue_claimed(
-                        claimed, ownership, reads, options
-                    )
+                results[index] = await self._continue_claimed(claimed, ownership, reads, options)
             finally:
                 await ownership.close()
+
+        async def start(index: int, claimed: Claimed, ownership: Ownership) -> None:
+            try:
+                results[index] = await self._start_admitted(claimed, ownership)
+            finally:
+                await ownership.close()
+
+        async def drive_tick(index: int, drive: Drive) -> None:
+            results[index] = await drive()
 
         starting = await self.store.claim_starts(
             self.hosted.names(), new_owner(), duration, self.clock.now(), limit=batch
         )
         results.extend([None] * len(starting))
-
-        async def start(index: int, claimed: Claimed) -> None:
-            ownership = self._hold(leases, claimed.lease, duration)
-            try:
-                async with slots:
-                    results[index] = await self._start_admitted(claimed, ownership)
-            finally:
-                await ownership.close()
-
-        async with asyncio.TaskGroup() as group:
+        held = [self._hold(leases, one.lease, duration) for one in starting]
+        try:
             with self._driving(leases):
-                for index, one in enumerate(starting):
-                    group.create_task(start(index, one))
-
-        async def drive_tick(index: int, drive: Drive) -> None:
-            async with slots:
-                results[index] = await drive()
+                await each_at_most(
+                    concurrency,
+                    (
+                        functools.partial(start, index, one, ownership)
+                        for index, (one, ownership) in enumerate(zip(starting, held, strict=True))
+                    ),
+                )
+        finally:
+            await _let_go(held)
 
         await self._let_go_for_the_dead(duration, batch)
         ticked = await self._tick(leases, options)  # the schedules' due ticks: their runs opened
@@ -216,12 +217,20 @@ class Runtime:
             offset = len(results)
             results.extend([None] * (len(claimed) + len(ticked)))
             reads = ClaimReads(self.store, [one.lease.run_id for one in claimed], concurrency)
-            async with asyncio.TaskGroup() as group:
+            held = [self._hold(leases, one.lease, duration) for one in claimed]
+            jobs: list[Callable[[], Coroutine[Any, Any, None]]] = [
+                functools.partial(wake, index, one, ownership)
+                for index, (one, ownership) in enumerate(zip(claimed, held, strict=True), offset)
+            ]
+            jobs.extend(
+                functools.partial(drive_tick, index, drive)
+                for index, drive in enumerate(ticked, start=offset + len(claimed))
+            )
+            try:
                 with self._driving(leases):
-                    for index, one in enumerate(claimed, start=offset):
-                        group.create_task(wake(index, one, reads))
-                    for index, drive in enumerate(ticked, start=offset + len(claimed)):
-                        group.create_task(drive_tick(index, drive))
+                    await each_at_most(concurrency, jobs)
+            finally:
+                await _let_go(held)
             ticked = []
             if limit is not None or len(claimed) < batch:
                 break
@@ -451,3 +460,12 @@ class Runtime:
     def workflows(self) -> Mapping[str, Workflow]:
         """The workflows this runtime serves, by name: the newest version of each."""
         return {workflow.name: workflow for workflow in self.hosted}
+
+
+async def _let_go(held: list[Ownership]) -> None:
+    """Give up the leases of claimed runs whose drive never started (the call was cancelled).
+
+    The others closed theirs as their drive ended; closing one again does nothing.
+    """
+    for ownership in held:
+        await ownership.close()
