@@ -6,16 +6,27 @@ wait: the stopping task must end cancelled, not run on. Before
 ``treadle._tasks``, ``Runtime``'s exit and the lease keeper suppressed
 ``CancelledError`` around such waits, and a test cancelled by its timeout
 went on to read a closed store.
+
+``each_at_most`` runs jobs a few at a time, each in a task (and a context)
+of its own, and stops the rest as a task group does when one raises.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 
 import pytest
 
-from treadle._tasks import cancel_and_wait, close_group, stop_if_cancelled, wait_cancelled
+from treadle._tasks import (
+    cancel_and_wait,
+    close_group,
+    each_at_most,
+    stop_if_cancelled,
+    wait_cancelled,
+)
 
 
 async def _winds_down(ended: asyncio.Event) -> None:
@@ -123,3 +134,48 @@ async def test_stop_if_cancelled_ends_a_loop_whose_cancellation_was_lost_below()
     await asyncio.wait({serving}, timeout=5)  # without stop_if_cancelled it would never end
     assert serving.cancelled()
     assert rounds == 1  # the round whose wait lost the cancellation, and no other
+
+
+_SEEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("seen", default=None)
+
+
+async def test_each_at_most_runs_jobs_in_order_a_few_at_once_each_in_a_context_of_its_own():
+    started: list[tuple[int, int | None]] = []
+    running: list[int] = []
+    most = 0
+
+    async def job(i: int) -> None:
+        nonlocal most
+        started.append((i, _SEEN.get()))  # what an earlier job of this worker set: nothing
+        _SEEN.set(i)
+        running.append(i)
+        most = max(most, len(running))
+        await asyncio.sleep(0.01 * (i % 3))
+        running.remove(i)
+
+    await each_at_most(3, [functools.partial(job, i) for i in range(10)])
+    assert [i for i, _ in started] == list(range(10))
+    assert {seen for _, seen in started} == {None}
+    assert most == 3
+    assert _SEEN.get() is None
+
+
+async def test_each_at_most_stops_the_running_and_starts_no_more_once_one_raises():
+    started: list[int] = []
+    cancelled: list[int] = []
+
+    async def job(i: int) -> None:
+        started.append(i)
+        if i == 1:
+            raise ValueError("job 1 failed")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+
+    with pytest.raises(ExceptionGroup) as raised:
+        await each_at_most(2, [functools.partial(job, i) for i in range(5)])
+    assert raised.value.subgroup(ValueError) is not None
+    assert started == [0, 1]
+    assert cancelled == [0]

@@ -87,16 +87,18 @@ async def each_at_most(limit: int, jobs: Iterable[Callable[[], Coroutine[Any, An
     ``limit`` workers each take the next job as theirs ends, so a thousand
     jobs make a thousand short tasks, never a thousand at once waiting for
     a slot (each a coroutine, a context and a semaphore's future, which
-    every pass of the garbage collector walks). Each job's task copies the
-    context it starts in, as a task of a group would. A job that raises
-    stops the rest as a task group does: those running are cancelled, no
-    other starts, and the errors come as an exception group.
+    every pass of the garbage collector walks). Each job's task (in its
+    worker's group) copies the context the workers started in, so what one
+    job sets there the next does not see. A job that raises stops the rest
+    as a task group does: those running are cancelled, no other starts, and
+    the error comes in an exception group (its worker's, in the call's).
     """
     queue = iter(jobs)
 
     async def worker() -> None:
-        for job in queue:
-            await asyncio.create_task(job())
+        async with asyncio.TaskGroup() as job_group:
+            for job in queue:
+                await job_group.create_task(job())
 
     async with asyncio.TaskGroup() as group:
         for _ in range(limit):

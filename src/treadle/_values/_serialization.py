@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import math
 import pickle
@@ -291,7 +292,7 @@ def dump_plain(document: Any) -> bytes:
         SerializationError: ``document`` holds a float that is not finite,
             or an integer too long to write.
     """
-    to_json = _plain_encoder or _load_plain_encoder()
+    to_json = _plain_encoder()
     try:
         data = to_json(document)
     except ValueError:  # pydantic-core's errors are ValueErrors
@@ -305,15 +306,11 @@ def dump_plain(document: Any) -> bytes:
     return data
 
 
-_plain_encoder: Callable[[Any], bytes] | None = None
-
-
-def _load_plain_encoder() -> Callable[[Any], bytes]:
+@functools.cache
+def _plain_encoder() -> Callable[[Any], bytes]:
     """pydantic-core's ``to_json``, imported on first use: ``import treadle`` loads no pydantic."""
-    global _plain_encoder  # noqa: PLW0603 - bound once, on the first stored value
     from pydantic_core import to_json  # noqa: PLC0415 - see the docstring
 
-    _plain_encoder = to_json
     return to_json
 
 
