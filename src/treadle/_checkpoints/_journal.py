@@ -137,6 +137,8 @@ def _own_fields(event_type: type[WorkflowEvent]) -> tuple[str, ...]:
     return tuple(f.name for f in fields(event_type) if f.name not in _COMMON)
 
 
+_entry: Final = tuple.__new__  # EventEntry(*fields), for the entries of every superstep
+
 # Executor and checkpoint ids as JSON strings, without an encoder's call: the
 # standard library's own quoting, in C (non-ASCII kept, as pydantic-core's).
 _quoted: Final = json.encoder.encode_basestring
@@ -169,13 +171,16 @@ def entry_of(event: WorkflowEvent, at: float) -> EventEntry:
     """
     event_type = type(event)
     written = _WRITTEN.get(event_type)
-    if written is not None:
-        return EventEntry(
-            event.superstep, kind_of(event_type), event.executor_id, at, written(event)
+    if written is not None:  # the named tuple made as its own __new__ makes it, without the call
+        return _entry(
+            EventEntry,
+            (event.superstep, kind_of(event_type), event.executor_id, at, written(event)),
         )
     own = _own_fields(event_type)
     if not own:  # run_started, executor_resumed, ...: nothing but the common fields
-        return EventEntry(event.superstep, kind_of(event_type), event.executor_id, at, "{}")
+        return _entry(
+            EventEntry, (event.superstep, kind_of(event_type), event.executor_id, at, "{}")
+        )
     data: dict[str, Any] = {}
     for name in own:
         value = getattr(event, name)
@@ -252,15 +257,16 @@ class EventJournal:
         self.backpressure: Callable[[], Awaitable[None]] | None = (
             inner.backpressure if inner is not None else None
         )
-        self._kept: list[tuple[WorkflowEvent, float]] = []
+        # The log's entries of the events published since the last write, made as each
+        # is published (its ``at`` is when): a take then only adds the checkpointer's.
+        self._kept: list[EventEntry] = []
         self._status = status
         self._superstep = superstep
 
     def publish(self, event: WorkflowEvent) -> None:
         """Keep ``event`` for the next checkpoint (unless it is not the log's); pass it on."""
-        handling = _handling(type(event))
-        if handling == _LOGGED:
-            self._kept.append((event, self._clock.now()))
+        if _handling(type(event)) == _LOGGED:
+            self._kept.append(entry_of(event, self._clock.now()))
         if self._inner is not None:
             self._inner.publish(event)
 
@@ -291,8 +297,7 @@ class EventJournal:
         ``outcome`` and ``outcome_summary`` when it has one (``ctx.set_outcome``),
         so a reader of the log alone sees how a run ended.
         """
-        kept, self._kept = self._kept, []
-        entries = [entry_of(event, at) for event, at in kept]
+        entries, self._kept = self._kept, []
         if self._resumed is not None:  # its run_started is kept before its first checkpoint
             entries = [self._resumption(entry) for entry in entries]
             self._resumed = None
@@ -326,5 +331,5 @@ class EventJournal:
         under way), with that superstep's events: the one after the last
         committed, which the run's own ``StatusChanged`` names instead.
         """
-        superstep = max((event.superstep for event, _ in self._kept), default=self._superstep)
+        superstep = max((entry.superstep for entry in self._kept), default=self._superstep)
         return self.take(superstep, status, None, error)
