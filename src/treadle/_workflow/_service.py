@@ -178,7 +178,9 @@ class Runtime:
         # claims up to a thousand runs, and one driven past its lease would be fenced
         # out of its own first write (a call's line, its commit) by its own lateness.
         # Runs that never started (the call was cancelled) give theirs up at the end.
-        async def wake(index: int, claimed: Claimed, ownership: Ownership) -> None:
+        async def wake(
+            index: int, claimed: Claimed, ownership: Ownership, reads: ClaimReads
+        ) -> None:
             try:
                 results[index] = await self._continue_claimed(claimed, ownership, reads, options)
             finally:
@@ -219,7 +221,7 @@ class Runtime:
             reads = ClaimReads(self.store, [one.lease.run_id for one in claimed], concurrency)
             held = [self._hold(leases, one.lease, duration) for one in claimed]
             jobs: list[Callable[[], Coroutine[Any, Any, None]]] = [
-                functools.partial(wake, index, one, ownership)
+                functools.partial(wake, index, one, ownership, reads)
                 for index, (one, ownership) in enumerate(zip(claimed, held, strict=True), offset)
             ]
             jobs.extend(
