@@ -107,14 +107,10 @@ async def scan_pending(
             break
         try:
             loaded = await workflow_for(store, run, app, workflows)
-            record = await store.load_checkpoint(run.run_id)
-            restored = loaded.codec.decode(record, run_id=run.run_id)
+            waiting = await _open_requests(store, loaded, run.run_id)
         except TreadleError as error:
             pending.unread.append(f"{run.run_id}: {error}")
             continue
-        asked = restored.waits.pending_requests()
-        answered = await answered_in_inbox(store, run.run_id) if asked else set()
-        waiting = [r for r in asked if r.request_id not in answered]
         if actor is not None:
             mine = [r for r in waiting if may_answer(actor, run, r)]
             pending.others += len(waiting) - len(mine)
@@ -123,6 +119,36 @@ async def scan_pending(
     if limit is not None:
         del pending.requests[limit:]
     return pending
+
+
+_READS = 3
+"""How many times a run's checkpoint and inbox are read while commits keep moving it on."""
+
+
+async def _open_requests(store: Store, loaded: Workflow, run_id: str) -> list[PendingRequest]:
+    """The requests a run's latest checkpoint asks that no answer in its inbox settles.
+
+    The checkpoint and the inbox are two reads, and the commit that applies
+    an answer (the request gone from the checkpoint, the answer from the
+    inbox, at once) may come between them: the request would then look
+    open, and the page's inbox count stay up after an answer. So where one
+    looks open, the run's row says whether its checkpoint is still the one
+    read; if not, both are read again (a few times at most: a run that keeps
+    committing shows what it asked a moment ago).
+    """
+    waiting: list[PendingRequest] = []
+    for _ in range(_READS):
+        record = await store.load_checkpoint(run_id)
+        asked = loaded.codec.decode(record, run_id=run_id).waits.pending_requests()
+        if not asked:
+            return []
+        answered = await answered_in_inbox(store, run_id)
+        waiting = [r for r in asked if r.request_id not in answered]
+        if not waiting:
+            return []
+        if (await store.get_run(run_id)).checkpoint_id == record.info.checkpoint_id:
+            return waiting
+    return waiting
 
 
 def may_answer(actor: Actor, run: RunRecord, request: PendingRequest) -> bool:
