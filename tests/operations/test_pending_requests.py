@@ -4,7 +4,8 @@ The commit that applies an answer removes the request from the run's
 checkpoint and the answer from its inbox at once. Read checkpoint first and
 inbox second, a request answered and applied in between looked open: the
 page's inbox count stayed up after its answer (a flaky browser test found
-it). The listing now sees that the run moved on, and reads again.
+it). The listing now sees that the run moved on, and reads again; the
+metrics gauge of open requests leaves such a run to its next reading.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle._operations._gauges import GaugeReader
 from treadle._operations._requests import pending_requests
 from treadle._workflow._versions import Hosted
 from treadle.stores import SqliteStore
@@ -23,12 +25,17 @@ async def review(title: str, ctx: WorkflowContext[str]) -> None:
     ctx.yield_output(f"{title}: {verdict}")
 
 
-async def test_a_request_answered_and_applied_between_the_two_reads_is_not_listed(tmp_path):
+async def _asking(tmp_path) -> tuple[SqliteStore, Any, str, str]:
     store = SqliteStore(tmp_path / "runs.sqlite")
     workflow = WorkflowBuilder(start=review, name="review").build()
     asked = await workflow.run("Stool", store=store)
     assert asked.status is RunStatus.AWAITING_INPUT
     [request] = asked.pending_requests
+    return store, workflow, asked.run_id, request.request_id
+
+
+def _answered_between_the_reads(store: SqliteStore, workflow: Any, request_id: str) -> list[Any]:
+    """Make the store's first inbox read apply an answer first: the reads' worst moment."""
     reads_of_the_inbox = store.inbox
     applied: list[Any] = []
     answering: list[str] = []
@@ -36,14 +43,32 @@ async def test_a_request_answered_and_applied_between_the_two_reads_is_not_liste
     async def inbox_after_the_answer_went_in(run_id: str) -> Any:
         if not answering:  # the checkpoint was read, still asking: now the answer comes and goes
             answering.append(run_id)  # (respond reads the inbox too)
-            applied.append(await workflow.respond(run_id, {request.request_id: "yes"}, store=store))
+            applied.append(await workflow.respond(run_id, {request_id: "yes"}, store=store))
         return await reads_of_the_inbox(run_id)
 
     store.inbox = inbox_after_the_answer_went_in  # type: ignore[method-assign]
+    return applied
+
+
+async def test_a_request_answered_and_applied_between_the_two_reads_is_not_listed(tmp_path):
+    store, workflow, _, request_id = await _asking(tmp_path)
+    applied = _answered_between_the_reads(store, workflow, request_id)
     try:
         listed = await pending_requests(store, workflows=Hosted([workflow]))
     finally:
-        store.inbox = reads_of_the_inbox  # type: ignore[method-assign]
         await store.close()
     assert [done.status for done in applied] == [RunStatus.COMPLETED]
     assert listed == []
+
+
+async def test_the_open_requests_gauge_counts_no_request_answered_between_its_reads(tmp_path):
+    store, workflow, _, request_id = await _asking(tmp_path)
+    reader = GaugeReader(store, Hosted([workflow]))
+    assert (await reader.read(0.0)).open_requests == {"review": 1}
+    applied = _answered_between_the_reads(store, workflow, request_id)
+    try:
+        gauges = await reader.read(0.0)
+    finally:
+        await store.close()
+    assert [done.status for done in applied] == [RunStatus.COMPLETED]
+    assert gauges.open_requests == {}

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from treadle._engine._metrics import StoreGauges
-from treadle._exceptions import TreadleError
+from treadle._exceptions import RunNotFoundError, TreadleError
 from treadle._operations._requests import ASKING, answered_in_inbox, workflow_for
 
 if TYPE_CHECKING:
@@ -60,12 +60,23 @@ class GaugeReader:
                 continue
             answered = await answered_in_inbox(self.store, run.run_id)
             waiting = sum(1 for r in request_ids if r not in answered)
+            if waiting and not await self._still_at(run.run_id, key[1]):
+                # A commit came between the listing and the inbox read (an answer applied
+                # takes the request and its answer at once): the next reading counts it.
+                continue
             if waiting:
                 open_requests[run.workflow] += waiting
                 oldest = max(oldest or 0.0, now - run.updated_at)
         self._asked = asked  # forget the checkpoints no longer latest
         due = await self.store.due_runs(now)
         return StoreGauges(dict(by_status), dict(open_requests), oldest, len(due))
+
+    async def _still_at(self, run_id: str, checkpoint_id: str | None) -> bool:
+        """Whether the run's latest checkpoint is still ``checkpoint_id`` (not so if deleted)."""
+        try:
+            return (await self.store.get_run(run_id)).checkpoint_id == checkpoint_id
+        except RunNotFoundError:
+            return False
 
     async def _requests_of(self, run: RunRecord) -> tuple[str, ...]:
         """The requests a run's latest checkpoint waits on (none if it cannot be read)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._result import RunStatus
-from treadle._exceptions import TreadleError
+from treadle._exceptions import RunNotFoundError, TreadleError
 from treadle._operations._commands import workflow_of
 from treadle._operations._schemas import describe_request
 from treadle._values._actors import answer_refusal
@@ -146,8 +146,11 @@ async def _open_requests(store: Store, loaded: Workflow, run_id: str) -> list[Pe
         waiting = [r for r in asked if r.request_id not in answered]
         if not waiting:
             return []
-        if (await store.get_run(run_id)).checkpoint_id == record.info.checkpoint_id:
-            return waiting
+        try:
+            if (await store.get_run(run_id)).checkpoint_id == record.info.checkpoint_id:
+                return waiting
+        except RunNotFoundError:
+            return []  # deleted meanwhile: it asks nobody
     return waiting
 
 
