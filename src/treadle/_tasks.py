@@ -25,7 +25,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Iterable
+    from collections.abc import Callable, Coroutine, Sequence
 
 
 def _stopping() -> bool:
@@ -81,7 +81,7 @@ async def close_group(group: asyncio.TaskGroup) -> None:
             raise
 
 
-async def each_at_most(limit: int, jobs: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+async def each_at_most(limit: int, jobs: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
     """Run ``jobs`` in order, each in a task of its own, at most ``limit`` at once.
 
     ``limit`` workers each take the next job as theirs ends, so a thousand
@@ -92,6 +92,8 @@ async def each_at_most(limit: int, jobs: Iterable[Callable[[], Coroutine[Any, An
     job sets there the next does not see. A job that raises stops the rest
     as a task group does: those running are cancelled, no other starts, and
     the error comes in an exception group (its worker's, in the call's).
+    No more workers start than there are jobs: none for none (a timer
+    service's idle round).
     """
     queue = iter(jobs)
 
@@ -100,6 +102,8 @@ async def each_at_most(limit: int, jobs: Iterable[Callable[[], Coroutine[Any, An
             for job in queue:
                 await job_group.create_task(job())
 
+    if not jobs:
+        return
     async with asyncio.TaskGroup() as group:
-        for _ in range(limit):
+        for _ in range(min(limit, len(jobs))):
             group.create_task(worker())

@@ -204,10 +204,10 @@ class Runtime:
             with self._driving(leases):
                 await each_at_most(
                     concurrency,
-                    (
+                    [
                         functools.partial(start, index, one, ownership)
                         for index, (one, ownership) in enumerate(zip(starting, held, strict=True))
-                    ),
+                    ],
                 )
         finally:
             await _let_go(held)
