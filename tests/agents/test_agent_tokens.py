@@ -11,6 +11,7 @@ before the time it asked for, and every run completes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -32,10 +33,12 @@ from starlette.routing import Route
 
 from treadle import CallLimit, WorkflowBuilder
 from treadle.agents import AgentExecutor
-from treadle.events import LimitSlowed
+from treadle.events import ExecutorFailed, LimitSlowed
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from starlette.requests import Request
 
 BUDGET = 2_000
@@ -99,7 +102,7 @@ class Provider:
             return JSONResponse(
                 {"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}},
                 status_code=429,
-                headers={"Retry-After": f"{self.retry_after:g}"},
+                headers={"Retry-After": f"{self.retry_after:.0f}"},
             )
         usage = {
             "prompt_tokens": USED[0],
@@ -156,8 +159,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_a_providers_429_slows_the_limit_and_every_run_completes(tmp_path):
-    provider = Provider(busy=2, retry_after=1.0)
+@contextlib.asynccontextmanager
+async def served(provider: Provider) -> AsyncIterator[OpenAIChatModel]:
+    """pydantic-ai's OpenAI model, talking to ``provider`` served on 127.0.0.1."""
     port = free_port()
     app = Starlette(routes=[Route("/v1/chat/completions", provider.chat, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
@@ -166,13 +170,23 @@ async def test_a_providers_429_slows_the_limit_and_every_run_completes(tmp_path)
         await asyncio.sleep(0.01)
     # The OpenAI client's own retries are off: treadle's limit does the waiting.
     client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test", max_retries=0)
-    model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
-    step = AgentExecutor(Agent(model, name="desk"), limits=["openai"])
-    limit = CallLimit("openai", concurrency=3, tokens=f"{BUDGET}/{WINDOW}s", estimate=500)
-    workflow = WorkflowBuilder(step, name="desk", limits=[limit]).build()
-    store = SqliteStore(tmp_path / "runs.db")
     try:
         with override_allow_model_requests(True):  # the endpoint is this test's, on 127.0.0.1
+            yield OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
+    finally:
+        await client.close()
+        server.should_exit = True
+        await serving
+
+
+async def test_a_providers_429_slows_the_limit_and_every_run_completes(tmp_path):
+    provider = Provider(busy=2, retry_after=1.0)
+    store = SqliteStore(tmp_path / "runs.db")
+    try:
+        async with served(provider) as model:
+            step = AgentExecutor(Agent(model, name="desk"), limits=["openai"])
+            limit = CallLimit("openai", concurrency=3, tokens=f"{BUDGET}/{WINDOW}s", estimate=500)
+            workflow = WorkflowBuilder(step, name="desk", limits=[limit]).build()
             provider.busy += 1  # the warm-up's request is turned away too, and not counted
             await workflow.run("warm up")  # the client's connections and pydantic-ai's schemas
             provider.seen.clear()
@@ -185,9 +199,6 @@ async def test_a_providers_429_slows_the_limit_and_every_run_completes(tmp_path)
         logged = {r.run_id: [e.kind for e in await store.read_events(r.run_id)] for r in results}
     finally:
         await store.close()
-        await client.close()
-        server.should_exit = True
-        await serving
     assert [r.outputs for r in results] == [["done"]] * 8
     slowed = [e for r in results for e in r.events if isinstance(e, LimitSlowed)]
     assert [(e.limit, e.seconds) for e in slowed] == [("openai", 1.0)] * 2
@@ -206,3 +217,27 @@ async def test_a_providers_429_slows_the_limit_and_every_run_completes(tmp_path)
     answered = [(at, sum(USED)) for at, status in provider.seen if status == 200]
     assert len(answered) == 8
     assert most_in_a_window(answered) <= BUDGET
+
+
+async def test_a_retry_after_of_years_slows_the_limit_five_minutes_and_no_more():
+    # The header is the provider's to write: a broken or hostile endpoint asking for
+    # 31 years must not stop every call under the limit for that long.
+    provider = Provider(busy=1, retry_after=1_000_000_000)
+    async with served(provider) as model:
+        step = AgentExecutor(Agent(model, name="desk"), limits=["openai"])
+        workflow = WorkflowBuilder(
+            step, name="desk", limits=[CallLimit("openai", concurrency=1)]
+        ).build()
+        seen: list[object] = []
+        async with workflow.stream("ticket") as events:
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, ExecutorFailed):
+                    break  # leaving the stream cancels the run, waiting out the pause
+    (slowed,) = [e for e in seen if isinstance(e, LimitSlowed)]
+    assert (slowed.limit, slowed.seconds) == ("openai", 300.0)
+    turned_away = seen[-1]
+    assert isinstance(turned_away, ExecutorFailed)
+    assert turned_away.retrying
+    assert "asking to wait 1e+09 s; waiting 300 s, the most" in str(turned_away.error)
+    assert [status for _, status in provider.seen] == [429]

@@ -182,13 +182,27 @@ TOO_MANY_REQUESTS = 429
 BUSY_WAIT = 1.0
 """Seconds a 429 without ``Retry-After`` slows the step's limits down."""
 
+LONGEST_BUSY_WAIT = 300.0
+"""The most seconds one 429 slows the step's limits down, whatever its ``Retry-After``.
+
+The header is the provider's word, not the user's: a value of days (a quota
+reset, a broken proxy, a hostile endpoint) would stop every call under the
+limit, in every process, for that long. Past this the call goes again and
+may be turned away again; after 10 such answers in a row
+(``treadle._engine._invoke.BUSY_TRIES``) the step fails as for any other
+error. (pydantic-ai's own retrying transport waits five minutes at most too.)
+"""
+
 
 def _busy(error: ModelHTTPError) -> ProviderBusyError:
     """The provider's 429 as treadle's: its limits slow down for its ``Retry-After``."""
     retry_after = getattr(error, "retry_after", None)  # read from the headers by pydantic-ai
     usable = isinstance(retry_after, int | float) and math.isfinite(retry_after)
-    seconds = max(float(retry_after), 0.0) if usable else BUSY_WAIT  # type: ignore[arg-type]
-    return ProviderBusyError(seconds, f"model {error.model_name!r} answered 429")
+    asked = max(float(retry_after), 0.0) if usable else BUSY_WAIT  # type: ignore[arg-type]
+    message = f"model {error.model_name!r} answered 429"
+    if asked > LONGEST_BUSY_WAIT:
+        message += f" asking to wait {asked:g} s; waiting {LONGEST_BUSY_WAIT:g} s, the most"
+    return ProviderBusyError(min(asked, LONGEST_BUSY_WAIT), message)
 
 
 class _HandedOff(BaseException):
