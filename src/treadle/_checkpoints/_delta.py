@@ -34,7 +34,6 @@ set new values rather than mutate stored ones.
 from __future__ import annotations
 
 import operator
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -42,6 +41,7 @@ from treadle._checkpoints._blob import seal, unseal
 from treadle._checkpoints._frame import CountsText
 from treadle._exceptions import CheckpointCorruptError
 from treadle._stores._store import Piece
+from treadle._values._ids import random_bits
 from treadle._values._serialization import dump_plain
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ _IMMUTABLE: Final = frozenset({int, float, str, bool, bytes, type(None)})
 
 def new_piece_id() -> str:
     """A fresh piece id: 128 random bits as 32 hex digits (unique, not secret)."""
-    return f"{random.getrandbits(128):032x}"
+    return f"{random_bits(128):032x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import socket
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._limiter import Slot, SlotWait
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import LimitSlots, LimitTerms, SlotEntry
+from treadle._values._ids import random_bits
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -90,7 +90,7 @@ class StoreGate:
     def __init__(self, store: LimitSlots, poll: float = POLL) -> None:
         self.store = store
         self.poll = poll
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{random_bits(32):08x}"
         self._lines: dict[str, _Line] = {}
 
     def bound(self, ownership: Ownership) -> RunGate:

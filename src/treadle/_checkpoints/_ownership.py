@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 from treadle._engine._errors import RunCancelledError
 from treadle._exceptions import DurabilityError, LeaseLostError, RunBusyError
 from treadle._stores._store import Lease
+from treadle._values._ids import random_bits
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -43,7 +43,7 @@ _HOST = socket.gethostname()
 
 def new_owner() -> str:
     """An owner name for one lease: ``host:pid:tag``, so ``treadle runs`` can say who holds it."""
-    return f"{_HOST}:{os.getpid()}:{random.getrandbits(24):06x}"
+    return f"{_HOST}:{os.getpid()}:{random_bits(24):06x}"
 
 
 def owner_is_dead(owner: str) -> bool:

@@ -17,6 +17,20 @@ a run's record does anyway), and sort in the order they were made. The
 price: ids made in the same minute share their first ten digits, so a
 prefix that names one run or checkpoint is about twelve digits long, not
 six.
+
+Their random bits, and those of every other id treadle makes (pieces,
+owners), come from treadle's own generator (:func:`random_bits`), seeded
+by the OS and again in a forked child: never from the ``random`` module's,
+which is the program's. A step that calls ``random.seed(0)`` for
+reproducible sampling, or two processes seeded alike (a script's
+``random.seed(42)``, a test plugin's), would otherwise make the same ids
+again: a checkpoint "taken" in the same millisecond, and a piece of state
+that an earlier one already stored, which the store keeps (pieces are
+written once) and the later checkpoint then restores: another
+superstep's, or another run's, value. The generator is not a secret's
+(Mersenne Twister, like ``random``): ids need to be unique, not
+unguessable, and a system call per id lets go of the GIL (see
+:func:`new_checkpoint_id`).
 """
 
 from __future__ import annotations
@@ -24,6 +38,18 @@ from __future__ import annotations
 import os
 import random
 import time
+
+# Per process by nature: one generator, reseeded in a forked child (which would
+# otherwise repeat its parent's ids).
+_GENERATOR = random.Random()  # noqa: S311 - unique ids, not secrets (module docstring)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_GENERATOR.seed)
+
+
+def random_bits(count: int) -> int:
+    """``count`` random bits from treadle's own generator: no ``random.seed`` moves it."""
+    return _GENERATOR.getrandbits(count)
+
 
 _VERSION_7 = 7 << 76
 _VARIANT = 0b10 << 62  # RFC 9562's
@@ -38,17 +64,17 @@ def _made_now(bits: int) -> str:
 
 
 def new_run_id() -> str:
-    """A fresh run id: a UUID version 7 as 32 hex digits, its random bits the OS's."""
-    return _made_now(int.from_bytes(os.urandom(10)) >> 6)
+    """A fresh run id: a UUID version 7 as 32 hex digits."""
+    return _made_now(_GENERATOR.getrandbits(74))
 
 
 def new_checkpoint_id() -> str:
     """A fresh checkpoint id: a UUID version 7 as 32 hex digits.
 
-    Made every superstep, so its random bits come from ``random`` (reseeded
-    from the OS in a forked child) rather than ``os.urandom``: a system call
+    Made every superstep (and a run id with every run), so their random
+    bits come from a generator rather than ``os.urandom``: a system call
     lets go of the GIL, and while a store's thread is busy, taking it back
     costs the event loop tens of microseconds (seen in profiles of many runs
-    waking at once). Checkpoint ids need to be unique, not secret.
+    waking at once, and of many runs starting at once).
     """
-    return _made_now(random.getrandbits(74))
+    return _made_now(_GENERATOR.getrandbits(74))
