@@ -34,6 +34,7 @@ from treadle._engine._events import (
     WorkflowEvent,
 )
 from treadle._stores._events import EventEntry
+from treadle._values._text import message_of, storable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -101,8 +102,8 @@ def error_data(error: BaseException | None) -> dict[str, Any] | None:
         return None
     return {
         "type": type(error).__name__,
-        "message": str(error),
-        "traceback": "".join(traceback.format_exception(error)),
+        "message": message_of(error),
+        "traceback": storable("".join(traceback.format_exception(error))),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
+from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,8 +43,7 @@ class ExecutorFailedError(WorkflowRunError):
         self.events: list[Any] = []
         """The events the failed invocation raised (for runs reporting in batches)."""
         super().__init__(
-            f"executor {executor_id!r} failed in superstep {superstep}: "
-            f"{type(error).__name__}: {error}"
+            f"executor {executor_id!r} failed in superstep {superstep}: {error_text(error)}"
         )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._invocation import InvocationOutcome
 from treadle._engine._routing import NOT_FAN_IN
 from treadle._exceptions import RemoteHandlerError
+from treadle._values._text import message_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,7 +75,7 @@ def routed_failure(
     else:
         cls = type(error)
         error_type = f"{cls.__module__}.{cls.__qualname__}"
-        message = str(error)
+        message = message_of(error)
         text = "".join(tb.format_exception(error))
     failure = ExecutorFailure(
         invocation.executor.id, error_type, message, text, invocation.envelope.payload, attempts

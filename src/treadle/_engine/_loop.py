@@ -41,6 +41,7 @@ from treadle._engine._runner import run_superstep
 from treadle._engine._slots import blank as _blank
 from treadle._engine._spawn import SpawnedWork
 from treadle._exceptions import TreadleError
+from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -402,7 +403,7 @@ class RunLoop:
     async def _record_status(self, status: RunStatus, error: BaseException | None = None) -> None:
         checkpointer = self.env.checkpointer
         if checkpointer is not None:
-            reason = f"{type(error).__name__}: {error}" if error is not None else None
+            reason = error_text(error) if error is not None else None
             await checkpointer.record_status(self.env.run_id, status.value, reason)
 
     async def cancel(self) -> None:

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from treadle._engine._errors import OutcomeConflictError
+from treadle._values._text import unstorable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,6 +51,8 @@ def checked_outcome(executor_id: str, name: object, summary: object) -> Outcome:
         )
         raise ValueError(msg)
     if summary is not None:
+        if (problem := unstorable(f"{where} with summary", summary)) is not None:
+            raise ValueError(problem)
         if "\n" in summary or "\r" in summary:
             msg = f"{where} with summary {summary[:40]!r}...: a summary is one line"
             raise ValueError(msg)

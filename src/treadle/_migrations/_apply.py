@@ -28,6 +28,7 @@ from treadle._migrations._contents import CheckpointContents, contents_of
 from treadle._migrations._parts import CheckpointParts, executor_of, messages_for
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
 from treadle._values._ids import new_checkpoint_id
+from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -115,7 +116,7 @@ def _run_one(step: Migration, contents: CheckpointContents) -> CheckpointContent
     try:
         result = step(contents)
     except Exception as error:  # the team's code: any failure is a reason
-        reason = f"{label} raised {type(error).__name__}: {error}"
+        reason = f"{label} raised {error_text(error)}"
         raise MigrationError([reason], contents.run_id) from error
     if not isinstance(result, CheckpointContents):
         reason = (

@@ -38,6 +38,7 @@ from treadle._migrations._steps import apply_migrations, migration_path
 from treadle._stores._events import EventEntry
 from treadle._stores._records import CheckpointInfo, CheckpointRecord
 from treadle._values._ids import new_checkpoint_id
+from treadle._values._text import error_text
 from treadle._workflow import _actions as door
 from treadle._workflow._rights import actor_or_default, check_right
 
@@ -278,7 +279,7 @@ class _Mover:
                 return await self._refuse(row, lease, (why,))
             restored = reader.codec.decode(record, run_id=row.run_id)
         except (TreadleError, ValueError) as error:
-            return await self._refuse(row, lease, (f"{type(error).__name__}: {error}",))
+            return await self._refuse(row, lease, (error_text(error),))
         try:
             # The old graph's executors: a rename of one this run holds nothing of is fine.
             executors = json.loads(graph).get("executors", {})

@@ -40,6 +40,7 @@ from treadle._operations._shapes import with_iso_times
 from treadle._stores._answer_links import link_token
 from treadle._stores._outbox import HasOutbox, offered_link, sign
 from treadle._tasks import stop_if_cancelled
+from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -188,7 +189,7 @@ def post(
     except urllib.error.HTTPError as error:
         return f"HTTP {error.code}"
     except (OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
+        return error_text(error)
     return None
 
 

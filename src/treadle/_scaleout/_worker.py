@@ -63,6 +63,7 @@ from treadle._scaleout._tick_queue import QueueStarter
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 from treadle._tasks import stop_if_cancelled
+from treadle._values._text import error_text
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._inputs import coerce_input
 from treadle._workflow._launch import Launch
@@ -428,11 +429,11 @@ class Worker:
                 # rather than claim it again. It keeps its status and checkpoints, so
                 # a resume by code that can load it takes it up.
                 logger.error("parked run %s: it cannot run here: %s", claim.run_id, error)
-                await self._park(held, f"{type(error).__name__}: {error}")
+                await self._park(held, error_text(error))
             elif isinstance(error, AppLoadError):
                 # The run's input fits no handler: the input is at fault, not this code.
                 logger.error("run %s failed: %s", claim.run_id, error)
-                await self._fail(held, f"{type(error).__name__}: {error}")
+                await self._fail(held, error_text(error))
             elif isinstance(error, DurabilityError):
                 logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, error)
             elif not isinstance(error, WorkflowRunError):

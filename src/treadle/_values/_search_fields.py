@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from treadle._values._text import lone_surrogate
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
@@ -165,9 +167,12 @@ def typed(name: str, kind: FieldKind, value: object, run_id: str) -> FieldValue:
     if value is None:
         return unset
     if kind is FieldKind.TEXT and isinstance(value, str):
-        if len(value) <= MAX_TEXT:
+        if len(value) > MAX_TEXT:
+            problem = f"a text of {len(value)} characters (at most {MAX_TEXT} are kept)"
+        elif (at := lone_surrogate(value)) is not None:
+            problem = f"a text with a lone surrogate at position {at} (stored text is UTF-8)"
+        else:
             return FieldValue(name, kind.value, text=value)
-        problem = f"a text of {len(value)} characters (at most {MAX_TEXT} are kept)"
     elif (
         kind is FieldKind.NUMBER and isinstance(value, int | float) and not isinstance(value, bool)
     ):

@@ -36,7 +36,7 @@ from treadle._values._search_fields import SearchField, SearchFields
 from treadle._workflow._executor_set import ExecutorSet
 from treadle._workflow._search_declaring import search_field
 from treadle._workflow._start_policy import NO_START_POLICY, StartPolicy
-from treadle._workflow._validation import graph_problems
+from treadle._workflow._validation import graph_problems, name_problems
 from treadle._workflow._versions import check_version
 from treadle._workflow._workflow import Workflow
 
@@ -386,6 +386,7 @@ class WorkflowBuilder:
         )
         problems = [
             *self._problems,
+            *name_problems(self._name, entries),
             *graph_problems(self._start, self._edges, entries),
             *limit_problems,
         ]

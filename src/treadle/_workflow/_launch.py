@@ -23,6 +23,7 @@ from treadle._engine._metrics import RunMeter
 from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._values._ids import new_run_id
+from treadle._values._text import checked_name
 from treadle._workflow._limit_board import limiting_for
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ async def open_run(
     if restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
         raise TypeError(msg)
+    if launch.run_id:
+        checked_name("run id", launch.run_id)
     run_id = launch.run_id or (restored.run_id if restored else None) or new_run_id()
     ownership = launch.ownership
     if store is not None and ownership is None and restored is None:

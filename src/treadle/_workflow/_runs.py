@@ -42,6 +42,7 @@ from treadle._exceptions import (
     VersionMismatchError,
 )
 from treadle._values import _ids
+from treadle._values._text import checked_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -321,6 +322,8 @@ async def fork_run(
     ``started_by``: who forks it (an actor as JSON text), recorded with the
     new run as ``run_forked``.
     """
+    if new_run_id:
+        checked_name("run id", new_run_id)
     restored = await load_restored(workflow, store, run_id, checkpoint_id)
     new_id = new_run_id or _ids.new_run_id()
     barrier = BarrierState(

@@ -41,6 +41,7 @@ from treadle._exceptions import (
     TreadleError,
 )
 from treadle._tasks import close_group, each_at_most, stop_if_cancelled
+from treadle._values._text import error_text
 from treadle._workflow._claim_reads import ClaimReads
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch
@@ -334,7 +335,7 @@ class Runtime:
                     loaded=loaded,
                 )
             except _UNLOADABLE as error:
-                await self._park(ownership, f"{type(error).__name__}: {error}")
+                await self._park(ownership, error_text(error))
                 return None
             except RunCancelledError:
                 return None  # cancelled between the claim and the read

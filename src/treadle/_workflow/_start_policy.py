@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from treadle._stores._starts import StartRequest
+from treadle._values._text import checked_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -124,6 +125,8 @@ class StartPolicy:
         if dedup_id is not None and not dedup_id:
             msg = "deduplication_id must be a non-empty text, or None"
             raise ValueError(msg)
+        if dedup_id is not None:
+            checked_name("deduplication_id", dedup_id)
         return StartRequest(
             run_id,
             workflow,

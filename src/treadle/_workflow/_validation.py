@@ -30,9 +30,10 @@ from treadle._graph._edges import (
     edge_targets,
 )
 from treadle._graph._typing import accepts_any_of
+from treadle._values._text import unstorable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from treadle._workflow._executor_set import Entry
 
@@ -50,6 +51,13 @@ def graph_problems(
     problems.extend(_duplicate_edges(edges))
     problems.extend(_unreachable(start, edges, known))
     return problems
+
+
+def name_problems(name: str, executor_ids: Iterable[str]) -> list[str]:
+    """The workflow's name and executor ids a store could not keep (see ``_values/_text``)."""
+    named = [("the workflow's name", name)] + [("executor id", eid) for eid in executor_ids]
+    found = (unstorable(what, text) for what, text in named if isinstance(text, str))
+    return [problem for problem in found if problem is not None]
 
 
 def _unknown_ids(
