@@ -20,6 +20,7 @@ from treadle import (
     handler,
 )
 from treadle.errors import (
+    ExecutorFailedError,
     InvalidResponseError,
     JournalMismatchError,
     PollTimeout,
@@ -28,7 +29,7 @@ from treadle.errors import (
     UnknownRequestError,
 )
 from treadle.events import OutputEvent, RequestEvent
-from treadle.stores import MemoryStore
+from treadle.stores import MemoryStore, SqliteStore
 from treadle.testing import FakeClock
 
 
@@ -474,3 +475,51 @@ def test_a_source_that_cannot_take_a_refusal_is_a_build_error():
 
     with pytest.raises(Exception, match="no handler for HandoffRefused"):
         WorkflowBuilder(start=triage).add_handoff(triage, [refunds], require_approval=True).build()
+
+
+BAD_TIMES = [
+    ("sleep", float("nan"), ValueError, "ctx.sleep's delay must be seconds"),
+    ("sleep", float("inf"), ValueError, "inf is not a finite number"),
+    ("sleep", 10**400, ValueError, "an integer of 1329 bits is past any float"),
+    ("sleep", "5", TypeError, "got '5'"),
+    ("sleep_until", float("nan"), ValueError, "ctx.sleep_until's when must be"),
+    ("schedule_after", float("inf"), ValueError, "after must be seconds"),
+    ("schedule_at", float("-inf"), ValueError, "at must be an aware datetime or epoch seconds"),
+    ("timeout", float("inf"), ValueError, "timeout must be seconds"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "when", "error", "says"),
+    BAD_TIMES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_TIMES)],
+)
+async def test_a_time_no_store_can_keep_fails_the_step_naming_the_call(
+    tmp_path, call, when, error, says
+):
+    # A time is stored as JSON, which has no NaN or infinity: once, the step passed
+    # and its checkpoint failed with "Out of range float values are not JSON compliant".
+    @executor(id="wait")
+    async def wait(n: int, ctx: WorkflowContext) -> None:
+        if call == "sleep":
+            await ctx.sleep(when)
+        elif call == "sleep_until":
+            await ctx.sleep_until(when)
+        elif call == "schedule_after":
+            ctx.schedule_message(n, after=when)
+        elif call == "schedule_at":
+            ctx.schedule_message(n, at=when)
+        else:
+            await ctx.request("ok?", bool, timeout=when)
+
+    workflow = WorkflowBuilder(start=wait).add_edge(wait, wait).build()
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        with pytest.raises(ExecutorFailedError) as caught:
+            await workflow.run(1, store=store, run_id="r1")
+        row = await store.get_run("r1")
+    finally:
+        await store.close()
+    assert isinstance(caught.value.__cause__, error)
+    assert says in str(caught.value.__cause__)
+    assert row.status == "failed"

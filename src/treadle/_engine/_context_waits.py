@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import math
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from treadle._engine._journal import Journal
@@ -38,30 +39,58 @@ if TYPE_CHECKING:
 ResponseT = TypeVar("ResponseT")
 
 
-def _seconds(name: str, delay: dt.timedelta | float, *, zero: bool = False) -> float:
+def _seconds(
+    name: str, delay: dt.timedelta | float, *, zero: bool = False, past: bool = False
+) -> float:
     """``delay`` in seconds: a wait's ``timeout=`` (positive), a continuation's ``after=``.
 
+    ``past``: any finite duration, a negative one read as none (a sleep's).
+
     Raises:
-        TypeError, ValueError: ``delay`` is not a duration, or not a positive one
-            (nor zero, if ``zero`` allows it).
+        TypeError, ValueError: ``delay`` is not a duration, not a finite one
+            (its time is stored, as JSON), or not a positive one (nor zero,
+            if ``zero`` allows it).
     """
-    if isinstance(delay, bool) or not isinstance(delay, dt.timedelta | int | float):
-        msg = f"{name} must be seconds or a datetime.timedelta, got {delay!r}"
-        raise TypeError(msg)
-    seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
+    if isinstance(delay, dt.timedelta):
+        seconds = delay.total_seconds()
+    else:
+        seconds = _finite(delay, f"{name} must be seconds or a datetime.timedelta")
+    if past:
+        return max(seconds, 0.0)
     if not (seconds > 0 or (zero and seconds == 0)):
         msg = f"{name} must be a positive duration, got {delay!r}"
         raise ValueError(msg)
     return seconds
 
 
-def _epoch(when: dt.datetime | float) -> float:
+def _epoch(when: dt.datetime | float, name: str = "at") -> float:
     if isinstance(when, dt.datetime):
         if when.tzinfo is None:
             msg = f"{when!r} has no time zone: give an aware datetime (or epoch seconds)"
             raise ValueError(msg)
         return when.timestamp()
-    return float(when)
+    return _finite(when, f"{name} must be an aware datetime or epoch seconds")
+
+
+def _finite(number: object, must: str) -> float:
+    """``number`` as a float, if it is a real, finite number (``must`` says what it must be).
+
+    Raises:
+        TypeError: it is not a number (a ``bool`` is not one here).
+        ValueError: it is not finite, or past what a float holds.
+    """
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        msg = f"{must}, got {number!r}"
+        raise TypeError(msg)
+    try:
+        seconds = float(number)
+    except OverflowError:  # an int past any float (its digits may be too many to print)
+        msg = f"{must}; an integer of {int(number).bit_length()} bits is past any float"
+        raise ValueError(msg) from None
+    if not math.isfinite(seconds):
+        msg = f"{must}; {number!r} is not a finite number"
+        raise ValueError(msg)
+    return seconds
 
 
 class DurableWaits:
@@ -274,15 +303,15 @@ class DurableWaits:
         The invocation suspends; the run rests as ``WAITING`` (its result
         says when it wakes) and may be resumed by another process.
         """
-        seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
+        seconds = _seconds("ctx.sleep's delay", delay, past=True)
         if self.replaying:
             self._wait("timer")  # returns the recorded wake-up, computes no new time
             return
-        self._wait("timer", due_at=self._env.clock.now() + max(seconds, 0.0))
+        self._wait("timer", due_at=self._env.clock.now() + seconds)
 
     async def sleep_until(self, when: dt.datetime | float) -> None:
         """Wait durably until ``when`` (an aware ``datetime`` or epoch seconds)."""
-        self._wait("timer", due_at=_epoch(when))
+        self._wait("timer", due_at=_epoch(when, "ctx.sleep_until's when"))
 
     async def poll_until_complete(
         self,
@@ -323,8 +352,7 @@ class DurableWaits:
             msg = "schedule_message takes exactly one of after= or at="
             raise TypeError(msg)
         if after is not None:
-            seconds = after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
-            due = self._env.clock.now() + seconds
+            due = self._env.clock.now() + _seconds("after", after, past=True)
         else:
             assert at is not None  # noqa: S101 - an invariant, narrows the type for mypy
             due = _epoch(at)

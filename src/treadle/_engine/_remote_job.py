@@ -21,12 +21,11 @@ traceback), never as a pickle; so do the errors of encoding what it did.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from treadle._engine._context_waits import _epoch
+from treadle._engine._context_waits import _epoch, _seconds
 from treadle._engine._delivery import HandoffContext
 from treadle._engine._state import Op, Reducer, SharedState, StateKey
 from treadle._exceptions import SerializationError
@@ -34,6 +33,7 @@ from treadle._graph._executor import Executor
 from treadle._values._serialization import JsonSerializer
 
 if TYPE_CHECKING:
+    import datetime as dt
     from collections.abc import Callable, Mapping
 
     from treadle._values._registry import TypeRegistry
@@ -265,8 +265,7 @@ class RemoteContext:
     ) -> None:
         """Send ``message`` later: due ``after`` from :meth:`now`, or ``at``."""
         if after is not None and at is None:
-            seconds = after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
-            due = self.now() + seconds
+            due = self.now() + _seconds("after", after, past=True)
         elif at is not None and after is None:
             due = _epoch(at)  # the run's rule for a datetime without a zone, too
         else:
