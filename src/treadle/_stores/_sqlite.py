@@ -142,6 +142,10 @@ class SqliteStore(
             raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
         self._path = os.fspath(path)
         self._keep_last = keep_last
+        self._pid = os.getpid()  # whose connections and threads these are (see _forked)
+        # A forked child's copies of its parent's connections and lanes: never used or
+        # closed here, and kept so that no garbage collection closes them (see _forked).
+        self._inherited: list[object] = []
         # The run that asked for the last commit: one run committing superstep after
         # superstep may write inline; runs taking turns go to the thread, and group.
         self._last_committer: str | None = None
@@ -335,6 +339,8 @@ class SqliteStore(
 
         Operations already called finish first.
         """
+        if self._pid != os.getpid():
+            self._forked()
         with self._lock:
             if self._closed:
                 return
@@ -351,6 +357,8 @@ class SqliteStore(
     async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
         # One SELECT is one consistent read, so reads need no explicit transaction.
         work = functools.partial(select, query, parameters)
+        if self._pid != os.getpid():
+            self._forked()
         if not self._migrated.is_set():  # the first use opens the file, on the writer
             return await self._call(work, write=False)
         with self._lock:
@@ -367,6 +375,8 @@ class SqliteStore(
         self, work: _Work[_T], *, write: bool, group: bool = False, inline: bool = False
     ) -> asyncio.Future[_T]:
         """Hand ``work`` to the writer thread now (or run it ``inline``, if the writer lets it)."""
+        if self._pid != os.getpid():
+            self._forked()
         with self._lock:
             self._check_open()
             if group:
@@ -378,6 +388,28 @@ class SqliteStore(
                     )
                 return self._writer.submit(groupable)
             return self._writer.submit(functools.partial(self._run, work, write))
+
+    def _forked(self) -> None:
+        """Start over in a forked child: its own lanes, lock and connections, opened as needed.
+
+        The parent's threads did not come along (a call would wait for ever
+        on a lane nobody serves), its lock may have been held by one of them,
+        and SQLite forbids using a connection in a child. Nor may the child
+        close one: closing the last connection it knows of would checkpoint
+        and remove the write-ahead log the parent is still writing. So the
+        copies are kept, untouched, for as long as the store.
+        """
+        self._inherited.append(
+            (self._writer, self._reader, self._connection, self._read_connection)
+        )
+        self._pid = os.getpid()
+        self._writer = Lane(self, "treadle-sqlite")
+        self._reader = Lane(self, "treadle-sqlite-reader")
+        self._lock = threading.Lock()
+        self._connection = None
+        self._read_connection = None
+        self._migrated = threading.Event()
+        self._last_committer = None
 
     def _check_open(self) -> None:
         if self._closed:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -78,18 +79,43 @@ def _connect(path: str) -> sqlite3.Connection:
 class SqliteLiveFeed:
     """The live feed of the SQLite database at ``path`` (see the module)."""
 
-    __slots__ = ("_connection", "_last_prune", "_local", "_origin", "_path", "_sender")
+    __slots__ = (
+        "_connection",
+        "_inherited",
+        "_last_prune",
+        "_local",
+        "_origin",
+        "_path",
+        "_pid",
+        "_sender",
+    )
 
     def __init__(self, path: str) -> None:
         self._path = side_file(path)
+        self._inherited: list[object] = []  # a forked child's copies (see _forked)
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
         self._local = LocalFanOut()
         self._origin = new_origin()
         self._connection: sqlite3.Connection | None = None  # the sender thread's
         self._last_prune = 0.0
         self._sender = LiveSender(self._write, self._close_connection, "treadle-sqlite-live")
 
+    def _forked(self) -> None:
+        """Start over in a forked child, the parent's sender and connection kept untouched.
+
+        As ``SqliteStore`` does (its ``_forked``); a new origin too, or the
+        parent's followers would skip the child's events as their own.
+        """
+        self._inherited.append((self._sender, self._connection))
+        self._start()
+
     def publish(self, run_id: str, entry: EventEntry) -> None:
         """Hand the event to followers here at once, and to the side file's writer."""
+        if self._pid != os.getpid():
+            self._forked()
         self._local.publish(run_id, entry)
         if self._path is not None:
             self._sender.put(run_id, entry)
@@ -97,6 +123,8 @@ class SqliteLiveFeed:
     @contextlib.asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[LiveFollower]:
         """The run's live events from now on, from this process and from the side file."""
+        if self._pid != os.getpid():
+            self._forked()
         with self._local.following(run_id) as follower:
             if self._path is None:
                 yield follower
@@ -115,6 +143,8 @@ class SqliteLiveFeed:
 
     async def close(self) -> None:
         """Stop the writer thread; what it had not written is dropped."""
+        if self._pid != os.getpid():
+            self._forked()
         await asyncio.to_thread(self._sender.close)
 
     def _write(self, batch: Sequence[tuple[str, EventEntry]]) -> None:
