@@ -117,3 +117,24 @@ def test_unparameterized_context_trusts_the_author():
             ctx.send_message(str(msg))
 
     WorkflowBuilder(start=Loose).add_edge("Loose", takes_str).build()
+
+
+async def test_an_id_in_angle_brackets_is_an_id_like_any_other():
+    # Such ids once stood only for refs already reported, so an unknown one went
+    # unreported and the run died on a KeyError.
+    @executor(id="<intake>")
+    async def intake(n: int, ctx: WorkflowContext[int]) -> None:
+        ctx.send_message(n + 1)
+
+    @executor(id="finish")
+    async def finish(n: int, ctx: WorkflowContext[int]) -> None:
+        ctx.yield_output(n)
+
+    with pytest.raises(WorkflowValidationError) as caught:
+        WorkflowBuilder(start="<nothing>").add_edge(intake, finish).add_edge(
+            "<gone>", finish
+        ).build()
+    assert "start: unknown executor id '<nothing>'" in str(caught.value)
+    assert "unknown executor id '<gone>'" in str(caught.value)
+    workflow = WorkflowBuilder(start=intake).add_edge(intake, finish).build()
+    assert (await workflow.run(1)).outputs == [2]

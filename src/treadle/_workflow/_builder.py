@@ -387,7 +387,7 @@ class WorkflowBuilder:
         problems = [
             *self._problems,
             *name_problems(self._name, entries),
-            *graph_problems(self._start, self._edges, entries),
+            *graph_problems(self._start, self._edges, entries, self._executors.stand_ins),
             *limit_problems,
         ]
         if problems:

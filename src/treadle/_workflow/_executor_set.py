@@ -41,12 +41,15 @@ class Entry:
 class ExecutorSet:
     """The builder's executors, registered as it meets them; problems go to ``problems``."""
 
-    __slots__ = ("_entries", "_problems", "_subworkflows")
+    __slots__ = ("_entries", "_problems", "_subworkflows", "stand_ins")
 
     def __init__(self, problems: list[str]) -> None:
         self._problems = problems
         self._entries: dict[str, Entry] = {}
         self._subworkflows: dict[int, SubWorkflow] = {}  # by the workflow object's identity
+        # The ids given to refs that were no executor (a problem each already): the graph's
+        # checks skip them, and only them, rather than report each again as unknown.
+        self.stand_ins: set[str] = set()
 
     @property
     def entries(self) -> Mapping[str, Entry]:
@@ -68,15 +71,19 @@ class ExecutorSet:
                 self._problems.append(
                     f"{where}: the factory {_name_of(ref)} raised {type(error).__name__}: {error}"
                 )
-                return f"<{_name_of(ref)}>"
+                return self._stand_in(f"<{_name_of(ref)}>")
             if not isinstance(made, Executor):
                 self._problems.append(
                     f"{where}: the factory {_name_of(ref)} returned {made!r}, not an Executor"
                 )
-                return f"<{_name_of(ref)}>"
+                return self._stand_in(f"<{_name_of(ref)}>")
             return self._register(made, ref, where)
         self._problems.append(f"{where}: {ref!r} is not an executor, an executor id or a factory")
-        return f"<{ref!r}>"
+        return self._stand_in(f"<{ref!r}>")
+
+    def _stand_in(self, name: str) -> str:
+        self.stand_ins.add(name)
+        return name
 
     def add_workflow(
         self, workflow: WorkflowGraph, id_: str | None, outputs: tuple[type, ...] | None

@@ -34,15 +34,22 @@ from treadle._values._text import unstorable
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Set as AbstractSet
 
     from treadle._workflow._executor_set import Entry
 
 
 def graph_problems(
-    start: str, edges: Sequence[tuple[str, Edge]], known: Mapping[str, Entry]
+    start: str,
+    edges: Sequence[tuple[str, Edge]],
+    known: Mapping[str, Entry],
+    stand_ins: AbstractSet[str] = frozenset(),
 ) -> list[str]:
-    """Every problem of the graph from ``start`` along ``edges`` (each with where it was added)."""
-    problems = _unknown_ids(start, edges, known)
+    """Every problem of the graph from ``start`` along ``edges`` (each with where it was added).
+
+    ``stand_ins``: ids that stand for refs already reported as no executor.
+    """
+    problems = _unknown_ids(start, edges, known, stand_ins)
     broken = _handler_problems(known)
     problems.extend(broken.values())
     sound = {eid: entry for eid, entry in known.items() if eid not in broken}
@@ -61,14 +68,17 @@ def name_problems(name: str, executor_ids: Iterable[str]) -> list[str]:
 
 
 def _unknown_ids(
-    start: str, edges: Sequence[tuple[str, Edge]], known: Mapping[str, Entry]
+    start: str,
+    edges: Sequence[tuple[str, Edge]],
+    known: Mapping[str, Entry],
+    stand_ins: AbstractSet[str],
 ) -> list[str]:
     problems = []
-    if start not in known and not start.startswith("<"):
+    if start not in known and start not in stand_ins:
         problems.append(f"start: unknown executor id {start!r}")
     for where, edge in edges:
         for eid in (*edge_sources(edge), *edge_targets(edge)):
-            if eid not in known and not eid.startswith("<"):
+            if eid not in known and eid not in stand_ins:
                 problems.append(f"{where}: unknown executor id {eid!r}")  # noqa: PERF401 - clearer as a loop
     return problems
 
