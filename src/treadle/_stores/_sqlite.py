@@ -28,12 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import DurabilityError
-from treadle._stores import (
-    _control_plans,
-    _sql_ownership,
-    _sql_rules,
-    _write_plans,
-)
+from treadle._stores import _control_plans, _sql_ownership, _sql_rules, _write_plans
 from treadle._stores import _sqlite_writes as writes
 from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import SQLITE
@@ -108,6 +103,9 @@ class SqliteStore(
     """
 
     search_dialect = SQLITE
+    # The run that asked for the last commit: one run committing superstep after
+    # superstep may write inline; runs taking turns go to the thread, and group.
+    _last_committer: str | None
 
     def __init__(
         self,
@@ -142,23 +140,12 @@ class SqliteStore(
             raise ValueError(f"busy_timeout must be 0 or more seconds, got {busy_timeout}")
         self._path = os.fspath(path)
         self._keep_last = keep_last
-        self._pid = os.getpid()  # whose connections and threads these are (see _forked)
-        # A forked child's copies of its parent's connections and lanes: never used or
-        # closed here, and kept so that no garbage collection closes them (see _forked).
+        # A forked child's copies of its parent's connections and lanes (see _start).
         self._inherited: list[object] = []
-        # The run that asked for the last commit: one run committing superstep after
-        # superstep may write inline; runs taking turns go to the thread, and group.
-        self._last_committer: str | None = None
         self._graphs = KeptGraphs()
         self._busy_timeout = busy_timeout
-        self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
-        self._reader = Lane(self, "treadle-sqlite-reader")
-        # Guards _closed and the lanes' queues: nothing is queued after close's last call.
-        self._lock = threading.Lock()
         self._closed = False
-        self._connection: sqlite3.Connection | None = None  # the writer thread's
-        self._read_connection: sqlite3.Connection | None = None  # the reader thread's
-        self._migrated = threading.Event()  # set once the writer has opened the file
+        self._start()
         self.live: LiveFeed = SqliteLiveFeed(self._path)
         """Its runs' live events, across processes (see :mod:`treadle._stores._sqlite_live`)."""
 
@@ -389,27 +376,26 @@ class SqliteStore(
                 return self._writer.submit(groupable)
             return self._writer.submit(functools.partial(self._run, work, write))
 
-    def _forked(self) -> None:
-        """Start over in a forked child: its own lanes, lock and connections, opened as needed.
+    def _start(self) -> None:
+        """This process's lanes, lock and connections, made again in a forked child.
 
-        The parent's threads did not come along (a call would wait for ever
-        on a lane nobody serves), its lock may have been held by one of them,
-        and SQLite forbids using a connection in a child. Nor may the child
-        close one: closing the last connection it knows of would checkpoint
-        and remove the write-ahead log the parent is still writing. So the
-        copies are kept, untouched, for as long as the store.
+        The parent's threads did not come along, its lock may be held, and a
+        connection may not be used in a child, nor closed (that would remove
+        the write-ahead log the parent writes): those copies are kept, unused.
         """
-        self._inherited.append(
-            (self._writer, self._reader, self._connection, self._read_connection)
-        )
         self._pid = os.getpid()
-        self._writer = Lane(self, "treadle-sqlite")
+        self._last_committer = None  # one run committing alone may write inline
+        self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
         self._reader = Lane(self, "treadle-sqlite-reader")
-        self._lock = threading.Lock()
-        self._connection = None
-        self._read_connection = None
-        self._migrated = threading.Event()
-        self._last_committer = None
+        self._lock = threading.Lock()  # guards _closed and the lanes' queues
+        self._connection: sqlite3.Connection | None = None  # the writer thread's
+        self._read_connection: sqlite3.Connection | None = None  # the reader thread's
+        self._migrated = threading.Event()  # set once the writer has opened the file
+
+    def _forked(self) -> None:
+        inherited = (self._writer, self._reader, self._connection, self._read_connection)
+        self._inherited.append(inherited)
+        self._start()
 
     def _check_open(self) -> None:
         if self._closed:
