@@ -6,7 +6,7 @@ import random
 import pytest
 
 from treadle import Executor, WorkflowBuilder, WorkflowContext, handler
-from treadle.errors import ExecutorInUseError
+from treadle.errors import ExecutorFailedError, ExecutorInUseError
 
 
 class Accumulator(Executor):
@@ -78,5 +78,7 @@ async def test_a_factory_returning_the_wrong_id_is_an_error():
 
     made = iter([Accumulator(), Renamed()])
     wf = WorkflowBuilder(start=lambda: next(made)).build()
-    with pytest.raises(ValueError, match="returned one with id 'other'"):
+    # The executor fails (on the record, for a stored run), as for its handler's error.
+    with pytest.raises(ExecutorFailedError, match="returned one with id 'other'") as failed:
         await wf.run(1)
+    assert isinstance(failed.value.__cause__, ValueError)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -345,6 +346,16 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
             )
             raise TypeError(msg)
         label: str = name or getattr(fn, "__name__", None) or "work"
+        if not (
+            inspect.iscoroutinefunction(fn)
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+        ):
+            msg = (
+                f"ctx.spawn({label}): takes an async function (its awaitable runs as the "
+                f"run's background work), got {fn!r}; wrap blocking work as "
+                f"'async def f(): return await asyncio.to_thread(...)'"
+            )
+            raise TypeError(msg)
         stamp = ".".join(map(str, self._invocation.envelope.stamp))
         spawns = self._later_work().spawns
         key = f"{self.executor_id}:{stamp}:{len(spawns)}"

@@ -47,6 +47,18 @@ class ExecutorFailedError(WorkflowRunError):
         )
 
 
+def outside_handlers(run_id: str, superstep: int, error: BaseException) -> WorkflowRunError:
+    """The run's failure when code outside every handler raised ``error``.
+
+    An executor's ``snapshot``, its factory, treadle's own machinery:
+    whatever it was, the run fails on the record rather than stay
+    ``running`` with nobody to take it on.
+    """
+    return WorkflowRunError(
+        f"run {run_id!r} failed in superstep {superstep} outside its handlers: {error_text(error)}"
+    )
+
+
 class StateConflictError(WorkflowRunError):
     """Two executors ``set`` the same key in one superstep without a reducer.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from treadle._engine._errors import IterationLimitExceeded
+from treadle._engine._errors import ExecutorFailedError, IterationLimitExceeded
 from treadle._engine._slots import blank as _blank
 
 if TYPE_CHECKING:
@@ -103,7 +103,10 @@ def plan_superstep(env: RunEnv, point: BarrierState, number: int) -> PlannedSupe
     for executor_id in order:
         executor = instances.get(executor_id)
         if executor is None:  # built on its first message
-            executor = pool.get(executor_id)
+            try:
+                executor = pool.get(executor_id)
+            except Exception as error:  # its factory's code: the executor fails, on the record
+                raise ExecutorFailedError(executor_id, number, error) from error
         rank = ranks[executor_id]
         inbox = inboxes[executor_id]
         if len(inbox) > 1:

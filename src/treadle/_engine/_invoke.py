@@ -15,6 +15,7 @@ inline by hand, up to its first wait (see ``_engine/_eager.py``).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from treadle._engine._remote import retries_remote
 from treadle._engine._waits import Suspend
 from treadle._exceptions import ProviderBusyError
 from treadle._graph._policies import NO_RETRY
+from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -116,7 +118,8 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
     except Suspend as suspend:
         invocation.outcome = _suspended(invocation, ctx, suspend.wait)
         return None
-    except Exception as error:  # noqa: BLE001 - retried below, or raised by _failed
+    except (Exception, asyncio.CancelledError) as raised:  # noqa: BLE001 - see _failure_of
+        error = _failure_of(raised)
         delay = _failed(invocation, ctx, ctx.kept_events(), error, 1)
         if delay is None:  # its error route took it: the outcome is set
             return None
@@ -187,7 +190,8 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
             return
         except ContinueLater:
             pass  # it ended itself early: it completes, and its LaterWork says when it goes on
-        except Exception as error:  # noqa: BLE001 - retried, or raised by _failed
+        except (Exception, asyncio.CancelledError) as raised:  # noqa: BLE001 - see _failure_of
+            error = _failure_of(raised)
             events = ctx.kept_events()  # the next attempt keeps in the same list
             attempt = await _next_attempt(invocation, ctx, events, error, attempt, busy)
             busy += isinstance(error, ProviderBusyError)
@@ -263,7 +267,11 @@ def _failed(
         limited = limiting is not None and ctx.executor_id in limiting.by_executor
         return 0.0 if limited else error.retry_after
     tries = attempt - busy
-    retrying = policy.should_retry(error, tries) or retries_remote(policy, error, tries)
+    try:
+        retrying = policy.should_retry(error, tries) or retries_remote(policy, error, tries)
+    except Exception as broken:  # noqa: BLE001 - the policy's own code (retry_on) failed
+        error.add_note(f"not retried: the retry policy's retry_on raised {error_text(broken)}")
+        retrying = False
     routes = run.router.error_routes
     handler = routes.get(ctx.executor_id) if routes and not retrying else None
     # A batch reports the final failure itself, unless it is routed: then nobody else will.
@@ -307,6 +315,30 @@ async def _next_attempt(
         return 0
     await sleep_for(invocation.env.clock, delay)
     return attempt + 1
+
+
+def _failure_of(raised: BaseException) -> Exception:
+    """What an attempt that raised ``raised`` failed with.
+
+    A ``CancelledError`` while nothing is cancelling this task did not come
+    from a cancel of the run: the handler awaited a task or future that
+    someone else cancelled, and let it out. That is the handler failing,
+    retried and routed as any failure, not the run cancelled.
+
+    Raises:
+        CancelledError: ``raised``, when this task is being cancelled.
+    """
+    if isinstance(raised, Exception):
+        return raised
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        raise raised
+    failure = RuntimeError(
+        "the handler raised CancelledError, yet nothing cancelled it "
+        "(a task or future it awaited was cancelled elsewhere)"
+    )
+    failure.__cause__ = raised
+    return failure
 
 
 def _retry_policy(invocation: Invocation) -> RetryPolicy:

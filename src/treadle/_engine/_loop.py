@@ -16,16 +16,20 @@ this one.
 from __future__ import annotations
 
 import asyncio
-import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from treadle._engine._arrivals import Expiry, SpawnDone, TimerDue, apply_arrivals, inbox_arrivals
 from treadle._engine._barrier import as_saved
 from treadle._engine._commit import commit_superstep
 from treadle._engine._deadlines import due_deadlines, refuse_unanswerable
 from treadle._engine._delivery import stalled_fan_ins
-from treadle._engine._env import build_env, no_progress
-from treadle._engine._errors import ExecutorFailedError, RunTimeoutError, WorkflowRunError
+from treadle._engine._env import build_env, no_progress, saving_progress_of
+from treadle._engine._errors import (
+    ExecutorFailedError,
+    RunTimeoutError,
+    WorkflowRunError,
+    outside_handlers,
+)
 from treadle._engine._events import (
     ExecutorFailed,
     WorkflowEvent,
@@ -44,7 +48,7 @@ from treadle._exceptions import TreadleError
 from treadle._values._text import error_text
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from collections.abc import Iterable, Sequence
 
     from treadle._engine._arrivals import Arrival
     from treadle._engine._barrier import BarrierState
@@ -54,23 +58,6 @@ if TYPE_CHECKING:
 
 _RUNNING = RunStatus.RUNNING  # read at every step
 _no_work = SpawnedWork.__init__
-
-
-def _saving_progress_of(loop: RunLoop) -> Callable[..., Awaitable[str | None]]:
-    """``RunEnv.save_progress`` for ``loop``, holding it weakly.
-
-    The loop holds its environment; were the environment to hold the loop
-    (a bound method would), every run would be a reference cycle, freed
-    only by the garbage collector, and each run's whole graph would linger
-    until then: a chain of supersteps ran 60% slower for it.
-    """
-    ref = weakref.ref(loop)
-
-    async def save_progress(*, durable: bool = False) -> str | None:
-        alive = ref()
-        return None if alive is None else await alive.save_progress(durable=durable)
-
-    return save_progress
 
 
 class RunLoop:
@@ -90,7 +77,7 @@ class RunLoop:
     def __init__(self, opening: Opening, point: BarrierState) -> None:
         """A loop at ``point`` (made by ``_engine/_opening.py``, the one door)."""
         # A run with nowhere to save has nothing to save progress to (see save_progress).
-        saving = no_progress if opening.checkpointer is None else _saving_progress_of(self)
+        saving = no_progress if opening.checkpointer is None else saving_progress_of(self)
         self.env: RunEnv = build_env(opening, saving)
         self.point = point
         self.status = RunStatus.RUNNING
@@ -186,14 +173,11 @@ class RunLoop:
                 publish(event)
             if not point.pending:
                 point = await self._before_rest(point)
-        except WorkflowRunError as error:
-            self._fail(error, superstep)
-            await self.spawned.cancel_all()
-            await self._record_status(RunStatus.FAILED, error)
-            raise
         except asyncio.CancelledError:
             await self.cancel()
             raise
+        except Exception as error:  # noqa: BLE001 - raised again by _superstep_failed
+            await self._superstep_failed(error, superstep)
         status = _RUNNING if point.pending else self._resting_status()
         if env.checkpointer is not None or self.spawned.queued:
             status = await self._conclude(status)
@@ -344,11 +328,18 @@ class RunLoop:
                 checkpoint_id = await checkpointer.save(
                     self.barrier_state(status, written), env.pool.snapshots()
                 )
-            except TreadleError as error:
+            except Exception as raised:
+                error = (
+                    raised
+                    if isinstance(raised, TreadleError)
+                    else outside_handlers(env.run_id, self.point.superstep, raised)
+                )
                 self.error = error
                 self._set_status(RunStatus.FAILED, error)
                 await self._record_status(RunStatus.FAILED, error)
-                raise
+                if error is raised:
+                    raise
+                raise error from raised
             if checkpointer.paused:
                 return await self._stop_paused(checkpoint_id)
             if self.spawned.queued:
@@ -415,7 +406,20 @@ class RunLoop:
         elif self.env.trace is not None:
             self.env.trace.end(RunStatus.CANCELLED)  # cancelled asleep on a timer (no-op if ended)
 
-    def _fail(self, error: WorkflowRunError, superstep: int) -> None:
+    async def _superstep_failed(self, error: Exception, superstep: int) -> NoReturn:
+        """Fail the run on the record and raise, unless ``error`` is the store's or a lease's.
+
+        Code outside every handler failing is raised as ``outside_handlers`` says.
+        """
+        if not isinstance(error, TreadleError):
+            failure = outside_handlers(self.env.run_id, superstep, error)
+            await self._fail(failure, superstep)
+            raise failure from error
+        if isinstance(error, WorkflowRunError):
+            await self._fail(error, superstep)
+        raise error
+
+    async def _fail(self, error: WorkflowRunError, superstep: int) -> None:
         env = self.env
         if env.listening and not env.live and isinstance(error, ExecutorFailedError):
             for event in error.events:  # earlier attempts' events, in the order raised
@@ -432,6 +436,8 @@ class RunLoop:
         self.error = error
         self._set_status(RunStatus.FAILED, error, superstep)
         error.result = self.result()
+        await self.spawned.cancel_all()
+        await self._record_status(RunStatus.FAILED, error)
 
     def _set_status(
         self, status: RunStatus, error: BaseException | None = None, superstep: int | None = None

@@ -17,6 +17,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from treadle._values._text import error_text
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -60,7 +62,7 @@ class SpawnedWork:
     __slots__ = ("_tasks", "queued")
 
     def __init__(self) -> None:
-        self._tasks: dict[asyncio.Task[Any], SpawnRecord] = {}
+        self._tasks: dict[asyncio.Future[Any], SpawnRecord] = {}
         self.queued: list[tuple[SpawnRecord, Callable[..., Awaitable[Any]], tuple[Any, ...]]] = []
         """Committed work waiting for its checkpoint to be durable (read at every barrier)."""
 
@@ -88,7 +90,12 @@ class SpawnedWork:
     def start_queued(self) -> None:
         """Start every piece of queued work, owned by the run."""
         for record, fn, args in self.queued:
-            self._tasks[asyncio.ensure_future(fn(*args))] = record
+            try:
+                self._tasks[asyncio.ensure_future(fn(*args))] = record
+            except Exception as error:  # noqa: BLE001 - it could not start: its result says why
+                failed = asyncio.get_running_loop().create_future()
+                failed.set_exception(error)
+                self._tasks[failed] = record
         self.queued.clear()
 
     async def wait_any(self) -> list[tuple[str, SpawnResult]]:
@@ -100,9 +107,7 @@ class SpawnedWork:
             if task.cancelled():
                 result = SpawnResult(record.name, record.key, error="CancelledError: cancelled")
             elif (error := task.exception()) is not None:
-                result = SpawnResult(
-                    record.name, record.key, error=f"{type(error).__name__}: {error}"
-                )
+                result = SpawnResult(record.name, record.key, error=error_text(error))
             else:
                 result = SpawnResult(record.name, record.key, value=task.result())
             finished.append((record.executor_id, result))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NoReturn, TypeAlias
 
 from treadle._engine._errors import ExecutorFailedError, StateConflictError
 
@@ -121,6 +121,8 @@ class SharedState:
 
     def set(self, key: str, value: Any) -> None:
         """Write ``key`` at the barrier (merged by its reducer, if declared)."""
+        if type(key) is not str:
+            _not_a_key("set", key)
         self._ops.append((SET, key, value))
 
     def update(self, key: str, fn: Callable[[Any], Any]) -> None:
@@ -129,6 +131,8 @@ class SharedState:
         ``fn`` may run more than once (also to serve reads of this
         invocation), so it must be a pure function of its argument.
         """
+        if type(key) is not str:
+            _not_a_key("update", key)
         if not callable(fn):
             msg = f"state.update({key!r}, fn) needs a callable, got {fn!r}"
             raise TypeError(msg)
@@ -136,7 +140,18 @@ class SharedState:
 
     def delete(self, key: str) -> None:
         """Remove ``key`` at the barrier."""
+        if type(key) is not str:
+            _not_a_key("delete", key)
         self._ops.append((DELETE, key, None))
+
+
+def _not_a_key(call: str, key: object) -> NoReturn:
+    """Refuse a key that is not text: JSON keeps keys as text, so ``42`` came back ``"42"``."""
+    msg = (
+        f"state.{call}({key!r}): a state key is a str, not {type(key).__name__} "
+        f"(a checkpoint keeps keys as text, so the run would read it back as another key)"
+    )
+    raise TypeError(msg)
 
 
 def commit_state(
@@ -182,8 +197,28 @@ def commit_state(
 
 
 def initial_state(specs: Mapping[str, StateKey], given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The state a run starts from: declared defaults overlaid by ``given``."""
+    """The state a run starts from: declared defaults overlaid by ``given``.
+
+    Raises:
+        TypeError: a key of ``given`` is not a ``str`` (see :func:`checked_keys`).
+    """
     state = {k: s.default for k, s in specs.items() if s.default is not MISSING}
     if given:
-        state.update(given)
+        state.update(checked_keys("state", given))
     return state
+
+
+def checked_keys(what: str, given: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``given`` (a run's initial state, a fork's patch) once every key is a ``str``.
+
+    Raises:
+        TypeError: one is not (naming ``what`` and the key).
+    """
+    for key in given:
+        if type(key) is not str:
+            msg = (
+                f"{what}: a state key is a str, not {type(key).__name__} ({key!r}); a "
+                f"checkpoint keeps keys as text, so the run would read it back as another key"
+            )
+            raise TypeError(msg)
+    return given

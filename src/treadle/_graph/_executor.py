@@ -144,6 +144,13 @@ def build_handler_spec(
     timeout: float | None = None,
 ) -> HandlerSpec:
     """Read one handler's message and context types from its signature."""
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        name = getattr(fn, "__qualname__", repr(fn))
+        msg = (
+            f"handler {name} is a generator function (it yields), so calling it would run "
+            f"none of its body: send with ctx.send_message and ctx.yield_output instead"
+        )
+        raise TypeError(msg)
     params = list(inspect.signature(fn).parameters.values())
     skip = 1 if bound else 0
     if len(params) - skip != 2:  # noqa: PLR2004 - a chain links at least two

@@ -44,7 +44,11 @@ class ExponentialBackoff:
 
     def bounds(self, attempt: int) -> tuple[float, float]:
         """The (low, high) range of the delay after failed attempt ``attempt`` (1-based)."""
-        base = min(self.maximum, self.initial * self.multiplier ** (attempt - 1))
+        try:
+            grown = self.initial * self.multiplier ** (attempt - 1)
+        except OverflowError:  # thousands of attempts: past any float, so past the maximum
+            grown = self.maximum
+        base = min(self.maximum, grown)
         return base * (1 - self.jitter), min(self.maximum, base * (1 + self.jitter))
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:

@@ -30,6 +30,7 @@ from treadle._checkpoints._ownership import Ownership, owner_is_dead
 from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
 from treadle._engine._result import RunStatus
+from treadle._engine._state import checked_keys
 from treadle._exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -332,7 +333,7 @@ async def fork_run(
         status=RunStatus(restored.status) if not restored.pending else RunStatus.RUNNING,
         pending={k: tuple(v) for k, v in restored.pending.items()},
         fan_in_buffers=restored.fan_in_buffers,
-        state={**restored.state, **(state_patch or {})},
+        state={**restored.state, **checked_keys("state_patch", state_patch or {})},
         iterations=restored.iterations,
         outputs=tuple(restored.outputs),
         waits=restored.waits,

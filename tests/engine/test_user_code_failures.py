@@ -1,0 +1,207 @@
+"""User code that fails outside a handler's body fails its run on the record.
+
+A retry policy's predicate, a backoff of thousands of attempts, work
+spawned as a plain function, an executor's factory or ``snapshot``, a
+``CancelledError`` that a handler let out of a task someone else
+cancelled: each once escaped the engine raw, left the stored run
+``running`` with no owner (a ``Runtime`` or worker then took it up again,
+and again, repeating its side effects), or recorded it as cancelled for
+good. Each now fails the run (or the invocation, retried and routed as any
+failure), and the store says so. Mistakes a build or a call can see are
+refused there: non-text state keys, generator handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+
+from treadle import Executor as ExecutorBase
+from treadle import (
+    ExecutorFailure,
+    ExponentialBackoff,
+    RetryPolicy,
+    SpawnResult,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+    handler,
+)
+from treadle.errors import ExecutorFailedError, WorkflowRunError
+from treadle.stores import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+async def failed_on_record(workflow, store, error_type=ExecutorFailedError):
+    """Run ``workflow`` as run r1 on ``store``; the error it raised, once the store says failed."""
+    with pytest.raises(error_type) as failed:
+        await workflow.run("input", store=store, run_id="r1")
+    row = await store.get_run("r1")
+    assert (row.status, row.owner) == ("failed", None)
+    assert row.error
+    return failed.value
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    opened = SqliteStore(tmp_path / "runs.sqlite")
+    yield opened
+    await opened.close()
+
+
+async def test_a_retry_predicate_that_raises_fails_the_invocation_not_the_engine(store):
+    calls = []
+
+    @executor(retry=RetryPolicy(max_attempts=3, retry_on=lambda e: e.status_code >= 500))
+    async def call_api(x: str, ctx: WorkflowContext) -> None:
+        calls.append(x)
+        raise ConnectionError("connection refused")  # has no status_code
+
+    error = await failed_on_record(WorkflowBuilder(start=call_api).build(), store)
+    assert isinstance(error.__cause__, ConnectionError)
+    assert calls == ["input"]  # not retried: the predicate could not say
+    notes = getattr(error.__cause__, "__notes__", [])
+    assert any("retry policy's retry_on raised AttributeError" in note for note in notes)
+
+
+async def test_a_backoff_of_thousands_of_attempts_ends_as_the_last_attempt_fails(store):
+    policy = RetryPolicy(max_attempts=1100, backoff=ExponentialBackoff(initial=0, maximum=0))
+
+    @executor(retry=policy)
+    async def poll(x: str, ctx: WorkflowContext) -> None:
+        raise ConnectionError("still down")
+
+    error = await failed_on_record(WorkflowBuilder(start=poll).build(), store)
+    assert error.attempt == 1100  # 2.0 ** 1024 once overflowed at attempt 1025
+
+
+async def test_work_spawned_as_a_plain_function_is_refused_at_the_call(store):
+    def download(url: str) -> str:
+        return f"<{url}>"
+
+    class Downloader(ExecutorBase):
+        @handler
+        async def start(self, url: str, ctx: WorkflowContext) -> None:
+            ctx.spawn(download, url)
+
+        @handler
+        async def done(self, result: SpawnResult, ctx: WorkflowContext) -> None:
+            ctx.yield_output(result.value)
+
+    error = await failed_on_record(WorkflowBuilder(start=Downloader).build(), store)
+    assert isinstance(error.__cause__, TypeError)
+    assert "ctx.spawn(download): takes an async function" in str(error.__cause__)
+
+
+async def test_work_that_cannot_start_arrives_as_a_failed_spawn_result(store):
+    async def fetch(url: str) -> str:
+        return url
+
+    class Fetcher(ExecutorBase):
+        @handler
+        async def start(self, url: str, ctx: WorkflowContext) -> None:
+            ctx.spawn(fetch, url, "one argument too many")
+
+        @handler
+        async def done(self, result: SpawnResult, ctx: WorkflowContext) -> None:
+            ctx.yield_output(result.error)
+
+    result = await WorkflowBuilder(start=Fetcher).build().run("x", store=store)
+    (error,) = result.outputs
+    assert error.startswith("TypeError: ")
+
+
+async def test_an_executor_factory_failing_as_the_run_starts_fails_that_executor(store):
+    database = {"up": True}
+
+    class Ledger(ExecutorBase):
+        def __init__(self) -> None:
+            super().__init__("ledger")
+            if not database["up"]:
+                raise ConnectionError("database unavailable")
+
+        @handler
+        async def on(self, x: str, ctx: WorkflowContext) -> None:
+            ctx.yield_output(x)
+
+    workflow = WorkflowBuilder(start=Ledger).build()  # the factory works here
+    database["up"] = False
+    error = await failed_on_record(workflow, store)
+    assert error.executor_id == "ledger"
+    assert isinstance(error.__cause__, ConnectionError)
+
+
+async def test_a_snapshot_that_raises_fails_the_run_outside_its_handlers(store):
+    class Counter(ExecutorBase):
+        def __init__(self) -> None:
+            super().__init__("counter")
+
+        @handler
+        async def on(self, x: str, ctx: WorkflowContext) -> None:
+            ctx.yield_output(x)
+
+        def snapshot(self) -> object:
+            raise ValueError("cannot snapshot the counter")
+
+    error = await failed_on_record(WorkflowBuilder(start=Counter).build(), store, WorkflowRunError)
+    assert "failed in superstep 1 outside its handlers: ValueError: cannot snapshot" in str(error)
+
+
+async def test_a_cancelled_error_nobody_cancelled_the_run_for_is_a_failure_retried_and_routed(
+    store,
+):
+    attempts = []
+
+    @executor(retry=RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(initial=0)))
+    async def fetch(url: str, ctx: WorkflowContext) -> None:
+        attempts.append(url)
+        helper = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        asyncio.get_running_loop().call_later(0.01, helper.cancel)  # a client closing its pool
+        await helper  # lets the helper's CancelledError out: nobody cancelled the run
+
+    @executor(id="report")
+    async def report(failure: ExecutorFailure, ctx: WorkflowContext) -> None:
+        ctx.yield_output(failure.message)
+
+    workflow = WorkflowBuilder(start=fetch).add_error_edge(fetch, report).build()
+    result = await workflow.run("u", store=store, run_id="r1")
+    assert attempts == ["u", "u"]
+    assert result.status.value == "completed"
+    (message,) = result.outputs
+    assert message.startswith("the handler raised CancelledError, yet nothing cancelled it")
+
+
+async def test_state_keys_that_are_not_text_are_refused_before_a_checkpoint_changes_them(store):
+    @executor
+    async def take(x: str, ctx: WorkflowContext) -> None:
+        ctx.state.set(42, "reserved")  # type: ignore[arg-type]
+
+    error = await failed_on_record(WorkflowBuilder(start=take).build(), store)
+    assert "state.set(42): a state key is a str, not int" in str(error.__cause__)
+
+    @executor
+    async def echo(x: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(x)
+
+    workflow = WorkflowBuilder(start=echo).build()
+    with pytest.raises(TypeError, match=r"state: a state key is a str, not int \(7\)"):
+        await workflow.run("x", store=store, run_id="r2", state={7: "seven"})
+    assert [run.run_id for run in await store.list_runs()] == ["r1"]
+
+
+def test_generator_handlers_are_refused_where_they_are_declared():
+    with pytest.raises(TypeError, match=r"handler .*summarize is a generator function"):
+
+        @executor
+        async def summarize(text: str, ctx: WorkflowContext):
+            yield text
+
+    with pytest.raises(TypeError, match=r"handler .*tokenize is a generator function"):
+
+        @executor
+        def tokenize(text: str, ctx: WorkflowContext):
+            yield from text.split()
