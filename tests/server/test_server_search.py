@@ -70,3 +70,30 @@ async def test_a_bulk_action_is_taken_as_its_caller_and_its_dry_run_counts_it(sq
         assert "admin" in deleting.json()["error"]["message"]
         bad = await api.post("/api/bulk", json={"action": "explode", "where": "true"})
         assert bad.status_code == 400
+
+
+async def test_a_bulk_answer_is_given_checked_against_each_request_and_a_slow_rate_refused(
+    sqlite_url,
+):
+    async with serving(sqlite_url, apps=("search_app",)) as api:
+        await _filled(api)
+        asked = {"action": "respond", "where": 'fields.customer == "c1"', "executor": "approve"}
+        # No answer is no decision: nothing is answered with a default.
+        missing = await api.post("/api/bulk", json=asked)
+        assert missing.status_code == 400
+        assert "respond needs the answer it gives" in missing.json()["error"]["message"]
+        # An answer of the wrong type is refused per run, as it would be for one run,
+        # and leaves each request open.
+        wrong = await api.post("/api/bulk", json={**asked, "answer": 42})
+        assert wrong.status_code == 200, wrong.text
+        assert wrong.json()["acted"] == 0
+        assert [s["run_id"] for s in wrong.json()["skipped"]] == ["t3", "t1"]
+        assert all(s["reason"].endswith("expects str, got int 42") for s in wrong.json()["skipped"])
+        # A rate that would keep the caller waiting for days acts on nothing.
+        slow = await api.post("/api/bulk", json={**asked, "answer": "yes", "rate": 1e-6})
+        assert slow.status_code == 400
+        assert slow.json()["error"]["message"].startswith("rate: 2 runs at 1e-06 a second")
+        right = await api.post("/api/bulk", json={**asked, "answer": "yes"})
+        assert (right.json()["acted"], right.json()["skipped"]) == (2, [])
+        for run_id in ("t1", "t3"):
+            await api.wait_for(run_id, {"completed"})

@@ -19,7 +19,7 @@ from treadle._cli._flags import JsonOption, StoreOption, WhereOption  # noqa: TC
 from treadle._cli._help import command_set
 from treadle._cli._views import out
 from treadle._exceptions import CommandError
-from treadle._operations._bulk import ACTIONS, BulkAction, BulkReport, run_bulk
+from treadle._operations._bulk import ACTIONS, NO_ANSWER, BulkAction, BulkReport, run_bulk
 from treadle._operations._search import run_filter
 from treadle._values._actors import Actor
 
@@ -77,7 +77,7 @@ def _asked(
 ) -> BulkAction:
     found = run_filter(where)
     assert found is not None  # noqa: S101 - where was given
-    value = None
+    value = NO_ANSWER
     if answer is not None:
         try:
             value = json.loads(answer)

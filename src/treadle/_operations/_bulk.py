@@ -37,11 +37,20 @@ from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import check_right
 
+LONGEST_BULK = 900.0
+"""The most seconds a bulk action may take at its ``rate``: its caller waits that long."""
+
+NO_ANSWER: Any = object()
+"""What a ``BulkAction`` holds until an answer is given (JSON ``null`` is one)."""
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from treadle._operations._search import SearchableStore
-    from treadle._stores._store import RunReads, Store
+    from treadle._stores._store import RunReads, RunRecord, Store
     from treadle._values._actors import Actor
     from treadle._values._filter import RunFilter
+    from treadle._workflow._workflow import Workflow
 
 ACTIONS = ("cancel", "pause", "unpause", "resume", "respond", "delete")
 """What a bulk action may do to each run."""
@@ -62,7 +71,8 @@ class BulkAction:
         dry_run: Only count the runs it would act on.
         rate: At most this many runs a second (``None``: as fast as the store goes).
         executor: For ``respond``: the executor whose pending request is answered.
-        answer: For ``respond``: the answer (plain JSON), the same for every run.
+        answer: For ``respond``: the answer (plain JSON), the same for every run;
+            it must be given (JSON ``null`` is an answer, nothing is not).
     """
 
     action: str
@@ -70,7 +80,7 @@ class BulkAction:
     dry_run: bool = False
     rate: float | None = None
     executor: str | None = None
-    answer: Any = None
+    answer: Any = NO_ANSWER
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -81,6 +91,10 @@ class BulkAction:
             raise ValueError(msg)
         if (self.action == "respond") != (self.executor is not None):
             msg = "respond needs the executor whose request it answers, and only respond takes one"
+            raise ValueError(msg)
+        if (self.action == "respond") == (self.answer is NO_ANSWER):
+            # A person's decision is never taken by a default value.
+            msg = "respond needs the answer it gives, and only respond takes one"
             raise ValueError(msg)
 
 
@@ -114,8 +128,21 @@ class BulkReport:
         }
 
 
-async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkReport:
+async def run_bulk(
+    store: Store,
+    bulk: BulkAction,
+    *,
+    actor: Actor,
+    workflow_of: Callable[[RunRecord], Workflow | None] | None = None,
+) -> BulkReport:
     """Take ``bulk`` as ``actor`` (see the module docstring); return what was done.
+
+    ``workflow_of``: the code each run goes on with (a server's), so that
+    an answer is checked against its request's type before it is kept, as
+    one given to that run alone is; a run whose code it lacks (``None``)
+    is skipped, named.
+    Without (a command line with no workflow code), answers are checked
+    where the run is applied.
 
     Raises:
         ActionRefusedError: the actor's role does not allow the action (nothing was done).
@@ -125,6 +152,13 @@ async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkRepor
     if right is not None:
         check_right(actor, right, None)
     listed = await matching_ids(searched, bulk.where)
+    if bulk.rate is not None and (len(listed) - 1) / bulk.rate > LONGEST_BULK:
+        msg = (
+            f"rate: {len(listed)} runs at {bulk.rate:g} a second would take "
+            f"{(len(listed) - 1) / bulk.rate:,.0f} s, more than the {LONGEST_BULK:,.0f} an "
+            f"action may: raise the rate, or narrow the filter"
+        )
+        raise CommandError(msg)
     report = BulkReport(bulk.action, len(listed), bulk.dry_run)
     if bulk.dry_run:
         return report
@@ -136,7 +170,7 @@ async def run_bulk(store: Store, bulk: BulkAction, *, actor: Actor) -> BulkRepor
             why = await _still_matching(store, searched, bulk.where, run_id)
             if why is None:
                 try:
-                    await _act(store, bulk, run_id, actor)
+                    await _act(store, bulk, run_id, actor, workflow_of)
                 except TreadleError as refused:
                     why = f"refused: {refused}"
             outcomes[index] = why
@@ -179,7 +213,13 @@ async def _still_matching(
     return f"changed: no longer passes the filter (now {run.status})"
 
 
-async def _act(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> None:
+async def _act(
+    store: Store,
+    bulk: BulkAction,
+    run_id: str,
+    actor: Actor,
+    workflow_of: Callable[[RunRecord], Workflow | None] | None,
+) -> None:
     """One run's action, through the one door."""
     match bulk.action:
         case "cancel":
@@ -193,12 +233,26 @@ async def _act(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> Non
         case "delete":
             await door.delete(store, run_id, actor=actor)
         case "respond":
-            await _answer(store, bulk, run_id, actor)
+            await _answer(store, bulk, run_id, actor, workflow_of)
 
 
-async def _answer(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> None:
+async def _answer(
+    store: Store,
+    bulk: BulkAction,
+    run_id: str,
+    actor: Actor,
+    workflow_of: Callable[[RunRecord], Workflow | None] | None,
+) -> None:
     """Answer the run's pending request from ``bulk.executor`` (found in its log)."""
     run = await store.get_run(run_id)
+    workflow = None
+    if workflow_of is not None:
+        workflow = workflow_of(run)
+        if workflow is None:
+            msg = (
+                f"version {run.version} of {run.workflow!r} is not served here to check the answer"
+            )
+            raise CommandError(msg)
     _, pending = await logged_outputs_and_requests(store, run)
     asked = [request for request in pending if request.executor_id == bulk.executor]
     if len(asked) != 1:
@@ -209,5 +263,6 @@ async def _answer(store: Store, bulk: BulkAction, run_id: str, actor: Actor) -> 
         run_id,
         {asked[0].request_id: bulk.answer},
         actor=actor,
-        serializer=JsonSerializer(),
+        workflow=workflow,
+        serializer=None if workflow is not None else JsonSerializer(),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from treadle._operations._bulk import BulkAction, run_bulk
+from treadle._operations._bulk import NO_ANSWER, BulkAction, run_bulk
 from treadle._operations._search import run_filter
 from treadle._server._body import check_query, json_object, text_field
 from treadle._server._endpoints import Endpoint, actor_of
@@ -45,11 +45,21 @@ async def bulk_runs(request: Request) -> Response:
     assert found is not None  # noqa: S101 - where was required above
     try:
         bulk = BulkAction(
-            action, found, dry_run=dry_run, rate=rate, executor=executor, answer=body.get("answer")
+            action,
+            found,
+            dry_run=dry_run,
+            rate=rate,
+            executor=executor,
+            answer=body.get("answer", NO_ANSWER),
         )
     except ValueError as error:
         raise ApiError(400, str(error)) from None
-    report = await run_bulk(served.store, bulk, actor=actor_of(request))
+    report = await run_bulk(
+        served.store,
+        bulk,
+        actor=actor_of(request),
+        workflow_of=lambda run: served.workflows.get(run.workflow, run.version or None),
+    )
     return JsonResponse(report.as_json())
 
 
