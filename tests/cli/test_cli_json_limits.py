@@ -157,3 +157,21 @@ def test_too_deep_json_to_a_stored_run_changes_nothing(tmp_path, command, argume
     done = cli(*(names.get(arg, arg) for arg in command))
     refused_in_one_line(done, argument, f"more than {MAX_JSON_DEPTH} levels")
     assert cli.snapshot() == before
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("NaN", "NaN is not a JSON number"),
+        ('{"score": 1e400}', "the number 1e400 is past what a float holds"),
+        ('{"approved": false, "approved": true}', "the key 'approved' appears twice"),
+    ],
+)
+def test_input_that_python_reads_but_json_is_not_is_refused_and_nothing_is_stored(
+    tmp_path, given, says
+):
+    cli = Cli(tmp_path)
+    done = cli("run", "slow_app:echo", "--input", given)
+    refused_in_one_line(done, "the input is not valid JSON", says)
+    assert not cli.db.exists()

@@ -97,3 +97,22 @@ async def test_a_bulk_answer_is_given_checked_against_each_request_and_a_slow_ra
         assert (right.json()["acted"], right.json()["skipped"]) == (2, [])
         for run_id in ("t1", "t3"):
             await api.wait_for(run_id, {"completed"})
+
+
+async def test_a_body_that_is_not_json_is_refused_whatever_pythons_reader_accepts(sqlite_url):
+    async with serving(sqlite_url, apps=("search_app",)) as api:
+        await _filled(api)
+        (request,) = (await api.get("/api/runs/t1")).json()["pending_requests"]
+        path = f"/api/runs/t1/requests/{request['request_id']}"
+        json_type = {"content-type": "application/json"}
+        for body, says in (
+            (b'{"answer": NaN}', "NaN is not a JSON number"),
+            (b'{"answer": -Infinity}', "-Infinity is not a JSON number"),
+            (b'{"answer": 1e400}', "the number 1e400 is past what a float holds"),
+            (b'{"answer": "no", "answer": "yes"}', "the key 'answer' appears twice"),
+        ):
+            refused = await api.post(path, content=body, headers=json_type)
+            assert refused.status_code == 400, body
+            assert says in refused.json()["error"]["message"], body
+        (still,) = (await api.get("/api/runs/t1")).json()["pending_requests"]
+        assert still["request_id"] == request["request_id"]

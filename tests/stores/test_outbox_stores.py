@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import new_endpoint, offered_link
 
@@ -52,3 +53,22 @@ async def test_a_request_is_a_message_claimed_dead_and_resent_on_every_store(sto
     await outbox.message_sent(again.message_id, "sender-b")
     assert await outbox.messages("pending") == []
     assert await outbox.messages("dead") == []
+
+
+async def test_a_number_json_cannot_write_in_a_runs_events_fails_no_commit_the_feed_reads(store):
+    # The feed reads each event row as JSON (SQLite's json_each, PostgreSQL's jsonb):
+    # an output of infinity once went into the log as the bare word Infinity, which
+    # is not JSON, and failed the run's commits once any endpoint existed.
+    @executor(id="measure")
+    async def measure(n: int, ctx: WorkflowContext) -> None:
+        ctx.yield_output(float("inf"))
+
+    outbox = store.outbox()
+    await outbox.add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
+    result = await WorkflowBuilder(start=measure).build().run(1, store=store, run_id="r1")
+    assert result.status.value == "completed"
+    assert result.outputs == [float("inf")]
+    (output,) = [e for e in await store.read_events("r1") if e.kind == "output"]
+    assert output.data == {"value": "Infinity"}
+    claimed = await outbox.claim_messages("sender", time.time(), 30.0, 10)
+    assert [m.event_type for m in claimed] == ["run.completed"]

@@ -121,7 +121,10 @@ def _json(value: Any) -> str:
     """
     from pydantic_core import to_json  # noqa: PLC0415 - see the docstring
 
-    return to_json(value, fallback=repr).decode()
+    # A number that is not finite is written as the string JSON needs ("Infinity"):
+    # the bare word is not JSON, and a store reading the log as JSON (its webhook
+    # feed) would fail the commit that wrote it.
+    return to_json(value, fallback=repr, inf_nan_mode="strings").decode()
 
 
 def _unrepresentable(value: Any) -> dict[str, str]:

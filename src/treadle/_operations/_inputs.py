@@ -12,7 +12,6 @@ is refused as bad input before anything is stored. Errors are
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -23,6 +22,7 @@ from treadle._exceptions import AppLoadError, CommandError, DefinitionError
 from treadle._extras import needs_extra
 from treadle._scaleout import _apps as apps
 from treadle._stores._store import DEFAULT_LEASE
+from treadle._values import _strict_json as strict_json
 from treadle._workflow._inputs import coerce_input as plain_input
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ def parse_json(text: str, what: str) -> Any:
     elif len(text) > MAX_JSON_BYTES or len(text.encode(errors="replace")) > MAX_JSON_BYTES:
         raise _too_large(what, argument)
     try:
-        value = json.loads(document)
+        value = strict_json.loads(document)
     except RecursionError:  # deeper than the parser's own stack allows
         raise _too_deep(what, argument) from None
     except ValueError as error:

@@ -10,13 +10,13 @@ naming the field at fault; nothing from a request is ever evaluated.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from treadle._exceptions import CommandError
 from treadle._operations import _shapes as shapes
 from treadle._operations._inputs import MAX_JSON_DEPTH, json_depth_exceeds
 from treadle._server._json import ApiError
+from treadle._values import _strict_json as strict_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -56,7 +56,7 @@ async def json_object(
             kind="UnsupportedMediaType",
         )
     try:
-        value = json.loads(body)
+        value = strict_json.loads(body)
     except RecursionError:
         raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as error:
