@@ -22,8 +22,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import (
-    ActionRefusedError,
-    InvalidResponseError,
     LinkRefusedError,
     UnknownRequestError,
 )
@@ -148,9 +146,12 @@ async def answer_by_link(
     """Use a link once: check it, mark it used, and answer through ``deliver``.
 
     ``deliver`` answers the link's request as the link's principal (door
-    ``link``) and raises what the answer door raises: an answer refused for
-    its content gives the use back; one refused because another answer won
-    keeps the link used (the request is answered: the link is spent).
+    ``link``) and raises what the answer door raises. Only a request that
+    waits no longer (another answer won, it expired) keeps the link used:
+    every other failure gives the use back, whether the answer was refused
+    for its content or nothing could take it (the run's workflow not
+    served here, the store failing, the client gone), so the person can
+    answer again.
 
     Raises:
         LinkRefusedError: See :func:`open_link`; also a use lost to another use.
@@ -161,7 +162,9 @@ async def answer_by_link(
         raise LinkRefusedError("this answer link was used already, just now", "used")
     try:
         await deliver(link, value)
-    except (InvalidResponseError, ActionRefusedError):  # refused as it is: nothing spent
+    except UnknownRequestError:  # the request waits no longer: the link is spent
+        raise
+    except BaseException:  # nothing answered: the use is given back
         await outbox.release_link(link.nonce)
         raise
     return link
