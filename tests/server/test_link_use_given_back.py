@@ -41,3 +41,16 @@ async def test_a_link_no_server_could_deliver_stays_usable_and_answers_once(sqli
         again = await api.post(path, json={"answer": YES})
         assert again.status_code == 409, again.text
         assert "used already, by maria" in again.json()["error"]["message"]
+
+
+async def test_a_body_sent_to_a_link_that_cannot_be_used_is_never_read(sqlite_url):
+    # The link is the only credential of /answer/...: a body (up to --max-body, on any
+    # number of connections) was read before the link was looked at, by anyone.
+    async with serving(sqlite_url, headers={}, max_body=1024) as api:
+        refused = await api.post(
+            "/answer/not-a-link",
+            content=b"x" * 1000,  # not JSON, nor sent as JSON: never looked at
+            headers={"content-type": "text/plain"},
+        )
+    assert refused.status_code != 415, refused.text
+    assert "this answer link is not valid" in refused.json()["error"]["message"]

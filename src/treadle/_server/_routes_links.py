@@ -116,6 +116,10 @@ async def _post(request: Request) -> Response:
     """Answer the link's request, once, as its principal (door ``link``)."""
     served = served_of(request)
     check_query(request, ())
+    # The link is the only credential here: a body is read only for a link that could
+    # be used, so nobody without one can make the server hold bodies (up to --max-body
+    # each, on every connection they open).
+    await open_link(served.store, request.path_params["token"], signed_in=signed_in(request))
     body = await json_object(request, ("answer",))
     if "answer" not in body:
         raise ApiError(400, "answer: required", fields=[{"loc": "answer", "message": "required"}])
