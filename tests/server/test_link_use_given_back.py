@@ -9,6 +9,8 @@ the use back.
 
 from __future__ import annotations
 
+import sqlite3
+
 import httpx
 
 from server.conftest import serving
@@ -54,3 +56,24 @@ async def test_a_body_sent_to_a_link_that_cannot_be_used_is_never_read(sqlite_ur
         )
     assert refused.status_code != 415, refused.text
     assert "this answer link is not valid" in refused.json()["error"]["message"]
+
+
+async def test_a_link_lasting_past_any_date_is_refused_and_none_is_stored(sqlite_url):
+    async with serving(sqlite_url) as api:
+        await api.post(
+            "/api/runs",
+            json={"workflow": "approval", "input": {"topic": "links", "words": 3}, "run_id": "r1"},
+        )
+        detail = await api.wait_for("r1", {"awaiting_input"})
+        (request,) = detail["pending_requests"]
+        path = f"/api/runs/r1/requests/{request['request_id']}/links"
+        for lifetime in (b"1e308", b"1" + b"0" * 400, b"0", b"-5"):
+            made = await api.post(
+                path,
+                content=b'{"for": "maria", "expires_in": ' + lifetime + b"}",
+                headers={"content-type": "application/json"},
+            )
+            assert made.status_code == 400, (lifetime[:10], made.text)
+            assert made.json()["error"]["message"].startswith("expires_in: seconds, above 0")
+    with sqlite3.connect(sqlite_url) as db:
+        assert db.execute("SELECT COUNT(*) FROM treadle_links").fetchone() == (0,)

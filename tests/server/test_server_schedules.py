@@ -160,3 +160,37 @@ async def test_patch_changes_the_fields_given_at_once_and_refuses_bad_ones(sqlit
             ("schedule_updated", "token:server"),
             ("schedule_updated", "token:server"),
         ]
+
+
+async def test_schedule_fields_no_store_can_keep_are_refused_by_name(sqlite_url) -> None:
+    # Each once answered 500 (and closed the client's connection), some after storing.
+    async with serving(sqlite_url, apps=(DIGEST,)) as api:
+        for fields, named in (
+            ({"cron": 5}, "cron must be a cron expression as text"),
+            ({"every": 1e308}, "more than the hundred years"),
+            ({"every": "9999999999999999999d"}, "more than the hundred years"),
+            ({"every": "1h", "catchup": 10**30}, "catchup"),
+            ({"every": "1h", "jitter": "1e400"}, "jitter"),
+            ({"every": "1h", "tz": "a" * 300}, "is not an IANA time zone"),
+        ):
+            refused = await api.post(
+                "/api/schedules", json={"workflow": "digest", "input": "x", **fields}
+            )
+            assert refused.status_code == 400, (fields, refused.text)
+            assert named in refused.json()["error"]["message"], fields
+        assert (await api.get("/api/schedules")).json()["schedules"] == []
+        made = await api.post(
+            "/api/schedules",
+            json={"id": "often", "workflow": "digest", "every": "1s", "input": "x", "paused": True},
+        )
+        assert made.status_code == 201, made.text
+        for start, says in (
+            ("2026-01-01T00:00:00Z", "ticks in the range; backfill it in parts"),
+            ("0001-01-01T00:00:00Z", ""),
+        ):
+            backfill = await api.post(
+                "/api/schedules/often/backfill",
+                json={"start": start, "end": "2026-11-01T00:00:00Z", "dry_run": True},
+            )
+            assert backfill.status_code == 400, (start, backfill.text)
+            assert says in backfill.json()["error"]["message"]

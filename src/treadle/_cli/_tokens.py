@@ -28,6 +28,7 @@ from treadle._cli._views import out, when
 from treadle._operations._shapes import iso_time
 from treadle._stores._tokens import TokenKeeper, TokenRecord, token_hash
 from treadle._values._actors import Actor, Role
+from treadle._values._durations import duration_problem
 
 cli = command_set()
 
@@ -54,6 +55,9 @@ def parse_duration(text: str) -> float:
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         msg = f"a token must last some time, not {text!r}"
+        raise ValueError(msg)
+    if (problem := duration_problem(seconds)) is not None:
+        msg = f"{text!r}: {problem}"
         raise ValueError(msg)
     return seconds
 

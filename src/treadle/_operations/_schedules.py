@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CommandError
 from treadle._operations._commands import served_by_workers
+from treadle._values._durations import duration_problem
 from treadle._values._schedules import Schedule
 from treadle._workflow._schedule_actions import CHANGEABLE, Schedules
 
@@ -38,18 +39,24 @@ def parse_duration(text: str | float, what: str) -> timedelta:
     Raises:
         CommandError: It is none of those (naming ``what`` it was for).
     """
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return timedelta(seconds=float(text))
-    compact = str(text).replace(" ", "").lower()
-    try:
-        return timedelta(seconds=float(compact))
-    except ValueError:
-        pass
-    parts = _DURATION.findall(compact)
-    if not parts or "".join(n + u for n, u in parts) != compact:
+    if isinstance(text, bool) or not isinstance(text, int | float | str):
         msg = f"{what} {text!r} is not a duration (write 90s, 5m, 1h30m, 2d or seconds)"
         raise CommandError(msg)
-    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        compact = text.replace(" ", "").lower()
+        parts = _DURATION.findall(compact)
+        try:
+            seconds = float(compact)
+        except ValueError:
+            if not parts or "".join(n + u for n, u in parts) != compact:
+                msg = f"{what} {text!r} is not a duration (write 90s, 5m, 1h30m, 2d or seconds)"
+                raise CommandError(msg) from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if (problem := duration_problem(seconds)) is not None:
+        raise CommandError(f"{what} {text!r}: {problem}")
+    return timedelta(seconds=seconds)
 
 
 def parse_moment(text: str, what: str) -> datetime:

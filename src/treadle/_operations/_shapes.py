@@ -47,7 +47,10 @@ def iso_time(
     """
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec=timespec)
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat(timespec=timespec)
+    except (OverflowError, OSError, ValueError):  # kept before durations were bounded
+        return datetime.max.replace(tzinfo=UTC).isoformat(timespec=timespec)
 
 
 def with_iso_times(row: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:

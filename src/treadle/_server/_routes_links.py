@@ -51,6 +51,7 @@ from treadle._server._page import PAGE_DIR
 from treadle._server._principals import SERVER_TOKEN_NAME
 from treadle._server._state import served_of
 from treadle._values._actors import Role
+from treadle._values._durations import LONGEST_SECONDS
 
 if TYPE_CHECKING:
     from typing import Any
@@ -173,8 +174,16 @@ async def make_link(request: Request) -> Response:
     principal = text_field(body, "for", required=True)
     lifetime = body.get("expires_in", 86400)
     groups = body.get("groups", [])
-    if isinstance(lifetime, bool) or not isinstance(lifetime, int | float) or lifetime <= 0:
-        raise ApiError(400, "expires_in: seconds, above 0", fields=[_field("expires_in")])
+    if (
+        isinstance(lifetime, bool)
+        or not isinstance(lifetime, int | float)
+        or not 0 < lifetime <= LONGEST_SECONDS  # NaN, infinity and 10**400 fail this too
+    ):
+        raise ApiError(
+            400,
+            "expires_in: seconds, above 0, at most a hundred years",
+            fields=[_field("expires_in")],
+        )
     if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
         raise ApiError(400, "groups: a list of group names", fields=[_field("groups")])
     request_id = request.path_params["request_id"]

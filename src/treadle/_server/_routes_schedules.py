@@ -126,9 +126,12 @@ async def backfill_schedule(request: Request) -> Response:
     dry_run = body.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise ApiError(400, "dry_run must be true or false")
-    done = await _schedules(request).backfill(
-        request.path_params["schedule_id"], start, end, dry_run=dry_run
-    )
+    try:
+        done = await _schedules(request).backfill(
+            request.path_params["schedule_id"], start, end, dry_run=dry_run
+        )
+    except (ValueError, OverflowError) as refused:  # the range: backwards, ahead, too long
+        raise ApiError(400, str(refused)) from None
     return JsonResponse(
         {
             "ticks": [t.isoformat() for t in done.ticks],

@@ -154,7 +154,9 @@ class Schedule:
             )
         if (self.cron is None) == (self.every is None):
             problems.append("give exactly one of cron= and every=")
-        if self.cron is not None:
+        if self.cron is not None and not isinstance(self.cron, str):
+            problems.append(f"cron must be a cron expression as text, got {self.cron!r}")
+        elif self.cron is not None:
             from cronsim import CronSim, CronSimError  # noqa: PLC0415 - only cron schedules need it
 
             try:
@@ -165,7 +167,7 @@ class Schedule:
             problems.append("every= must be at least a millisecond")
         try:
             ZoneInfo(self.tz)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # OSError: a name too long
             problems.append(f"tz {self.tz!r} is not an IANA time zone (e.g. 'Europe/Paris')")
         if self.overlap not in OVERLAPS:
             problems.append(f"overlap {self.overlap!r} is not one of {', '.join(OVERLAPS)}")
