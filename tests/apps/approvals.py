@@ -68,3 +68,4 @@ expense = approval("signed_expense", "ask", approvers=("group:finance",), four_e
 ops_purchase = approval(
     "ops_purchase", "ask_ops", approvers=("group:ops",), outcomes=("bought", "not bought")
 )
+shared_expense = approval("shared_expense", "ask", four_eyes=True)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conftest import serving
+from treadle._stores._tokens import token_hash
 
 DIGEST = str(Path(__file__).parents[1] / "apps" / "digest.py")
 
@@ -194,3 +195,44 @@ async def test_schedule_fields_no_store_can_keep_are_refused_by_name(sqlite_url)
             )
             assert backfill.status_code == 400, (start, backfill.text)
             assert says in backfill.json()["error"]["message"]
+
+
+APPROVALS = str(Path(__file__).parents[1] / "apps" / "approvals.py")
+ANN = "tdl_ann-0123456789abcdef"
+BOB = "tdl_bob-0123456789abcdef"
+
+
+async def test_whoever_set_a_schedule_going_may_not_approve_its_four_eyes_run(sqlite_url) -> None:
+    # Ann could not approve a run she started, but a run she started through a
+    # schedule she made and triggered was started by "the schedule": she approved it.
+    async with serving(sqlite_url, apps=(f"{APPROVALS}:shared_expense",)) as api:
+        for name, token in (("ann", ANN), ("bob", BOB)):
+            await api.store.add_token(name, "operator", token_hash(token), created_by="test")
+        ann, bob = ({"Authorization": f"Bearer {t}"} for t in (ANN, BOB))
+        made = await api.post(
+            "/api/schedules",
+            json={
+                "id": "monthly",
+                "workflow": "shared_expense",
+                "every": "30d",
+                "input": {"title": "rent", "cents": 100000},
+                "paused": True,
+            },
+            headers=ann,
+        )
+        assert made.status_code == 201, made.text
+        triggered = await api.post("/api/schedules/monthly/trigger", headers=ann)
+        assert triggered.status_code == 202, triggered.text
+        run_id = triggered.json()["run_id"]
+        async with asyncio.timeout(30):  # its run starts on the timer service's next round
+            while (await api.get(f"/api/runs/{run_id}")).status_code == 404:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        detail = await api.wait_for(run_id, {"awaiting_input"})
+        (request,) = detail["pending_requests"]
+        path = f"/api/runs/{run_id}/requests/{request['request_id']}"
+        refused = await api.post(path, json={"answer": {"approved": True}}, headers=ann)
+        assert refused.status_code == 403, refused.text
+        assert "token:ann started this run" in refused.json()["error"]["message"]
+        answered = await api.post(path, json={"answer": {"approved": True}}, headers=bob)
+        assert answered.status_code == 202, answered.text
+        await api.wait_for(run_id, {"completed"})

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
 
 class Role(enum.IntEnum):
@@ -78,6 +78,10 @@ class Actor:
         door: How this action came in (one of :data:`DOORS`).
         role: Its rights (:class:`Role`).
         groups: The groups a provider's claims put a signed-in person in.
+        on_behalf_of: For a service acting for people (a schedule's tick),
+            their labels: who set it going (its schedule's creator, who
+            triggered or backfilled it). A run such a service starts counts
+            as started by each of them too, for four eyes.
     """
 
     kind: str
@@ -85,6 +89,7 @@ class Actor:
     door: str
     role: Role = Role.VIEWER
     groups: frozenset[str] = field(default_factory=frozenset)
+    on_behalf_of: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -108,11 +113,11 @@ class Actor:
 
     def through(self, door: str) -> Actor:
         """The same actor coming in by another door (the page, a link)."""
-        return Actor(self.kind, self.name, door, self.role, self.groups)
+        return Actor(self.kind, self.name, door, self.role, self.groups, self.on_behalf_of)
 
     def to_json(self) -> dict[str, Any]:
         """The actor as the record keeps it (plain JSON)."""
-        return {
+        data: dict[str, Any] = {
             "kind": self.kind,
             "name": self.name,
             "label": self.label,
@@ -120,6 +125,9 @@ class Actor:
             "role": self.role.label,
             "groups": sorted(self.groups),
         }
+        if self.on_behalf_of:  # only then: records made before it keep their text (and hash)
+            data["on_behalf_of"] = list(self.on_behalf_of)
+        return data
 
     def encode(self) -> str:
         """:meth:`to_json` as compact text, for a store's column."""
@@ -139,6 +147,7 @@ class Actor:
                 door=str(data["door"]),
                 role=Role.parse(str(data.get("role", "viewer"))),
                 groups=frozenset(str(g) for g in data.get("groups", ())),
+                on_behalf_of=tuple(str(who) for who in data.get("on_behalf_of", ())),
             )
         except (KeyError, TypeError, AttributeError) as error:
             msg = f"not an actor's record: {data!r}"
@@ -160,9 +169,9 @@ class Actor:
         return cls("python", _user_at_host(), "python", Role.ADMIN)
 
     @classmethod
-    def service(cls, name: str, door: str = "worker") -> Actor:
-        """A service acting on its own (a worker's takeover, a timer, a schedule)."""
-        return cls("service", name, door, Role.OPERATOR)
+    def service(cls, name: str, door: str = "worker", on_behalf_of: tuple[str, ...] = ()) -> Actor:
+        """A service acting on its own (a takeover, a timer), or for people (a schedule)."""
+        return cls("service", name, door, Role.OPERATOR, on_behalf_of=on_behalf_of)
 
 
 def _user_at_host() -> str:
@@ -178,7 +187,7 @@ def answer_refusal(
     actor: Actor,
     approvers: Iterable[str] = (),
     *,
-    starter: str | None = None,
+    starter: str | Sequence[str] | None = None,
     four_eyes: bool = False,
 ) -> str | None:
     """Why ``actor`` may not answer a request, or ``None`` when it may.
@@ -188,13 +197,15 @@ def answer_refusal(
         approvers: Who the request names as allowed to answer it: user names,
             ``role:R`` (anyone holding role R's rights) or ``group:G``.
             Empty: anyone with the approver role.
-        starter: The label of the actor that started the run.
+        starter: The label of the actor that started the run, or the labels
+            of all it counts as started by (see :attr:`Actor.on_behalf_of`).
         four_eyes: Whether the run's starter is refused.
 
     Returns:
         A sentence naming who may answer, or ``None``.
     """
-    if four_eyes and starter is not None and _same_person(actor.label, starter):
+    starters = (starter,) if isinstance(starter, str) else tuple(starter or ())
+    if four_eyes and any(_same_person(actor.label, who) for who in starters):
         return f"{actor.label} started this run, and its requests need four eyes: someone else"
     named = tuple(approvers)
     if not named:

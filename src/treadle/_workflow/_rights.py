@@ -74,15 +74,20 @@ def answer_rules(restored: RestoredRun, request_id: str) -> tuple[tuple[str, ...
     return request_rules(waiting)  # kept on the wait, inside a sub-workflow too
 
 
-def starter_of(run: RunRecord) -> str | None:
-    """The label of the actor that started the run, as its row keeps it (``None``: unknown)."""
+def starter_of(run: RunRecord) -> tuple[str, ...]:
+    """Who the run counts as started by, as its row keeps it (empty: unknown).
+
+    The label of the actor that started it, and of the people it acted for
+    (a schedule's tick: see :attr:`Actor.on_behalf_of`).
+    """
     text = getattr(run, "started_by", None)
     if not text:
-        return None
+        return ()
     try:
-        return Actor.from_json(json.loads(text)).label
+        starter = Actor.from_json(json.loads(text))
     except ValueError:
-        return None
+        return ()
+    return (starter.label, *starter.on_behalf_of)
 
 
 def check_answer_right(

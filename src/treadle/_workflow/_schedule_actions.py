@@ -361,7 +361,7 @@ class Schedules:
 
     async def _start_now(self, row: ScheduleRow) -> None:
         if self.starter is not None:
-            await start_unstarted(self.store, read_schedule(row), self.starter)
+            await start_unstarted(self.store, row, self.starter)
 
     async def delete(self, schedule_id: str) -> None:
         """Delete the schedule and the record of its ticks; its runs stay.

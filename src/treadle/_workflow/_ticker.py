@@ -47,7 +47,7 @@ from treadle._workflow._tick_plan import plan_tick
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from treadle._stores._schedules import ScheduleCursor, ScheduleRow
+    from treadle._stores._schedules import ScheduleCursor, ScheduleRow, TickRow
     from treadle._stores._store import Store
 
 logger = logging.getLogger("treadle.schedules")
@@ -89,20 +89,38 @@ class Starter(Protocol):
         ...
 
 
-def schedule_actor(schedule_id: str) -> Actor:
-    """The actor of what a schedule does itself: a service, through the door ``schedule``."""
-    return Actor.service(f"schedule:{schedule_id}", door="schedule")
+def schedule_actor(schedule_id: str, on_behalf_of: tuple[str, ...] = ()) -> Actor:
+    """The actor of what a schedule does itself: a service, through the door ``schedule``.
+
+    ``on_behalf_of``: the people who set its run going (see :func:`responsible`).
+    """
+    return Actor.service(f"schedule:{schedule_id}", door="schedule", on_behalf_of=on_behalf_of)
 
 
-def tick_start(schedule: Schedule, nominal: float) -> TickStart:
-    """The run the tick of ``nominal`` starts."""
+def tick_start(schedule: Schedule, nominal: float, on_behalf_of: tuple[str, ...] = ()) -> TickStart:
+    """The run the tick of ``nominal`` starts, for ``on_behalf_of`` (see :func:`responsible`)."""
     return TickStart(
         schedule,
         nominal,
         schedule.run_id(nominal),
         schedule.input_at(nominal),
-        schedule_actor(schedule.id),
+        schedule_actor(schedule.id, on_behalf_of),
     )
+
+
+def responsible(row: ScheduleRow, tick: TickRow | None = None) -> tuple[str, ...]:
+    """Who a tick's run counts as started by, for four eyes: the people who set it going.
+
+    The schedule's creator (each of its runs is theirs), and for a tick
+    someone asked for (a trigger, a backfill), who asked, as the tick's
+    record names them.
+    """
+    people = [row.created_by]
+    if tick is not None and tick.source in ("trigger", "backfill"):
+        asker = tick.detail.partition(" by ")[2]
+        if asker:
+            people.append(asker)
+    return tuple(dict.fromkeys(people))
 
 
 async def serve_schedules(
@@ -137,7 +155,7 @@ def read_schedule(row: ScheduleRow) -> Schedule:
 
 async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter) -> int:
     schedule = read_schedule(row)
-    started = await start_unstarted(store, schedule, starter)
+    started = await start_unstarted(store, row, starter)
     if row.paused:
         return started
     for _ in range(_STEPS):
@@ -167,22 +185,29 @@ async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter) -
         if decision.cancel is not None:
             await _cancel(store, schedule, decision.cancel)
         for nominal in decision.starts:
-            await _start(store, starter, schedule, nominal)
+            await _start(store, starter, schedule, nominal, responsible(row))
             started += 1
         row = _moved(row, decision.cursor)
     return started
 
 
-async def start_unstarted(store: Store, schedule: Schedule, starter: Starter) -> int:
+async def start_unstarted(store: Store, row: ScheduleRow, starter: Starter) -> int:
     """Start the runs of the schedule's started ticks whose run is not known to exist."""
+    schedule = read_schedule(row)
     ticks = await store.list_ticks(schedule.id, unstarted=True, limit=_UNSTARTED)
     for tick in ticks:
-        await _start(store, starter, schedule, tick.nominal_at)
+        await _start(store, starter, schedule, tick.nominal_at, responsible(row, tick))
     return len(ticks)
 
 
-async def _start(store: Store, starter: Starter, schedule: Schedule, nominal: float) -> None:
-    start = tick_start(schedule, nominal)
+async def _start(
+    store: Store,
+    starter: Starter,
+    schedule: Schedule,
+    nominal: float,
+    on_behalf_of: tuple[str, ...],
+) -> None:
+    start = tick_start(schedule, nominal, on_behalf_of)
     await starter.start_tick(start)
     await store.mark_started(schedule.id, [nominal])
     logger.info(
