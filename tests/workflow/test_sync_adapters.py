@@ -8,14 +8,18 @@ the async method promises.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from treadle import Workflow
 
 
@@ -112,3 +116,21 @@ def test_prune_sync_keeps_the_newest_checkpoints(tmp_path):
     assert before > 1
     assert workflow.prune_sync("r1", 1) == before - 1
     assert len(workflow.history_sync("r1").checkpoints) == 1
+
+
+@pytest.mark.parametrize("adapter", ["run_sync", "stream_sync"])
+def test_a_caller_that_stops_waiting_stops_the_run(adapter):
+    # Ctrl-C in run_sync, or a for loop left early over stream_sync without closing
+    # it: the run went on, unseen, on the adapter's thread, its handlers still called.
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("interrupted_app.py")), adapter],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["how"] in ("interrupted", "left")
+    assert seen["at_stop"] > 0
+    assert seen["later"] == seen["at_stop"]

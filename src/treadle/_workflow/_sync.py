@@ -33,20 +33,37 @@ def run_in_thread(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run ``make()`` to completion on a fresh loop in a dedicated thread.
 
     The loop runs in a copy of the caller's context, so the run sees the
-    caller's context variables (its current span among them).
+    caller's context variables (its current span among them). Interrupted
+    while it waits (Ctrl-C, a notebook's "interrupt"), the caller cancels
+    the run and waits for it to stop before raising: it does not go on,
+    unseen, on its thread.
     """
     outcome: list[Any] = []
     context = contextvars.copy_context()
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        assert task is not None  # noqa: S101 - asyncio.run runs it as a task
+        running.append((asyncio.get_running_loop(), task))
+        return await make()
 
     def target() -> None:
         try:
-            outcome.append((True, context.run(lambda: asyncio.run(make()))))
+            outcome.append((True, context.run(lambda: asyncio.run(main()))))
         except BaseException as error:  # noqa: BLE001 - handed over, never swallowed
             outcome.append((False, error))
 
     thread = threading.Thread(target=target, name="treadle-run", daemon=True)
     thread.start()
-    thread.join()
+    try:
+        thread.join()
+    except BaseException:
+        for loop, task in running:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        thread.join()
+        raise
     ok, value = outcome[0]
     if not ok:
         raise value
@@ -58,47 +75,17 @@ class SyncEventStream:
     """A run's events for synchronous code, driven on a dedicated thread.
 
     Iterate it; use it in a ``with`` block (or call :meth:`close`) so that
-    leaving early cancels the run and joins its thread. Closing a stream
-    whose run has finished does nothing. The run sees the context variables
-    (the current span among them) of the code that created the stream.
+    leaving early cancels the run and joins its thread. A stream dropped
+    without either (``for event in workflow.stream_sync(...): ... break``)
+    does the same once it is collected: its thread holds what it pumps, not
+    the stream, so dropping the stream is enough. Closing a stream whose run
+    has finished does nothing. The run sees the context variables (the
+    current span among them) of the code that created the stream.
     """
 
     def __init__(self, make: Callable[[], WorkflowStream]) -> None:
-        self._make = make
-        # Taken here, not at the first iteration: the stream starts where
-        # ``stream_sync`` is called, as an ``async with workflow.stream(...)`` does.
-        self._context = contextvars.copy_context()
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._pump = _Pump(make)
         self._done = False
-        self._started = threading.Event()
-
-    async def _pump(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        self._started.set()
-        try:
-            async with self._make() as events:
-                async for event in events:
-                    self._queue.put(("event", event))
-        except asyncio.CancelledError:
-            pass
-        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-            self._queue.put(("error", error))
-            return
-        self._queue.put(("end", None))
-
-    def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=lambda: self._context.run(lambda: asyncio.run(self._pump())),
-                name="treadle-stream",
-                daemon=True,
-            )
-            self._thread.start()
-            self._started.wait()
 
     def __iter__(self) -> Iterator[WorkflowEvent]:
         return self
@@ -106,13 +93,14 @@ class SyncEventStream:
     def __next__(self) -> WorkflowEvent:
         if self._done:
             raise StopIteration
-        self._start()
-        kind, value = self._queue.get()
+        pump = self._pump
+        pump.start()
+        kind, value = pump.queue.get()
         if kind == "event":
             event: WorkflowEvent = value
             return event
         self._done = True
-        self._join()
+        pump.join()
         if kind == "error":
             raise value
         raise StopIteration
@@ -120,15 +108,7 @@ class SyncEventStream:
     def close(self) -> None:
         """Cancel the run if it is still going, and wait for its thread."""
         self._done = True
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None and not task.done():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(task.cancel)
-        self._join()
-
-    def _join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
+        self._pump.stop()
 
     def __enter__(self) -> SyncEventStream:
         return self
@@ -139,3 +119,59 @@ class SyncEventStream:
     def __del__(self) -> None:
         # A stream dropped without close() must not leave its run going.
         self.close()
+
+
+class _Pump:
+    """The thread and loop behind a :class:`SyncEventStream`, and the queue between them.
+
+    Kept apart from the stream so that the thread, which holds this, does
+    not keep the stream alive: the stream's collection is what stops a run
+    its caller dropped.
+    """
+
+    def __init__(self, make: Callable[[], WorkflowStream]) -> None:
+        self.make = make
+        # Taken here, not at the first iteration: the stream starts where
+        # ``stream_sync`` is called, as an ``async with workflow.stream(...)`` does.
+        self.context = contextvars.copy_context()
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.started = threading.Event()
+
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.started.set()
+        try:
+            async with self.make() as events:
+                async for event in events:
+                    self.queue.put(("event", event))
+        except asyncio.CancelledError:
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            self.queue.put(("error", error))
+            return
+        self.queue.put(("end", None))
+
+    def start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(
+                target=lambda: self.context.run(lambda: asyncio.run(self.run())),
+                name="treadle-stream",
+                daemon=True,
+            )
+            self.thread.start()
+            self.started.wait()
+
+    def stop(self) -> None:
+        loop, task = self.loop, self.task
+        if loop is not None and task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        self.join()
+
+    def join(self) -> None:
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
