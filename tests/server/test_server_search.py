@@ -110,6 +110,7 @@ async def test_a_body_that_is_not_json_is_refused_whatever_pythons_reader_accept
             (b'{"answer": -Infinity}', "-Infinity is not a JSON number"),
             (b'{"answer": 1e400}', "the number 1e400 is past what a float holds"),
             (b'{"answer": "no", "answer": "yes"}', "the key 'answer' appears twice"),
+            (b'{"answer": "report-\\udcff.txt"}', "holds half a surrogate pair (\\udcff)"),
         ):
             refused = await api.post(path, content=body, headers=json_type)
             assert refused.status_code == 400, body

@@ -1,4 +1,4 @@
-"""JSON from outside (a request's body, a command's argument), read as RFC 8259 has it.
+r"""JSON from outside (a request's body, a command's argument), read as RFC 8259 has it.
 
 Python's ``json`` reads more than JSON: ``NaN``, ``Infinity`` and
 ``-Infinity``, a number past what a float holds (``1e400`` comes back as
@@ -7,7 +7,9 @@ once got past the API and the command line: a number that is not finite
 was kept in a run, and written into its event log it failed every commit
 once a webhook read the log; a key given twice let an approval say
 ``"approved": false, "approved": true`` and be read as the last. Each is
-refused here, naming what was at fault.
+refused here, naming what was at fault. So is a string escaping half of a
+surrogate pair (``"\ud800"``): JSON's grammar lets it through, but it
+is no text (RFC 8259 leaves what it means open), and no store keeps it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from treadle._values._text import lone_surrogate
 
 
 class NotJsonError(ValueError):
@@ -28,9 +32,29 @@ def loads(document: str | bytes) -> Any:
         ValueError: the text is not JSON (``NotJsonError`` for what the
             ``json`` module alone would have read).
     """
-    return json.loads(
+    value = json.loads(
         document, parse_constant=_constant, parse_float=_finite, object_pairs_hook=_object
     )
+    _no_lone_surrogate(value)
+    return value
+
+
+def _no_lone_surrogate(value: Any) -> None:
+    """Refuse a string (a key too) that holds half a surrogate pair; walked without recursion."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            at = lone_surrogate(item)
+            if at is not None:
+                shown = item.encode("utf-8", "backslashreplace").decode()[:60]
+                msg = f"the string {shown!r} holds half a surrogate pair (\\u{ord(item[at]):04x})"
+                raise NotJsonError(msg)
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 def _constant(name: str) -> Any:
