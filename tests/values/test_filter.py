@@ -77,6 +77,8 @@ def test_every_form_reads():
         ('fields.t > timestamp("yesterday")', 22, "not an RFC 3339 time"),
         ("has(status)", 5, "has() takes a search field"),
         ('fields.a == "\\q"', 14, "unknown escape"),
+        ('fields.a == "report-\\udcff.txt"', 13, "holds half a surrogate pair (U+DCFF)"),
+        ('fields.a == "\udcff"', 13, "holds half a surrogate pair (U+DCFF)"),
         ("fields.a.size() == 1", 9, "expected ==, !=, <, <=, >, >=, in"),
         ("fields.a in []", 14, "expected a value"),
     ],
@@ -131,3 +133,8 @@ def test_any_text_is_read_or_refused_with_a_filter_error(text):
 @given(drawn=filters())
 def test_every_generated_filter_reads(drawn):
     parse_filter(drawn[0])
+
+
+def test_an_escaped_surrogate_pair_is_one_character_as_json_reads_it():
+    (value,) = parse_filter('fields.mood == "\\ud83d\\ude00"').tree.values  # type: ignore[union-attr]
+    assert value.value == "\N{GRINNING FACE}"

@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import NoReturn, TypeAlias
 
 from treadle._exceptions import FilterError
+from treadle._values._text import lone_surrogate
 
 MAX_LENGTH = 2000
 """The longest filter, in characters."""
@@ -430,7 +431,12 @@ def _string(token: _Token) -> str:
             index += 6
         else:
             _fail(token.column + index + 1, f"unknown escape \\{escape} in a string")
-    return "".join(out)
+    # Escaped pairs (\ud83d\ude00) are one character, as JSON reads them.
+    text = "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    at = lone_surrogate(text)
+    if at is not None:  # \ud800 alone, or a surrogate sent raw: no text, and no store's
+        _fail(token.column, f"the string holds half a surrogate pair (U+{ord(text[at]):04X})")
+    return text
 
 
 def _shown(token: _Token) -> str:
