@@ -14,6 +14,7 @@ refused there: non-text state keys, generator handlers.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -29,7 +30,7 @@ from treadle import (
     executor,
     handler,
 )
-from treadle.errors import ExecutorFailedError, WorkflowRunError
+from treadle.errors import ExecutorFailedError, WorkflowRunError, WorkflowValidationError
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
@@ -205,3 +206,40 @@ def test_generator_handlers_are_refused_where_they_are_declared():
         @executor
         def tokenize(text: str, ctx: WorkflowContext):
             yield from text.split()
+
+
+def test_an_executor_that_never_ran_executors_init_is_a_build_problem_naming_it():
+    class Ledger(ExecutorBase):
+        def __init__(self) -> None:
+            self.count = 0  # no super().__init__(...)
+
+        @handler
+        async def on(self, amount: int, ctx: WorkflowContext) -> None:
+            ctx.yield_output(amount)
+
+    with pytest.raises(WorkflowValidationError, match=r"Ledger never ran Executor.__init__"):
+        WorkflowBuilder(start=Ledger).build()
+
+
+async def test_a_handler_timeout_is_seconds_or_a_timedelta_as_a_runs_is():
+    @executor(timeout=timedelta(seconds=30))
+    async def quick(x: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(x)
+
+    assert (await WorkflowBuilder(start=quick).build().run("x")).outputs == ["x"]
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+
+        @executor(timeout=float("inf"))
+        async def never(x: str, ctx: WorkflowContext) -> None: ...
+
+
+@pytest.mark.parametrize("response_type", [None, list[int]])
+async def test_a_request_for_what_is_no_class_says_what_to_ask_for(response_type):
+    @executor
+    async def ask(x: str, ctx: WorkflowContext) -> None:
+        await ctx.request("which ids?", response_type)
+
+    with pytest.raises(ExecutorFailedError) as failed:
+        await WorkflowBuilder(start=ask).build().run("x")
+    assert isinstance(failed.value.__cause__, TypeError)
+    assert "is not a class: ask for a builtin" in str(failed.value.__cause__)

@@ -34,7 +34,14 @@ def response_type_name(registry: TypeRegistry, cls: type) -> str:
     Raises:
         TypeError: ``cls`` is neither a builtin nor on the workflow's allowlist.
     """
-    if _BUILTINS.get(getattr(cls, "__name__", "")) is cls:
+    if not isinstance(cls, type):  # None, list[int], a Union: no class to name the answer by
+        msg = (
+            f"the response type {cls!r} is not a class: ask for a builtin (str, int, bool, "
+            f"list, dict, ...), or a dataclass, enum or pydantic model registered with "
+            f"WorkflowBuilder.register_type (a list[int] answer: a model with a list[int] field)"
+        )
+        raise TypeError(msg)
+    if _BUILTINS.get(cls.__name__) is cls:
         return cls.__name__
     name = registry.name_of(cls)
     if name is None:

@@ -12,8 +12,10 @@ timing. How a handler is declared (:func:`handler`) and read
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -84,7 +86,10 @@ class _HandlerMark:
 def handler(fn: F, /) -> F: ...
 @overload
 def handler(
-    *, accepts: object = None, retry: RetryPolicy | None = None, timeout: float | None = None
+    *,
+    accepts: object = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[F], F]: ...
 def handler(
     fn: F | None = None,
@@ -92,7 +97,7 @@ def handler(
     *,
     accepts: object = None,
     retry: RetryPolicy | None = None,
-    timeout: float | None = None,
+    timeout: float | timedelta | None = None,
 ) -> F | Callable[[F], F]:
     """Mark an ``Executor`` method as the handler for the type of its message.
 
@@ -108,10 +113,10 @@ def handler(
     and whatever it does from then on is discarded, never committed. One
     pinned to the loop (``sync_handlers="loop"``) cannot be interrupted.
     """
-    _check_timeout(timeout)
+    seconds = _seconds(timeout)
 
     def mark(f: F) -> F:
-        setattr(f, _HANDLER_MARK, _HandlerMark(accepts, retry, timeout))
+        setattr(f, _HANDLER_MARK, _HandlerMark(accepts, retry, seconds))
         return f
 
     return mark(fn) if fn is not None else mark
@@ -129,10 +134,24 @@ def _sent_classes(ctx_annotation: object) -> tuple[type, ...] | None:
     return runtime_classes(args[0])
 
 
-def _check_timeout(timeout: float | None) -> None:
-    if timeout is not None and not timeout > 0:
+def _seconds(timeout: float | timedelta | None) -> float | None:
+    """A handler's or an executor's ``timeout`` in seconds (a ``timedelta`` too, as ``run`` takes).
+
+    Raises:
+        TypeError: it is neither.
+        ValueError: it is not a positive, finite time.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        msg = f"timeout must be seconds or a datetime.timedelta, got {timeout!r}"
+        raise TypeError(msg)
+    if not 0 < timeout < math.inf:
         msg = f"timeout must be a positive number of seconds, got {timeout!r}"
         raise ValueError(msg)
+    return float(timeout)
 
 
 def build_handler_spec(
@@ -226,12 +245,11 @@ class Executor:
         shareable: bool = False,
         sync_handlers: SyncHandlers = "thread",
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | None = None,
         limits: Sequence[str] = (),
     ) -> None:
-        _check_timeout(timeout)
         self.retry = retry
-        self.timeout = timeout
+        self.timeout = _seconds(timeout)
         if concurrency < 1:
             msg = f"concurrency must be at least 1, got {concurrency}"
             raise ValueError(msg)

@@ -23,6 +23,7 @@ from treadle._graph._typing import promotions
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
+    from datetime import timedelta
 
     from treadle._graph._policies import RetryPolicy
     from treadle._graph._remote import RemotePool
@@ -46,7 +47,7 @@ class FunctionExecutor(Executor):
         shareable: bool = True,
         sync_handlers: SyncHandlers = "thread",
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | None = None,
         pool: RemotePool | None = None,
         limits: Sequence[str] = (),
     ) -> None:
@@ -148,7 +149,7 @@ def executor(
     shareable: bool = True,
     sync_handlers: SyncHandlers = "thread",
     retry: RetryPolicy | None = None,
-    timeout: float | None = None,
+    timeout: float | timedelta | None = None,
     pool: RemotePool | None = None,
     limits: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], FunctionExecutor]: ...
@@ -162,7 +163,7 @@ def executor(
     shareable: bool = True,
     sync_handlers: SyncHandlers = "thread",
     retry: RetryPolicy | None = None,
-    timeout: float | None = None,
+    timeout: float | timedelta | None = None,
     pool: RemotePool | None = None,
     limits: Sequence[str] = (),
 ) -> FunctionExecutor | Callable[[Callable[..., Any]], FunctionExecutor]:

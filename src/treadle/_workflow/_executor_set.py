@@ -118,6 +118,12 @@ class ExecutorSet:
     def _register(
         self, prototype: Executor, factory: Callable[[], Executor] | None, where: str
     ) -> str:
+        if not hasattr(prototype, "id"):  # its class's __init__ never called Executor's
+            self._problems.append(
+                f"{where}: {type(prototype).__qualname__} never ran Executor.__init__: "
+                f"call super().__init__(...) in its __init__"
+            )
+            return self._stand_in(f"<{type(prototype).__qualname__}>")
         existing = self._entries.get(prototype.id)
         if existing is None:
             self._entries[prototype.id] = Entry(prototype, factory)
