@@ -14,6 +14,8 @@ refused there: non-text state keys, generator handlers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -243,3 +245,20 @@ async def test_a_request_for_what_is_no_class_says_what_to_ask_for(response_type
         await WorkflowBuilder(start=ask).build().run("x")
     assert isinstance(failed.value.__cause__, TypeError)
     assert "is not a class: ask for a builtin" in str(failed.value.__cause__)
+
+
+async def test_a_handler_timeout_bounds_a_handler_that_will_not_stop():
+    gave_up = asyncio.Event()
+
+    @executor(timeout=0.05)
+    async def poll(url: str, ctx: WorkflowContext) -> None:
+        until = time.monotonic() + 2.5  # then it gives up (the test loop ends)
+        while time.monotonic() < until:  # a naive "keep retrying" loop
+            with contextlib.suppress(asyncio.CancelledError):  # swallowing its cancellation
+                await asyncio.sleep(0.1)
+        gave_up.set()
+
+    with pytest.raises(ExecutorFailedError) as failed:
+        await WorkflowBuilder(start=poll).build().run("u")  # once: waited as long as it ran
+    assert type(failed.value.__cause__).__name__ == "HandlerTimeoutError"
+    assert not gave_up.is_set()  # the run ended while the handler, left running, went on

@@ -140,11 +140,28 @@ async def _timed(invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext
         work.result()  # re-raise what the handler raised
         return
     # Too late: cancel it. Whatever it does from now on lands in this
-    # attempt's context, which is discarded and never commits.
+    # attempt's context, which is discarded and never commits. One that does
+    # not stop (it swallows the cancellation, or cleans up for long) is waited
+    # for only so long, then left running, unheard, as a thread is: the
+    # timeout bounds the attempt whatever the handler does.
     work.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await work
+    await asyncio.wait((work,), timeout=CANCEL_GRACE)
+    if not work.done():
+        work.add_done_callback(_heard_nothing)
+    else:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            work.result()
     raise HandlerTimeoutError(ctx.executor_id, timeout)
+
+
+CANCEL_GRACE = 1.0
+"""Seconds a timed-out handler is given to stop once cancelled, before it is left running."""
+
+
+def _heard_nothing(work: asyncio.Future[None]) -> None:
+    """Take the outcome of a handler left running after its timeout: nobody awaits it."""
+    if not work.cancelled():
+        work.exception()
 
 
 async def _handler(invocation: Invocation, spec: HandlerSpec, ctx: WorkflowContext[object]) -> None:
