@@ -262,3 +262,44 @@ async def test_a_handler_timeout_bounds_a_handler_that_will_not_stop():
         await WorkflowBuilder(start=poll).build().run("u")  # once: waited as long as it ran
     assert type(failed.value.__cause__).__name__ == "HandlerTimeoutError"
     assert not gave_up.is_set()  # the run ended while the handler, left running, went on
+
+
+async def test_a_context_used_after_its_invocation_ended_says_so():
+    refused: list[str] = []
+    called_back = asyncio.Event()
+
+    @executor
+    async def start(job: str, ctx: WorkflowContext[str]) -> None:
+        async def on_done() -> None:  # a callback the handler left behind
+            await asyncio.sleep(0.01)
+            for late in (
+                lambda: ctx.send_message(f"{job} finished"),
+                lambda: ctx.yield_output("late"),
+                lambda: ctx.state.set("status", "done"),
+            ):
+                try:
+                    late()
+                except RuntimeError as error:
+                    refused.append(str(error))
+            called_back.set()
+
+        ctx.state.get("status")  # a read, so the invocation has its state
+        keep.append(asyncio.get_running_loop().create_task(on_done()))
+        ctx.yield_output("started")
+
+    @executor
+    async def notify(text: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(text)
+
+    keep: list[asyncio.Task[None]] = []
+    workflow = WorkflowBuilder(start=start).add_edge(start, notify).build()
+    result = await workflow.run("job-1")
+    await called_back.wait()
+    assert result.outputs == ["started"]
+    assert len(refused) == 3
+    assert all("after its invocation ended" in why for why in refused)
+    assert [why.split(" after ")[0] for why in refused] == [
+        "executor 'start' tried to send a message",
+        "executor 'start' tried to yield an output",
+        "executor 'start' tried to write state",
+    ]

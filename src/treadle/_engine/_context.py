@@ -210,6 +210,12 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         outcome.later = self._later
         outcome.suspension = None
         done: InvocationOutcome = outcome
+        # Closed from here on: a callback or a task the handler left behind that sends,
+        # outputs or writes state through this context is told so, not silently dropped.
+        self._outbox = _ENDED
+        self._outputs = _ended_list(self.executor_id)
+        if state is not None:
+            state.close(self.executor_id)
         return done
 
     def kept_events(self) -> list[WorkflowEvent]:
@@ -256,6 +262,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     def _sends(self) -> list[Outgoing]:
         """The outbox, as the list that takes any more sends."""
         outbox = self._outbox
+        if outbox is _ENDED:
+            raise _ended_error(self.executor_id, "send a message")
         if type(outbox) is not list:
             outbox = self._outbox = list(outbox)
         return outbox
@@ -469,6 +477,34 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         the rest of what it does lands in this discarded context.
         """
         self._abandoned = True
+
+
+# The outbox of an invocation whose outcome was taken: never empty, so a send goes
+# the way of a second send (_sends), which refuses it.
+_ENDED: tuple[Outgoing, ...] = ((("", -1), -1, None, None),)  # type: ignore[assignment]
+
+
+def _ended_error(executor_id: str, what: str) -> RuntimeError:
+    return RuntimeError(
+        f"executor {executor_id!r} tried to {what} after its invocation ended (from a "
+        f"callback or a task it left behind): nothing it does from here is committed; "
+        f"do it before the handler returns"
+    )
+
+
+class _EndedList(list):  # type: ignore[type-arg]
+    """The outputs of an invocation whose outcome was taken: one more is refused."""
+
+    executor_id: str
+
+    def append(self, _value: object) -> None:
+        raise _ended_error(self.executor_id, "yield an output")
+
+
+def _ended_list(executor_id: str) -> list[Any]:
+    ended = _EndedList()
+    ended.executor_id = executor_id
+    return ended
 
 
 _begin = WorkflowContext.__init__

@@ -119,6 +119,12 @@ class SharedState:
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._value(key) is not MISSING
 
+    def close(self, executor_id: str) -> None:
+        """Refuse writes from here on: the invocation's outcome was taken (see the context)."""
+        closed = _ClosedOps()
+        closed.executor_id = executor_id
+        self._ops = closed
+
     def set(self, key: str, value: Any) -> None:
         """Write ``key`` at the barrier (merged by its reducer, if declared)."""
         if type(key) is not str:
@@ -143,6 +149,20 @@ class SharedState:
         if type(key) is not str:
             _not_a_key("delete", key)
         self._ops.append((DELETE, key, None))
+
+
+class _ClosedOps(list):  # type: ignore[type-arg]
+    """The writes of an invocation whose outcome was taken: one more is refused."""
+
+    executor_id: str
+
+    def append(self, _op: object) -> None:
+        msg = (
+            f"executor {self.executor_id!r} tried to write state after its invocation "
+            f"ended (from a callback or a task it left behind): nothing it does from here "
+            f"is committed; do it before the handler returns"
+        )
+        raise RuntimeError(msg)
 
 
 def _not_a_key(call: str, key: object) -> NoReturn:
