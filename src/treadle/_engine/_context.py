@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from treadle._engine._context_waits import DurableWaits
 from treadle._engine._delivery import HandoffContext, Outgoing
+from treadle._engine._ended import ENDED_OUTBOX, EndedList, ended_error
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
 from treadle._engine._outcomes import checked_outcome
@@ -212,8 +213,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         done: InvocationOutcome = outcome
         # Closed from here on: a callback or a task the handler left behind that sends,
         # outputs or writes state through this context is told so, not silently dropped.
-        self._outbox = _ENDED
-        self._outputs = _ended_list(self.executor_id)
+        self._outbox = ENDED_OUTBOX
+        self._outputs = EndedList(self.executor_id, "yield an output")
         if state is not None:
             state.close(self.executor_id)
         return done
@@ -262,8 +263,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
     def _sends(self) -> list[Outgoing]:
         """The outbox, as the list that takes any more sends."""
         outbox = self._outbox
-        if outbox is _ENDED:
-            raise _ended_error(self.executor_id, "send a message")
+        if outbox is ENDED_OUTBOX:
+            raise ended_error(self.executor_id, "send a message")
         if type(outbox) is not list:
             outbox = self._outbox = list(outbox)
         return outbox
@@ -477,34 +478,6 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         the rest of what it does lands in this discarded context.
         """
         self._abandoned = True
-
-
-# The outbox of an invocation whose outcome was taken: never empty, so a send goes
-# the way of a second send (_sends), which refuses it.
-_ENDED: tuple[Outgoing, ...] = ((("", -1), -1, None, None),)  # type: ignore[assignment]
-
-
-def _ended_error(executor_id: str, what: str) -> RuntimeError:
-    return RuntimeError(
-        f"executor {executor_id!r} tried to {what} after its invocation ended (from a "
-        f"callback or a task it left behind): nothing it does from here is committed; "
-        f"do it before the handler returns"
-    )
-
-
-class _EndedList(list):  # type: ignore[type-arg]
-    """The outputs of an invocation whose outcome was taken: one more is refused."""
-
-    executor_id: str
-
-    def append(self, _value: object) -> None:
-        raise _ended_error(self.executor_id, "yield an output")
-
-
-def _ended_list(executor_id: str) -> list[Any]:
-    ended = _EndedList()
-    ended.executor_id = executor_id
-    return ended
 
 
 _begin = WorkflowContext.__init__

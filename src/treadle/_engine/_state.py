@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TypeAlias
 
+from treadle._engine._ended import EndedList
 from treadle._engine._errors import ExecutorFailedError, StateConflictError
 
 
@@ -121,9 +122,7 @@ class SharedState:
 
     def close(self, executor_id: str) -> None:
         """Refuse writes from here on: the invocation's outcome was taken (see the context)."""
-        closed = _ClosedOps()
-        closed.executor_id = executor_id
-        self._ops = closed
+        self._ops = EndedList(executor_id, "write state")
 
     def set(self, key: str, value: Any) -> None:
         """Write ``key`` at the barrier (merged by its reducer, if declared)."""
@@ -149,20 +148,6 @@ class SharedState:
         if type(key) is not str:
             _not_a_key("delete", key)
         self._ops.append((DELETE, key, None))
-
-
-class _ClosedOps(list):  # type: ignore[type-arg]
-    """The writes of an invocation whose outcome was taken: one more is refused."""
-
-    executor_id: str
-
-    def append(self, _op: object) -> None:
-        msg = (
-            f"executor {self.executor_id!r} tried to write state after its invocation "
-            f"ended (from a callback or a task it left behind): nothing it does from here "
-            f"is committed; do it before the handler returns"
-        )
-        raise RuntimeError(msg)
 
 
 def _not_a_key(call: str, key: object) -> NoReturn:
