@@ -47,6 +47,20 @@ class ExecutorFailedError(WorkflowRunError):
         )
 
 
+def infrastructure(error: BaseException) -> bool:
+    """Whether ``error`` is the machine's or a database driver's, not the run's code at fault.
+
+    A connection refused, a timeout, a driver's error a store let through:
+    the run may go on once it passes (a worker or a resume takes it up), so
+    it must not fail the run.
+    """
+    module = type(error).__module__.partition(".")[0]
+    return isinstance(error, OSError | TimeoutError) or module in _DRIVERS
+
+
+_DRIVERS = frozenset({"psycopg", "psycopg_pool", "sqlite3"})
+
+
 def outside_handlers(run_id: str, superstep: int, error: BaseException) -> WorkflowRunError:
     """The run's failure when code outside every handler raised ``error``.
 

@@ -28,6 +28,7 @@ from treadle._engine._errors import (
     ExecutorFailedError,
     RunTimeoutError,
     WorkflowRunError,
+    infrastructure,
     outside_handlers,
 )
 from treadle._engine._events import (
@@ -325,21 +326,17 @@ class RunLoop:
         if checkpointer is not None:
             try:
                 written, self.written = frozenset(self.written), set()
-                checkpoint_id = await checkpointer.save(
-                    self.barrier_state(status, written), env.pool.snapshots()
-                )
-            except Exception as raised:
-                error = (
-                    raised
-                    if isinstance(raised, TreadleError)
-                    else outside_handlers(env.run_id, self.point.superstep, raised)
-                )
+                try:
+                    snapshots = env.pool.snapshots()  # executors' code
+                except Exception as raised:
+                    raise outside_handlers(env.run_id, self.point.superstep, raised) from raised
+                barrier = self.barrier_state(status, written)
+                checkpoint_id = await checkpointer.save(barrier, snapshots)
+            except TreadleError as error:
                 self.error = error
                 self._set_status(RunStatus.FAILED, error)
                 await self._record_status(RunStatus.FAILED, error)
-                if error is raised:
-                    raise
-                raise error from raised
+                raise
             if checkpointer.paused:
                 return await self._stop_paused(checkpoint_id)
             if self.spawned.queued:
@@ -411,7 +408,7 @@ class RunLoop:
 
         Code outside every handler failing is raised as ``outside_handlers`` says.
         """
-        if not isinstance(error, TreadleError):
+        if not isinstance(error, TreadleError) and not infrastructure(error):
             failure = outside_handlers(self.env.run_id, superstep, error)
             await self._fail(failure, superstep)
             raise failure from error
