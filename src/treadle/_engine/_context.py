@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from treadle._engine._context_waits import DurableWaits
 from treadle._engine._delivery import HandoffContext, Outgoing
-from treadle._engine._ended import ENDED_OUTBOX, EndedList, ended_error
+from treadle._engine._ended import ENDED_OUTBOX, ended_error
 from treadle._engine._events import CustomEvent, ProgressEvent, WorkflowEvent
 from treadle._engine._invocation import InvocationOutcome, LaterWork
 from treadle._engine._outcomes import checked_outcome
@@ -90,7 +90,7 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         self._events = events
         # Made on first use (see _recorded and state): most invocations need none of them.
         self._journal: Journal | None = None
-        self._outputs: list[Any] | None = None
+        self._outputs: list[Any] | tuple[()] | None = None  # () once the invocation ended
         self._later: LaterWork | None = None
         self._state: SharedState | None = None
         # The loop a worker thread hands events to; _loop_thread and _abandoned
@@ -211,10 +211,9 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         outcome.later = self._later
         outcome.suspension = None
         done: InvocationOutcome = outcome
-        # Closed from here on: a callback or a task the handler left behind that sends,
-        # outputs or writes state through this context is told so, not silently dropped.
+        # Closed from here on: what is left behind is told so (see _engine/_ended.py).
         self._outbox = ENDED_OUTBOX
-        self._outputs = EndedList(self.executor_id, "yield an output")
+        self._outputs = ()
         if state is not None:
             state.close(self.executor_id)
         return done
@@ -271,10 +270,13 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
 
     def yield_output(self, value: Any) -> None:
         """Add ``value`` to the run's outputs when this superstep commits."""
-        if self._outputs is None:
+        outputs = self._outputs
+        if outputs is None:
             self._outputs = [value]
-        else:
-            self._outputs.append(value)
+        elif type(outputs) is list:
+            outputs.append(value)
+        else:  # () once the invocation ended (see outcome)
+            raise ended_error(self.executor_id, "yield an output")
 
     def set_outcome(self, name: str, summary: str | None = None) -> None:
         """Say how the run ended for the business: ``"approved"``, ``"rejected"``, ...

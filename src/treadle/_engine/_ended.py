@@ -5,8 +5,10 @@ a task it started. What that does through the context after the handler
 returned was once dropped without a word (the outcome had been taken),
 while its caller went on as if it had sent, output or written. The
 context closes its outbox, outputs and state writes once the outcome is
-taken (``WorkflowContext.outcome``), with the values below: they cost the
-handler's own calls nothing, and refuse any later one, saying why.
+taken (``WorkflowContext.outcome``): the outbox becomes :data:`ENDED_OUTBOX`,
+the outputs and the state's writes an empty tuple, none of them made anew,
+so the handler's own calls cost nothing more; any later one is refused,
+saying why (:func:`ended_error`).
 """
 
 from __future__ import annotations
@@ -25,15 +27,3 @@ def ended_error(executor_id: str, what: str) -> RuntimeError:
         f"callback or a task it left behind): nothing it does from here is committed; "
         f"do it before the handler returns"
     )
-
-
-class EndedList(list):  # type: ignore[type-arg]
-    """An ended invocation's outputs or state writes: one more is refused."""
-
-    def __init__(self, executor_id: str, what: str) -> None:
-        super().__init__()
-        self.executor_id = executor_id
-        self.what = what
-
-    def append(self, _item: object) -> None:
-        raise ended_error(self.executor_id, self.what)

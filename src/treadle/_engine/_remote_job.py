@@ -34,7 +34,7 @@ from treadle._values._serialization import JsonSerializer
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from treadle._values._registry import TypeRegistry
     from treadle._values._serialization import Serializer
@@ -344,7 +344,7 @@ class RemoteContext:
     # -- the result -------------------------------------------------------------------
     def effects(self) -> dict[str, Any]:
         """Everything the handler did, as plain data for the serializer."""
-        ops: list[Op] = self._state.ops if self._state is not None else []
+        ops: Sequence[Op] = self._state.ops if self._state is not None else ()
         return {
             "sends": self.sends,
             "outputs": self.outputs,

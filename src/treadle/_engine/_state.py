@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, TypeAlias
 
-from treadle._engine._ended import EndedList
+from treadle._engine._ended import ended_error
 from treadle._engine._errors import ExecutorFailedError, StateConflictError
 
 
@@ -76,7 +76,7 @@ def _apply(current: Any, op: Op, spec: StateKey | None) -> Any:
 class SharedState:
     """The state as one invocation sees it: committed values plus own writes."""
 
-    __slots__ = ("_committed", "_earlier", "_ops", "_specs")
+    __slots__ = ("_committed", "_earlier", "_ended_by", "_ops", "_specs")
 
     def __init__(
         self,
@@ -87,10 +87,11 @@ class SharedState:
         self._committed = committed
         self._specs = specs
         self._earlier = earlier
-        self._ops: list[Op] = []
+        # A tuple once the invocation ended (see close): no allocation to mark it.
+        self._ops: list[Op] | tuple[()] = []
 
     @property
-    def ops(self) -> list[Op]:
+    def ops(self) -> list[Op] | tuple[()]:
         """The writes this invocation buffered, in order."""
         return self._ops
 
@@ -122,13 +123,20 @@ class SharedState:
 
     def close(self, executor_id: str) -> None:
         """Refuse writes from here on: the invocation's outcome was taken (see the context)."""
-        self._ops = EndedList(executor_id, "write state")
+        self._ops = ()
+        self._ended_by = executor_id
+
+    def _buffer(self, op: Op) -> None:
+        ops = self._ops
+        if type(ops) is not list:
+            raise ended_error(self._ended_by, "write state")
+        ops.append(op)
 
     def set(self, key: str, value: Any) -> None:
         """Write ``key`` at the barrier (merged by its reducer, if declared)."""
         if type(key) is not str:
             _not_a_key("set", key)
-        self._ops.append((SET, key, value))
+        self._buffer((SET, key, value))
 
     def update(self, key: str, fn: Callable[[Any], Any]) -> None:
         """Atomic read-modify-write: ``fn`` gets the value current at commit.
@@ -141,13 +149,13 @@ class SharedState:
         if not callable(fn):
             msg = f"state.update({key!r}, fn) needs a callable, got {fn!r}"
             raise TypeError(msg)
-        self._ops.append((UPDATE, key, fn))
+        self._buffer((UPDATE, key, fn))
 
     def delete(self, key: str) -> None:
         """Remove ``key`` at the barrier."""
         if type(key) is not str:
             _not_a_key("delete", key)
-        self._ops.append((DELETE, key, None))
+        self._buffer((DELETE, key, None))
 
 
 def _not_a_key(call: str, key: object) -> NoReturn:
