@@ -235,7 +235,11 @@ async def test_concurrent_messages_from_separate_processes_apply_exactly_one(tmp
     wins = [r for r in results if "ok" in r]
     assert len(wins) == 1, results
     assert wins[0]["ok"] == "completed"
-    assert {r["error"] for r in results if "error" in r} <= {"SessionBusyError"}
+    for lost in (r for r in results if "error" in r):
+        # A sender that takes the run while the winner's turn runs is refused as busy; one slow
+        # enough to take it after the winner completed it is told the run has ended.
+        ended = lost["error"] == "RequestError" and "(completed)" in lost["message"]
+        assert lost["error"] == "SessionBusyError" or ended, lost
     counted = calls(side)
     assert set(counted.values()) == {1}, counted
     store = reader()
