@@ -22,7 +22,7 @@ import pytest
 from pause_app import Job, expected_acc, lines, supersteps_logged, ticker
 
 from postgres import drop_schemas_now, fresh_schema, postgres_dsn
-from treadle import RunStatus, Runtime
+from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
     RequestAlreadyAnsweredError,
     RequestError,
@@ -219,6 +219,51 @@ async def test_a_run_paused_while_it_computes_stops_at_a_barrier_in_every_durabi
     # others, supersteps computed past it were not committed and ran again.
     if durability == "sync":
         assert supersteps_logged(log, "d1") == Counter(range(1, 32))
+
+
+@executor(id="count")
+async def count(n: int, ctx: WorkflowContext) -> None:
+    ctx.yield_output(n)
+    ctx.state.set("n", n)
+    await asyncio.sleep(0.001)  # the barrier before this one commits meanwhile
+    if n < 200:
+        ctx.send_message(n + 1)
+
+
+counter = WorkflowBuilder(count, name="counter").add_edge(count, count).build()
+
+
+@pytest.mark.parametrize("durability", ["sync", "background", "batched"])
+async def test_a_paused_runs_result_is_the_barrier_it_paused_at_not_supersteps_computed_past_it(
+    tmp_path, durability
+):
+    # In background and batched modes the commit that finds the pause is one the run went
+    # past: its result (superstep, outputs, state, the status event) is of that barrier.
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        events: list[StatusChanged] = []
+
+        async def watch() -> object:
+            async with counter.stream(0, run_id="c1", store=store, durability=durability) as s:
+                events.extend([e async for e in s if isinstance(e, StatusChanged)])
+                return s.result
+
+        running = asyncio.create_task(watch())
+        while not (await store.list_runs(limit=1)) or (await store.get_run("c1")).superstep < 5:  # noqa: ASYNC110 - the run's row, in another connection: no event to await
+            await asyncio.sleep(0.002)
+        assert await counter.pause("c1", store=store) == "requested"
+        result = await running
+        row = await store.get_run("c1")
+        assert (result.status, row.status) == (RunStatus.PAUSED, "paused")
+        assert result.last_checkpoint_id == row.checkpoint_id
+        assert result.superstep == row.superstep
+        assert result.outputs == list(range(row.superstep))
+        assert result.state == {"n": row.superstep - 1}
+        assert (events[-1].status, events[-1].superstep) == (RunStatus.PAUSED, row.superstep)
+        done = await counter.unpause("c1", store=store)
+        assert done.outputs == list(range(201))
+    finally:
+        await store.close()
 
 
 async def test_unpause_waits_for_an_owner_that_has_not_paused_yet_or_refuses(tmp_path):

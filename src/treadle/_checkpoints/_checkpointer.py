@@ -152,11 +152,15 @@ class Checkpointer:
         self._writing_count = 0
         self._writing_releases = False  # the write in flight gives the run's lease up
         self._writing_last: str | None = None  # the newest checkpoint of the write in flight
+        self._writing_point: BarrierState | None = None  # and the barrier it holds
         self._queued: list[CheckpointRecord] = []
+        self._queued_point: BarrierState | None = None  # the barrier the newest queued holds
         # The loop's callback starting the queued barriers' write (see the module docstring).
         self._soon: asyncio.Handle | None = None
-        # A commit paused the run: nothing more is written (see the module docstring).
+        # A commit paused the run: nothing more is written (see the module docstring),
+        # and the run stops at the barrier that commit held (``paused_point``).
         self.paused = False
+        self.paused_point: BarrierState | None = None
         self._fields = fields or None
         self._fields_saved: dict[str, FieldValue] = {}  # the last value of each, as saved
 
@@ -280,6 +284,7 @@ class Checkpointer:
             return None
         record = self._record(barrier, snapshots)
         self._queued.append(record)
+        self._queued_point = barrier
         limit = 0 if barrier.status.is_stopped else self._in_flight_limit
         writing = self._writing
         if writing is not None and (
@@ -326,6 +331,7 @@ class Checkpointer:
             self._writing_releases = rests
         self._writing_count = len(batch)
         self._writing_last = batch[-1].info.checkpoint_id
+        self._writing_point, self._queued_point = self._queued_point, None
         return commit, batch
 
     async def _finish_writing(self) -> None:
@@ -335,6 +341,7 @@ class Checkpointer:
 
     async def _settle(self, writing: Awaitable[bool]) -> None:
         """Await a write of the queued barriers and take in what it says."""
+        point, self._writing_point = self._writing_point, None
         try:
             paused = await writing
         except LeaseLostError as error:
@@ -349,6 +356,7 @@ class Checkpointer:
             self.paused = True
             self._queued.clear()
             self.last_checkpoint_id = self._writing_last
+            self.paused_point = point
         if self.ownership is not None:
             self.ownership.committed(released=self._writing_releases or bool(paused))
 

@@ -54,6 +54,15 @@ class Checkpointing(Protocol):
         """
         ...
 
+    @property
+    def paused_point(self) -> BarrierState | None:
+        """The barrier whose commit paused the run, once one did (``None`` before, or unknown).
+
+        In background and batched modes it may be one the run went past: the
+        run's result is of that barrier, not of the supersteps computed after.
+        """
+        ...
+
     async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str | None:
         """Persist one committed barrier; return its checkpoint id.
 

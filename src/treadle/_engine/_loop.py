@@ -338,7 +338,7 @@ class RunLoop:
                 await self._record_status(RunStatus.FAILED, error)
                 raise
             if checkpointer.paused:
-                return await self._stop_paused(checkpoint_id)
+                return await self._stop_paused(checkpoint_id, checkpointer.paused_point)
             if self.spawned.queued:
                 await checkpointer.flush()  # background mode: make it durable first
             if env.listening and checkpoint_id is not None:  # None only once paused
@@ -347,16 +347,20 @@ class RunLoop:
             self.spawned.start_queued()
         return status
 
-    async def _stop_paused(self, checkpoint_id: str | None) -> RunStatus:
-        """Stop at this barrier: someone paused the run, and its last commit honoured that.
+    async def _stop_paused(self, checkpoint_id: str | None, at: BarrierState | None) -> RunStatus:
+        """Stop: someone paused the run, and its last commit honoured that.
 
-        ``checkpoint_id`` is this barrier's, if its commit was the one (else
-        the run paused at an earlier barrier still in flight, and this one
-        is not written). The lease went with that commit; background work
-        the run holds is cancelled (reported lost once it goes on).
+        ``checkpoint_id`` is this barrier's, if its commit was the one; else
+        the run paused at an earlier barrier still in flight (``at``), this
+        one is not written, and the run's result is of that one: supersteps
+        computed past it run again once the run goes on. The lease went with
+        that commit; background work the run holds is cancelled (reported
+        lost once it goes on).
         """
         env = self.env
-        if checkpoint_id is not None and env.listening:
+        if checkpoint_id is None and at is not None:
+            self.point = at
+        elif checkpoint_id is not None and env.listening:
             env.publish(checkpoint_saved(env.run_id, self.point.superstep, checkpoint_id))
         await self.spawned.cancel_all()
         return RunStatus.PAUSED

@@ -287,6 +287,11 @@ class _Progress:
         checkpointer = self._checkpointer
         return checkpointer is not None and checkpointer.paused
 
+    @property
+    def paused_point(self) -> BarrierState | None:
+        """Not the sub-workflow's: the parent's barrier is what the parent's result shows."""
+        return None
+
     async def save(self, barrier: BarrierState, snapshots: Mapping[str, Any]) -> str | None:
         self._nested_runs[self._key] = NestedRun(self._path, barrier, dict(snapshots))
         return await self._save_progress()
