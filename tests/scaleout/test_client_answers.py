@@ -65,3 +65,21 @@ async def test_a_client_without_the_workflow_still_gets_one_answer_per_request(s
         ["colour? -> blue"],
         [],
     )
+
+
+async def test_an_answer_no_worker_can_apply_is_refused_on_the_record_and_answerable_again(store):
+    private = treadle.WorkflowBuilder(scale_app.ask, name="asker").build()
+    await Client(store).start("asker", "colour?", run_id="q")
+    await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
+    request_id = (await Client(store, [private]).result("q")).pending_requests[0].request_id
+    plain = Client(store)  # no code here: delivered unchecked
+    await plain.respond("q", {request_id: 42})  # the request asks for a str
+    await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
+    (refused,) = [e for e in await store.read_audit("q") if e.action == "inbox_refused"]
+    assert (refused.door, refused.detail["target"]) == ("worker", request_id)
+    assert "expects str" in refused.detail["reason"]
+    waiting = await plain.result("q")
+    assert [r.request_id for r in waiting.pending_requests] == [request_id]
+    await plain.respond("q", {request_id: "blue"})  # answerable again
+    await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
+    assert (await plain.result("q")).outputs == ["colour? -> blue"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from treadle._engine._errors import RunCancelledError
 from treadle._exceptions import DurabilityError, LeaseLostError, RunBusyError
 from treadle._stores._store import Lease
+from treadle._values._actors import Actor
 from treadle._values._ids import random_bits
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
     from treadle._checkpoints._leases import LeaseKeeper
     from treadle._stores._store import CheckpointRecord, EventEntry, RunRecord, Store
-    from treadle._values._actors import Actor
 
 
 _HOST = socket.gethostname()
@@ -226,6 +226,19 @@ class Ownership:
             ),
             release=release,
         )
+
+    async def refuse_inbox(self, refusals: Sequence[tuple[int, str]]) -> None:
+        """Take inbox items this owner cannot apply out of the run's inbox, each on the record.
+
+        ``refusals``: (seq, reason) of each. The record names this process
+        (its lease's owner) as the service that refused them.
+        """
+        self._check()
+        actor = Actor.service(self.lease.owner, door="worker")
+        try:
+            await self.store.refuse_inbox(self.lease, refusals, actor)
+        except LeaseLostError as error:
+            raise await self.lost(error) from None
 
     async def park(self, reason: str) -> None:
         """Set the run aside with ``reason`` and give the lease up (see ``Store.park``)."""

@@ -119,6 +119,11 @@ def action_sentence(kind: str, data: dict[str, Any], at: float) -> str | None:
         did = _verdict(data.get("answer")) or f"answered {data.get('request_id')}"
     elif kind == "run_paused" and data.get("outcome") == "requested":
         did = "asked the run to pause"
+    elif kind == "inbox_refused":
+        what = (
+            f"the answer to {data.get('target')}" if data.get("kind") == "answer" else "a message"
+        )
+        did = f"refused {what} ({data.get('reason')})"
     else:
         did = _DONE.get(kind, kind.replace("_", " "))
     return f"{who} {did} at {_clock(at)} ({door})"

@@ -63,6 +63,7 @@ from treadle._scaleout._tick_queue import QueueStarter
 from treadle._stores._postgres_queue import READY_CHANNEL, Claim, InboxItem, RunQueue
 from treadle._stores._store import Lease
 from treadle._tasks import stop_if_cancelled
+from treadle._values._actors import Actor
 from treadle._values._text import error_text
 from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._inputs import coerce_input
@@ -419,8 +420,8 @@ class Worker:
             logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, detached)
         if error is not None and detached is None:
             if isinstance(error, RequestError):
-                logger.warning("run %s: inbox items refused and dropped: %s", claim.run_id, error)
-                await self._drop_inbox(held)
+                logger.warning("run %s: inbox items refused: %s", claim.run_id, error)
+                await self._refuse_inbox(held, error_text(error))
             elif isinstance(error, RunCancelledError):
                 return
             elif isinstance(error, GraphChangedError | CheckpointCorruptError | SerializationError):
@@ -457,8 +458,15 @@ class Worker:
         with contextlib.suppress(DurabilityError):
             await held.view.set_status(held.claim.run_id, "failed", reason)
 
-    async def _drop_inbox(self, held: _Held) -> None:
+    async def _refuse_inbox(self, held: _Held, reason: str) -> None:
+        """Refuse, on the record, the unapplied items a run failed to take as a whole.
+
+        Those that fit no request are refused one by one where the run is
+        taken over (``take_over``); this is for what only fails together.
+        """
         items = await self.queue.inbox(held.claim.run_id)
         if items:
+            lease = Lease(held.claim.run_id, self.worker_id, held.claim.epoch, 0.0)
+            actor = Actor.service(self.worker_id, door="worker")
             with contextlib.suppress(DurabilityError):
-                await self.queue.drop_inbox(held.claim, items[-1].seq)
+                await held.view.refuse_inbox(lease, [(i.seq, reason) for i in items], actor)

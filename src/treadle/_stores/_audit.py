@@ -274,6 +274,17 @@ def plain(payload: bytes) -> Any:
         return text
 
 
+def refused(run_id: str, actor: Actor, kind: str, target: str | None, reason: str) -> Recorded:
+    """The record of an inbox item its run's owner could not apply: ``inbox_refused``.
+
+    An answer that does not fit its request (or a message nobody waits for)
+    delivered without the check a workflow's code makes: it is taken out of
+    the inbox, so the request can be answered again, and the record says why.
+    """
+    detail = {"kind": kind, "target": target, "reason": reason}
+    return Recorded(run_id, "inbox_refused", actor, detail)
+
+
 def started(run_id: str, started_by: str, parent: tuple[str, str] | None) -> Recorded:
     """The record of a new run (``run_created``), or of a fork (``run_forked``, ``parent``)."""
     actor = _actor_of(started_by)

@@ -28,11 +28,14 @@ from treadle._stores._write_plans import (
     delete_old,
     log_status,
     record,
+    refusal,
     release_held,
 )
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from treadle._stores._write_steps import Backend, Plan
     from treadle._values._actors import Actor
 
@@ -160,3 +163,33 @@ def release(lease: Lease, backend: Backend) -> Plan[bool]:
     if (yield (_HELD, held, ONE, True)) is None:
         return False
     return (yield from release_held(lease, time.time(), backend))
+
+
+def refuse_inbox(
+    lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor, backend: Backend
+) -> Plan[None]:
+    """Take inbox items the run's owner cannot apply out of its inbox, each on the record.
+
+    ``refusals``: (seq, reason) of each item. Each stays in the store as
+    sent, marked applied and no longer an answer (so its request may be
+    answered again); one applied meanwhile is left alone. Fenced by
+    ``lease``: only the run's owner refuses.
+
+    Raises:
+        LeaseLostError: ``lease`` is no longer current (nothing was written).
+        RunNotFoundError: no such run.
+    """
+    run_id, now = lease.run_id, time.time()
+    if (yield (_sql_ownership.SELECT_HELD, (run_id, lease.owner, lease.epoch), ONE, True)) is None:
+        raise (yield from refusal(run_id, lease))
+    records = []
+    for seq, reason in refusals:
+        found = yield (_sql_ownership.SELECT_UNAPPLIED, (run_id, seq), ONE, False)
+        if found is None:
+            continue
+        yield (_sql_ownership.REFUSE_UNAPPLIED, (now, run_id, seq), NOTHING, False)
+        records.append(_audit.refused(run_id, actor, found[0], found[1], reason))
+    if backend.clears_ready:
+        yield (_sql_ownership.CLEAR_READY, (run_id,), NOTHING, False)
+    if records:
+        yield from record(records, now, backend)

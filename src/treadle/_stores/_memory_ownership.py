@@ -316,6 +316,30 @@ class MemoryOwnership(ABC):
             lease = self._lease(run, owner, now + duration, parked=run.record.parked)
             return _pausing.Unpaused(withdrawn=False, lease=lease)
 
+    async def refuse_inbox(
+        self, lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor
+    ) -> None:
+        """Take inbox items the owner cannot apply out of the inbox, recorded (see the port).
+
+        Raises:
+            LeaseLostError: The lease is no longer current; nothing was written.
+        """
+        self._check_open()
+        with self._lock:
+            run = self._run(lease.run_id)
+            self._check_lease(run, lease)
+            reasons = {seq: reason for seq, reason in refusals if seq > run.consumed}
+            gone = [item for item, _ in run.inbox if item.seq in reasons]
+            run.inbox = [(item, at) for item, at in run.inbox if item.seq not in reasons]
+            if not run.unapplied():
+                run.ready_at = None
+            records = [
+                _audit.refused(lease.run_id, actor, item.kind, item.target, reasons[item.seq])
+                for item in gone
+            ]
+            if records:
+                self._record(records, time.time())
+
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
 

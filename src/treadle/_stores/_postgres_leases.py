@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import DurabilityError, LeaseLostError
-from treadle._stores import _write_plans
+from treadle._stores import _control_plans, _write_plans
 from treadle._stores._audit import AuditLog
 from treadle._stores._events import EventLog
 from treadle._stores._lease_roles import Claims, Deliveries
@@ -22,6 +22,7 @@ from treadle._stores._postgres_writes import drive
 from treadle._stores._run_roles import RunReads
 from treadle._stores._starts import Admissions
 from treadle._stores._store import Lease, role_methods
+from treadle._stores._write_steps import POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -227,6 +228,19 @@ class LeasedStore:
         if lease.run_id != self.held.run_id:
             raise LeaseLostError(lease.run_id, self.held.epoch)
         await self._write(_write_plans.park(self._claimed, reason, keep_lease=True))
+
+    async def refuse_inbox(
+        self, lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor
+    ) -> None:
+        """Take inbox items the worker cannot apply out of the inbox, recorded, fenced by the claim.
+
+        Raises:
+            LeaseLostError: The claim is gone, or ``lease`` is of another run.
+        """
+        if lease.run_id != self.held.run_id:
+            raise LeaseLostError(lease.run_id, self.held.epoch)
+        plan = _control_plans.refuse_inbox(self._claimed, tuple(refusals), actor, POSTGRES_WRITES)
+        await self._write(plan)
 
     async def _write(self, plan: Plan[None]) -> None:
         self._check_attached()

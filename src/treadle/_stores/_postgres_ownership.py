@@ -264,6 +264,17 @@ class PostgresOwnership(ABC):
         plan = _control_plans.unpause(run_id, owner, duration, actor, POSTGRES_WRITES)
         return await self._run(functools.partial(drive, plan), write=True)
 
+    async def refuse_inbox(
+        self, lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor
+    ) -> None:
+        """Take inbox items the owner cannot apply out of the inbox, recorded (see the port).
+
+        Raises:
+            LeaseLostError: The lease is no longer current; nothing was written.
+        """
+        plan = _control_plans.refuse_inbox(lease, tuple(refusals), actor, POSTGRES_WRITES)
+        await self._run(functools.partial(drive, plan), write=True)
+
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up: services stop waking it.
 

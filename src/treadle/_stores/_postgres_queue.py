@@ -184,23 +184,6 @@ class RunQueue:
             functools.partial(_release, claim.run_id, self.owner, claim.epoch, now)
         )
 
-    async def drop_inbox(self, claim: Claim, upto: int) -> bool:
-        """Delete a run's refused inbox items up to ``upto``; ``False``: the lease is gone.
-
-        Only items not yet applied: applied ones stay, as the answers' ledger.
-        """
-
-        async def work(connection: Connection) -> bool:
-            locked = await connection.execute(
-                _sql_queue.LOCK_LEASED, (claim.run_id, self.owner, claim.epoch)
-            )
-            if await locked.fetchone() is None:
-                return False
-            await connection.execute(_sql_queue.DROP_INBOX, (claim.run_id, upto))
-            return True
-
-        return await self.store.transact(work)
-
     def leased(self, claim: Claim, consumed: int | None) -> LeasedStore:
         """The store as seen through ``claim``: every write fenced by its epoch.
 

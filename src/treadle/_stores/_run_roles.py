@@ -248,6 +248,22 @@ class RunWrites(Protocol):
         """
         ...
 
+    async def refuse_inbox(
+        self, lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor
+    ) -> None:
+        """Take inbox items the run's owner cannot apply out of its inbox, each recorded.
+
+        ``refusals``: (seq, reason) of each item. Each one still unapplied is
+        marked applied and no longer an answer (kept as it was sent), and
+        recorded as ``inbox_refused`` (by ``actor``, with its reason), so a
+        request whose answer did not fit can be answered again; all in one
+        transaction, fenced by ``lease``.
+
+        Raises:
+            LeaseLostError: ``lease`` is no longer current; nothing was written.
+        """
+        ...
+
 
 class RunRemoval(Protocol):
     """Actions from outside that end or remove a run, or its old checkpoints.

@@ -123,6 +123,20 @@ SET status = 'cancelled', owner = NULL, lease_until = NULL, ready_at = NULL,
 WHERE run_id = ? AND status NOT IN {_ENDED_SQL}"""  # noqa: S608 - constants only
 
 
+SELECT_HELD = "SELECT run_id FROM treadle_runs WHERE run_id = ?" + FENCE  # noqa: S608 - constants
+
+SELECT_UNAPPLIED = (
+    "SELECT kind, target FROM treadle_inbox"
+    " WHERE run_id = ? AND {order} = ? AND consumed_at IS NULL"
+)
+
+# A refused item stays, as what was sent, but is no answer any more: the
+# request may be answered again (``treadle_inbox_answers`` holds answers only).
+REFUSE_UNAPPLIED = (
+    "UPDATE treadle_inbox SET kind = 'refused', consumed_at = ?"
+    " WHERE run_id = ? AND {order} = ? AND consumed_at IS NULL"
+)
+
 CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
 
 SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"

@@ -112,8 +112,6 @@ SELECT_INBOXES = (
 INSERT_INBOX = POSTGRES.render(_sql_ownership.INSERT_INBOX)
 # Refused items (an input or answer the run would not take) are deleted, not
 # marked applied: they never were, and a corrected answer must be acceptable.
-DROP_INBOX = "DELETE FROM treadle_inbox WHERE run_id = %s AND seq <= %s AND consumed_at IS NULL"
-
 ENQUEUE = """
 INSERT INTO treadle_runs
     (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,

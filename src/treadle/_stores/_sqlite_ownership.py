@@ -225,6 +225,19 @@ class SqliteOwnership(ABC):
         )
         return await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
+    async def refuse_inbox(
+        self, lease: Lease, refusals: Sequence[tuple[int, str]], actor: Actor
+    ) -> None:
+        """Take inbox items the owner cannot apply out of the inbox, recorded (see the port).
+
+        Raises:
+            LeaseLostError: The lease is no longer current; nothing was written.
+        """
+        plan = functools.partial(
+            _control_plans.refuse_inbox, lease, tuple(refusals), actor, SQLITE_WRITES
+        )
+        await self._call(lambda c: drive(plan(), c), write=True, group=True)
+
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
 

@@ -15,6 +15,7 @@ store decides, once, which answer to a request wins.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from treadle._checkpoints._graph_description import (
     describe_changes,
     fingerprint,
 )
-from treadle._checkpoints._inbox import applicable, expired_instead, sort_inbox
+from treadle._checkpoints._inbox import applicable, expired_instead, marker_deadline, sort_inbox
 from treadle._checkpoints._ownership import Ownership, owner_is_dead
 from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
@@ -43,15 +44,16 @@ from treadle._exceptions import (
     VersionMismatchError,
 )
 from treadle._values import _ids
-from treadle._values._text import checked_name
+from treadle._values._text import checked_name, error_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._store import (
         CheckpointInfo,
         CheckpointRecord,
+        InboxItem,
         RunReads,
         RunRecord,
         Store,
@@ -64,6 +66,9 @@ if TYPE_CHECKING:
 Resumable = tuple["RunRecord", bytes, "CheckpointRecord | None"]
 
 _ENDED = frozenset(status.value for status in RunStatus if status.is_final)
+
+
+logger = logging.getLogger("treadle.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +169,56 @@ async def take_over(
         raise
     # Messages under an input policy are the session inbox's to take, in the loop.
     items = list(applicable(items, hold_messages=workflow.input_policy.watches_turns))
+    refusals = unfit_items(workflow, restored, items) if items else []
+    if refusals:
+        try:
+            await owned.refuse_inbox(refusals)
+        except BaseException:
+            await owned.close()
+            raise
+        for seq, reason in refusals:
+            logger.warning("run %s: inbox item %d refused: %s", run_id, seq, reason)
+        refused = {seq for seq, _ in refusals}
+        items = [item for item in items if item.seq not in refused]
     if not items:
         return TakenOver(restored, owned, {}, ())
     pending = {r.request_id for r in restored.waits.pending_requests()}
     read = sort_inbox(items, workflow.serializer, pending)
     owned.consumed = items[-1].seq
     return TakenOver(restored, owned, read.answers, read.inputs, read.expired)
+
+
+def unfit_items(
+    workflow: Workflow, restored: RestoredRun, items: Sequence[InboxItem]
+) -> list[tuple[int, str]]:
+    """The inbox items the run cannot apply, each with why: (seq, reason).
+
+    An answer that does not fit the request it answers, or a message while
+    nothing waits for input. Every door checks what it delivers against the
+    workflow's code; these came in without that check (a client holding no
+    code), or the code changed since. Applied, they would fail the run's
+    every takeover; the owner refuses them on the record instead, and the
+    request can be answered again. An answer to a request no longer pending
+    is left alone (sorting the inbox leaves it out: it was answered on
+    another branch).
+    """
+    waits, refusals = restored.waits, []
+    for item in items:
+        if item.kind == "message" and waits.input_waiter(item.target) is None:
+            where = f"executor {item.target!r}" if item.target else "the run"
+            refusals.append((item.seq, f"{where} is not waiting for input ({restored.status})"))
+        if item.kind != "answer" or marker_deadline(item.payload) is not None:
+            continue
+        try:
+            waiting = waits.find_request(str(item.target))
+        except UnknownRequestError:
+            continue
+        value = workflow.serializer.loads(item.payload)
+        try:
+            workflow.check_answer(str(item.target), waiting, value)
+        except RequestError as error:
+            refusals.append((item.seq, error_text(error)))
+    return refusals
 
 
 async def deliverable_answers(
