@@ -72,6 +72,12 @@ def serve(
     max_body: Annotated[
         int, typer.Option("--max-body", min=1, help="The largest request body, in bytes.")
     ] = 1024 * 1024,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout", min=0.01, help="Seconds a request body may take to arrive (408)."
+        ),
+    ] = 30.0,
     poll_interval: Annotated[
         float,
         typer.Option("--poll-interval", min=0.01, help="Seconds between looks for due runs."),
@@ -141,6 +147,7 @@ def serve(
             host=host,
             port=port,
             max_body=max_body,
+            body_seconds=body_timeout,
             poll_interval=poll_interval,
         )
     except ValueError as error:

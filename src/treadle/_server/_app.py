@@ -190,7 +190,14 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
             *_routes_metrics.routes(),
             *signing_routes,
         ],
-        middleware=[Middleware(AccessGuard, principals=principals, max_body=settings.max_body)],
+        middleware=[
+            Middleware(
+                AccessGuard,
+                principals=principals,
+                max_body=settings.max_body,
+                body_seconds=settings.body_seconds,
+            )
+        ],
         lifespan=lifespan,
         exception_handlers={
             HTTPException: answer_error,

@@ -34,6 +34,11 @@ forgotten:
   :data:`DRAIN_BYTES` and :data:`DRAIN_SECONDS`, so that an endless body
   is cut off. A client that sent ``Expect: 100-continue`` has sent nothing
   yet: it reads the 413 instead of sending, and nothing is drained.
+* **The body's time.** A body must arrive within ``body_seconds`` of its
+  first read, else 408 and the connection closes: a client trickling it a
+  byte at a time holds a route (and what the route holds) no longer. What
+  a route reads after the body (an event stream waiting for its client to
+  leave) has no such bound.
 """
 
 from __future__ import annotations
@@ -79,6 +84,10 @@ class BodyTooLargeError(Exception):
     """A request body passed the limit while streaming in (answered with 413)."""
 
 
+class BodyTooSlowError(Exception):
+    """A request body did not arrive in its time (answered with 408)."""
+
+
 class AccessGuard:
     """The middleware described in the module docstring.
 
@@ -86,12 +95,16 @@ class AccessGuard:
         app: The application it guards.
         principals: Who a request's credentials name.
         max_body: The largest body, in bytes.
+        body_seconds: How long a body may take to arrive, from its first read.
     """
 
-    def __init__(self, app: ASGIApp, *, principals: Principals, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, principals: Principals, max_body: int, body_seconds: float
+    ) -> None:
         self.app = app
         self._principals = principals
         self._max_body = max_body
+        self._body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Admit, redirect or refuse one request (lifespan events pass through)."""
@@ -205,16 +218,21 @@ class AccessGuard:
         """
         body = bytearray()
         more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left: nobody to answer
-                return
-            body += message.get("body", b"")
-            if len(body) > self._max_body:
-                more = message.get("more_body", False)
-                await self._too_large(send, receive if more else None)
-                return
-            more = message.get("more_body", False)
+        try:
+            async with asyncio.timeout(self._body_seconds):
+                while more:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client left: nobody to answer
+                        return
+                    body += message.get("body", b"")
+                    if len(body) > self._max_body:
+                        more = message.get("more_body", False)
+                        await self._too_large(send, receive if more else None)
+                        return
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            await self._too_slow(send)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -230,12 +248,20 @@ class AccessGuard:
         """Run the app, counting the body's bytes as they arrive."""
         received = 0
         started = False
-
         more = True
+        deadline: float | None = None
 
         async def counted() -> Message:
-            nonlocal received, more
-            message = await receive()
+            nonlocal received, more, deadline
+            if not more:  # the body is in: what follows (a disconnect) may take any time
+                return await receive()
+            if deadline is None:
+                deadline = asyncio.get_running_loop().time() + self._body_seconds
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTooSlowError from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 more = message.get("more_body", False)
@@ -255,6 +281,20 @@ class AccessGuard:
             if started:  # cannot happen with routes that read first; nothing more to say
                 raise
             await self._too_large(send, receive if more else None)
+        except BodyTooSlowError:
+            if started:
+                raise
+            await self._too_slow(send)
+
+    async def _too_slow(self, send: Send) -> None:
+        """Answer 408 and close: the rest of the body is not waited for."""
+        message = (
+            f"the request body did not arrive within {self._body_seconds:g} seconds"
+            " (send it whole, or faster)"
+        )
+        await _send_json(
+            send, 408, error_body("RequestTimeout", message), [(b"connection", b"close")]
+        )
 
     async def _too_large(self, send: Send, unread: Receive | None) -> None:
         """Answer 413, drain the rest of the body from ``unread`` (module docstring), close."""

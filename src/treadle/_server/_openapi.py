@@ -29,6 +29,7 @@ _REASONS = MappingProxyType(
         401: "No token, a wrong one, or a change authorized by the cookie alone",
         403: "The caller's role is below the route's (the message names the role needed)",
         404: "No such run, request or workflow",
+        408: "The body did not arrive in the server's time (`--body-timeout`)",
         409: "A conflict: answered already, busy, paused, ended or existing",
         413: "The body is larger than the server's limit",
         415: "The body is not application/json",
@@ -76,7 +77,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         success["content"] = _json(ref(endpoint.response))
     responses: dict[str, Any] = {str(endpoint.status): success}
     refused = {403} if endpoint.role > Role.VIEWER else set()
-    for status in sorted({401, 413, *refused, *endpoint.errors}):
+    for status in sorted({401, 408, 413, *refused, *endpoint.errors}):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(ref("Error"))}
     operation["responses"] = responses
     return operation

@@ -25,6 +25,9 @@ DEFAULT_PORT = 8420
 DEFAULT_MAX_BODY = 1024 * 1024
 """The largest request body the server reads: 1 MiB."""
 
+DEFAULT_BODY_SECONDS = 30.0
+"""How long a request body may take to arrive, from its first read: 30 seconds."""
+
 # A token goes into a header, a cookie and a URL unchanged: RFC 7235's token68
 # characters (no spaces, quotes, semicolons or commas) keep all three safe.
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{8,512}")
@@ -45,6 +48,8 @@ class ServerSettings:
         host: The address it listens on.
         port: Its port (0: any free one, chosen when it binds).
         max_body: The largest request body, in bytes.
+        body_seconds: How long a request body may take to arrive (408 past it), so
+            a client that sends it a byte at a time holds its route no longer.
         poll_interval: Seconds between the SQLite timer service's looks for due runs.
         event_poll: Seconds between an event stream's looks for new events.
         sign_in: How people sign in (``None``: nobody does, and whoever holds
@@ -58,6 +63,7 @@ class ServerSettings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     max_body: int = DEFAULT_MAX_BODY
+    body_seconds: float = DEFAULT_BODY_SECONDS
     poll_interval: float = 1.0
     event_poll: float = 0.25
     sign_in: SignIn | None = None
@@ -82,7 +88,7 @@ class ServerSettings:
         if self.max_body < 1:
             msg = f"the body limit must be at least 1 byte, not {self.max_body}"
             raise ValueError(msg)
-        for name in ("poll_interval", "event_poll"):
+        for name in ("poll_interval", "event_poll", "body_seconds"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 msg = f"{name} must be a positive number of seconds, not {value}"
