@@ -111,6 +111,36 @@ async def test_structured_answers_are_checked_strictly_and_every_field_at_fault_
     assert done.outputs == [(1, True, "ann")]
 
 
+@dataclass(frozen=True)
+class Scored:
+    reviewer: str
+    score: float | None
+
+
+async def test_an_answer_holding_what_json_cannot_carry_is_refused_by_field_never_changed():
+    # Made JSON on the way to the check, a NaN would have become null (score None, an
+    # answer nobody gave), and a lone surrogate or bytes that are not UTF-8 a raw error.
+    @executor
+    async def score(doc: str, ctx: WorkflowContext) -> None:
+        got = await ctx.request({"doc": doc}, Scored)
+        ctx.yield_output((got.reviewer, got.score))
+
+    wf = WorkflowBuilder(start=score, store=MemoryStore()).register_type(Scored).build()
+    request_id = (await wf.run("x", run_id="r1")).pending_requests[0].request_id
+    refusals = {
+        "score: nan is not a JSON number": {"reviewer": "ann", "score": float("nan")},
+        "score: inf is not a JSON number": {"reviewer": "ann", "score": float("inf")},
+        "reviewer: text with a lone surrogate": {"reviewer": "a\ud800", "score": 1.0},
+        "invalid utf-8": {"reviewer": b"\xff", "score": 1.0},
+    }
+    for named, answer in refusals.items():
+        with pytest.raises(InvalidResponseError, match=request_id) as refused:
+            await wf.respond("r1", {request_id: answer})
+        assert named in str(refused.value)
+    done = await wf.respond("r1", {request_id: {"reviewer": "ann", "score": None}})
+    assert done.outputs == [("ann", None)]
+
+
 async def test_builtin_response_types_must_match_exactly():
     @executor
     async def ask(q: str, ctx: WorkflowContext) -> None:

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 from typing import TYPE_CHECKING, Any
+
+from treadle._values._text import lone_surrogate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,12 +62,17 @@ def fit_schema(
     type, read for the keys it has.
     """
     from pydantic import ValidationError  # noqa: PLC0415 - only when values arrive
-    from pydantic_core import to_json  # noqa: PLC0415
+    from pydantic_core import PydanticSerializationError, to_json  # noqa: PLC0415
 
+    problems = not_json(value)
+    if problems:  # made into JSON text, they would fail there, or be changed (a NaN)
+        return None, problems
     problems = unknown_keys(value, schema)
     built = None
     try:
         built = validate_json(to_json(value))
+    except PydanticSerializationError as error:  # a value with no JSON form (bytes not UTF-8)
+        problems.append(f"value: {error}")
     except ValidationError as error:
         problems += [
             f"{where(e['loc'])}: {e['msg']}"
@@ -72,6 +80,38 @@ def fit_schema(
             if e["type"] != "extra_forbidden"  # named above, with what it may have meant
         ]
     return (None, problems) if problems else (built, [])
+
+
+def not_json(value: Any) -> list[str]:
+    """Where ``value`` holds what no JSON text can carry: each ``loc: what it is``.
+
+    Text with a lone surrogate is no Unicode text (making it JSON fails),
+    and a NaN or an infinity would be made ``null``, an answer nobody gave.
+    Other Python values (a datetime, a UUID, bytes) go in their JSON form,
+    as the type's own validator reads them. Walked without recursion, so a
+    value of any depth is answered.
+    """
+    problems: list[str] = []
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, loc = stack.pop()
+        if isinstance(item, str):
+            if lone_surrogate(item) is not None:
+                problems.append(f"{where(loc)}: text with a lone surrogate is not Unicode text")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                problems.append(f"{where(loc)}: {item} is not a JSON number")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and lone_surrogate(key) is not None:
+                    problems.append(
+                        f"{where(loc)}: a key with a lone surrogate is not Unicode text"
+                    )
+                else:
+                    stack.append((inner, (*loc, key)))
+        elif isinstance(item, list | tuple):
+            stack.extend((inner, (*loc, index)) for index, inner in enumerate(item))
+    return sorted(problems)
 
 
 def where(loc: tuple[int | str, ...]) -> str:
