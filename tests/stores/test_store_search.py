@@ -9,10 +9,13 @@ treadle's matcher, keeps. Memory, SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from search_support import brute_force, filters, sample_runs
+from treadle._operations._shapes import run_json
 from treadle._values._filter import parse_filter
 
 RUNS = sample_runs(120)
@@ -55,3 +58,22 @@ async def test_a_deleted_run_takes_its_fields_with_it(filled):
     await filled.delete_run(run.run_id)
     assert await filled.run_fields(run.run_id) == {}
     assert run.run_id not in {r.run_id for r in await filled.search_runs(parse_filter("true"))}
+
+
+async def test_a_time_as_an_answer_shows_it_selects_the_run_it_came_from(store):
+    # A stored time has digits past the microsecond that no answer shows: the time a
+    # run's row shows, put in a filter, must keep (or leave out) that very run.
+    exact = RUNS[0].record().created_at + 0.0737663  # between two microseconds
+    run = dataclasses.replace(RUNS[0].record(), created_at=exact)
+    await store.create_run(run, b"", RUNS[0].first_checkpoint())
+    shown = run_json(await store.get_run(run.run_id))["created_at"]  # as the API shows it
+    assert shown.endswith(".073766+00:00"), shown
+    kept = {
+        "==": True, "<=": True, ">=": True, "<": False, ">": False, "!=": False,
+    }  # fmt: skip
+    for op, keeps in kept.items():
+        where = parse_filter(f'created_at {op} timestamp("{shown}")')
+        found = {r.run_id for r in await store.search_runs(where)}
+        assert (run.run_id in found) is keeps, (op, shown, exact)
+    where = parse_filter(f'created_at in [timestamp("{shown}"), timestamp("2001-01-01T00:00:00Z")]')
+    assert [r.run_id for r in await store.search_runs(where)] == [run.run_id]

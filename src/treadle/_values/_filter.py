@@ -323,7 +323,7 @@ class _Reader:
             _check_kind(subject, Value("text", ""), prefix.column)
             return StartsWith(subject, _string(prefix))
         if token.kind == "name" and token.text == "in":
-            return Compare(subject, "in", self.values(subject))
+            return _as_shown(Compare(subject, "in", self.values(subject)))
         if token.kind != "op" or token.text not in OPERATORS:
             if (
                 subject.field
@@ -343,7 +343,7 @@ class _Reader:
             _fail(token.column, f"null is compared with == or != only, not {token.text}")
         if value.kind == "bool" and token.text not in ("==", "!="):
             _fail(token.column, f"true and false are compared with == or != only, not {token.text}")
-        return Compare(subject, token.text, (value,))
+        return _as_shown(Compare(subject, token.text, (value,)))
 
     def values(self, subject: Subject) -> tuple[Value, ...]:
         self.expect("[", "'[' after in")
@@ -400,6 +400,42 @@ class _Reader:
             moment = moment.replace(tzinfo=UTC)
         self.expect(")", "')' closing timestamp(")
         return Value("time", moment.timestamp())
+
+
+_HALF_MICROSECOND = 5e-7
+
+
+def _as_shown(compare: Compare) -> Node:
+    """A comparison with times, made against each time as it is shown: to the microsecond.
+
+    A stored time has digits past the microsecond that no answer shows
+    (``2026-11-27T03:29:32.245521+00:00``), so a time copied from a run
+    would miss that very run: ``created_at <= T`` must hold for the run
+    shown at ``T``. Each time ``T`` stands for every stored time shown as
+    ``T``, ``[T - 0.5 µs, T + 0.5 µs)``; a comparison with it is one with
+    that interval, the same on every store.
+    """
+    if compare.values[0].kind != "time":
+        return compare
+    subject, op = compare.subject, compare.op
+
+    def bound(value: Value, edge: str, side: float) -> Compare:
+        assert isinstance(value.value, float)  # noqa: S101 - a time is seconds
+        return Compare(subject, edge, (Value("time", value.value + side),))
+
+    def shown_as(value: Value) -> Node:
+        return AllOf((bound(value, ">=", -_HALF_MICROSECOND), bound(value, "<", _HALF_MICROSECOND)))
+
+    value = compare.values[0]
+    if op == "in":
+        return AnyOf(tuple(shown_as(each) for each in compare.values))
+    if op == "==":
+        return shown_as(value)
+    if op == "!=":  # either side of it: a run without the field is kept by neither
+        return AnyOf((bound(value, "<", -_HALF_MICROSECOND), bound(value, ">=", _HALF_MICROSECOND)))
+    if op in ("<=", ">"):  # up to, or past, the whole interval
+        return bound(value, "<" if op == "<=" else ">=", _HALF_MICROSECOND)
+    return bound(value, "<" if op == "<" else ">=", -_HALF_MICROSECOND)  # before, or from, it
 
 
 def _check_kind(subject: Subject, value: Value, column: int) -> None:
