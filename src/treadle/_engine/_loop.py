@@ -172,6 +172,8 @@ class RunLoop:
             publish = env.publish
             for event in events:  # none when nobody listens
                 publish(event)
+            # Dropped before the checkpoint, not kept across it for the garbage collector to walk.
+            del plan, invocations, events, waits
             if not point.pending:
                 point = await self._before_rest(point)
         except asyncio.CancelledError:
@@ -473,11 +475,9 @@ class RunLoop:
     def result(self, events: list[WorkflowEvent] | None = None) -> RunResult:
         """The run as of its last barrier."""
         env, point = self.env, self.point
-        stalled = (
-            stalled_fan_ins(env.fan_in_edges, point.fan_in_buffers, env.ranks)
-            if self.status is RunStatus.STALLED
-            else []
-        )
+        stalled = []
+        if self.status is RunStatus.STALLED:
+            stalled = stalled_fan_ins(env.fan_in_edges, point.fan_in_buffers, env.ranks)
         waits = point.waits
         checkpointer = env.checkpointer
         outcome = point.outcome
