@@ -91,7 +91,7 @@ def test_an_envelope_read_back_equals_the_one_written(envelope):
 def test_suspensions_read_back_equal_what_their_classes_make(suspended):
     read = waits_in(_stored(waits_out(WaitBook(suspended), same))).suspended
 
-    assert read == suspended
+    assert read == tuple(suspended)  # a book keeps its suspensions as a tuple
     for one in read:
         assert type(one) is Suspension
         assert type(one.wait) is Wait

@@ -231,6 +231,7 @@ def fan_in_in(raw: list[Any]) -> tuple[FanInBuffer, ...]:
 
 _ABSENT: tuple[()] = ()
 """What :func:`waits_in` reads for a part a book left out: nothing to go through."""
+_NONE_ANSWERED: frozenset[str] = frozenset()  # the answered ids of a book that has none
 
 
 def waits_in(raw: dict[str, Any]) -> WaitBook:
@@ -238,30 +239,30 @@ def waits_in(raw: dict[str, Any]) -> WaitBook:
     get = raw.get
     stored = get("suspended", _ABSENT)
     suspended = (
-        []
+        ()
         if stored is _ABSENT
-        else [
+        else tuple(
             _suspension_in(executor_id, envelope, journal, wait)
             for executor_id, envelope, journal, wait in stored
-        ]
+        )
     )
     stored = get("scheduled", _ABSENT)
     scheduled = (
-        []
+        ()
         if stored is _ABSENT
-        else [
+        else tuple(
             ScheduledMessage(float(due), target, envelope_in(envelope), *key)
             for due, target, envelope, *key in stored
-        ]
+        )
     )
     stored = get("approvals", _ABSENT)
     approvals = (
-        []
+        ()
         if stored is _ABSENT
-        else [
+        else tuple(
             HandoffApproval(key, source, target, envelope_in(envelope))
             for key, source, target, envelope in stored
-        ]
+        )
     )
     stored = get("nested", _ABSENT)
     nested = {} if stored is _ABSENT else {key: _nested_in(run) for key, run in stored}
@@ -269,10 +270,11 @@ def waits_in(raw: dict[str, Any]) -> WaitBook:
     saved = {} if stored is _ABSENT else {key: dict(steps) for key, steps in stored}
     stored = get("answered", _ABSENT)
     # Made blank and its slots set (see ``_engine/_slots.py``): every woken run reads one.
+    # Its parts as WaitBook keeps them: tuples and a frozenset (see there).
     book: Any = blank(WaitBook)
     book.suspended = suspended
     book.scheduled = scheduled
-    book.answered = set() if stored is _ABSENT else set(stored)
+    book.answered = _NONE_ANSWERED if stored is _ABSENT else frozenset(stored)
     book.approvals = approvals
     book.nested = nested
     book.saved = saved

@@ -129,8 +129,8 @@ def apply_arrivals(env: RunEnv, point: BarrierState, arrivals: Iterable[Arrival]
     for arrival in arrivals:
         if isinstance(arrival, TurnInput) and arrival.interrupt:
             pending.clear()
-            waits.suspended = [s for s in waits.suspended if s.wait.kind == "input"]
-            waits.approvals = []
+            waits.suspended = tuple(s for s in waits.suspended if s.wait.kind == "input")
+            waits.approvals = ()
         for executor_id, envelope in _deliveries(env, point, waits, arrival):
             box = pending.setdefault(executor_id, [])
             box.append(envelope)

@@ -162,7 +162,7 @@ def _changed_waits(
     waits = waits.copy()
     spawns: Sequence[Spawn] = ()
     if suspended:
-        waits.suspended.extend(suspended)
+        waits.suspended = (*waits.suspended, *suspended)
     if later:
         spawns = _commit_durable_work(env, waits, inboxes, invocations)
     if waits.saved:

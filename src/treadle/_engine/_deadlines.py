@@ -95,7 +95,7 @@ def due_deadlines(waits: WaitBook, now: float) -> list[Suspension]:
 
 def time_out(waits: WaitBook, suspension: Suspension) -> tuple[str, Envelope]:
     """Remove ``suspension`` and return its re-delivery, the timeout in its journal."""
-    waits.suspended = [s for s in waits.suspended if s is not suspension]
+    waits.suspended = tuple(s for s in waits.suspended if s is not suspension)
     envelope = suspension.envelope
     wait = suspension.wait
     journal = [*suspension.journal, ("timeout", wait.replay_key or wait.key, wait.due_at)]

@@ -74,7 +74,7 @@ def commit_later_work(
     """
     if later.cancelled:
         cancelled = set(later.cancelled)
-        waits.scheduled = [m for m in waits.scheduled if m.key not in cancelled]
+        waits.scheduled = tuple(m for m in waits.scheduled if m.key not in cancelled)
     if later.continuing:
         envelope = invocation.envelope
         again = type(envelope)(
@@ -89,4 +89,5 @@ def commit_later_work(
             box.append(again)
             box.sort(key=lambda e: e.stamp)
         else:
-            waits.scheduled.append(ScheduledMessage(later.continue_at, executor_id, again))
+            again_later = ScheduledMessage(later.continue_at, executor_id, again)
+            waits.scheduled = (*waits.scheduled, again_later)

@@ -14,22 +14,26 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from treadle._engine._delivery import Envelope, HandoffContext, HandoffRefused
+from treadle._engine._slots import blank as _blank
 from treadle._exceptions import UnknownRequestError
 
 APPROVAL_SOURCE = "__approval__"
 """The ``source`` of a ``HandoffRefused`` message."""
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from treadle._engine._barrier import BarrierState
     from treadle._engine._delivery import Stamp
     from treadle._engine._journal import JournalEntry
 
 WaitKind: TypeAlias = Literal["request", "input", "timer", "workflow"]
+
+_Item = TypeVar("_Item")
+_NONE_ANSWERED: frozenset[str] = frozenset()  # what a book that answered nothing shares
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,23 +217,31 @@ class WaitBook:
     Pure bookkeeping, no asyncio: the loop asks it what is due, what status
     the run rests in, and hands it answers; it returns the envelopes to
     deliver, each carrying its journal with the wait's value appended.
+
+    Its suspensions, scheduled messages, approvals and answered ids are
+    immutable (tuples, a frozenset), replaced whole when they change, so a
+    copy shares them: a run nearly always has none, and as lists and sets
+    each point and each checkpointed copy of its waits held four empty
+    containers that the garbage collector walked at every pass, thousands
+    of them with many runs in flight. ``nested`` and ``saved`` are written
+    by the invocations under way, and copied.
     """
 
     __slots__ = ("answered", "approvals", "nested", "saved", "scheduled", "suspended")
 
     def __init__(
         self,
-        suspended: list[Suspension] | None = None,
-        scheduled: list[ScheduledMessage] | None = None,
-        answered: set[str] | None = None,
-        approvals: list[HandoffApproval] | None = None,
+        suspended: Iterable[Suspension] = (),
+        scheduled: Iterable[ScheduledMessage] = (),
+        answered: Iterable[str] = (),
+        approvals: Iterable[HandoffApproval] = (),
         nested: dict[str, NestedRun] | None = None,
         saved: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        self.suspended: list[Suspension] = suspended or []
-        self.scheduled: list[ScheduledMessage] = scheduled or []
-        self.answered: set[str] = answered or set()
-        self.approvals: list[HandoffApproval] = approvals or []
+        self.suspended: tuple[Suspension, ...] = tuple(suspended)
+        self.scheduled: tuple[ScheduledMessage, ...] = tuple(scheduled)
+        self.answered: frozenset[str] = frozenset(answered) if answered else _NONE_ANSWERED
+        self.approvals: tuple[HandoffApproval, ...] = tuple(approvals)
         # Sub-workflow runs by their parent invocation's key (see NestedRun).
         self.nested: dict[str, NestedRun] = nested or {}
         # The saved steps of invocations under way, by invocation key, then step key
@@ -240,15 +252,20 @@ class WaitBook:
         return bool(self.suspended or self.scheduled or self.approvals or self.nested)
 
     def copy(self) -> WaitBook:
-        """An independent copy (the entries themselves are never mutated)."""
-        return WaitBook(
-            list(self.suspended),
-            list(self.scheduled),
-            set(self.answered),
-            list(self.approvals),
-            dict(self.nested),
-            {key: dict(steps) for key, steps in self.saved.items()},
-        )
+        """An independent copy: the immutable parts shared, ``nested`` and ``saved`` copied.
+
+        Made slot by slot (see ``_engine/_slots.py``): every checkpoint copies one.
+        """
+        book: Any = _blank(WaitBook)
+        book.suspended = self.suspended
+        book.scheduled = self.scheduled
+        book.answered = self.answered
+        book.approvals = self.approvals
+        book.nested = dict(self.nested)
+        saved = self.saved
+        book.saved = {key: dict(steps) for key, steps in saved.items()} if saved else {}
+        made: WaitBook = book
+        return made
 
     @property
     def awaits_input(self) -> bool:
@@ -281,16 +298,20 @@ class WaitBook:
         next sequence number, so delivery order stays deterministic.
         """
         superstep, rank, position, seq = stamp
+        messages = list(self.scheduled)
         for due, target, payload, key in scheduled:
             envelope = Envelope((superstep, rank, position, seq), source, payload)
-            self.scheduled.append(ScheduledMessage(due, target, envelope, key))
+            messages.append(ScheduledMessage(due, target, envelope, key))
             seq += 1
+        self.scheduled = tuple(messages)
+        handoffs = list(self.approvals)
         for target, payload, handoff in approvals:
             item_stamp = (superstep, rank, position, seq)
             key = wait_key("handoff", run_id, source, item_stamp, 0)
             envelope = Envelope(item_stamp, source, payload, handoff)
-            self.approvals.append(HandoffApproval(key, source, target, envelope))
+            handoffs.append(HandoffApproval(key, source, target, envelope))
             seq += 1
+        self.approvals = tuple(handoffs)
 
     def next_wake_at(self) -> float | None:
         """When the earliest timer or scheduled message falls due."""
@@ -310,10 +331,11 @@ class WaitBook:
                 due.append(_resumed(suspension, None))
             else:
                 keep.append(suspension)
-        self.suspended = keep
+        if len(keep) != len(self.suspended):
+            self.suspended = tuple(keep)
         if self.scheduled:
             due.extend((m.target, m.envelope) for m in self.scheduled if m.due_at <= now)
-            self.scheduled = [m for m in self.scheduled if m.due_at > now]
+            self.scheduled = tuple(m for m in self.scheduled if m.due_at > now)
         return due
 
     def pending_requests(self) -> list[PendingRequest]:
@@ -370,17 +392,17 @@ class WaitBook:
         if isinstance(waiting, NestedRequest):
             return self._answer_nested(waiting, value)
         if isinstance(waiting, HandoffApproval):
-            self.approvals.remove(waiting)
-            self.answered.add(waiting.key)
+            self.approvals = _without(self.approvals, waiting)
+            self.answered = self.answered | {waiting.key}
             if value:
                 return waiting.target, waiting.envelope
             envelope = waiting.envelope
             reason = envelope.handoff.reason if envelope.handoff else None
             refusal = HandoffRefused(waiting.target, envelope.payload, reason)
             return waiting.source, type(envelope)(envelope.stamp, APPROVAL_SOURCE, refusal)
-        self.suspended.remove(waiting)
+        self.suspended = _without(self.suspended, waiting)
         if waiting.wait.kind == "request":
-            self.answered.add(waiting.wait.key)
+            self.answered = self.answered | {waiting.wait.key}
         return _resumed(waiting, value)
 
     def _answer_nested(self, request: NestedRequest, value: Any) -> tuple[str, Envelope] | None:
@@ -396,10 +418,10 @@ class WaitBook:
         self.nested[request.key] = NestedRun(
             nested.path, barrier._replace(waits=inner, pending=pending), nested.snapshots
         )
-        self.answered.update(inner.answered)
+        self.answered = self.answered | inner.answered
         for suspension in self.suspended:
             if suspension.wait.kind == "workflow" and suspension.wait.key == request.key:
-                self.suspended.remove(suspension)
+                self.suspended = _without(self.suspended, suspension)
                 return _resumed(suspension, None)
         return None
 
@@ -424,6 +446,16 @@ class WaitBook:
             if inner is not None:
                 return NestedRequest(key, inner)
         return None
+
+
+def _without(items: tuple[_Item, ...], item: _Item) -> tuple[_Item, ...]:
+    """``items`` less the first one equal to ``item`` (as ``list.remove``; it must be there).
+
+    Raises:
+        ValueError: ``item`` is not among them.
+    """
+    at = items.index(item)
+    return items[:at] + items[at + 1 :]
 
 
 def _resumed(suspension: Suspension, value: Any) -> tuple[str, Envelope]:

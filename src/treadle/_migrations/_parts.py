@@ -89,10 +89,10 @@ class CheckpointParts:
     def wait_book(self) -> WaitBook:
         """The waits as the engine keeps them (a new book, owned by the caller)."""
         return WaitBook(
-            list(self.suspended),
-            list(self.scheduled),
-            set(self.answered),
-            list(self.approvals),
+            self.suspended,
+            self.scheduled,
+            self.answered,
+            self.approvals,
             dict(self.nested),
             {key: dict(steps) for key, steps in self.saved.items()},
         )
@@ -229,9 +229,9 @@ class _Rekeying:
                     },
                     waits=WaitBook(
                         [inner.suspension(s) for s in book.suspended],
-                        list(book.scheduled),
-                        set(book.answered),
-                        list(book.approvals),
+                        book.scheduled,
+                        book.answered,
+                        book.approvals,
                         inner.nested(book.nested),
                         {k: dict(steps) for k, steps in book.saved.items()},
                     ),
