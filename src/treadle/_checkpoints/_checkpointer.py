@@ -153,7 +153,10 @@ class Checkpointer:
         self._writing_releases = False  # the write in flight gives the run's lease up
         self._writing_last: str | None = None  # the newest checkpoint of the write in flight
         self._writing_point: BarrierState | None = None  # and the barrier it holds
-        self._queued: list[CheckpointRecord] = []
+        # A tuple, replaced as barriers queue: in sync mode it holds one barrier at a time,
+        # and the store takes it as it is (an empty list per run in flight, and a list per
+        # write, were objects more for the garbage collector to walk at every pass).
+        self._queued: tuple[CheckpointRecord, ...] = ()
         self._queued_point: BarrierState | None = None  # the barrier the newest queued holds
         # The loop's callback starting the queued barriers' write (see the module docstring).
         self._soon: asyncio.Handle | None = None
@@ -283,7 +286,7 @@ class Checkpointer:
         if self.paused:
             return None
         record = self._record(barrier, snapshots)
-        self._queued.append(record)
+        self._queued = (*self._queued, record)
         self._queued_point = barrier
         limit = 0 if barrier.status.is_stopped else self._in_flight_limit
         writing = self._writing
@@ -314,12 +317,14 @@ class Checkpointer:
         if self._meter is not None:
             _count_commit(self._writing, self._meter, batch)
 
-    def _commit_queued(self, *, immediate: bool) -> tuple[Awaitable[bool], list[CheckpointRecord]]:
+    def _commit_queued(
+        self, *, immediate: bool
+    ) -> tuple[Awaitable[bool], tuple[CheckpointRecord, ...]]:
         """The store call committing the queued barriers (not yet awaited), and the barriers."""
         soon, self._soon = self._soon, None
         if soon is not None:
             soon.cancel()  # what it would have written goes now
-        batch, self._queued = self._queued, []
+        batch, self._queued = self._queued, ()
         ownership = self.ownership
         if ownership is None:
             commit = self.store.commit_many(batch, keep_last=self._keep_last, immediate=immediate)
@@ -345,16 +350,16 @@ class Checkpointer:
         try:
             paused = await writing
         except LeaseLostError as error:
-            self._queued.clear()
+            self._queued = ()
             if self.ownership is None:
                 raise
             raise await self.ownership.lost(error) from None
         except BaseException:
-            self._queued.clear()  # they follow checkpoints that were not written: never write them
+            self._queued = ()  # they follow checkpoints that were not written: never write them
             raise
         if paused:  # the run stops at the last checkpoint of this write; the lease went with it
             self.paused = True
-            self._queued.clear()
+            self._queued = ()
             self.last_checkpoint_id = self._writing_last
             self.paused_point = point
         if self.ownership is not None:
@@ -408,7 +413,7 @@ class Checkpointer:
 
 
 def _count_commit(
-    writing: asyncio.Future[bool], meter: RunMeter, batch: list[CheckpointRecord]
+    writing: asyncio.Future[bool], meter: RunMeter, batch: tuple[CheckpointRecord, ...]
 ) -> None:
     """Report the write's checkpoint sizes and latency once it is durable (not if it failed).
 

@@ -249,6 +249,15 @@ class BarrierState:
         return self.waits.next_wake_at()
 
 
+NOTHING_WRITTEN: frozenset[str] = frozenset()
+"""The ``written`` of barriers that wrote no state key, shared (as ``RunLoop.written``).
+
+Immutable, so one serves every run: a set of its own per run in flight, and a
+frozenset copied from it at every checkpoint, were objects more for the garbage
+collector to walk at each of its passes.
+"""
+
+
 def as_saved(
     point: BarrierState,
     status: RunStatus,

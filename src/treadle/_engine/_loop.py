@@ -19,7 +19,7 @@ import asyncio
 from typing import TYPE_CHECKING, NoReturn
 
 from treadle._engine._arrivals import Expiry, SpawnDone, TimerDue, apply_arrivals, inbox_arrivals
-from treadle._engine._barrier import as_saved
+from treadle._engine._barrier import NOTHING_WRITTEN, as_saved
 from treadle._engine._commit import commit_superstep
 from treadle._engine._deadlines import due_deadlines, refuse_unanswerable
 from treadle._engine._delivery import stalled_fan_ins
@@ -87,7 +87,7 @@ class RunLoop:
         _no_work(spawned)
         self.spawned = spawned
         # The state keys written since the last checkpoint (tracked only when there is one).
-        self.written: set[str] = set()
+        self.written: frozenset[str] = NOTHING_WRITTEN
         self._progress: asyncio.Lock | None = None  # made by the first save_progress
 
     @property
@@ -197,7 +197,7 @@ class RunLoop:
         the keys it wrote, for the next checkpoint to store again.
         """
         if written:
-            self.written.update(written)
+            self.written = self.written.union(written)
         for record, fn, args in spawns:
             self.spawned.queue(record, fn, args)
 
@@ -327,7 +327,7 @@ class RunLoop:
         checkpointer = env.checkpointer
         if checkpointer is not None:
             try:
-                written, self.written = frozenset(self.written), set()
+                written, self.written = self.written, NOTHING_WRITTEN
                 try:
                     snapshots = env.pool.snapshots()  # executors' code
                 except Exception as raised:
@@ -388,7 +388,7 @@ class RunLoop:
         if self._progress is None:
             self._progress = asyncio.Lock()
         async with self._progress:
-            barrier = self.barrier_state(_RUNNING, frozenset(self.written))
+            barrier = self.barrier_state(_RUNNING, self.written)
             saved = await checkpointer.save(barrier, self.env.pool.snapshots())
             if durable:
                 await checkpointer.flush()

@@ -10,6 +10,7 @@ that checkpoints keep of executors with per-run fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import ExecutorInUseError
@@ -81,17 +82,26 @@ class ExecutorPool:
 
     def __init__(
         self,
-        shared: Mapping[str, Executor],
+        shared: dict[str, Executor],
         factories: Mapping[str, Callable[[], Executor]],
     ) -> None:
-        self.instances: dict[str, Executor] = dict(shared)
-        """The instances so far, by id (read it; :meth:`get` builds missing ones)."""
+        # With no factory, no instance is ever added: the pool reads ``shared`` itself,
+        # which its maker never changes (a copy per run in flight was one more object
+        # for the garbage collector to walk at every pass).
+        self.instances: dict[str, Executor] = dict(shared) if factories else shared
+        """The instances so far, by id (read it, never change it: :meth:`get` builds them)."""
         self._factories = factories
-        self._snapshotting: list[Executor] | None = None
+        # The instances whose class overrides ``snapshot`` (a tuple: nearly always none).
+        self._snapshotting: tuple[Executor, ...] | None = None
 
-    @classmethod
-    def for_nodes(cls, nodes: Iterable[ExecutorNode]) -> ExecutorPool:
-        """A pool for one run: shared prototypes and per-run factories."""
+    @staticmethod
+    def parts(
+        nodes: Iterable[ExecutorNode],
+    ) -> tuple[dict[str, Executor], Mapping[str, Callable[[], Executor]]]:
+        """What the pools of a graph's runs are made from: shared prototypes, per-run factories.
+
+        Made once per graph, and never changed: every pool reads them.
+        """
         shared: dict[str, Executor] = {}
         factories: dict[str, Callable[[], Executor]] = {}
         for node in nodes:
@@ -99,7 +109,7 @@ class ExecutorPool:
                 shared[node.id] = node.prototype
             else:
                 factories[node.id] = node.factory
-        return cls(shared, factories)
+        return shared, MappingProxyType(factories)
 
     def get(self, executor_id: str) -> Executor:
         """The run's instance of an executor, built on first use."""
@@ -113,9 +123,9 @@ class ExecutorPool:
     def snapshots(self) -> dict[str, Any]:
         """Snapshots of the instances whose class overrides ``snapshot``."""
         if self._snapshotting is None:
-            self._snapshotting = [
+            self._snapshotting = tuple(
                 i for i in self.instances.values() if type(i).snapshot is not Executor.snapshot
-            ]
+            )
         found = {}
         for instance in self._snapshotting:
             snapshot = instance.snapshot()

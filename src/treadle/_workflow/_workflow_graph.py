@@ -92,6 +92,8 @@ class WorkflowGraph:
         self._claims = InstanceClaims(
             n.id for n in nodes if n.factory is None and not n.prototype.shareable
         )
+        # What each run's pool is made from, sorted out once (see ExecutorPool).
+        self._pool_parts = ExecutorPool.parts(nodes)
         self.store = store
         self._serializer = serializer
         self._checkpoint_key = checkpoint_key
@@ -323,7 +325,7 @@ class WorkflowGraph:
             ExecutorInUseError: a non-shareable instance serves another run.
         """
         release = self._claims.claim(run_id)
-        return ExecutorPool.for_nodes(self._nodes.values()), release
+        return ExecutorPool(*self._pool_parts), release
 
     # -- pictures -------------------------------------------------------------------
     def to_mermaid(self, *, marks: Mapping[str, str] | None = None) -> str:
