@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from postgres import drop_schemas_now, fresh_schema, postgres_dsn
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import RequestAlreadyAnsweredError
-from treadle.stores import MemoryStore, PostgresStore, SqliteStore
 
 
 @executor(id="ask")
@@ -27,55 +25,36 @@ async def ask(x: int, ctx: WorkflowContext) -> None:
 asker = WorkflowBuilder(ask, name="asker").build()
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.integration)]
-)
-def any_store(request, tmp_path):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        yield SqliteStore(tmp_path / "runs.sqlite")
-        return
-    dsn, schema = postgres_dsn(), fresh_schema()
-    yield PostgresStore(dsn, schema=schema)
-    drop_schemas_now([schema])
-
-
 async def test_an_answer_that_does_not_fit_is_refused_on_the_record_and_can_be_answered_again(
-    any_store,
+    store,  # every backend: memory, SQLite, PostgreSQL
 ):
-    store = any_store
-    try:
-        asked = await asker.run(1, run_id="a1", store=store)
-        (request,) = asked.pending_requests
-        row = await store.get_run("a1")
-        # As a client without the workflow's code delivers it: not checked.
-        unfit = [("answer", request.request_id, b'"seven"')]
-        await store.deliver("a1", unfit, version=row.version)
-        with pytest.raises(RequestAlreadyAnsweredError):  # decided: the first answer wins
-            await asker.respond("a1", {request.request_id: 6}, store=store)
+    asked = await asker.run(1, run_id="a1", store=store)
+    (request,) = asked.pending_requests
+    row = await store.get_run("a1")
+    # As a client without the workflow's code delivers it: not checked.
+    unfit = [("answer", request.request_id, b'"seven"')]
+    await store.deliver("a1", unfit, version=row.version)
+    with pytest.raises(RequestAlreadyAnsweredError):  # decided: the first answer wins
+        await asker.respond("a1", {request.request_id: 6}, store=store)
 
-        runtime = Runtime(store, [asker])
-        (taken,) = await runtime.wake_due()  # taken once: the answer refused, nothing to run
-        assert (taken.status, taken.superstep) == (RunStatus.AWAITING_INPUT, 1)
-        row = await store.get_run("a1")
-        assert (row.status, row.superstep, row.owner) == ("awaiting_input", 1, None)
-        assert await store.inbox("a1") == []
-        assert await runtime.wake_due() == []  # and not ready again: no takeover loop
-        assert len((await asker.history("a1", store=store)).checkpoints) == 2  # none written
+    runtime = Runtime(store, [asker])
+    (taken,) = await runtime.wake_due()  # taken once: the answer refused, nothing to run
+    assert (taken.status, taken.superstep) == (RunStatus.AWAITING_INPUT, 1)
+    row = await store.get_run("a1")
+    assert (row.status, row.superstep, row.owner) == ("awaiting_input", 1, None)
+    assert await store.inbox("a1") == []
+    assert await runtime.wake_due() == []  # and not ready again: no takeover loop
+    assert len((await asker.history("a1", store=store)).checkpoints) == 2  # none written
 
-        (refused,) = [e for e in await store.read_audit("a1") if e.action == "inbox_refused"]
-        assert (refused.actor["kind"], refused.door) == ("service", "worker")
-        detail = refused.detail
-        assert (detail["kind"], detail["target"]) == ("answer", request.request_id)
-        assert "expects int" in detail["reason"]
-        assert "seven" in detail["reason"]
+    (refused,) = [e for e in await store.read_audit("a1") if e.action == "inbox_refused"]
+    assert (refused.actor["kind"], refused.door) == ("service", "worker")
+    detail = refused.detail
+    assert (detail["kind"], detail["target"]) == ("answer", request.request_id)
+    assert "expects int" in detail["reason"]
+    assert "seven" in detail["reason"]
 
-        logged = [e for e in await store.read_events("a1") if e.kind == "inbox_refused"]
-        assert [e.data["target"] for e in logged] == [request.request_id]
+    logged = [e for e in await store.read_events("a1") if e.kind == "inbox_refused"]
+    assert [e.data["target"] for e in logged] == [request.request_id]
 
-        done = await asker.respond("a1", {request.request_id: 6}, store=store)  # answerable again
-        assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
-    finally:
-        await store.close()
+    done = await asker.respond("a1", {request.request_id: 6}, store=store)  # answerable again
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
