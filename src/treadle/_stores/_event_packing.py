@@ -12,10 +12,12 @@ the bytes saved are many and the cost is small beside what built them.
 
 A packed row is bytes, :data:`PACKED_V1` and then raw deflate; a row of text
 is JSON as it always was (short rows, rows written before packing, and those
-the store writes in SQL: status changes and actions' events).
-:func:`events_text` reads both; the SQLite store's outbox trigger reads rows
-through it too, as the SQL function :data:`TEXT_FUNCTION`, which every
-writer connection defines with :data:`PACK_FUNCTION`
+the store writes in SQL: status changes and actions' events). The writer
+packs a row before its INSERT (:func:`pack_events`; an SQL function did
+before, ``treadle_pack_events``, a call from SQLite back into Python for
+every row, some 3,400 instructions). :func:`events_text` reads both; the
+SQLite store's outbox trigger reads rows through it too, as the SQL
+function :data:`TEXT_FUNCTION`, which every writer connection defines
 (:func:`define_functions`).
 
 The dictionary is part of the file format: a row packed with it can only be
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 PACKED_V1 = 1
 """The first byte of a row packed with :data:`_DICTIONARY_V1`."""
 
-PACK_FUNCTION = "treadle_pack_events"
 TEXT_FUNCTION = "treadle_events_text"
 
 PACK_FROM = 1024
@@ -109,6 +110,5 @@ def events_text(row: str | bytes) -> str:
 
 
 def define_functions(connection: sqlite3.Connection) -> None:
-    """Give ``connection`` the SQL functions that write and read packed rows."""
-    connection.create_function(PACK_FUNCTION, 1, pack_events, deterministic=True)
+    """Give ``connection`` the SQL function that reads packed rows."""
     connection.create_function(TEXT_FUNCTION, 1, events_text, deterministic=True)

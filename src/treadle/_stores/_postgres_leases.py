@@ -110,7 +110,8 @@ class LeasedStore:
         consumed, self._consumed = self._consumed, None
         described = self.store.kept_graphs.described(graph)
         adopt = functools.partial(
-            _write_plans.adopt_pending, run, described, first, self._claimed, consumed
+            _write_plans.adopt_pending,
+            *(run, described, first, self._claimed, consumed, POSTGRES_WRITES),
         )
         await self._settle(self.store.grouped(adopt))  # with the commits in flight
         self.store.kept_graphs.committed(described)

@@ -109,7 +109,7 @@ async def insert_checkpoints(
     Raises:
         ValueError: an id is taken.
     """
-    await drive(_write_plans.insert_checkpoints(checkpoints), connection)
+    await drive(_write_plans.insert_checkpoints(checkpoints, POSTGRES_WRITES), connection)
 
 
 async def record(connection: Connection, records: Iterable[Recorded], at: float) -> None:

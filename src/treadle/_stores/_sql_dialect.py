@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from treadle._stores._event_packing import PACK_FUNCTION
-
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
@@ -44,10 +42,6 @@ class Dialect:
             a template, after a column): nothing in SQLite, whose default
             does; PostgreSQL's ``"C"`` collation, whose default follows
             the database's locale. Filters of runs order text this way.
-        packed_events: The value stored for a row of a run's event log given
-            as JSON text (``{packed_events}``): SQLite packs it
-            (:mod:`treadle._stores._event_packing`); PostgreSQL stores the
-            text, which its outbox trigger reads as ``jsonb``.
     """
 
     blob_type: str
@@ -56,7 +50,6 @@ class Dialect:
     insertion_order_column: str
     id_rows: str
     binary_text: str = ""
-    packed_events: str = "?"
 
     def render(self, template: str) -> str:
         """Turn a template of the SQL stores into SQL for this dialect."""
@@ -69,7 +62,6 @@ class Dialect:
             tiebreak=tiebreak,
             ids=self.id_rows,
             binary=self.binary_text,
-            packed_events=self.packed_events,
         )
         # Templates hold no literal question marks, so the rewrite is exact.
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
@@ -81,7 +73,6 @@ SQLITE = Dialect(
     insertion_order="rowid",
     insertion_order_column="",
     id_rows="SELECT value FROM json_each(?)",
-    packed_events=f"{PACK_FUNCTION}(?)",
 )
 """SQLite: ``rowid`` never decreases here because the newest row of a run is never deleted."""
 

@@ -19,7 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import EventLogCorruptError
-from treadle._stores._event_packing import events_text
+from treadle._stores._event_packing import events_text, pack_events
 from treadle._stores._events import LoggedEvent
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ LAST_SEQ = f"SELECT {_LAST}"
 # stage its rows in a temporary table first, about a quarter of its instructions.
 INSERT_EVENTS = f"""
 INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
-VALUES (?, {_LAST} + 1, {_LAST} + ?, {{packed_events}})"""  # noqa: S608 - constants only
+VALUES (?, {_LAST} + 1, {_LAST} + ?, ?)"""  # noqa: S608 - constants only
 
 # The rows holding the events after a seq N: from the row holding N + 1 on (it
 # may start before it: the reader trims), found through the primary key.
@@ -77,6 +77,12 @@ def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
         for superstep, kind, executor_id, at, data in entries
     )
     return (run_id, run_id, run_id, len(entries), f"[{items}]")
+
+
+def sqlite_event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
+    """:func:`event_row` for SQLite: the events packed when long (see ``_event_packing``)."""
+    run, *seqs, text = event_row(run_id, entries)
+    return (run, *seqs, pack_events(text))
 
 
 def unpack(

@@ -109,7 +109,7 @@ def commit(
         if len(row) > 1:
             stored_status = row[1]
     # The checkpoints (and their events) before a pause honoured, whose status logs last.
-    yield from insert_checkpoints(checkpoints)
+    yield from insert_checkpoints(checkpoints, backend)
     now = time.time()
     if owned is not None and owned.consumed is not None:
         yield (_sql_ownership.CONSUME_INBOX, (now, info.run_id, owned.consumed), NOTHING, False)
@@ -156,15 +156,15 @@ def create_run(
         False,
     )
     if inserted == 0:
-        if lease is None or not (yield from _adopt_admitted(run, digest, first, lease)):
+        if lease is None or not (yield from _adopt_admitted(run, digest, first, lease, backend)):
             raise RunExistsError(run.run_id)
         return
     started = _audit.started_of(run)
     if started is None:
-        yield from insert_checkpoints((first,))
+        yield from insert_checkpoints((first,), backend)
         return
     # The first checkpoint's events and the start's share one row of the run's log.
-    yield from insert_checkpoints((first,), log=False)
+    yield from insert_checkpoints((first,), backend, log=False)
     yield from record((started,), run.created_at, backend, leading=first)
 
 
@@ -177,7 +177,7 @@ def _kept(graph: Described) -> Plan[bytes]:
 
 
 def _adopt_admitted(
-    run: RunRecord, digest: bytes, first: CheckpointRecord, lease: Lease
+    run: RunRecord, digest: bytes, first: CheckpointRecord, lease: Lease, backend: Backend
 ) -> Plan[bool]:
     """Start the run a start policy admitted to ``lease``'s owner; ``False``: there is none.
 
@@ -192,7 +192,7 @@ def _adopt_admitted(
     )
     if (yield (_sql_starts.ADOPT_ADMITTED, adopted, COUNT, False)) == 0:
         return False
-    yield from insert_checkpoints((first,))
+    yield from insert_checkpoints((first,), backend)
     yield (_sql_starts.CONSUME_START, (time.time(), run.run_id), NOTHING, False)
     return True
 
@@ -222,7 +222,7 @@ def set_status(
     if lease is not None and release:
         yield from release_held(lease, now, backend)
     if events:
-        yield from append_events(run_id, events)
+        yield from append_events(run_id, events, backend)
 
 
 _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
@@ -259,7 +259,12 @@ def migrate_run(
 
 
 def adopt_pending(
-    run: RunRecord, graph: Described, first: CheckpointRecord, claim: Lease, consumed: int | None
+    run: RunRecord,
+    graph: Described,
+    first: CheckpointRecord,
+    claim: Lease,
+    consumed: int | None,
+    backend: Backend,
 ) -> Plan[None]:
     """Turn the pending row a client enqueued into the started run, under a worker's ``claim``.
 
@@ -279,7 +284,7 @@ def adopt_pending(
     )
     if (yield (_sql_ownership.ADOPT_PENDING, adopted, COUNT, False)) == 0:
         raise (yield from refusal(run.run_id, claim))
-    yield from insert_checkpoints((first,))
+    yield from insert_checkpoints((first,), backend)
     if consumed is not None:
         yield (_sql_ownership.CONSUME_INBOX, (time.time(), run.run_id, consumed), NOTHING, False)
 
@@ -310,7 +315,9 @@ def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
     return RunNotFoundError(run_id)
 
 
-def insert_checkpoints(checkpoints: Sequence[CheckpointRecord], *, log: bool = True) -> Plan[None]:
+def insert_checkpoints(
+    checkpoints: Sequence[CheckpointRecord], backend: Backend, *, log: bool = True
+) -> Plan[None]:
     """Insert checkpoints in one statement, in order, with their new pieces and events.
 
     ``log=False`` leaves their events to the caller (see :func:`record`).
@@ -335,12 +342,12 @@ def insert_checkpoints(checkpoints: Sequence[CheckpointRecord], *, log: bool = T
         yield (field_template, field_values, NOTHING, False)
     entries = _sql_events.entries_of(checkpoints) if log else ()
     if entries:  # after the run row's write, as every append is (see _sql_events)
-        yield from append_events(checkpoints[-1].info.run_id, entries)
+        yield from append_events(checkpoints[-1].info.run_id, entries, backend)
 
 
-def append_events(run_id: str, entries: Sequence[EventEntry]) -> Plan[None]:
+def append_events(run_id: str, entries: Sequence[EventEntry], backend: Backend) -> Plan[None]:
     """Append events to the run's log, numbered after its last (its row written first)."""
-    yield (_sql_events.INSERT_EVENTS, _sql_events.event_row(run_id, entries), NOTHING, False)
+    yield (_sql_events.INSERT_EVENTS, backend.event_row(run_id, entries), NOTHING, False)
 
 
 def log_status(run_id: str, at: float, by: str) -> Plan[None]:
@@ -442,7 +449,7 @@ def record(
             if event is not None:
                 entries.append(_sql_audit.entry_of(event, leading.info.superstep))
             if entries:
-                yield from append_events(action.run_id or leading.info.run_id, entries)
+                yield from append_events(action.run_id or leading.info.run_id, entries, backend)
             leading = None
         elif event is not None:
             yield (_sql_audit.LOG_ACTION, event, NOTHING, False)

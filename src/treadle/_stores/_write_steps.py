@@ -22,11 +22,14 @@ templates in, is a :class:`Backend` value the plans consult.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
-from treadle._stores import _sql_audit, _sql_ownership, _sql_rows, _sql_statements
+from treadle._stores import _sql_audit, _sql_events, _sql_ownership, _sql_rows, _sql_statements
+
+if TYPE_CHECKING:
+    from treadle._stores._events import EventEntry
 
 _T = TypeVar("_T")
 
@@ -81,6 +84,9 @@ class Backend:
             statement (``RETURNING``); else it asks for the usual case in
             its WHERE and reads only a row that differs (SQLite, which
             stages RETURNING rows in a temporary table: see ``_advances``).
+        event_row: The parameters of a row of a run's log for its events:
+            the log's JSON (PostgreSQL, whose webhooks' trigger reads it as
+            ``jsonb``), packed when long (SQLite: see ``_event_packing``).
     """
 
     name: str
@@ -92,6 +98,7 @@ class Backend:
     notifies: bool
     chain_lock: str | None
     returning: bool
+    event_row: Callable[[str, Sequence[EventEntry]], tuple[Any, ...]]
 
 
 SQLITE_WRITES = Backend(
@@ -104,6 +111,7 @@ SQLITE_WRITES = Backend(
     notifies=False,
     chain_lock=None,
     returning=False,
+    event_row=_sql_events.sqlite_event_row,
 )
 """``SqliteStore``'s writes."""
 
@@ -117,5 +125,6 @@ POSTGRES_WRITES = Backend(
     notifies=True,
     chain_lock=_sql_audit.LOCK_CHAIN,
     returning=True,
+    event_row=_sql_events.event_row,
 )
 """``PostgresStore``'s writes (and a worker's ``LeasedStore``'s)."""
