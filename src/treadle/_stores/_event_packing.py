@@ -1,7 +1,8 @@
 """How a SQLite store keeps a large row of a run's event log: deflated against a dictionary.
 
-A row's events are JSON text of one shape, ``[[superstep, kind,
-executor_id, at, data], ...]``: a commit's few events, and now and then a
+A row's events are JSON text (``[[superstep, kind, executor_id, at, data],
+...]``, or SQLite's shorter layout 2 of the same: see
+:mod:`treadle._stores._event_rows`): a commit's few events, and now and then a
 large one (an output, a traceback, a request's payload). Deflate against a
 preset dictionary of the log's own words (zlib's ``zdict``: kinds, data
 keys, statuses, an actor's fields) brings any row to about a quarter of its
@@ -10,14 +11,14 @@ bytes: packing every row took 10% more CPU per durable superstep to save
 300 bytes. So rows of :data:`PACK_FROM` characters or more are packed, where
 the bytes saved are many and the cost is small beside what built them.
 
-A packed row is bytes, :data:`PACKED_V1` and then raw deflate; a row of text
-is JSON as it always was (short rows, rows written before packing, and those
+A packed row is bytes, :data:`PACKED_V1` and then raw deflate of its text; a
+row of text is the text (short rows, rows written before packing, and those
 the store writes in SQL: status changes and actions' events). The writer
 packs a row before its INSERT (:func:`pack_events`; an SQL function did
 before, ``treadle_pack_events``, a call from SQLite back into Python for
-every row, some 3,400 instructions). :func:`events_text` reads both; the
-SQLite store's outbox trigger reads rows through it too, as the SQL
-function :data:`TEXT_FUNCTION`, which every writer connection defines
+every row). :func:`events_text` reads every kind of row as the
+log's JSON; the SQLite store's outbox trigger reads rows through it, as the
+SQL function :data:`TEXT_FUNCTION`, which every writer connection defines
 (:func:`define_functions`).
 
 The dictionary is part of the file format: a row packed with it can only be
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import zlib
 from typing import TYPE_CHECKING
+
+from treadle._stores._event_rows import is_layout_2, log_text
 
 if TYPE_CHECKING:
     import sqlite3
@@ -81,7 +84,7 @@ _PRIMED = zlib.compressobj(
 
 
 def pack_events(text: str) -> str | bytes:
-    """The row for ``text`` (a JSON array of events): packed from :data:`PACK_FROM` characters."""
+    """The row for ``text`` (a row's events as text): packed from :data:`PACK_FROM` characters."""
     if len(text) < PACK_FROM:
         return text
     packer = _PRIMED.copy()
@@ -89,11 +92,22 @@ def pack_events(text: str) -> str | bytes:
 
 
 def events_text(row: str | bytes) -> str:
-    """A row's events as JSON text, whether packed or written as text.
+    """A row's events as the log's JSON text, whether packed, in layout 2 or written as it.
 
     Raises:
-        ValueError: ``row`` is bytes that are not a packed row (a bad disk,
-            a hand edit); the caller names the row.
+        ValueError: ``row`` is bytes that are not a packed row, or a row of
+            layout 2 that does not read (a bad disk, a hand edit); the
+            caller names the row.
+    """
+    text = unpacked(row)
+    return log_text(text) if is_layout_2(text) else text
+
+
+def unpacked(row: str | bytes) -> str:
+    """A row's text, inflated if it is packed: the log's JSON, or layout 2 (``_event_rows``).
+
+    Raises:
+        ValueError: ``row`` is bytes that are not a packed row.
     """
     if isinstance(row, str):
         return row
@@ -110,5 +124,5 @@ def events_text(row: str | bytes) -> str:
 
 
 def define_functions(connection: sqlite3.Connection) -> None:
-    """Give ``connection`` the SQL function that reads packed rows."""
+    """Give ``connection`` the SQL function that reads every kind of row as the log's JSON."""
     connection.create_function(TEXT_FUNCTION, 1, events_text, deterministic=True)

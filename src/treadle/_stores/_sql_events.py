@@ -2,7 +2,9 @@
 
 A write's events go into one row: its first and last ``seq`` and the
 events as a JSON array, ``[[superstep, kind, executor_id, at, data], ...]``
-(packed on SQLite: see :mod:`treadle._stores._event_packing`).
+(PostgreSQL); SQLite writes a shorter array (layout 2, see
+:mod:`treadle._stores._event_rows`) and packs a long row (see
+:mod:`treadle._stores._event_packing`).
 A commit then adds one row, not one per event: the log costs a store about
 what one more small column of the checkpoint would. The row's seqs are
 computed by its own INSERT from the run's last row, after the transaction
@@ -19,7 +21,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import EventLogCorruptError
-from treadle._stores._event_packing import events_text, pack_events
+from treadle._stores._event_packing import pack_events, unpacked
+from treadle._stores._event_rows import decoded, is_layout_2, short_text
 from treadle._stores._events import LoggedEvent
 
 if TYPE_CHECKING:
@@ -80,9 +83,8 @@ def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
 
 
 def sqlite_event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
-    """:func:`event_row` for SQLite: the events packed when long (see ``_event_packing``)."""
-    run, *seqs, text = event_row(run_id, entries)
-    return (run, *seqs, pack_events(text))
+    """:func:`event_row` for SQLite: the events in its shorter layout, packed when long."""
+    return (run_id, run_id, run_id, len(entries), pack_events(short_text(entries)))
 
 
 def unpack(
@@ -98,10 +100,9 @@ def unpack(
     for first_seq, row in rows:
         text = row
         try:
-            text = events_text(row)
-            for seq, (superstep, kind, executor_id, at, data) in enumerate(
-                json.loads(text), int(first_seq)
-            ):
+            text = unpacked(row)
+            found = decoded(text) if is_layout_2(text) else json.loads(text)
+            for seq, (superstep, kind, executor_id, at, data) in enumerate(found, int(first_seq)):
                 if type(data) is not dict:
                     raise TypeError(data)  # noqa: TRY301 - reported with the rest below
                 if seq > after:

@@ -446,11 +446,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 16: a graph description kept once, not in every run row (see _stores/_sql_graphs.py)
         _CREATE_GRAPHS,
         "CREATE INDEX treadle_graphs_digest ON treadle_graphs (digest)",
-        # NULL: the row's own ``graph`` column holds its description (every run written
-        # before this step, and a pending run, which has none yet).
+        # NULL: its own ``graph`` column holds it (runs written before this step; pending runs).
         "ALTER TABLE treadle_runs ADD COLUMN graph_digest {blob}",
     ),
     (),  # 17: SQLite packs large event rows (_event_packing.py); older treadles refuse it
+    (),  # 18: SQLite writes event rows in layout 2 (_event_rows.py); older treadles refuse it
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -86,7 +86,7 @@ class Backend:
             stages RETURNING rows in a temporary table: see ``_advances``).
         event_row: The parameters of a row of a run's log for its events:
             the log's JSON (PostgreSQL, whose webhooks' trigger reads it as
-            ``jsonb``), packed when long (SQLite: see ``_event_packing``).
+            ``jsonb``), or SQLite's shorter layout (see ``_event_rows``).
     """
 
     name: str
