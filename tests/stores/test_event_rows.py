@@ -229,6 +229,8 @@ async def test_a_parked_run_writes_layout_2_and_a_damaged_row_is_named(tmp_path:
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT first_seq, events FROM treadle_events ORDER BY first_seq")
         assert [(first, is_layout_2(text)) for first, text in rows] == [(1, True), (5, True)]
+        (made,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'treadle_events'")
+        assert made[0].endswith("WITHOUT ROWID")  # a new file: no index beside the table
         db.execute("UPDATE treadle_events SET events = '[2,1,0.0,[14]]' WHERE first_seq = 5")
     store = SqliteStore(path)
     try:

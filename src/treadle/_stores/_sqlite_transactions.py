@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from treadle._exceptions import DurabilityError
-from treadle._stores import _sql_outbox, _sql_schema
+from treadle._stores import _sql_events, _sql_outbox, _sql_schema
 from treadle._stores._event_packing import define_functions
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._sqlite_lanes import Unavailable
@@ -184,6 +184,9 @@ def migrate(connection: sqlite3.Connection, label: str) -> None:
     # MIGRATIONS is read at open, so a test can stand in the list of a newer treadle.
     for template, parameters in _sql_schema.upgrade(found, label, _sql_schema.MIGRATIONS):
         connection.execute(SQLITE.render(template), parameters)
+    if found is None and connection.execute(_sql_events.ANY_EVENT).fetchone() is None:
+        for statement in _sql_events.SQLITE_EVENTS_BY_KEY:  # a new file: see there
+            connection.execute(statement)
     # An outbox feed made before event rows were packed reads them as JSON text,
     # which a packed row is not: the feed is made again as it is now.
     if connection.execute(_sql_outbox.SQLITE_TEXT_FEED).fetchone() is not None:
