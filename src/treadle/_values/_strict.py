@@ -88,13 +88,19 @@ def not_json(value: Any) -> list[str]:
     Text with a lone surrogate is no Unicode text (making it JSON fails),
     and a NaN or an infinity would be made ``null``, an answer nobody gave.
     Other Python values (a datetime, a UUID, bytes) go in their JSON form,
-    as the type's own validator reads them. Walked without recursion, so a
-    value of any depth is answered.
+    as the type's own validator reads them. Walked without recursion and
+    each container once, so a value of any depth (or one holding itself)
+    is answered.
     """
     problems: list[str] = []
     stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    seen: set[int] = set()  # a container met again (shared, or in a cycle) is walked once
     while stack:
         item, loc = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if id(item) in seen:
+                continue  # a cycle is the serializer's to name, below
+            seen.add(id(item))
         if isinstance(item, str):
             if lone_surrogate(item) is not None:
                 problems.append(f"{where(loc)}: text with a lone surrogate is not Unicode text")
