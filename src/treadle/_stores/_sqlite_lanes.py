@@ -349,7 +349,8 @@ class _Timing:
 
     def __enter__(self) -> None:
         self._started = time.perf_counter()
-        self._cpu = time.thread_time()
+        if self._inline:  # a thread's CPU clock is a system call (~1 us): read only when used
+            self._cpu = time.thread_time()
 
     def __exit__(self, *exc_info: object) -> None:
         took = time.perf_counter() - self._started
