@@ -127,7 +127,10 @@ async def test_an_answer_holding_what_json_cannot_carry_is_refused_by_field_neve
 
     wf = WorkflowBuilder(start=score, store=MemoryStore()).register_type(Scored).build()
     request_id = (await wf.run("x", run_id="r1")).pending_requests[0].request_id
+    holds_itself: list[object] = []
+    holds_itself.append(holds_itself)  # walked once, then named by the serializer
     refusals = {
+        "Circular reference": {"reviewer": holds_itself, "score": 1.0},
         "score: nan is not a JSON number": {"reviewer": "ann", "score": float("nan")},
         "score: inf is not a JSON number": {"reviewer": "ann", "score": float("inf")},
         "reviewer: text with a lone surrogate": {"reviewer": "a\ud800", "score": 1.0},
