@@ -34,8 +34,6 @@ async def test_an_answer_that_does_not_fit_is_refused_on_the_record_and_can_be_a
     # As a client without the workflow's code delivers it: not checked.
     unfit = [("answer", request.request_id, b'"seven"')]
     await store.deliver("a1", unfit, version=row.version)
-    with pytest.raises(RequestAlreadyAnsweredError):  # decided: the first answer wins
-        await asker.respond("a1", {request.request_id: 6}, store=store)
 
     runtime = Runtime(store, [asker])
     (taken,) = await runtime.wake_due()  # taken once: the answer refused, nothing to run
@@ -58,3 +56,35 @@ async def test_an_answer_that_does_not_fit_is_refused_on_the_record_and_can_be_a
 
     done = await asker.respond("a1", {request.request_id: 6}, store=store)  # answerable again
     assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
+
+
+async def test_a_checked_answer_is_not_refused_for_an_unfit_one_that_came_first(store):
+    # The store keeps the first answer to a request, checked or not. A door that checks
+    # its own answer takes the free run over, refuses the unfit one on the record, and
+    # then delivers: the caller is not told "already answered" by an answer that never
+    # could be applied.
+    asked = await asker.run(1, run_id="a2", store=store)
+    (request,) = asked.pending_requests
+    row = await store.get_run("a2")
+    await store.deliver("a2", [("answer", request.request_id, b'"seven"')], version=row.version)
+
+    done = await asker.respond("a2", {request.request_id: 6}, store=store)
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
+    actions = [e.action for e in await store.read_audit("a2")]
+    assert actions.index("inbox_refused") < actions.index("request_answered")
+    (refused,) = [e for e in await store.read_audit("a2") if e.action == "inbox_refused"]
+    assert "expects int" in refused.detail["reason"]
+    assert await store.inbox("a2") == []
+
+
+async def test_an_unchecked_answer_that_fits_still_wins(store):
+    asked = await asker.run(1, run_id="a3", store=store)
+    (request,) = asked.pending_requests
+    row = await store.get_run("a3")
+    await store.deliver("a3", [("answer", request.request_id, b"5")], version=row.version)
+
+    with pytest.raises(RequestAlreadyAnsweredError, match="5"):  # the first answer wins
+        await asker.respond("a3", {request.request_id: 6}, store=store)
+    assert [e.action for e in await store.read_audit("a3")].count("inbox_refused") == 0
+    done = await asker.resume("a3", store=store)
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, [6])

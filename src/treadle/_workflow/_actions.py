@@ -41,7 +41,14 @@ from treadle._workflow._rights import (
     check_answer_right,
     check_right,
 )
-from treadle._workflow._runs import deliverable_answers, deliverable_message, fork_run, take_over
+from treadle._workflow._runs import (
+    deliverable_answers,
+    deliverable_message,
+    fork_run,
+    lease_if_free,
+    refuse_unfit_inbox,
+    take_over,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -118,9 +125,14 @@ async def answer(
         assert serializer is not None  # noqa: S101 - a caller without a workflow gives one
         items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
         version = run.version
-    ownership = await _lease_if_free(store, run_id) if take else None
+    ownership = await lease_if_free(store, run_id) if take else None
     try:
-        await store.deliver(run_id, items, version=version, actor=actor)
+        try:
+            await store.deliver(run_id, items, version=version, actor=actor)
+        except RequestAlreadyAnsweredError:
+            if workflow is None or not await refuse_unfit_inbox(workflow, store, run_id, ownership):
+                raise
+            await store.deliver(run_id, items, version=version, actor=actor)  # held by an unfit one
     except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won
         if ownership is not None:
             await ownership.close()
@@ -170,14 +182,6 @@ async def _logged_rules(
     return (), False
 
 
-async def _lease_if_free(store: Store, run_id: str) -> Ownership | None:
-    """The run's lease, if nobody holds it and it is not paused (``None`` otherwise)."""
-    try:
-        return await Ownership.acquire(store, run_id)
-    except (RunBusyError, RunPausedError):
-        return None
-
-
 async def send(
     store: Store,
     run_id: str,
@@ -223,7 +227,7 @@ async def send(
     if chosen.kind != "reject":
         item = (inbox_kind(chosen), target, workflow.serializer.dumps(message))
         await store.deliver(run_id, [item], version=workflow.version, actor=actor)
-        return await _lease_if_free(store, run_id)
+        return await lease_if_free(store, run_id)
     try:
         ownership = await Ownership.acquire(store, run_id, wait=wait)
     except RunBusyError as busy:

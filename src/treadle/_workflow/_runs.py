@@ -39,6 +39,7 @@ from treadle._exceptions import (
     RequestAlreadyAnsweredError,
     RequestError,
     RunBusyError,
+    RunPausedError,
     SessionBusyError,
     UnknownRequestError,
     VersionMismatchError,
@@ -219,6 +220,44 @@ def unfit_items(
         except RequestError as error:
             refusals.append((item.seq, error_text(error)))
     return refusals
+
+
+async def refuse_unfit_inbox(
+    workflow: Workflow, store: Store, run_id: str, ownership: Ownership | None
+) -> bool:
+    """Refuse, on the record, the answers in a free run's inbox that do not fit; ``True`` if any.
+
+    The store keeps the first answer to a request, checked or not; one that
+    came in unchecked (``Store.deliver``, a client holding no code) and does
+    not fit would otherwise hold the request, refusing every later answer,
+    until something takes the run over and refuses it. A door that checks
+    answers does that takeover itself when the run is free (``ownership``:
+    its lease, held already), so the answer it checked can go in. A run
+    owned elsewhere is left to its owner, which refuses such items where
+    it reads the inbox.
+    """
+    held = await store.inbox(run_id)
+    if not any(item.kind == "answer" for item in held):
+        return False  # the kept answer was applied: it won
+    owned = ownership or await lease_if_free(store, run_id)
+    if owned is None:
+        return False
+    try:
+        await take_over(workflow, store, run_id, ownership=owned)
+    finally:
+        if ownership is None:
+            await owned.close()
+        else:
+            owned.consumed = None  # read here, applied by the caller's own takeover
+    return len(await store.inbox(run_id)) < len(held)
+
+
+async def lease_if_free(store: Store, run_id: str) -> Ownership | None:
+    """The run's lease, if nobody holds it and it is not paused (``None`` otherwise)."""
+    try:
+        return await Ownership.acquire(store, run_id)
+    except (RunBusyError, RunPausedError):
+        return None
 
 
 async def deliverable_answers(
