@@ -19,9 +19,11 @@ import pytest
 from psycopg import sql
 from test_store_suite import T0, checkpoint, kept_ids
 
+from treadle import WorkflowBuilder, WorkflowContext, executor
 from treadle._exceptions import LeaseLostError, RunNotFoundError
 from treadle._stores import _postgres_batch, _postgres_group
 from treadle._stores._records import Lease, RunRecord
+from treadle._stores._sql_ownership import READY_CHANNEL
 from treadle._stores._sqlite import SqliteStore
 from treadle._stores._write_steps import ALL
 from treadle.stores import PostgresStore
@@ -315,3 +317,86 @@ async def test_postgres_a_batch_quotes_its_parameters_as_psycopg_binds_them(dsn:
         await sender.flush(last=True)
         assert sender.committed
         assert sent.answer == [values]
+
+
+async def test_postgres_a_run_is_made_in_three_queries_and_let_go_with_its_last_commit(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's creation waits only for the answers it needs; its last commit lets it go too.
+
+    Creating a run asks whether its id is new, then for the end of the audit
+    chain (whose lock goes in the same query: the chain is held for one round
+    trip and the COMMIT, not one per statement); the rest goes with the COMMIT.
+    The commit that ends the run gives its lease up in the same query,
+    taking for granted that nothing came meanwhile (the server checks).
+    """
+
+    @executor(id="once")
+    async def once(x: int, ctx: WorkflowContext[int]) -> None:
+        ctx.yield_output(x)
+
+    workflow = WorkflowBuilder(once, name="once").build()
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        await workflow.run(0, store=store)  # statements prepared on the connection
+        queries: list[str] = []
+        executed = psycopg.AsyncCursor.execute
+
+        async def recorded(
+            self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any
+        ) -> Any:
+            queries.append(query.decode() if isinstance(query, bytes) else str(query))
+            return await executed(self, query, *args, **kw)
+
+        monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+        result = await workflow.run(1, store=store, run_id="made")
+        monkeypatch.undo()
+        assert result.outputs == [1]
+        ours = [q for q in queries if "pg_prepared_statements" not in q]
+        made, chained, created, finished = ours
+        assert made.startswith("BEGIN")
+        assert made.count("EXECUTE") == 1  # is the id new?
+        assert "LOCK TABLE treadle_audit" in chained  # with the read of the chain's end
+        assert created.endswith("COMMIT")
+        assert finished.endswith("COMMIT")
+        assert finished.startswith("BEGIN")
+        row = await store.get_run("made")
+        assert (row.status, row.owner) == ("completed", None)
+        assert [e.action for e in await store.read_audit("made")] == ["run_created"]
+    finally:
+        await store.close()
+
+
+async def test_postgres_a_release_guessed_quiet_is_driven_again_when_a_message_came(
+    dsn: str, schema: str
+) -> None:
+    """A message delivered while the run is owned makes the guess wrong: driven again, seen."""
+    store = PostgresStore(dsn, schema=schema)
+
+    @executor(id="listen")
+    async def listen(x: int, ctx: WorkflowContext) -> None:
+        row = await store.get_run(ctx.run_id)  # another sender, while this process owns the run
+        await store.deliver(ctx.run_id, [("message", None, b"1")], version=row.version)
+        ctx.state.set("heard", x)  # and the run rests, its lease given up with its commit
+
+    rests = WorkflowBuilder(listen, name="rests").add_state("heard", default=0).build()
+    announced = psycopg.connect(dsn, autocommit=True)
+    try:
+        announced.execute(sql.SQL("LISTEN {}").format(sql.Identifier(READY_CHANNEL)))
+        result = await rests.run(1, store=store, run_id="heard")
+        assert result.status.value == "completed"
+        with psycopg.connect(dsn) as connection:
+            ready, owner = connection.execute(
+                sql.SQL(
+                    "SELECT ready_at, owner FROM {}.treadle_runs WHERE run_id = 'heard'"
+                ).format(sql.Identifier(schema))
+            ).fetchone() or (None, None)
+        assert owner is None
+        assert ready is not None
+        # The guess (nothing came) was wrong and not taken for true: idle workers were told
+        # by the release too, after the delivery's own announcement.
+        heard = [n.payload for n in announced.notifies(timeout=1.0, stop_after=2)]
+        assert heard == [schema, schema]
+    finally:
+        announced.close()
+        await store.close()

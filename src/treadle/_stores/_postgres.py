@@ -194,8 +194,11 @@ class PostgresStore(
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
         described = self.kept_graphs.described(graph)
-        plan = _write_plans.create_run(run, described, first, lease, POSTGRES_WRITES)
-        await self._run(functools.partial(drive, plan), write=True)
+        await self._commits.alone(
+            functools.partial(
+                _write_plans.create_run, run, described, first, lease, POSTGRES_WRITES
+            )
+        )
         self.kept_graphs.committed(described)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:

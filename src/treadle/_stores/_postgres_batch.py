@@ -40,9 +40,18 @@ _WRITES = frozenset(("INSERT", "UPDATE", "DELETE", "MERGE"))
 _PLACEHOLDER = re.compile(r"%%|%s")
 
 
+# What PREPARE takes; any other statement (a LOCK TABLE) goes as it is, taking no parameters.
+_PREPARABLE = ("SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "VALUES", "WITH")
+
+
 @functools.cache
-def _prepared_as(rendered: str) -> tuple[str, str]:
-    """The name a statement is prepared under, and its ``PREPARE`` (as sent: ``%%`` is ``%``)."""
+def _prepared_as(rendered: str) -> tuple[str, str] | None:
+    """The name a statement is prepared under, and its ``PREPARE`` (as sent: ``%%`` is ``%``).
+
+    ``None``: the statement cannot be prepared (it is sent as it is).
+    """
+    if not rendered.lstrip().upper().startswith(_PREPARABLE):
+        return None
     name = "treadle_" + hashlib.blake2b(rendered.encode(), digest_size=10).hexdigest()
     count = 0
 
@@ -138,7 +147,14 @@ class BatchSender:
         head: list[bytes] = []
         body: list[bytes] = []
         for sent in self._round:
-            name, prepare = _prepared_as(sent.rendered)
+            prepared = _prepared_as(sent.rendered)
+            if prepared is None:
+                if sent.parameters:
+                    msg = f"a statement PREPARE cannot take has parameters: {sent.rendered}"
+                    raise ValueError(msg)
+                body.append(_encoded(sent.rendered.replace("%%", "%"), encoding))
+                continue
+            name, prepare = prepared
             if name not in known:
                 head.append(_encoded(prepare, encoding))
                 known.add(name)  # forgotten below should the query fail

@@ -47,6 +47,7 @@ from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE
 from treadle._stores._sql_queue import RELEASE_HELD
 from treadle._stores._sql_statements import INSERT_CHECKPOINT
+from treadle._stores._write_plans import RELEASE_RETURNING
 from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class WroteThenRefused(Exception):  # noqa: N818 - a signal to the group's drive
 
 _NOT_ASKED = (None,)  # the fenced advance's answer when no pause was asked
 _NOT_READY = (False,)  # a release's answer when the run is not to be taken up at once
+_LET_GO = (None, None, None)  # an owner's release when nothing came meanwhile, no pause asked
 _FENCED_ADVANCE = POSTGRES_WRITES.advance + FENCE + " RETURNING pause_requested"
 _ADOPT = ADOPT_PENDING
 _CHECKPOINTS = INSERT_CHECKPOINT[: INSERT_CHECKPOINT.index("VALUES")]
@@ -110,7 +112,9 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
     answers for granted, its later statements go with them, without waiting.
     A worker starting a run moves its pending row on under its claim, likewise,
     and one giving a run up finds it not ready (it ended, or waits for a
-    client, with nothing delivered meanwhile): no notice to send.
+    client, with nothing delivered meanwhile): no notice to send. So does a
+    process letting its run go (nothing delivered, no pause asked: the
+    status the row returns is then not read).
 
     Returns:
         ``None`` (no guess), or the answer the plan is given, the statement
@@ -122,6 +126,9 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
         return _NOT_ASKED, _asserted(template, "guessed IS NULL"), 1
     if want is ONE and template == RELEASE_HELD:
         return _NOT_READY, _asserted(template, "NOT guessed.ready"), 1
+    if want is ONE and template == RELEASE_RETURNING:
+        quiet = "guessed.ready_at IS NULL AND guessed.pause_requested IS NULL"
+        return _LET_GO, _asserted(template, quiet), 1
     if want is COUNT and template == _ADOPT:
         return 1, _asserted(template + " RETURNING 1"), 1
     if want is COUNT and template.startswith(_CHECKPOINTS):
@@ -316,7 +323,7 @@ class GroupCommit:
         if not commits.busy:
             commits.busy = True
             try:
-                result: _T = await self._alone(make)
+                result: _T = await self.alone(make)
             finally:
                 self._next(commits, loop)
             return result
@@ -384,12 +391,17 @@ class GroupCommit:
 
     async def _one(self, make: Callable[[], Plan[Any]]) -> _Outcome:
         try:
-            return (await self._alone(make), None)
+            return (await self.alone(make), None)
         except Exception as error:  # noqa: BLE001 - handed to the commit's caller
             return (None, error)
 
-    async def _alone(self, make: Callable[[], Plan[_T]]) -> _T:
+    async def alone(self, make: Callable[[], Plan[_T]]) -> _T:
         """One commit in a transaction of its own: batched and guessing, else pipelined.
+
+        Also for a write that is not to join a group (a run's creation, whose
+        audit entry extends the one chain every creation extends: two in one
+        transaction would both read its end) but should still cost a round
+        trip per answer it needs, not one per statement.
 
         A wrong guess (the server fails its statement), or any other failure
         of the batch itself (a statement that cannot be prepared, say), and

@@ -385,7 +385,8 @@ def collect_pieces(run_id: str, named: Sequence[str]) -> Plan[None]:
         yield (_sql_pieces.DELETE_PIECES, (ids_text(doomed),), NOTHING, False)
 
 
-_RELEASE = _sql_ownership.RELEASE + " RETURNING ready_at, pause_requested, status"
+RELEASE_RETURNING = _sql_ownership.RELEASE + " RETURNING ready_at, pause_requested, status"
+"""An owner letting its run go; its row (ready, pause asked, status), none if the lease is gone."""
 
 
 def release_held(lease: Lease, now: float, backend: Backend) -> Plan[bool]:
@@ -396,7 +397,7 @@ def release_held(lease: Lease, now: float, backend: Backend) -> Plan[bool]:
     earlier statement wrote or locked it): only then does this statement's
     snapshot hold every item a delivery committed before it.
     """
-    row = yield (_RELEASE, (now, lease.run_id, lease.owner, lease.epoch), ONE, False)
+    row = yield (RELEASE_RETURNING, (now, lease.run_id, lease.owner, lease.epoch), ONE, False)
     if row is None:
         return False
     ready, requested, status = row
