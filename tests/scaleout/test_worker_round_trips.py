@@ -136,3 +136,32 @@ async def test_a_claim_is_two_queries_begin_with_the_claim_and_commit_with_the_i
     assert "COMMIT" not in claimed
     assert _CLAIM_BATCHES[1] in read
     assert read.endswith(";\nCOMMIT")
+
+
+async def test_a_clients_start_is_three_queries_its_commit_in_the_last(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether the id is new; the inbox, the announcement and the audit chain's end; the
+    # chain's entry and the run's log with COMMIT: a query per answer needed, the chain's
+    # lock held for one round trip and the COMMIT.
+    client = treadle.workers.Client(store, [scale_app.counter])
+    await client.start("counter", {"total": 1}, run_id="warm")  # statements prepared
+    queries: list[str] = []
+    executed = psycopg.AsyncCursor.execute
+
+    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        queries.append(query.decode() if isinstance(query, bytes) else str(query))
+        return await executed(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    await client.start("counter", {"total": 1}, run_id="counted")
+    again = await client.start("counter", {"total": 1}, run_id="counted")  # idempotent
+    monkeypatch.undo()
+    first, chained, committed, *rest = queries
+    assert first.startswith("BEGIN")
+    assert "LOCK TABLE treadle_audit" in chained
+    assert committed.endswith("COMMIT")
+    assert len(rest) == 3  # the second start: the id taken, its workflow read, COMMIT: no write
+    assert again == "counted"
+    row = await store.get_run("counted")
+    assert (row.status, row.workflow) == ("pending", "counter")

@@ -194,11 +194,10 @@ class PostgresStore(
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
         described = self.kept_graphs.described(graph)
-        await self._commits.alone(
-            functools.partial(
-                _write_plans.create_run, run, described, first, lease, POSTGRES_WRITES
-            )
+        plan = functools.partial(
+            _write_plans.create_run, run, described, first, lease, POSTGRES_WRITES
         )
+        await self.alone(plan)
         self.kept_graphs.committed(described)
 
     async def commit(self, checkpoint: CheckpointRecord, *, keep_last: int | None = None) -> None:
@@ -395,6 +394,14 @@ class PostgresStore(
         :mod:`treadle._stores._postgres_group`).
         """
         return await self._commits.commit(make)
+
+    async def alone(self, make: Callable[[], Plan[_T]]) -> _T:
+        """Drive the write plan ``make`` makes in a transaction of its own, a query per answer.
+
+        For a write that extends the audit chain (a run's creation, a start
+        recorded): see :meth:`GroupCommit.alone`.
+        """
+        return await self._commits.alone(make)
 
     async def batched(self, work: Callable[[Sender], Awaitable[_T]]) -> _T:
         """Run ``work`` in one transaction whose rounds are one query each (with ``BEGIN``).

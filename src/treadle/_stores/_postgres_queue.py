@@ -34,13 +34,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
-from treadle._stores import _sql_queue, _sql_search
+from treadle._stores import _sql_ownership, _sql_queue, _sql_search, _write_plans
 from treadle._stores._audit import delivered
 from treadle._stores._postgres_leases import LeasedStore
-from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL, record
-from treadle._stores._sql_dialect import POSTGRES
+from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL
 from treadle._stores._store import InboxItem
-from treadle._stores._write_steps import ALL, NOTHING, ONE
+from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE, POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -240,25 +239,36 @@ async def enqueue_run(
     Raises:
         RunExistsError: The id belongs to a run of another workflow.
     """
-    now = time.time()
+    plan = functools.partial(
+        _enqueued, run_id, workflow, payload, time.time(), deadline_at, version, actor, fields
+    )
+    return await store.alone(plan)
 
-    async def work(connection: Connection) -> bool:
-        started_by = actor.encode() if actor is not None else None
-        row = (run_id, workflow, now, now, deadline_at, b"", now, version, started_by)
-        if (await connection.execute(_sql_queue.ENQUEUE, row)).rowcount == 0:
-            found = await connection.execute(
-                "SELECT workflow FROM treadle_runs WHERE run_id = %s", (run_id,)
-            )
-            existing = await found.fetchone()
-            if existing is not None and existing[0] != workflow:
-                raise RunExistsError(run_id)
-            return False
-        await connection.execute(_sql_queue.INSERT_INBOX, (run_id, "start", None, payload, now))
-        for template, values in _sql_search.value_writes(run_id, fields):
-            await connection.execute(POSTGRES.render(template), values)
-        await connection.execute(NOTIFY_READY)  # sent when the transaction commits
-        if actor is not None:
-            await record(connection, delivered(run_id, [("start", None, payload)], actor), now)
-        return True
 
-    return await store.transact(work)
+def _enqueued(
+    run_id: str,
+    workflow: str,
+    payload: bytes,
+    now: float,
+    deadline_at: float | None,
+    version: int,
+    actor: Actor | None,
+    fields: Sequence[FieldValue],
+) -> Plan[bool]:
+    """:func:`enqueue_run` as a write plan: a query for whether the id is new, one for the rest."""
+    started_by = actor.encode() if actor is not None else None
+    row = (run_id, workflow, now, now, deadline_at, b"", now, version, started_by)
+    if (yield (_sql_queue.ENQUEUE, row, COUNT, False)) == 0:
+        existing = yield (_sql_queue.WORKFLOW_OF, (run_id,), ONE, False)
+        if existing is not None and existing[0] != workflow:
+            raise RunExistsError(run_id)
+        return False
+    yield (_sql_ownership.INSERT_INBOX, (run_id, "start", None, payload, now), NOTHING, False)
+    for template, values in _sql_search.value_writes(run_id, fields):
+        yield (template, values, NOTHING, False)
+    yield (_sql_ownership.NOTIFY_READY, (), NOTHING, False)  # sent when the transaction commits
+    if actor is not None:
+        yield from _write_plans.record(
+            delivered(run_id, [("start", None, payload)], actor), now, POSTGRES_WRITES
+        )
+    return True

@@ -116,5 +116,6 @@ ENQUEUE = """
 INSERT INTO treadle_runs
     (run_id, workflow, status, superstep, created_at, updated_at, deadline_at, graph, ready_at,
     version, started_by)
-VALUES (%s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s, %s)
+VALUES (?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO NOTHING"""
+WORKFLOW_OF = "SELECT workflow FROM treadle_runs WHERE run_id = ?"
