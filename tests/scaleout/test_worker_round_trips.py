@@ -61,26 +61,31 @@ def _run_queries(queries: list[str]) -> list[str]:
     return ran
 
 
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every query psycopg's async cursors send from now on (until ``undo``)."""
+    queries: list[str] = []
+    executed = psycopg.AsyncCursor.execute
+
+    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        queries.append(query.decode() if isinstance(query, bytes) else str(query))
+        return await executed(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    return queries
+
+
 async def test_a_run_costs_a_query_a_write_and_no_read_of_its_own(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = treadle.workers.Client(store, [scale_app.counter])
     await client.start("counter", {"total": SUPERSTEPS}, run_id="rt-1")
-    queries: list[str] = []
-    executed = psycopg.AsyncCursor.execute
-
-    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        text = query.decode() if isinstance(query, bytes) else str(query)
-        queries.append(" ".join(text.split()))
-        return await executed(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    sent = _recording(monkeypatch)
     worker = Worker(store, [scale_app.counter], lease=5.0, poll_interval=0.05, concurrency=1)
     assert await worker.run_until_idle() == 1
     monkeypatch.undo()
     assert (await client.get("rt-1")).status == "completed"
     checkpoints = await store.list_checkpoints("rt-1")
-    ran = _run_queries(queries)
+    ran = _run_queries([" ".join(query.split()) for query in sent])
     batches = [query for query in ran if query.startswith(("PREPARE", "BEGIN", "EXECUTE"))]
     # Each write (the start, every commit after it, the release) is one query, its COMMIT at
     # the end: no statement alone, no read of the run's row or inbox of its own.
@@ -117,14 +122,7 @@ async def test_a_claim_is_two_queries_begin_with_the_claim_and_commit_with_the_i
     await client.start("counter", {"total": 1}, run_id="rt-3")
     queue = RunQueue(store, "me", lease=5.0)
     await queue.claim([("nothing-hosted", 1)], time.time(), 1)  # the connection's prepared read
-    queries: list[str] = []
-    executed = psycopg.AsyncCursor.execute
-
-    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        queries.append(query.decode() if isinstance(query, bytes) else str(query))
-        return await executed(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    queries = _recording(monkeypatch)
     (claim,) = await queue.claim([("counter", 1)], time.time(), 4)
     monkeypatch.undo()
     assert (claim.run_id, claim.epoch) == ("rt-3", 1)
@@ -146,14 +144,7 @@ async def test_a_clients_start_is_three_queries_its_commit_in_the_last(
     # lock held for one round trip and the COMMIT.
     client = treadle.workers.Client(store, [scale_app.counter])
     await client.start("counter", {"total": 1}, run_id="warm")  # statements prepared
-    queries: list[str] = []
-    executed = psycopg.AsyncCursor.execute
-
-    async def recorded(self: psycopg.AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        queries.append(query.decode() if isinstance(query, bytes) else str(query))
-        return await executed(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recorded)
+    queries = _recording(monkeypatch)
     await client.start("counter", {"total": 1}, run_id="counted")
     again = await client.start("counter", {"total": 1}, run_id="counted")  # idempotent
     monkeypatch.undo()
