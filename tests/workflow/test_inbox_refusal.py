@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
+from treadle import Actor, Role, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import RequestAlreadyAnsweredError
 
 
@@ -68,13 +68,32 @@ async def test_a_checked_answer_is_not_refused_for_an_unfit_one_that_came_first(
     row = await store.get_run("a2")
     await store.deliver("a2", [("answer", request.request_id, b'"seven"')], version=row.version)
 
-    done = await asker.respond("a2", {request.request_id: 6}, store=store)
+    answerer = Actor("user", "ada", "api", Role.APPROVER)
+    done = await asker.respond("a2", {request.request_id: 6}, store=store, actor=answerer)
     assert (done.status, done.outputs) == (RunStatus.COMPLETED, [7])
     actions = [e.action for e in await store.read_audit("a2")]
     assert actions.index("inbox_refused") < actions.index("request_answered")
     (refused,) = [e for e in await store.read_audit("a2") if e.action == "inbox_refused"]
     assert "expects int" in refused.detail["reason"]
+    # Refused in the name of the answerer whose answer set the takeover going, at their
+    # door: not of a nameless service.
+    assert (refused.actor["name"], refused.actor["kind"], refused.door) == ("ada", "user", "api")
+    (logged,) = [e for e in await store.read_events("a2") if e.kind == "inbox_refused"]
+    assert logged.data["actor"]["name"] == "ada"
     assert await store.inbox("a2") == []
+
+
+async def test_an_unfit_answer_a_resume_finds_is_refused_in_the_resumers_name(store):
+    asked = await asker.run(1, run_id="a4", store=store)
+    (request,) = asked.pending_requests
+    row = await store.get_run("a4")
+    await store.deliver("a4", [("answer", request.request_id, b'"seven"')], version=row.version)
+
+    operator = Actor("user", "grace", "api", Role.OPERATOR)
+    resumed = await asker.resume("a4", store=store, actor=operator)
+    assert resumed.status is RunStatus.AWAITING_INPUT
+    (refused,) = [e for e in await store.read_audit("a4") if e.action == "inbox_refused"]
+    assert (refused.actor["name"], refused.door) == ("grace", "api")
 
 
 async def test_an_unchecked_answer_that_fits_still_wins(store):

@@ -227,14 +227,19 @@ class Ownership:
             release=release,
         )
 
-    async def refuse_inbox(self, refusals: Sequence[tuple[int, str]]) -> None:
+    async def refuse_inbox(
+        self, refusals: Sequence[tuple[int, str]], actor: Actor | None = None
+    ) -> None:
         """Take inbox items this owner cannot apply out of the run's inbox, each on the record.
 
-        ``refusals``: (seq, reason) of each. The record names this process
+        ``refusals``: (seq, reason) of each. ``actor``: on whose behalf, when
+        a door's caller set the takeover going (an answerer, a resume): the
+        record names them and their door. Without, it names this process
         (its lease's owner) as the service that refused them.
         """
         self._check()
-        actor = Actor.service(self.lease.owner, door="worker")
+        if actor is None:
+            actor = Actor.service(self.lease.owner, door="worker")
         try:
             await self.store.refuse_inbox(self.lease, refusals, actor)
         except LeaseLostError as error:

@@ -130,7 +130,9 @@ async def answer(
         try:
             await store.deliver(run_id, items, version=version, actor=actor)
         except RequestAlreadyAnsweredError:
-            if workflow is None or not await refuse_unfit_inbox(workflow, store, run_id, ownership):
+            if workflow is None or not await refuse_unfit_inbox(
+                workflow, store, run_id, ownership, actor
+            ):
                 raise
             await store.deliver(run_id, items, version=version, actor=actor)  # held by an unfit one
     except RequestAlreadyAnsweredError as refused:  # another answer, or the timeout, won

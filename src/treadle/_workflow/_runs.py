@@ -140,8 +140,9 @@ async def take_over(
 ) -> TakenOver:
     """Take the run's lease (or use ``ownership``), then read its checkpoint and inbox.
 
-    With ``actor`` (the door's resume, whose right it checked), taking the
-    lease is recorded as ``run_resumed``.
+    With ``actor`` (the door's, whose right it checked), taking the lease
+    is recorded as ``run_resumed`` (when ``ownership`` is not given) and
+    inbox items the run cannot apply are refused on the record in its name.
 
     ``read_inbox=False`` skips the inbox read for a run known to have had
     nothing delivered (a timer service's claim says so). ``loaded``: the
@@ -173,7 +174,7 @@ async def take_over(
     refusals = unfit_items(workflow, restored, items) if items else []
     if refusals:
         try:
-            await owned.refuse_inbox(refusals)
+            await owned.refuse_inbox(refusals, actor)
         except BaseException:
             await owned.close()
             raise
@@ -223,7 +224,7 @@ def unfit_items(
 
 
 async def refuse_unfit_inbox(
-    workflow: Workflow, store: Store, run_id: str, ownership: Ownership | None
+    workflow: Workflow, store: Store, run_id: str, ownership: Ownership | None, actor: Actor
 ) -> bool:
     """Refuse, on the record, the answers in a free run's inbox that do not fit; ``True`` if any.
 
@@ -234,7 +235,8 @@ async def refuse_unfit_inbox(
     answers does that takeover itself when the run is free (``ownership``:
     its lease, held already), so the answer it checked can go in. A run
     owned elsewhere is left to its owner, which refuses such items where
-    it reads the inbox.
+    it reads the inbox. The refusal is recorded in ``actor``'s name (the
+    answerer, at their door): their answer set it going.
     """
     held = await store.inbox(run_id)
     if not any(item.kind == "answer" for item in held):
@@ -243,7 +245,7 @@ async def refuse_unfit_inbox(
     if owned is None:
         return False
     try:
-        await take_over(workflow, store, run_id, ownership=owned)
+        await take_over(workflow, store, run_id, ownership=owned, actor=actor)
     finally:
         if ownership is None:
             await owned.close()
