@@ -83,3 +83,25 @@ async def test_an_answer_no_worker_can_apply_is_refused_on_the_record_and_answer
     await plain.respond("q", {request_id: "blue"})  # answerable again
     await Worker(store, [private], lease=2, poll_interval=0.05).run_until_idle()
     assert (await plain.result("q")).outputs == ["colour? -> blue"]
+
+
+@treadle.executor(id="listen")
+async def listen(greeting: str, ctx: treadle.WorkflowContext) -> None:
+    heard = await ctx.wait_for_input()
+    ctx.yield_output(f"{greeting} {heard}")
+
+
+async def test_of_two_messages_a_client_without_code_sends_one_wait_takes_the_first(store):
+    # Both reach the inbox unchecked. The worker applies the first and refuses the
+    # second alone, on the record: not both, and not the run left holding them.
+    listener = treadle.WorkflowBuilder(listen, name="listener").build()
+    await Client(store).start("listener", "hi", run_id="s")
+    await Worker(store, [listener], lease=2, poll_interval=0.05).run_until_idle()
+    plain = Client(store)
+    await plain.send_message("s", "first")
+    await plain.send_message("s", "second")
+    await Worker(store, [listener], lease=2, poll_interval=0.05).run_until_idle()
+    assert (await plain.result("s")).outputs == ["hi first"]
+    (refused,) = [e for e in await store.read_audit("s") if e.action == "inbox_refused"]
+    assert refused.door == "worker"
+    assert "an earlier message takes its wait" in refused.detail["reason"]

@@ -107,3 +107,30 @@ async def test_an_unchecked_answer_that_fits_still_wins(store):
     assert [e.action for e in await store.read_audit("a3")].count("inbox_refused") == 0
     done = await asker.resume("a3", store=store)
     assert (done.status, done.outputs) == (RunStatus.COMPLETED, [6])
+
+
+@executor(id="listen")
+async def listen(greeting: str, ctx: WorkflowContext) -> None:
+    heard = await ctx.wait_for_input()
+    ctx.yield_output(f"{greeting} {heard}")
+
+
+listener = WorkflowBuilder(listen, name="listener").build()
+
+
+async def test_of_two_unchecked_messages_to_one_wait_the_first_is_applied_the_second_refused(
+    store,
+):
+    # A client holding no code delivers two messages; one wait takes one. The first is
+    # applied, the second alone refused on the record: not both, for what only the
+    # second did.
+    await listener.run("hi", run_id="m1", store=store)
+    row = await store.get_run("m1")
+    twice = [("message", None, b'"first"'), ("message", None, b'"second"')]
+    await store.deliver("m1", twice, version=row.version)
+
+    (done,) = await Runtime(store, [listener]).wake_due()
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["hi first"])
+    (refused,) = [e for e in await store.read_audit("m1") if e.action == "inbox_refused"]
+    assert "not waiting for input" in refused.detail["reason"]
+    assert await store.inbox("m1") == []

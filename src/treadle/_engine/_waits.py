@@ -425,16 +425,22 @@ class WaitBook:
                 return _resumed(suspension, None)
         return None
 
-    def input_waiter(self, target: str | None) -> Suspension | NestedRequest | None:
+    def input_waiter(
+        self, target: str | None, taken: Sequence[Suspension] = ()
+    ) -> Suspension | NestedRequest | None:
         """The first invocation (in stamp order) waiting for session input.
 
         Then one inside a sub-workflow, named by its path (``chat/reply``),
-        or any there when no ``target`` is given.
+        or any there when no ``target`` is given. ``taken``: waits that
+        messages read before this one take (each wait takes one message),
+        passed over as the engine will find them answered.
         """
         waiting = [
             s
             for s in self.suspended
-            if s.wait.kind == "input" and (target is None or s.executor_id == target)
+            if s.wait.kind == "input"
+            and (target is None or s.executor_id == target)
+            and not any(s is other for other in taken)
         ]
         if waiting:
             return min(waiting, key=lambda s: s.envelope.stamp)
@@ -442,7 +448,7 @@ class WaitBook:
             prefix = f"{nested.path}/"
             if target is not None and not target.startswith(prefix):
                 continue
-            inner = nested.barrier.waits.input_waiter(target and target.removeprefix(prefix))
+            inner = nested.barrier.waits.input_waiter(target and target.removeprefix(prefix), taken)
             if inner is not None:
                 return NestedRequest(key, inner)
         return None

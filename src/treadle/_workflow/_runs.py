@@ -32,6 +32,7 @@ from treadle._engine._barrier import BarrierState
 from treadle._engine._errors import RunCancelledError
 from treadle._engine._result import RunStatus
 from treadle._engine._state import checked_keys
+from treadle._engine._waits import NestedRequest, Suspension
 from treadle._exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -190,6 +191,15 @@ async def take_over(
     return TakenOver(restored, owned, read.answers, read.inputs, read.expired)
 
 
+def _innermost(found: Suspension | NestedRequest) -> Suspension:
+    """The invocation that waits, however deep in sub-workflows ``found`` names it."""
+    waiting: object = found
+    while isinstance(waiting, NestedRequest):
+        waiting = waiting.waiting
+    assert isinstance(waiting, Suspension)  # noqa: S101 - what waits for input suspends
+    return waiting
+
+
 def unfit_items(
     workflow: Workflow, restored: RestoredRun, items: Sequence[InboxItem]
 ) -> list[tuple[int, str]]:
@@ -202,13 +212,20 @@ def unfit_items(
     every takeover; the owner refuses them on the record instead, and the
     request can be answered again. An answer to a request no longer pending
     is left alone (sorting the inbox leaves it out: it was answered on
-    another branch).
+    another branch). Each wait for input takes one message, the first read:
+    a message after it, with no other wait to take it, is refused alone.
     """
     waits, refusals = restored.waits, []
+    taken: list[Suspension] = []  # the waits for input the messages read so far take
     for item in items:
-        if item.kind == "message" and waits.input_waiter(item.target) is None:
-            where = f"executor {item.target!r}" if item.target else "the run"
-            refusals.append((item.seq, f"{where} is not waiting for input ({restored.status})"))
+        if item.kind == "message":
+            found = waits.input_waiter(item.target, taken)
+            if found is None:
+                where = f"executor {item.target!r}" if item.target else "the run"
+                why = "an earlier message takes its wait" if taken else restored.status
+                refusals.append((item.seq, f"{where} is not waiting for input ({why})"))
+            else:
+                taken.append(_innermost(found))
         if item.kind != "answer" or marker_deadline(item.payload) is not None:
             continue
         try:
