@@ -560,6 +560,34 @@ async def test_deliver_is_all_or_none_and_the_first_answer_to_a_request_wins(sto
         await store.deliver("ghost", [("message", None, b"1")])
 
 
+@pytest.mark.parametrize(
+    ("item", "error", "named"),
+    [
+        (("message:bogus", None, b'"m"'), ValueError, "kind 'message:bogus'"),
+        (("message:reject", None, b'"m"'), ValueError, "under reject is of kind 'message'"),
+        (("message:debounce:soon", None, b'"m"'), ValueError, "debounce needs a window"),
+        (("start", None, b'"m"'), ValueError, "kind 'start' is not"),
+        (("answer", None, b"1"), ValueError, "names the request it answers"),
+        (("message", 7, b'"m"'), TypeError, "a target is text"),
+        (("message", None, "m"), TypeError, "a payload is bytes"),
+    ],
+)
+async def test_a_delivery_no_owner_could_apply_is_refused_whole_naming_the_item(
+    store, item, error, named
+):
+    # Store.deliver is a client's own door: what it delivers unchecked is checked for
+    # what every owner needs, before anything is written (a policy nobody knows used to
+    # fail the run where its owner met it).
+    await new_run(store)
+    good = ("message", None, b'"fine"')
+    with pytest.raises(error, match="item 1") as raised:
+        await store.deliver("run-1", [good, item])
+    assert named in str(raised.value)
+    assert await store.inbox("run-1") == []  # all or none
+    await store.deliver("run-1", [good, ("message:debounce:2.5", None, b'"m"')])
+    assert [i.kind for i in await store.inbox("run-1")] == ["message", "message:debounce:2.5"]
+
+
 async def test_nothing_can_be_delivered_to_an_ended_run(store):
     await new_run(store)
     await new_run(store, "run-2", first="d0")
@@ -626,7 +654,7 @@ async def test_claim_takes_due_ready_and_orphaned_runs_never_a_currently_owned_o
     dead = await expired_lease(store, "orphan", "dead")
     await new_run(store, "done", first="d/0", status="completed")
     await new_run(store, "queued", first="q/0", status="pending")  # for workers only
-    await store.deliver("queued", [("start", None, b'"go"')])
+    await store.deliver("queued", [("message", None, b'"go"')])  # ready, but pending
     for run_id, status, wake_at in [("owned", "running", None), ("owned-due", "waiting", T0)]:
         await new_run(store, run_id, first=f"{run_id}/0", status=status, wake_at=wake_at)
         await store.acquire(run_id, "alive", 30)

@@ -137,6 +137,12 @@ class Deliveries(Protocol):
             RequestError: the run has ended.
             RequestAlreadyAnsweredError: a request was answered already.
             VersionMismatchError: the run is on another version than ``version``.
+            ValueError: an item no owner could apply: a kind other than
+                ``answer``, ``message`` or ``message:POLICY`` (a policy other
+                than reject), or an answer naming no request; nothing was
+                delivered.
+            TypeError: a target that is not text or ``None``, a payload
+                that is not bytes; nothing was delivered.
         """
         ...
 

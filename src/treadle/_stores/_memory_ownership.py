@@ -26,6 +26,7 @@ from treadle._stores import _audit, _memory_events, _pausing
 from treadle._stores._sql_ownership import (
     ENDED_STATUSES,
     answer_preview,
+    check_items,
     check_not_ended,
     check_version,
 )
@@ -164,8 +165,10 @@ class MemoryOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: The run has ended.
             RequestAlreadyAnsweredError: A request was answered already.
+            ValueError, TypeError: An item no owner could apply (see ``check_items``).
         """
         self._check_open()
+        check_items(run_id, items)
         with self._lock:
             run = self._run(run_id)
             record = run.record

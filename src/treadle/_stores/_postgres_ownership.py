@@ -172,8 +172,10 @@ class PostgresOwnership(ABC):
             RequestError: The run has ended.
             RequestAlreadyAnsweredError: A request was answered already
                 (names the answer kept); nothing was delivered.
+            ValueError, TypeError: An item no owner could apply (see ``check_items``).
         """
         batch = list(items)
+        _sql_ownership.check_items(run_id, batch)
 
         async def work(connection: Connection) -> None:
             locked = await connection.execute(_render(_LOCK_DELIVERABLE), (run_id,))

@@ -13,6 +13,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import RequestError, RunNotFoundError, VersionMismatchError
+from treadle._graph._input_policy import MESSAGE_KIND, InputPolicy
 from treadle._stores._sql_schema import DUE_AT
 from treadle._values._serialization import untagged_json
 
@@ -244,6 +245,46 @@ def check_found(run_id: str, found: Sequence[Any] | None) -> Sequence[Any]:
     if found is None:
         raise RunNotFoundError(run_id)
     return found
+
+
+def check_items(run_id: str, items: Sequence[tuple[str, str | None, bytes]]) -> None:
+    """Refuse a delivery holding an item no owner could apply, before anything is written.
+
+    What a door delivers is made right; this is for a caller of
+    ``Store.deliver`` (a client of its own): an item of another kind would
+    reach the run's owner, and an unknown input policy fail the run there.
+
+    Raises:
+        ValueError: An item's kind is not ``answer``, ``message`` or
+            ``message:POLICY`` (a policy of ``InputPolicy.parse`` other than
+            reject), or an answer names no request (the error names the item).
+        TypeError: A target is not text or ``None``, or a payload not bytes.
+    """
+    for index, (kind, target, payload) in enumerate(items):
+        where = f"delivery to run {run_id!r}, item {index}"
+        if kind == "answer":
+            if not isinstance(target, str) or not target:
+                msg = f"{where}: an answer names the request it answers, got {target!r}"
+                raise ValueError(msg)
+        elif kind.startswith(MESSAGE_KIND + ":"):
+            try:
+                policy = InputPolicy.parse(kind[len(MESSAGE_KIND) + 1 :])
+            except ValueError as error:
+                raise ValueError(f"{where}: kind {kind!r}: {error}") from None
+            if not policy.watches_turns:
+                msg = f"{where}: kind {kind!r}: a message under reject is of kind {MESSAGE_KIND!r}"
+                raise ValueError(msg)
+        elif kind != MESSAGE_KIND:
+            msg = (
+                f"{where}: kind {kind!r} is not 'answer', {MESSAGE_KIND!r} "
+                f"or '{MESSAGE_KIND}:POLICY' (as 'message:enqueue')"
+            )
+            raise ValueError(msg)
+        if target is not None and not isinstance(target, str):
+            raise TypeError(f"{where}: a target is text or None, got {type(target).__name__}")
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            got = type(payload).__name__
+            raise TypeError(f"{where}: a payload is bytes (its serializer's), got {got}")
 
 
 def check_version(run_id: str, workflow: str, held: int, version: int | None) -> None:

@@ -140,7 +140,9 @@ class SqliteOwnership(ABC):
             RunNotFoundError: No such run.
             RequestError: The run has ended.
             RequestAlreadyAnsweredError: A request was answered already.
+            ValueError, TypeError: An item no owner could apply (see ``check_items``).
         """
+        _sql_ownership.check_items(run_id, items)
 
         def work(connection: sqlite3.Connection) -> None:
             query = _render(_sql_ownership.SELECT_DELIVERABLE)
