@@ -105,3 +105,21 @@ async def test_of_two_messages_a_client_without_code_sends_one_wait_takes_the_fi
     (refused,) = [e for e in await store.read_audit("s") if e.action == "inbox_refused"]
     assert refused.door == "worker"
     assert "an earlier message takes its wait" in refused.detail["reason"]
+
+
+async def test_a_message_a_session_ends_without_taking_is_refused_by_the_worker_ending_it(store):
+    queued = treadle.WorkflowBuilder(
+        listen, name="queued-listener", input_policy=treadle.InputPolicy.ENQUEUE
+    ).build()
+    await Client(store).start("queued-listener", "hi", run_id="e")
+    await Worker(store, [queued], lease=2, poll_interval=0.05).run_until_idle()
+    plain = Client(store)
+    await plain.send_message("e", "first", policy=treadle.InputPolicy.ENQUEUE)
+    await plain.send_message("e", "second", policy=treadle.InputPolicy.ENQUEUE)
+    await Worker(store, [queued], lease=2, poll_interval=0.05).run_until_idle()
+    assert (await plain.result("e")).outputs == ["hi first"]
+    (refused,) = [e for e in await store.read_audit("e") if e.action == "inbox_refused"]
+    assert (refused.door, refused.detail["reason"]) == (
+        "worker",
+        "the run completed before taking it",
+    )

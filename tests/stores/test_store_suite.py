@@ -588,6 +588,24 @@ async def test_a_delivery_no_owner_could_apply_is_refused_whole_naming_the_item(
     assert [i.kind for i in await store.inbox("run-1")] == ["message", "message:debounce:2.5"]
 
 
+async def test_an_owner_ending_a_run_refuses_what_its_inbox_holds_unapplied(store):
+    await new_run(store)
+    await store.deliver("run-1", [("message", None, b'"m"'), ("answer", "r1", b'"a"')])
+    lease = await store.acquire("run-1", "owner", 30)
+    await store.set_status("run-1", "failed", "boom", lease=lease, release=True)
+    # The message is refused; the answer stays, deciding its request for later callers.
+    assert [(item.kind, item.target) for item in await store.inbox("run-1")] == [("answer", "r1")]
+    (refused,) = [e for e in await store.read_audit("run-1") if e.action == "inbox_refused"]
+    assert (refused.detail["kind"], refused.detail["target"]) == ("message", None)
+    assert refused.detail["reason"] == "the run failed before taking it"
+    assert (refused.actor["name"], refused.door) == ("owner", "worker")
+    # Without a lease (a store's own caller), the status changes and nothing is refused.
+    await new_run(store, "run-2", first="d0")
+    await store.deliver("run-2", [("message", None, b'"m"')])
+    await store.set_status("run-2", "failed", "boom")
+    assert len(await store.inbox("run-2")) == 1
+
+
 async def test_nothing_can_be_delivered_to_an_ended_run(store):
     await new_run(store)
     await new_run(store, "run-2", first="d0")

@@ -20,6 +20,8 @@ and read by the turn's next step. STORE is a SQLite path or a
 ``postgresql://`` DSN (schema from ``SESSION_SCHEMA``). Each command
 prints one JSON line: ``{"ok": ...}`` or ``{"error": type, "message": ...}``;
 a sender first prints ``{"sent": MESSAGE}`` once the store took its message.
+A run started with the state ``ends`` set completes after its first turn
+past ``m0`` instead of listening again.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ async def work(message: Work | str, ctx: WorkflowContext) -> None:
     ctx.state.update("spans", lambda spans: {**spans, text: [spans[text][0], ended]})
     notes = ctx.state.get("notes", [])
     ctx.yield_output(f"done {message.text}" + (f" with {','.join(notes)}" if notes else ""))
+    if ctx.state.get("ends") and message.text != "m0":
+        return  # a session that ends after its first turn: the run completes
     ctx.send_message(Listen(), target="chat")
 
 
@@ -114,6 +118,7 @@ def session(policy: str):
         .add_state("notes", default=[])
         .add_state("spans", default={})
         .add_state("gate", default="")
+        .add_state("ends", default=False)
         .build()
     )
 

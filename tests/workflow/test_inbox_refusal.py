@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import Actor, Role, RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
-from treadle.errors import RequestAlreadyAnsweredError
+from treadle import (
+    Actor,
+    InputPolicy,
+    Role,
+    RunStatus,
+    Runtime,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+)
+from treadle.errors import RequestAlreadyAnsweredError, RequestError
 
 
 @executor(id="ask")
@@ -134,3 +143,31 @@ async def test_of_two_unchecked_messages_to_one_wait_the_first_is_applied_the_se
     (refused,) = [e for e in await store.read_audit("m1") if e.action == "inbox_refused"]
     assert "not waiting for input" in refused.detail["reason"]
     assert await store.inbox("m1") == []
+
+
+queued_listener = WorkflowBuilder(
+    listen, name="queued-listener", input_policy=InputPolicy.ENQUEUE
+).build()
+
+
+async def test_what_a_run_ends_with_unapplied_in_its_inbox_is_refused_on_the_record(store):
+    # Under enqueue each message gets a turn of its own, when the session next waits for
+    # input; this session ends after its first. The second, accepted, would wait in the
+    # inbox of an ended run for ever, applied by nobody and refused to nobody: the commit
+    # that ends the run refuses it, on the record, as deliveries after it are refused.
+    await queued_listener.run("hi", run_id="e1", store=store)
+    row = await store.get_run("e1")
+    both = [("message:enqueue", None, b'"first"'), ("message:enqueue", None, b'"second"')]
+    await store.deliver("e1", both, version=row.version)
+
+    (done,) = await Runtime(store, [queued_listener]).wake_due()
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["hi first"])
+    (refused,) = [e for e in await store.read_audit("e1") if e.action == "inbox_refused"]
+    assert (refused.actor["kind"], refused.door) == ("service", "worker")
+    assert refused.detail["kind"] == "message:enqueue"
+    assert refused.detail["reason"] == "the run completed before taking it"
+    (logged,) = [e for e in await store.read_events("e1") if e.kind == "inbox_refused"]
+    assert logged.data["reason"] == "the run completed before taking it"
+    assert await store.inbox("e1") == []
+    with pytest.raises(RequestError, match="has ended"):  # and later ones, as before
+        await store.deliver("e1", both[:1], version=row.version)

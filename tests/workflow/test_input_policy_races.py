@@ -97,9 +97,10 @@ def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
     return outcomes
 
 
-async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
+async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False, ends: bool = False):
     """Race three senders on a resting session under ``policy``.
 
+    ``ends``: the session completes after the first turn the senders start.
     Returns (outcomes, order, final run, store, the run's story for a failed check).
     """
     spec, env, open_store = backend
@@ -109,7 +110,8 @@ async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
     workflow = session(policy)
     store = open_store()
     try:
-        rested = await workflow.run("m0", run_id="s1", state={"gate": str(gate)}, store=store)
+        state = {"gate": str(gate), "ends": ends}
+        rested = await workflow.run("m0", run_id="s1", state=state, store=store)
         assert rested.status is RunStatus.AWAITING_INPUT
         senders = [
             ["send", spec, policy, "s1", str(go), "a"],
@@ -121,7 +123,7 @@ async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
         async with Runtime(store, [workflow], poll_interval=0.05):
             told = await asyncio.to_thread(race, senders, env, go, gate)
             outcomes = dict(zip("abc", told, strict=True))
-            final = await settled(workflow, store)
+            final = await settled(workflow, store, "completed" if ends else "awaiting_input")
         events = await store.read_events("s1")
         order = [event.data["message"] for event in events if event.kind == "message_sent"]
         return outcomes, order, final, store, story(events, final)
@@ -130,12 +132,12 @@ async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False):
         raise
 
 
-async def settled(workflow, store):
-    """The run once it rests with nothing left in its inbox (its drivers have let go)."""
+async def settled(workflow, store, status: str = "awaiting_input"):
+    """The run once it rests (or ends) with nothing left in its inbox (its drivers let go)."""
     deadline = time.monotonic() + DEADLINE
     while True:
         row = await store.get_run("s1")
-        if row.owner is None and row.status == "awaiting_input" and not await store.inbox("s1"):
+        if row.owner is None and row.status == status and not await store.inbox("s1"):
             return await stored_result(workflow, store, "s1")
         assert time.monotonic() < deadline, f"the session never settled: {row}"
         await asyncio.sleep(0.05)
@@ -178,6 +180,30 @@ async def test_enqueue_takes_every_racing_message_once_in_the_stores_order(backe
     spans = final.state["spans"]
     for before, after in itertools.pairwise(order):  # each began after the one before ended
         assert spans[before][1] < spans[after][0], spans
+
+
+async def test_what_a_session_ends_without_taking_is_refused_on_the_record_never_left(
+    backend, tmp_path
+):
+    # The turn the first message starts is the session's last: the run completes with the
+    # other two accepted under enqueue, never to be taken. Each sender was told its message
+    # was taken in; the commit that ends the run refuses the two, on the record, by the
+    # process ending it, so nothing accepted is left unapplied and unrefused.
+    outcomes, order, final, store, happened = await race_on("enqueue", backend, tmp_path, ends=True)
+    try:
+        refused = [e for e in await store.read_audit("s1") if e.action == "inbox_refused"]
+        left = await store.inbox("s1")
+    finally:
+        await store.close()
+    assert all("ok" in told for told in outcomes.values()), outcomes
+    assert sorted(order) == ["a", "b", "c"], happened
+    assert final.status is RunStatus.COMPLETED, happened
+    assert final.outputs == ["done m0", f"done {order[0]}"], happened  # the first one's turn
+    assert turns_after_m0(final) == order[:1], happened
+    assert len(refused) == 2, happened  # the other two, each once
+    assert {e.detail["reason"] for e in refused} == {"the run completed before taking it"}
+    assert {e.detail["kind"] for e in refused} == {"message:enqueue"}
+    assert left == []
 
 
 async def test_merge_delivers_the_later_racing_messages_into_the_turn_the_first_started(

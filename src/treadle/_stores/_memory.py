@@ -191,6 +191,7 @@ class MemoryStore(
                 paused = self._honour_pause(run)
             elif lease is not None and release:
                 self._release(run)
+            self._refuse_leftovers(run, lease, info.status)
             retention = keep_last if keep_last is not None else self._keep_last
             if retention is not None:
                 self._drop_oldest(run, retention)
@@ -252,6 +253,7 @@ class MemoryStore(
             if lease is not None and release:
                 self._release(run)
             _memory_events.append(run, events)
+            self._refuse_leftovers(run, lease, status)
 
     async def read_events(
         self, run_id: str, *, after: int = 0, limit: int | None = None

@@ -22,6 +22,7 @@ from treadle._exceptions import (
     RunNotFoundError,
     RunPausedError,
 )
+from treadle._graph._input_policy import policy_of_kind
 from treadle._stores import _audit, _memory_events, _pausing
 from treadle._stores._sql_ownership import (
     ENDED_STATUSES,
@@ -32,14 +33,14 @@ from treadle._stores._sql_ownership import (
 )
 from treadle._stores._sql_rules import check_limit, due_at
 from treadle._stores._store import Claimed, InboxItem, Lease
+from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointRecord, RunRecord
-    from treadle._values._actors import Actor
     from treadle._values._search_fields import FieldValue
 
 
@@ -331,17 +332,34 @@ class MemoryOwnership(ABC):
         with self._lock:
             run = self._run(lease.run_id)
             self._check_lease(run, lease)
-            reasons = {seq: reason for seq, reason in refusals if seq > run.consumed}
-            gone = [item for item, _ in run.inbox if item.seq in reasons]
-            run.inbox = [(item, at) for item, at in run.inbox if item.seq not in reasons]
-            if not run.unapplied():
-                run.ready_at = None
-            records = [
-                _audit.refused(lease.run_id, actor, item.kind, item.target, reasons[item.seq])
-                for item in gone
-            ]
-            if records:
-                self._record(records, time.time())
+            self._refuse(run, actor, {seq: why for seq, why in refusals if seq > run.consumed})
+
+    def _refuse(self, run: MemoryRun, actor: Actor, reasons: Mapping[int, str]) -> None:
+        """Take the items ``reasons`` names out of the run's inbox, each recorded with why."""
+        gone = [item for item, _ in run.inbox if item.seq in reasons]
+        run.inbox = [(item, at) for item, at in run.inbox if item.seq not in reasons]
+        if not run.unapplied():
+            run.ready_at = None
+        run_id = run.record.run_id
+        records = [
+            _audit.refused(run_id, actor, item.kind, item.target, reasons[item.seq])
+            for item in gone
+        ]
+        if records:
+            self._record(records, time.time())
+
+    def _refuse_leftovers(self, run: MemoryRun, lease: Lease | None, status: str) -> None:
+        """A run ending under ``lease`` refuses its unapplied messages (``refuse_leftovers``)."""
+        if lease is None or status not in ENDED_STATUSES:
+            return
+        why = f"the run {status} before taking it"
+        reasons = {
+            item.seq: why
+            for item, _ in run.inbox
+            if item.seq > run.consumed and policy_of_kind(item.kind) is not None
+        }
+        if reasons:
+            self._refuse(run, Actor.service(lease.owner, door="worker"), reasons)
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.

@@ -44,11 +44,11 @@ from treadle._exceptions import DurabilityError
 from treadle._stores._postgres_batch import BatchSender, Prepared, Sent
 from treadle._stores._postgres_writes import answer
 from treadle._stores._sql_dialect import POSTGRES
-from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE
+from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE, SELECT_LEFTOVERS
 from treadle._stores._sql_queue import RELEASE_HELD
 from treadle._stores._sql_statements import INSERT_CHECKPOINT
 from treadle._stores._write_plans import RELEASE_RETURNING
-from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES
+from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE, POSTGRES_WRITES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -114,7 +114,8 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
     and one giving a run up finds it not ready (it ended, or waits for a
     client, with nothing delivered meanwhile): no notice to send. So does a
     process letting its run go (nothing delivered, no pause asked: the
-    status the row returns is then not read).
+    status the row returns is then not read). A run that ends leaves
+    nothing unapplied in its inbox.
 
     Returns:
         ``None`` (no guess), or the answer the plan is given, the statement
@@ -129,6 +130,8 @@ def _guess(template: str, parameters: Any, want: str) -> tuple[object, str, int]
     if want is ONE and template == RELEASE_RETURNING:
         quiet = "guessed.ready_at IS NULL AND guessed.pause_requested IS NULL"
         return _LET_GO, _asserted(template, quiet), 1
+    if want is ALL and template == SELECT_LEFTOVERS:
+        return [], _asserted(template), 0
     if want is COUNT and template == _ADOPT:
         return 1, _asserted(template + " RETURNING 1"), 1
     if want is COUNT and template.startswith(_CHECKPOINTS):

@@ -140,6 +140,18 @@ REFUSE_UNAPPLIED = (
 
 CONSUME_ALL = "UPDATE treadle_inbox SET consumed_at = ? WHERE run_id = ? AND consumed_at IS NULL"
 
+# The session messages a run that ends leaves unapplied, refused by its owner (see
+# REFUSE_UNAPPLIED). Not answers: one kept decides its request for every later caller.
+_LEFT_MESSAGES = (
+    "run_id = ? AND consumed_at IS NULL AND (kind = 'message' OR substr(kind, 1, 8) = 'message:')"
+)
+SELECT_LEFTOVERS = (
+    f"SELECT kind, target FROM treadle_inbox WHERE {_LEFT_MESSAGES} ORDER BY {{order}}"  # noqa: S608 - constants
+)
+REFUSE_LEFTOVERS = (
+    f"UPDATE treadle_inbox SET kind = 'refused', consumed_at = ? WHERE {_LEFT_MESSAGES}"  # noqa: S608 - constants
+)
+
 SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
 
 # What a delivery checks, the row locked (in PostgreSQL) so a migration takes turns with it.

@@ -39,6 +39,7 @@ from treadle._stores._pieces import (
     required_pieces,
 )
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
+from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from treadle._stores._records import CheckpointRecord, Lease, RunRecord
     from treadle._stores._sql_graphs import Described
     from treadle._stores._write_steps import Backend, Plan
-    from treadle._values._actors import Actor
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,6 +120,8 @@ def commit(
         paused = yield from honour_pause(info.run_id, info.status)
     elif releasing and not released and lease is not None:
         yield from release_held(lease, now, backend)
+    if lease is not None and info.status in _sql_ownership.ENDED_STATUSES:
+        yield from refuse_leftovers(lease, info.status, now, backend)
     if backend.status_apart and not paused and not releasing and stored_status != info.status:
         yield (
             _sql_statements.CHANGE_STATUS,
@@ -223,6 +225,8 @@ def set_status(
         yield from release_held(lease, now, backend)
     if events:
         yield from append_events(run_id, events, backend)
+    if lease is not None and status in _sql_ownership.ENDED_STATUSES:
+        yield from refuse_leftovers(lease, status, now, backend)
 
 
 _FENCED_SET_STATUS = _sql_statements.SET_STATUS + _sql_ownership.FENCE
@@ -304,6 +308,26 @@ def park(lease: Lease, reason: str, *, keep_lease: bool) -> Plan[None]:
 
 
 # --- the parts of writes ------------------------------------------------------------
+
+
+def refuse_leftovers(lease: Lease, status: str, now: float, backend: Backend) -> Plan[None]:
+    """Refuse, on the record, the session messages the run ends with unapplied (as its owner).
+
+    A message an input policy kept for a turn that never came (the run
+    ended first): no owner will ever apply it, and deliveries after this
+    commit are refused as too late. Each stays as sent, marked applied,
+    recorded as ``inbox_refused`` by the owner ending the run, in its
+    transaction. Answers stay as they are: one kept decides its request,
+    and tells a later answerer so (answered, or timed out).
+    """
+    left = yield (_sql_ownership.SELECT_LEFTOVERS, (lease.run_id,), ALL, False)
+    if not left:
+        return
+    yield (_sql_ownership.REFUSE_LEFTOVERS, (now, lease.run_id), NOTHING, False)
+    actor = Actor.service(lease.owner, door="worker")
+    why = f"the run {status} before taking it"
+    refused = [_audit.refused(lease.run_id, actor, kind, target, why) for kind, target in left]
+    yield from record(refused, now, backend)
 
 
 def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
