@@ -34,15 +34,20 @@ async def ask(x: int, ctx: WorkflowContext) -> None:
 asker = WorkflowBuilder(ask, name="asker").build()
 
 
+async def _asked_then_answered_unchecked(store, run_id: str, payload: bytes):
+    """Start ``asker`` and answer its request with ``payload``, unchecked; the request."""
+    asked = await asker.run(1, run_id=run_id, store=store)
+    (request,) = asked.pending_requests
+    row = await store.get_run(run_id)
+    await store.deliver(run_id, [("answer", request.request_id, payload)], version=row.version)
+    return request
+
+
 async def test_an_answer_that_does_not_fit_is_refused_on_the_record_and_can_be_answered_again(
     store,  # every backend: memory, SQLite, PostgreSQL
 ):
-    asked = await asker.run(1, run_id="a1", store=store)
-    (request,) = asked.pending_requests
-    row = await store.get_run("a1")
     # As a client without the workflow's code delivers it: not checked.
-    unfit = [("answer", request.request_id, b'"seven"')]
-    await store.deliver("a1", unfit, version=row.version)
+    request = await _asked_then_answered_unchecked(store, "a1", b'"seven"')
 
     runtime = Runtime(store, [asker])
     (taken,) = await runtime.wake_due()  # taken once: the answer refused, nothing to run
@@ -72,10 +77,7 @@ async def test_a_checked_answer_is_not_refused_for_an_unfit_one_that_came_first(
     # its own answer takes the free run over, refuses the unfit one on the record, and
     # then delivers: the caller is not told "already answered" by an answer that never
     # could be applied.
-    asked = await asker.run(1, run_id="a2", store=store)
-    (request,) = asked.pending_requests
-    row = await store.get_run("a2")
-    await store.deliver("a2", [("answer", request.request_id, b'"seven"')], version=row.version)
+    request = await _asked_then_answered_unchecked(store, "a2", b'"seven"')
 
     answerer = Actor("user", "ada", "api", Role.APPROVER)
     done = await asker.respond("a2", {request.request_id: 6}, store=store, actor=answerer)
@@ -93,10 +95,7 @@ async def test_a_checked_answer_is_not_refused_for_an_unfit_one_that_came_first(
 
 
 async def test_an_unfit_answer_a_resume_finds_is_refused_in_the_resumers_name(store):
-    asked = await asker.run(1, run_id="a4", store=store)
-    (request,) = asked.pending_requests
-    row = await store.get_run("a4")
-    await store.deliver("a4", [("answer", request.request_id, b'"seven"')], version=row.version)
+    await _asked_then_answered_unchecked(store, "a4", b'"seven"')
 
     operator = Actor("user", "grace", "api", Role.OPERATOR)
     resumed = await asker.resume("a4", store=store, actor=operator)
@@ -106,10 +105,7 @@ async def test_an_unfit_answer_a_resume_finds_is_refused_in_the_resumers_name(st
 
 
 async def test_an_unchecked_answer_that_fits_still_wins(store):
-    asked = await asker.run(1, run_id="a3", store=store)
-    (request,) = asked.pending_requests
-    row = await store.get_run("a3")
-    await store.deliver("a3", [("answer", request.request_id, b"5")], version=row.version)
+    request = await _asked_then_answered_unchecked(store, "a3", b"5")
 
     with pytest.raises(RequestAlreadyAnsweredError, match="5"):  # the first answer wins
         await asker.respond("a3", {request.request_id: 6}, store=store)
@@ -127,20 +123,28 @@ async def listen(greeting: str, ctx: WorkflowContext) -> None:
 listener = WorkflowBuilder(listen, name="listener").build()
 
 
+async def _two_messages_then_wake(store, workflow, run_id: str, kind: str):
+    """Start ``workflow`` on "hi", deliver two messages of ``kind`` unchecked, wake it.
+
+    The run takes the first and completes; returns the one refusal on the record.
+    """
+    await workflow.run("hi", run_id=run_id, store=store)
+    row = await store.get_run(run_id)
+    twice = [(kind, None, b'"first"'), (kind, None, b'"second"')]
+    await store.deliver(run_id, twice, version=row.version)
+    (done,) = await Runtime(store, [workflow]).wake_due()
+    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["hi first"])
+    (refused,) = [e for e in await store.read_audit(run_id) if e.action == "inbox_refused"]
+    return refused
+
+
 async def test_of_two_unchecked_messages_to_one_wait_the_first_is_applied_the_second_refused(
     store,
 ):
     # A client holding no code delivers two messages; one wait takes one. The first is
     # applied, the second alone refused on the record: not both, for what only the
     # second did.
-    await listener.run("hi", run_id="m1", store=store)
-    row = await store.get_run("m1")
-    twice = [("message", None, b'"first"'), ("message", None, b'"second"')]
-    await store.deliver("m1", twice, version=row.version)
-
-    (done,) = await Runtime(store, [listener]).wake_due()
-    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["hi first"])
-    (refused,) = [e for e in await store.read_audit("m1") if e.action == "inbox_refused"]
+    refused = await _two_messages_then_wake(store, listener, "m1", "message")
     assert "not waiting for input" in refused.detail["reason"]
     assert await store.inbox("m1") == []
 
@@ -155,19 +159,13 @@ async def test_what_a_run_ends_with_unapplied_in_its_inbox_is_refused_on_the_rec
     # input; this session ends after its first. The second, accepted, would wait in the
     # inbox of an ended run for ever, applied by nobody and refused to nobody: the commit
     # that ends the run refuses it, on the record, as deliveries after it are refused.
-    await queued_listener.run("hi", run_id="e1", store=store)
-    row = await store.get_run("e1")
-    both = [("message:enqueue", None, b'"first"'), ("message:enqueue", None, b'"second"')]
-    await store.deliver("e1", both, version=row.version)
-
-    (done,) = await Runtime(store, [queued_listener]).wake_due()
-    assert (done.status, done.outputs) == (RunStatus.COMPLETED, ["hi first"])
-    (refused,) = [e for e in await store.read_audit("e1") if e.action == "inbox_refused"]
+    refused = await _two_messages_then_wake(store, queued_listener, "e1", "message:enqueue")
     assert (refused.actor["kind"], refused.door) == ("service", "worker")
     assert refused.detail["kind"] == "message:enqueue"
     assert refused.detail["reason"] == "the run completed before taking it"
     (logged,) = [e for e in await store.read_events("e1") if e.kind == "inbox_refused"]
     assert logged.data["reason"] == "the run completed before taking it"
     assert await store.inbox("e1") == []
+    row = await store.get_run("e1")
     with pytest.raises(RequestError, match="has ended"):  # and later ones, as before
-        await store.deliver("e1", both[:1], version=row.version)
+        await store.deliver("e1", [("message:enqueue", None, b'"late"')], version=row.version)
