@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import importlib
 import io
+import json
 import multiprocessing
 import os
 import signal
@@ -160,6 +161,24 @@ def communicate_all(
             raise subprocess.TimeoutExpired(f"{len(children)} forked processes", timeout or 0)
         outputs = [future.result() for future in ended]
     return [(child.wait(), out, err) for child, (out, err) in zip(children, outputs, strict=True)]
+
+
+def let_go_together(children: Sequence[Forked], go: Path, timeout: float) -> list[Any]:
+    """Race ``children``: wait until each says it is ready, touch ``go``, read what each said.
+
+    Each racer prints a ``ready`` line, waits for the file ``go``, acts and
+    prints one JSON line last; that line is returned, in the children's order.
+    A racer that exits with an error fails the test with its stderr.
+    """
+    for child in children:
+        line = child.stdout.readline()
+        assert "ready" in line, (line, child.finish(90)[2])
+    go.touch()
+    told = []
+    for code, out, err in communicate_all(children, timeout=timeout):
+        assert code == 0, err
+        told.append(json.loads(out.strip().splitlines()[-1]))
+    return told
 
 
 class Forked:

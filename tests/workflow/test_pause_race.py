@@ -11,7 +11,6 @@ runs twice.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -110,16 +109,7 @@ def race(commands: list[list[str]], go: Path, env: dict[str, str] | None) -> lis
             )
             for command in commands
         ]
-        for child in children:
-            line = child.stdout.readline()
-            assert "ready" in line, (line, child.finish(90)[2])
-        go.touch()
-        ended = forked.communicate_all(children, timeout=90)
-    results = []
-    for code, out, err in ended:
-        assert code == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+        return forked.let_go_together(children, go, timeout=90)
 
 
 class Truth:

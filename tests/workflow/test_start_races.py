@@ -136,16 +136,7 @@ def race(backend: Backend, starts: list[tuple[str, str, int, str]], go: Path) ->
             )
             for name, key, n, dedup in starts
         ]
-        for child in children:
-            line = child.stdout.readline()
-            assert "ready" in line, (line, child.finish(90)[2])
-        go.touch()
-        ended = forked.communicate_all(children, timeout=90)
-    told = []
-    for code, out, err in ended:
-        assert code == 0, err
-        told.append(json.loads(out.strip().splitlines()[-1]))
-    return told
+        return forked.let_go_together(children, go, timeout=90)
 
 
 class Serving:

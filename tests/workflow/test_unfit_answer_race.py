@@ -13,7 +13,6 @@ not hold.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 
@@ -76,15 +75,7 @@ async def test_one_answer_wins_after_the_unfit_one_is_refused_once(backend, tmp_
             )
             for n in range(10, 10 + ANSWERERS)
         ]
-        for child in children:
-            line = child.stdout.readline()
-            assert "ready" in line, (line, child.finish(90)[2])
-        go.touch()
-        ended = forked.communicate_all(children, timeout=120)
-    told = []
-    for code, out, err in ended:
-        assert code == 0, err
-        told.append(json.loads(out.strip().splitlines()[-1]))
+        told = forked.let_go_together(children, go, timeout=120)
 
     store = SqliteStore(spec) if schema is None else PostgresStore(spec, schema=schema)
     try:
