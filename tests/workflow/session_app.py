@@ -6,6 +6,9 @@
         # wait for GO_FILE, then send MESSAGE (to TARGET, if given); print the outcome
     python session_app.py http STORE POLICY RUN_ID GO_FILE MESSAGE [TARGET]
         # the same through the HTTP API: the server's app, in this process
+    python session_app.py cancel STORE POLICY RUN_ID GO_FILE NAME GATE
+        # wait for GO_FILE, then for a turn to hold at GATE, then cancel the run
+        # as the operator NAME; print the outcome
 
 ``chat`` takes a message (a ``str``; a ``list`` of them under debounce) as
 the start of a turn: it notes it in the state's ``turns`` and hands it to
@@ -229,6 +232,22 @@ async def send_then_drive(workflow, store, run_id: str, message: str, target) ->
     return (await continue_taken(workflow, taken, store, options)).status.value
 
 
+async def cancel_as(workflow, store, run_id: str, operator: str, gate: str) -> str:
+    """Cancel the run as the operator named once a turn holds at ``gate``; say ``sent``.
+
+    The test opens the gate once every racer has said ``sent`` (or was
+    refused): the turn is cancelled under its driver, held.
+    """
+    from treadle import Actor, Role  # noqa: PLC0415
+
+    while not Path(f"{gate}.reached").exists():  # noqa: ASYNC110, ASYNC240 - another process
+        await asyncio.sleep(0.005)
+    actor = Actor("user", operator, "python", Role.OPERATOR)
+    await workflow.cancel(run_id, store=store, actor=actor)
+    print(json.dumps({"sent": "cancel"}), flush=True)
+    return "cancelled"
+
+
 async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) -> None:
     workflow = session(policy)
     store = open_store(spec)
@@ -242,7 +261,9 @@ async def main(command: str, spec: str, policy: str, run_id: str, *rest: str) ->
         wait_for_go(rest[0])
         message, target = rest[1], (rest[2] if len(rest) > 2 else None)
         try:
-            if command == "http":
+            if command == "cancel":
+                outcome = await cancel_as(workflow, store, run_id, message, gate=rest[2])
+            elif command == "http":
                 outcome = await send_over_http(spec, policy, run_id, message, target)
             else:
                 outcome = await send_then_drive(workflow, store, run_id, message, target)

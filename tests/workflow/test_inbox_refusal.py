@@ -22,7 +22,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
-from treadle.errors import RequestAlreadyAnsweredError, RequestError
+from treadle.errors import RequestAlreadyAnsweredError, RequestError, RunCancelledError
 
 
 @executor(id="ask")
@@ -169,3 +169,40 @@ async def test_what_a_run_ends_with_unapplied_in_its_inbox_is_refused_on_the_rec
     row = await store.get_run("e1")
     with pytest.raises(RequestError, match="has ended"):  # and later ones, as before
         await store.deliver("e1", [("message:enqueue", None, b'"late"')], version=row.version)
+
+
+async def test_a_message_a_run_is_cancelled_with_unapplied_is_refused_in_the_cancellers_name(
+    store,
+):
+    # A session sent a message (queued for its next turn) is cancelled before any owner
+    # takes it: the message is refused on the record, in the name of who cancelled, in
+    # the cancel's own transaction; it used to be marked taken, with nothing saying so.
+    # An answer delivered likewise stays: it decides its request.
+    await queued_listener.run("hi", run_id="c1", store=store)
+    row = await store.get_run("c1")
+    await store.deliver("c1", [("message:enqueue", None, b'"never"')], version=row.version)
+    operator = Actor("user", "olga", "api", Role.OPERATOR)
+    await queued_listener.cancel("c1", store=store, actor=operator)
+
+    audit = await store.read_audit("c1")
+    assert [e.action for e in audit][-2:] == ["run_cancelled", "inbox_refused"]
+    refused = audit[-1]
+    assert (refused.actor["name"], refused.door) == ("olga", "api")
+    assert refused.detail["kind"] == "message:enqueue"
+    assert refused.detail["reason"] == "the run was cancelled before taking it"
+    (logged,) = [e for e in await store.read_events("c1") if e.kind == "inbox_refused"]
+    assert (logged.data["actor"]["name"], logged.data["reason"]) == (
+        "olga",
+        "the run was cancelled before taking it",
+    )
+    assert await store.inbox("c1") == []
+    assert (await store.get_run("c1")).status == "cancelled"
+
+
+async def test_an_answer_a_run_is_cancelled_with_is_kept_not_refused(store):
+    request = await _asked_then_answered_unchecked(store, "c2", b"5")
+    await asker.cancel("c2", store=store, actor=Actor("user", "olga", "api", Role.OPERATOR))
+
+    assert "inbox_refused" not in [e.action for e in await store.read_audit("c2")]
+    with pytest.raises(RunCancelledError):  # nobody answers it again
+        await asker.respond("c2", {request.request_id: 6}, store=store)

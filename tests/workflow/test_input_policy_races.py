@@ -97,10 +97,20 @@ def race(senders: list[list[str]], env, go: Path, gate: Path) -> list[dict]:
     return outcomes
 
 
-async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False, ends: bool = False):
+async def race_on(
+    policy: str,
+    backend,
+    tmp_path,
+    *,
+    open_gate: bool = False,
+    ends: bool = False,
+    cancel: bool = False,
+):
     """Race three senders on a resting session under ``policy``.
 
     ``ends``: the session completes after the first turn the senders start.
+    ``cancel``: a fourth process, ``d``, cancels the run as the operator ``olga`` while
+    the first turn holds at the gate.
     Returns (outcomes, order, final run, store, the run's story for a failed check).
     """
     spec, env, open_store = backend
@@ -118,12 +128,15 @@ async def race_on(policy: str, backend, tmp_path, *, open_gate: bool = False, en
             ["http", spec, policy, "s1", str(go), "b"],
             ["send", spec, policy, "s1", str(go), "c"],
         ]
+        if cancel:
+            senders.append(["cancel", spec, policy, "s1", str(go), "olga", str(gate)])
         # A timer service races too (as a worker would on PostgreSQL, where the server
         # leaves its runs to workers): it takes up a run left with a message to take.
         async with Runtime(store, [workflow], poll_interval=0.05):
             told = await asyncio.to_thread(race, senders, env, go, gate)
-            outcomes = dict(zip("abc", told, strict=True))
-            final = await settled(workflow, store, "completed" if ends else "awaiting_input")
+            outcomes = dict(zip("abcd", told, strict=False))
+            rest = "cancelled" if cancel else "completed" if ends else "awaiting_input"
+            final = await settled(workflow, store, rest)
         events = await store.read_events("s1")
         order = [event.data["message"] for event in events if event.kind == "message_sent"]
         return outcomes, order, final, store, story(events, final)
@@ -203,6 +216,38 @@ async def test_what_a_session_ends_without_taking_is_refused_on_the_record_never
     assert len(refused) == 2, happened  # the other two, each once
     assert {e.detail["reason"] for e in refused} == {"the run completed before taking it"}
     assert {e.detail["kind"] for e in refused} == {"message:enqueue"}
+    assert left == []
+
+
+async def test_a_cancel_racing_the_senders_refuses_what_they_sent_on_the_record(backend, tmp_path):
+    # Three senders race; the first message the store orders starts a turn, which holds
+    # while an operator cancels the session under its driver. The turn took the first
+    # message in a commit before the cancel; each later one the store took in was left
+    # unapplied and is refused on the record in the operator's name, in the cancel's own
+    # transaction (it used to be marked taken, with nothing saying so). One sent after
+    # the cancel was refused to its sender, and nothing of it was delivered.
+    outcomes, order, final, store, happened = await race_on(
+        "enqueue", backend, tmp_path, cancel=True
+    )
+    try:
+        audit = await store.read_audit("s1")
+        left = await store.inbox("s1")
+        last = await store.load_checkpoint("s1")
+    finally:
+        await store.close()
+    assert outcomes["d"] == {"ok": "cancelled"}, outcomes
+    assert final.status is RunStatus.CANCELLED, happened
+    # The turns its last checkpoint holds: each taken in the commit that took its message.
+    turns = session("enqueue").codec.decode(last, run_id="s1").state["turns"]
+    assert turns == ["m0", order[0]], happened
+    refused = [e for e in audit if e.action == "inbox_refused"]
+    assert len(refused) == len(order) - 1, happened  # every other one delivered, once
+    assert {(e.actor["name"], e.door, e.detail["reason"]) for e in refused} <= {
+        ("olga", "python", "the run was cancelled before taking it")
+    }, happened
+    for sender in "abc":
+        if sender not in order:  # refused to its sender: never delivered
+            assert outcomes[sender]["error"] == "RequestError", (outcomes, happened)
     assert left == []
 
 

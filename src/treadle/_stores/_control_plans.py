@@ -29,6 +29,7 @@ from treadle._stores._write_plans import (
     log_status,
     record,
     refusal,
+    refuse_unapplied,
     release_held,
 )
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
@@ -84,7 +85,11 @@ def prune(run_id: str, keep_last: int, actor: Actor | None, backend: Backend) ->
 
 
 def cancel(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
-    """Mark the run ``cancelled`` wherever it is, fencing out any owner; its inbox is applied.
+    """Mark the run ``cancelled`` wherever it is, fencing out any owner.
+
+    What its inbox holds unapplied is settled in the same transaction: a
+    session message is refused on the record in the canceller's name (no
+    owner will take it now), an answer stays, deciding its request.
 
     Raises:
         RunNotFoundError: no such run.
@@ -94,10 +99,12 @@ def cancel(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
     if (yield (_sql_ownership.CANCEL, (now, run_id), COUNT, False)) == 0:
         found = yield (_sql_ownership.SELECT_STATUS, (run_id,), ONE, False)
         raise _sql_ownership.not_cancellable(run_id, found)
-    yield (_sql_ownership.CONSUME_ALL, (now, run_id), NOTHING, False)
     yield from log_status(run_id, now, "cancel")
     if actor is not None:
         yield from record([_audit.Recorded(run_id, "run_cancelled", actor, {})], now, backend)
+    why = "the run was cancelled before taking it"
+    yield from refuse_unapplied(run_id, actor, why, now, backend)
+    yield (_sql_ownership.CONSUME_ALL, (now, run_id), NOTHING, False)
 
 
 def pause(run_id: str, actor: Actor | None, backend: Backend) -> Plan[_pausing.PauseOutcome]:

@@ -239,7 +239,6 @@ class MemoryOwnership(ABC):
                 raise RequestError(msg)
             run.epoch += 1
             run.ready_at = None
-            run.consumed = self._inbox_seq
             run.record = dataclasses.replace(
                 run.record,
                 status="cancelled",
@@ -252,6 +251,8 @@ class MemoryOwnership(ABC):
             _memory_events.log_status(run, time.time(), "cancel")
             if actor is not None:
                 self._record([_audit.Recorded(run_id, "run_cancelled", actor, {})], time.time())
+            self._refuse_unapplied(run, actor, "the run was cancelled before taking it")
+            run.consumed = self._inbox_seq
 
     async def pause(self, run_id: str, *, actor: Actor | None = None) -> _pausing.PauseOutcome:
         """Pause the run now, or ask its owner to at its next commit (see the store port).
@@ -334,32 +335,31 @@ class MemoryOwnership(ABC):
             self._check_lease(run, lease)
             self._refuse(run, actor, {seq: why for seq, why in refusals if seq > run.consumed})
 
-    def _refuse(self, run: MemoryRun, actor: Actor, reasons: Mapping[int, str]) -> None:
+    def _refuse(self, run: MemoryRun, actor: Actor | None, reasons: Mapping[int, str]) -> None:
         """Take the items ``reasons`` names out of the run's inbox, each recorded with why."""
         gone = [item for item, _ in run.inbox if item.seq in reasons]
         run.inbox = [(item, at) for item, at in run.inbox if item.seq not in reasons]
         if not run.unapplied():
             run.ready_at = None
+        if actor is None or not gone:
+            return
         run_id = run.record.run_id
         records = [
             _audit.refused(run_id, actor, item.kind, item.target, reasons[item.seq])
             for item in gone
         ]
-        if records:
-            self._record(records, time.time())
+        self._record(records, time.time())
 
     def _refuse_leftovers(self, run: MemoryRun, lease: Lease | None, status: str) -> None:
         """A run ending under ``lease`` refuses its unapplied messages (``refuse_leftovers``)."""
-        if lease is None or status not in ENDED_STATUSES:
-            return
-        why = f"the run {status} before taking it"
-        reasons = {
-            item.seq: why
-            for item, _ in run.inbox
-            if item.seq > run.consumed and policy_of_kind(item.kind) is not None
-        }
-        if reasons:
-            self._refuse(run, Actor.service(lease.owner, door="worker"), reasons)
+        if lease is not None and status in ENDED_STATUSES:
+            owner = Actor.service(lease.owner, door="worker")
+            self._refuse_unapplied(run, owner, f"the run {status} before taking it")
+
+    def _refuse_unapplied(self, run: MemoryRun, actor: Actor | None, why: str) -> None:
+        """Refuse the session messages the run holds unapplied (``refuse_unapplied``)."""
+        left = (item for item, _ in run.inbox if item.seq > run.consumed)
+        self._refuse(run, actor, {i.seq: why for i in left if policy_of_kind(i.kind) is not None})
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.

@@ -275,7 +275,9 @@ class RunRemoval(Protocol):
         """Mark the run ``cancelled`` wherever it is, fencing out any owner.
 
         The lease epoch moves on, so an owner still computing commits
-        nothing more. Its last checkpoint stays intact.
+        nothing more. Its last checkpoint stays intact. Session messages
+        its inbox holds unapplied are refused in the same transaction, each
+        recorded as ``inbox_refused`` in ``actor``'s name; answers stay.
 
         Raises:
             RunNotFoundError: no such run.

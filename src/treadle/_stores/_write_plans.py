@@ -320,14 +320,27 @@ def refuse_leftovers(lease: Lease, status: str, now: float, backend: Backend) ->
     transaction. Answers stay as they are: one kept decides its request,
     and tells a later answerer so (answered, or timed out).
     """
-    left = yield (_sql_ownership.SELECT_LEFTOVERS, (lease.run_id,), ALL, False)
+    owner = Actor.service(lease.owner, door="worker")
+    why = f"the run {status} before taking it"
+    yield from refuse_unapplied(lease.run_id, owner, why, now, backend)
+
+
+def refuse_unapplied(
+    run_id: str, actor: Actor | None, why: str, now: float, backend: Backend
+) -> Plan[None]:
+    """Refuse the session messages ``run_id`` holds unapplied, each recorded in ``actor``'s name.
+
+    For a run that ends (by its owner's commit, or a cancel from outside)
+    before its owner took them. Without ``actor`` (a store call that asks
+    for no record) they are marked refused, with no entry.
+    """
+    left = yield (_sql_ownership.SELECT_LEFTOVERS, (run_id,), ALL, False)
     if not left:
         return
-    yield (_sql_ownership.REFUSE_LEFTOVERS, (now, lease.run_id), NOTHING, False)
-    actor = Actor.service(lease.owner, door="worker")
-    why = f"the run {status} before taking it"
-    refused = [_audit.refused(lease.run_id, actor, kind, target, why) for kind, target in left]
-    yield from record(refused, now, backend)
+    yield (_sql_ownership.REFUSE_LEFTOVERS, (now, run_id), NOTHING, False)
+    if actor is not None:
+        refused = [_audit.refused(run_id, actor, kind, target, why) for kind, target in left]
+        yield from record(refused, now, backend)
 
 
 def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
