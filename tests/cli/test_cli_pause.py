@@ -88,3 +88,24 @@ def test_a_paused_run_keeps_an_answer_for_later_and_resume_goes_on_with_it(tmp_p
     not_paused = cli("unpause", "q1")
     assert not_paused.returncode == 2
     assert "has ended (completed)" in not_paused.stderr
+
+
+def test_an_answer_given_while_paused_is_shown_answered_not_waiting(tmp_path):
+    # respond keeps the answer in the inbox until the run goes on: the run's views say it
+    # is answered, never that it waits with a command to answer it again (which the
+    # store would refuse: already answered).
+    cli = Cli(tmp_path)
+    asked = cli.json("run", "cli_app:review", "--input", '{"topic": "a", "words": 1}',
+                     "--run-id", "r1")  # fmt: skip
+    (request,) = asked["pending_requests"]
+    assert request["answered"] is False
+    assert cli("pause", "r1").returncode == 0
+    kept = cli("respond", "r1", request["request_id"], '{"ok": true}')
+    assert kept.returncode == 3, kept.stderr  # the run is not done: it is paused
+    for shown in (kept.stdout, cli("show", "r1").stdout):
+        assert f"request {request['request_id']} from approve: answered" in shown
+        assert "treadle respond" not in shown
+    assert cli.json("show", "r1")["pending_requests"][0]["answered"] is True
+    assert cli("unpause", "r1").returncode == 0
+    done = cli.json("resume", "r1")
+    assert (done["status"], done["pending_requests"]) == ("completed", [])

@@ -46,10 +46,14 @@ def request_lines(request: dict[str, Any]) -> list[str]:
     """One pending request as rich-markup lines: who asks what, the answer's fields, the command.
 
     ``request`` is a ``<request>`` made JSON-ready (its payload plain data).
-    The last line answers it with an example that fits, ready to edit.
+    The last line answers it with an example that fits, ready to edit; one
+    answered already (kept until the run goes on) is one line saying so.
     """
     payload = escape(json.dumps(request["payload"]))
     asker = escape(request["executor_id"])
+    if request.get("answered"):
+        kept = "answered; the answer is applied when the run goes on"
+        return [f"request {request['request_id']} from {asker}: {kept}"]
     wanted = escape(str(request["response_type"]))
     lines = [f"request {request['request_id']} from {asker} waits for {wanted}: {payload}"]
     if request.get("deadline_at") is not None:

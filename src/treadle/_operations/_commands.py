@@ -28,7 +28,7 @@ from treadle._graph._input_policy import InputPolicy
 from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
 from treadle._operations._limit_waits import limit_waits
-from treadle._operations._schemas import describe_request
+from treadle._operations._schemas import answered_in_inbox, describe_requests
 from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
 from treadle._values._actors import Actor
@@ -150,6 +150,7 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
     except CommandError as error:  # its outputs and requests are plain data in its log
         outputs, pending = await logged_outputs_and_requests(store, run)
         detail = f"{error}; outputs and requests are read from its event log, its state is not"
+        answered = await answered_in_inbox(store, run_id) if pending else set()
         requests = [
             {
                 "run_id": run_id,
@@ -159,6 +160,7 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
                 "response_type": r.response_type,
                 "answer_schema": None,
                 "deadline_at": None,
+                "answered": r.request_id in answered,
             }
             for r in pending
         ]
@@ -176,9 +178,9 @@ async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
         run=run,
         outputs=restored.outputs,
         state=restored.state,
-        pending_requests=[
-            describe_request(workflow, run_id, r) for r in restored.waits.pending_requests()
-        ],
+        pending_requests=await describe_requests(
+            workflow, store, run_id, restored.waits.pending_requests()
+        ),
         wake_at=restored.waits.next_wake_at(),
         conversations=conversations(workflow, restored.state),
     )

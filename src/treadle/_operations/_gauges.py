@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from treadle._engine._metrics import StoreGauges
 from treadle._exceptions import RunNotFoundError, TreadleError
-from treadle._operations._requests import ASKING, answered_in_inbox, workflow_for
+from treadle._operations._requests import ASKING, workflow_for
+from treadle._operations._schemas import answered_in_inbox
 
 if TYPE_CHECKING:
     from treadle._stores._store import RunRecord, Store

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._result import RunStatus
 from treadle._exceptions import RunNotFoundError, TreadleError
 from treadle._operations._commands import workflow_of
-from treadle._operations._schemas import describe_request
+from treadle._operations._schemas import answered_in_inbox, describe_request, describe_requests
 from treadle._values._actors import answer_refusal
 from treadle._workflow._rights import starter_of
 
 if TYPE_CHECKING:
     from treadle._engine._result import RunResult
     from treadle._engine._waits import PendingRequest
-    from treadle._stores._store import Deliveries, RunRecord, Store
+    from treadle._stores._store import RunRecord, Store
     from treadle._values._actors import Actor
     from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
@@ -162,20 +162,6 @@ def may_answer(actor: Actor, run: RunRecord, request: PendingRequest) -> bool:
     return refusal is None
 
 
-async def answered_in_inbox(store: Deliveries, run_id: str) -> set[str]:
-    """The requests of a run whose answer waits in its inbox for its owner to apply.
-
-    The latest checkpoint still lists them until then (on PostgreSQL, until a
-    worker takes the run up): they are answered all the same, and a second
-    answer would be refused, so they are no longer waiting on anyone.
-    """
-    return {
-        item.target
-        for item in await store.inbox(run_id)
-        if item.kind == "answer" and item.target is not None
-    }
-
-
 async def requests_of(
     store: Store, result: RunResult, app: str | None = None, loaded: Workflow | None = None
 ) -> list[dict[str, Any]]:
@@ -191,7 +177,7 @@ async def requests_of(
         workflow = loaded or await workflow_of(store, result.run_id, app)
     except TreadleError:
         return []
-    return [describe_request(workflow, result.run_id, r) for r in result.pending_requests]
+    return await describe_requests(workflow, store, result.run_id, result.pending_requests)
 
 
 async def workflow_for(

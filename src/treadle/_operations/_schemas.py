@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, Any
 from treadle._engine._answers import _BUILTINS as ANSWER_BUILTINS
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from treadle._engine._waits import PendingRequest
+    from treadle._stores._store import Deliveries
     from treadle._workflow._workflow import Workflow
 
 
@@ -73,14 +76,48 @@ def request_answer_schema(workflow: Workflow, type_name: str | None) -> dict[str
     return answer_schema(response_class(workflow, type_name))
 
 
+async def describe_requests(
+    workflow: Workflow, store: Deliveries, run_id: str, requests: Iterable[PendingRequest]
+) -> list[dict[str, Any]]:
+    """The requests a run's checkpoint lists, described, each saying whether it is answered.
+
+    An answer kept in the run's inbox (given while the run was paused, or
+    while no worker held it) settles its request at once, though the
+    checkpoint lists it until the run goes on and applies it: ``answered``
+    says so, and nobody is shown how to answer it again.
+    """
+    described = [describe_request(workflow, run_id, request) for request in requests]
+    if described:
+        answered = await answered_in_inbox(store, run_id)
+        for request in described:
+            request["answered"] = request["request_id"] in answered
+    return described
+
+
+async def answered_in_inbox(store: Deliveries, run_id: str) -> set[str]:
+    """The requests of a run whose answer waits in its inbox for its owner to apply.
+
+    The latest checkpoint still lists them until then (on PostgreSQL, until a
+    worker takes the run up): they are answered all the same, and a second
+    answer would be refused, so they are no longer waiting on anyone.
+    """
+    return {
+        item.target
+        for item in await store.inbox(run_id)
+        if item.kind == "answer" and item.target is not None
+    }
+
+
 def describe_request(workflow: Workflow, run_id: str, request: PendingRequest) -> dict[str, Any]:
     """A pending request as the command line and the HTTP API show it.
 
     ``{"run_id", "request_id", "executor_id", "payload", "response_type",
-    "answer_schema", "deadline_at", "approvers", "four_eyes"}``; the payload
-    as the run holds it (the caller makes it JSON). ``approvers`` lists who
-    may answer (empty: anyone with the approver role); ``four_eyes``: not
-    the run's starter.
+    "answer_schema", "deadline_at", "approvers", "four_eyes", "answered"}``;
+    the payload as the run holds it (the caller makes it JSON). ``approvers``
+    lists who may answer (empty: anyone with the approver role);
+    ``four_eyes``: not the run's starter; ``answered``: an answer is kept
+    for it, applied when the run goes on (:func:`describe_requests` reads
+    the inbox; here ``False``).
     """
     return {
         "run_id": run_id,
@@ -92,6 +129,7 @@ def describe_request(workflow: Workflow, run_id: str, request: PendingRequest) -
         "deadline_at": request.deadline_at,
         "approvers": list(request.approvers),
         "four_eyes": request.four_eyes,
+        "answered": False,
     }
 
 

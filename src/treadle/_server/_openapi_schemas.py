@@ -125,6 +125,10 @@ _REQUEST = object_schema(
         "description": "Who may answer: user names, role:R, group:G (empty: any approver).",
     },
     four_eyes={"type": "boolean", "description": "Whether the run's starter may not answer."},
+    answered={
+        "type": "boolean",
+        "description": "An answer is kept for it, applied when the run goes on: none other.",
+    },
 )
 
 _CHECKPOINT = object_schema(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from treadle._exceptions import TreadleError
 from treadle._operations._conversations import conversations
 from treadle._operations._limit_waits import limit_waits
-from treadle._operations._schemas import describe_request, input_schema
+from treadle._operations._schemas import describe_requests, input_schema
 from treadle._operations._shapes import iso_time, request_json, run_json
 from treadle._server._graphs import graph_json
 
@@ -77,8 +77,10 @@ async def run_detail(served: Served, run: RunRecord) -> dict[str, Any]:
         "outputs": list(restored.outputs),
         "state": dict(restored.state),
         "pending_requests": [
-            request_json(describe_request(workflow, run.run_id, request))
-            for request in restored.waits.pending_requests()
+            request_json(request)
+            for request in await describe_requests(
+                workflow, served.store, run.run_id, restored.waits.pending_requests()
+            )
         ],
         "wake_at": iso_time(restored.waits.next_wake_at()),
         "conversations": conversations(workflow, restored.state),

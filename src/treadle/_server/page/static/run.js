@@ -216,7 +216,8 @@ export function runView(main, given) {
           )
         : null,
     );
-    const pending = detail.pending_requests || [];
+    // One answered already (kept until the run goes on) asks nobody: no card for it.
+    const pending = (detail.pending_requests || []).filter((request) => !request.answered);
     // An ended run waits for nothing: its answered cards go at once.
     syncCards(requestList, pending, cards, { showRun: false, onAnswered: () => scheduleReload(0) }, final);
     requestsSection.hidden = cards.size === 0;
