@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from importlib.metadata import version
 
+import psycopg
 import pytest
 from treadle_cli import HERE, Cli
+
+from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +29,27 @@ def test_a_read_never_creates_a_store_and_the_error_names_the_file(tmp_path, com
     assert f"no store at '{cli.db}'" in done.stderr
     assert "--store" in done.stderr
     assert not cli.db.exists()  # nothing was created
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "r1"], ["audit"], ["cancel", "r1"]])
+def test_a_read_never_creates_a_postgresql_schema_and_the_error_names_it(tmp_path, command):
+    # A misspelt TREADLE_SCHEMA: the command is refused, naming the schema, and the server
+    # is left as it was (it used to create the schema and its tables, then list nothing).
+    dsn, schema = postgres_dsn(), fresh_schema()
+    done = Cli(tmp_path, TREADLE_STORE=dsn, TREADLE_SCHEMA=schema)(*command)
+    try:
+        assert done.returncode == 2, done.stdout
+        assert f"no treadle store in schema '{schema}'" in done.stderr
+        assert "TREADLE_SCHEMA" in done.stderr
+        assert not asyncio.run(schema_exists(dsn, schema))  # nothing was created
+    finally:
+        asyncio.run(drop_schemas([schema]))
+
+
+async def schema_exists(dsn: str, schema: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(dsn) as connection:
+        query = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+        return await (await connection.execute(query, (schema,))).fetchone() is not None
 
 
 def test_run_creates_the_store_it_is_given(tmp_path):

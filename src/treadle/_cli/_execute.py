@@ -23,7 +23,7 @@ from treadle._cli._stopping import CLOSED_OUTPUT, Stop, stopping
 from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
 from treadle._exceptions import SerializationError, TreadleError
-from treadle._operations._inputs import open_store
+from treadle._operations._inputs import opened_store
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -69,7 +69,7 @@ def execute(
     """
 
     async def main() -> T:
-        store = open_store(store_url, lease=lease, create=creates, connections=connections)
+        store = await opened_store(store_url, lease=lease, create=creates, connections=connections)
         try:
             if drives is not False:
                 return await _detach_on_interrupt(store, work, drives)

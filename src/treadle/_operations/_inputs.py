@@ -76,7 +76,7 @@ def open_store(
             ``connections`` given for a SQLite store (it has no pool); with
             ``create=False``, the SQLite file does not exist.
     """
-    url = url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
+    url = resolved_url(url)
     if url.startswith(("postgresql://", "postgres://")):
         if connections is None:
             connections = connections_from_environment()
@@ -102,6 +102,57 @@ def open_store(
         )
         raise CommandError(msg)
     return SqliteStore(path, lease=lease if lease is not None else lease_from_environment())
+
+
+async def opened_store(
+    url: str | None,
+    *,
+    lease: float | None = None,
+    create: bool = True,
+    connections: int | None = None,
+) -> Store:
+    """:func:`open_store`, and with ``create=False`` a PostgreSQL schema checked to hold a store.
+
+    A PostgreSQL store creates its schema and tables when first used, as a
+    SQLite store creates its file: a command that only reads or acts on
+    runs stored (``create=False``) refuses a schema without treadle's
+    tables (a misspelt ``TREADLE_SCHEMA``) before it is used, rather than
+    creating an empty store and finding nothing in it.
+
+    Raises:
+        CommandError: as :func:`open_store`; with ``create=False``, the
+            PostgreSQL schema holds no treadle store.
+    """
+    store = open_store(url, lease=lease, create=create, connections=connections)
+    if create or not resolved_url(url).startswith(("postgresql://", "postgres://")):
+        return store
+    import psycopg  # noqa: PLC0415 - the postgres extra, which opening the store needed
+
+    from treadle._stores._postgres import PostgresStore  # noqa: PLC0415
+
+    assert isinstance(store, PostgresStore)  # noqa: S101 - open_store made it from the URL
+    schema = store.schema
+    quoted = "" if schema is None else '"' + schema.replace('"', '""') + '".'
+    try:
+        async with await psycopg.AsyncConnection.connect(resolved_url(url)) as connection:
+            query = await connection.execute("SELECT to_regclass(%s)", (f"{quoted}treadle_schema",))
+            found = await query.fetchone()
+    except psycopg.Error:
+        return store  # unreachable, refused, ...: the store says so, its password hidden
+    if found is None or found[0] is None:
+        where = "its search_path" if schema is None else f"schema {schema!r}"
+        msg = (
+            f"no treadle store in {where} of {store!r}: set TREADLE_SCHEMA to the schema your "
+            "runs are in; only `treadle run`, `start`, `worker` and `serve` create one"
+        )
+        await store.close()
+        raise CommandError(msg)
+    return store
+
+
+def resolved_url(url: str | None) -> str:
+    """The store URL a command uses: ``--store``, else ``TREADLE_STORE``, else the default."""
+    return url or os.environ.get("TREADLE_STORE") or DEFAULT_STORE
 
 
 def lease_from_environment() -> float:
