@@ -112,3 +112,19 @@ def test_deleting_a_run_keeps_its_audit_entries(cli: Cli) -> None:
         "run_deleted",
     ]
     assert cli("audit", "--verify").returncode == 0
+
+
+def test_audit_and_links_take_a_prefix_and_refuse_an_id_nobody_has(cli: Cli) -> None:
+    # Every command naming a run takes a prefix of its id and refuses an unknown one;
+    # `audit RUN` and `links create` took the text as a whole id and printed nothing (or
+    # "no run") for a prefix, and nothing at all, exit 0, for an id nobody has.
+    request_id = _asked(cli)
+    assert [e["action"] for e in cli.json("audit", "r")["entries"]] == ["run_created"]
+    unknown = cli("audit", "nosuch")
+    assert unknown.returncode == 2
+    assert "no run 'nosuch'" in unknown.stderr
+    made = cli("links", "create", "r", request_id, "--for", "ann")
+    assert made.returncode == 0, made.stderr
+    assert f"answer link for ann to {request_id} of r1," in made.stdout
+    cli("delete", "r1", "--yes")  # a deleted run's entries are still found by its id
+    assert [e["action"] for e in cli.json("audit", "r1")["entries"]][-1] == "run_deleted"

@@ -152,7 +152,9 @@ def audit(
         if not found.ok:
             raise typer.Exit(1)
         return
-    listed = execute(store, lambda s: audits.entries(s, run_id))
+    listed = execute(
+        store, lambda s: audits.entries(s) if run_id is None else audits.run_entries(s, run_id)
+    )
     if as_json:
         out.print_json(data={"entries": [audit_json(e) for e in listed]})
         return

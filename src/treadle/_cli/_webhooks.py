@@ -12,7 +12,7 @@ and one person (see :mod:`treadle._operations._links`).
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -23,12 +23,17 @@ from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer r
 from treadle._cli._help import command_group, command_set
 from treadle._cli._tokens import parse_duration
 from treadle._cli._views import out, when
+from treadle._operations._commands import get_run
 from treadle._operations._links import create_link
 from treadle._operations._shapes import with_iso_times
 from treadle._operations._webhooks import message_json, outbox_of
 from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import EVENT_TYPES, new_endpoint
 from treadle._values._actors import Actor
+
+if TYPE_CHECKING:
+    from treadle._stores._answer_links import AnswerLink
+    from treadle._stores._store import Store
 
 cli = command_set()
 
@@ -230,18 +235,16 @@ def create(
     except ValueError as error:
         refuse(escape(str(error)))
     maker = Actor.cli().label
-    token, link = execute(
-        store,
-        lambda s: create_link(
-            s,
-            run_id,
-            request_id,
-            principal,
-            expires_in=lifetime,
-            created_by=maker,
+
+    async def make(s: Store) -> tuple[str, AnswerLink]:
+        full = (await get_run(s, run_id)).run_id  # given a prefix, its run's full id
+        return await create_link(
+            s, full, request_id, principal, expires_in=lifetime, created_by=maker,
             groups=groups or (),
-        ),
-    )
+        )  # fmt: skip
+
+    token, link = execute(store, make)
+    run_id = link.run_id
     address = f"{base_url.rstrip('/')}/answer/{token}" if base_url else f"/answer/{token}"
     out.print(
         f"answer link for {escape(principal)} to {escape(request_id)} of {escape(run_id)},"

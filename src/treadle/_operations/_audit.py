@@ -15,6 +15,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from treadle._operations._commands import get_run
 from treadle._operations._shapes import iso_time
 from treadle._stores._audit import chain_problems
 
@@ -45,6 +46,22 @@ class Verified:
     def to_json(self) -> dict[str, Any]:
         """As ``treadle audit --verify --json`` prints it."""
         return {"entries": self.entries, "ok": self.ok, "problems": self.problems}
+
+
+async def run_entries(store: Store, run_id: str) -> list[AuditEntry]:
+    """The audit entries of the run ``run_id`` names, oldest first.
+
+    By its id, also once the run is deleted (its entries stay); else by a
+    prefix of a stored run's id, as every command takes one.
+
+    Raises:
+        CommandError: no entry has that id and no run that id or prefix
+            (naming the store), or several runs share the prefix.
+    """
+    found = await entries(store, run_id)
+    if found:
+        return found
+    return await entries(store, (await get_run(store, run_id)).run_id)
 
 
 async def entries(store: AuditLog, run_id: str | None = None) -> list[AuditEntry]:
