@@ -145,7 +145,10 @@ def test_a_checkpoint_is_named_by_a_prefix_of_its_id_or_by_its_superstep(tmp_pat
     assert json.loads(by_step.stdout)["checkpoint_id"] == at_one
     missing = cli("fork", "r1", "--superstep", "9")
     assert missing.returncode == 2
-    assert "no superstep 9 (its supersteps: [0, 1, 2]" in missing.stderr
+    assert "has no checkpoint at superstep 9 (its supersteps: [0, 1, 2]" in missing.stderr
+    unknown = cli("fork", "r1", "--checkpoint", "zzz")
+    assert unknown.returncode == 2
+    assert "run 'r1' has no checkpoint whose id starts 'zzz' (its supersteps" in unknown.stderr
     both = cli("resume", "r1", "--checkpoint", prefix, "--superstep", "1")
     assert both.returncode == 2
     assert "not both" in both.stderr

@@ -425,20 +425,21 @@ async def resolve_checkpoint(
     checkpoints = await store.list_checkpoints(run_id)
     if superstep is not None:
         found = [c.checkpoint_id for c in checkpoints if c.superstep == superstep]
-        what = f"superstep {superstep}"
+        what = f"at superstep {superstep}"
     else:
         assert given is not None  # noqa: S101 - one of the two, checked above
         if any(c.checkpoint_id == given for c in checkpoints):
             return given
         found = [c.checkpoint_id for c in checkpoints if c.checkpoint_id.startswith(given)]
-        what = f"a checkpoint id starting {given!r}"
+        what = f"whose id starts {given!r}"
     if len(found) == 1:
         return found[0]
     if not found:
         steps = sorted({c.superstep for c in checkpoints})
-        msg = f"run {run_id!r} has no {what} (its supersteps: {steps}; see treadle history)"
+        seen = f"its supersteps: {steps}; see treadle history"
+        msg = f"run {run_id!r} has no checkpoint {what} ({seen})"
     else:
-        msg = f"run {run_id!r} has {len(found)} checkpoints at {what}: {', '.join(found)}"
+        msg = f"run {run_id!r} has {len(found)} checkpoints {what}: {', '.join(found)}"
     raise CommandError(msg)
 
 
