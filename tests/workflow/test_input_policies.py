@@ -15,7 +15,7 @@ import pytest
 from session_app import session
 
 from gates import file_appears, reached
-from treadle import InputPolicy, RunStatus
+from treadle import InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._workflow import _driving as driving
 from treadle._workflow._pausing import stored_result
 from treadle.errors import RequestError, RunBusyError, SessionBusyError
@@ -73,6 +73,26 @@ async def test_reject_refuses_a_message_while_a_turn_runs_and_nothing_is_deliver
     assert result.state["turns"] == ["m0", "m1"]
     sent = [e.data for e in await store.read_events("s1") if e.kind == "message_sent"]
     assert [(d["message"], d["policy"]) for d in sent] == [("m1", "reject")]
+
+
+@executor(id="approve")
+async def approve(text: str, ctx: WorkflowContext) -> None:
+    ok = await ctx.request({"text": text}, bool)
+    ctx.yield_output(ok)
+
+
+async def test_a_message_to_a_run_waiting_for_an_answer_names_the_request_and_respond(store):
+    # It waits for an answer, not for input: the refusal says which request and what
+    # gives it, not only "awaiting_input" (the status a message would seem to fit).
+    approval = WorkflowBuilder(approve, name="approval").build()
+    asked = await approval.run("a", store=store)
+    (request,) = asked.pending_requests
+    with pytest.raises(SessionBusyError, match="nothing was delivered") as refused:
+        await approval.send_message(asked.run_id, "x", store=store)
+    assert f"it waits for an answer to {request.request_id}, which respond gives" in str(
+        refused.value
+    )
+    assert [e for e in await store.read_events(asked.run_id) if e.kind == "message_sent"] == []
 
 
 async def test_enqueue_keeps_messages_and_takes_one_per_turn_in_arrival_order(store, tmp_path):

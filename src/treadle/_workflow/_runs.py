@@ -336,7 +336,11 @@ async def deliverable_message(
         msg = f"{where} {run_id!r} is not waiting for input ({restored.status})"
         if restored.status in _ENDED or target is not None:
             raise RequestError(msg)
-        raise SessionBusyError(run_id, f"not waiting for input: {restored.status}")
+        asked = [r.request_id for r in restored.waits.pending_requests()]
+        why = f"not waiting for input: {restored.status}"
+        if asked:  # what it waits for instead, and what gives it
+            why = f"it waits for an answer to {', '.join(asked)}, which respond gives"
+        raise SessionBusyError(run_id, why)
     return [("message", target, workflow.serializer.dumps(message))]
 
 
