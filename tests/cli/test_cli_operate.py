@@ -92,9 +92,10 @@ def test_requests_lists_what_runs_wait_on_across_runs_with_answer_schemas(tmp_pa
     assert oldest["deadline_at"] is None
     assert set(oldest) == set(newest) == {
         "run_id", "request_id", "executor_id", "payload", "response_type", "answer_schema",
-        "deadline_at", "approvers", "four_eyes",
+        "deadline_at", "approvers", "four_eyes", "answered",
     }  # fmt: skip
     assert (oldest["approvers"], oldest["four_eyes"]) == ([], False)  # anyone may answer
+    assert oldest["answered"] is newest["answered"] is False  # the listing's are all open
 
     assert [r["run_id"] for r in cli.json("requests", "--workflow", "review")["requests"]] == [
         "r-1"

@@ -15,7 +15,7 @@ from treadle import Actor, Role, WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._audit import chain_problems
 from treadle._workflow import _actions as door
 from treadle._workflow._rights import actor_or_default
-from treadle.errors import ActionRefusedError, RequestTimeoutError
+from treadle.errors import ActionRefusedError, RequestTimeoutError, RunCancelledError
 
 if TYPE_CHECKING:
     from treadle.stores import Store
@@ -119,6 +119,24 @@ async def test_an_actor_without_the_right_is_refused_and_nothing_is_recorded(
         await door.delete(store, "r2", actor=OPS)
     assert await store.read_audit() == before
     assert (await store.get_run("r2")).status == "awaiting_input"
+
+
+async def test_a_resume_that_does_nothing_or_is_refused_is_not_recorded(store: Store) -> None:
+    # A completed run's resume has nothing to do, a cancelled one's is refused: neither is
+    # an action on the run, so neither is on its record (both were, as "resumed the run").
+    first = await record.run("t", run_id="r3", store=store)
+    (asked,) = first.pending_requests
+    await record.respond("r3", {asked.request_id: True}, store=store, actor=MARIA)
+    await record.send_message("r3", "bye", store=store, actor=OPS)
+    await record.run("t", run_id="r4", store=store)
+    await record.cancel("r4", store=store, actor=OPS)
+    before = await store.read_audit()
+    done = await record.resume("r3", store=store, actor=OPS)
+    assert done.status.value == "completed"
+    with pytest.raises(RunCancelledError):
+        await record.resume("r4", store=store, actor=OPS)
+    assert await store.read_audit() == before
+    assert "run_resumed" not in [kind for kind, _, _ in await acted(store, "r4")]
 
 
 @executor

@@ -26,6 +26,7 @@ from treadle._graph._input_policy import policy_of_kind
 from treadle._stores import _audit, _memory_events, _pausing
 from treadle._stores._sql_ownership import (
     ENDED_STATUSES,
+    NOTHING_TO_RESUME,
     answer_preview,
     check_items,
     check_not_ended,
@@ -124,7 +125,7 @@ class MemoryOwnership(ABC):
                     run_id, str(run.record.owner), float(run.record.lease_until or 0)
                 )
             lease = self._lease(run, owner, now + duration, parked=None)
-            if actor is not None:
+            if actor is not None and run.record.status not in NOTHING_TO_RESUME:
                 self._record([_audit.Recorded(run_id, "run_resumed", actor, {})], now)
             return lease
 

@@ -125,9 +125,10 @@ class PostgresOwnership(ABC):
                 taken = await _try_acquire(connection, run_id, owner, until, now, replacing)
                 if taken is None:
                     raise RunBusyError(run_id, found[0], found[1])
-            if actor is not None:
+            epoch, status = taken
+            if actor is not None and status not in _sql_ownership.NOTHING_TO_RESUME:
                 await record(connection, [_audit.Recorded(run_id, "run_resumed", actor, {})], now)
-            return Lease(run_id, owner, taken, until)
+            return Lease(run_id, owner, epoch, until)
 
         return await self._run(work, write=True)
 
@@ -334,8 +335,8 @@ async def _try_acquire(
     until: float,
     now: float,
     replacing: str | None,
-) -> int | None:
-    """The new lease's epoch if the run was free (or held by ``replacing``); else ``None``."""
+) -> tuple[int, str] | None:
+    """The new lease's epoch and the run's status if it was free (or held by ``replacing``)."""
     found = await connection.execute(_render(_sql_ownership.ACQUIRE), (owner, until, run_id, now))
     taken = await found.fetchone()
     if taken is None and replacing is not None:
@@ -343,7 +344,7 @@ async def _try_acquire(
         taken = await (
             await connection.execute(_render(_sql_ownership.ACQUIRE_FROM), taking)
         ).fetchone()
-    return None if taken is None else int(taken[0])
+    return None if taken is None else (int(taken[0]), str(taken[1]))
 
 
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:

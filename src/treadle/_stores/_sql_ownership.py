@@ -41,14 +41,18 @@ ACQUIRE = f"""
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
 WHERE run_id = ? AND status <> 'paused' AND {_FREE}
-RETURNING lease_epoch"""  # noqa: S608 - constants only
+RETURNING lease_epoch, status"""  # noqa: S608 - constants only
 
 # Taking a lease over from an owner known to be dead (its process is gone), however long it had.
 ACQUIRE_FROM = """
 UPDATE treadle_runs
 SET owner = ?, lease_epoch = lease_epoch + 1, lease_until = ?, parked = NULL
 WHERE run_id = ? AND owner = ? AND status <> 'paused'
-RETURNING lease_epoch"""
+RETURNING lease_epoch, status"""
+
+NOTHING_TO_RESUME = frozenset({"completed", "cancelled"})
+"""A resume finds nothing to do in a run that completed, and is refused one cancelled: taking
+its lease to find so is not recorded as ``run_resumed`` (a failed run's resume runs it again)."""
 
 # Why an acquire took nothing: the owner and its lease, or the run is paused.
 SELECT_OWNER = "SELECT owner, lease_until, status FROM treadle_runs WHERE run_id = ?"

@@ -99,7 +99,7 @@ class SqliteOwnership(ABC):
                 if found[2] == _pausing.PAUSED:
                     raise RunPausedError(run_id)
                 raise RunBusyError(run_id, found[0], found[1])
-            if actor is not None:
+            if actor is not None and row[1] not in _sql_ownership.NOTHING_TO_RESUME:
                 record(connection, [_audit.Recorded(run_id, "run_resumed", actor, {})], now)
             return Lease(run_id, owner, row[0], until)
 
