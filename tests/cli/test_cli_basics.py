@@ -169,3 +169,14 @@ def test_a_narrow_terminal_shows_run_and_checkpoint_ids_whole(tmp_path):
     history = cli.on_a_terminal("history", run_ids[0], columns=80)
     checkpoint_ids = [c["checkpoint_id"] for c in cli.json("history", run_ids[0])["checkpoints"]]
     assert all(c in history for c in checkpoint_ids), history
+
+
+@pytest.mark.parametrize("command", ["run", "start"])
+def test_a_run_id_other_doors_could_not_name_is_refused_before_anything_is_made(
+    tmp_path, command
+):
+    cli = Cli(tmp_path)
+    done = cli(command, "cli_app:long_job", "--input", "1", "--run-id", "a b")
+    assert done.returncode == 2
+    assert "run_id 'a b' must be 1 to 200 letters, digits or . _ ~ : @ + -" in done.stderr
+    assert not cli.db.exists()

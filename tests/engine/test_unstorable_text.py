@@ -112,7 +112,7 @@ async def test_names_no_store_can_keep_are_refused_before_anything_runs(tmp_path
     workflow = WorkflowBuilder(start=echo).build()
     store = SqliteStore(tmp_path / "runs.sqlite")
     try:
-        with pytest.raises(ValueError, match=r"run id 'report-\\udcff.txt' holds a lone surrogate"):
+        with pytest.raises(ValueError, match=r"run_id 'report-\\udcff.txt' must be 1 to 200"):
             await workflow.run("x", store=store, run_id=FILE_NAME)
         assert await store.list_runs() == []
         with pytest.raises(ValueError, match=r"deduplication_id 'report-\\udcff.txt' holds"):

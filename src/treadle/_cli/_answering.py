@@ -64,9 +64,8 @@ def request_lines(request: dict[str, Any]) -> list[str]:
     schema = request.get("answer_schema") or {}
     lines += [f"  {escape(line)}" for line in field_lines(schema)]
     example = shlex.quote(json.dumps(example_answer(schema)))
-    lines.append(
-        f"  answer: treadle respond {request['run_id']} {request['request_id']} {escape(example)}"
-    )
+    run_id = escape(shlex.quote(request["run_id"]))  # a run made before ids were checked
+    lines.append(f"  answer: treadle respond {run_id} {request['request_id']} {escape(example)}")
     return lines
 
 

@@ -22,6 +22,7 @@ import typer
 from treadle._cli._execute import refuse
 from treadle._engine._options import RunOptions
 from treadle._operations._starting import StartChoice
+from treadle._values._ids import checked_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -52,6 +53,23 @@ WaitOption = Annotated[
     typer.Option("--wait", help="If another process owns the run, wait for it rather than refuse."),
 ]
 RunIdArgument = Annotated[str, typer.Argument(help="The run id, or a prefix of it naming one run.")]
+
+
+def _new_run_id(value: str | None) -> str | None:
+    """A ``--run-id`` for a new run, refused (exit 2) where another door could not name it."""
+    if value is None:
+        return None
+    try:
+        return checked_run_id(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+def new_run_id_option(help_text: str) -> Any:
+    """``--run-id`` of a command that makes a run: checked as every door checks a run's id."""
+    return typer.Option("--run-id", help=help_text, callback=_new_run_id)
+
+
 FollowOption = Annotated[
     bool,
     typer.Option("--follow", help="Draw the run's events as they commit, until it rests or ends."),

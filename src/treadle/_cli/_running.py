@@ -24,6 +24,7 @@ from treadle._cli._flags import (
     RunIdArgument,
     StoreOption,
     WaitOption,
+    new_run_id_option,
     with_run_flags,
 )
 from treadle._cli._follow import continue_run, follow_new
@@ -63,7 +64,7 @@ def run(
     input_: Annotated[
         str | None, typer.Option("--input", "-i", help="The input as JSON, or @file.json.")
     ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the run id.")] = None,
+    run_id: Annotated[str | None, new_run_id_option("Choose the run id.")] = None,
     *,
     choice: StartChoice,
     flags: RunFlags,
@@ -231,9 +232,7 @@ def start(
             show_default=False,
         ),
     ] = "null",
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Choose the run id (idempotent).")
-    ] = None,
+    run_id: Annotated[str | None, new_run_id_option("Choose the run id (idempotent).")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
     follow: FollowOption = False,

@@ -18,12 +18,13 @@ from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
 from treadle._scaleout._tick_queue import QueueStarter
-from treadle._values._ids import new_run_id
+from treadle._values._ids import checked_run_id, new_run_id
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import actor_or_default
+from treadle._workflow._runs import checked_responses
 from treadle._workflow._schedule_actions import Schedules
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._versions import Hosted, check_version
@@ -123,7 +124,8 @@ class Client:
         Args:
             workflow: The workflow's name (or the workflow itself).
             message: The input, for the start executor.
-            run_id: The run's id; a fresh one when omitted.
+            run_id: The run's id; a fresh one when omitted (1 to 200 letters,
+                digits or ``. _ ~ : @ + -``, as ``Workflow.run`` takes).
             timeout: Seconds from now to the run's deadline, enforced by workers.
             version: The version of the workflow to run. By default a
                 workflow object's own; for a name, the newest this client was
@@ -148,7 +150,7 @@ class Client:
         else:
             check_version(version)
         serializer = known.serializer if known is not None else self._plain
-        chosen = run_id or new_run_id()
+        chosen = new_run_id() if run_id is None else checked_run_id(run_id)
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
         fields = known.search_fields.of_input(message, chosen) if known is not None else ()
@@ -310,6 +312,7 @@ class Client:
             UnknownRequestError, InvalidResponseError: An answer was refused
                 by the check above; nothing was delivered.
         """
+        responses = checked_responses(responses)
         row = await self.get(run_id)
         try:
             workflow: Workflow | None = await self._workflow_of(row)

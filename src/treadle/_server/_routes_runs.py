@@ -8,7 +8,6 @@ Errors are raised, and answered by the app's handlers in the one error shape.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
@@ -39,7 +38,7 @@ from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
-from treadle._values._ids import new_run_id
+from treadle._values._ids import RUN_ID_RULE, checked_run_id, new_run_id
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -49,8 +48,6 @@ if TYPE_CHECKING:
     from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
-# Ids the API creates runs under: they travel in paths, so no slash, space or '%'.
-_RUN_ID = re.compile(r"[A-Za-z0-9._~:@+-]{1,200}")
 _STATUSES = tuple(status.value for status in RunStatus)
 
 
@@ -74,9 +71,13 @@ def chosen_run_id(body: dict[str, Any]) -> str | None:
         ApiError: 400 it is not 1 to 200 of letters, digits and ``. _ ~ : @ + -``.
     """
     run_id = text_field(body, "run_id")
-    if run_id is not None and not _RUN_ID.fullmatch(run_id):
-        message = "must be 1 to 200 letters, digits or . _ ~ : @ + - (it goes in URLs)"
-        raise ApiError(400, f"run_id: {message}", fields=[{"loc": "run_id", "message": message}])
+    if run_id is not None:
+        try:
+            checked_run_id(run_id)
+        except ValueError:
+            message = f"must be {RUN_ID_RULE}"
+            fields = [{"loc": "run_id", "message": message}]
+            raise ApiError(400, f"run_id: {message}", fields=fields) from None
     return run_id
 
 

@@ -18,7 +18,8 @@ on a thread of its own so the event loop never waits on disk.
 from __future__ import annotations
 
 import inspect
-from typing import Protocol
+import os
+from typing import Protocol, cast
 
 from treadle._stores._audit import AuditEntry, AuditLog
 from treadle._stores._events import EventEntry, EventLog, LoggedEvent
@@ -143,3 +144,31 @@ def role_methods(role: type) -> frozenset[str]:
         for name, value in vars(base).items()
         if inspect.isfunction(value) and not name.startswith("_")
     )
+
+
+def checked_store(store: object) -> Store:
+    """``store`` once it is a store, not a path to one or a connection string.
+
+    A store is made by its class (``SqliteStore(path)``, ``PostgresStore(dsn)``,
+    ``MemoryStore()``): a ``str`` or a ``Path`` given where a store goes used to
+    be taken, and the first run failed far from the mistake.
+
+    Raises:
+        TypeError: ``store`` has none of a store's methods (naming what it is).
+    """
+    if all(callable(getattr(store, name, None)) for name in _CHECKED):
+        return cast("Store", store)
+    hint = ""
+    if isinstance(store, (str, os.PathLike)):
+        text = str(os.fspath(store))
+        made = "PostgresStore" if text.startswith(("postgresql:", "postgres:")) else "SqliteStore"
+        hint = f": for this one, pass {made}({text!r}) (from treadle.stores)"
+    msg = (
+        f"store must be a treadle store (SqliteStore, PostgresStore, MemoryStore), "
+        f"got {type(store).__name__}{hint}"
+    )
+    raise TypeError(msg)
+
+
+_CHECKED = ("create_run", "commit", "load_checkpoint", "get_run")
+"""A few of the port's methods: what a value given as a store must have to be taken for one."""

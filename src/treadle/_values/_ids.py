@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 
 # Per process by nature: one generator, reseeded in a forked child (which would
@@ -78,3 +79,29 @@ def new_checkpoint_id() -> str:
     waking at once, and of many runs starting at once).
     """
     return _made_now(_GENERATOR.getrandbits(74))
+
+
+RUN_ID_RULE = "1 to 200 letters, digits or . _ ~ : @ + - (it goes in URLs and commands)"
+"""What a run id given by its caller may hold, at every door (Python, the CLI, the API)."""
+
+_RUN_ID = re.compile(r"[A-Za-z0-9._~:@+-]{1,200}")
+_SHOWN = 60  # characters of a refused id its message quotes
+
+
+def checked_run_id(run_id: object) -> str:
+    """``run_id`` once every door can name it: in a URL's path, a command, a store's column.
+
+    Raises:
+        TypeError: it is not a ``str``.
+        ValueError: it breaks :data:`RUN_ID_RULE` (the message says so).
+    """
+    if not isinstance(run_id, str):
+        msg = f"run_id must be a str, got {type(run_id).__name__}: {run_id!r}"
+        raise TypeError(msg)
+    if _RUN_ID.fullmatch(run_id) is None:
+        shown = repr(run_id[:_SHOWN]) + (
+            f"... ({len(run_id)} chars)" if len(run_id) > _SHOWN else ""
+        )
+        msg = f"run_id {shown} must be {RUN_ID_RULE}"
+        raise ValueError(msg)
+    return run_id

@@ -32,6 +32,7 @@ from treadle._graph._edges import (
 )
 from treadle._graph._input_policy import InputPolicy
 from treadle._graph._limits import workflow_limits
+from treadle._stores._store import checked_store
 from treadle._values._search_fields import SearchField, SearchFields
 from treadle._workflow._executor_set import ExecutorSet
 from treadle._workflow._search_declaring import search_field
@@ -142,7 +143,7 @@ class WorkflowBuilder:
         self._pool = pool
         self._name = name
         self._version = check_version(version)
-        self._store = store
+        self._store = None if store is None else checked_store(store)
         self._checkpoint_key = checkpoint_key
         self._serializer = serializer
         self._types: list[type] = []

@@ -22,8 +22,8 @@ from treadle._engine._env import Opening
 from treadle._engine._metrics import RunMeter
 from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
-from treadle._values._ids import new_run_id
-from treadle._values._text import checked_name
+from treadle._stores._store import checked_store
+from treadle._values._ids import checked_run_id, new_run_id
 from treadle._workflow._limit_board import limiting_for
 
 if TYPE_CHECKING:
@@ -104,6 +104,23 @@ def plain_launch(
     return launch
 
 
+def _checked(workflow: Workflow, launch: Launch) -> Store | None:
+    """The launch's store, once it and the launch are fit to open a run with.
+
+    Raises:
+        TypeError: a new run without an input, a store that is not one, a
+            run id that is not a ``str``.
+        ValueError: a run id other doors could not name (``checked_run_id``).
+    """
+    if launch.restored is None and launch.message is _NO_INPUT:
+        msg = "a new run needs an input message"
+        raise TypeError(msg)
+    if launch.run_id is not None:
+        checked_run_id(launch.run_id)
+    store = launch.store if launch.store is not None else workflow.store
+    return None if store is None else checked_store(store)
+
+
 async def open_run(
     workflow: Workflow, launch: Launch, sink: EventSink | None
 ) -> tuple[DrivenRun, Callable[[], Awaitable[None]]]:
@@ -112,15 +129,10 @@ async def open_run(
     Letting go releases the run's executors and, for a stored run, takes
     its lease from its keeper and gives it up if the last commit did not.
     """
-    store = launch.store if launch.store is not None else workflow.store
+    store = _checked(workflow, launch)
     # With nowhere to rest, a run sleeps through its timers (whatever opened it).
     settings = workflow.settings(launch.options, sleep_through_timers=store is None)
     restored = launch.restored
-    if restored is None and launch.message is _NO_INPUT:
-        msg = "a new run needs an input message"
-        raise TypeError(msg)
-    if launch.run_id:
-        checked_name("run id", launch.run_id)
     run_id = launch.run_id or (restored.run_id if restored else None) or new_run_id()
     ownership = launch.ownership
     if store is not None and ownership is None and restored is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ from treadle._values import _ids
 from treadle._values._text import checked_name, error_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._store import (
@@ -277,6 +278,19 @@ async def lease_if_free(store: Store, run_id: str) -> Ownership | None:
         return await Ownership.acquire(store, run_id)
     except (RunBusyError, RunPausedError):
         return None
+
+
+def checked_responses(responses: object) -> Mapping[str, Any]:
+    """``responses`` once it maps request ids to answers, as ``respond`` takes them.
+
+    Raises:
+        TypeError: it is not a mapping (a list of pairs, one request's id).
+    """
+    if not isinstance(responses, Mapping):
+        got = type(responses).__name__
+        msg = f"responses must map request ids to answers, {{request_id: answer}}; got a {got}"
+        raise TypeError(msg)
+    return responses
 
 
 async def deliverable_answers(

@@ -40,6 +40,7 @@ from treadle._exceptions import (
     SerializationError,
     TreadleError,
 )
+from treadle._stores._store import checked_store
 from treadle._tasks import close_group, each_at_most, stop_if_cancelled
 from treadle._values._text import error_text
 from treadle._workflow._claim_reads import ClaimReads
@@ -102,7 +103,7 @@ class Runtime:
         metrics: Metrics | None = None,
         limits: Iterable[CallLimit] = (),
     ) -> None:
-        self.store = store
+        self.store = checked_store(store)
         self.metrics = metrics
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval

@@ -24,7 +24,7 @@ from treadle._workflow._driving import continue_taken, drive
 from treadle._workflow._launch import Launch, open_run, plain_launch
 from treadle._workflow._pausing import paused_result, stored_result
 from treadle._workflow._rights import actor_or_default, started_by
-from treadle._workflow._runs import RunHistory, run_history, take_over
+from treadle._workflow._runs import RunHistory, checked_responses, run_history, take_over
 from treadle._workflow._sessions import taken_after_sending
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._starting import admit_start
@@ -75,7 +75,8 @@ class Workflow(WorkflowGraph):
 
         Args:
             message: The input, delivered to the start executor in superstep 1.
-            run_id: The run's id (default: a fresh UUID).
+            run_id: The run's id (default: a fresh UUID): 1 to 200 letters,
+                digits or ``. _ ~ : @ + -``, so that every door can name it.
             state: Initial shared state, over the declared defaults.
             store: Checkpoint every barrier here (default: the workflow's
                 store; none means the run lives in memory only).
@@ -319,7 +320,8 @@ class Workflow(WorkflowGraph):
             raise ValueError(msg)
         chosen = self.store_for(store)
         who = actor_or_default(actor)
-        await door.answer(chosen, run_id, responses, actor=who, workflow=self, wait=wait)
+        answers = checked_responses(responses)
+        await door.answer(chosen, run_id, answers, actor=who, workflow=self, wait=wait)
         # Delivered: whoever owns the run now applies it, or this caller once it may.
         try:
             taken = await take_over(self, chosen, run_id, wait=True)

@@ -34,6 +34,7 @@ from treadle._exceptions import InvalidResponseError
 from treadle._graph._cycles import cycle_members
 from treadle._graph._input_policy import InputPolicy
 from treadle._graph._limits import NO_LIMITS, WorkflowLimits
+from treadle._stores._store import checked_store
 from treadle._values._registry import TypeRegistry
 from treadle._values._search_fields import NO_SEARCH_FIELDS
 from treadle._values._serialization import JsonSerializer
@@ -284,7 +285,7 @@ class WorkflowGraph:
                 f"WorkflowBuilder(..., store=SqliteStore(path))"
             )
             raise ValueError(msg)
-        return chosen
+        return checked_store(chosen)
 
     # -- running ---------------------------------------------------------------
     def settings(self, options: RunOptions, *, sleep_through_timers: bool) -> RunSettings:
