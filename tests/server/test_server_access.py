@@ -172,6 +172,23 @@ async def test_errors_never_echo_the_token_or_a_store_password(sqlite_url):
             assert secret not in shown, shown
 
 
+@pytest.mark.timeout(60)  # unbounded, the first of these took minutes, blocking every caller
+async def test_a_long_path_or_text_is_refused_or_redacted_in_time_linear_in_its_length(api):
+    # Every message the server sends or logs goes through the redactor, the path of a
+    # request (the access log) and ids it repeats included; its URL-password pattern
+    # used to take time growing with the square of a run of letters.
+    missing = await api.get(f"/api/runs/{'a' * 60_000}")  # as long as a client sends
+    assert missing.status_code == 404
+    unknown = await api.post("/api/runs", json={"workflow": "w" * 1_000_000, "input": 1})
+    assert unknown.status_code == 400, unknown.text  # a text field too long: refused at once
+    redact = Redactor.of(TOKEN, None)
+    for text in ("a" * 300_000, "a://x" * 60_000, "a://:" * 60_000, "a://x:y" * 40_000):
+        assert redact(text) == text  # no password in any: nothing hidden
+    assert redact("x" * 1000 + " postgresql://u:pw@h " * 3) == "x" * 1000 + (
+        " postgresql://u:***@h " * 3
+    )
+
+
 async def test_bodies_must_be_json_objects_with_known_fields(api):
     as_text = await api.post("/api/runs", content=b'{"workflow": "approval"}')
     assert as_text.status_code == 415
