@@ -78,6 +78,23 @@ def serve(
             "--body-timeout", min=0.01, help="Seconds a request body may take to arrive (408)."
         ),
     ] = 30.0,
+    headers_timeout: Annotated[
+        float,
+        typer.Option(
+            "--headers-timeout",
+            min=0.01,
+            help="Seconds a connection has to send a request's line and headers (then closed).",
+        ),
+    ] = 10.0,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Connections served at once; past it new ones are closed"
+            " (default: half the files this process may open, at most 10,000).",
+        ),
+    ] = None,
     poll_interval: Annotated[
         float,
         typer.Option("--poll-interval", min=0.01, help="Seconds between looks for due runs."),
@@ -175,7 +192,7 @@ def serve(
             highlight=False,
         )
     out.file.flush()
-    _run(application, listening, redact)
+    _run(application, listening, redact, (max_connections, headers_timeout))
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -193,15 +210,30 @@ def _bind(host: str, port: int) -> socket.socket:
     return listening
 
 
-def _run(application: Any, listening: socket.socket, redact: Callable[[str], str]) -> None:
-    """Run uvicorn on the socket until SIGTERM or Ctrl-C; logs go to stderr, tokens hidden."""
+def _run(
+    application: Any,
+    listening: socket.socket,
+    redact: Callable[[str], str],
+    guard: tuple[int | None, float],
+) -> None:
+    """Run uvicorn on the socket until SIGTERM or Ctrl-C; logs go to stderr, tokens hidden.
+
+    ``guard``: the most connections served at once (``None``: from the
+    process's file limit) and the seconds each has to send its headers.
+    """
     import uvicorn  # noqa: PLC0415 - the server extra
     from uvicorn.config import LOGGING_CONFIG  # noqa: PLC0415
+
+    from treadle._cli._serve_guard import connection_limit, guarded_protocol  # noqa: PLC0415
 
     logs = copy.deepcopy(LOGGING_CONFIG)
     logs["handlers"]["access"]["stream"] = "ext://sys.stderr"  # stdout: what the command says
     config = uvicorn.Config(
-        application, log_config=logs, lifespan="on", timeout_graceful_shutdown=5
+        application,
+        log_config=logs,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        http=guarded_protocol(guard[0] or connection_limit(), guard[1]),
     )
     server = _server_class()(config)
     logging.getLogger("uvicorn.access").addFilter(_Redacting(redact))

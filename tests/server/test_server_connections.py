@@ -1,0 +1,94 @@
+"""Connections that never ask are bounded: closed after ``--headers-timeout``, shed past a limit.
+
+A client used to hold a connection that sent nothing, or half a request
+line, for as long as it liked, and the server took every connection
+offered: one client opening tens of thousands used up the process's file
+descriptors, other requests timed out, and the accept loop logged
+``Too many open files`` hundreds of thousands of times. A real ``treadle
+serve`` process here, attacked over raw sockets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from server.conftest import ServeProcess
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+LIMIT = 40
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServeProcess]:
+    serving = ServeProcess(
+        tmp_path,
+        str(tmp_path / "runs.sqlite"),
+        "--headers-timeout",
+        "1",
+        "--max-connections",
+        str(LIMIT),
+    )
+    serving.start().ready()
+    try:
+        yield serving
+    finally:
+        serving.stop()
+
+
+def _connect(server: ServeProcess) -> socket.socket:
+    host, port = server.base.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=20)
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes ``sock`` (EOF or a reset) within ``within`` seconds."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+    return True
+
+
+def test_a_connection_that_sends_no_request_or_half_of_one_is_closed(server):
+    auth = f"Authorization: Bearer {server.token}\r\n"
+    with contextlib.ExitStack() as holding:
+        quiet, half_line, half_headers = (holding.enter_context(_connect(server)) for _ in range(3))
+        half_line.sendall(b"GET /api/me HTT")
+        half_headers.sendall(f"GET /api/me HTTP/1.1\r\nHost: x\r\n{auth}".encode())
+        for sock in (quiet, half_line, half_headers):
+            assert _closed_by_server(sock, within=15)
+        # A kept-alive connection's next request has the same bound after its first.
+        kept = holding.enter_context(_connect(server))
+        kept.sendall(f"GET /api/me HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        kept.sendall(b"GET /api/me HTTP/1.1\r\n")  # and then nothing
+        assert _closed_by_server(kept, within=15)
+    with server.client() as client:
+        assert client.get("/api/me", headers=server.auth).status_code == 200
+
+
+def test_past_the_limit_new_connections_are_closed_and_those_open_served(server):
+    with contextlib.ExitStack() as holding:
+        crowd = [holding.enter_context(_connect(server)) for _ in range(LIMIT * 3)]
+        # The crowd came first: past the limit, the server closed what it could not serve.
+        shed = sum(_closed_by_server(sock, within=0.5) for sock in crowd[LIMIT + 5 :])
+        assert shed >= LIMIT
+        # Once the first of the crowd time out, a request is served again at once.
+        time.sleep(1.5)
+        with server.client() as client:
+            assert client.get("/api/me", headers=server.auth).status_code == 200
+    _, _, log = server.stop()
+    assert "Too many open files" not in log
+    assert log.count(f"over {LIMIT} connections") <= 3  # said once per crowd, not per connection
