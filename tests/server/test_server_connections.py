@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import time
 from typing import TYPE_CHECKING
 
@@ -92,3 +93,38 @@ def test_past_the_limit_new_connections_are_closed_and_those_open_served(server)
     _, _, log = server.stop()
     assert "Too many open files" not in log
     assert log.count(f"over {LIMIT} connections") <= 3  # said once per crowd, not per connection
+
+
+def test_a_client_gone_mid_body_changes_nothing_and_is_no_server_failure(server):
+    # Half an answer's body, then a reset: the run is as it was (its request still open,
+    # answered later once), and the server logs no failure of its own (it logged a 500
+    # and a traceback for each: a client leaving is not a bug).
+    with server.client(headers=server.auth) as client:
+        started = client.post(
+            "/api/runs", json={"workflow": "approval", "input": {"topic": "x", "words": 3}}
+        )
+        run_id = started.json()["run"]["run_id"]
+        for _ in range(200):
+            detail = client.get(f"/api/runs/{run_id}").json()
+            if detail["pending_requests"]:
+                break
+            time.sleep(0.05)
+        (request,) = detail["pending_requests"]
+        path = f"/api/runs/{run_id}/requests/{request['request_id']}"
+        body = b'{"answer": {"approved": true, "note": "half"}}'
+        for _ in range(3):
+            sock = _connect(server)
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            )
+            sock.sendall(head.encode() + body[: len(body) // 2])
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # a reset
+        time.sleep(0.5)
+        assert client.get(f"/api/runs/{run_id}").json()["run"]["status"] == "awaiting_input"
+        answered = client.post(path, json={"answer": {"approved": True, "note": "whole"}})
+        assert answered.status_code == 202, answered.text
+    _, _, log = server.stop()
+    assert "unexpected error" not in log
+    assert "Traceback" not in log, log[-4000:]

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.routing import Route
 
 from treadle._exceptions import AppLoadError, CommandError, TreadleError
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from starlette.requests import Request
-    from starlette.responses import Response
 
     from treadle._server._endpoints import Endpoint
     from treadle._server._settings import ServerSettings
@@ -203,6 +204,7 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
             HTTPException: answer_error,
             ApiError: answer_error,  # refusals: answered here, not logged as failures
             TreadleError: answer_error,
+            ClientDisconnect: answer_error,  # it left: answered here, logged as no failure
             Exception: answer_error,  # a bug: answered 500, and logged
         },
     )
@@ -221,6 +223,9 @@ def _error_response(error: Exception, redactor: Redactor) -> Response:
         return JsonResponse(
             error_body(kind, message), status_code=error.status_code, headers=error.headers
         )
+    if isinstance(error, ClientDisconnect):  # it left before its request was read: not a bug
+        logger.info("a client left before its request was read; nothing was done")
+        return Response(status_code=499)  # nobody reads it (nginx's "client closed request")
     status = status_of(error)
     if status == 500:  # noqa: PLR2004 - a bug: the log has it, the client gets no details
         logger.error("unexpected error", exc_info=error)
