@@ -98,6 +98,25 @@ async def test_a_wrong_answer_is_refused_by_field_and_stores_nothing(api):
     assert "already answered" in late.json()["error"]["message"]
 
 
+async def test_an_answer_or_input_of_many_wrong_keys_is_refused_in_a_short_message(api):
+    # 60,000 keys the type has no place for (a body within --max-body): the 422 names the
+    # first twenty and counts the rest. It was ten times the body's size, each key named
+    # with a guess at what it meant, and took the server a second to write.
+    request_id = await _awaiting(api, "k1")
+    many = {f"k{i}": 1 for i in range(60_000)}
+    for sent in (
+        api.post(f"/api/runs/k1/requests/{request_id}", json={"answer": many}),
+        api.post("/api/runs", json={"workflow": "approval", "input": many}),
+    ):
+        refused = await sent
+        assert refused.status_code == 422, refused.text[:300]
+        assert len(refused.content) < 10_000
+        fields = refused.json()["error"]["fields"]
+        assert len(fields) == 21
+        assert fields[-1]["message"] == "59980 more fields it has no place for"
+    assert (await api.get("/api/runs/k1")).json()["run"]["status"] == "awaiting_input"
+
+
 async def test_pending_requests_are_listed_across_runs(api):
     first = await _awaiting(api, "q1")
     second = await _awaiting(api, "q2")

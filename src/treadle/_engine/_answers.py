@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import reprlib
 from typing import TYPE_CHECKING, Any, Final
 
 from treadle._engine._waits import NestedRequest, Suspension
@@ -26,6 +27,8 @@ _BUILTINS: Final[Mapping[str, type]] = {
     cls.__name__: cls for cls in (str, int, float, bool, bytes, dict, list, tuple, object)
 }
 _PRIMITIVES = frozenset({str, int, float, bool, bytes, dict, list, tuple})
+_SHORT = reprlib.Repr()  # an answer of any size shown in a few lines
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 200
 
 
 def response_type_name(registry: TypeRegistry, cls: type) -> str:
@@ -86,7 +89,11 @@ def validate_response(
         or issubclass(cls, enum.Enum)
         or hasattr(cls, "model_validate")
     ):
-        msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {value!r}"
+        try:
+            shown = _SHORT.repr(value)
+        except ValueError:  # an int of more digits than Python will write out
+            shown = "(too large to show)"
+        msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {shown}"
         raise InvalidResponseError(msg)
     answer, problems = fit_type(cls, value)
     if problems:

@@ -13,7 +13,10 @@ edited tool call are all checked here, the same way (``docs/values.md``):
   was perhaps meant to be, never dropped: validation alone would lose a
   misspelt field without a word.
 * every problem is reported at once, each as ``loc: what is wrong``,
-  separated by ``"; "`` (the HTTP API splits them back into fields).
+  separated by ``"; "`` (the HTTP API splits them back into fields); past
+  :data:`MOST_PROBLEMS` of them, the rest are counted, not listed, so a
+  value of a hundred thousand wrong keys is refused in a short message
+  and bounded time.
 
 Session messages have no declared type: they reach the run as the JSON
 they are.
@@ -32,6 +35,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pydantic import TypeAdapter
+
+MOST_PROBLEMS = 20
+"""How many problems with a value are named; more are counted."""
 
 
 def fit_type(cls: Any, value: Any) -> tuple[Any, list[str]]:
@@ -66,10 +72,13 @@ def fit_schema(
 
     problems = not_json(value)
     if problems:  # made into JSON text, they would fail there, or be changed (a NaN)
-        return None, problems
-    problems = unknown_keys(value, schema)
+        return None, _counted(problems)
+    strangers = unknown_keys(value, schema)
+    problems = [_unknown(*stranger) for stranger in strangers[:MOST_PROBLEMS]]
     built = None
     try:
+        if len(strangers) >= MOST_PROBLEMS:  # refused already, with as much as is shown
+            return None, [*problems, *_more(strangers)]
         built = validate_json(to_json(value))
     except PydanticSerializationError as error:  # a value with no JSON form (bytes not UTF-8)
         problems.append(f"value: {error}")
@@ -79,7 +88,20 @@ def fit_schema(
             for e in error.errors()
             if e["type"] != "extra_forbidden"  # named above, with what it may have meant
         ]
-    return (None, problems) if problems else (built, [])
+    return (None, _counted(problems)) if problems else (built, [])
+
+
+def _more(strangers: list[Any]) -> list[str]:
+    """How many more keys it has no place for than are named, if any."""
+    more = len(strangers) - MOST_PROBLEMS
+    return [f"value: {more} more fields it has no place for"] if more > 0 else []
+
+
+def _counted(problems: list[str]) -> list[str]:
+    """The first :data:`MOST_PROBLEMS` problems, and how many more there are."""
+    if len(problems) <= MOST_PROBLEMS + 1:
+        return problems
+    return [*problems[:MOST_PROBLEMS], f"value: {len(problems) - MOST_PROBLEMS} more problems"]
 
 
 def not_json(value: Any) -> list[str]:
@@ -127,8 +149,10 @@ def where(loc: tuple[int | str, ...]) -> str:
 
 def unknown_keys(
     value: Any, schema: dict[str, Any], defs: dict[str, Any] | None = None, at: str = ""
-) -> list[str]:
-    """Keys of ``value`` the JSON schema has no property for, each with its path and a guess.
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """Keys of ``value`` the JSON schema has no property for: each path, key and the properties.
+
+    Named by :func:`_unknown` (with what it may have meant), as many as are shown.
 
     An object whose schema allows other keys (``additionalProperties``
     true or a schema: a model with ``extra="allow"``, a mapping) is taken as
@@ -147,9 +171,7 @@ def unknown_keys(
         return []
     found = []
     if schema.get("additionalProperties", False) is False:
-        found = [
-            _unknown(f"{at}{key}", str(key), properties) for key in value if key not in properties
-        ]
+        found = [(f"{at}{key}", str(key), properties) for key in value if key not in properties]
     for key, inner in value.items():
         if key in properties and isinstance(properties[key], dict):
             found += unknown_keys(inner, properties[key], defs, f"{at}{key}.")
