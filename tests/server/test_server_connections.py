@@ -11,9 +11,11 @@ serve`` process here, attacked over raw sockets.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,7 +24,7 @@ from server.conftest import ServeProcess
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
+
 
 LIMIT = 40
 
@@ -128,3 +130,35 @@ def test_a_client_gone_mid_body_changes_nothing_and_is_no_server_failure(server)
     _, _, log = server.stop()
     assert "unexpected error" not in log
     assert "Traceback" not in log, log[-4000:]
+
+
+def _live_files(server: ServeProcess) -> int:
+    """How many files the server holds open on the store's live-event file (SQLite)."""
+    assert server.process is not None
+    fds = Path(f"/proc/{server.process.pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd).endswith(("-live", "-live-wal")))
+
+
+def test_an_event_stream_dropped_by_its_client_releases_what_it_held(server):
+    # Each stream of a run's events follows its live events through a connection to the
+    # store's live file; a client that went while the stream waited to send left that
+    # connection open until the garbage collector came round (hundreds, under streams
+    # opened and dropped).
+    with server.client(headers=server.auth) as client:
+        started = client.post("/api/runs", json={"workflow": "chat", "input": "hi"})
+        run_id = started.json()["run"]["run_id"]
+        before = _live_files(server)
+        for _ in range(30):
+            sock = _connect(server)
+            sock.sendall(
+                f"GET /api/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {server.token}\r\n\r\n".encode()
+            )
+            sock.recv(65536)  # the stream began
+            sock.close()
+        # What stays is the live file's writer at most (opened once something is published).
+        deadline = time.monotonic() + 15
+        while (held := _live_files(server)) > before + 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert held <= before + 2, held
+        assert client.get("/api/me").status_code == 200

@@ -10,6 +10,7 @@ says it lives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -246,8 +247,10 @@ class Client:
         raised after this began, never those before (see
         ``docs/live-events.md``).
         """
-        async for event in follow(self.store, run_id, after=after, poll=poll_interval, live=True):
-            yield event
+        following = follow(self.store, run_id, after=after, poll=poll_interval, live=True)
+        async with contextlib.aclosing(following) as events:  # closed when this is
+            async for event in events:
+                yield event
 
     async def result(self, run_id: str) -> RunResult:
         """What the run has committed: outputs, state, pending requests.

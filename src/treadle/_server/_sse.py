@@ -22,6 +22,7 @@ message deltas add up to is logged, and so is progress once it commits).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING
 
@@ -88,18 +89,23 @@ async def run_events(request: Request) -> Response:
 
 async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
     """The run's logged events, with its live ones (no ``id``) between them as they come."""
+    following = follow(
+        served.store, run_id, after=after, poll=served.settings.event_poll, live=True
+    )
+    # Closed whichever way this ends: a client gone while this waits at a yield (sending)
+    # left the follower, and the store connection it reads live events on, open until
+    # the garbage collector found it: hundreds of them under streams opened and dropped.
     try:
-        async for event in follow(
-            served.store, run_id, after=after, poll=served.settings.event_poll, live=True
-        ):
-            if not event.seq:
-                yield _live_message(event)
-                continue
-            data = json.dumps(plain(event_json(event)), ensure_ascii=False, allow_nan=False)
-            yield ServerSentEvent(data, event=event.kind, id=str(event.seq))
-            # Let the loop run between events: a client gone mid-burst is noticed
-            # at once, rather than after writing a page of events to a closed socket.
-            await asyncio.sleep(0)
+        async with contextlib.aclosing(following) as events:
+            async for event in events:
+                if not event.seq:
+                    yield _live_message(event)
+                    continue
+                data = json.dumps(plain(event_json(event)), ensure_ascii=False, allow_nan=False)
+                yield ServerSentEvent(data, event=event.kind, id=str(event.seq))
+                # Let the loop run between events: a client gone mid-burst is noticed
+                # at once, rather than after writing a page of events to a closed socket.
+                await asyncio.sleep(0)
     except TreadleError as error:  # deleted meanwhile, or the store failed
         yield _error_message(served, error)
         return

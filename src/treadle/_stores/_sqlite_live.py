@@ -129,17 +129,27 @@ class SqliteLiveFeed:
             if self._path is None:
                 yield follower
                 return
+            opening = asyncio.ensure_future(
+                asyncio.to_thread(_Reader.open, self._path, run_id, self._origin)
+            )
             try:
-                reader = await asyncio.to_thread(_Reader.open, self._path, run_id, self._origin)
+                reader = await asyncio.shield(opening)
             except sqlite3.Error:  # no side file to read (a read-only directory): this process's
                 yield follower
                 return
+            except asyncio.CancelledError:
+                # The thread opens it all the same: closed once it has (a follower given up
+                # while opening, an event stream whose client left at once, held it open).
+                opening.add_done_callback(_close_opened)
+                raise
             polling = asyncio.get_running_loop().create_task(reader.poll(follower))
             try:
                 yield follower
             finally:
-                await cancel_and_wait(polling)
-                reader.close()
+                try:
+                    await cancel_and_wait(polling)
+                finally:
+                    reader.close()
 
     async def close(self) -> None:
         """Stop the writer thread; what it had not written is dropped."""
@@ -175,6 +185,12 @@ class SqliteLiveFeed:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _close_opened(opening: asyncio.Future[_Reader]) -> None:
+    """Close the reader a cancelled :meth:`SqliteLiveFeed.follow` was opening, if it opened."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 class _Reader:

@@ -11,6 +11,7 @@ the commit that ended it, and following can stop with nothing missed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 from treadle._engine._result import ENDED, RunStatus
@@ -73,11 +74,21 @@ async def follow(
         RunNotFoundError: no such run (or it was deleted meanwhile).
     """
     if not live:
-        async for event in _follow(store, run_id, after, poll, stop_at_rest, idle, None):
-            yield event
+        async with contextlib.aclosing(
+            _follow(store, run_id, after, poll, stop_at_rest, idle, None)
+        ) as events:
+            async for event in events:
+                yield event
         return
-    async with store.live.follow(run_id) as follower:
-        async for event in _follow(store, run_id, after, poll, stop_at_rest, idle, follower):
+    # A caller that stops iterating must aclose() this (contextlib.aclosing): the live
+    # follower (on SQLite, a connection to the store's live file) is released then.
+    async with (
+        store.live.follow(run_id) as follower,
+        contextlib.aclosing(
+            _follow(store, run_id, after, poll, stop_at_rest, idle, follower)
+        ) as events,
+    ):
+        async for event in events:
             yield event
 
 
