@@ -113,6 +113,22 @@ def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> st
     return value
 
 
+def optional_field(body: dict[str, Any], name: str, *, default: Any = None) -> Any:
+    """An optional field of a body as given, ``default`` when left out; ``null`` is refused.
+
+    For the fields whose type the route checks itself: as :func:`text_field`
+    says, a ``null`` is refused by name, never read as the field left out.
+
+    Raises:
+        ApiError: 400 the field is ``null``.
+    """
+    if name not in body:
+        return default
+    if body[name] is None:
+        raise _refuse(name, "leave it out for none; null is not a value of it")
+    return body[name]
+
+
 def version_field(body: dict[str, Any], name: str = "version") -> int | None:
     """A workflow version field of a body (``None`` when absent; ``null`` is refused).
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from treadle._operations._bulk import NO_ANSWER, BulkAction, run_bulk
 from treadle._operations._search import run_filter
-from treadle._server._body import check_query, json_object, text_field
+from treadle._server._body import check_query, json_object, optional_field, text_field
 from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
@@ -34,10 +34,10 @@ async def bulk_runs(request: Request) -> Response:
     action = text_field(body, "action", required=True)
     where = text_field(body, "where", required=True)
     executor = text_field(body, "executor")
-    dry_run = body.get("dry_run", False)
+    dry_run = optional_field(body, "dry_run", default=False)
     if not isinstance(dry_run, bool):
         raise ApiError(400, "dry_run: must be true or false")
-    rate = body.get("rate")
+    rate = optional_field(body, "rate")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)):
         raise ApiError(400, "rate: must be a number of runs a second")
     found = run_filter(where)

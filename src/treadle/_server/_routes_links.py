@@ -42,7 +42,7 @@ from treadle._operations._links import (
     pending_request,
 )
 from treadle._operations._shapes import iso_time, run_json
-from treadle._server._body import check_query, json_object, text_field
+from treadle._server._body import check_query, json_object, optional_field, text_field
 from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
@@ -172,8 +172,8 @@ async def make_link(request: Request) -> Response:
     found = await served.find_run(request.path_params["run_id"])
     body = await json_object(request, ("for", "expires_in", "groups"))
     principal = text_field(body, "for", required=True)
-    lifetime = body.get("expires_in", 86400)
-    groups = body.get("groups", [])
+    lifetime = optional_field(body, "expires_in", default=86400)
+    groups = optional_field(body, "groups", default=[])
     if (
         isinstance(lifetime, bool)
         or not isinstance(lifetime, int | float)

@@ -28,6 +28,7 @@ from treadle._server._body import (
     decode_cursor,
     int_query,
     json_object,
+    optional_field,
     text_field,
     text_query,
     version_field,
@@ -215,7 +216,7 @@ async def fork_run(request: Request) -> Response:
     found = await served.find_run(request.path_params["run_id"])
     body = await json_object(request, ("checkpoint_id", "state_patch", "run_id"))
     given = text_field(body, "checkpoint_id", required=True)
-    patch = body.get("state_patch")
+    patch = optional_field(body, "state_patch")
     if patch is not None and not isinstance(patch, dict):
         message = "must be an object of state key: new value"
         raise ApiError(

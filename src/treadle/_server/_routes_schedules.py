@@ -19,7 +19,7 @@ from treadle._operations._schedules import (
     tick_json,
     update_schedule,
 )
-from treadle._server._body import check_query, json_object, text_field
+from treadle._server._body import check_query, json_object, optional_field, text_field
 from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
@@ -123,7 +123,7 @@ async def backfill_schedule(request: Request) -> Response:
     body = await json_object(request, ("start", "end", "dry_run"))
     start = parse_moment(text_field(body, "start", required=True) or "", "start")
     end = parse_moment(text_field(body, "end", required=True) or "", "end")
-    dry_run = body.get("dry_run", False)
+    dry_run = optional_field(body, "dry_run", default=False)
     if not isinstance(dry_run, bool):
         raise ApiError(400, "dry_run must be true or false")
     try:

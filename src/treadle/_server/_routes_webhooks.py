@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from treadle._operations._webhooks import message_json, outbox_of
-from treadle._server._body import MAX_LIMIT, check_query, int_query, json_object
+from treadle._server._body import MAX_LIMIT, check_query, int_query, json_object, optional_field
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
@@ -54,8 +54,8 @@ def _chosen(body: dict[str, Any]) -> list[int] | None:
     Raises:
         ApiError: Neither or both of ``message_ids`` and ``all``, or ids that are not integers.
     """
-    ids = body.get("message_ids")
-    every = body.get("all", False)
+    ids = optional_field(body, "message_ids")
+    every = optional_field(body, "all", default=False)
     if not isinstance(every, bool):
         raise ApiError(
             400, "all: must be true or false", fields=[{"loc": "all", "message": "not a boolean"}]
