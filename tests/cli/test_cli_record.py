@@ -128,3 +128,12 @@ def test_audit_and_links_take_a_prefix_and_refuse_an_id_nobody_has(cli: Cli) -> 
     assert f"answer link for ann to {request_id} of r1," in made.stdout
     cli("delete", "r1", "--yes")  # a deleted run's entries are still found by its id
     assert [e["action"] for e in cli.json("audit", "r1")["entries"]][-1] == "run_deleted"
+
+
+def test_who_started_a_run_is_an_object_in_every_json_view(cli: Cli) -> None:
+    # It was the actor's JSON text inside the JSON, to be parsed twice by every script.
+    _asked(cli)
+    listed = cli.json("runs")["runs"][0]["started_by"]
+    assert (listed["kind"], listed["door"], listed["role"]) == ("cli", "cli", "admin")
+    assert listed["label"] == f"cli:{listed['name']}"
+    assert cli.json("show", "r1")["started_by"] == listed

@@ -244,6 +244,14 @@ async def test_resume_refuses_a_null_checkpoint_id_naming_the_field(api):
     assert detail["run"]["owner"] is None  # nothing was taken over
 
 
+async def test_who_started_a_run_is_an_object_in_its_run(api):
+    await api.start("approval", {"topic": "otters", "words": 30}, run_id="who")
+    run = (await api.get("/api/runs/who")).json()["run"]
+    assert run["started_by"]["kind"] == "token"
+    assert run["started_by"]["door"] == "api"
+    assert (await api.get("/api/runs")).json()["runs"][0]["started_by"] == run["started_by"]
+
+
 @pytest.mark.parametrize(
     ("route", "body", "field"),
     [

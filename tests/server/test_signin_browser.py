@@ -281,7 +281,7 @@ def test_people_sign_in_and_the_record_says_who_approved(servers, browser):
     expect(maria_page.locator("main")).to_contain_text("completed")
     status, detail = _call(maria_page, "GET", "/api/runs/expense-1")
     assert detail["run"]["status"] == "completed", detail
-    assert json.loads(detail["run"]["started_by"])["label"] == "ann"
+    assert detail["run"]["started_by"]["label"] == "ann"
     (answered,) = _answered_events(maria_page, "expense-1")
     data = answered["data"]
     assert data["actor"]["label"] == "maria", data

@@ -59,9 +59,24 @@ def with_iso_times(row: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
 
 
 def run_json(run: RunRecord) -> dict[str, Any]:
-    """A run row as the API's ``<run>``: every field the store keeps of it, times in ISO 8601."""
+    """A run row as the API's ``<run>``: every field the store keeps of it, times in ISO 8601.
+
+    ``started_by`` is the actor as an object (the row keeps its JSON text),
+    so that a script reads it once, as every other field.
+    """
     row = {field.name: getattr(run, field.name) for field in dataclasses.fields(run)}
+    row["started_by"] = _actor_object(run.started_by)
     return with_iso_times(row, RUN_TIMES)
+
+
+def _actor_object(text: str | None) -> Any:
+    """An actor's JSON text as an object (``None`` stays; text that is not JSON stays text)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def event_json(event: LoggedEvent) -> dict[str, Any]:

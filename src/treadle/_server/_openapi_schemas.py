@@ -67,6 +67,11 @@ _RUN = object_schema(
     version={"type": "integer", "description": "The version of its workflow it goes on with."},
     outcome=_nullable("string") | {"description": "How it ended for the business (approved, ...)."},
     outcome_summary=_nullable("string"),
+    started_by={
+        "type": ["object", "null"],
+        "description": "Who started it: kind, name, label, door, role, groups (null: a service's"
+        " own run, such as a worker taking up a queued one).",
+    },
 )
 
 _WAITING_FOR: Final[Mapping[str, Any]] = {
