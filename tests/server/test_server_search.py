@@ -36,6 +36,18 @@ async def test_runs_are_listed_by_filter_and_a_bad_one_is_refused(sqlite_url):
         response = await api.get("/api/runs", params={"where": "fields.amount >> 1"})
         assert response.status_code == 400
         assert "column 16" in response.json()["error"]["message"]
+        # A misspelt status matches no run: refused, naming the statuses, not an empty list
+        # (a bulk action's dry run of nothing, said as if it were the truth).
+        for where in ('status == "awaitng_input"', 'status in ["failed", "stallled"]'):
+            for refused in (
+                await api.get("/api/runs", params={"where": where}),
+                await api.post("/api/bulk", json={"action": "cancel", "where": where}),
+            ):
+                assert refused.status_code == 400, refused.text
+                message = refused.json()["error"]["message"]
+                assert "no status is" in message
+                assert "awaiting_input, cancelled, completed" in message
+        assert await _ids(api, 'status != "queued" && fields.customer == "c1"') == ["t3", "t1"]
 
 
 async def test_a_bulk_action_is_taken_as_its_caller_and_its_dry_run_counts_it(sqlite_url):

@@ -11,8 +11,10 @@ keeps, a page at a time, for a bulk action to act on.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+from treadle._engine._result import RunStatus
 from treadle._exceptions import CommandError
 from treadle._values._filter import AllOf, Compare, RunFilter, Subject, Value, parse_filter
 
@@ -45,6 +47,9 @@ class SearchableStore(Protocol):
         ...
 
 
+_KNOWN = MappingProxyType({"status": frozenset(status.value for status in RunStatus)})
+"""The columns of few, fixed values: a filter naming another of them is refused, not empty."""
+
 PAGE = 500
 """How many runs :func:`matching_ids` reads at a time."""
 
@@ -63,7 +68,7 @@ def run_filter(
     """
     if where is None:
         return None
-    given = parse_filter(where)
+    given = parse_filter(where, known=_KNOWN)
     columns = {"status": status, "workflow": workflow, "outcome": outcome}
     extra = tuple(
         Compare(Subject(name, field=False), "==", (Value("text", value),))

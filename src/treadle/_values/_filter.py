@@ -33,10 +33,13 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import NoReturn, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from treadle._exceptions import FilterError
 from treadle._values._text import lone_surrogate
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
 
 MAX_LENGTH = 2000
 """The longest filter, in characters."""
@@ -188,8 +191,12 @@ def _fail(column: int, message: str) -> NoReturn:
     raise FilterError(f"column {column}: {message}", column)
 
 
-def parse_filter(text: str) -> RunFilter:
+def parse_filter(text: str, known: Mapping[str, Collection[str]] | None = None) -> RunFilter:
     """Read a filter; refuse it, naming the fault and its column, if it is not one.
+
+    ``known``: for a column whose values are few and fixed (a run's
+    ``status``), the values it may hold: a comparison with any other (a
+    misspelt status) is refused, naming them, rather than matching nothing.
 
     Raises:
         FilterError: The text is not a filter this language reads.
@@ -201,7 +208,7 @@ def parse_filter(text: str) -> RunFilter:
         raise FilterError("the filter is empty", 1)
     if len(text) > MAX_LENGTH:
         raise FilterError(f"the filter is longer than {MAX_LENGTH} characters", MAX_LENGTH + 1)
-    reader = _Reader(_tokens(text))
+    reader = _Reader(_tokens(text), known or {})
     tree = reader.expression(0)
     end = reader.peek()
     if end.kind != "end":
@@ -212,10 +219,18 @@ def parse_filter(text: str) -> RunFilter:
 class _Reader:
     """A recursive-descent reader over the tokens; depth is bounded by MAX_DEPTH."""
 
-    def __init__(self, tokens: list[_Token]) -> None:
+    def __init__(self, tokens: list[_Token], known: Mapping[str, Collection[str]]) -> None:
         self.tokens = tokens
         self.at = 0
         self.terms = 0
+        self.known = known
+
+    def check_known(self, subject: Subject, value: Value, column: int) -> None:
+        """Refuse a value a column of fixed values never holds (``known``)."""
+        allowed = None if subject.field else self.known.get(subject.name)
+        if allowed is not None and value.kind == "text" and value.value not in allowed:
+            names = ", ".join(sorted(allowed))
+            _fail(column, f"no {subject.name} is {value.value!r} (it is one of: {names})")
 
     def peek(self) -> _Token:
         return self.tokens[self.at]
@@ -339,6 +354,8 @@ class _Reader:
             )
         value = self.value()
         _check_kind(subject, value, self.tokens[self.at - 1].column)
+        if token.text in ("==", "!="):
+            self.check_known(subject, value, self.tokens[self.at - 1].column)
         if value.kind == "null" and token.text not in ("==", "!="):
             _fail(token.column, f"null is compared with == or != only, not {token.text}")
         if value.kind == "bool" and token.text not in ("==", "!="):
@@ -354,6 +371,7 @@ class _Reader:
             if item.kind == "null":
                 _fail(column, "null cannot be in a list")
             _check_kind(subject, item, column)
+            self.check_known(subject, item, column)
             items.append(item)
             if len(items) > MAX_LIST:
                 _fail(column, f"a list holds at most {MAX_LIST} values")
