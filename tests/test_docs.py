@@ -395,6 +395,7 @@ def test_the_readmes_command_line_example_runs_as_printed_from_the_project_root(
     expected_codes = [3, 0, 0]  # resting on the approval, the listing, completed
     request_id = None
     for command, expected in zip(commands, expected_codes, strict=True):
+        shown = block["body"].split(f"$ {command}\n", 1)[1].split("\n$ ", 1)[0]
         if request_id is not None:  # ids are made per run: the one this run asks
             command = command.replace(printed_request[0], request_id)  # noqa: PLW2901
         args = shlex.split(command)
@@ -408,7 +409,16 @@ def test_the_readmes_command_line_example_runs_as_printed_from_the_project_root(
             check=False,
         )
         assert done.returncode == expected, (command, done.stdout, done.stderr)
+        # And it prints what the README shows (but the request's id and the times).
+        assert _as_printed(done.stdout) == _as_printed(shown), (command, done.stdout)
         found = re.search(r"req-[0-9a-f]+", done.stdout)
         if request_id is None and found:
             request_id = found[0]
     assert '"approved": true' in done.stdout
+
+
+def _as_printed(text: str) -> list[str]:
+    """Lines as a reader compares them: ids of requests and times made alike, ends trimmed."""
+    text = re.sub(r"req-[0-9a-f]+", "req-ID", text)
+    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", "TIME", text)
+    return [line.rstrip() for line in text.strip("\n").splitlines()]

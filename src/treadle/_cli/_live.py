@@ -206,14 +206,18 @@ class LiveView:
         """
         self._end_running()
         self._end_streams()
+        parted = False
         if self._started:
             if not self._progress.tasks:  # only a running line was shown: nothing to leave
                 self._progress.live.transient = True
+                # Piped, rich ends even a vanished live view with a line of its own: the
+                # blank line that parts it from what follows is there already.
+                parted = not self._progress.console.is_terminal
             self._progress.stop()
             self._started = False
-        if self._drawn:
+        if self._drawn and not parted:
             self._progress.console.print()
-            self._drawn = False
+        self._drawn = False
 
     # -- an agent's reply as it streams ----------------------------------------------------
     def _stream(self, event: LoggedEvent) -> None:
