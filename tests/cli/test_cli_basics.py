@@ -172,9 +172,7 @@ def test_a_narrow_terminal_shows_run_and_checkpoint_ids_whole(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["run", "start"])
-def test_a_run_id_other_doors_could_not_name_is_refused_before_anything_is_made(
-    tmp_path, command
-):
+def test_a_run_id_other_doors_could_not_name_is_refused_before_anything_is_made(tmp_path, command):
     cli = Cli(tmp_path)
     done = cli(command, "cli_app:long_job", "--input", "1", "--run-id", "a b")
     assert done.returncode == 2
