@@ -18,7 +18,7 @@ import pytest
 import forked
 from treadle import RunStatus, Runtime, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import RunTimeoutError
-from treadle.stores import SqliteStore
+from treadle.stores import MemoryStore, SqliteStore
 from treadle.testing import FakeClock
 
 HERE = Path(__file__).parent
@@ -199,9 +199,9 @@ def test_runtime_refuses_two_workflows_with_one_name_and_version():
     one = WorkflowBuilder(start=nap, name="same").build()
     other = WorkflowBuilder(start=nap, name="same").build()
     with pytest.raises(ValueError, match=r"two workflows are version 1 of 'same'.*version=2"):
-        Runtime(None, [one, other])  # type: ignore[arg-type]
+        Runtime(MemoryStore(), [one, other])
     newer = WorkflowBuilder(start=nap, name="same", version=2).build()
-    runtime = Runtime(None, [one, newer, one])  # type: ignore[arg-type]
+    runtime = Runtime(MemoryStore(), [one, newer, one])
     assert runtime.workflow("same") is newer  # the newest, unless a version is named
     assert runtime.workflow("same", 1) is one
 

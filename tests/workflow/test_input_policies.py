@@ -89,7 +89,7 @@ async def test_a_message_to_a_run_waiting_for_an_answer_names_the_request_and_re
     (request,) = asked.pending_requests
     with pytest.raises(SessionBusyError, match="nothing was delivered") as refused:
         await approval.send_message(asked.run_id, "x", store=store)
-    assert f"it waits for an answer to {request.request_id}, which respond gives" in str(
+    assert f"input: it waits for an answer to {request.request_id}, which respond gives" in str(
         refused.value
     )
     assert [e for e in await store.read_events(asked.run_id) if e.kind == "message_sent"] == []

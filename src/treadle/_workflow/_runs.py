@@ -353,7 +353,8 @@ async def deliverable_message(
         asked = [r.request_id for r in restored.waits.pending_requests()]
         why = f"not waiting for input: {restored.status}"
         if asked:  # what it waits for instead, and what gives it
-            why = f"it waits for an answer to {', '.join(asked)}, which respond gives"
+            why = f"not waiting for input: it waits for an answer to {', '.join(asked)}"
+            why += ", which respond gives"
         raise SessionBusyError(run_id, why)
     return [("message", target, workflow.serializer.dumps(message))]
 
