@@ -92,6 +92,14 @@ def store(make_store: StoreFactory) -> Store:
 
 
 @pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
+    """One SQLite store on a file of the test's own, closed after it."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
 def make_model() -> type[Model]:
     """The store protocol as a plain model: ``make_model(keep_last)``."""
     return Model

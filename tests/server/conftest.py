@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ from treadle._server._app import create_app
 from treadle._server._settings import ServerSettings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Iterable, Iterator
 
     from starlette.applications import Starlette
 
@@ -221,6 +222,22 @@ class ServeProcess:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=20, **kwargs)
+
+    def connect(self) -> socket.socket:
+        """A raw TCP connection to it, for what no HTTP client sends (half a request)."""
+        host, port = self.base.removeprefix("http://").split(":")
+        return socket.create_connection((host, int(port)), timeout=20)
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, cwd: Path, *args: str) -> Iterator[ServeProcess]:
+        """``treadle serve ARGS`` on a SQLite file in ``cwd``, ready; stopped after."""
+        serving = cls(cwd, str(cwd / "runs.sqlite"), *args)
+        serving.start().ready()
+        try:
+            yield serving
+        finally:
+            serving.stop()
 
     def ready(self) -> None:
         """Wait until it answers (uvicorn's lifespan has run)."""

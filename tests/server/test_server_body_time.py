@@ -10,7 +10,6 @@ read.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ import pytest
 from server.conftest import ServeProcess
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Iterator
     from pathlib import Path
 
@@ -26,17 +26,8 @@ if TYPE_CHECKING:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServeProcess]:
     """``treadle serve --body-timeout 1`` in a real process."""
-    serving = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), "--body-timeout", "1")
-    serving.start().ready()
-    try:
+    with ServeProcess.running(tmp_path, "--body-timeout", "1") as serving:
         yield serving
-    finally:
-        serving.stop()
-
-
-def _connect(server: ServeProcess) -> socket.socket:
-    host, port = server.base.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=20)
 
 
 def _response(sender: socket.socket) -> tuple[int, dict, bool]:
@@ -69,7 +60,7 @@ def test_a_body_that_stops_arriving_is_refused_408_and_stalls_no_one(
         head += "Content-Length: 100\r\n\r\n" + '{"workflow": "appro'
     else:
         head += "Transfer-Encoding: chunked\r\n\r\n" + '13\r\n{"workflow": "appro\r\n'
-    sender = _connect(server)
+    sender = server.connect()
     try:
         sender.sendall(head.encode())  # then nothing more
         # Meanwhile everyone else is served.
@@ -95,7 +86,7 @@ def test_an_event_stream_outlives_the_body_timeout(server: ServeProcess) -> None
         )
         assert started.status_code == 201, started.text
         run_id = started.json()["run"]["run_id"]
-    sender = _connect(server)
+    sender = server.connect()
     try:
         get = (
             f"GET /api/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n"

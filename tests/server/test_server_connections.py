@@ -31,24 +31,9 @@ LIMIT = 40
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServeProcess]:
-    serving = ServeProcess(
-        tmp_path,
-        str(tmp_path / "runs.sqlite"),
-        "--headers-timeout",
-        "1",
-        "--max-connections",
-        str(LIMIT),
-    )
-    serving.start().ready()
-    try:
+    limits = ("--headers-timeout", "1", "--max-connections", str(LIMIT))
+    with ServeProcess.running(tmp_path, *limits) as serving:
         yield serving
-    finally:
-        serving.stop()
-
-
-def _connect(server: ServeProcess) -> socket.socket:
-    host, port = server.base.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=20)
 
 
 def _closed_by_server(sock: socket.socket, within: float) -> bool:
@@ -67,13 +52,13 @@ def _closed_by_server(sock: socket.socket, within: float) -> bool:
 def test_a_connection_that_sends_no_request_or_half_of_one_is_closed(server):
     auth = f"Authorization: Bearer {server.token}\r\n"
     with contextlib.ExitStack() as holding:
-        quiet, half_line, half_headers = (holding.enter_context(_connect(server)) for _ in range(3))
+        quiet, half_line, half_headers = (holding.enter_context(server.connect()) for _ in range(3))
         half_line.sendall(b"GET /api/me HTT")
         half_headers.sendall(f"GET /api/me HTTP/1.1\r\nHost: x\r\n{auth}".encode())
         for sock in (quiet, half_line, half_headers):
             assert _closed_by_server(sock, within=15)
         # A kept-alive connection's next request has the same bound after its first.
-        kept = holding.enter_context(_connect(server))
+        kept = holding.enter_context(server.connect())
         kept.sendall(f"GET /api/me HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
         assert kept.recv(65536).startswith(b"HTTP/1.1 200")
         kept.sendall(b"GET /api/me HTTP/1.1\r\n")  # and then nothing
@@ -84,7 +69,7 @@ def test_a_connection_that_sends_no_request_or_half_of_one_is_closed(server):
 
 def test_past_the_limit_new_connections_are_closed_and_those_open_served(server):
     with contextlib.ExitStack() as holding:
-        crowd = [holding.enter_context(_connect(server)) for _ in range(LIMIT * 3)]
+        crowd = [holding.enter_context(server.connect()) for _ in range(LIMIT * 3)]
         # The crowd came first: past the limit, the server closed what it could not serve.
         shed = sum(_closed_by_server(sock, within=0.5) for sock in crowd[LIMIT + 5 :])
         assert shed >= LIMIT
@@ -115,7 +100,7 @@ def test_a_client_gone_mid_body_changes_nothing_and_is_no_server_failure(server)
         path = f"/api/runs/{run_id}/requests/{request['request_id']}"
         body = b'{"answer": {"approved": true, "note": "half"}}'
         for _ in range(3):
-            sock = _connect(server)
+            sock = server.connect()
             head = (
                 f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -149,7 +134,7 @@ def test_an_event_stream_dropped_by_its_client_releases_what_it_held(server):
         run_id = started.json()["run"]["run_id"]
         before = _live_files(server)
         for _ in range(30):
-            sock = _connect(server)
+            sock = server.connect()
             sock.sendall(
                 f"GET /api/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n"
                 f"Authorization: Bearer {server.token}\r\n\r\n".encode()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from treadle import Runtime, WorkflowBuilder, WorkflowContext, executor
-from treadle.stores import SqliteStore
 from treadle.workers import Client
 
 
@@ -21,13 +20,6 @@ async def ask(n: int, ctx: WorkflowContext) -> None:
 
 
 asking = WorkflowBuilder(ask, name="asking").build()
-
-
-@pytest.fixture
-async def store(tmp_path):
-    store = SqliteStore(tmp_path / "runs.sqlite")
-    yield store
-    await store.close()
 
 
 async def test_a_path_where_a_store_goes_is_refused_naming_the_store_to_make(tmp_path):
@@ -55,23 +47,25 @@ async def test_a_path_where_a_store_goes_is_refused_naming_the_store_to_make(tmp
     ],
 )
 async def test_a_run_id_every_door_could_not_name_is_refused_and_nothing_stored(
-    store, run_id, error, says
+    sqlite_store, run_id, error, says
 ):
     with pytest.raises(error, match=says):
-        await asking.run(1, run_id=run_id, store=store)
-    client = Client(store, [asking])
+        await asking.run(1, run_id=run_id, store=sqlite_store)
+    client = Client(sqlite_store, [asking])
     with pytest.raises(error, match=says):
         await client.start(asking, 1, run_id=run_id)
-    assert await store.list_runs() == []
-    fine = await asking.run(1, run_id="a.b_c~d:e@f+g-1", store=store)
+    assert await sqlite_store.list_runs() == []
+    fine = await asking.run(1, run_id="a.b_c~d:e@f+g-1", store=sqlite_store)
     assert fine.run_id == "a.b_c~d:e@f+g-1"
 
 
 @pytest.mark.parametrize("answers", [["req", True], "req", ("req", True)])
-async def test_answers_not_given_as_a_mapping_are_refused_and_nothing_delivered(store, answers):
-    asked = await asking.run(1, store=store)
+async def test_answers_not_given_as_a_mapping_are_refused_and_nothing_delivered(
+    sqlite_store, answers
+):
+    asked = await asking.run(1, store=sqlite_store)
     with pytest.raises(TypeError, match=r"responses must map request ids to answers"):
-        await asking.respond(asked.run_id, answers, store=store)
+        await asking.respond(asked.run_id, answers, store=sqlite_store)
     with pytest.raises(TypeError, match=r"responses must map request ids to answers"):
-        await Client(store, [asking]).respond(asked.run_id, answers)
-    assert await store.inbox(asked.run_id) == []
+        await Client(sqlite_store, [asking]).respond(asked.run_id, answers)
+    assert await sqlite_store.inbox(asked.run_id) == []
