@@ -48,17 +48,26 @@ def awaiting_run(cli: Cli, run_id: str) -> str:
 
 
 def test_deleters_racing_for_one_run_one_deletes_it_the_others_are_told_it_is_gone(cli):
+    # A run whose id the doomed one's starts stands by: a loser used to resolve the id a
+    # second time, once the run was gone, as that run's prefix, and delete it (and say it
+    # had deleted the run it was given).
     run_id = awaiting_run(cli, "doomed")
+    bystander = awaiting_run(cli, "doomed-2")
     outcomes = race(cli, *[("delete", run_id, "--yes")] * RACERS)
     winners = [o for o in outcomes if o.returncode == 0]
     assert len(winners) == 1, [(o.returncode, o.stderr) for o in outcomes]
+    assert f"deleted run {run_id} " in winners[0].stdout
     for lost in outcomes:
         if lost.returncode != 0:
             assert lost.returncode == 2
-            assert f"no run '{run_id}'" in lost.stderr
+            told = lost.stderr
+            assert f"no run '{run_id}'" in told or f"run '{run_id}' is no longer in" in told
     gone = cli("show", run_id)
     assert gone.returncode == 2
-    assert f"no run '{run_id}'" in gone.stderr
+    assert f"run '{run_id}' is no longer in" in gone.stderr  # not the bystander, by prefix
+    assert cli.json("show", bystander)["status"] in ("awaiting_input", "pending")  # untouched
+    deleted = [e for e in cli.json("audit")["entries"] if e["action"] == "run_deleted"]
+    assert [e["run_id"] for e in deleted] == [run_id]
 
 
 def test_a_delete_and_answers_racing_leave_one_consistent_outcome(tmp_path):

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from treadle._engine._result import ENDED, RunStatus
 from treadle._exceptions import CommandError, RunBusyError, RunHasForksError, RunNotFoundError
-from treadle._operations._commands import get_run
 from treadle._values._actors import Actor
 from treadle._workflow import _actions as door
 
@@ -31,18 +30,21 @@ ENDED_STATUSES = tuple(sorted(s.value for s in ENDED))
 
 
 async def delete_run(store: Store, run_id: str, *, actor: Actor | None = None) -> RunRecord:
-    """Delete a run (named by its id or a unique prefix); return its row as it was.
+    """Delete the run whose id is ``run_id``; return its row as it was.
 
-    Its checkpoints, events and inbox go with it; its audit entries stay,
-    with ``run_deleted`` and ``actor`` (default the CLI's user).
+    The id is the run's whole id, which the caller resolved from what it
+    was given (a prefix) once: resolved again here, after another caller
+    deleted that run, a prefix would name a run nobody named. Its
+    checkpoints, events and inbox go with it; its audit entries stay, with
+    ``run_deleted`` and ``actor`` (default the CLI's user).
 
     Raises:
-        CommandError: No such run, or an ambiguous prefix.
+        RunNotFoundError: No such run (deleted meanwhile: nothing was deleted).
         RunBusyError: A live process owns the run (nothing was deleted).
         RunHasForksError: Runs were forked from it (nothing was deleted).
     """
-    run = await get_run(store, run_id)
-    await door.delete(store, run.run_id, actor=actor or Actor.cli())
+    run = await store.get_run(run_id)
+    await door.delete(store, run_id, actor=actor or Actor.cli())
     return run
 
 

@@ -71,7 +71,9 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
     """The run a command names: by its id, or by a prefix of it that names one run.
 
     Ids are long and cut short in a narrow terminal, so any prefix that
-    picks out one run will do (``RunRecord.run_id`` is its full id).
+    picks out one run will do (``RunRecord.run_id`` is its full id); but
+    not the whole id of a run that is gone (its audit entries say so),
+    which is refused rather than taken as the prefix of another.
 
     Raises:
         CommandError: No run has that id or prefix (naming the store), or
@@ -80,6 +82,11 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
     try:
         return await store.get_run(run_id)
     except RunNotFoundError:
+        if run_id and await store.read_audit(run_id, limit=1):
+            # A run's own id, the run gone: never taken as the prefix of another's id (a
+            # delete racing another for it would delete a run nobody named).
+            msg = f"run {run_id!r} is no longer in {store_label(store)} (treadle audit {run_id})"
+            raise CommandError(msg) from None
         found = await store.list_runs(id_prefix=run_id, limit=_SHOWN + 1) if run_id else []
     if len(found) == 1:
         return found[0]

@@ -61,8 +61,8 @@ class Served:
         try:
             return await self.store.get_run(given)
         except RunNotFoundError:
-            if not given:
-                raise
+            if not given or await self.store.read_audit(given, limit=1):
+                raise  # a run's own id, the run gone: not the prefix of another's id
             found = await self.store.list_runs(id_prefix=given, limit=_SHOWN + 1)
         if len(found) == 1:
             return found[0]
