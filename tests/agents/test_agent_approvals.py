@@ -15,7 +15,8 @@ from scripted import Call, counted, scripted
 from cli.treadle_cli import Cli
 from treadle import RunStatus, WorkflowBuilder
 from treadle.agents import AgentExecutor, ToolApproval, ToolDecision
-from treadle.errors import InvalidResponseError
+from treadle.declarative import loads
+from treadle.errors import DefinitionError, InvalidResponseError
 from treadle.stores import MemoryStore, SqliteStore
 
 HERE = Path(__file__).parent
@@ -240,3 +241,28 @@ def test_already_answered_shows_the_answer_as_plain_json(refund_cli):
     assert "already answered" in again.stderr
     assert '{"action":"refuse","args":null,"reason":"no"}' in again.stderr.replace("\n", "")
     assert "__t" not in again.stderr
+
+
+def test_approve_tools_naming_a_tool_the_agent_lacks_is_refused_before_anything_runs():
+    # A misspelt name asked approval for nothing: the real tool then ran unapproved.
+    from pydantic_ai.models.test import TestModel  # noqa: PLC0415 - offline, by design
+
+    agent = Agent(TestModel(), name="billing")
+    ran = []
+
+    @agent.tool_plain
+    def refund(order: str, cents: int) -> str:
+        ran.append((order, cents))
+        return "refunded"
+
+    with pytest.raises(
+        ValueError, match=r"agent 'billing' has no tool 'refnud'.*its tools: refund"
+    ):
+        AgentExecutor(agent, approve_tools=["refnud"])
+    AgentExecutor(agent, approve_tools=["refund", "handoff_to_desk"])  # a handoff's: the workflow's
+    definition = (
+        "name: desk\nstart: billing\nnodes:\n  billing: {agent: b, approve_tools: [refnud]}\n"
+    )
+    with pytest.raises(DefinitionError, match=r"has no tool 'refnud' to ask approval for"):
+        loads(definition, agents={"b": agent})
+    assert ran == []

@@ -21,7 +21,7 @@ of the ``handoff_to_<id>`` tools made from ``turn.handoffs``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -43,10 +43,13 @@ class HandoffTarget:
     id: str
     description: str | None = None
 
+    PREFIX: ClassVar[str] = "handoff_to_"
+    """What the name of every handoff's tool starts with."""
+
     @property
     def tool_name(self) -> str:
         """The name of the tool the model calls to hand off to this target."""
-        return f"handoff_to_{self.id}"
+        return f"{self.PREFIX}{self.id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,4 +164,18 @@ class ToolArgsChecker(Protocol):
 
     def tool_args_problems(self, tool: str, args: dict[str, Any]) -> list[str]:
         """What is wrong with ``args`` for ``tool``: ``loc: message`` each (``[]``: they fit)."""
+        ...
+
+
+@runtime_checkable
+class ToolLister(Protocol):
+    """An adapter that knows an agent's tools before it runs (optional).
+
+    With it, ``approve_tools`` naming a tool the agent does not have is
+    refused when the executor is made: a misspelt name would otherwise
+    leave the real tool to run without the approval it was meant to wait for.
+    """
+
+    def tool_names(self) -> frozenset[str] | None:
+        """The agent's tools; ``None`` where some come from toolsets known only as it runs."""
         ...

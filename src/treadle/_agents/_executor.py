@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
-from treadle._agents._adapter import AgentAdapter, AgentTurn, HandoffTarget, ToolArgsChecker
+from treadle._agents._adapter import (
+    AgentAdapter,
+    AgentTurn,
+    HandoffTarget,
+    ToolArgsChecker,
+    ToolLister,
+)
 from treadle._agents._state import conversation, record_turn
 from treadle._agents._steps import ContextSteps
 from treadle._agents._values import (
@@ -112,6 +118,7 @@ class AgentExecutor(Executor):
         self.adapter: AgentAdapter = adapter
         self.input_type = input_type
         self.approve_tools = tool_names(approve_tools)
+        _check_tools_known(name, adapter, self.approve_tools)
         self.approvers = check_approvers(approvers)
         self.four_eyes = four_eyes
         self.session = bool(session)
@@ -330,3 +337,22 @@ def _pydantic_ai(agent: Any) -> AgentAdapter:
     from treadle._agents._pydantic_ai import PydanticAIAdapter  # noqa: PLC0415 - the extra
 
     return PydanticAIAdapter(agent)
+
+
+def _check_tools_known(name: str, adapter: AgentAdapter, approve_tools: frozenset[str]) -> None:
+    """Refuse ``approve_tools`` naming a tool the agent does not have, where its tools are known.
+
+    Raises:
+        ValueError: a name matches none of the agent's tools (naming them).
+    """
+    known = adapter.tool_names() if isinstance(adapter, ToolLister) else None
+    # A handoff's tool is the workflow's (add_handoff), made as the turn runs: not the agent's.
+    own = {tool for tool in approve_tools if not tool.startswith(HandoffTarget.PREFIX)}
+    unknown = sorted(own - known) if known is not None else []
+    if unknown:
+        has = ", ".join(sorted(known or ())) or "none"
+        msg = (
+            f"agent {name!r} has no tool {', '.join(map(repr, unknown))} to ask approval for "
+            f"(its tools: {has}): a misspelt name would let the real tool run unapproved"
+        )
+        raise ValueError(msg)

@@ -131,6 +131,15 @@ class PydanticAIAdapter:
             return runtime_classes(spec)
         return None
 
+    def tool_names(self) -> frozenset[str] | None:
+        """The agent's function tools; ``None`` if it has other toolsets (an MCP server's)."""
+        names: set[str] = set()
+        for toolset in self.agent.toolsets:
+            if not isinstance(toolset, FunctionToolset):
+                return None
+            names.update(toolset.tools)
+        return frozenset(names)
+
     def tool_args_problems(self, tool: str, args: dict[str, Any]) -> list[str]:
         """What is wrong with ``args`` for the agent's function tool ``tool``, checked strictly.
 

@@ -143,7 +143,7 @@ def agent_step(node_id: str, node: Node, agents: Mapping[str, Any], directory: P
             approve_tools=node.approve_tools or (),
         )
     except (TypeError, ValueError, ImportError) as error:
-        msg = f"agent {name!r} is not an agent: {error}"
+        msg = f"agent {name!r} cannot be this node: {error}"
         raise LookupError(msg) from None
     return Made(made)
 
