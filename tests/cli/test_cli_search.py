@@ -66,6 +66,15 @@ def test_a_bulk_action_acts_on_what_its_dry_run_counted_and_records_each(tmp_pat
     assert (paused["matched"], paused["acted"]) == (2, 2)
     assert _ids(cli, 'status == "paused"') == ["t3", "t2"]
 
+    # An answer of the wrong type is checked as one respond checks it: every run skipped,
+    # saying why, nothing answered (it was kept, logged as answered and told acted on).
+    wrong = cli.json(
+        "bulk", "respond", "--where", 'fields.customer == "c1"', "--executor", "approve",
+        "--answer", "5", "--yes",
+    )  # fmt: skip
+    assert (wrong["matched"], wrong["acted"]) == (2, 0)
+    assert all("expects str, got int 5" in s["reason"] for s in wrong["skipped"]), wrong
+    assert "request_answered" not in [e["action"] for e in cli.json("audit")["entries"]]
     answered = cli.json(
         "bulk", "respond", "--where", 'fields.customer == "c1"', "--executor", "approve",
         "--answer", '"yes"', "--yes",

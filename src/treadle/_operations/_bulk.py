@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from treadle._exceptions import CommandError, RunNotFoundError, TreadleError
+from treadle._exceptions import AppLoadError, CommandError, RunNotFoundError, TreadleError
+from treadle._operations._commands import workflow_of as stored_workflow
 from treadle._operations._search import matching_ids
 from treadle._values._filter_match import matches
-from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import check_right
@@ -245,24 +245,26 @@ async def _answer(
 ) -> None:
     """Answer the run's pending request from ``bulk.executor`` (found in its log)."""
     run = await store.get_run(run_id)
-    workflow = None
-    if workflow_of is not None:
-        workflow = workflow_of(run)
-        if workflow is None:
+    if workflow_of is None:  # the command line's: the run's own code, from where it records
+        try:
+            workflow = await stored_workflow(store, run_id, None)
+        except (AppLoadError, CommandError) as error:
+            msg = f"its workflow does not load here to check the answer ({error})"
+            raise CommandError(msg) from None
+    else:
+        found = workflow_of(run)
+        if found is None:
             msg = (
                 f"version {run.version} of {run.workflow!r} is not served here to check the answer"
             )
             raise CommandError(msg)
+        workflow = found
     _, pending = await logged_outputs_and_requests(store, run)
     asked = [request for request in pending if request.executor_id == bulk.executor]
     if len(asked) != 1:
         msg = f"{len(asked)} pending requests from executor {bulk.executor!r}, not one"
         raise CommandError(msg)
+    # Checked as one respond checks it: the request waits, the answer has its type.
     await door.answer(
-        store,
-        run_id,
-        {asked[0].request_id: bulk.answer},
-        actor=actor,
-        workflow=workflow,
-        serializer=None if workflow is not None else JsonSerializer(),
+        store, run_id, {asked[0].request_id: bulk.answer}, actor=actor, workflow=workflow
     )
