@@ -117,6 +117,13 @@ def test_limit_values_are_checked_where_they_enter():
         CallLimit("a")
     with pytest.raises(ValueError, match="'500 a minute' is not calls per time"):
         CallLimit("a", rate="500 a minute")
+    assert CallLimit("a", rate="10/mins").window.per == 60  # a word's plural
+    assert CallLimit("a", rate="10/hours").window.per == 3600
+    for no_unit in ("10/ms", "10/hs", "10/ds"):  # 10/ms was read as ten a minute
+        with pytest.raises(ValueError, match=f"'{no_unit}' is not calls per time"):
+            CallLimit("a", rate=no_unit)
+    with pytest.raises(ValueError, match="'200k/ms' is not tokens per time"):
+        CallLimit("a", tokens="200k/ms", estimate=1)
     with pytest.raises(ValueError, match="concurrency must be at least 1"):
         CallLimit("a", concurrency=0)
     with pytest.raises(TypeError, match="must be a list of limit names"):

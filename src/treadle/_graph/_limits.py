@@ -43,15 +43,21 @@ _UNITS = MappingProxyType(
         "day": 86400.0,
     }
 )
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+?)s?\s*$")
-_TOKENS = re.compile(r"^\s*(\d[\d_]*\.?\d*)\s*([km]?)\s*/\s*(\d*\.?\d*)\s*([a-z]+?)s?\s*$")
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
+_TOKENS = re.compile(r"^\s*(\d[\d_]*\.?\d*)\s*([km]?)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
 _SCALE = MappingProxyType({"": 1, "k": 1_000, "m": 1_000_000})
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,99}$")
 
 
 def _seconds(count: str, unit: str) -> float | None:
-    """A window's length from its text (``"5"``, ``"min"``); ``None``: no such unit."""
+    """A window's length from its text (``"5"``, ``"mins"``); ``None``: no such unit.
+
+    A unit of a word takes a plural ``s`` (``mins``, ``hours``); a unit of one
+    letter does not: ``ms`` is no unit (not minutes), nor are ``hs`` and ``ds``.
+    """
     seconds = _UNITS.get(unit)
+    if seconds is None and len(unit) > 2 and unit.endswith("s"):  # noqa: PLR2004 - "xs"
+        seconds = _UNITS.get(unit[:-1])
     return None if seconds is None else (float(count) if count else 1.0) * seconds
 
 
