@@ -129,6 +129,18 @@ def test_backfill_dry_run_lists_exactly_the_ticks_and_a_backfill_starts_each_onc
     assert again["started"] == []
     assert sorted(serve_once(cli)) == sorted(dry["run_ids"])
     assert serve_once(cli) == []
+    # A range that cannot be is refused in one line, exit 2 (each was a traceback).
+    future = (datetime.now(UTC) + timedelta(days=400)).date()
+    for bad, says in (
+        (("--from", end, "--to", start), "is before the start"),
+        (("--from", "2026-13-01", "--to", end), "--from '2026-13-01' is not an ISO 8601 time"),
+        (("--from", start, "--to", f"{future}T00:00:00+00:00"), "is in the future"),
+    ):
+        refused = cli("schedules", "backfill", "hourly", *bad)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+        assert refused.stderr.startswith("error: ")
+        assert says in refused.stderr
+        assert "Traceback" not in refused.stderr
 
 
 def test_update_changes_only_the_options_given_at_once_and_is_recorded(cli) -> None:

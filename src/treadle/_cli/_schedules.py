@@ -9,13 +9,13 @@ on PostgreSQL this command queues them for the workers itself).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from treadle._cli._execute import execute
+from treadle._cli._execute import execute, execute_sync
 from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._help import command_group, command_set
 from treadle._cli._views import out
@@ -31,6 +31,10 @@ from treadle._operations._schedules import (
 )
 from treadle._values._actors import Actor
 from treadle._values._schedules import OVERLAPS
+
+if TYPE_CHECKING:
+    from treadle._stores._store import Store
+    from treadle._workflow._schedule_actions import ScheduleBackfill
 
 cli = command_set()
 
@@ -271,11 +275,17 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Start the runs of the schedule's ticks in a past range (each tick once, ever)."""
-    first, last = parse_moment(start, "--from"), parse_moment(end, "--to")
-    done = execute(
-        store,
-        lambda s: schedules_of(s, Actor.cli()).backfill(schedule_id, first, last, dry_run=dry_run),
-    )
+    first, last = execute_sync(lambda: (parse_moment(start, "--from"), parse_moment(end, "--to")))
+
+    async def work(s: Store) -> ScheduleBackfill:
+        try:
+            return await schedules_of(s, Actor.cli()).backfill(
+                schedule_id, first, last, dry_run=dry_run
+            )
+        except ValueError as error:  # the range: reversed, in the future, too many ticks
+            raise CommandError(str(error)) from None
+
+    done = execute(store, work)
     ticks = [t.isoformat() for t in done.ticks]
     recorded = [t.isoformat() for t in done.recorded]
     if as_json:
