@@ -136,6 +136,7 @@ async def test_trigger_and_backfill_are_audited_by_whoever_asked(store) -> None:
         ({"cron": "61 * * * *"}, "cron '61 * * * *' is not a cron expression"),
         ({"overlap": "sometimes"}, "overlap 'sometimes' is not one of"),
         ({"id": "other"}, "cannot change id (a schedule's id never changes"),
+        ({"workflow": "other"}, "cannot change workflow (a schedule's workflow never changes"),
         ({"cron": None}, "give exactly one of cron= and every="),
     ],
 )
@@ -147,6 +148,15 @@ async def test_a_refused_change_names_the_field_and_changes_nothing(store, chang
     assert named in str(refused.value)
     assert await store.get_schedule("digest") == before
     assert await schedule_audit(store) == [("schedule_created", "ann")]
+
+
+async def test_a_whole_schedule_given_to_update_may_not_run_another_workflow(store) -> None:
+    *_, schedules = await setup(store)
+    before = await store.get_schedule("digest")
+    other = Schedule("other", id="digest", cron="0 9 * * *", tz="Europe/Paris")
+    with pytest.raises(ValueError, match="runs 'digest', not 'other': a schedule's workflow"):
+        await schedules.update(other)
+    assert await store.get_schedule("digest") == before
 
 
 async def test_a_tick_landing_before_a_change_is_decided_once_and_the_change_still_applies(

@@ -107,7 +107,7 @@ async def update_schedule(
         ScheduleNotFoundError: No such schedule.
     """
     if not fields:
-        names = ", ".join(sorted(CHANGEABLE - {"workflow"}))
+        names = ", ".join(sorted(CHANGEABLE))
         msg = f"nothing to change in schedule {schedule_id!r}: give one of {names}"
         raise CommandError(msg)
     changes = dict(fields)

@@ -214,6 +214,12 @@ class Schedules:
         def change(row: ScheduleRow) -> ScheduleRow:
             before = read_schedule(row)
             after = schedule if isinstance(schedule, Schedule) else _changed(before, changes)
+            if after.workflow != before.workflow:
+                msg = (
+                    f"schedule {schedule_id!r} runs {before.workflow!r}, not {after.workflow!r}: "
+                    f"a schedule's workflow never changes (create another schedule)"
+                )
+                raise ValueError(msg)
             cursor = row.cursor
             if _times(before) != _times(after):
                 first = after.next_after(self.clock.now())
@@ -394,17 +400,21 @@ def _spec(schedule: Schedule) -> str:
     return json.dumps(schedule.to_json(), sort_keys=True)
 
 
-CHANGEABLE = frozenset(
-    {"workflow", "cron", "every", "tz", "input", "overlap", "catchup", "jitter", "version"}
-)
-"""The fields :meth:`Schedules.update` changes by name (all but the id)."""
+CHANGEABLE = frozenset({"cron", "every", "tz", "input", "overlap", "catchup", "jitter", "version"})
+"""The fields :meth:`Schedules.update` changes by name: all but its id and its workflow.
+
+A schedule's ticks are runs of its workflow, recorded under it: a schedule
+of another workflow is another schedule (its own id, its own record).
+"""
 
 
 def _check_changes(schedule_id: str, changes: dict[str, Any]) -> None:
     """Refuse, before anything is read, a change no schedule can take."""
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
-        why = " (a schedule's id never changes: create another)" if "id" in unknown else ""
+        fixed = sorted({"id", "workflow"} & set(unknown))
+        verb = "changes" if len(fixed) == 1 else "change"
+        why = f" (a schedule's {' and '.join(fixed)} never {verb}: create another)" if fixed else ""
         msg = (
             f"schedule {schedule_id!r}: cannot change {', '.join(unknown)}{why}; "
             f"the fields that change are {', '.join(sorted(CHANGEABLE))}"
