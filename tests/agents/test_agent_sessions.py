@@ -15,7 +15,7 @@ from scripted import chunks
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle.agents import AgentExecutor, AgentOptions, add_usage
-from treadle.errors import ExecutorFailedError, RoutingError
+from treadle.errors import WorkflowValidationError
 from treadle.stores import SqliteStore
 
 
@@ -75,11 +75,13 @@ async def test_typed_input_is_rendered_to_a_prompt_and_session_messages_are_conv
     assert result.outputs == ["0: 50 words on otters", "1: 9 words on voles"]
 
 
-async def test_a_session_without_its_edge_to_itself_says_which_edge_to_add():
-    agent = AgentExecutor(Agent(echo_model(), name="chat"), session=True)
-    with pytest.raises(ExecutorFailedError, match=r"add_edge\('chat', 'chat'\)") as failed:
-        await WorkflowBuilder(agent).build().run("hello")
-    assert isinstance(failed.value.__cause__, RoutingError)
+def test_a_session_agent_without_its_edge_to_itself_is_refused_at_build():
+    # It waits for the next message along that edge: without it, the run failed after its
+    # first turn had run (and been paid for), naming the edge to add.
+    chat = AgentExecutor(Agent(echo_model(), name="chat"), session=True)
+    with pytest.raises(WorkflowValidationError, match=r"add builder\.add_edge\('chat', 'chat'\)"):
+        WorkflowBuilder(chat).build()
+    WorkflowBuilder(chat).add_edge(chat, chat).build()
 
 
 async def test_a_session_that_hears_nothing_before_its_timeout_ends(tmp_path):

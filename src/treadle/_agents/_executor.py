@@ -127,6 +127,10 @@ class AgentExecutor(Executor):
         self._specs = self._handler_table()
         self._own_cache: dict[type, HandlerSpec] = {}
 
+    def needed_edges(self) -> tuple[str, ...]:
+        """A session agent's edge to itself, along which it waits for the next message."""
+        return (self.id,) if self.session else ()
+
     def _handler_table(self) -> tuple[HandlerSpec, ...]:
         outputs = self.adapter.output_types
         if self.session:

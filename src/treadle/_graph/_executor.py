@@ -301,6 +301,15 @@ class Executor:
         del question, answer
         return []
 
+    def needed_edges(self) -> tuple[str, ...]:
+        """The executors this one sends to whatever it is given: its edges to them must exist.
+
+        ``build()`` refuses a graph that lacks one, naming the edge to add,
+        rather than the run failing once it sends (a session agent waits
+        for its next message along its edge to itself). The default needs none.
+        """
+        return ()
+
     # -- handlers -------------------------------------------------------------
     def handler_specs(self) -> tuple[HandlerSpec, ...]:
         """Every handler of this executor, resolved once per class."""

@@ -56,8 +56,20 @@ def graph_problems(
     problems.extend(_type_problems(edges, sound))
     problems.extend(_error_route_problems(edges, sound))
     problems.extend(_duplicate_edges(edges))
+    problems.extend(_missing_edges(edges, sound))
     problems.extend(_unreachable(start, edges, known))
     return problems
+
+
+def _missing_edges(edges: Sequence[tuple[str, Edge]], known: Mapping[str, Entry]) -> list[str]:
+    """Edges an executor needs (``Executor.needed_edges``) that the graph does not have."""
+    present = {(s, t) for _, edge in edges for s in edge_sources(edge) for t in edge_targets(edge)}
+    return [
+        f"executor {eid!r} sends to {target!r}: add builder.add_edge({eid!r}, {target!r})"
+        for eid, entry in known.items()
+        for target in entry.prototype.needed_edges()
+        if (eid, target) not in present
+    ]
 
 
 def name_problems(name: str, executor_ids: Iterable[str]) -> list[str]:
