@@ -91,3 +91,24 @@ def test_a_delete_and_answers_racing_leave_one_consistent_outcome(tmp_path):
         assert left == [("completed",)]
         assert len(applied) == 1
         assert json.loads(cli("show", run_id, "--json").stdout)["status"] == "completed"
+
+
+def test_a_fork_and_a_delete_racing_leave_no_fork_of_a_deleted_run(cli):
+    # Separate processes: either the delete wins (the fork is told its run is gone) or the
+    # fork does (the delete is refused: the run has a fork), never both told they won.
+    for attempt in range(3):
+        run_id = awaiting_run(cli, f"parent-{attempt}")
+        deleted, forked = race(
+            cli, ("delete", run_id, "--yes"), ("fork", run_id, "--superstep", "0", "--json")
+        )
+        assert (deleted.returncode == 0) != (forked.returncode == 0), (deleted, forked)
+        runs = {row["run_id"]: row for row in cli.json("runs")["runs"]}
+        if deleted.returncode == 0:
+            assert run_id not in runs
+            assert f"'{run_id}'" in forked.stderr
+            assert not any(row["parent_run_id"] == run_id for row in runs.values())
+        else:
+            assert "fork" in deleted.stderr, deleted.stderr  # RunHasForksError names them
+            child = json.loads(forked.stdout)["run_id"]
+            assert runs[child]["parent_run_id"] == run_id
+            assert run_id in runs

@@ -23,7 +23,7 @@ from treadle._stores import (
 )
 from treadle._stores._pieces import refs_of_rows
 from treadle._stores._records import Lease
-from treadle._stores._write_plans import (
+from treadle._stores._write_parts import (
     collect_pieces,
     delete_old,
     log_status,
@@ -164,7 +164,7 @@ def release(lease: Lease, backend: Backend) -> Plan[bool]:
     """Give a lease up (``Leases.release``); ``False`` when it was no longer current.
 
     The run row is locked first, so the release sees every delivery
-    committed before it (see :func:`~treadle._stores._write_plans.release_held`).
+    committed before it (see :func:`~treadle._stores._write_parts.release_held`).
     """
     held = (lease.run_id, lease.owner, lease.epoch)
     if (yield (_HELD, held, ONE, True)) is None:

@@ -19,7 +19,7 @@ from treadle._stores._memory_events import MemoryAudit
 from treadle._stores._memory_limits import MemoryLimits
 from treadle._stores._memory_outbox import MemoryOutbox
 from treadle._stores._memory_ownership import MemoryOwnership, MemoryRun
-from treadle._stores._memory_pieces import MemoryPieces
+from treadle._stores._memory_pieces import MemoryPieces, bare
 from treadle._stores._memory_search import MemorySearch, after_cursor, set_fields
 from treadle._stores._memory_starts import MemoryAdmissions, MemoryStart, adopted
 from treadle._stores._schedules import MemorySchedules
@@ -103,11 +103,14 @@ class MemoryStore(
 
         Raises:
             RunExistsError: A run with this id exists already.
+            RunNotFoundError: The run it is forked from is gone.
             ValueError: ``first`` belongs to another run, or its id is taken.
         """
         self._check_open()
         latest = first_checkpoint_id(run, first.info)
         with self._lock:
+            if run.parent_run_id is not None and run.parent_run_id not in self._runs:
+                raise RunNotFoundError(run.parent_run_id)  # deleted since the fork read it
             admitted = self._admitted(run.run_id, lease)  # a start policy's row, to start
             self._check_new_checkpoint(first.info)
             self._pieces.check((first,))
@@ -115,7 +118,7 @@ class MemoryStore(
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)
             epoch = lease.epoch if lease is not None else 0
-            made = MemoryRun(record, graph, {latest: _bare(first)}, epoch=epoch)
+            made = MemoryRun(record, graph, {latest: bare(first)}, epoch=epoch)
             self._runs[run.run_id] = adopted(admitted, made) if admitted is not None else made
             self._owners[latest] = run.run_id
             self._pieces.add((first,))
@@ -167,7 +170,7 @@ class MemoryStore(
                 self._check_new_checkpoint(checkpoint.info)
             self._pieces.check(checkpoints)
             for checkpoint in checkpoints:
-                run.checkpoints[checkpoint.info.checkpoint_id] = _bare(checkpoint)
+                run.checkpoints[checkpoint.info.checkpoint_id] = bare(checkpoint)
                 self._owners[checkpoint.info.checkpoint_id] = info.run_id
             self._pieces.add(checkpoints)
             run.record = dataclasses.replace(
@@ -488,10 +491,3 @@ class MemoryStore(
     def piece_count(self) -> int:
         """How many pieces the store holds (what retention leaves is visible in tests)."""
         return len(self._pieces)
-
-
-def _bare(checkpoint: CheckpointRecord) -> CheckpointRecord:
-    """A checkpoint as kept: its pieces live in the store's piece table, once."""
-    if not checkpoint.pieces and not checkpoint.requires:
-        return checkpoint
-    return dataclasses.replace(checkpoint, pieces=(), requires=())

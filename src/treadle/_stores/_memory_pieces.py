@@ -7,6 +7,7 @@ where they live. Called under the store's lock.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from treadle._stores._pieces import (
@@ -88,3 +89,10 @@ class MemoryPieces:
                 rows.append((piece_id, piece.extends))
             rows.extend((extender, piece_id) for extender in self._extended_by.get(piece_id, ()))
         return rows
+
+
+def bare(checkpoint: CheckpointRecord) -> CheckpointRecord:
+    """A checkpoint as kept: its pieces live in the store's piece table, once."""
+    if not checkpoint.pieces and not checkpoint.requires:
+        return checkpoint
+    return dataclasses.replace(checkpoint, pieces=(), requires=())

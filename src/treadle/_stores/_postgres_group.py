@@ -47,7 +47,7 @@ from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_ownership import ADOPT_PENDING, FENCE, SELECT_LEFTOVERS
 from treadle._stores._sql_queue import RELEASE_HELD
 from treadle._stores._sql_statements import INSERT_CHECKPOINT
-from treadle._stores._write_plans import RELEASE_RETURNING
+from treadle._stores._write_parts import RELEASE_RETURNING
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE, POSTGRES_WRITES
 
 if TYPE_CHECKING:

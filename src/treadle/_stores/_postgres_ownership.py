@@ -37,7 +37,7 @@ from treadle._stores import (
     _pausing,
     _sql_ownership,
     _sql_rules,
-    _write_plans,
+    _write_parts,
 )
 from treadle._stores._postgres_writes import NOTIFY_READY, drive, record
 from treadle._stores._sql_dialect import POSTGRES
@@ -349,4 +349,4 @@ async def _try_acquire(
 
 async def refusal(connection: Connection, run_id: str, lease: Lease | None) -> DurabilityError:
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    return await drive(_write_plans.refusal(run_id, lease), connection)
+    return await drive(_write_parts.refusal(run_id, lease), connection)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunExistsError
-from treadle._stores import _sql_ownership, _sql_queue, _sql_search, _write_plans
+from treadle._stores import _sql_ownership, _sql_queue, _sql_search, _write_parts
 from treadle._stores._audit import delivered
 from treadle._stores._postgres_leases import LeasedStore
 from treadle._stores._postgres_writes import NOTIFY_READY, READY_CHANNEL
@@ -268,7 +268,7 @@ def _enqueued(
         yield (template, values, NOTHING, False)
     yield (_sql_ownership.NOTIFY_READY, (), NOTHING, False)  # sent when the transaction commits
     if actor is not None:
-        yield from _write_plans.record(
+        yield from _write_parts.record(
             delivered(run_id, [("start", None, payload)], actor), now, POSTGRES_WRITES
         )
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._stores import _sql_ownership, _write_plans
+from treadle._stores import _sql_ownership, _write_parts
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._write_steps import ALL, COUNT, ONE, POSTGRES_WRITES
 
@@ -109,17 +109,17 @@ async def insert_checkpoints(
     Raises:
         ValueError: an id is taken.
     """
-    await drive(_write_plans.insert_checkpoints(checkpoints, POSTGRES_WRITES), connection)
+    await drive(_write_parts.insert_checkpoints(checkpoints, POSTGRES_WRITES), connection)
 
 
 async def record(connection: Connection, records: Iterable[Recorded], at: float) -> None:
     """Write each action's audit entry and its event in its run's log, in this transaction."""
-    await drive(_write_plans.record(records, at, POSTGRES_WRITES), connection)
+    await drive(_write_parts.record(records, at, POSTGRES_WRITES), connection)
 
 
 async def log_status(connection: Connection, run_id: str, at: float, by: str) -> None:
     """Record in the run's log the status the store just gave it for a caller (``by``)."""
-    await drive(_write_plans.log_status(run_id, at, by), connection)
+    await drive(_write_parts.log_status(run_id, at, by), connection)
 
 
 async def answer(cursor: AsyncCursor[Any], want: object) -> Any:

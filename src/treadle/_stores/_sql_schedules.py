@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from treadle._exceptions import ScheduleExistsError, ScheduleNotFoundError
 from treadle._stores import _postgres_writes, _sqlite_writes
 from treadle._stores._schedules import ScheduleCursor, ScheduleRow, TickRow, nominal_ms, recorded
-from treadle._stores._write_plans import record
+from treadle._stores._write_parts import record
 from treadle._stores._write_steps import COUNT, NOTHING, ONE, POSTGRES_WRITES, SQLITE_WRITES
 
 if TYPE_CHECKING:

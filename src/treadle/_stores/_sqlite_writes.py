@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from treadle._stores import _write_plans
+from treadle._stores import _write_parts, _write_plans
 from treadle._stores._sql_dialect import SQLITE
 from treadle._stores._write_steps import ALL, COUNT, ONE, SQLITE_WRITES
 
@@ -81,9 +81,9 @@ def commit(
 
 def record(connection: sqlite3.Connection, records: Iterable[Recorded], at: float) -> None:
     """Write each action's audit entry and its event in its run's log, in this transaction."""
-    drive(_write_plans.record(records, at, SQLITE_WRITES), connection)
+    drive(_write_parts.record(records, at, SQLITE_WRITES), connection)
 
 
 def refusal(connection: sqlite3.Connection, run_id: str, lease: Lease | None) -> Exception:
     """Why a write changed no row: no such run, or (under a lease) the lease is gone."""
-    return drive(_write_plans.refusal(run_id, lease), connection)
+    return drive(_write_parts.refusal(run_id, lease), connection)

@@ -18,7 +18,7 @@ from treadle._stores import _audit, _sql_ownership, _sql_starts
 from treadle._stores._pieces import ids_text
 from treadle._stores._records import Claimed, Lease
 from treadle._stores._starts import Admission, full_for
-from treadle._stores._write_plans import record
+from treadle._stores._write_parts import record
 from treadle._stores._write_steps import ALL, COUNT, NOTHING, ONE
 
 if TYPE_CHECKING:
