@@ -127,6 +127,9 @@ class Model:
         if run.run_id in self.runs:
             raise RunExistsError(run.run_id)
         self._check_free(first.info.checkpoint_id)
+        parent = run.parent_run_id  # a fork of a run that is gone (itself is there once made)
+        if parent is not None and parent not in self.runs and parent != run.run_id:
+            raise RunNotFoundError(parent)
         self.runs[run.run_id] = dataclasses.replace(
             run, checkpoint_id=first.info.checkpoint_id, wake_at=first.info.wake_at
         )

@@ -109,11 +109,12 @@ class MemoryStore(
         self._check_open()
         latest = first_checkpoint_id(run, first.info)
         with self._lock:
-            if run.parent_run_id is not None and run.parent_run_id not in self._runs:
-                raise RunNotFoundError(run.parent_run_id)  # deleted since the fork read it
             admitted = self._admitted(run.run_id, lease)  # a start policy's row, to start
             self._check_new_checkpoint(first.info)
             self._pieces.check((first,))
+            parent = run.parent_run_id  # a fork's, gone since it was read
+            if parent is not None and parent != run.run_id and parent not in self._runs:
+                raise RunNotFoundError(parent)
             record = dataclasses.replace(run, checkpoint_id=latest, wake_at=first.info.wake_at)
             if lease is not None:
                 record = dataclasses.replace(record, owner=lease.owner, lease_until=lease.until)

@@ -149,11 +149,6 @@ def create_run(
         ValueError: ``first`` belongs to another run, or its id is taken.
     """
     _sql_rules.first_checkpoint_id(run, first.info)
-    parent = run.parent_run_id
-    if parent is not None and (
-        (yield (_sql_statements.SELECT_RUN_EXISTS, (parent,), ONE, True)) is None
-    ):
-        raise RunNotFoundError(parent)
     if lease is not None and (run.owner, run.lease_until) != (lease.owner, lease.until):
         run = dataclasses.replace(run, owner=lease.owner, lease_until=lease.until)
     digest = yield from _kept(graph)
@@ -168,12 +163,15 @@ def create_run(
             raise RunExistsError(run.run_id)
         return
     started = _audit.started_of(run)
-    if started is None:
-        yield from insert_checkpoints((first,), backend)
-        return
     # The first checkpoint's events and the start's share one row of the run's log.
-    yield from insert_checkpoints((first,), backend, log=False)
-    yield from record((started,), run.created_at, backend, leading=first)
+    yield from insert_checkpoints((first,), backend, log=started is None)
+    parent = run.parent_run_id
+    if parent is not None and (
+        (yield (_sql_statements.SELECT_RUN_EXISTS, (parent,), ONE, True)) is None
+    ):
+        raise RunNotFoundError(parent)
+    if started is not None:
+        yield from record((started,), run.created_at, backend, leading=first)
 
 
 def _kept(graph: Described) -> Plan[bytes]:
