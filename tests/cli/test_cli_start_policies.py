@@ -7,6 +7,8 @@ flag is refused before anything is stored.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from treadle_cli import Cli
 
@@ -36,6 +38,13 @@ def test_a_singleton_from_the_command_line_queues_the_second_and_refuses_a_third
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     statuses = sorted(run["status"] for run in cli.json("runs")["runs"])
     assert statuses == ["awaiting_input", "queued"]
+    # The queued run is shown as queued, with the app's code given or not (it said "has no
+    # checkpoint", exit 2, with --app).
+    queued = json.loads(second.stdout)["run_id"]
+    for app in ((), ("--app", "cli_app:review")):
+        shown = cli("show", queued, *app)
+        assert shown.returncode == 0, shown.stderr
+        assert f"run '{queued}' is queued: no worker has taken it up yet" in shown.stdout
 
 
 def test_a_deduplication_id_from_the_command_line_starts_one_run(tmp_path):

@@ -21,7 +21,7 @@ from treadle._operations._audit import action_sentence
 from treadle._operations._plain import plain
 
 if TYPE_CHECKING:
-    from treadle._operations._commands import RunView
+    from treadle._operations._run_view import RunView
     from treadle._stores._store import LoggedEvent
 
 

@@ -28,7 +28,7 @@ from treadle._engine._result import RunStatus
 if TYPE_CHECKING:
     from treadle._cli._flags import RunFlags
     from treadle._engine._result import RunResult
-    from treadle._operations._commands import RunView
+    from treadle._operations._run_view import RunView
 
 EXIT_FOR_STATUS = MappingProxyType(
     {

@@ -31,6 +31,7 @@ from treadle._engine._result import RunStatus
 from treadle._exceptions import TreadleError
 from treadle._operations import _commands as commands
 from treadle._operations._requests import requests_of
+from treadle._operations._run_view import RunView, show_run
 from treadle._workflow._following import (
     ENDED_STATUSES,
     POLL_INTERVAL,
@@ -203,7 +204,7 @@ class Continued:
 
     result: RunResult | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
-    view: commands.RunView | None = None
+    view: RunView | None = None
 
 
 async def continue_run(
@@ -229,16 +230,14 @@ async def continue_run(
             if result is None:
                 await until_settled(store, run_id, drawer, after=drawer.last_seq or after)
         if result is None:
-            return Continued(view=await commands.show_run(store, run_id, app))
+            return Continued(view=await show_run(store, run_id, app))
     if result is None:
         return Continued()
     return Continued(result=result, requests=await requests_of(store, result, app))
 
 
-async def follow_new(
-    store: Store, run_id: str, *, quiet: bool, app: str | None = None
-) -> commands.RunView:
+async def follow_new(store: Store, run_id: str, *, quiet: bool, app: str | None = None) -> RunView:
     """A run just queued (``treadle start --follow``), drawn from its first event to its rest."""
     with LiveView(out, quiet=quiet) as drawer:
         await until_settled(store, run_id, drawer, after=0)
-    return await commands.show_run(store, run_id, app)
+    return await show_run(store, run_id, app)

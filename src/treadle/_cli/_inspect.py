@@ -52,6 +52,7 @@ from treadle._operations._audit import action_sentence
 from treadle._operations._limit_waits import waits_by_run
 from treadle._operations._plain import plain
 from treadle._operations._requests import Pending, scan_pending
+from treadle._operations._run_view import RunView, show_run
 from treadle._operations._shapes import (
     checkpoint_json,
     checkpoint_kinds,
@@ -133,7 +134,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a run: status, pending requests and timers, outputs, state."""
-    view = execute(store, lambda s: commands.show_run(s, run_id, app_))
+    view = execute(store, lambda s: show_run(s, run_id, app_))
     print_run_view(view, as_json=as_json)
 
 
@@ -224,7 +225,7 @@ def watch(
     progress before its superstep commits) with "seq": null.
     """
 
-    async def work(s: Store) -> tuple[str, commands.RunView | Stop]:
+    async def work(s: Store) -> tuple[str, RunView | Stop]:
         full = (await commands.get_run(s, run_id)).run_id
         workflow = await _code_of(s, full, app_)
         with LiveView(out, workflow, quiet=as_json) as drawer:
@@ -235,7 +236,7 @@ def watch(
             )
             if stopped is not None:
                 return full, stopped
-        return full, await commands.show_run(s, full, app_)
+        return full, await show_run(s, full, app_)
 
     full, view = execute(store, work)
     if isinstance(view, Stop):
@@ -274,7 +275,7 @@ def _watching(
         rest = (run.superstep, run.status)
         if until_end and run.status in RESTING_STATUSES and rest not in told:
             told.add(rest)
-            for line in rest_lines(await commands.show_run(store, run_id, app)):
+            for line in rest_lines(await show_run(store, run_id, app)):
                 out.print(f"  {line}")
 
     return idle

@@ -36,6 +36,7 @@ from treadle._cli._views import out, print_delivered, print_forked, print_starte
 from treadle._exceptions import CommandError
 from treadle._operations import _commands as commands
 from treadle._operations._requests import requests_of
+from treadle._operations._run_view import RunView, show_run
 from treadle._values._actors import Actor
 
 if TYPE_CHECKING:
@@ -283,10 +284,10 @@ async def _forked(
     patch: str | None,
     app_: str | None,
     superstep: int | None,
-) -> tuple[commands.RunView, str, str]:
+) -> tuple[RunView, str, str]:
     """Fork; the new run's view, and at which checkpoint (prefix resolved) of which run."""
     run_id = (await commands.get_run(store, run_id)).run_id
     at = await commands.resolve_checkpoint(store, run_id, checkpoint, superstep)
     new_id = await commands.fork(store, run_id, at, patch, app_)
     assert at is not None  # noqa: S101 - fork refuses neither
-    return await commands.show_run(store, new_id, app_), at, run_id
+    return await show_run(store, new_id, app_), at, run_id

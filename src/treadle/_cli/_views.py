@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from treadle._engine._result import RunResult
+    from treadle._operations._run_view import RunView
     from treadle._stores._store import CheckpointInfo, RunRecord
 
 # soft_wrap: long lines (run ids, the command to answer a request) must stay copyable.
@@ -113,7 +114,7 @@ def print_started(run_id: str, workflow: str, *, as_json: bool) -> None:
         out.print(run_id)
 
 
-def print_forked(view: commands.RunView, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:
+def print_forked(view: RunView, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:
     """``treadle fork``: the new run, and what moves it on from the status it was forked in."""
     new_id = view.run.run_id
     if as_json:
@@ -250,7 +251,7 @@ def run_row(row: RunRecord, now: float) -> dict[str, Any]:
     return run_json(row) | {"orphaned": commands.is_orphaned(row, now)}
 
 
-def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
+def print_run_view(view: RunView, *, as_json: bool) -> None:
     """``treadle show``: status, ownership, pending requests and timers, outputs, state."""
     now = time.time()
     data = {
@@ -313,7 +314,7 @@ def print_run_view(view: commands.RunView, *, as_json: bool) -> None:
             out.print("\n".join(f"    {escape(line)}" for line in lines))
 
 
-def _waiting_lines(view: commands.RunView) -> list[str]:
+def _waiting_lines(view: RunView) -> list[str]:
     """What the run waits for besides requests: its next timer, its calls' places in line."""
     lines = [f"next timer: {when(view.wake_at)}"] if view.wake_at is not None else []
     return lines + [escape(wait_line(wait)) for wait in view.waiting_for]

@@ -17,23 +17,18 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
 from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError, SessionBusyError
 from treadle._graph._input_policy import InputPolicy
-from treadle._operations._conversations import conversations
 from treadle._operations._inputs import load_version, parse_json
-from treadle._operations._limit_waits import limit_waits
-from treadle._operations._schemas import answered_in_inbox, describe_requests
 from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
 from treadle._values._actors import Actor
 from treadle._workflow import _actions as door
-from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._start_policy import NO_START_POLICY
 
 if TYPE_CHECKING:
@@ -43,6 +38,10 @@ if TYPE_CHECKING:
     from treadle._stores._pausing import PauseOutcome
     from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
     from treadle._workflow._workflow import Workflow
+
+
+QUEUED = "run '{run_id}' is queued: no worker has taken it up yet"
+"""What a command says of a run no worker has started (nothing committed to read)."""
 
 
 async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow:
@@ -55,8 +54,7 @@ async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow
         return load_version(app, row.workflow, row.version)
     stored = await store.get_graph(run_id)
     if not stored:  # queued by `treadle start`: no worker has stored its graph yet
-        msg = f"run {run_id!r} is queued: no worker has taken it up yet"
-        raise CommandError(msg)
+        raise CommandError(QUEUED.format(run_id=run_id))
     origin = decode_description(run_id, stored).get("origin")
     if not origin:
         msg = (
@@ -129,68 +127,6 @@ def _busy(error: RunBusyError) -> CommandError:
         f"nothing was changed: add --wait to wait for it, or try again later"
     )
     return CommandError(msg)
-
-
-@dataclass(frozen=True, slots=True)
-class RunView:
-    """Everything ``treadle show`` displays about one run."""
-
-    run: RunRecord
-    outputs: list[Any] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
-    pending_requests: list[dict[str, Any]] = field(default_factory=list)
-    wake_at: float | None = None
-    detail: str | None = None
-    """Set when the run's code does not load here: why, and that the log was read instead."""
-    conversations: list[dict[str, Any]] = field(default_factory=list)
-    """Its agents' conversations as transcripts (``_operations._conversations``)."""
-    waiting_for: list[dict[str, Any]] = field(default_factory=list)
-    """Its calls waiting for slots of call limits (``_operations._limit_waits``)."""
-
-
-async def show_run(store: Store, run_id: str, app: str | None) -> RunView:
-    """A run's row plus what its latest checkpoint holds (if its workflow loads)."""
-    run = await get_run(store, run_id)
-    run_id = run.run_id
-    try:
-        workflow = await workflow_of(store, run_id, app)
-    except CommandError as error:  # its outputs and requests are plain data in its log
-        outputs, pending = await logged_outputs_and_requests(store, run)
-        detail = f"{error}; outputs and requests are read from its event log, its state is not"
-        answered = await answered_in_inbox(store, run_id) if pending else set()
-        requests = [
-            {
-                "run_id": run_id,
-                "request_id": r.request_id,
-                "executor_id": r.executor_id,
-                "payload": r.payload,
-                "response_type": r.response_type,
-                "answer_schema": None,
-                "deadline_at": None,
-                "answered": r.request_id in answered,
-            }
-            for r in pending
-        ]
-        return RunView(
-            run=run,
-            outputs=outputs,
-            pending_requests=requests,
-            detail=detail,
-            waiting_for=await limit_waits(store, run_id),
-        )
-    record = await store.load_checkpoint(run_id)
-    restored = workflow.codec.decode(record, run_id=run_id)
-    return RunView(
-        waiting_for=await limit_waits(store, run_id),
-        run=run,
-        outputs=restored.outputs,
-        state=restored.state,
-        pending_requests=await describe_requests(
-            workflow, store, run_id, restored.waits.pending_requests()
-        ),
-        wake_at=restored.waits.next_wake_at(),
-        conversations=conversations(workflow, restored.state),
-    )
 
 
 async def history(
