@@ -81,6 +81,9 @@ def test_bad_schedules_and_unknown_ids_are_refused_with_what_to_do(cli) -> None:
     bad = cli("schedules", "create", "x", "--workflow", "digest", "--cron", "61 * * * *")
     assert bad.returncode == 2
     assert "is not a cron expression" in bad.stderr
+    seconds = cli("schedules", "create", "x", "--workflow", "digest", "--cron", "0 9 * * * *")
+    assert seconds.returncode == 2  # was read with a seconds field: minute 9 of every hour
+    assert "it has 6 fields, not five (minute hour day-of-month month weekday)" in seconds.stderr
     both = cli("schedules", "create", "x", "--workflow", "digest", "--cron", "* * * * *",
                "--every", "5m")  # fmt: skip
     assert "exactly one of cron= and every=" in both.stderr

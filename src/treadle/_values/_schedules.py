@@ -44,6 +44,7 @@ Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow"]
 OVERLAPS: tuple[str, ...] = get_args(Overlap)
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_CRON_FIELDS = 5
 _PLACEHOLDERS = ("{nominal}", "{nominal_utc}", "{date}", "{schedule}")
 DEFAULT_CATCHUP = timedelta(hours=1)
 """How late a tick may still start by default: a restart or a short outage is caught up,
@@ -156,6 +157,13 @@ class Schedule:
             problems.append("give exactly one of cron= and every=")
         if self.cron is not None and not isinstance(self.cron, str):
             problems.append(f"cron must be a cron expression as text, got {self.cron!r}")
+        elif self.cron is not None and len(self.cron.split()) != _CRON_FIELDS:
+            # cronsim reads a sixth field as seconds: "0 9 * * * *" ran at minute 9 of every hour.
+            count = len(self.cron.split())
+            problems.append(
+                f"cron {self.cron!r} is not a cron expression: it has {count} field"
+                f"{'' if count == 1 else 's'}, not five (minute hour day-of-month month weekday)"
+            )
         elif self.cron is not None:
             from cronsim import CronSim, CronSimError  # noqa: PLC0415 - only cron schedules need it
 
