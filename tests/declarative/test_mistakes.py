@@ -61,6 +61,26 @@ def test_treadle_validate_prints_every_problem_one_a_line_and_exits_2(write, tre
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # the start node refused for a mistake of its own: not also "unknown executor id"
+            "name: t\nstart: a\nnodes:\n  a: {step: output, timeout: 0}\n",
+            ["4:30: nodes.a.timeout: Input should be greater than 0"],
+        ),
+        (  # a start not among the nodes, said once
+            "name: t\nstart: missing\nnodes:\n  a: {step: output}\n",
+            ["2:8: the start node 'missing' is not among the nodes"],
+        ),
+    ],
+)
+def test_a_node_refused_or_missing_is_one_problem_where_it_is_written(write, text, expected):
+    path = write(text)
+    with pytest.raises(DefinitionError) as caught:
+        treadle.load(path)
+    assert [p.removeprefix(f"{path}:") for p in caught.value.problems] == expected
+
+
 def test_a_file_that_is_not_yaml_is_one_problem_at_the_place_it_broke(write):
     path = write("name: x\nnodes: {a: [1, 2}\n")
     with pytest.raises(DefinitionError) as caught:

@@ -151,8 +151,11 @@ class Translation:
         try:
             workflow = builder.build()
         except WorkflowValidationError as error:
+            # A node refused above (or a start not among the nodes) is said once, where it
+            # is written; the builder's "unknown executor id" for it would say it again.
+            said = {f"unknown executor id {n!r}" for n in {*self.node_ids, d.start}}
             for text in error.problems:
-                if self.mistakes and "unreachable" in text:
+                if self.mistakes and ("unreachable" in text or text.endswith(tuple(said))):
                     continue  # an edge that was refused above left it unreached
                 self._builder_problem(text)
             return None
