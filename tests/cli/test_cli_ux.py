@@ -106,6 +106,13 @@ def test_a_fork_mid_run_says_resume_and_one_of_an_ended_run_says_show(tmp_path):
     new_id = re.search(r"forked run (\S+) \(running\)", mid.stdout)
     assert new_id is not None, mid.stdout
     assert f"continue it with: treadle resume {new_id[1]}" in mid.stdout
+    # Until taken up it is a fork not started, not a run whose process died ("orphaned").
+    listed = cli("runs").stdout
+    assert "running (forked, not started)" in listed
+    assert "orphaned" not in listed
+    shown = cli("show", new_id[1]).stdout
+    assert f"forked from j1; nobody has taken it up yet: treadle resume {new_id[1]}" in shown
+    assert "its process died" not in shown
     ended = cli("fork", "j1", "--superstep", "1")
     assert "(completed)" in ended.stdout
     assert "treadle resume" not in ended.stdout

@@ -227,7 +227,9 @@ _ID_WIDTH = 36
 
 def _status_text(row: RunRecord, now: float) -> str:
     """The status, marked ``(orphaned)``, ``(pause requested)`` and why the run is parked."""
-    marks = ["orphaned"] if commands.is_orphaned(row, now) else []
+    marks = []
+    if commands.is_orphaned(row, now):
+        marks.append("forked, not started" if commands.is_unstarted_fork(row) else "orphaned")
     if row.pause_requested is not None:
         marks.append("pause requested")
     if row.parked:
@@ -278,20 +280,8 @@ def print_run_view(view: RunView, *, as_json: bool) -> None:
     out.print(f"  superstep {row.superstep}, checkpoint {row.checkpoint_id or 'none yet'}")
     if row.owner is not None:
         out.print(f"  owner: {escape(_owner_text(row, now))}")
-    if data["orphaned"] and not row.parked:
-        out.print(
-            f"  [yellow]orphaned:[/yellow] nobody is advancing it (its process died, was detached "
-            f"or stopped renewing its lease); take it over with: treadle resume {shown} "
-            f"(or a running `treadle worker` does)"
-        )
-    if row.parked:
-        out.print(
-            f"  [yellow]parked:[/yellow] {escape(row.parked)}; `treadle resume {shown}` takes it up"
-        )
-    if row.status == RunStatus.PAUSED.value:
-        out.print(f"  [yellow]{_PAUSED_HINT.format(run=shown)}[/yellow]")
-    elif row.pause_requested is not None:
-        out.print("  [yellow]pause requested:[/yellow] its owner pauses it at its next barrier")
+    for line in _standing_lines(row, orphaned=bool(data["orphaned"]), shown=shown):
+        out.print(f"  {line}")
     if row.error:
         out.print(f"  error: {escape(row.error)}")
     if view.detail:
@@ -312,6 +302,31 @@ def print_run_view(view: RunView, *, as_json: bool) -> None:
             else:
                 lines = [_cut(f"{key}: {json.dumps(brief_state({key: value})[key])}", width)]
             out.print("\n".join(f"    {escape(line)}" for line in lines))
+
+
+def _standing_lines(row: RunRecord, *, orphaned: bool, shown: str) -> list[str]:
+    """What stops the run, or who moves it on: orphaned, a fork not started, parked, paused."""
+    lines = []
+    if orphaned and not row.parked and commands.is_unstarted_fork(row):
+        lines.append(
+            f"[yellow]forked[/yellow] from {escape(str(row.parent_run_id))}; nobody has taken "
+            f"it up yet: treadle resume {shown} (or a running `treadle worker` does)"
+        )
+    elif orphaned and not row.parked:
+        lines.append(
+            f"[yellow]orphaned:[/yellow] nobody is advancing it (its process died, was detached "
+            f"or stopped renewing its lease); take it over with: treadle resume {shown} "
+            f"(or a running `treadle worker` does)"
+        )
+    if row.parked:
+        lines.append(
+            f"[yellow]parked:[/yellow] {escape(row.parked)}; `treadle resume {shown}` takes it up"
+        )
+    if row.status == RunStatus.PAUSED.value:
+        lines.append(f"[yellow]{_PAUSED_HINT.format(run=shown)}[/yellow]")
+    elif row.pause_requested is not None:
+        lines.append("[yellow]pause requested:[/yellow] its owner pauses it at its next barrier")
+    return lines
 
 
 def _waiting_lines(view: RunView) -> list[str]:

@@ -119,6 +119,15 @@ def is_orphaned(run: RunRecord, now: float | None = None) -> bool:
     return run.status == "running" and run.owner is not None and owner_is_dead(run.owner)
 
 
+def is_unstarted_fork(run: RunRecord) -> bool:
+    """Whether the run is a fork nobody has taken up yet (not a run whose process died).
+
+    Made ``running`` at the checkpoint it branched from and left for a
+    ``resume`` (or a worker) to take up: no owner, and never moved on since.
+    """
+    return run.parent_run_id is not None and run.owner is None and run.updated_at == run.created_at
+
+
 def _busy(error: RunBusyError) -> CommandError:
     """The one line a busy run gets on the command line (it names ``--wait``)."""
     until = iso_time(error.lease_until, timespec="seconds")
