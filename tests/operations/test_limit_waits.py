@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from treadle import CallLimit, WorkflowBuilder, WorkflowContext, executor
-from treadle._operations._commands import show_run
 from treadle._operations._limit_waits import wait_line
+from treadle._operations._run_view import show_run
 from treadle.stores import SqliteStore
 
 
