@@ -69,3 +69,20 @@ async def test_answers_not_given_as_a_mapping_are_refused_and_nothing_delivered(
     with pytest.raises(TypeError, match=r"responses must map request ids to answers"):
         await Client(sqlite_store, [asking]).respond(asked.run_id, answers)
     assert await sqlite_store.inbox(asked.run_id) == []
+
+
+async def test_a_run_queued_before_ids_were_checked_still_starts(sqlite_store):
+    # A start queued (by an older client) under an id the rule now refuses is the store's
+    # already: whoever serves the store starts it, rather than failing it on its id.
+    from treadle import Runtime  # noqa: PLC0415
+    from treadle._stores._starts import StartRequest  # noqa: PLC0415
+
+    @executor(id="echo")
+    async def echo(n: int, ctx: WorkflowContext) -> None:
+        ctx.yield_output(n)
+
+    echoing = WorkflowBuilder(echo, name="echoing").build()
+    queued = StartRequest("old id", "echoing", echoing.version, echoing.serializer.dumps(7))
+    assert (await sqlite_store.admit(queued)).outcome == "started"
+    (done,) = await Runtime(sqlite_store, [echoing]).wake_due()
+    assert (done.run_id, done.status.value, done.outputs) == ("old id", "completed", [7])

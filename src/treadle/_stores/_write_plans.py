@@ -138,10 +138,10 @@ def create_run(
 ) -> Plan[None]:
     """Insert a new run, its graph and first checkpoint (owned by ``lease``, if given).
 
-    A fork's parent is read, locked, first: a delete of it racing the fork
-    either ends before (the fork is refused: its parent is gone) or waits
-    for it (and is refused: the run has a fork), never leaving a fork of a
-    deleted run.
+    Once the new run is written, a fork's parent is read, locked: a delete
+    of it racing the fork either commits first (the fork is refused: its
+    parent is gone) or waits for the fork (and is refused: the run has a
+    fork), never leaving a fork of a deleted run.
 
     Raises:
         RunExistsError: a run with this id exists already.

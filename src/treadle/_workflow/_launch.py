@@ -115,8 +115,8 @@ def _checked(workflow: Workflow, launch: Launch) -> Store | None:
     if launch.restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
         raise TypeError(msg)
-    if launch.run_id is not None:
-        checked_run_id(launch.run_id)
+    if launch.run_id is not None and launch.ownership is None:  # a new run's, made here
+        checked_run_id(launch.run_id)  # (a queued run's was checked when it was queued)
     store = launch.store if launch.store is not None else workflow.store
     return None if store is None else checked_store(store)
 
