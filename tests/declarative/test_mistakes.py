@@ -99,3 +99,29 @@ def test_json_definitions_report_positions_too(write):
     with pytest.raises(DefinitionError) as caught:
         treadle.load(path)
     assert caught.value.problems == (f"{path}:3:32: unknown node 'b'",)
+
+
+def test_a_condition_that_fails_as_the_run_goes_is_said_in_one_line(write, treadle_command):
+    # Its message names the node, the condition and what went wrong; the frames under it
+    # are treadle's own, not the definition's: no traceback, in the output or the record.
+    path = write(
+        """
+        name: when
+        start: first
+        nodes:
+          first: {executor: "declarative.steps:echo"}
+          later: {step: output}
+        edges:
+          - {from: first, to: later, when: "message.amount >= 1.5"}
+        """
+    )
+    store = str(path.with_suffix(".sqlite"))
+    done = treadle_command("run", str(path), "--input", '{"amount": "x"}', "--store", store)
+    assert done.returncode == 1, done.stderr
+    said = "the condition 'message.amount >= 1.5' failed: cannot apply >= to string and double"
+    assert said in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    (run,) = treadle_command.json("runs", "--store", store)["runs"]
+    logs = treadle_command("logs", run["run_id"], "--store", store)
+    assert said in logs.stdout
+    assert "Traceback" not in logs.stdout

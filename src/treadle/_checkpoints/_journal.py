@@ -97,13 +97,19 @@ def kind_of(event_type: type[WorkflowEvent]) -> str:
 
 
 def error_data(error: BaseException | None) -> dict[str, Any] | None:
-    """An exception as plain data: its type, message and full traceback (with causes)."""
+    """An exception as plain data: its type, message and full traceback (with causes).
+
+    An error that says all there is in its message (``one_line``: a
+    definition's condition that failed, whose frames are treadle's own)
+    keeps an empty traceback.
+    """
     if error is None:
         return None
+    said = getattr(error, "one_line", False) is True
     return {
         "type": type(error).__name__,
         "message": message_of(error),
-        "traceback": storable("".join(traceback.format_exception(error))),
+        "traceback": "" if said else storable("".join(traceback.format_exception(error))),
     }
 
 

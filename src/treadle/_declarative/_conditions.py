@@ -121,7 +121,14 @@ _REFUSED_RULES = MappingProxyType(
 
 
 class ExpressionError(ValueError):
-    """A condition could not be evaluated (its data has no such key, a wrong type, its budget)."""
+    """A condition could not be evaluated (its data has no such key, a wrong type, its budget).
+
+    Its message names the node, the expression and what went wrong; the
+    frames under it are treadle's own, not the definition's, so the record
+    of the failure keeps no traceback (``one_line``) and shows it in one line.
+    """
+
+    one_line = True
 
 
 @functools.cache

@@ -76,7 +76,8 @@ def routed_failure(
         cls = type(error)
         error_type = f"{cls.__module__}.{cls.__qualname__}"
         message = message_of(error)
-        text = "".join(tb.format_exception(error))
+        said = getattr(error, "one_line", False) is True  # see _checkpoints._journal.error_data
+        text = "" if said else "".join(tb.format_exception(error))
     failure = ExecutorFailure(
         invocation.executor.id, error_type, message, text, invocation.envelope.payload, attempts
     )
