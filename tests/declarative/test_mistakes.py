@@ -125,3 +125,30 @@ def test_a_condition_that_fails_as_the_run_goes_is_said_in_one_line(write, tread
     logs = treadle_command("logs", run["run_id"], "--store", store)
     assert said in logs.stdout
     assert "Traceback" not in logs.stdout
+
+
+def test_an_input_the_declared_inputs_refuse_makes_no_run(write, treadle_command):
+    # It made a run that failed at its first step, with a traceback through treadle's own
+    # frames; it is refused as any input that does not fit, before any run exists.
+    path = write(
+        """
+        name: greet
+        start: first
+        inputs: {text: str}
+        nodes:
+          first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
+          later: {step: output}
+        edges:
+          - {from: first, to: later}
+        """
+    )
+    store = str(path.with_suffix(".sqlite"))
+    done = treadle_command("run", str(path), "--input", '{"txt": "hi"}', "--store", store)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.strip() == (
+        "error: the input does not fit the start executor 'first': missing input 'text'; "
+        "undeclared input 'txt'"
+    )
+    fine = treadle_command("run", str(path), "--input", '{"text": "hi"}', "--store", store)
+    assert fine.returncode == 0, fine.stderr
+    assert len(treadle_command.json("runs", "--store", store)["runs"]) == 1  # only that one

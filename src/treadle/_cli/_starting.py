@@ -52,7 +52,9 @@ def prepare_run(app: str, raw_input: str | None) -> tuple[Workflow, Any]:
     try:
         return workflow, coerce_input(workflow, value)
     except CommandError as error:
-        raise CommandError(f"{error}; {_example(workflow)}") from None
+        # An example only where the input's type says one (anything fits "any": null does not).
+        example = f"; {_example(workflow)}" if input_schema(workflow) else ""
+        raise CommandError(f"{error}{example}") from None
 
 
 def _expected(workflow: Workflow) -> str:

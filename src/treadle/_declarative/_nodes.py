@@ -213,6 +213,16 @@ class DeclaredNode(Executor):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    def input_problems(self, message: Any) -> list[str]:
+        """The definition's declared ``inputs`` that ``message`` misses or gets wrong."""
+        if self.wrapping.inputs is None:
+            return []
+        try:
+            checked_inputs(message, self.wrapping.inputs)
+        except TypeError as error:
+            return [str(error)]
+        return []
+
     def handler_specs(self) -> tuple[HandlerSpec, ...]:
         """The step's handlers, or one taking anything when an ``input`` replaces the message."""
         return self._templated or self.inner.handler_specs()

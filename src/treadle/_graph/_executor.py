@@ -301,6 +301,17 @@ class Executor:
         del question, answer
         return []
 
+    def input_problems(self, message: Any) -> list[str]:
+        """What is wrong with ``message`` as a new run's input, beyond its type, if this starts it.
+
+        Called where an input arrives as JSON (``treadle run``, the HTTP API),
+        before the run is made: an input refused here makes no run. Override
+        when the type alone cannot say what fits (a definition's declared
+        ``inputs``). The default finds none.
+        """
+        del message
+        return []
+
     def needed_edges(self) -> tuple[str, ...]:
         """The executors this one sends to whatever it is given: its edges to them must exist.
 

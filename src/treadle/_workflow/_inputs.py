@@ -29,14 +29,15 @@ def coerce_input(workflow: Workflow, value: Any) -> Any:
     Raises:
         AppLoadError: The value fits none of the types the start executor takes.
     """
-    accepted = workflow.prototype(workflow.start_id).accepted_types()
+    start = workflow.prototype(workflow.start_id)
+    accepted = start.accepted_types()
     if any(isinstance(value, cls) for cls in accepted) or object in accepted:
-        return value
+        return _fitting(workflow.start_id, start.input_problems(value), value)
     problems = []
     for cls in accepted:
         built, wrong = fit_type(cls, value)
         if not wrong:
-            return built
+            return _fitting(workflow.start_id, start.input_problems(built), built)
         problems.append(f"as {cls.__qualname__}, {'; '.join(wrong)}")
     names = ", ".join(c.__qualname__ for c in accepted)
     msg = (
@@ -44,3 +45,15 @@ def coerce_input(workflow: Workflow, value: Any) -> Any:
         f"(accepts {names}): {' | '.join(problems)}"
     )
     raise AppLoadError(msg)
+
+
+def _fitting(start_id: str, problems: list[str], value: Any) -> Any:
+    """``value``, unless the start executor finds it does not fit (its ``input_problems``).
+
+    Raises:
+        AppLoadError: naming each problem, before any run exists.
+    """
+    if problems:
+        msg = f"the input does not fit the start executor {start_id!r}: {'; '.join(problems)}"
+        raise AppLoadError(msg)
+    return value
