@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import traceback
 from dataclasses import fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
@@ -34,7 +33,7 @@ from treadle._engine._events import (
     WorkflowEvent,
 )
 from treadle._stores._events import EventEntry
-from treadle._values._text import message_of, storable
+from treadle._values._text import message_of, storable, traceback_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -99,17 +98,15 @@ def kind_of(event_type: type[WorkflowEvent]) -> str:
 def error_data(error: BaseException | None) -> dict[str, Any] | None:
     """An exception as plain data: its type, message and full traceback (with causes).
 
-    An error that says all there is in its message (``one_line``: a
-    definition's condition that failed, whose frames are treadle's own)
-    keeps an empty traceback.
+    An error that says all there is in its message keeps an empty
+    traceback (see :func:`~treadle._values._text.traceback_of`).
     """
     if error is None:
         return None
-    said = getattr(error, "one_line", False) is True
     return {
         "type": type(error).__name__,
         "message": message_of(error),
-        "traceback": "" if said else storable("".join(traceback.format_exception(error))),
+        "traceback": storable(traceback_of(error)),
     }
 
 

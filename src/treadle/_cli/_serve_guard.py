@@ -22,6 +22,7 @@ uvicorn's own h11 protocol with two limits:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -52,8 +53,23 @@ def connection_limit() -> int:
     return max(_FEWEST, min(MOST_CONNECTIONS, soft // 2))
 
 
-def guarded_protocol(limit: int, headers_timeout: float = HEADERS_TIMEOUT) -> type[Any]:
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What a connection may hold of the server: ``--max-connections``, ``--headers-timeout``.
+
+    Attributes:
+        most: Connections served at once (``None``: :func:`connection_limit`'s).
+        headers_timeout: Seconds each request's line and headers have to arrive.
+    """
+
+    most: int | None = None
+    headers_timeout: float = HEADERS_TIMEOUT
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[Any]:
     """The h11 protocol of uvicorn, closing slow or surplus connections (see the module doc)."""
+    limit = limits.most or connection_limit()
+    headers_timeout = limits.headers_timeout
 
     class Guarded(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None

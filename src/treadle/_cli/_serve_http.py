@@ -34,6 +34,8 @@ from treadle._extras import needs_extra
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from treadle._cli._serve_guard import ConnectionLimits
+
 cli = command_set()
 
 _HELP_APP = "pkg.module (every workflow in it), pkg.module:workflow or path/app.py[:workflow]."
@@ -192,7 +194,9 @@ def serve(
             highlight=False,
         )
     out.file.flush()
-    _run(application, listening, redact, (max_connections, headers_timeout))
+    from treadle._cli._serve_guard import ConnectionLimits  # noqa: PLC0415 - uvicorn's, lazily
+
+    _run(application, listening, redact, ConnectionLimits(max_connections, headers_timeout))
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -214,17 +218,13 @@ def _run(
     application: Any,
     listening: socket.socket,
     redact: Callable[[str], str],
-    guard: tuple[int | None, float],
+    limits: ConnectionLimits,
 ) -> None:
-    """Run uvicorn on the socket until SIGTERM or Ctrl-C; logs go to stderr, tokens hidden.
-
-    ``guard``: the most connections served at once (``None``: from the
-    process's file limit) and the seconds each has to send its headers.
-    """
+    """Run uvicorn on the socket until SIGTERM or Ctrl-C; logs go to stderr, tokens hidden."""
     import uvicorn  # noqa: PLC0415 - the server extra
     from uvicorn.config import LOGGING_CONFIG  # noqa: PLC0415
 
-    from treadle._cli._serve_guard import connection_limit, guarded_protocol  # noqa: PLC0415
+    from treadle._cli._serve_guard import guarded_protocol  # noqa: PLC0415
 
     logs = copy.deepcopy(LOGGING_CONFIG)
     logs["handlers"]["access"]["stream"] = "ext://sys.stderr"  # stdout: what the command says
@@ -233,7 +233,7 @@ def _run(
         log_config=logs,
         lifespan="on",
         timeout_graceful_shutdown=5,
-        http=guarded_protocol(guard[0] or connection_limit(), guard[1]),
+        http=guarded_protocol(limits),
     )
     server = _server_class()(config)
     logging.getLogger("uvicorn.access").addFilter(_Redacting(redact))

@@ -12,14 +12,13 @@ message: nothing on the path of an invocation that succeeds changes.
 
 from __future__ import annotations
 
-import traceback as tb
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._invocation import InvocationOutcome
 from treadle._engine._routing import NOT_FAN_IN
 from treadle._exceptions import RemoteHandlerError
-from treadle._values._text import message_of
+from treadle._values._text import message_of, traceback_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,8 +75,7 @@ def routed_failure(
         cls = type(error)
         error_type = f"{cls.__module__}.{cls.__qualname__}"
         message = message_of(error)
-        said = getattr(error, "one_line", False) is True  # see _checkpoints._journal.error_data
-        text = "" if said else "".join(tb.format_exception(error))
+        text = traceback_of(error)
     failure = ExecutorFailure(
         invocation.executor.id, error_type, message, text, invocation.envelope.payload, attempts
     )

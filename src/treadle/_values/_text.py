@@ -17,6 +17,8 @@ written as its escape, ``\udcff``, as ``repr`` shows it (:func:`storable`).
 
 from __future__ import annotations
 
+import traceback
+
 
 def lone_surrogate(text: str) -> int | None:
     """Where ``text`` holds its first lone surrogate; ``None`` when it holds none."""
@@ -66,6 +68,17 @@ def message_of(error: BaseException) -> str:
     except Exception as failure:  # noqa: BLE001 - what failed is still known by its type
         return f"<str() of the error raised {type(failure).__name__}>"
     return storable(message)
+
+
+def traceback_of(error: BaseException) -> str:
+    """The error's full traceback (with causes), as a run's record keeps it.
+
+    Empty for an error whose message says all there is (``one_line``: a
+    definition's condition that failed, whose frames are treadle's own).
+    """
+    if getattr(error, "one_line", False) is True:
+        return ""
+    return "".join(traceback.format_exception(error))
 
 
 def error_text(error: BaseException) -> str:
