@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import treadle
+import treadle.stores
 from treadle.errors import DefinitionError
 
 TEN_MISTAKES = """\
@@ -152,3 +153,34 @@ def test_an_input_the_declared_inputs_refuse_makes_no_run(write, treadle_command
     fine = treadle_command("run", str(path), "--input", '{"text": "hi"}', "--store", store)
     assert fine.returncode == 0, fine.stderr
     assert len(treadle_command.json("runs", "--store", store)["runs"]) == 1  # only that one
+
+
+async def test_an_input_the_declared_inputs_refuse_makes_no_run_from_python_either(write):
+    # From Python it made a run that failed at its first step: only the JSON doors checked.
+    workflow = treadle.load(
+        write(
+            """
+            name: greet
+            start: first
+            inputs: {text: str}
+            nodes:
+              first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
+              later: {step: output}
+            edges:
+              - {from: first, to: later}
+            """
+        )
+    )
+    store = treadle.stores.SqliteStore(write("", name="runs.sqlite"))
+    try:
+        with pytest.raises(TypeError) as refused:
+            await workflow.run({"txt": "hi"}, store=store)
+        assert str(refused.value) == (
+            "the input does not fit the start executor 'first': missing input 'text'; "
+            "undeclared input 'txt'"
+        )
+        assert await store.list_runs() == []
+        done = await workflow.run({"text": "hi"}, store=store)
+        assert done.status is treadle.RunStatus.COMPLETED
+    finally:
+        await store.close()

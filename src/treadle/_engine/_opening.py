@@ -204,6 +204,10 @@ def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None
             f"{type(message).__qualname__} (it accepts: {accepted})"
         )
         raise TypeError(msg)
+    problems = prototype.input_problems(message)
+    if problems:  # a definition's declared inputs: refused before the run exists, as at every door
+        msg = f"the input does not fit the start executor {first!r}: {'; '.join(problems)}"
+        raise TypeError(msg)
     specs = workflow.state_specs
     fan_ins = workflow.router.fan_ins
     options = opening.options

@@ -304,8 +304,9 @@ class Executor:
     def input_problems(self, message: Any) -> list[str]:
         """What is wrong with ``message`` as a new run's input, beyond its type, if this starts it.
 
-        Called where an input arrives as JSON (``treadle run``, the HTTP API),
-        before the run is made: an input refused here makes no run. Override
+        Called before a new run is made, from Python (``TypeError``) as where
+        an input arrives as JSON (``treadle run``, the HTTP API): an input
+        refused here makes no run. Override
         when the type alone cannot say what fits (a definition's declared
         ``inputs``). The default finds none.
         """
