@@ -184,3 +184,39 @@ async def test_an_input_the_declared_inputs_refuse_makes_no_run_from_python_eith
         assert done.status is treadle.RunStatus.COMPLETED
     finally:
         await store.close()
+
+
+def test_a_condition_search_field_or_start_key_naming_an_undeclared_field_is_refused_at_load(
+    write, treadle_command
+):
+    # treadle validate said "ok"; the typo failed the first run that took the edge.
+    path = write(
+        """\
+        name: typos
+        start: first
+        inputs: {text: str}
+        state:
+          total: {default: 0}
+        start_policy: {key: "inputs.txet"}
+        search:
+          amount: {type: number, state: "state.totl"}
+          word: {type: text, input: "inputs.text"}
+        nodes:
+          first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
+          later: {step: output}
+          other: {step: output}
+        edges:
+          - {from: first, to: later, when: "state.totl > 1 && inputs.txt == 'x'"}
+          - {from: first, to: other, when: "[1].all(state, state.anything > 0) && has(state.total)"}
+        """
+    )
+    done = treadle_command("validate", str(path))
+    assert done.returncode == 2, done.stdout
+    assert done.stdout.splitlines() == [
+        f"{path}:6:21: in 'inputs.txet': no input 'txet' is declared",
+        f"{path}:8:33: in 'state.totl': no state key 'totl' is declared",
+        (
+            f"{path}:15:36: in \"state.totl > 1 && inputs.txt == 'x'\": no state key 'totl' "
+            "is declared; no input 'txt' is declared"
+        ),
+    ]

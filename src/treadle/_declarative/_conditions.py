@@ -49,7 +49,7 @@ import functools
 import sys
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import celpy
 from celpy import celtypes
@@ -61,7 +61,7 @@ from lark import Token, Tree
 from treadle._declarative._budget import MAX_STEPS, BudgetedEvaluator, OverBudget, explained
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 MAX_MACRO_DEPTH = 2
 """How deeply ``all``/``exists``/``map``/``filter`` may nest in one expression."""
@@ -177,8 +177,14 @@ class Expression:
         return _python(result)
 
 
-def compile_expression(source: str, names: Iterable[str]) -> Expression:
+def compile_expression(
+    source: str, names: Iterable[str], declared: Mapping[str, Collection[str]] | None = None
+) -> Expression:
     """Parse and check ``source``, which may read only ``names`` (and macro variables).
+
+    ``declared`` gives, for a name whose fields a definition declares
+    (``state``, ``inputs``), the fields there are: ``state.totl`` for a
+    declared ``total`` is refused here, at load time, not when a run reads it.
 
     Raises:
         ValueError: A syntax error or something CEL allows that treadle does not;
@@ -207,7 +213,7 @@ def compile_expression(source: str, names: Iterable[str]) -> Expression:
     allowed = frozenset(names)
     used: set[str] = set()
     problems: list[str] = []
-    _check(tree, allowed, set(), used, problems, 0)
+    _check(tree, _Rules(allowed, declared or {}), set(), used, problems, 0)
     if problems:
         raise ValueError(f"in {source!r}: " + "; ".join(dict.fromkeys(problems)))
     return Expression(source, _environment().program(tree), frozenset(used))
@@ -249,9 +255,47 @@ def tree_depth(tree: Tree[Token]) -> int:
     return deepest
 
 
+@dataclass(frozen=True)
+class _Rules:
+    """What an expression may read: its names, and the fields declared of some of them."""
+
+    allowed: frozenset[str]
+    declared: Mapping[str, Collection[str]]
+
+
+# What a declared field is called in a problem, by the name it is read from.
+_FIELD_NOUN: Final = {"state": "state key", "inputs": "input"}
+
+
+def _root_name(member: Tree[Token] | Token) -> str | None:
+    """The name a ``member`` is, when it is a bare name (``state`` in ``state.total``)."""
+    if not isinstance(member, Tree) or len(member.children) != 1:
+        return None
+    primary = member.children[0]
+    if not isinstance(primary, Tree) or str(primary.data) != "primary":
+        return None
+    ident = primary.children[0] if len(primary.children) == 1 else None
+    if not isinstance(ident, Tree) or str(ident.data) != "ident":
+        return None
+    return str(ident.children[0])
+
+
+def _undeclared(
+    member_dot: Sequence[Tree[Token] | Token], rules: _Rules, bound: set[str]
+) -> str | None:
+    """What is wrong with ``name.field`` when ``name`` declares its fields and lacks ``field``."""
+    root, field = _root_name(member_dot[0]), str(member_dot[1])
+    if root is None or root not in rules.allowed or root in bound:
+        return None
+    fields = rules.declared.get(root)
+    if fields is None or field in fields:
+        return None
+    return f"no {_FIELD_NOUN.get(root, 'field')} {field!r} is declared"
+
+
 def _check(
     tree: Tree[Token] | Token,
-    allowed: frozenset[str],
+    rules: _Rules,
     bound: set[str],
     used: set[str],
     problems: list[str],
@@ -262,9 +306,12 @@ def _check(
         return
     rule = str(tree.data)
     children = tree.children
+    allowed = rules.allowed
     if rule in _REFUSED_RULES:
         problems.append(_REFUSED_RULES[rule])
         return
+    if rule == "member_dot" and (undeclared := _undeclared(children, rules, bound)):
+        problems.append(undeclared)
     if rule == "ident":
         name = str(children[0])
         if name in allowed:
@@ -288,12 +335,12 @@ def _check(
                 return
             variable = _macro_variable(children)
             inner = {*bound, variable} if variable else bound
-            _check(children[0], allowed, bound, used, problems, depth)
+            _check(children[0], rules, bound, used, problems, depth)
             for child in children[2:]:
-                _check(child, allowed, inner, used, problems, depth + 1)
+                _check(child, rules, inner, used, problems, depth + 1)
             return
     for child in children:
-        _check(child, allowed, bound, used, problems, depth)
+        _check(child, rules, bound, used, problems, depth)
 
 
 def _macro_variable(children: Sequence[Tree[Token] | Token]) -> str | None:

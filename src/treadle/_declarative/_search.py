@@ -19,7 +19,7 @@ from treadle._declarative._conditions import compile_expression, plain
 from treadle._workflow._start_policy import StartPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
     from treadle._declarative._conditions import Expression
     from treadle._declarative._schema import SearchSpec, StartPolicySpec
@@ -49,8 +49,12 @@ def add_search_fields(
     builder: WorkflowBuilder,
     fields: Mapping[str, SearchSpec],
     problem: Callable[[Where, str], None],
+    declared: Mapping[str, Collection[str]],
 ) -> None:
-    """Declare each field of ``search:`` on ``builder``, reporting each mistake where it is."""
+    """Declare each field of ``search:`` on ``builder``, reporting each mistake where it is.
+
+    ``declared``: the fields of ``state`` and ``inputs`` there are (see ``compile_expression``).
+    """
     for name, spec in fields.items():
         given = [
             (key, text) for key, text in (("input", spec.input), ("state", spec.state)) if text
@@ -61,7 +65,7 @@ def add_search_fields(
         source, text = given[0]
         variable = "inputs" if source == "input" else "state"
         try:
-            expression = compile_expression(text, [variable])
+            expression = compile_expression(text, [variable], declared)
         except ValueError as error:
             problem(("search", name, source), str(error))
             continue
@@ -73,7 +77,9 @@ def add_search_fields(
 
 
 def start_policy_of(
-    spec: StartPolicySpec | None, problem: Callable[[Where, str], None]
+    spec: StartPolicySpec | None,
+    problem: Callable[[Where, str], None],
+    declared: Mapping[str, Collection[str]],
 ) -> StartPolicy | None:
     """The workflow's ``start_policy:``, its key a CEL expression over ``inputs``.
 
@@ -84,7 +90,7 @@ def start_policy_of(
     key = None
     if spec.key is not None:
         try:
-            key = CelField(compile_expression(spec.key, ["inputs"]), "inputs")
+            key = CelField(compile_expression(spec.key, ["inputs"], declared), "inputs")
         except ValueError as error:
             problem(("start_policy", "key"), str(error))
             return None

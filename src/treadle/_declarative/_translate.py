@@ -45,7 +45,7 @@ from treadle._values._actors import check_approvers
 from treadle._workflow._builder import WorkflowBuilder
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Collection, Mapping
     from pathlib import Path
 
     from treadle._declarative._conditions import Expression
@@ -137,10 +137,10 @@ class Translation:
             retry=retry_policy(d.retry),
             four_eyes=d.four_eyes,
             limits=declared_limits(d.call_limits, self.problem),
-            start_policy=start_policy_of(d.start_policy, self.problem),
+            start_policy=start_policy_of(d.start_policy, self.problem, self._declared()),
         )
         self._add_state(builder, bool(recorded))
-        add_search_fields(builder, d.search, self.problem)
+        add_search_fields(builder, d.search, self.problem, self._declared())
         self._add_types(builder)
         order = [d.start] if d.start in d.nodes else []
         order += [n for n in d.nodes if n != d.start]
@@ -213,9 +213,20 @@ class Translation:
             names.append("inputs")
         return names
 
+    def _declared(self) -> dict[str, Collection[str]]:
+        """The fields of ``state`` and ``inputs`` an expression may read: those declared.
+
+        As in a template: a state key is one the definition declares; inputs
+        are checked only where they are declared (else the input is anything).
+        """
+        d = self.definition
+        return {"state": d.state.keys(), **({"inputs": d.inputs.keys()} if d.inputs else {})}
+
     def _compile(self, where: Where, source: str, extra: tuple[str, ...] = ()) -> None:
         try:
-            self.expressions[where] = compile_expression(source, [*self._names(), *extra])
+            self.expressions[where] = compile_expression(
+                source, [*self._names(), *extra], self._declared()
+            )
         except ValueError as error:
             self.problem(where, str(error))
 
