@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._exceptions import CommandError, RunBusyError, RunNotFoundError, SessionBusyError
+from treadle._exceptions import CommandError, RunBusyError, SessionBusyError
 from treadle._graph._input_policy import InputPolicy
 from treadle._operations._inputs import load_version, parse_json
+from treadle._operations._run_names import runs_named, several
 from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
 from treadle._values._actors import Actor
@@ -77,28 +78,19 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
         CommandError: No run has that id or prefix (naming the store), or
             several share the prefix (listing them).
     """
-    try:
-        return await store.get_run(run_id)
-    except RunNotFoundError:
-        if run_id and await store.read_audit(run_id, limit=1):
-            # A run's own id, the run gone: never taken as the prefix of another's id (a
-            # delete racing another for it would delete a run nobody named).
-            msg = f"run {run_id!r} is no longer in {store_label(store)} (treadle audit {run_id})"
-            raise CommandError(msg) from None
-        found = await store.list_runs(id_prefix=run_id, limit=_SHOWN + 1) if run_id else []
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        msg = f"no run {run_id!r} in {store_label(store)} (treadle runs lists them)"
-    else:
-        more = ", ..." if len(found) > _SHOWN else ""
-        ids = ", ".join(r.run_id for r in found[:_SHOWN])
-        msg = f"{run_id!r} starts the ids of several runs ({ids}{more}); give more of it"
-    raise CommandError(msg)
-
-
-_SHOWN = 10
-"""How many runs an ambiguous prefix lists."""
+    named = await runs_named(store, run_id)
+    if named is None:
+        # A run's own id, the run gone: never taken as the prefix of another's id (a
+        # delete racing another for it would delete a run nobody named).
+        msg = f"run {run_id!r} is no longer in {store_label(store)} (treadle audit {run_id})"
+        raise CommandError(msg)
+    if not isinstance(named, list):
+        return named
+    if len(named) == 1:
+        return named[0]
+    if not named:
+        raise CommandError(f"no run {run_id!r} in {store_label(store)} (treadle runs lists them)")
+    raise CommandError(several(run_id, named))
 
 
 def store_label(store: Store) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from treadle._exceptions import RunNotFoundError
+from treadle._operations._run_names import runs_named, several
 from treadle._server._json import ApiError
 
 if TYPE_CHECKING:
@@ -26,9 +27,6 @@ if TYPE_CHECKING:
     from treadle._stores._store import RunRecord, Store
     from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
-
-_SHOWN = 5
-"""How many runs an ambiguous prefix names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +56,16 @@ class Served:
             RunNotFoundError: No run has that id or prefix (404).
             ApiError: Several runs share the prefix (400, some named).
         """
-        try:
-            return await self.store.get_run(given)
-        except RunNotFoundError:
-            if not given or await self.store.read_audit(given, limit=1):
-                raise  # a run's own id, the run gone: not the prefix of another's id
-            found = await self.store.list_runs(id_prefix=given, limit=_SHOWN + 1)
-        if len(found) == 1:
-            return found[0]
-        if not found:
+        named = await runs_named(self.store, given)
+        if named is None:
+            raise RunNotFoundError(given)  # a run's own id, the run gone: no one else's prefix
+        if not isinstance(named, list):
+            return named
+        if len(named) == 1:
+            return named[0]
+        if not named:
             raise RunNotFoundError(given)
-        more = ", ..." if len(found) > _SHOWN else ""
-        shown = ", ".join(r.run_id for r in found[:_SHOWN])
-        raise ApiError(400, f"{given!r} starts the ids of several runs ({shown}{more}); give more")
+        raise ApiError(400, several(given, named))
 
     def workflow(self, name: str, version: int | None = None) -> Workflow:
         """The served workflow of this name: version ``version``, else the newest.
