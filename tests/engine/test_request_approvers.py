@@ -146,3 +146,31 @@ async def test_approvers_that_name_no_one_fail_the_asking_step(tmp_path, approve
         await wf.run(5, run_id="r1")
     assert problem in str(caught.value)
     assert "review" in str(caught.value)
+
+
+async def test_a_fork_keeps_four_eyes_its_parents_starter_may_not_answer_it(tmp_path):
+    # Forking a run under four eyes made its starter able to approve their own request:
+    # the fork counted as started by the forker alone.
+    ann = Actor("user", "ann", "api", Role.OPERATOR)
+    admin = Actor("user", "root", "api", Role.ADMIN)
+    store = SqliteStore(tmp_path / "runs.db")
+    wf = build(store, expense_workflow(None, four_eyes=True))
+    asked = await wf.run(99_999, run_id="mine", actor=ann)
+    (pending,) = asked.pending_requests
+    answer = {pending.request_id: {"approve": True}}
+    with pytest.raises(ActionRefusedError, match="need four eyes"):
+        await wf.respond("mine", answer, actor=ann)
+
+    head = (await store.list_checkpoints("mine"))[-1].checkpoint_id
+    forked = await wf.fork("mine", head, new_run_id="mine-fork", actor=admin)
+    with pytest.raises(ActionRefusedError, match="ann started this run, and its requests need"):
+        await wf.respond(forked, answer, actor=ann)
+    with pytest.raises(ActionRefusedError, match="need four eyes"):  # nor the forker
+        await wf.respond(forked, answer, actor=admin)
+    done = await wf.respond(forked, answer, actor=MARIA)
+    assert done.outputs == [True]
+
+    # ann forking her own run gains nothing either.
+    again = await wf.fork("mine", head, new_run_id="mine-fork-2", actor=ann)
+    with pytest.raises(ActionRefusedError, match="need four eyes"):
+        await wf.respond(again, answer, actor=ann)

@@ -81,7 +81,8 @@ class Actor:
         on_behalf_of: For a service acting for people (a schedule's tick),
             their labels: who set it going (its schedule's creator, who
             triggered or backfilled it). A run such a service starts counts
-            as started by each of them too, for four eyes.
+            as started by each of them too, for four eyes. A fork's forker
+            acts on behalf of its parent's starters in the same way.
     """
 
     kind: str

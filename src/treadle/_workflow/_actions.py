@@ -24,6 +24,7 @@ skip a step.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from treadle._workflow._rights import (
     answer_rules,
     check_answer_right,
     check_right,
+    starter_of,
 )
 from treadle._workflow._runs import (
     deliverable_answers,
@@ -413,10 +415,21 @@ async def fork(
     *,
     actor: Actor,
 ) -> str:
-    """Branch a new run from a checkpoint; the store records ``run_forked`` with the new run."""
+    """Branch a new run from a checkpoint; the store records ``run_forked`` with the new run.
+
+    The fork counts as started by its parent's starters too (the forker acts
+    on their behalf, :attr:`Actor.on_behalf_of`): a request under four eyes
+    in the fork refuses them as in the parent, or forking would be a way
+    round it.
+    """
     check_right(actor, "fork", run_id)
+    parent = await store.get_run(run_id)
+    inherited = tuple(who for who in starter_of(parent) if who != actor.label)
+    forker = dataclasses.replace(
+        actor, on_behalf_of=tuple(dict.fromkeys((*actor.on_behalf_of, *inherited)))
+    )
     return await fork_run(
-        workflow, store, run_id, checkpoint_id, state_patch, new_run_id, started_by=actor.encode()
+        workflow, store, run_id, checkpoint_id, state_patch, new_run_id, started_by=forker.encode()
     )
 
 
