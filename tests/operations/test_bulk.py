@@ -105,3 +105,32 @@ async def test_resume_hands_a_parked_run_back_and_unpause_lets_a_paused_one_go(s
     for run_id in ("r0", "r1", "r2"):
         for action in ("run_resumed", "run_paused", "run_unpaused"):
             assert entries.count((run_id, action, "olga")) == 1, (run_id, action)
+
+
+async def test_resume_skips_runs_that_ended_and_records_nothing_for_them(store):
+    # bulk resume said it acted on cancelled and completed runs: it changed none of them.
+    for run_id, status in (("done", "completed"), ("stopped", "cancelled")):
+        run = SampleRun(run_id, status, None, "orders", BASE + 10, {"batch": "y"})
+        await store.create_run(run.record(), b"", run.first_checkpoint())
+    report = await run_bulk(
+        store, BulkAction("resume", parse_filter('fields.batch == "y"')), actor=OPERATOR
+    )
+    assert report.acted == []
+    assert sorted(report.skipped) == [
+        ("done", "refused: run 'done' completed: there is nothing to resume"),
+        ("stopped", "refused: run 'stopped' was cancelled"),
+    ]
+    entries = [(e.run_id, e.action) for e in await store.read_audit()]
+    assert not [
+        entry for entry in entries if entry[0] in {"done", "stopped"} and entry[1] != "run_created"
+    ]
+
+
+async def test_pausing_runs_paused_already_is_not_said_to_act_on_them(store):
+    first = await run_bulk(store, BulkAction("pause", parse_filter("true")), actor=OPERATOR)
+    assert first.acted == ["r2", "r1", "r0"]
+    again = await run_bulk(store, BulkAction("pause", parse_filter("true")), actor=OPERATOR)
+    assert again.acted == []
+    assert again.skipped == [(r, "unchanged: it is paused already") for r in ("r2", "r1", "r0")]
+    paused = [e for e in await store.read_audit() if e.action == "run_paused"]
+    assert len(paused) == 3

@@ -167,7 +167,7 @@ async def run_bulk(
 
     async def one(index: int, run_id: str) -> None:
         try:
-            why = await _still_matching(store, searched, bulk.where, run_id)
+            why = await _still_matching(store, searched, bulk, run_id)
             if why is None:
                 try:
                     await _act(store, bulk, run_id, actor, workflow_of)
@@ -193,9 +193,13 @@ async def run_bulk(
 
 
 async def _still_matching(
-    store: RunReads, searched: SearchableStore, where: RunFilter, run_id: str
+    store: RunReads, searched: SearchableStore, bulk: BulkAction, run_id: str
 ) -> str | None:
-    """Why the run is not to be acted on now (``None``: it still passes the filter)."""
+    """Why the run is not to be acted on now (``None``: it still passes the filter).
+
+    A run the action would not change (pausing a paused run) is not acted
+    on either: nothing would be done, so nothing is said to be.
+    """
     try:
         run = await store.get_run(run_id)
     except RunNotFoundError:
@@ -208,9 +212,11 @@ async def _still_matching(
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }
-    if matches(where.tree, columns, fields):
-        return None
-    return f"changed: no longer passes the filter (now {run.status})"
+    if not matches(bulk.where.tree, columns, fields):
+        return f"changed: no longer passes the filter (now {run.status})"
+    if bulk.action == "pause" and run.status == "paused":
+        return "unchanged: it is paused already"
+    return None
 
 
 async def _act(

@@ -30,8 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._checkpoints._inbox import expired_instead
 from treadle._checkpoints._ownership import Ownership, lease_duration, new_owner
+from treadle._engine._errors import RunCancelledError
+from treadle._engine._result import RunStatus
 from treadle._exceptions import (
     RequestAlreadyAnsweredError,
+    RequestError,
     RunBusyError,
     RunPausedError,
     SessionBusyError,
@@ -348,11 +351,18 @@ async def hand_back(store: Store, run_id: str, *, actor: Actor) -> None:
 
     Raises:
         ActionRefusedError: the actor is not an operator.
+        RunCancelledError: it was cancelled (nothing taken, nothing recorded).
+        RequestError: it completed: there is nothing to resume.
         RunBusyError: another process holds a current lease on it.
         RunPausedError: it is paused (unpause it instead).
         RunNotFoundError: no such run.
     """
     check_right(actor, "resume", run_id)
+    status = (await store.get_run(run_id)).status
+    if status == RunStatus.CANCELLED.value:
+        raise RunCancelledError(run_id)
+    if status == RunStatus.COMPLETED.value:
+        raise RequestError(f"run {run_id!r} completed: there is nothing to resume")
     lease = await store.acquire(run_id, new_owner(), lease_duration(store), actor=actor)
     await store.release(lease)
 
