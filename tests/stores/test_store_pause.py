@@ -22,6 +22,7 @@ from treadle._exceptions import (
     RunPausedError,
 )
 from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
+from treadle._values._actors import Actor, Role
 
 T0 = 1_700_000_000.0
 
@@ -241,3 +242,16 @@ async def test_a_commit_racing_a_pause_lands_before_it_or_honours_it_never_both(
         else:  # the commit came first and the owner goes on: its next commit pauses the run
             assert (outcome, row.status, row.owner) == ("requested", "running", "owner")
             assert row.pause_requested is not None
+
+
+async def test_pausing_a_paused_run_records_nothing_more(store):
+    # Each pause of a paused run was recorded again (audit and log), though nothing changed.
+    await new_run(store)
+    someone = Actor("user", "olga", "cli", Role.OPERATOR)
+    assert await store.pause("run-1", actor=someone) == "paused"
+    for _ in range(2):
+        assert await store.pause("run-1", actor=someone) == "paused"
+    audited = [e.action for e in await store.read_audit("run-1")]
+    assert audited.count("run_paused") == 1
+    logged = [e.kind for e in await store.read_events("run-1")]
+    assert logged.count("run_paused") == 1

@@ -122,7 +122,7 @@ def pause(run_id: str, actor: Actor | None, backend: Backend) -> Plan[_pausing.P
         yield from log_status(run_id, now, "pause")
     elif step == "request":
         yield (_sql_pausing.REQUEST_PAUSE, (now, run_id), NOTHING, False)
-    if actor is not None:
+    if actor is not None and step != "none":  # pausing a paused run changes nothing: no record
         yield from record([_audit.paused(run_id, actor, step)], now, backend)
     return _pausing.pause_outcome(step)
 

@@ -280,7 +280,7 @@ class MemoryOwnership(ABC):
                 _memory_events.log_status(run, now, "pause")
             elif run is not None and step == "request" and run.record.pause_requested is None:
                 run.record = dataclasses.replace(run.record, pause_requested=now)
-            if actor is not None:
+            if actor is not None and step != "none":  # a paused run: nothing changed, no record
                 self._record([_audit.paused(run_id, actor, step)], now)
             return _pausing.pause_outcome(step)
 
