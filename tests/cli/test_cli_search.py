@@ -113,3 +113,19 @@ def test_a_bulk_action_without_a_filter_or_confirmation_is_refused(filled: Cli) 
     done = filled("bulk", "explode", "--where", "true", "--dry-run")
     assert done.returncode == 2
     assert "cancel, pause, unpause, resume, respond, delete" in done.stderr
+
+
+def test_a_bulk_answer_is_read_as_strictly_as_any_commands_json(filled: Cli) -> None:
+    # bulk respond read --answer with json.loads: a key named twice (the last taken) was an
+    # answer, and a deep one a 54-line traceback.
+    asked = ("bulk", "respond", "--where", "true", "--executor", "approve", "--yes")
+    twice = filled(*asked, "--answer", '{"approved": false, "approved": true}')
+    assert twice.returncode == 2, twice.stdout
+    assert "the key 'approved' appears twice in one object" in twice.stderr
+    deep = filled(*asked, "--answer", "[" * 30_000 + "]" * 30_000)
+    assert deep.returncode == 2, deep.stdout
+    assert deep.stderr.strip() == (
+        "error: the answer (--answer) nests arrays and objects more than 256 levels deep, "
+        "the most a command accepts"
+    )
+    assert "Traceback" not in deep.stderr + twice.stderr

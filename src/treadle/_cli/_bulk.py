@@ -7,7 +7,6 @@ door. ``--dry-run`` counts the runs it would act on and changes nothing.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -20,6 +19,7 @@ from treadle._cli._help import command_set
 from treadle._cli._views import out
 from treadle._exceptions import CommandError
 from treadle._operations._bulk import ACTIONS, NO_ANSWER, BulkAction, BulkReport, run_bulk
+from treadle._operations._inputs import parse_json
 from treadle._operations._search import run_filter
 from treadle._values._actors import Actor
 
@@ -78,12 +78,8 @@ def _asked(
     found = run_filter(where)
     assert found is not None  # noqa: S101 - where was given
     value = NO_ANSWER
-    if answer is not None:
-        try:
-            value = json.loads(answer)
-        except json.JSONDecodeError as error:
-            msg = f"--answer is not JSON: {error}"
-            raise CommandError(msg) from None
+    if answer is not None:  # read as every command reads JSON: strictly, within its limits
+        value = parse_json(answer, "answer", "--answer")
     elif action == "respond":
         msg = "respond needs --executor and --answer"
         raise CommandError(msg)

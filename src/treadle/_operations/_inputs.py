@@ -277,17 +277,19 @@ def load_definition(path: str) -> Workflow:
         raise CommandError(str(error)) from error
 
 
-def parse_json(text: str, what: str) -> Any:
+def parse_json(text: str, what: str, argument: str | None = None) -> Any:
     """JSON from the command line; ``@path`` reads it from a file.
 
-    ``what`` is ``"input"``, ``"answer"``, ``"message"`` or ``"state patch"``.
+    ``what`` is ``"input"``, ``"answer"``, ``"message"`` or ``"state patch"``;
+    ``argument`` is where it was given, when not that command's usual place
+    (``--answer`` of a bulk ``respond``).
 
     Raises:
         CommandError: The file cannot be read, the text is not JSON, or it
             is larger than :data:`MAX_JSON_BYTES` or nests deeper than
             :data:`MAX_JSON_DEPTH`.
     """
-    argument = _ARGUMENT.get(what, what)
+    argument = argument or _ARGUMENT.get(what, what)
     document: str | bytes = text
     if text.startswith("@"):
         document = _read_json_file(text[1:], what, argument)
