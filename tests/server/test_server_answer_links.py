@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cli.treadle_cli import Cli
 from server.conftest import ServeProcess
 from treadle.stores import SqliteStore
 
@@ -205,3 +206,34 @@ def test_an_admin_makes_a_link_through_the_api(serve):
         answered = client.post(shown["url"], json={"answer": YES})
         assert answered.status_code == 202, answered.text
     wait_for_status(serve, "r3", "completed")
+
+
+def test_a_link_for_no_one_is_refused_where_it_is_made(serve):
+    # A link for " \t " answered (202) and recorded the decision by a blank actor; one for
+    # "" (a webhook's --for '') was made, and its answer was a 500.
+    request_id = asking(serve, "r5")
+    mine = {k: v for k, v in serve.env.items() if k.startswith("TREADLE_") or k == "PYTHONPATH"}
+    cli = Cli(serve.cwd, **mine)
+    with serve.client(headers=serve.auth) as client:
+        for body, problem in (
+            ({"for": " \t "}, "for: a name, not ' \\t '"),
+            ({"for": " maria"}, "for: ' maria' starts or ends with a space"),
+            ({"for": "ma\x07ria"}, "for: 'ma\\x07ria' holds a control character"),
+            ({"for": "maria", "groups": [" "]}, "groups: a name, not ' '"),
+            ({"for": "maria", "groups": ["g" * 100_000]}, "groups: a name of at most 200"),
+        ):
+            made = client.post(f"/api/runs/r5/requests/{request_id}/links", json=body)
+            assert made.status_code == 400, made.text
+            assert made.json()["error"]["message"].startswith(problem), made.text
+    for who in ("", "   "):
+        made = cli("links", "create", "r5", request_id, "--for", who)
+        assert made.returncode == 2, made.stdout
+        assert made.stderr.strip() == f"error: --for: a name, not {who!r}"
+    hook = cli("webhooks", "add", "http://127.0.0.1:9/x", "--for", "", "--base-url", serve.base)
+    assert hook.returncode == 2, hook.stdout
+    assert hook.stderr.strip() == "error: --for: a name, not ''"
+    grouped = cli("links", "create", "r5", request_id, "--for", "maria", "--group", "")
+    assert grouped.returncode == 2, grouped.stdout
+    assert grouped.stderr.strip() == "error: --group: a name, not ''"
+    assert state(serve, "r5") == ("awaiting_input", [])
+    assert "Traceback" not in "".join(d.stderr for d in (hook, grouped))

@@ -29,7 +29,7 @@ from treadle._operations._shapes import with_iso_times
 from treadle._operations._webhooks import message_json, outbox_of
 from treadle._stores._answer_links import LinkOffer
 from treadle._stores._outbox import EVENT_TYPES, new_endpoint
-from treadle._values._actors import Actor
+from treadle._values._actors import Actor, names_problem
 
 if TYPE_CHECKING:
     from treadle._stores._answer_links import AnswerLink
@@ -92,6 +92,8 @@ def add(
     """
     offer = None
     if principal is not None:
+        if problem := names_problem(principal, groups or ()):
+            refuse(escape(f"--{problem.replace('groups:', 'group:', 1)}"))
         if not base_url:
             refuse("--for needs --base-url: the server's address the answer links point at")
         try:
@@ -234,6 +236,8 @@ def create(
         lifetime = parse_duration(expires)
     except ValueError as error:
         refuse(escape(str(error)))
+    if problem := names_problem(principal, groups or ()):
+        refuse(escape(f"--{problem.replace('groups:', 'group:', 1)}"))
     maker = Actor.cli().label
 
     async def make(s: Store) -> tuple[str, AnswerLink]:

@@ -29,7 +29,7 @@ from treadle._operations._audit import action_sentence
 from treadle._operations._schemas import describe_request
 from treadle._operations._webhooks import outbox_of
 from treadle._stores._answer_links import AnswerLink, link_claims, link_token, new_nonce
-from treadle._values._actors import Actor, Role
+from treadle._values._actors import Actor, Role, names_problem
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -54,12 +54,16 @@ async def create_link(
     the token), for a request whose approvers name a group.
 
     Raises:
-        ValueError: ``principal`` is empty or ``expires_in`` not positive.
+        ValueError: ``principal`` or a group is no name (blank, say: see
+            ``name_problem``), or ``expires_in`` is not positive.
         RunNotFoundError: No such run.
         UnknownRequestError: The run never asked it, or it was answered already.
     """
-    if not principal or expires_in <= 0:
-        raise ValueError("an answer link needs a principal and a positive lifetime")
+    problem = names_problem(principal, groups)
+    if problem is not None:
+        raise ValueError(problem)
+    if expires_in <= 0:
+        raise ValueError("an answer link needs a positive lifetime")
     await _check_waiting(store, run_id, request_id)
     outbox = outbox_of(store)
     now = time.time()

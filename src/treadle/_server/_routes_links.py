@@ -50,7 +50,7 @@ from treadle._server._page import _HEADERS as PAGE_HEADERS
 from treadle._server._page import PAGE_DIR
 from treadle._server._principals import SERVER_TOKEN_NAME
 from treadle._server._state import served_of
-from treadle._values._actors import Role
+from treadle._values._actors import Role, names_problem
 from treadle._values._durations import LONGEST_SECONDS
 
 if TYPE_CHECKING:
@@ -186,6 +186,9 @@ async def make_link(request: Request) -> Response:
         )
     if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
         raise ApiError(400, "groups: a list of group names", fields=[_field("groups")])
+    problem = names_problem(principal, groups)
+    if problem is not None:
+        raise ApiError(400, problem, fields=[_field(problem.partition(":")[0])])
     request_id = request.path_params["request_id"]
     await pending_request(served.store, served.workflow_of(found), found.run_id, request_id)
     token, link = await create_link(

@@ -27,6 +27,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from treadle._values._text import unstorable
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
@@ -261,3 +263,33 @@ def check_approvers(approvers: Iterable[str]) -> tuple[str, ...]:
                 raise ValueError(msg) from None
         checked.append(entry.strip())
     return tuple(checked)
+
+
+MAX_NAME = 200
+"""The longest name of a person or group a link or an endpoint's links are made for."""
+
+
+def name_problem(what: str, name: object) -> str | None:
+    """Why ``name`` cannot name a person (or a group) on the record; ``None``: it can.
+
+    A link answers as the person it names, and its answer is recorded in
+    that name: a blank one would record a decision by no one, and a link
+    for ``""`` failed only when it was used. ``what`` is where the name
+    was given (``for``, ``groups``).
+    """
+    if not isinstance(name, str) or not name.strip():
+        return f"{what}: a name, not {name!r}"
+    if name != name.strip():
+        return f"{what}: {name!r} starts or ends with a space"
+    if len(name) > MAX_NAME:
+        return f"{what}: a name of at most {MAX_NAME} characters, not {len(name):,}"
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):  # noqa: PLR2004 - C0, DEL, C1
+        return f"{what}: {name!r} holds a control character"
+    return unstorable(what, name)
+
+
+def names_problem(principal: object, groups: Iterable[object]) -> str | None:
+    """Why a link (or an endpoint's links) cannot be made for ``principal`` in ``groups``."""
+    return name_problem("for", principal) or next(
+        (found for group in groups if (found := name_problem("groups", group))), None
+    )
