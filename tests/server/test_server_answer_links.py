@@ -23,6 +23,8 @@ import pytest
 
 from cli.treadle_cli import Cli
 from server.conftest import ServeProcess
+from treadle._operations._webhooks import outbox_of
+from treadle._stores._answer_links import AnswerLink, link_token, new_nonce
 from treadle.stores import SqliteStore
 
 if TYPE_CHECKING:
@@ -235,5 +237,24 @@ def test_a_link_for_no_one_is_refused_where_it_is_made(serve):
     grouped = cli("links", "create", "r5", request_id, "--for", "maria", "--group", "")
     assert grouped.returncode == 2, grouped.stdout
     assert grouped.stderr.strip() == "error: --group: a name, not ''"
+    # A link for no one made before the rule (a webhook's --for '' made them) is refused when
+    # used, nothing changed: its use was a 500.
+    blank = asyncio.run(_blank_link(serve.cwd / "runs.sqlite", "r5", request_id))
+    with serve.client() as client:
+        used = client.post(f"/answer/{blank}", json={"answer": YES})
+        assert used.status_code == 404, used.text
+        assert "names no one" in used.json()["error"]["message"]
     assert state(serve, "r5") == ("awaiting_input", [])
     assert "Traceback" not in "".join(d.stderr for d in (hook, grouped))
+
+
+async def _blank_link(path: Path, run_id: str, request_id: str) -> str:
+    store = SqliteStore(path)
+    try:
+        outbox = outbox_of(store)
+        now = time.time()
+        made = AnswerLink(new_nonce(), run_id, request_id, "", now + 600, now, "admin")
+        await outbox.add_link(made)
+        return link_token(made, await outbox.link_key())
+    finally:
+        await store.close()

@@ -124,6 +124,10 @@ async def open_link(store: Store, token: str, *, signed_in: str | None = None) -
         raise LinkRefusedError(
             "this answer link is not valid (changed, or not made here)", "invalid"
         )
+    if names_problem(link.principal, claims[1]) is not None:  # made before names were checked
+        raise LinkRefusedError(
+            "this answer link names no one it could answer as; ask for a new one", "invalid"
+        )
     if link.used_at is not None:
         raise LinkRefusedError(
             f"this answer link was used already, by {link.used_by} at {_when(link.used_at)}",
