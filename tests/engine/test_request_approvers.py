@@ -13,7 +13,7 @@ from treadle import Actor, Executor, Role, RunStatus, WorkflowBuilder, WorkflowC
 from treadle import handler as handles
 from treadle._engine._answers import request_rules
 from treadle._values._actors import answer_refusal
-from treadle.errors import ActionRefusedError, ExecutorFailedError
+from treadle.errors import ActionRefusedError, ExecutorFailedError, RequestError
 from treadle.stores import SqliteStore
 
 MARIA = Actor("user", "maria", "python", Role.APPROVER)
@@ -174,3 +174,38 @@ async def test_a_fork_keeps_four_eyes_its_parents_starter_may_not_answer_it(tmp_
     again = await wf.fork("mine", head, new_run_id="mine-fork-2", actor=ann)
     with pytest.raises(ActionRefusedError, match="need four eyes"):
         await wf.respond(again, answer, actor=ann)
+
+
+async def test_a_resume_from_before_a_decision_is_refused_not_said_to_ask_again(tmp_path):
+    # It said the run awaited input again, with the request to answer, while the run stayed
+    # as it was and the request could not be answered (its first answer is its only one).
+    @executor
+    async def twice(amount: int, ctx: WorkflowContext) -> None:
+        first = await ctx.request({"amount": amount}, Decision)
+        second = await ctx.request({"amount": amount, "again": True}, Decision)
+        ctx.yield_output(first.approve and second.approve)
+
+    store = SqliteStore(tmp_path / "runs.db")
+    wf = build(store, twice)
+    asked = await wf.run(10, run_id="decided")
+    (first,) = asked.pending_requests
+    await wf.respond("decided", {first.request_id: {"approve": True}}, actor=MARIA)
+    older = (await store.list_checkpoints("decided"))[-2]  # where the first request waited
+    for ended in (False, True):
+        before = await store.get_run("decided")
+        audited = [e.action for e in await store.read_audit("decided")]
+        with pytest.raises(RequestError, match="would run nothing: the run rests there") as no:
+            await wf.resume("decided", older.checkpoint_id)
+        assert f"treadle fork decided --checkpoint {older.checkpoint_id}" in str(no.value)
+        after = await store.get_run("decided")
+        assert (after.status, after.checkpoint_id) == (before.status, before.checkpoint_id)
+        assert [e.action for e in await store.read_audit("decided")] == audited  # nothing recorded
+        if not ended:
+            assert before.status == "awaiting_input"
+            (second,) = (await wf.resume("decided")).pending_requests
+            await wf.respond("decided", {second.request_id: {"approve": True}}, actor=MARIA)
+    assert (await store.get_run("decided")).status == "completed"
+    # A fork from there goes on as a new run whose request is answered anew.
+    forked = await wf.fork("decided", older.checkpoint_id, new_run_id="again")
+    (anew,) = (await wf.resume(forked)).pending_requests
+    assert anew.request_id == first.request_id

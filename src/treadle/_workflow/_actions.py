@@ -47,10 +47,12 @@ from treadle._workflow._rights import (
     starter_of,
 )
 from treadle._workflow._runs import (
+    check_branch,
     deliverable_answers,
     deliverable_message,
     fork_run,
     lease_if_free,
+    load_restored,
     refuse_unfit_inbox,
     take_over,
 )
@@ -331,10 +333,14 @@ async def resume(
 
     Raises:
         ActionRefusedError: the actor is not an operator.
+        RequestError: from ``checkpoint_id`` the run would only rest,
+            running nothing (see ``check_branch``); nothing taken.
         RunBusyError, RequestError, RunNotFoundError, ...: as ``take_over``
             and :func:`unpause_here`.
     """
     check_right(actor, "resume", run_id)
+    if checkpoint_id is not None:  # read first: a resume refused takes and records nothing
+        await check_branch(store, await load_restored(workflow, store, run_id, checkpoint_id))
     try:
         return await take_over(workflow, store, run_id, checkpoint_id, wait=wait, actor=actor)
     except RunPausedError:

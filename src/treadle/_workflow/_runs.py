@@ -192,6 +192,43 @@ async def take_over(
     return TakenOver(restored, owned, read.answers, read.inputs, read.expired)
 
 
+async def check_branch(store: Store, restored: RestoredRun) -> None:
+    """Refuse a resume from an older checkpoint where the run would only rest, running nothing.
+
+    Called by the resume door before it takes the run (a resume refused
+    takes and records nothing); a session's rollback, which delivers a
+    message at the branch, is not such a resume.
+
+    A branch is written by its first superstep; a point that runs none (it
+    awaits an answer, with no message, timer or deadline to go on with)
+    would write nothing, and its resume said the run awaited input again
+    while the run stayed as it was. A decision made since stays made (the
+    first answer to a request is its only one): a fork goes on from there
+    as a new run, whose requests can be answered anew.
+
+    Raises:
+        RequestError: naming the checkpoint and the fork that goes on from it.
+    """
+    rests = not (
+        restored.pending
+        or restored.spawned
+        or restored.deadline_at is not None
+        or restored.waits.next_wake_at() is not None
+    )
+    if not rests:
+        return
+    head = (await store.get_run(restored.run_id)).checkpoint_id
+    if head == restored.checkpoint_id:
+        return
+    run_id, checkpoint_id = restored.run_id, restored.checkpoint_id
+    msg = (
+        f"resuming run {run_id!r} from checkpoint {checkpoint_id!r} would run nothing: the run "
+        f"rests there ({restored.status}), and what was decided since stays decided; fork it "
+        f"to go on from there as a new run (treadle fork {run_id} --checkpoint {checkpoint_id})"
+    )
+    raise RequestError(msg)
+
+
 def _innermost(found: Suspension | NestedRequest) -> Suspension:
     """The invocation that waits, however deep in sub-workflows ``found`` names it."""
     waiting: object = found
