@@ -129,3 +129,25 @@ async def test_a_body_that_is_not_json_is_refused_whatever_pythons_reader_accept
             assert says in refused.json()["error"]["message"], body
         (still,) = (await api.get("/api/runs/t1")).json()["pending_requests"]
         assert still["request_id"] == request["request_id"]
+
+
+async def test_a_bulk_action_takes_any_filter_the_run_list_takes(sqlite_url):
+    # POST /api/bulk refused a filter over 1,024 characters that GET /api/runs and the CLI
+    # took (filters go to 2,000).
+    long_filter = " || ".join(f'fields.customer == "customer-{n:04}"' for n in range(30))
+    long_filter += ' || fields.customer == "c1"'
+    assert 1024 < len(long_filter) <= 2000
+    async with serving(sqlite_url, apps=("search_app",)) as api:
+        await _filled(api)
+        listed = await api.get("/api/runs", params={"where": long_filter})
+        assert listed.status_code == 200, listed.text
+        counted = await api.post(
+            "/api/bulk", json={"action": "cancel", "where": long_filter, "dry_run": True}
+        )
+        assert counted.status_code == 200, counted.text
+        assert counted.json()["matched"] == len(listed.json()["runs"]) == 2
+        too_long = await api.post(
+            "/api/bulk", json={"action": "cancel", "where": "true || " * 300 + "true"}
+        )
+        assert too_long.status_code == 400
+        assert "at most 2000 characters" in too_long.json()["error"]["message"]

@@ -93,8 +93,10 @@ def _kind(value: Any) -> str:
     )
 
 
-def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    """A string field of a body (``None`` when absent and not required).
+def text_field(
+    body: dict[str, Any], name: str, *, required: bool = False, longest: int = 1024
+) -> str | None:
+    """A string field of a body (``None`` when absent and not required), of ``longest`` at most.
 
     A field is left out to mean "none" (the OpenAPI document types none of
     them as nullable): a ``null`` is refused by name, never read as absent,
@@ -108,8 +110,8 @@ def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> st
             raise _refuse(name, "required")
         return None
     value = body[name]
-    if not isinstance(value, str) or not value or len(value) > 1024:  # noqa: PLR2004 - an id's bound
-        raise _refuse(name, "must be a non-empty string of at most 1024 characters")
+    if not isinstance(value, str) or not value or len(value) > longest:
+        raise _refuse(name, f"must be a non-empty string of at most {longest} characters")
     return value
 
 

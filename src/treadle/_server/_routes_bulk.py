@@ -18,6 +18,7 @@ from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._state import served_of
 from treadle._values._actors import Role
+from treadle._values._filter import MAX_LENGTH
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -32,7 +33,7 @@ async def bulk_runs(request: Request) -> Response:
     check_query(request, ())
     body = await json_object(request, _FIELDS)
     action = text_field(body, "action", required=True)
-    where = text_field(body, "where", required=True)
+    where = text_field(body, "where", required=True, longest=MAX_LENGTH)  # as GET /api/runs takes
     executor = text_field(body, "executor")
     dry_run = optional_field(body, "dry_run", default=False)
     if not isinstance(dry_run, bool):
