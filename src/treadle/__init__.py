@@ -37,7 +37,7 @@ from treadle._public import publish
 from treadle._values._actors import Actor, Role
 from treadle._values._schedules import Schedule
 from treadle._workflow._builder import WorkflowBuilder
-from treadle._workflow._runs import RunHistory
+from treadle._workflow._history import RunHistory
 from treadle._workflow._schedule_actions import ScheduleBackfill, ScheduleInfo, Schedules
 from treadle._workflow._service import Runtime
 from treadle._workflow._start_policy import StartPolicy

@@ -12,7 +12,7 @@ import pytest
 
 from treadle import Actor, WorkflowBuilder, WorkflowContext, executor
 from treadle._workflow import _actions as door
-from treadle._workflow import _runs
+from treadle._workflow import _history
 from treadle.errors import RunNotFoundError
 
 
@@ -27,14 +27,14 @@ asking = WorkflowBuilder(ask, name="asking").build()
 async def test_a_delete_between_a_forks_read_and_its_write_refuses_the_fork(store, monkeypatch):
     await asking.run("tides", run_id="p1", store=store)
     (checkpoint, *_) = (await asking.history("p1", store=store)).checkpoints[::-1]
-    read = _runs.load_restored
+    read = _history.load_restored
 
     async def read_then_deleted(*args, **kwargs):
         restored = await read(*args, **kwargs)
         await door.delete(store, "p1", actor=Actor.python())  # lands before the fork writes
         return restored
 
-    monkeypatch.setattr(_runs, "load_restored", read_then_deleted)
+    monkeypatch.setattr(_history, "load_restored", read_then_deleted)
     with pytest.raises(RunNotFoundError, match="'p1'"):
         await asking.fork("p1", checkpoint.checkpoint_id, store=store, new_run_id="child")
     assert await store.list_runs() == []

@@ -264,7 +264,7 @@ class _Rules:
 
 
 # What a declared field is called in a problem, by the name it is read from.
-_FIELD_NOUN: Final = {"state": "state key", "inputs": "input"}
+_FIELD_NOUN: Final = MappingProxyType({"state": "state key", "inputs": "input"})
 
 
 def _root_name(member: Tree[Token] | Token) -> str | None:

@@ -33,6 +33,7 @@ from treadle._server._state import served_of
 from treadle._server._views import workflow_json
 from treadle._values._actors import Role
 from treadle._workflow import _actions as door
+from treadle._workflow._sessions import chosen_policy
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -178,7 +179,7 @@ def _policy_field(body: dict[str, Any], workflow: Any) -> InputPolicy | None:
         return None
     try:
         policy = InputPolicy.parse(text)
-        door.chosen_policy(workflow, policy)
+        chosen_policy(workflow, policy)
     except ValueError as error:
         raise ApiError(
             400, f"policy: {error}", fields=[{"loc": "policy", "message": str(error)}]

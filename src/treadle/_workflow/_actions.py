@@ -39,7 +39,9 @@ from treadle._exceptions import (
     RunPausedError,
     SessionBusyError,
 )
-from treadle._graph._input_policy import InputPolicy, inbox_kind, policy_of_kind
+from treadle._graph._input_policy import InputPolicy, inbox_kind
+from treadle._workflow._history import check_branch, fork_run
+from treadle._workflow._logged import logged_rules, named_winner
 from treadle._workflow._rights import (
     answer_rules,
     check_answer_right,
@@ -47,15 +49,14 @@ from treadle._workflow._rights import (
     starter_of,
 )
 from treadle._workflow._runs import (
-    check_branch,
     deliverable_answers,
     deliverable_message,
-    fork_run,
     lease_if_free,
     load_restored,
     refuse_unfit_inbox,
     take_over,
 )
+from treadle._workflow._sessions import chosen_policy, refuse_if_queued
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -67,10 +68,8 @@ if TYPE_CHECKING:
         Admission,
         Admissions,
         CheckpointRecord,
-        EventLog,
         Lease,
         Pausing,
-        RunRecord,
         RunRemoval,
         RunWrites,
         StartRequest,
@@ -124,11 +123,11 @@ async def answer(
                 workflow, store, run_id, responses, wait=wait, allowed=allowed
             )
         except RequestAlreadyAnsweredError as refused:  # answered before this was read
-            raise await _named_winner(store, refused) from None
+            raise await named_winner(store, refused) from None
         version = workflow.version
     else:
         for request_id in responses:
-            check_answer_right(actor, run, request_id, await _logged_rules(store, run, request_id))
+            check_answer_right(actor, run, request_id, await logged_rules(store, run, request_id))
         assert serializer is not None  # noqa: S101 - a caller without a workflow gives one
         items = [("answer", rid, serializer.dumps(value)) for rid, value in responses.items()]
         version = run.version
@@ -147,48 +146,13 @@ async def answer(
             await ownership.close()
         lost = expired_instead(refused)
         if isinstance(lost, RequestAlreadyAnsweredError):
-            lost = await _named_winner(store, lost)
+            lost = await named_winner(store, lost)
         raise lost from None
     except BaseException:
         if ownership is not None:
             await ownership.close()
         raise
     return ownership
-
-
-async def _named_winner(
-    store: EventLog, refused: RequestAlreadyAnsweredError
-) -> RequestAlreadyAnsweredError:
-    """``refused``, naming who sent the answer that won, as the run's log records it.
-
-    The winner's ``request_answered`` was written in the transaction that
-    kept its answer, so it is there whenever the store refuses another.
-    """
-    for event in reversed(await store.read_events(refused.run_id)):
-        if event.kind == "request_answered" and event.data.get("request_id") == refused.request_id:
-            actor = event.data.get("actor") or {}
-            by = f"{actor.get('label', '?')} ({actor.get('door', '?')})"
-            return RequestAlreadyAnsweredError(
-                refused.run_id,
-                refused.request_id,
-                refused.answer,
-                refused.answered_at,
-                answered_by=by,
-            )
-    return refused
-
-
-async def _logged_rules(
-    store: Store, run: RunRecord, request_id: str
-) -> tuple[tuple[str, ...], bool]:
-    """A request's rules from its ``request`` event in the run's log (no workflow code here)."""
-    from treadle._workflow._logged import logged_outputs_and_requests  # noqa: PLC0415 - rarely
-
-    _, pending = await logged_outputs_and_requests(store, run)
-    for request in pending:
-        if request.request_id == request_id:
-            return request.approvers, request.four_eyes
-    return (), False
 
 
 async def send(
@@ -246,47 +210,13 @@ async def send(
         raise SessionBusyError(run_id, why, busy.owner, busy.lease_until) from None
     try:
         if workflow.input_policy.watches_turns:  # a sender's own reject, messages may be kept
-            await _refuse_if_queued(store, run_id)
+            await refuse_if_queued(store, run_id)
         items = await deliverable_message(workflow, store, run_id, message, target, wait=True)
         await store.deliver(run_id, items, version=workflow.version, actor=actor)
     except BaseException:
         await ownership.close()
         raise
     return ownership
-
-
-async def _refuse_if_queued(store: Store, run_id: str) -> None:
-    """Refuse a ``reject`` message while one sent before waits in the run's inbox.
-
-    Raises:
-        SessionBusyError: a message is still to be taken (its turn comes first).
-    """
-    if any(policy_of_kind(item.kind) for item in await store.inbox(run_id)):
-        raise SessionBusyError(run_id, "a message sent before is still to be taken")
-
-
-def chosen_policy(workflow: Workflow, policy: InputPolicy | None) -> InputPolicy:
-    """The policy a message is sent under: the caller's, else its workflow's.
-
-    Raises:
-        TypeError: ``policy`` is not an ``InputPolicy``.
-        ValueError: the workflow's sessions reject input while a turn runs,
-            so nothing would take a message under another policy then.
-    """
-    own = workflow.input_policy
-    if policy is None:
-        return own
-    if not isinstance(policy, InputPolicy):
-        msg = f"policy must be an InputPolicy (InputPolicy.ENQUEUE, ...), got {policy!r}"
-        raise TypeError(msg)
-    if policy.kind != "reject" and not own.watches_turns:
-        msg = (
-            f"workflow {workflow.name!r} rejects session input while a turn runs "
-            f"(input_policy=reject), so a message cannot be sent under {policy}: build it with "
-            f"another input_policy to let senders choose"
-        )
-        raise ValueError(msg)
-    return policy
 
 
 # --- control actions ------------------------------------------------------------------

@@ -5,7 +5,7 @@ pending requests from its latest checkpoint, which only the run's workflow
 can decode. A run started elsewhere (a worker on PostgreSQL, another
 machine's app) may have no importable code here, yet its log holds its
 outputs and requests as plain data: enough to see what it produced and
-what it asks, and to answer it.
+what it asks, and to answer it: who may answer a request, and who did.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._waits import PendingRequest
+from treadle._exceptions import RequestAlreadyAnsweredError
 
 if TYPE_CHECKING:
-    from treadle._stores._store import RunRecord, Store
+    from treadle._stores._store import EventLog, RunRecord, Store
 
 _ASKING = ("awaiting_input", "waiting", "paused")
 
@@ -52,3 +53,36 @@ async def logged_outputs_and_requests(
                 )
             )
     return outputs, pending
+
+
+async def named_winner(
+    store: EventLog, refused: RequestAlreadyAnsweredError
+) -> RequestAlreadyAnsweredError:
+    """``refused``, naming who sent the answer that won, as the run's log records it.
+
+    The winner's ``request_answered`` was written in the transaction that
+    kept its answer, so it is there whenever the store refuses another.
+    """
+    for event in reversed(await store.read_events(refused.run_id)):
+        if event.kind == "request_answered" and event.data.get("request_id") == refused.request_id:
+            actor = event.data.get("actor") or {}
+            by = f"{actor.get('label', '?')} ({actor.get('door', '?')})"
+            return RequestAlreadyAnsweredError(
+                refused.run_id,
+                refused.request_id,
+                refused.answer,
+                refused.answered_at,
+                answered_by=by,
+            )
+    return refused
+
+
+async def logged_rules(
+    store: Store, run: RunRecord, request_id: str
+) -> tuple[tuple[str, ...], bool]:
+    """A request's rules from its ``request`` event in the run's log (no workflow code here)."""
+    _, pending = await logged_outputs_and_requests(store, run)
+    for request in pending:
+        if request.request_id == request_id:
+            return request.approvers, request.four_eyes
+    return (), False

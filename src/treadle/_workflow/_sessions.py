@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._session_inbox import SessionInbox
 from treadle._engine._result import RunStatus
-from treadle._exceptions import RunBusyError, RunPausedError
-from treadle._graph._input_policy import policy_of_kind
+from treadle._exceptions import RunBusyError, RunPausedError, SessionBusyError
+from treadle._graph._input_policy import InputPolicy, policy_of_kind
 from treadle._workflow._launch import Launch
 from treadle._workflow._runs import acquire, load_restored, take_over
 
@@ -146,3 +146,37 @@ async def turn_start(workflow: Workflow, store: Store, run_id: str) -> str:
                 return at.checkpoint_id
         at = infos.get(at.parent_checkpoint_id or "")
     raise CheckpointNotFoundError(run_id, "where a turn began (the session never rested on input)")
+
+
+def chosen_policy(workflow: Workflow, policy: InputPolicy | None) -> InputPolicy:
+    """The policy a message is sent under: the caller's, else its workflow's.
+
+    Raises:
+        TypeError: ``policy`` is not an ``InputPolicy``.
+        ValueError: the workflow's sessions reject input while a turn runs,
+            so nothing would take a message under another policy then.
+    """
+    own = workflow.input_policy
+    if policy is None:
+        return own
+    if not isinstance(policy, InputPolicy):
+        msg = f"policy must be an InputPolicy (InputPolicy.ENQUEUE, ...), got {policy!r}"
+        raise TypeError(msg)
+    if policy.kind != "reject" and not own.watches_turns:
+        msg = (
+            f"workflow {workflow.name!r} rejects session input while a turn runs "
+            f"(input_policy=reject), so a message cannot be sent under {policy}: build it with "
+            f"another input_policy to let senders choose"
+        )
+        raise ValueError(msg)
+    return policy
+
+
+async def refuse_if_queued(store: Store, run_id: str) -> None:
+    """Refuse a ``reject`` message while one sent before waits in the run's inbox.
+
+    Raises:
+        SessionBusyError: a message is still to be taken (its turn comes first).
+    """
+    if any(policy_of_kind(item.kind) for item in await store.inbox(run_id)):
+        raise SessionBusyError(run_id, "a message sent before is still to be taken")

@@ -21,10 +21,11 @@ from treadle._engine._result import RunResult
 from treadle._exceptions import RunPausedError
 from treadle._workflow import _actions as door
 from treadle._workflow._driving import continue_taken, drive
+from treadle._workflow._history import RunHistory, run_history
 from treadle._workflow._launch import Launch, open_run, plain_launch
 from treadle._workflow._pausing import paused_result, stored_result
 from treadle._workflow._rights import actor_or_default, started_by
-from treadle._workflow._runs import RunHistory, checked_responses, run_history, take_over
+from treadle._workflow._runs import checked_responses, take_over
 from treadle._workflow._sessions import taken_after_sending
 from treadle._workflow._start_policy import NO_START_POLICY
 from treadle._workflow._starting import admit_start
