@@ -1,4 +1,4 @@
-"""Runner methods over stored runs: take over, answer, load, fork, history.
+"""Runner methods over stored runs: take over, answer, load (forks and history: ``_history``).
 
 Loading refuses a run written by another graph *before* decoding anything,
 so no executor runs and no unknown type is even looked up; the error names
