@@ -1,6 +1,7 @@
 """Execution modes: lockstep, off-thread, backpressure, cancel, sync adapters."""
 
 import asyncio
+import re
 import threading
 from dataclasses import fields
 
@@ -10,6 +11,7 @@ from treadle import ExecutionMode, RunStatus, WorkflowBuilder, WorkflowContext, 
 from treadle._engine import _events as ev
 from treadle.errors import ExecutorFailedError
 from treadle.events import CustomEvent, OutputEvent, StatusChanged, SuperstepStarted
+from treadle.stores import SqliteStore
 
 
 def counting_chain(length: int, calls: list):
@@ -313,3 +315,45 @@ async def test_an_executor_with_concurrency_n_still_sends_in_inbox_order():
     result = await wf.run(0)
     assert peak == 4
     assert result.outputs == [i * 2 for i in range(20)]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 16])
+async def test_a_handler_failure_is_reported_as_itself_whatever_the_executors_concurrency(
+    concurrency, tmp_path
+):
+    # With concurrency 2 or more it was "failed outside its handlers: ExceptionGroup:
+    # unhandled errors in a TaskGroup": the executor, the error and its message were lost.
+    @executor
+    async def split(msg: int, ctx: WorkflowContext[int]) -> None:
+        for page in range(4):
+            ctx.send_message(page)
+
+    async def work(page: int, ctx: WorkflowContext[int]) -> None:
+        await asyncio.sleep((4 - page) / 1000)  # the later pages fail first
+        if page >= 1:
+            raise ValueError(f"page {page} is bad")
+        ctx.send_message(page)
+
+    worker = executor(id="work", concurrency=concurrency)(work)
+
+    @executor
+    async def done(msg: int, ctx: WorkflowContext) -> None:
+        ctx.yield_output(msg)
+
+    wf = WorkflowBuilder(start=split).add_edge(split, worker).add_edge(worker, done).build()
+    store = SqliteStore(tmp_path / "runs.db")
+    try:
+        with pytest.raises(ExecutorFailedError) as failed:
+            await wf.run(0, store=store, run_id="pages")
+        assert failed.value.executor_id == "work"
+        # In order, page 1 fails first; at once, whichever fails first stops the others.
+        page = "1" if concurrency == 1 else "[123]"
+        said = rf"executor 'work' failed in superstep 2: ValueError: page {page} is bad"
+        assert re.fullmatch(said, str(failed.value))
+        assert isinstance(failed.value.__cause__, ValueError)
+        stored = await store.get_run("pages")
+        assert stored.status == "failed"
+        assert re.search(r"ValueError: page [123] is bad", stored.error or "")
+        assert "outside its handlers" not in (stored.error or "")
+    finally:
+        await store.close()

@@ -196,15 +196,32 @@ async def _drain(invocations: list[Invocation]) -> None:
             _pass_on_writes(invocation)
         return
     slots = asyncio.Semaphore(concurrency)
+    places: dict[int, int] = {}  # each failure's invocation's place in the inbox, by its id
 
-    async def one(invocation: Invocation) -> None:
-        async with slots:
-            await invoke(invocation)
+    async def one(place: int, invocation: Invocation) -> None:
+        try:
+            async with slots:
+                await invoke(invocation)
+        except ExecutorFailedError as error:
+            places[id(error)] = place
+            raise
         _pass_on_writes(invocation)
 
-    async with asyncio.TaskGroup() as group:
-        for invocation in invocations:
-            group.create_task(one(invocation))
+    failure: ExecutorFailedError | None = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            for place, invocation in enumerate(invocations):
+                group.create_task(one(place, invocation))
+    except BaseExceptionGroup as errors:
+        # A handler's failure is raised as itself (the earliest delivered, if several), as
+        # when the inbox is handled in order: the group said only "unhandled errors".
+        leaves = _leaves(errors)
+        failures = [e for e in leaves if isinstance(e, ExecutorFailedError)]
+        if not failures or len(failures) != len(leaves):
+            raise
+        failure = min(failures, key=lambda e: places.get(id(e), len(invocations)))
+    if failure is not None:
+        raise failure
 
 
 def _pass_on_writes(invocation: Invocation) -> None:
