@@ -123,3 +123,16 @@ async def test_a_message_a_session_ends_without_taking_is_refused_by_the_worker_
         "worker",
         "the run completed before taking it",
     )
+
+
+async def test_a_client_that_has_the_workflow_refuses_an_input_that_does_not_fit(store):
+    # It stored the run, and the worker failed it at once: the input was checked only there.
+    client = Client(store, WORKFLOWS)
+    with pytest.raises(TypeError, match="the input does not fit the start executor 'begin'"):
+        await client.start("counter", {"total": "3"}, run_id="bad")
+    with pytest.raises(TypeError, match="tota: no such field"):
+        await client.start("counter", {"tota": 3}, run_id="bad")
+    assert [run.run_id for run in await store.list_runs()] == []  # nothing stored
+    run_id = await client.start("counter", {"total": 3}, run_id="good")  # JSON data that fits
+    await Worker(store, WORKFLOWS, lease=2, poll_interval=0.05).run_until_idle()
+    assert (await client.result(run_id)).status is treadle.RunStatus.COMPLETED

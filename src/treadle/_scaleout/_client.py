@@ -23,6 +23,7 @@ from treadle._values._ids import checked_run_id, new_run_id
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
+from treadle._workflow._inputs import coerce_input
 from treadle._workflow._logged import logged_outputs_and_requests
 from treadle._workflow._rights import actor_or_default
 from treadle._workflow._runs import checked_responses
@@ -139,6 +140,11 @@ class Client:
                 without the code of the policy's ``key`` function.
 
         Raises:
+            TypeError: The client has the workflow (given to :func:`connect`,
+                or as ``workflow``) and ``message`` does not fit its start
+                executor; nothing is stored. Without it, the worker that
+                takes the run up checks the input, and fails the run naming
+                what does not fit.
             RunExistsError: ``run_id`` belongs to a run of another workflow.
             StartRefusedError: Its start policy refused it (``when_busy="refuse"``).
         """
@@ -152,6 +158,11 @@ class Client:
             check_version(version)
         serializer = known.serializer if known is not None else self._plain
         chosen = new_run_id() if run_id is None else checked_run_id(run_id)
+        if known is not None:  # with the code, an input that does not fit is refused here
+            try:
+                message = coerce_input(known, message)
+            except AppLoadError as error:
+                raise TypeError(str(error)) from None
         payload = serializer.dumps(message)
         deadline = None if timeout is None else time.time() + timeout
         fields = known.search_fields.of_input(message, chosen) if known is not None else ()
