@@ -354,3 +354,26 @@ def test_the_answer_line_a_fork_prints_answers_the_fork(tmp_path):
     answered = cli(*shlex.split(answer[1])[1:])  # the line as printed, example answer and all
     assert answered.returncode == 0, answered.stderr
     assert '"approved": true' in answered.stdout
+
+
+def test_show_of_a_run_a_worker_failed_before_its_first_checkpoint_says_so(tmp_path):
+    # It said "run 'w2' is queued: no worker has taken it up yet" of a run a worker had taken
+    # up and failed (its input did not fit: `treadle start` has no code to check it with).
+    dsn, schema = postgres_dsn(), fresh_schema()
+    cli = Cli(tmp_path, TREADLE_STORE=dsn, TREADLE_SCHEMA=schema)
+    try:
+        assert cli("start", "napper", "--input", '"soon"', "--run-id", "w2").returncode == 0
+        worker = cli.start("worker", "--app", "ux_app", "--poll-interval", "0.05")
+        try:
+            wait_for_status(cli, "w2", "failed", worker)
+        finally:
+            stopped(worker)
+        shown = cli("show", "w2")
+    finally:
+        import asyncio  # noqa: PLC0415 - only to drop the schema
+
+        asyncio.run(drop_schemas([schema]))
+    assert shown.returncode == 0, shown.stderr
+    assert "is queued" not in shown.stdout
+    assert "run 'w2' failed before its first checkpoint" in shown.stdout
+    assert "the input does not fit the start executor" in shown.stdout

@@ -45,6 +45,21 @@ QUEUED = "run '{run_id}' is queued: no worker has taken it up yet"
 """What a command says of a run no worker has started (nothing committed to read)."""
 
 
+def uncommitted(run: RunRecord) -> str:
+    """What is said of a run with nothing committed to read: queued, or ended before its start.
+
+    A run queued by ``treadle start`` waits for a worker; one a worker took
+    up and failed (its input did not fit) or one cancelled in line never
+    committed a superstep, and is not said to be queued.
+    """
+    if run.status in ("pending", "queued"):
+        return QUEUED.format(run_id=run.run_id)
+    return (
+        f"run '{run.run_id}' {run.status} before its first checkpoint: "
+        f"it has no state or requests to read"
+    )
+
+
 async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow:
     """The workflow that wrote a run: ``app`` if given, else the run's stored origin.
 
@@ -55,7 +70,7 @@ async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow
         return load_version(app, row.workflow, row.version)
     stored = await store.get_graph(run_id)
     if not stored:  # queued by `treadle start`: no worker has stored its graph yet
-        raise CommandError(QUEUED.format(run_id=run_id))
+        raise CommandError(uncommitted(row))
     origin = decode_description(run_id, stored).get("origin")
     if not origin:
         msg = (

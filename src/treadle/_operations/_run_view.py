@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import CommandError
-from treadle._operations._commands import QUEUED, get_run, workflow_of
+from treadle._operations._commands import get_run, uncommitted, workflow_of
 from treadle._operations._conversations import conversations
 from treadle._operations._limit_waits import limit_waits
 from treadle._operations._schemas import answered_in_inbox, describe_requests
@@ -91,5 +91,5 @@ async def _committed_workflow(store: Store, run: RunRecord, app: str | None) -> 
         CommandError: the run is queued, or its workflow does not load.
     """
     if run.checkpoint_id is None:  # nothing committed to read, whatever code is given
-        raise CommandError(QUEUED.format(run_id=run.run_id))
+        raise CommandError(uncommitted(run))
     return await workflow_of(store, run.run_id, app)
