@@ -377,3 +377,27 @@ def test_show_of_a_run_a_worker_failed_before_its_first_checkpoint_says_so(tmp_p
     assert "is queued" not in shown.stdout
     assert "run 'w2' failed before its first checkpoint" in shown.stdout
     assert "the input does not fit the start executor" in shown.stdout
+
+
+def test_a_worker_refused_its_port_or_lease_says_so_in_one_line(tmp_path):
+    # A metrics port in use was a 68-line traceback ending in OSError; TREADLE_LEASE=-1 a
+    # 68-line ExceptionGroup around the right one-line error.
+    import socket  # noqa: PLC0415 - only to hold a port
+
+    cli = Cli(tmp_path, TREADLE_STORE=str(tmp_path / "w.sqlite"))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = cli("worker", "--app", "ux_app", "--metrics-port", str(port))
+    assert taken.returncode == 2, taken.stderr
+    said = taken.stderr.strip().splitlines()
+    assert said[-1] == f"error: cannot serve metrics on 127.0.0.1:{port}: Address already in use"
+    assert "Traceback" not in taken.stderr
+    leased = Cli(tmp_path, TREADLE_STORE=str(tmp_path / "w.sqlite"), TREADLE_LEASE="-1")
+    refused = leased("worker", "--app", "ux_app")
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: TREADLE_LEASE must be a positive number of seconds, got '-1'"
+    )

@@ -107,6 +107,28 @@ def execute(
         raise typer.Exit(1) from None
     except TreadleError as error:
         refuse(escape(str(error)))
+    except BaseExceptionGroup as group:  # a refusal raised inside a task group (a worker's)
+        refusal = _only_refusal(group)
+        if refusal is None:
+            raise
+        refuse(escape(str(refusal)))
+
+
+def _only_refusal(group: BaseExceptionGroup[BaseException]) -> TreadleError | None:
+    """The first of ``group``'s errors if they are all treadle's own (a refusal), else ``None``."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(reversed(error.exceptions))
+        else:
+            leaves.append(error)
+    if leaves and all(isinstance(e, TreadleError) for e in leaves):
+        first = leaves[0]
+        assert isinstance(first, TreadleError)  # noqa: S101 - checked above
+        return first
+    return None
 
 
 def execute_sync(work: Callable[[], T]) -> T:

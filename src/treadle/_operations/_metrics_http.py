@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from typing import TYPE_CHECKING
 
+from treadle._exceptions import CommandError
 from treadle._operations._prometheus import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ async def metrics_endpoint(
     """Serve ``GET /metrics`` on ``host:port`` while the block runs; yield the bound address.
 
     Raises:
-        OSError: The address cannot be bound (in use, not this host's).
+        CommandError: The address cannot be bound (in use, not this host's).
     """
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -60,7 +62,15 @@ async def metrics_endpoint(
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(answer, host, port, limit=_HEAD_LIMIT)
+    try:
+        server = await asyncio.start_server(answer, host, port, limit=_HEAD_LIMIT)
+    except OSError as error:  # in use, not this host's address, no such host
+        # The system's word for it (asyncio wraps it in a sentence of its own); a host
+        # name that does not resolve has its resolver's.
+        code = error.errno or 0
+        reason = os.strerror(code) if code > 0 else (error.strerror or str(error))
+        msg = f"cannot serve metrics on {host}:{port}: {reason}"
+        raise CommandError(msg) from None
     bound = server.sockets[0].getsockname()
     _logger.info("metrics on http://%s:%d/metrics", bound[0], bound[1])
     try:
