@@ -222,7 +222,10 @@ async def test_cancelling_a_run_a_worker_holds_fences_the_worker_out(store, capl
     row = await client.get("doomed")
     assert row.status == "cancelled"
     assert row.superstep == cancelled_at  # nothing committed after the cancel
-    assert "lease lost" in caplog.text
+    # Said as what it is: a cancel fences the worker out as a takeover would, but nobody took
+    # the run over (it said "lease lost, left to its new owner").
+    assert "run doomed was cancelled; its lease (epoch 1) is given up" in caplog.text
+    assert "lease lost" not in caplog.text
 
 
 async def test_a_stopping_worker_commits_its_superstep_and_hands_the_run_on(dsn, schema, store):

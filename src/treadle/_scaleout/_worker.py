@@ -57,6 +57,7 @@ from treadle._exceptions import (
     LeaseLostError,
     RequestError,
     SerializationError,
+    TreadleError,
     WorkerStoppingError,
 )
 from treadle._scaleout._tick_queue import QueueStarter
@@ -316,10 +317,26 @@ class Worker:
                 gone = self._held.get(run_id)
                 if gone is None or gone.view.paused:  # a paused run's commit let the claim go
                     continue
-                logger.warning("lease lost on run %s (epoch %d)", run_id, gone.claim.epoch)
-                gone.view.detach(LeaseLostError(run_id, gone.claim.epoch))
+                gone.view.detach(LeaseLostError(run_id, gone.claim.epoch))  # said as it settles
                 if gone.task is not None:
                     gone.task.cancel()
+
+    async def _say_lost(self, run_id: str, epoch: int) -> None:
+        """Log why a run's lease was lost: it was cancelled, or another owner took it.
+
+        A cancel fences the owner out as a takeover does; an operator reading
+        "lease lost" alone took a cancelled run for one taken over.
+        """
+        try:
+            status = (await self.store.get_run(run_id)).status
+        except TreadleError:  # deleted meanwhile, or the store failing: the lease is all we know
+            status = None
+        if status == "cancelled":
+            logger.info("run %s was cancelled; its lease (epoch %d) is given up", run_id, epoch)
+        else:
+            logger.warning(
+                "lease lost on run %s (epoch %d): another process holds it", run_id, epoch
+            )
 
     async def _serve_claim(self, held: _Held) -> None:
         claim = held.claim
@@ -414,7 +431,7 @@ class Worker:
             return
         detached = view.detached
         if isinstance(detached, LeaseLostError):
-            logger.warning("run %s: lease lost, left to its new owner", claim.run_id)
+            await self._say_lost(claim.run_id, claim.epoch)
             return
         if detached is not None and not isinstance(detached, WorkerStoppingError):
             logger.warning("run %s: the store failed (%s); giving it back", claim.run_id, detached)
