@@ -84,6 +84,10 @@ def test_an_app_holding_workflows_of_several_names_must_name_one(tmp_path):
     assert "holds 2 workflows at its top level" in refused.stderr
     assert "both.py:expense (versions 1, 2)" in refused.stderr
     assert "both.py:napping" in refused.stderr
+    # 'both.py:' names no workflow (it was taken as the whole module): a typo, refused.
+    empty = cli("run", "both.py:", "--input", "1")
+    assert empty.returncode == 2
+    assert "'both.py:' is not an app: write pkg.module:workflow" in empty.stderr
     named = cli("run", "both.py:expense_v1", "--input", "1", "--run-id", "old")
     assert named.returncode == 0, named.stderr
     assert cli.json("show", "old")["version"] == 1

@@ -108,8 +108,8 @@ def import_app(where: str) -> tuple[ModuleType, str]:
 
 def _workflows_of(spec: str) -> dict[str, Workflow]:
     """The workflows ``spec`` names, by their attribute in its module; origins recorded."""
-    where, _, attribute = spec.partition(":")
-    if not where:
+    where, colon, attribute = spec.partition(":")
+    if not where or (colon and not attribute.strip()):  # 'app:' names no workflow: a typo
         msg = f"{spec!r} is not an app: write pkg.module:workflow, pkg.module or path/app.py"
         raise AppLoadError(msg)
     module, origin = import_app(where)
