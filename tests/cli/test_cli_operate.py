@@ -364,6 +364,9 @@ def test_show_reads_a_run_whose_code_does_not_load_here_from_its_event_log(tmp_p
     text = cli("show", "far")
     assert "read from its event log" in text.stdout
     assert request["request_id"] in text.stdout
+    # The line to answer it names what respond needs here (it said "... null", an answer
+    # that fails, without the code it checks answers with).
+    assert f"answer: treadle respond far {request['request_id']} '<json>' --app " in text.stdout
 
     hidden.rename(app)
     answered = cli("respond", "far", request["request_id"], '{"ok": true}')

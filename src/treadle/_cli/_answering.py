@@ -61,11 +61,15 @@ def request_lines(request: dict[str, Any]) -> list[str]:
     who = who_may_answer(request)
     if who is not None:
         lines.append(f"  who may answer: {escape(who)}")
-    schema = request.get("answer_schema") or {}
-    lines += [f"  {escape(line)}" for line in field_lines(schema)]
-    example = shlex.quote(json.dumps(example_answer(schema)))
+    schema = request.get("answer_schema")
+    lines += [f"  {escape(line)}" for line in field_lines(schema or {})]
     run_id = escape(shlex.quote(request["run_id"]))  # a run made before ids were checked
-    lines.append(f"  answer: treadle respond {run_id} {request['request_id']} {escape(example)}")
+    if schema is None:  # read from the log: the run's code did not load, and respond needs it
+        example, app = "'<json>'", " --app pkg.module:workflow"
+    else:
+        example, app = shlex.quote(json.dumps(example_answer(schema))), ""
+    respond = f"treadle respond {run_id} {request['request_id']} {escape(example)}{app}"
+    lines.append(f"  answer: {respond}")
     return lines
 
 
