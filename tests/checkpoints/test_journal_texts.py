@@ -21,7 +21,7 @@ _texts = st.text(max_size=30)
 
 
 def _general(event: WorkflowEvent) -> str:
-    common = {"run_id", "superstep", "executor_id", "sequence"}
+    common = {"run_id", "superstep", "executor_id", "sequence", "at"}
     own = {
         f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name not in common
     }

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from treadle._stores._live import LiveFeed
 
 # The fields every event has, which the log keeps in columns of their own.
-_COMMON = frozenset(("run_id", "superstep", "executor_id", "sequence"))
+_COMMON = frozenset(("run_id", "superstep", "executor_id", "sequence", "at"))
 
 # Announced after the commit that made them true: the checkpointer records its own.
 _RECORDED_BY_CHECKPOINTER = (CheckpointSaved, StatusChanged)
@@ -273,7 +273,8 @@ class EventJournal:
     def publish(self, event: WorkflowEvent) -> None:
         """Keep ``event`` for the next checkpoint (unless it is not the log's); pass it on."""
         if _handling(type(event)) == _LOGGED:
-            self._kept.append(entry_of(event, self._clock.now()))
+            at = event.at  # raised before its barrier and kept to it: when it was raised
+            self._kept.append(entry_of(event, self._clock.now() if at is None else at))
         if self._inner is not None:
             self._inner.publish(event)
 

@@ -437,6 +437,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         if env.live:
             env.publish(event)
         else:
+            if event.at is None:  # kept to the barrier: when it was raised, for the run's log
+                event.at = env.clock.now()
             self.kept_events().append(event)
 
     def _emit_from_thread(self, event: WorkflowEvent) -> None:
@@ -449,6 +451,8 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
             if env.live:
                 env.publish(event)
             else:
+                if event.at is None:
+                    event.at = env.clock.now()
                 self.kept_events().append(event)
 
     # -- for the runner -------------------------------------------------------------

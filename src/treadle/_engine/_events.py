@@ -30,6 +30,9 @@ class WorkflowEvent:
     superstep: int
     executor_id: str | None = None
     sequence: int = field(default=-1, compare=False)
+    at: float | None = field(default=None, compare=False, repr=False)
+    """When it was raised, by the run's clock, for events kept until their barrier (a
+    stored run's log stamps the others as it takes them: the same moment)."""
 
     ephemeral: ClassVar[bool] = False
     """A class that sets it (an agent's token deltas) is streamed live and never logged:
@@ -196,6 +199,7 @@ def superstep_started(
     event.superstep = superstep
     event.executor_id = None
     event.sequence = -1
+    event.at = None
     event.executor_ids = executor_ids
     return event
 
@@ -207,11 +211,17 @@ def superstep_completed(run_id: str, superstep: int) -> SuperstepCompleted:
     event.superstep = superstep
     event.executor_id = None
     event.sequence = -1
+    event.at = None
     return event
 
 
 def executor_invoked(
-    run_id: str, superstep: int, executor_id: str, position: int, attempt: int
+    run_id: str,
+    superstep: int,
+    executor_id: str,
+    position: int,
+    attempt: int,
+    at: float | None = None,
 ) -> ExecutorInvoked:
     """``ExecutorInvoked(run_id=..., superstep=..., executor_id=..., ...)``."""
     event: ExecutorInvoked = _blank(ExecutorInvoked)
@@ -219,13 +229,14 @@ def executor_invoked(
     event.superstep = superstep
     event.executor_id = executor_id
     event.sequence = -1
+    event.at = at
     event.position = position
     event.attempt = attempt
     return event
 
 
 def executor_completed(
-    run_id: str, superstep: int, executor_id: str, position: int
+    run_id: str, superstep: int, executor_id: str, position: int, at: float | None = None
 ) -> ExecutorCompleted:
     """``ExecutorCompleted(run_id=..., superstep=..., executor_id=..., position=...)``."""
     event: ExecutorCompleted = _blank(ExecutorCompleted)
@@ -233,6 +244,7 @@ def executor_completed(
     event.superstep = superstep
     event.executor_id = executor_id
     event.sequence = -1
+    event.at = at
     event.position = position
     return event
 
@@ -244,6 +256,7 @@ def run_started(run_id: str, superstep: int) -> RunStarted:
     event.superstep = superstep
     event.executor_id = None
     event.sequence = -1
+    event.at = None
     return event
 
 
@@ -256,6 +269,7 @@ def status_changed(
     event.superstep = superstep
     event.executor_id = None
     event.sequence = -1
+    event.at = None
     event.status = status
     event.error = error
     return event
@@ -268,6 +282,7 @@ def checkpoint_saved(run_id: str, superstep: int, checkpoint_id: str) -> Checkpo
     event.superstep = superstep
     event.executor_id = None
     event.sequence = -1
+    event.at = None
     event.checkpoint_id = checkpoint_id
     return event
 
@@ -279,5 +294,6 @@ def output_produced(run_id: str, superstep: int, executor_id: str, value: Any) -
     event.superstep = superstep
     event.executor_id = executor_id
     event.sequence = -1
+    event.at = None
     event.value = value
     return event

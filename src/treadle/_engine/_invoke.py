@@ -95,7 +95,12 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         invocation,
         (
             executor_invoked(
-                run.run_id, invocation.superstep, invocation.executor.id, invocation.position, 1
+                run.run_id,
+                invocation.superstep,
+                invocation.executor.id,
+                invocation.position,
+                1,
+                run.clock.now(),  # kept to the barrier (inline calls batch): when it began
             ),
         )
         if listening
@@ -108,7 +113,11 @@ def start_invocation(invocation: Invocation) -> Started[None] | None:
         invocation.outcome = (
             ctx.outcome(
                 executor_completed(
-                    run.run_id, invocation.superstep, ctx.executor_id, invocation.position
+                    run.run_id,
+                    invocation.superstep,
+                    ctx.executor_id,
+                    invocation.position,
+                    run.clock.now(),
                 )
             )
             if listening
@@ -161,6 +170,7 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
                     invocation.executor.id,
                     invocation.position,
                     attempt,
+                    run.clock.now() if batching else None,  # kept to the barrier: when it began
                 )
                 if listening
                 else None
@@ -204,11 +214,14 @@ async def invoke(invocation: Invocation, attempt_from: Attempt | None = None) ->
 def _completed(invocation: Invocation, ctx: WorkflowContext[object]) -> InvocationOutcome:
     """Report that the handler returned (to a listener); its outcome is all it did."""
     run = invocation.env
+    if run.batching:  # kept to the barrier: stamped with when it ended
+        completed = executor_completed(
+            run.run_id, invocation.superstep, ctx.executor_id, invocation.position, run.clock.now()
+        )
+        return ctx.outcome(completed)
     completed = executor_completed(
         run.run_id, invocation.superstep, ctx.executor_id, invocation.position
     )
-    if run.batching:
-        return ctx.outcome(completed)
     ctx.emit(completed)
     return ctx.outcome()
 
