@@ -430,30 +430,25 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
                 loop.call_soon_threadsafe(self._emit_from_thread, event)
             return
+        self._route(event)
+
+    def _emit_from_thread(self, event: WorkflowEvent) -> None:
+        """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
+        if not self._abandoned:
+            self._route(event)
+
+    def _route(self, event: WorkflowEvent) -> None:
+        """:meth:`emit` on the loop's thread: relayed, published live, or kept to the barrier."""
         env = self._env
         durable = env.checkpointer
         if durable is not None and (type(event).ephemeral or type(event).before_barrier):
             durable.relay(event)
         if env.live:
             env.publish(event)
-        else:
-            if event.at is None:  # kept to the barrier: when it was raised, for the run's log
-                event.at = env.clock.now()
-            self.kept_events().append(event)
-
-    def _emit_from_thread(self, event: WorkflowEvent) -> None:
-        """An event a worker thread raised, now on the loop's thread: kept unless abandoned."""
-        if not self._abandoned:
-            env = self._env
-            durable = env.checkpointer
-            if durable is not None and (type(event).ephemeral or type(event).before_barrier):
-                durable.relay(event)
-            if env.live:
-                env.publish(event)
-            else:
-                if event.at is None:
-                    event.at = env.clock.now()
-                self.kept_events().append(event)
+            return
+        if event.at is None:  # kept to the barrier: when it was raised, for the run's log
+            event.at = env.clock.now()
+        self.kept_events().append(event)
 
     # -- for the runner -------------------------------------------------------------
     @property
