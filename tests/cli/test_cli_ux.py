@@ -401,3 +401,15 @@ def test_a_worker_refused_its_port_or_lease_says_so_in_one_line(tmp_path):
     assert refused.stderr.strip().splitlines()[-1] == (
         "error: TREADLE_LEASE must be a positive number of seconds, got '-1'"
     )
+
+
+def test_a_worker_given_a_database_that_does_not_exist_says_so_and_stops(tmp_path):
+    # It logged four warnings a round, for ever: the server had refused it for good.
+    url = "postgresql://postgres@127.0.0.1:5432/treadle_no_such_database"
+    refused = Cli(tmp_path, TREADLE_STORE=url)("worker", "--app", "ux_app")
+    assert refused.returncode == 2, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot use the store: PostgreSQL store ")
+    assert 'database "treadle_no_such_database" does not exist' in last
+    assert "Traceback" not in refused.stderr
+    assert "WARNING" not in refused.stderr  # nothing served, nothing retried

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from treadle._exceptions import CommandError, DurabilityError
 from treadle._operations._inputs import lease_from_environment
 from treadle._operations._shapes import iso_time
 from treadle._operations._webhooks import sending
@@ -92,6 +93,8 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if _is_postgres(store):
+        await _first_contact(store)
     # The worker delivers the store's webhooks too, in a task of its own group.
     async with (
         _exposing(store, workflows, settings) as metrics,
@@ -102,6 +105,36 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
             await _serve_queue(store, workflows, settings, stop, metrics)
         else:
             await _serve_file(store, workflows, settings, stop, metrics)
+
+
+# What a server says as it turns a connection away for now: it is starting, stopping or full.
+_PASSING = (
+    "starting up",
+    "shutting down",
+    "in recovery",
+    "too many clients",
+    "too many connections",
+)
+
+
+async def _first_contact(store: Store) -> None:
+    """Reach the store once before serving, refusing what no retry mends.
+
+    A database that does not exist, a role the server refuses, a password
+    it rejects: the server answered, and every round of the worker's would
+    log the same four warnings forever. A server not reachable yet (not
+    started, restarting) is retried as an outage is, and said once.
+
+    Raises:
+        CommandError: The server refused the connection for good.
+    """
+    try:
+        await store.list_runs(limit=1)
+    except DurabilityError as error:
+        said = str(error)
+        if "FATAL:" in said and not any(passing in said for passing in _PASSING):
+            raise CommandError(f"cannot use the store: {said}") from None
+        _logger.warning("cannot reach the store yet (trying again each round): %s", said)
 
 
 def _is_postgres(store: Store) -> bool:
