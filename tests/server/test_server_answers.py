@@ -197,3 +197,19 @@ async def test_an_answered_request_leaves_the_listing_before_the_run_applies_it(
     assert sent.status_code == 202, sent.text
     assert (await api.get("/api/runs/inbox1")).json()["run"]["status"] == "awaiting_input"
     assert (await api.get("/api/requests")).json()["requests"] == []
+
+
+async def test_an_answer_nested_deeper_than_its_type_reads_is_refused_naming_its_field(api):
+    # 250 levels (within the body's 256) got 422 "value: Invalid JSON: recursion limit
+    # exceeded at line 1 column 225": valid JSON called invalid, and no field named.
+    request_id = await _awaiting(api, "d1")
+    note: object = "deep"
+    for _ in range(250):
+        note = [note]
+    refused = await api.post(
+        f"/api/runs/d1/requests/{request_id}", json={"answer": {"approved": True, "note": note}}
+    )
+    assert refused.status_code == 422, refused.text[:300]
+    (field,) = refused.json()["error"]["fields"]
+    assert field == {"loc": "note", "message": "nests arrays and objects too deeply to be checked"}
+    assert (await api.get("/api/runs/d1")).json()["run"]["status"] == "awaiting_input"

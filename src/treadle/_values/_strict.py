@@ -84,11 +84,31 @@ def fit_schema(
         problems.append(f"value: {error}")
     except ValidationError as error:
         problems += [
-            f"{where(e['loc'])}: {e['msg']}"
+            _too_deep(value) if _parser_gave_up(e) else f"{where(e['loc'])}: {e['msg']}"
             for e in error.errors()
             if e["type"] != "extra_forbidden"  # named above, with what it may have meant
         ]
     return (None, _counted(problems)) if problems else (built, [])
+
+
+def _parser_gave_up(error: Any) -> bool:
+    """Whether pydantic's JSON reader stopped at its depth bound (it calls the JSON invalid)."""
+    return bool(error["type"] == "json_invalid" and "recursion limit" in str(error["msg"]))
+
+
+def _too_deep(value: Any) -> str:
+    """What is said of a value nested too deeply to be read: where its deepest part is."""
+    deepest: tuple[int | str, ...] = ()
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, loc = stack.pop()
+        if len(loc) > len(deepest):
+            deepest = loc
+        if isinstance(item, dict):
+            stack.extend((inner, (*loc, str(key))) for key, inner in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((inner, (*loc, index)) for index, inner in enumerate(item))
+    return f"{where(deepest[:1])}: nests arrays and objects too deeply to be checked"
 
 
 def _more(strangers: list[Any]) -> list[str]:
