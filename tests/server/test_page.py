@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+from cli.treadle_cli import Cli
 from server.conftest import TOKEN, serving
 from treadle._server._page import PAGE_DIR
+from treadle._stores._tokens import token_hash
 
 _IMPORT = re.compile(r"""^\s*(?:import|export)\s[^'"]*?from\s+["']([^"']+)["']""", re.MULTILINE)
 
@@ -70,3 +72,25 @@ async def test_only_the_static_directory_is_served(sqlite_url):
             "/static/index.html",
         ):
             assert (await api.get(path)).status_code == 404, path
+
+
+async def test_a_page_fetched_with_a_named_token_never_carries_the_servers(sqlite_url):
+    # Without sign-in, a page fetched with a viewer's named token carried the server's own
+    # (admin) token in its meta tag: the viewer read it and acted as admin.
+    viewer = "tdl_" + "v" * 43
+    async with serving(sqlite_url, apps=("page_app",), headers={}) as api:
+        await api.store.add_token("vic", "viewer", token_hash(viewer), created_by="test")
+        page = await api.get("/", headers={"Authorization": f"Bearer {viewer}"})
+        assert page.status_code == 200
+        assert TOKEN not in page.text
+        assert '<meta name="treadle-token" content="">' in page.text
+        assert (await api.get(f"/?token={TOKEN}")).status_code == 303  # the server token's page
+        assert f'content="{TOKEN}"' in (await api.get("/")).text  # still carries it
+
+
+def test_a_named_token_may_not_take_the_server_tokens_name(tmp_path):
+    # token:server is how the record names the server's own token: a viewer's named token
+    # called "server" could not be told from it.
+    done = Cli(tmp_path)("tokens", "create", "server", "--role", "viewer")
+    assert done.returncode == 2, done.stdout
+    assert "'server' names the server's own token on the record" in done.stderr

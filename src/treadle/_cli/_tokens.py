@@ -26,7 +26,7 @@ from treadle._cli._flags import JsonOption, StoreOption  # noqa: TC001 - typer r
 from treadle._cli._help import command_group, command_set
 from treadle._cli._views import out, when
 from treadle._operations._shapes import iso_time
-from treadle._stores._tokens import TokenKeeper, TokenRecord, token_hash
+from treadle._stores._tokens import SERVER_TOKEN_NAME, TokenKeeper, TokenRecord, token_hash
 from treadle._values._actors import Actor, Role
 from treadle._values._durations import duration_problem
 
@@ -83,6 +83,8 @@ def create(
     """Make a named token and print it once (only its hash is kept: copy it now)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", name):
         refuse(f"a token's name is letters, digits and . _ @ - (up to 64), not {escape(name)!r}")
+    if name == SERVER_TOKEN_NAME:  # token:server is the record's name for the server's own token
+        refuse(f"{name!r} names the server's own token on the record: choose another name")
     try:
         chosen = Role.parse(role)
         lasting = None if expires is None else parse_duration(expires)

@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from treadle._server._endpoints import actor_of
 from treadle._server._principals import SESSION_COOKIE
 from treadle._server._state import served_of
+from treadle._stores._tokens import SERVER_TOKEN_NAME
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -69,15 +70,18 @@ def _token_of(request: Request) -> str:
     """The page's credential for its scripts' changes: the session, or the server's token.
 
     A signed-in person's page carries their signed session (the cookie's
-    value); without sign-in, the server's token. A page fetched with a
-    named token carries none (its changes need that token).
+    value); without sign-in, the server's token, only to whoever sent that
+    token. A page fetched with a named token carries none (its changes need
+    that token): it carried the server's, so a viewer's token read the
+    admin's from the page.
     """
     session = request.cookies.get(SESSION_COOKIE)
     actor = actor_of(request)
     if session is not None and actor.kind == "user":
         return session
     settings = served_of(request).settings
-    return settings.token if settings.sign_in is None and actor.kind != "user" else ""
+    holds_it = actor.kind == "token" and actor.name == SERVER_TOKEN_NAME
+    return settings.token if settings.sign_in is None and holds_it else ""
 
 
 async def _index(request: Request) -> HTMLResponse:

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from treadle._server._identity import SESSION_PREFIX, Sessions
-from treadle._stores._tokens import TokenKeeper, token_hash
+from treadle._stores._tokens import SERVER_TOKEN_NAME, TokenKeeper, token_hash
 from treadle._values._actors import Actor, Role
 
 if TYPE_CHECKING:
@@ -31,9 +31,6 @@ SESSION_COOKIE = "treadle_session"
 
 NAMED_PREFIX = "tdl_"
 """What a named API token starts with (``treadle tokens create``)."""
-
-SERVER_TOKEN_NAME = "server"  # noqa: S105 - an actor's name
-"""The actor name of whoever holds the server's own token (``token:server``)."""
 
 
 class Principals:

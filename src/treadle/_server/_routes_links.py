@@ -48,8 +48,8 @@ from treadle._server._fields import fields_of
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._page import _HEADERS as PAGE_HEADERS
 from treadle._server._page import PAGE_DIR
-from treadle._server._principals import SERVER_TOKEN_NAME
 from treadle._server._state import served_of
+from treadle._stores._tokens import SERVER_TOKEN_NAME
 from treadle._values._actors import Role, names_problem
 from treadle._values._durations import LONGEST_SECONDS
 

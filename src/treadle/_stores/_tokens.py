@@ -26,6 +26,10 @@ from treadle._exceptions import CommandError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+SERVER_TOKEN_NAME = "server"  # noqa: S105 - an actor's name
+"""The actor name of whoever holds ``treadle serve``'s own token (``token:server``): a named
+token may not take it, or the record could not tell them apart."""
+
 USE_GRANULARITY = 60.0
 """Seconds: a token's last use is written again only when the one kept is older."""
 
