@@ -148,7 +148,9 @@ def create_app(settings: ServerSettings, workflows: Sequence[Workflow] | None = 
     document = openapi_document(ENDPOINTS)
     sign_in = settings.sign_in
     sessions = Sessions(
-        sign_in.secret if sign_in else None, sign_in.session_seconds if sign_in else 43200.0
+        sign_in.secret if sign_in else None,
+        sign_in.session_seconds if sign_in else 43200.0,
+        sign_in,
     )
     principals = Principals(token=settings.token, sign_in=sign_in, sessions=sessions)
     signing_routes = (

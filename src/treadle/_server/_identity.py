@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from treadle._values._actors import Actor, Role
+from treadle._values._actors import Actor, Role, name_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -101,10 +101,49 @@ class SignIn:
             return f"the provider's claims name nobody (no {self.username_claim!r} or 'sub')"
         found = claims.get(self.groups_claim) or ()
         groups = frozenset(str(g) for g in found) if isinstance(found, list) else frozenset()
+        refused = person_problem(name, groups)
+        if refused is not None:
+            return refused
+        return self.person(name, groups)
+
+    def person(self, name: str, groups: frozenset[str]) -> Actor | str:
+        """``name`` in ``groups`` with the role the rules give them now, or why they have none.
+
+        Asked at sign-in and again at each request a session makes: a
+        session keeps who someone is, never the role they had when they
+        signed in, so a rule changed or removed holds from the next request.
+        """
         role = role_of(name, groups, self.roles, self.default_role)
         if role is None:
             return f"{name} has no role on this server: ask its admin for one"
         return Actor("user", name, "page", role, groups)
+
+
+_TAKEN_PREFIXES = frozenset({"group", "role", "user", "token", "cli", "python", "service", "link"})
+"""What a signed-in name may not start with before a colon: a rule's ``group:`` or ``role:``,
+or another kind of actor's label (``cli:ann@box``), which the record would take it for."""
+
+
+def person_problem(name: str, groups: frozenset[str]) -> str | None:
+    """Why the provider's name or groups for someone cannot stand on the record, if they cannot.
+
+    A name is what the record says decided (a blank one, a control
+    character that breaks an audit line, 20,000 characters), and what the
+    role rules and approvers match: a person named ``group:finance`` took
+    that group's role.
+    """
+    problem = name_problem("the name", name) or next(
+        (found for group in sorted(groups) if (found := name_problem("a group", group))), None
+    )
+    if problem is not None:
+        return f"the provider's claims cannot sign anyone in: {problem}"
+    prefix, colon, _ = name.partition(":")
+    if colon and prefix in _TAKEN_PREFIXES:
+        return (
+            f"the provider's claims cannot sign anyone in: the name {name!r} reads as "
+            f"{prefix}:..., which names a {prefix} on this server, not a person"
+        )
+    return None
 
 
 def role_of(
@@ -117,9 +156,11 @@ def role_of(
     matched = [
         role
         for role, who in rules
-        if name in who
-        or any(
-            entry.removeprefix("group:") in groups for entry in who if entry.startswith("group:")
+        if any(
+            entry.removeprefix("group:") in groups
+            if entry.startswith("group:")
+            else entry == name  # a name matches names only: never a group's entry
+            for entry in who
         )
     ]
     return max(matched) if matched else default
@@ -209,11 +250,12 @@ def read_sign_in(
 class Sessions:
     """Signed sessions of signed-in people: the cookie's value and the page's credential."""
 
-    def __init__(self, secret: str | None, seconds: float) -> None:
+    def __init__(self, secret: str | None, seconds: float, sign_in: SignIn | None = None) -> None:
         self._signer = URLSafeTimedSerializer(
             secret or secrets.token_urlsafe(32), salt="treadle-session"
         )
         self._seconds = seconds
+        self._sign_in = sign_in
 
     def issue(self, actor: Actor) -> str:
         """A signed session of ``actor`` (its record as JSON, with when it was made)."""
@@ -223,8 +265,10 @@ class Sessions:
     def actor(self, value: str, door: str) -> Actor | None:
         """The actor a session's value names, coming in by ``door``, or ``None``.
 
-        ``None`` when the value was not signed by this server or is older
-        than a session lasts.
+        ``None`` when the value was not signed by this server, is older
+        than a session lasts, or names someone the role rules now give no
+        role. The role is the rules' now (:meth:`SignIn.person`), not the
+        one the session was signed with.
         """
         if not value.startswith(SESSION_PREFIX):
             return None
@@ -232,6 +276,10 @@ class Sessions:
             data = self._signer.loads(
                 value.removeprefix(SESSION_PREFIX), max_age=int(self._seconds)
             )
-            return Actor.from_json(data).through(door)
+            signed = Actor.from_json(data)
         except (BadSignature, ValueError, TypeError):
             return None
+        if self._sign_in is None:
+            return signed.through(door)
+        now = self._sign_in.person(signed.name, signed.groups)
+        return now.through(door) if isinstance(now, Actor) else None
