@@ -61,10 +61,19 @@ class Provider:
         self._metadata: dict[str, Any] | None = None
 
     async def metadata(self) -> dict[str, Any]:
-        """The provider's discovery document (read once)."""
+        """The provider's discovery document (read once it holds what sign-in needs).
+
+        Raises:
+            ApiError: 502, the provider cannot be reached, or its document
+                is not JSON or lacks an endpoint sign-in uses.
+        """
         if self._metadata is None:
             url = f"{self.sign_in.issuer}/.well-known/openid-configuration"
-            self._metadata = await _get_json(url)
+            found = await _get_json(url)
+            for needed in _ENDPOINTS_USED:
+                if not isinstance(found.get(needed), str):
+                    raise ApiError(502, f"the sign-in provider's {url} has no {needed!r}")
+            self._metadata = found
         return self._metadata
 
     def routes(self) -> list[Route]:
@@ -151,15 +160,20 @@ class Provider:
             "code_verifier": pending["verifier"],
             "client_id": self.sign_in.client_id,
         }
-        async with httpx.AsyncClient(timeout=10) as client:
-            if self.sign_in.client_secret is None:  # a public client: PKCE alone
-                answer = await client.post(metadata["token_endpoint"], data=form)
-            else:
-                secret = (self.sign_in.client_id, self.sign_in.client_secret)
-                answer = await client.post(metadata["token_endpoint"], data=form, auth=secret)
+        endpoint = metadata["token_endpoint"]
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+                if self.sign_in.client_secret is None:  # a public client: PKCE alone
+                    answer = await client.post(endpoint, data=form)
+                else:
+                    secret = (self.sign_in.client_id, self.sign_in.client_secret)
+                    answer = await client.post(endpoint, data=form, auth=secret)
+        except httpx.HTTPError as error:
+            msg = f"the sign-in provider cannot be reached at {endpoint}: {error}"
+            raise ApiError(502, msg) from None
         if answer.status_code != 200:  # noqa: PLR2004 - the token endpoint's success
             raise ApiError(401, f"the provider refused the code ({answer.status_code})")
-        id_token = answer.json().get("id_token")
+        id_token = _json_of(answer, endpoint).get("id_token")
         if not isinstance(id_token, str):
             raise ApiError(401, "the provider sent no ID token")
         keys = KeySet.import_key_set(await _get_json(metadata["jwks_uri"]))  # type: ignore[arg-type]
@@ -183,12 +197,36 @@ class Provider:
         return response
 
 
+_ENDPOINTS_USED = ("authorization_endpoint", "token_endpoint", "jwks_uri")
+"""What of a provider's discovery document sign-in uses (its ``issuer`` has a default)."""
+
+
 async def _get_json(url: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=10) as client:
-        response = await client.get(url)
+    """The JSON object at ``url`` of the provider.
+
+    Raises:
+        ApiError: 502, the provider cannot be reached, answers with an
+            error, or answers what is not a JSON object: a sign-in that
+            cannot go on for now, never a 500 (a bug).
+    """
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            response = await client.get(url)
+    except httpx.HTTPError as error:
+        raise ApiError(502, f"the sign-in provider cannot be reached at {url}: {error}") from None
     if response.status_code != 200:  # noqa: PLR2004 - success
         raise ApiError(502, f"the sign-in provider answered {response.status_code} at {url}")
-    found: dict[str, Any] = response.json()
+    return _json_of(response, url)
+
+
+def _json_of(response: httpx.Response, url: str) -> dict[str, Any]:
+    """The JSON object a provider answered, or a 502 saying it answered something else."""
+    try:
+        found = response.json()
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise ApiError(502, f"the sign-in provider answered what is not a JSON object at {url}")
     return found
 
 
