@@ -16,10 +16,17 @@ import pytest
 
 from server.conftest import TOKEN
 from treadle._server._app import create_app
-from treadle._server._identity import SignIn
+from treadle._server._identity import Sessions, SignIn
 from treadle._server._settings import ServerSettings
+from treadle._values._actors import Actor, Role
 
+_FULL = (
+    b'{"issuer": "x", "authorization_endpoint": "http://127.0.0.1:9/a",'
+    b' "token_endpoint": "http://127.0.0.1:9/t", "jwks_uri": "http://127.0.0.1:9/k",'
+    b' "end_session_endpoint": "http://127.0.0.1:9/end"}'
+)
 DOCUMENTS = {
+    "/full/.well-known/openid-configuration": (_FULL, "application/json"),
     "/html/.well-known/openid-configuration": (b"<html>down for maintenance</html>", "text/html"),
     "/partial/.well-known/openid-configuration": (
         b'{"issuer": "x", "token_endpoint": "http://127.0.0.1:9/t", "jwks_uri": "http://127.0.0.1:9/k"}',
@@ -70,3 +77,32 @@ async def test_a_provider_down_or_wrong_is_a_502_naming_it(sqlite_url, provider,
             login = await client.get("/auth/login")
     assert login.status_code == 502, login.text
     assert said in login.json()["error"]["message"]
+
+
+async def test_signing_out_ends_the_session_and_says_where_the_provider_signs_out(
+    sqlite_url, provider
+):
+    # After "Sign out" the session's value still answered as maria for its 12 hours, and the
+    # provider's live session signed her straight back in.
+    secret = "s3cret"  # noqa: S105 - a test session secret
+    sign_in = SignIn(issuer=f"{provider}/full", client_id="treadle", secret=secret)
+    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
+    maria = Actor("user", "maria", "page", Role.VIEWER)
+    session = Sessions(secret, 3600.0, sign_in).issue(maria)
+    as_maria = {"Authorization": f"Bearer {session}"}
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            assert (await client.get("/auth/login")).status_code == 303  # reads the document
+            me = await client.get("/api/me", headers=as_maria)
+            assert me.json()["actor"]["name"] == "maria"
+            out = await client.post("/auth/logout", headers=as_maria)
+            assert out.status_code == 200, out.text
+            assert out.json() == {
+                "signed_out": True,
+                "end_session": "http://127.0.0.1:9/end?client_id=treadle"
+                "&post_logout_redirect_uri=http%3A%2F%2Ftestserver%2F",
+            }
+            again = await client.get("/api/me", headers=as_maria)
+            assert again.status_code == 401, again.text

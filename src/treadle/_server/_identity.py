@@ -21,6 +21,7 @@ its scripts: another site can make a browser send a cookie, never a header.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import time
@@ -256,6 +257,20 @@ class Sessions:
         )
         self._seconds = seconds
         self._sign_in = sign_in
+        # Sessions signed out before they ran out: each one's digest, until it would have.
+        self._ended: dict[str, float] = {}
+
+    def end(self, value: str) -> None:
+        """Sign a session out: from now on it names nobody, though its signature still holds.
+
+        A session is a signed value with no row behind it, so signing out
+        keeps it here until it would have run out anyway (in this process:
+        a server restarted with the same ``session_secret`` forgets it, as
+        it forgets nothing else a restart clears).
+        """
+        now = time.time()
+        self._ended = {key: until for key, until in self._ended.items() if until > now}
+        self._ended[hashlib.sha256(value.encode()).hexdigest()] = now + self._seconds
 
     def issue(self, actor: Actor) -> str:
         """A signed session of ``actor`` (its record as JSON, with when it was made)."""
@@ -272,6 +287,8 @@ class Sessions:
         """
         if not value.startswith(SESSION_PREFIX):
             return None
+        if self._ended and hashlib.sha256(value.encode()).hexdigest() in self._ended:
+            return None  # signed out
         try:
             data = self._signer.loads(
                 value.removeprefix(SESSION_PREFIX), max_age=int(self._seconds)

@@ -30,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from treadle._server._endpoints import Endpoint, actor_of
+from treadle._server._identity import SESSION_PREFIX
 from treadle._server._json import ApiError, JsonResponse
 from treadle._server._principals import SESSION_COOKIE, TOKEN_COOKIE
 
@@ -189,12 +190,34 @@ class Provider:
             raise ApiError(401, f"the provider's ID token does not hold: {error}") from None
         return dict(token.claims)
 
-    async def logout(self, request: Request) -> Response:  # noqa: ARG002 - a route
-        """Clear the session's cookie (the page then goes to ``/auth/login``)."""
-        response = JsonResponse({"signed_out": True})
+    async def logout(self, request: Request) -> Response:
+        """Sign the session out and clear its cookie; say where the provider signs out too.
+
+        The session the request carries (the page's bearer and its cookie)
+        names nobody from now on, whoever copied it. ``end_session``: the
+        provider's own sign-out (its ``end_session_endpoint``), where the
+        page goes next, so that its next sign-in asks again rather than
+        passing through the provider's live session; ``null`` if it has none.
+        """
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        for value in (bearer, request.cookies.get(SESSION_COOKIE, "")):
+            if value.startswith(SESSION_PREFIX):
+                self.sessions.end(value)
+        end_session = (self._metadata or {}).get("end_session_endpoint")
+        if isinstance(end_session, str):
+            back = {"client_id": self.sign_in.client_id, "post_logout_redirect_uri": _home(request)}
+            end_session = f"{end_session}?{urlencode(back)}"
+        else:
+            end_session = None
+        response = JsonResponse({"signed_out": True, "end_session": end_session})
         response.delete_cookie(SESSION_COOKIE)
         response.delete_cookie(TOKEN_COOKIE)
         return response
+
+
+def _home(request: Request) -> str:
+    """This server's page, as the browser reached it."""
+    return str(request.base_url)
 
 
 _ENDPOINTS_USED = ("authorization_endpoint", "token_endpoint", "jwks_uri")

@@ -27,8 +27,9 @@ async function showWho() {
     out.className = "who-signout";
     out.textContent = "Sign out";
     out.addEventListener("click", async () => {
-      await api("POST", "/auth/logout");
-      window.location.assign("/");
+      // The provider signs out too, else its live session signs the next visit back in.
+      const done = await api("POST", "/auth/logout");
+      window.location.assign((done && done.end_session) || "/");
     });
     slot.append(" ", out);
   }
