@@ -106,3 +106,19 @@ async def test_signing_out_ends_the_session_and_says_where_the_provider_signs_ou
             }
             again = await client.get("/api/me", headers=as_maria)
             assert again.status_code == 401, again.text
+
+
+async def test_a_sign_in_refused_is_typed_as_any_refusal_to_say_who_someone_is(sqlite_url):
+    # Its 401s said "CommandError", where every other 401 says "Unauthorized".
+    sign_in = SignIn(issuer="http://127.0.0.1:9", client_id="treadle")
+    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            back = await client.get("/auth/callback", params={"code": "c", "state": "s"})
+    assert back.status_code == 401
+    assert back.json()["error"] == {
+        "type": "Unauthorized",
+        "message": "no sign-in is under way in this browser: start again at /auth/login",
+    }

@@ -118,12 +118,12 @@ class Provider:
         """Trade the code for tokens, check the ID token, set the session, go to the page."""
         pending = self._pending_of(request)
         if request.query_params.get("error"):
-            raise ApiError(401, f"the provider refused: {request.query_params['error']}")
+            raise _refused(f"the provider refused: {request.query_params['error']}")
         if not secrets.compare_digest(request.query_params.get("state", ""), pending["state"]):
-            raise ApiError(401, "the sign-in's state does not match: start again at /auth/login")
+            raise _refused("the sign-in's state does not match: start again at /auth/login")
         code = request.query_params.get("code")
         if not code:
-            raise ApiError(401, "the provider sent no code: start again at /auth/login")
+            raise _refused("the provider sent no code: start again at /auth/login")
         claims = await self._claims(request, code, pending)
         actor = self.sign_in.actor_of(claims)
         if isinstance(actor, str):
@@ -147,8 +147,8 @@ class Provider:
                 request.cookies.get(SIGNIN_COOKIE, ""), max_age=_SIGNIN_SECONDS
             )
         except BadSignature:
-            raise ApiError(
-                401, "no sign-in is under way in this browser: start again at /auth/login"
+            raise _refused(
+                "no sign-in is under way in this browser: start again at /auth/login"
             ) from None
         return pending
 
@@ -173,10 +173,10 @@ class Provider:
             msg = f"the sign-in provider cannot be reached at {endpoint}: {error}"
             raise ApiError(502, msg) from None
         if answer.status_code != 200:  # noqa: PLR2004 - the token endpoint's success
-            raise ApiError(401, f"the provider refused the code ({answer.status_code})")
+            raise _refused(f"the provider refused the code ({answer.status_code})")
         id_token = _json_of(answer, endpoint).get("id_token")
         if not isinstance(id_token, str):
-            raise ApiError(401, "the provider sent no ID token")
+            raise _refused("the provider sent no ID token")
         keys = KeySet.import_key_set(await _get_json(metadata["jwks_uri"]))  # type: ignore[arg-type]
         try:
             token = jwt.decode(id_token, keys, algorithms=_ALGORITHMS)
@@ -187,7 +187,7 @@ class Provider:
                 sub={"essential": True},
             ).validate(token.claims)
         except (JoseError, ValueError) as error:
-            raise ApiError(401, f"the provider's ID token does not hold: {error}") from None
+            raise _refused(f"the provider's ID token does not hold: {error}") from None
         return dict(token.claims)
 
     async def logout(self, request: Request) -> Response:
@@ -213,6 +213,11 @@ class Provider:
         response.delete_cookie(SESSION_COOKIE)
         response.delete_cookie(TOKEN_COOKIE)
         return response
+
+
+def _refused(message: str) -> ApiError:
+    """A sign-in refused: 401, typed as every refusal to say who someone is (``Unauthorized``)."""
+    return ApiError(401, message, kind="Unauthorized")
 
 
 def _home(request: Request) -> str:
