@@ -61,17 +61,16 @@ from treadle._operations._shapes import (
     run_json,
 )
 from treadle._values._actors import Actor
-from treadle._workflow._following import RESTING_STATUSES
+from treadle._workflow._following import RESTING_STATUSES, logged_after
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
-    from treadle._stores._store import EventLog, LoggedEvent, RunRecord, Store
+    from treadle._stores._store import LoggedEvent, RunRecord, Store
     from treadle._workflow._workflow import Workflow
 
 cli = command_set()
 
-_PAGE = 1000  # events read at a time
 
 AfterOption = Annotated[
     int, typer.Option("--after", min=0, help="Only events after this one (its seq).")
@@ -301,7 +300,7 @@ def logs(
                 f"run [bold]{escape(row.run_id)}[/bold] ({escape(row.workflow)}): {row.status}"
             )
         count = 0
-        async for event in _events(s, row.run_id, after):
+        async for event in logged_after(s, row.run_id, after):
             count += 1
             if as_json:
                 _print_json_line(event)
@@ -341,7 +340,7 @@ def export(
             for info, kind in zip(checkpoints, checkpoint_kinds(row, checkpoints), strict=True):
                 _write_line(target, {"record": "checkpoint", **checkpoint_json(info, kind)})
             count = 0
-            async for event in _events(s, row.run_id, 0):
+            async for event in logged_after(s, row.run_id, 0):
                 _write_line(target, {"record": "event", **_event_line(event)})
                 count += 1
         finally:
@@ -352,18 +351,6 @@ def export(
     full, lines = execute(store, work)
     if output is not None:
         err.print(f"exported run {escape(full)} to {escape(str(output))}: {lines} lines")
-
-
-async def _events(store: EventLog, run_id: str, after: int) -> AsyncIterator[LoggedEvent]:
-    """Every event of the run after ``after``, read a page at a time."""
-    last = after
-    while True:
-        page = await store.read_events(run_id, after=last, limit=_PAGE)
-        for event in page:
-            yield event
-        if len(page) < _PAGE:
-            return
-        last = page[-1].seq
 
 
 def _print_json_line(event: LoggedEvent) -> None:

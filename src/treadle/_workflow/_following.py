@@ -36,7 +36,8 @@ SETTLED_STATUSES = ENDED_STATUSES | RESTING_STATUSES
 POLL_INTERVAL = 0.25
 """Seconds between looks at a run whose log has nothing new."""
 
-_PAGE = 1000  # events read per look, so a long log streams out in pieces
+_FIRST_PAGE = 1000  # events read at the first look, so a long log streams out in pieces
+_LARGEST_PAGE = 32_768  # and at most at a later one
 
 
 def stops_here(run: RunRecord, *, stop_at_rest: bool) -> bool:
@@ -136,13 +137,20 @@ async def logged_after(
 ) -> AsyncGenerator[LoggedEvent, None]:
     """Every event the run's log holds now after ``after``, read a page at a time.
 
+    Each page is twice the last while they come back full (up to
+    ``_LARGEST_PAGE``): a store reads a commit's events, one row, whole,
+    so a superstep of 80,000 events read 1,000 at a time was read whole
+    eighty times (28 s, where one read takes 0.07).
+
     Raises:
         RunNotFoundError: no such run.
     """
+    page = _FIRST_PAGE
     while True:
-        events = await store.read_events(run_id, after=after, limit=_PAGE)
+        events = await store.read_events(run_id, after=after, limit=page)
         for event in events:
             yield event
-        if len(events) < _PAGE:
+        if len(events) < page:
             return
         after = events[-1].seq
+        page = min(page * 2, _LARGEST_PAGE)
