@@ -67,7 +67,7 @@ async def pending_requests(
     workflows: Hosted | None = None,
     actor: Actor | None = None,
 ) -> list[dict[str, Any]]:
-    """The requests pending in runs that await input or wait, newest run first.
+    """The requests pending in runs that await input, then in runs that wait; newest run first.
 
     A request whose answer was delivered but not yet applied is answered: it
     is left out.
@@ -97,10 +97,14 @@ async def scan_pending(
     actor: Actor | None = None,
 ) -> Pending:
     """:func:`pending_requests`, and which runs could not be read (for the listing to say so)."""
+    # Runs awaiting input first (newest first), then the waiting ones: only the first say
+    # they ask, and a listing with a limit stops once it has enough. Newest first across
+    # both, a store of 8,000 runs parked on timers decoded each of their checkpoints
+    # before the one request a limit of 1 asked for (2.7 s).
     runs: list[RunRecord] = []
     for status in ASKING:
-        runs += await store.list_runs(status=status, workflow=workflow)
-    runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
+        found = await store.list_runs(status=status, workflow=workflow)
+        runs += sorted(found, key=lambda r: (r.updated_at, r.run_id), reverse=True)
     pending = Pending()
     for run in runs:
         if limit is not None and len(pending.requests) >= limit:
