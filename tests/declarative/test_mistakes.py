@@ -128,21 +128,23 @@ def test_a_condition_that_fails_as_the_run_goes_is_said_in_one_line(write, tread
     assert "Traceback" not in logs.stdout
 
 
+GREET = """
+name: greet
+start: first
+inputs: {text: str}
+nodes:
+  first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
+  later: {step: output}
+edges:
+  - {from: first, to: later}
+"""
+"""A definition whose one declared input is ``text``."""
+
+
 def test_an_input_the_declared_inputs_refuse_makes_no_run(write, treadle_command):
     # It made a run that failed at its first step, with a traceback through treadle's own
     # frames; it is refused as any input that does not fit, before any run exists.
-    path = write(
-        """
-        name: greet
-        start: first
-        inputs: {text: str}
-        nodes:
-          first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
-          later: {step: output}
-        edges:
-          - {from: first, to: later}
-        """
-    )
+    path = write(GREET)
     store = str(path.with_suffix(".sqlite"))
     done = treadle_command("run", str(path), "--input", '{"txt": "hi"}', "--store", store)
     assert done.returncode == 2, done.stdout
@@ -157,20 +159,7 @@ def test_an_input_the_declared_inputs_refuse_makes_no_run(write, treadle_command
 
 async def test_an_input_the_declared_inputs_refuse_makes_no_run_from_python_either(write):
     # From Python it made a run that failed at its first step: only the JSON doors checked.
-    workflow = treadle.load(
-        write(
-            """
-            name: greet
-            start: first
-            inputs: {text: str}
-            nodes:
-              first: {executor: "declarative.steps:echo", input: "{{inputs.text}}"}
-              later: {step: output}
-            edges:
-              - {from: first, to: later}
-            """
-        )
-    )
+    workflow = treadle.load(write(GREET))
     store = treadle.stores.SqliteStore(write("", name="runs.sqlite"))
     try:
         with pytest.raises(TypeError) as refused:
