@@ -107,3 +107,22 @@ async def each_at_most(limit: int, jobs: Sequence[Callable[[], Coroutine[Any, An
     async with asyncio.TaskGroup() as group:
         for _ in range(min(limit, len(jobs))):
             group.create_task(worker())
+
+
+def group_leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The errors a task group raised, however deeply its groups nest, in their order.
+
+    A task group's error is a group of its tasks' errors, some groups in
+    turn (a task that ran a task group of its own): what each caller asks
+    of them (one handler's failure, a refusal, a suspension) is asked of
+    the errors themselves.
+    """
+    found: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        error = stack.pop()
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(reversed(error.exceptions))
+        else:
+            found.append(error)
+    return found

@@ -39,6 +39,7 @@ from treadle._exceptions import RequestTimeoutError, RoutingError
 from treadle._graph._edges import HandoffEdge
 from treadle._graph._executor import Executor, HandlerSpec
 from treadle._graph._typing import promotions, runtime_classes
+from treadle._tasks import group_leaves
 from treadle._values._actors import check_approvers
 
 if TYPE_CHECKING:
@@ -326,14 +327,7 @@ def _model_of(messages: list[Any]) -> str:
 
 def _control_flow(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     """The suspension (or cancellation) a group carries, if it carries one."""
-    return next((e for e in _leaves(group) if not isinstance(e, Exception)), None)
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for error in group.exceptions:
-        found.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return found
+    return next((e for e in group_leaves(group) if not isinstance(e, Exception)), None)
 
 
 def _pydantic_ai(agent: Any) -> AgentAdapter:

@@ -24,6 +24,7 @@ from treadle._engine._errors import RunCancelledError, WorkflowRunError
 from treadle._engine._result import RunStatus
 from treadle._exceptions import SerializationError, TreadleError
 from treadle._operations._inputs import opened_store
+from treadle._tasks import group_leaves
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -116,14 +117,7 @@ def execute(
 
 def _only_refusal(group: BaseExceptionGroup[BaseException]) -> TreadleError | None:
     """The first of ``group``'s errors if they are all treadle's own (a refusal), else ``None``."""
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        error = stack.pop()
-        if isinstance(error, BaseExceptionGroup):
-            stack.extend(reversed(error.exceptions))
-        else:
-            leaves.append(error)
+    leaves = group_leaves(group)
     if leaves and all(isinstance(e, TreadleError) for e in leaves):
         first = leaves[0]
         assert isinstance(first, TreadleError)  # noqa: S101 - checked above

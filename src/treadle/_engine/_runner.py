@@ -37,6 +37,7 @@ from treadle._engine._eager import start
 from treadle._engine._errors import ExecutorFailedError
 from treadle._engine._invocation import Invocation
 from treadle._engine._invoke import invoke, start_invocation
+from treadle._tasks import group_leaves
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine, Sequence
@@ -74,12 +75,21 @@ async def _run_shares(env: RunEnv, shares: Sequence[Share]) -> None:
     try:
         await _run_eagerly(shares)
     except BaseExceptionGroup as errors:
-        failures = [e for e in _leaves(errors) if isinstance(e, ExecutorFailedError)]
-        if not failures or len(failures) != len(_leaves(errors)):
+        failures = _handler_failures(errors)
+        if failures is None:
             raise
         failure = min(failures, key=lambda e: env.ranks[e.executor_id])
     if failure is not None:
         raise failure
+
+
+def _handler_failures(
+    errors: BaseExceptionGroup[BaseException],
+) -> list[ExecutorFailedError] | None:
+    """The handlers' failures a task group raised, or ``None`` if it raised anything else too."""
+    leaves = group_leaves(errors)
+    failures = [e for e in leaves if isinstance(e, ExecutorFailedError)]
+    return failures if failures and len(failures) == len(leaves) else None
 
 
 def _shares(plan: PlannedSuperstep) -> Sequence[Share]:
@@ -173,16 +183,6 @@ async def _start_from(shares: Sequence[Share], first: int, group: asyncio.TaskGr
         return
 
 
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for error in group.exceptions:
-        if isinstance(error, BaseExceptionGroup):
-            found.extend(_leaves(error))
-        else:
-            found.append(error)
-    return found
-
-
 async def _drain(invocations: list[Invocation]) -> None:
     """Handle one executor's inbox: in order, or ``concurrency`` at a time.
 
@@ -215,9 +215,8 @@ async def _drain(invocations: list[Invocation]) -> None:
     except BaseExceptionGroup as errors:
         # A handler's failure is raised as itself (the earliest delivered, if several), as
         # when the inbox is handled in order: the group said only "unhandled errors".
-        leaves = _leaves(errors)
-        failures = [e for e in leaves if isinstance(e, ExecutorFailedError)]
-        if not failures or len(failures) != len(leaves):
+        failures = _handler_failures(errors)
+        if failures is None:
             raise
         failure = min(failures, key=lambda e: places.get(id(e), len(invocations)))
     if failure is not None:

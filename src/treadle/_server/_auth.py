@@ -53,6 +53,7 @@ from starlette.requests import cookie_parser
 
 from treadle._server._json import error_body
 from treadle._server._principals import TOKEN_COOKIE as COOKIE
+from treadle._server._principals import bearer_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -160,10 +161,9 @@ class AccessGuard:
         cookies = cookie_parser(headers.get("cookie", b"").decode("latin-1"))
         authorization = headers.get("authorization")
         if authorization is not None:
-            scheme, _, credentials = authorization.partition(b" ")
-            if scheme.lower() != b"bearer":
+            given = bearer_credentials(authorization.decode("latin-1"))
+            if given is None:
                 return "send the token as Authorization: Bearer <token>"
-            given = credentials.strip().decode("latin-1")
             served = getattr(scope["app"].state, "served", None)
             store = getattr(served, "store", None)
             page = not isinstance(self._principals.cookie(cookies), str | None)  # the page's

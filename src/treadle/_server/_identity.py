@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from treadle._values._actors import Actor, Role, name_problem
+from treadle._values._actors import KINDS, Actor, Role, names_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -120,7 +120,7 @@ class SignIn:
         return Actor("user", name, "page", role, groups)
 
 
-_TAKEN_PREFIXES = frozenset({"group", "role", "user", "token", "cli", "python", "service", "link"})
+_TAKEN_PREFIXES = frozenset({"group", "role"}) | KINDS
 """What a signed-in name may not start with before a colon: a rule's ``group:`` or ``role:``,
 or another kind of actor's label (``cli:ann@box``), which the record would take it for."""
 
@@ -133,9 +133,7 @@ def person_problem(name: str, groups: frozenset[str]) -> str | None:
     role rules and approvers match: a person named ``group:finance`` took
     that group's role.
     """
-    problem = name_problem("the name", name) or next(
-        (found for group in sorted(groups) if (found := name_problem("a group", group))), None
-    )
+    problem = names_problem(name, sorted(groups), ("the name", "a group"))
     if problem is not None:
         return f"the provider's claims cannot sign anyone in: {problem}"
     prefix, colon, _ = name.partition(":")
@@ -270,7 +268,7 @@ class Sessions:
         """
         now = time.time()
         self._ended = {key: until for key, until in self._ended.items() if until > now}
-        self._ended[hashlib.sha256(value.encode()).hexdigest()] = now + self._seconds
+        self._ended[_digest(value)] = now + self._seconds
 
     def issue(self, actor: Actor) -> str:
         """A signed session of ``actor`` (its record as JSON, with when it was made)."""
@@ -287,7 +285,7 @@ class Sessions:
         """
         if not value.startswith(SESSION_PREFIX):
             return None
-        if self._ended and hashlib.sha256(value.encode()).hexdigest() in self._ended:
+        if self._ended and _digest(value) in self._ended:
             return None  # signed out
         try:
             data = self._signer.loads(
@@ -300,3 +298,8 @@ class Sessions:
             return signed.through(door)
         now = self._sign_in.person(signed.name, signed.groups)
         return now.through(door) if isinstance(now, Actor) else None
+
+
+def _digest(session: str) -> str:
+    """What is kept of a session signed out: its SHA-256, never the credential itself."""
+    return hashlib.sha256(session.encode()).hexdigest()

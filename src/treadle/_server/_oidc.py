@@ -32,7 +32,7 @@ from starlette.routing import Route
 from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._identity import SESSION_PREFIX
 from treadle._server._json import ApiError, JsonResponse
-from treadle._server._principals import SESSION_COOKIE, TOKEN_COOKIE
+from treadle._server._principals import SESSION_COOKIE, TOKEN_COOKIE, bearer_credentials
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -199,13 +199,14 @@ class Provider:
         page goes next, so that its next sign-in asks again rather than
         passing through the provider's live session; ``null`` if it has none.
         """
-        bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        bearer = bearer_credentials(request.headers.get("authorization", "")) or ""
         for value in (bearer, request.cookies.get(SESSION_COOKIE, "")):
             if value.startswith(SESSION_PREFIX):
                 self.sessions.end(value)
         end_session = (self._metadata or {}).get("end_session_endpoint")
         if isinstance(end_session, str):
-            back = {"client_id": self.sign_in.client_id, "post_logout_redirect_uri": _home(request)}
+            home = str(request.base_url)  # this server's page, as the browser reached it
+            back = {"client_id": self.sign_in.client_id, "post_logout_redirect_uri": home}
             end_session = f"{end_session}?{urlencode(back)}"
         else:
             end_session = None
@@ -218,11 +219,6 @@ class Provider:
 def _refused(message: str) -> ApiError:
     """A sign-in refused: 401, typed as every refusal to say who someone is (``Unauthorized``)."""
     return ApiError(401, message, kind="Unauthorized")
-
-
-def _home(request: Request) -> str:
-    """This server's page, as the browser reached it."""
-    return str(request.base_url)
 
 
 _ENDPOINTS_USED = ("authorization_endpoint", "token_endpoint", "jwks_uri")

@@ -33,6 +33,12 @@ NAMED_PREFIX = "tdl_"
 """What a named API token starts with (``treadle tokens create``)."""
 
 
+def bearer_credentials(authorization: str) -> str | None:
+    """What an ``Authorization`` header's value carries as ``Bearer`` (any case), else ``None``."""
+    scheme, _, credentials = authorization.partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
 class Principals:
     """The server's ways to name who sent a request.
 

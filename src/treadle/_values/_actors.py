@@ -288,8 +288,15 @@ def name_problem(what: str, name: object) -> str | None:
     return unstorable(what, name)
 
 
-def names_problem(principal: object, groups: Iterable[object]) -> str | None:
-    """Why a link (or an endpoint's links) cannot be made for ``principal`` in ``groups``."""
-    return name_problem("for", principal) or next(
-        (found for group in groups if (found := name_problem("groups", group))), None
+def names_problem(
+    principal: object, groups: Iterable[object], said: tuple[str, str] = ("for", "groups")
+) -> str | None:
+    """Why ``principal`` in ``groups`` cannot stand on the record (a link is made for them).
+
+    ``said``: what the name and each group are called where they were
+    given (a link's ``for`` and ``groups``; a sign-in's claims).
+    """
+    name_is, group_is = said
+    return name_problem(name_is, principal) or next(
+        (found for group in groups if (found := name_problem(group_is, group))), None
     )
