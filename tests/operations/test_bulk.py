@@ -134,3 +134,34 @@ async def test_pausing_runs_paused_already_is_not_said_to_act_on_them(store):
     assert again.skipped == [(r, "unchanged: it is paused already") for r in ("r2", "r1", "r0")]
     paused = [e for e in await store.read_audit() if e.action == "run_paused"]
     assert len(paused) == 3
+
+
+class _EndsBeforeTheLease:
+    """The store, where another caller cancels each run between its read and its lease."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def acquire(self, run_id: str, *args: object, **kwargs: object) -> object:
+        await door.cancel(self._inner, run_id, actor=Actor.python())
+        return await self._inner.acquire(run_id, *args, **kwargs)
+
+
+async def test_a_run_that_ends_before_resume_takes_it_up_is_not_said_to_be_resumed(store):
+    # The status was read before the lease: a run cancelled in between was reported as
+    # resumed, with nothing recorded for it.
+    report = await run_bulk(
+        _EndsBeforeTheLease(store),  # type: ignore[arg-type]
+        BulkAction("resume", parse_filter('fields.batch == "x"')),
+        actor=OPERATOR,
+    )
+    assert report.acted == []
+    assert sorted(report.skipped) == [
+        (r, f"refused: run {r!r} was cancelled") for r in ("r0", "r1", "r2")
+    ]
+    entries = [(e.run_id, e.action) for e in await store.read_audit()]
+    assert not [entry for entry in entries if entry[1] == "run_resumed"]
+    assert {(await store.get_run(r)).lease_until for r in ("r0", "r1", "r2")} <= {None}

@@ -294,13 +294,23 @@ async def hand_back(store: Store, run_id: str, *, actor: Actor) -> None:
         RunNotFoundError: no such run.
     """
     check_right(actor, "resume", run_id)
-    status = (await store.get_run(run_id)).status
+    _refuse_ended(run_id, (await store.get_run(run_id)).status)  # before taking anything
+    lease = await store.acquire(run_id, new_owner(), lease_duration(store), actor=actor)
+    try:
+        # Again once leased: a run that ended between the first read and the lease was
+        # taken up with nothing to resume (so nothing recorded), and must not be
+        # reported as resumed.
+        _refuse_ended(run_id, (await store.get_run(run_id)).status)
+    finally:
+        await store.release(lease)
+
+
+def _refuse_ended(run_id: str, status: str) -> None:
+    """Refuse to resume a run that has ended: nothing would be resumed."""
     if status == RunStatus.CANCELLED.value:
         raise RunCancelledError(run_id)
     if status == RunStatus.COMPLETED.value:
         raise RequestError(f"run {run_id!r} completed: there is nothing to resume")
-    lease = await store.acquire(run_id, new_owner(), lease_duration(store), actor=actor)
-    await store.release(lease)
 
 
 async def unpause_here(
