@@ -38,8 +38,14 @@ if TYPE_CHECKING:
     from treadle._workflow._versions import Hosted
     from treadle._workflow._workflow import Workflow
 
-ASKING = (RunStatus.AWAITING_INPUT.value, RunStatus.WAITING.value)
-"""The statuses of runs that may have requests pending (a waiting run may ask and sleep)."""
+ASKING = (RunStatus.AWAITING_INPUT.value,)
+"""The statuses of runs that may have requests pending.
+
+A run rests as ``awaiting_input`` while anything of it waits for an answer,
+an approval or input, whatever else it waits for (a timer, a sub-workflow):
+one resting as ``waiting`` asks nothing, and reading its checkpoint to find
+so cost every listing a decode per run parked on a timer.
+"""
 
 
 @dataclass(slots=True)
@@ -97,10 +103,7 @@ async def scan_pending(
     actor: Actor | None = None,
 ) -> Pending:
     """:func:`pending_requests`, and which runs could not be read (for the listing to say so)."""
-    # Runs awaiting input first (newest first), then the waiting ones: only the first say
-    # they ask, and a listing with a limit stops once it has enough. Newest first across
-    # both, a store of 8,000 runs parked on timers decoded each of their checkpoints
-    # before the one request a limit of 1 asked for (2.7 s).
+    # Newest first; a listing with a limit stops once it has enough.
     runs: list[RunRecord] = []
     for status in ASKING:
         found = await store.list_runs(status=status, workflow=workflow)
