@@ -92,3 +92,30 @@ def test_the_sqlite_worker_logs_the_deadlines_it_fires(tmp_path):
     (failed,) = [line for line in lines if "run d1 failed" in line]
     assert "RunTimeoutError" in failed, failed
     assert "deadline" in failed, failed
+
+
+def test_a_second_sqlite_worker_on_one_file_says_another_serves_it(tmp_path):
+    # It started without a word: safe (leases), but only adding waiting for the one writer.
+    cli = Cli(tmp_path, TREADLE_LEASE=LEASE)
+    first = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        marker = cli.db.with_name(cli.db.name + "-worker")
+        began = time.monotonic()
+        while not (marker.exists() and marker.read_text() == str(first.pid)):
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() - began < 20, "no worker holds the file's marker"
+            time.sleep(0.05)
+        second = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+        try:
+            time.sleep(0.5)
+        finally:
+            said = stop(second)
+    finally:
+        alone = stop(first)
+    assert f"another treadle worker (pid {first.pid}) serves" in said, said
+    assert "another treadle worker" not in alone, alone
+    third = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        time.sleep(0.5)  # the first let go as it stopped: alone again
+    finally:
+        assert "another treadle worker" not in stop(third)

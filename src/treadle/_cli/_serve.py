@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from treadle._operations._shapes import iso_time
 from treadle._operations._webhooks import sending
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
     from treadle._engine._metrics import Metrics
     from treadle._graph._limits import CallLimit
@@ -182,6 +183,7 @@ async def _serve_file(
     from treadle._workflow._service import Runtime  # noqa: PLC0415
 
     _logger.info("worker serving %s", ", ".join(w.name for w in workflows))
+    path = getattr(store, "path", None)
     # Leaving the runtime detaches the runs it was advancing (it logs each):
     # stopping must not cancel them, they stay resumable.
     async with Runtime(
@@ -191,8 +193,54 @@ async def _serve_file(
         metrics=metrics,
         limits=settings.limits,
     ):
-        await stop.wait()
+        with contextlib.ExitStack() as held:
+            if isinstance(path, str):
+                held.enter_context(_said_if_not_alone(path))
+            await stop.wait()
     _logger.info("worker stopped")
+
+
+@contextlib.contextmanager
+def _said_if_not_alone(path: str) -> Iterator[None]:
+    """Warn when another worker serves the SQLite file at ``path`` already.
+
+    A second worker is safe (leases keep each run to one owner) but does
+    nothing a first does not: a SQLite file takes one writer at a time, so
+    it only adds waiting for the file, and it is easy to start by mistake
+    (a second shell, a unit started twice). Each worker holds an advisory
+    lock on ``<file>-worker``, beside SQLite's own ``-wal`` and ``-shm``,
+    holding its process id; the system lets go of it when the process ends,
+    however it ends. Never the database file itself: closing any descriptor
+    of that file drops SQLite's own locks on it. Where the lock cannot be
+    had (a read-only directory, no ``fcntl``), nothing is said.
+    """
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only
+
+        marker = open(f"{path}-worker", "a+", encoding="utf-8")  # noqa: PTH123, SIM115
+    except (ImportError, OSError):
+        yield
+        return
+    with marker:
+        try:
+            fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            marker.seek(0)
+            other = marker.read().strip() or "unknown"
+            _logger.warning(
+                "another treadle worker (pid %s) serves %s already: a SQLite file takes one "
+                "writer at a time, so a second worker adds waiting, not throughput "
+                "(docs/deploy.md: one worker per file)",
+                other,
+                path,
+            )
+            yield
+            return
+        marker.seek(0)
+        marker.truncate()
+        marker.write(str(os.getpid()))
+        marker.flush()
+        yield
 
 
 async def _serve_queue(
