@@ -419,10 +419,13 @@ class PostgresStore(
         """
         return await self._run(work, write=write)
 
-    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
+    # A scan (see SqlReads) takes a pooled connection like any read: it holds up no other.
+    async def _select(
+        self, template: str, parameters: tuple[Any, ...], **_: bool
+    ) -> list[Sequence[Any]]:
         return list(await self._read(_render(template), parameters))
 
-    async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[TupleRow]:
+    async def _read(self, query: str, parameters: tuple[Any, ...], **_: bool) -> list[TupleRow]:
         async def work(connection: Connection) -> list[TupleRow]:
             return await (await connection.execute(query, parameters)).fetchall()
 

@@ -57,8 +57,15 @@ class SqlSearch(ABC):
     search_dialect: ClassVar[Dialect]
 
     @abstractmethod
-    async def _read(self, query: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
-        """Run one rendered SELECT; return its rows."""
+    async def _read(
+        self, query: str, parameters: tuple[Any, ...], *, scan: bool = False
+    ) -> Sequence[Sequence[Any]]:
+        """Run one rendered SELECT; return its rows.
+
+        ``scan``: it may read rows in proportion to the store. Every search and
+        count is one: how many runs a filter reads is the planner's to know,
+        and an ``&&`` of ``!=`` on fields reads every run.
+        """
 
     async def search_runs(
         self,
@@ -74,13 +81,13 @@ class SqlSearch(ABC):
         """
         _sql_rules.check_limit(limit)
         template, parameters = _sql_search.select_matching(where.tree, limit=limit, before=before)
-        rows = await self._read(self.search_dialect.render(template), parameters)
+        rows = await self._read(self.search_dialect.render(template), parameters, scan=True)
         return [_sql_rows.run_from_row(row) for row in rows]
 
     async def count_runs(self, where: RunFilter) -> int:
         """How many runs ``where`` keeps."""
         template, parameters = _sql_search.count_matching(where.tree)
-        rows = await self._read(self.search_dialect.render(template), parameters)
+        rows = await self._read(self.search_dialect.render(template), parameters, scan=True)
         return int(rows[0][0])
 
     async def run_fields(self, run_id: str) -> dict[str, FieldValue]:

@@ -3,6 +3,13 @@
 SQLite and PostgreSQL answer these queries the same way; only how a query is
 rendered (placeholders, types) and run (a worker thread, a connection pool)
 differs, and that is each backend's :meth:`SqlReads._select`.
+
+Each read says whether it is a *scan*: whether what it reads grows with the
+store rather than being fixed by its keys or its limit (a listing without a
+limit, or one whose order no index gives, so every run it keeps is read and
+sorted first). SQLite runs scans on a lane of their own, so that reads of a
+few rows never wait behind one (see :mod:`treadle._stores._sqlite_readers`);
+PostgreSQL's pool serves reads side by side anyway.
 """
 
 from __future__ import annotations
@@ -40,8 +47,13 @@ class SqlReads(ABC):
     """``get_run``, ``get_graph``, ``load_checkpoint``, ``list_*`` and ``due_runs``."""
 
     @abstractmethod
-    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
-        """Run one SELECT written in the neutral SQL dialect; return its rows."""
+    async def _select(
+        self, template: str, parameters: tuple[Any, ...], *, scan: bool = False
+    ) -> list[Sequence[Any]]:
+        """Run one SELECT written in the neutral SQL dialect; return its rows.
+
+        ``scan``: it may read rows in proportion to the store (see the module docstring).
+        """
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run row.
@@ -191,7 +203,16 @@ class SqlReads(ABC):
             before=before,
             outcome=outcome,
         )
-        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
+        scan = _sql_statements.scans_runs(
+            status=status,
+            workflow=workflow,
+            parent_run_id=parent_run_id,
+            limit=limit,
+            id_prefix=id_prefix,
+            outcome=outcome,
+        )
+        rows = await self._select(query, parameters, scan=scan)
+        return [_sql_rows.run_from_row(row) for row in rows]
 
     async def read_events(
         self, run_id: str, *, after: int = 0, limit: int | None = None
@@ -224,7 +245,8 @@ class SqlReads(ABC):
             query, parameters = _sql_audit.SELECT_RUN_ENTRIES, (run_id, after)
         if limit is not None:
             query, parameters = query + " LIMIT ?", (*parameters, limit)
-        return [entry_of(row) for row in await self._select(query, parameters)]
+        whole = run_id is None and limit is None  # the store's whole log: a scan
+        return [entry_of(row) for row in await self._select(query, parameters, scan=whole)]
 
     async def last_event_seq(self, run_id: str) -> int:
         """The ``seq`` of the run's newest event, 0 if none yet.
@@ -255,4 +277,5 @@ class SqlReads(ABC):
         """
         _sql_rules.check_limit(limit)
         query, parameters = _sql_statements.select_due_runs(now, limit)
-        return [_sql_rows.run_from_row(row) for row in await self._select(query, parameters)]
+        rows = await self._select(query, parameters, scan=limit is None)
+        return [_sql_rows.run_from_row(row) for row in rows]

@@ -193,6 +193,30 @@ def select_runs(
     return _limited(template, parameters, limit)
 
 
+def scans_runs(
+    *,
+    status: str | None,
+    workflow: str | None,
+    parent_run_id: str | None,
+    limit: int | None,
+    id_prefix: str | None,
+    outcome: str | None,
+) -> bool:
+    """Whether :func:`select_runs`'s query for these filters reads rows in proportion to the store.
+
+    Not when it reads a run's forks (the index on ``parent_run_id``), nor a
+    limit's worth of runs from the newest on (the index on ``created_at``
+    gives them in order; ``before`` skips the newer of its entries). A column's
+    value or an id prefix keeps runs no index gives in that order: all of
+    them are read and sorted before the first is returned; so is every run
+    without a limit.
+    """
+    if parent_run_id is not None:
+        return False
+    narrowed = status is not None or workflow is not None or outcome is not None
+    return limit is None or narrowed or id_prefix is not None
+
+
 def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]]:
     """The ``due_runs`` template, due first (then by creation), with its parameters."""
     template = (

@@ -8,9 +8,11 @@ together or not at all).
 Speed: a commit is one fsync'd transaction of a few statements, prepared once
 and cached by the driver, on a thread that never waits for anything but the
 disk; commits queued together share one transaction (group commit). Reads go
-to a second thread with a connection of its own, so they never wait behind a
-commit's fsync. The event loop only hands the work over and awaits the result
-(see ``_sqlite_lanes``).
+to threads with connections of their own, so they never wait behind a
+commit's fsync: one for reads of a few rows, one for scans (searches, counts,
+listings of the whole store), so a read of a run never waits behind a scan
+(see ``_sqlite_readers``). The event loop only hands the work over and awaits
+the result (see ``_sqlite_lanes``).
 
 Several processes may share one file: writers take SQLite's write lock up
 front (``BEGIN IMMEDIATE``), wait up to ``busy_timeout`` for it, and retry the
@@ -41,6 +43,7 @@ from treadle._stores._sql_tokens import SqliteTokens
 from treadle._stores._sqlite_lanes import Groupable, Lane, Unavailable
 from treadle._stores._sqlite_live import SqliteLiveFeed
 from treadle._stores._sqlite_ownership import SqliteOwnership
+from treadle._stores._sqlite_readers import Readers
 from treadle._stores._sqlite_starts import SqliteAdmissions
 from treadle._stores._sqlite_transactions import (
     WroteThenRefused,
@@ -94,8 +97,9 @@ class SqliteStore(
     time, in the order they were called.
 
     Writes run one at a time, in the order they were called, on the store's
-    writer thread; reads run on its reader thread and see every write that
-    had returned when they were called (not one still in flight).
+    writer thread; reads run on its reader threads (scans on one of their
+    own) and see every write that had returned when they were called (not
+    one still in flight).
 
     A coroutine cancelled while its operation runs does not stop it: the
     operation completes (or not) as one transaction. One cancelled while its
@@ -333,15 +337,19 @@ class SqliteStore(
                 return
             self._closed = True
         await self.live.close()
-        await self._reader.stop(self._close_reader)
+        await self._readers.stop()
         await self._writer.stop(self._close_writer)
 
     # --- the store's threads --------------------------------------------------------
 
-    async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
-        return list(await self._read(_render(template), parameters))
+    async def _select(
+        self, template: str, parameters: tuple[Any, ...], *, scan: bool = False
+    ) -> list[Sequence[Any]]:
+        return list(await self._read(_render(template), parameters, scan=scan))
 
-    async def _read(self, query: str, parameters: tuple[Any, ...]) -> list[_Row]:
+    async def _read(
+        self, query: str, parameters: tuple[Any, ...], *, scan: bool = False
+    ) -> list[_Row]:
         # One SELECT is one consistent read, so reads need no explicit transaction.
         work = functools.partial(select, query, parameters)
         if self._pid != os.getpid():
@@ -350,9 +358,7 @@ class SqliteStore(
             return await self._call(work, write=False)
         with self._lock:
             self._check_open()
-            done: asyncio.Future[list[_Row]] = self._reader.submit(
-                functools.partial(self._run_read, work)
-            )
+            done: asyncio.Future[list[_Row]] = self._readers.submit(work, scan=scan)
         return await done
 
     async def _call(self, work: _Work[_T], *, write: bool, group: bool = False) -> _T:
@@ -386,14 +392,13 @@ class SqliteStore(
         self._pid = os.getpid()
         self._last_committer = None  # one run committing alone may write inline
         self._writer = Lane(self, "treadle-sqlite")  # threads start with their first call
-        self._reader = Lane(self, "treadle-sqlite-reader")
+        self._readers = Readers(self, self._path, self._busy_timeout)
         self._lock = threading.Lock()  # guards _closed and the lanes' queues
         self._connection: sqlite3.Connection | None = None  # the writer thread's
-        self._read_connection: sqlite3.Connection | None = None  # the reader thread's
         self._migrated = threading.Event()  # set once the writer has opened the file
 
     def _forked(self) -> None:
-        inherited = (self._writer, self._reader, self._connection, self._read_connection)
+        inherited = (self._writer, self._readers, self._connection)
         self._inherited.append(inherited)
         self._start()
 
@@ -431,18 +436,6 @@ class SqliteStore(
     def _run_now(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
         assert self._connection is not None  # noqa: S101 - only once the writer opened the file
         return group_now(self._connection, works, f"SQLite store {self._path}")
-
-    def _run_read(self, work: _Work[_T]) -> _T:
-        try:
-            connection = self._read_connection
-            if connection is None:  # the file exists and is migrated: the writer opened it
-                connection = sqlite3.connect(
-                    self._path, timeout=self._busy_timeout, isolation_level=None
-                )
-                self._read_connection = connection
-            return self._retrying(connection, work, write=False)
-        except sqlite3.Error as error:
-            raise DurabilityError(f"SQLite store {self._path}: {error}") from error
 
     def _run_group(self, works: list[_Work[Any]]) -> list[tuple[Any, BaseException | None]]:
         """Several writes in one transaction: one fsync for all.
@@ -492,8 +485,3 @@ class SqliteStore(
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-
-    def _close_reader(self) -> None:
-        if self._read_connection is not None:
-            self._read_connection.close()
-            self._read_connection = None
