@@ -12,8 +12,9 @@ timestamps, and retention keeps the most recently *committed* checkpoints,
 which is the order a run actually moved in even when it was resumed from an
 older point and so went back to a smaller superstep.
 
-The templates themselves are :mod:`treadle._stores._sql_schema`'s (tables and
-migrations), :mod:`treadle._stores._sql_statements`' (runs and checkpoints)
+The templates themselves are :mod:`treadle._stores._sql_tables`' (tables),
+:mod:`treadle._stores._sql_schema`'s (migrations),
+:mod:`treadle._stores._sql_statements`' (runs and checkpoints)
 and :mod:`treadle._stores._sql_ownership`'s (leases, the inbox, claims).
 """
 
