@@ -54,10 +54,10 @@ def test_a_session_has_the_role_the_rules_give_now_not_at_sign_in():
     ann = SIGN_IN.actor_of({"preferred_username": "ann", "groups": ["finance"]})
     assert isinstance(ann, Actor)
     session = sessions.issue(ann)
-    assert sessions.actor(session, "page").role is Role.ADMIN
+    assert sessions.signed(session, "page").role is Role.ADMIN
     demoted = dataclasses.replace(SIGN_IN, roles=((Role.VIEWER, ("ann",)),))
     later = Sessions("s3cret", 3600.0, demoted)  # the server restarted with new rules
-    now = later.actor(session, "page")
+    now = later.signed(session, "page")
     assert (now.name, now.role, now.groups) == ("ann", Role.VIEWER, frozenset({"finance"}))
     nobody = dataclasses.replace(SIGN_IN, roles=(), default_role=None)
-    assert Sessions("s3cret", 3600.0, nobody).actor(session, "page") is None
+    assert Sessions("s3cret", 3600.0, nobody).signed(session, "page") is None

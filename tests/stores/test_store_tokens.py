@@ -12,7 +12,7 @@ import time
 import pytest
 
 from treadle._exceptions import CommandError
-from treadle._stores._tokens import TokenKeeper, token_hash
+from treadle._stores._tokens import EndedSessions, TokenKeeper, token_hash
 
 
 async def test_a_token_is_kept_by_name_and_hash_only(store, tmp_path):
@@ -71,3 +71,17 @@ async def test_a_tokens_last_use_is_noted(store):
     assert first >= before - 1
     await store.note_token_use("bot")  # within the minute: not written again
     assert (await store.list_tokens())[0].last_used_at == first
+
+
+async def test_a_session_signed_out_is_kept_by_digest_and_run_out_ones_are_swept(store):
+    # Sign-out was kept in the serving process only: another process on the store took
+    # the session for live for the rest of its hours.
+    assert isinstance(store, EndedSessions)
+    now = time.time()
+    assert not await store.session_ended("d-live")
+    await store.end_session("d-run-out", now - 1)  # its time has passed
+    await store.end_session("d-live", now + 3600)
+    assert await store.session_ended("d-live")
+    assert not await store.session_ended("d-run-out"), "a sign-out sweeps the rows run out"
+    await store.end_session("d-live", now + 7200)  # signed out twice: one row, no error
+    assert await store.session_ended("d-live")

@@ -159,16 +159,16 @@ class AccessGuard:
     async def _actor(self, scope: Scope, headers: dict[str, bytes], method: str) -> Actor | str:
         """Who sent the request, or why it is refused (a sentence without the credential)."""
         cookies = cookie_parser(headers.get("cookie", b"").decode("latin-1"))
+        served = getattr(scope["app"].state, "served", None)
+        store = getattr(served, "store", None)
         authorization = headers.get("authorization")
         if authorization is not None:
             given = bearer_credentials(authorization.decode("latin-1"))
             if given is None:
                 return "send the token as Authorization: Bearer <token>"
-            served = getattr(scope["app"].state, "served", None)
-            store = getattr(served, "store", None)
-            page = not isinstance(self._principals.cookie(cookies), str | None)  # the page's
+            page = not isinstance(await self._principals.cookie(cookies, store), str | None)
             return await self._principals.bearer(given, store, page=page)
-        found = self._principals.cookie(cookies)
+        found = await self._principals.cookie(cookies, store)
         if found is None:
             if self._principals.sign_in is not None:
                 return (

@@ -17,6 +17,9 @@ A signed-in person's session is a cookie signed with the server's secret
 start, which signs everyone out on a restart). The same signed value is
 the page's credential for changes, sent as ``Authorization: Bearer`` by
 its scripts: another site can make a browser send a cookie, never a header.
+A session signed out is kept in the store (its digest, until it would have
+run out: :class:`~treadle._stores._tokens.EndedSessions`), so that every
+process serving the store refuses it, not only the one it signed out on.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from treadle._stores._tokens import EndedSessions
 from treadle._values._actors import KINDS, Actor, Role, names_problem
 
 if TYPE_CHECKING:
@@ -41,6 +45,10 @@ SESSION_PREFIX = "s."
 """What a session's credential starts with (a named token starts with ``tdl_``)."""
 
 DEFAULT_SCOPES = ("openid", "profile", "email")
+
+CLOCK_MARGIN = 300.0
+"""Seconds a session signed out is kept past its end: the clocks of the processes that
+serve one store may differ, and one behind would take the session for live a while longer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,49 +263,91 @@ class Sessions:
         )
         self._seconds = seconds
         self._sign_in = sign_in
-        # Sessions signed out before they ran out: each one's digest, until it would have.
+        # Sessions known to be signed out (here, or found so in the store), each one's
+        # digest until it would have run out: such a session is refused without a read.
         self._ended: dict[str, float] = {}
 
-    def end(self, value: str) -> None:
+    async def end(self, value: str, keeper: object) -> None:
         """Sign a session out: from now on it names nobody, though its signature still holds.
 
         A session is a signed value with no row behind it, so signing out
-        keeps it here until it would have run out anyway (in this process:
-        a server restarted with the same ``session_secret`` forgets it, as
-        it forgets nothing else a restart clears).
+        keeps its digest in the store (``keeper``) until it would have run
+        out, where every process serving the store finds it; a value this
+        server did not sign, or that has run out, names nobody already and
+        is not kept. A store that keeps no sessions (none is a
+        :class:`~treadle._stores._tokens.EndedSessions`) leaves it to this
+        process alone.
         """
-        now = time.time()
-        self._ended = {key: until for key, until in self._ended.items() if until > now}
-        self._ended[_digest(value)] = now + self._seconds
+        found = self._read(value)
+        if found is None:
+            return
+        digest, until = _digest(value), found[1] + CLOCK_MARGIN
+        self._remember(digest, until)
+        if isinstance(keeper, EndedSessions):
+            await keeper.end_session(digest, until)
 
     def issue(self, actor: Actor) -> str:
         """A signed session of ``actor`` (its record as JSON, with when it was made)."""
         data = {**actor.to_json(), "at": time.time()}
         return SESSION_PREFIX + self._signer.dumps(data)
 
-    def actor(self, value: str, door: str) -> Actor | None:
+    async def actor(self, value: str, door: str, keeper: object) -> Actor | None:
         """The actor a session's value names, coming in by ``door``, or ``None``.
 
-        ``None`` when the value was not signed by this server, is older
-        than a session lasts, or names someone the role rules now give no
-        role. The role is the rules' now (:meth:`SignIn.person`), not the
-        one the session was signed with.
+        ``None`` when :meth:`signed` gives none, or the store (``keeper``)
+        keeps the session as signed out, whichever process signed it out:
+        the store is the authority, read at each request (a session found
+        signed out is remembered, so it costs no read again).
         """
-        if not value.startswith(SESSION_PREFIX):
+        signed = self.signed(value, door)
+        if signed is None or not isinstance(keeper, EndedSessions):
+            return signed
+        digest = _digest(value)
+        if await keeper.session_ended(digest):
+            self._remember(digest, time.time() + self._seconds + CLOCK_MARGIN)
             return None
+        return signed
+
+    def signed(self, value: str, door: str) -> Actor | None:
+        """The actor a session's value names by its signature alone, or ``None``.
+
+        ``None`` when the value was not signed by this server, is older
+        than a session lasts, names someone the role rules now give no
+        role, or was signed out as far as this process knows. The role is
+        the rules' now (:meth:`SignIn.person`), not the one the session
+        was signed with. Without the store's word, so never enough to
+        admit a request: :meth:`actor` is.
+        """
         if self._ended and _digest(value) in self._ended:
             return None  # signed out
-        try:
-            data = self._signer.loads(
-                value.removeprefix(SESSION_PREFIX), max_age=int(self._seconds)
-            )
-            signed = Actor.from_json(data)
-        except (BadSignature, ValueError, TypeError):
+        found = self._read(value)
+        if found is None:
             return None
+        signed = found[0]
         if self._sign_in is None:
             return signed.through(door)
         now = self._sign_in.person(signed.name, signed.groups)
         return now.through(door) if isinstance(now, Actor) else None
+
+    def _read(self, value: str) -> tuple[Actor, float] | None:
+        """Whom a session was signed for and when it runs out, if this server signed it."""
+        if not value.startswith(SESSION_PREFIX):
+            return None
+        try:
+            data, signed_at = self._signer.loads(
+                value.removeprefix(SESSION_PREFIX),
+                max_age=int(self._seconds),
+                return_timestamp=True,
+            )
+            return Actor.from_json(data), signed_at.timestamp() + self._seconds
+        except (BadSignature, ValueError, TypeError):
+            return None
+
+    def _remember(self, digest: str, until: float) -> None:
+        """Keep a session signed out in this process too (those run out are let go)."""
+        now = time.time()
+        self._ended = {key: end for key, end in self._ended.items() if end > now}
+        self._ended[digest] = until
 
 
 def _digest(session: str) -> str:

@@ -194,15 +194,17 @@ class Provider:
         """Sign the session out and clear its cookie; say where the provider signs out too.
 
         The session the request carries (the page's bearer and its cookie)
-        names nobody from now on, whoever copied it. ``end_session``: the
+        names nobody from now on, whoever copied it, in every process that
+        serves the store (the store keeps it: :meth:`Sessions.end`). ``end_session``: the
         provider's own sign-out (its ``end_session_endpoint``), where the
         page goes next, so that its next sign-in asks again rather than
         passing through the provider's live session; ``null`` if it has none.
         """
         bearer = bearer_credentials(request.headers.get("authorization", "")) or ""
+        store = getattr(getattr(request.app.state, "served", None), "store", None)
         for value in (bearer, request.cookies.get(SESSION_COOKIE, "")):
             if value.startswith(SESSION_PREFIX):
-                self.sessions.end(value)
+                await self.sessions.end(value, store)
         end_session = (self._metadata or {}).get("end_session_endpoint")
         if isinstance(end_session, str):
             home = str(request.base_url)  # this server's page, as the browser reached it

@@ -68,7 +68,7 @@ class Principals:
         """The actor an ``Authorization: Bearer`` credential names, or why it names none."""
         door = "page" if page else "api"
         if given.startswith(SESSION_PREFIX):
-            actor = self.sessions.actor(given, "page")
+            actor = await self.sessions.actor(given, "page", keeper)
             return actor or "your session has ended or is not this server's: sign in again"
         if given.startswith(NAMED_PREFIX) and isinstance(keeper, TokenKeeper):
             return await self._named(given, keeper, door)
@@ -91,11 +91,14 @@ class Principals:
         await keeper.note_token_use(found.name)
         return Actor("token", found.name, door, Role.parse(found.role))
 
-    def cookie(self, cookies: dict[str, str]) -> Actor | str | None:
-        """The actor of the page's cookie (reads only), why it names none, or ``None`` (none)."""
+    async def cookie(self, cookies: dict[str, str], keeper: object) -> Actor | str | None:
+        """The actor of the page's cookie (reads only), why it names none, or ``None`` (none).
+
+        ``keeper`` is the store, which says whether a session was signed out.
+        """
         session = cookies.get(SESSION_COOKIE)
         if session is not None:
-            actor = self.sessions.actor(session, "page")
+            actor = await self.sessions.actor(session, "page", keeper)
             if actor is not None:
                 return actor
             if TOKEN_COOKIE not in cookies:

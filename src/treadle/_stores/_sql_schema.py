@@ -169,6 +169,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (),  # 17: SQLite packs large event rows (_event_packing.py); older treadles refuse it
     (),  # 18: SQLite writes event rows in layout 2 (_event_rows.py); older treadles refuse it
+    (  # 19: sessions signed out, refused by every process serving the store
+        tables.CREATE_ENDED_SESSIONS,
+        # What a sign-out's sweep reads: the rows whose time has passed.
+        "CREATE INDEX treadle_ended_sessions_expiry ON treadle_ended_sessions (expires_at)",
+    ),
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

@@ -293,3 +293,14 @@ CREATE TABLE treadle_graphs (
     digest {blob} NOT NULL,
     graph {blob} NOT NULL
 )"""
+
+# Sessions signed out before they ran out (see treadle._server._identity): a row per
+# session, by its SHA-256 (never the session itself), kept until it would have run out,
+# so that every process serving the store refuses it. Each sign-out removes the rows
+# whose time has passed: the table holds at most the sessions of one session's length.
+CREATE_ENDED_SESSIONS = """
+CREATE TABLE treadle_ended_sessions (
+    digest TEXT NOT NULL PRIMARY KEY,
+    ended_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+)"""

@@ -1,4 +1,4 @@
-"""Named API tokens on the SQL stores: :class:`~treadle._stores._tokens.TokenKeeper`, written once.
+"""Named tokens and ended sessions on the SQL stores (:mod:`treadle._stores._tokens`), written once.
 
 The statements are this module's (neutral dialect); a
 backend supplies how one SELECT and one change are run
@@ -40,9 +40,23 @@ UPDATE treadle_tokens SET last_used_at = ?
 WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)"""
 """(now, name, now - USE_GRANULARITY)."""
 
+END_SESSION = """
+INSERT INTO treadle_ended_sessions (digest, ended_at, expires_at) VALUES (?, ?, ?)
+ON CONFLICT DO NOTHING"""
+"""(digest, now, expires_at): a session signed out twice keeps its first row."""
+
+SWEEP_ENDED = "DELETE FROM treadle_ended_sessions WHERE expires_at <= ?"
+"""(now): sessions that have run out anyway, which nothing needs to refuse by name."""
+
+SELECT_ENDED = "SELECT 1 FROM treadle_ended_sessions WHERE digest = ?"
+
 
 class SqlTokens(ABC):
-    """:class:`~treadle._stores._tokens.TokenKeeper` over ``treadle_tokens``."""
+    """What signs people in, over the SQL stores' tables.
+
+    :class:`~treadle._stores._tokens.TokenKeeper` over ``treadle_tokens``, and
+    :class:`~treadle._stores._tokens.EndedSessions` over ``treadle_ended_sessions``.
+    """
 
     @abstractmethod
     async def _select(self, template: str, parameters: tuple[Any, ...]) -> list[Sequence[Any]]:
@@ -89,6 +103,16 @@ class SqlTokens(ABC):
         """See :meth:`~treadle._stores._tokens.TokenKeeper.note_token_use`."""
         at = _tokens.now()
         await self._change(NOTE_USE, (at, name, at - _tokens.USE_GRANULARITY))
+
+    async def end_session(self, digest: str, expires_at: float) -> None:
+        """See :meth:`~treadle._stores._tokens.EndedSessions.end_session`."""
+        at = _tokens.now()
+        await self._change(SWEEP_ENDED, (at,))
+        await self._change(END_SESSION, (digest, at, expires_at))
+
+    async def session_ended(self, digest: str) -> bool:
+        """See :meth:`~treadle._stores._tokens.EndedSessions.session_ended`."""
+        return bool(await self._select(SELECT_ENDED, (digest,)))
 
 
 class SqliteTokens(SqlTokens):

@@ -7,10 +7,16 @@ bearer token up by that hash on every request, refuses it when it is
 revoked or expired, and notes when it was last used (at most once a
 minute, so a busy client does not turn every read into a write).
 
+Sessions signed out are kept here too (:class:`EndedSessions`): a
+signed-in person's session is a signed value with no row behind it, so
+signing out keeps its SHA-256 until it would have run out, and every
+process serving the store refuses it (not only the one that signed it out).
+
 Only what signs people in needs this: the server and the ``tokens``
-command depend on :class:`TokenKeeper`, not on the whole ``Store`` port
-(every store implements both). The SQL stores' statements are here, in the
-neutral dialect; each backend runs them (:mod:`treadle._stores._sql_tokens`).
+command depend on :class:`TokenKeeper` and :class:`EndedSessions`, not on
+the whole ``Store`` port (every store implements all three). The SQL
+stores' statements are in the neutral dialect; each backend runs them
+(:mod:`treadle._stores._sql_tokens`).
 """
 
 from __future__ import annotations
@@ -112,6 +118,23 @@ class TokenKeeper(Protocol):
         ...
 
 
+@runtime_checkable
+class EndedSessions(Protocol):
+    """What the server asks of a store about sessions signed out before they ran out."""
+
+    async def end_session(self, digest: str, expires_at: float) -> None:
+        """Keep the session of this digest as signed out until ``expires_at``.
+
+        Sessions kept whose time has passed are removed on the way, so the
+        store holds at most the sessions of one session's length.
+        """
+        ...
+
+    async def session_ended(self, digest: str) -> bool:
+        """Whether the session of this digest was signed out (in any process)."""
+        ...
+
+
 def no_such_token(name: str) -> CommandError:
     """The refusal of a name no token has."""
     return CommandError(f"no token is named {name!r} (`treadle tokens list` lists them)")
@@ -142,7 +165,26 @@ def now() -> float:
 
 
 class MemoryTokens:
-    """:class:`TokenKeeper` in memory, for ``MemoryStore``."""
+    """:class:`TokenKeeper` and :class:`EndedSessions` in memory, for ``MemoryStore``."""
+
+    def _ended_rows(self) -> dict[str, float]:
+        rows: dict[str, float] | None = getattr(self, "_ended_sessions", None)
+        if rows is None:
+            rows = {}
+            self._ended_sessions = rows
+        return rows
+
+    async def end_session(self, digest: str, expires_at: float) -> None:
+        """See :meth:`EndedSessions.end_session`."""
+        rows = self._ended_rows()
+        at = now()
+        for gone in [kept for kept, until in rows.items() if until <= at]:
+            del rows[gone]
+        rows.setdefault(digest, expires_at)
+
+    async def session_ended(self, digest: str) -> bool:
+        """See :meth:`EndedSessions.session_ended`."""
+        return digest in self._ended_rows()
 
     def _token_rows(self) -> dict[str, tuple[TokenRecord, str]]:
         rows: dict[str, tuple[TokenRecord, str]] | None = getattr(self, "_tokens_by_name", None)
