@@ -9,7 +9,7 @@ forgotten:
   ``Authorization: Bearer`` with a named token, a signed-in person's
   session, or (only when nobody signs in) the server's own token. The
   page's cookie (``treadle_session`` for a signed-in person, else
-  ``treadle_token``; HttpOnly, SameSite) admits only reads (GET, HEAD):
+  ``treadle_token``; HttpOnly, SameSite, Secure over https) admits only reads (GET, HEAD):
   another site can make a browser send the cookie with a form it posts,
   never the header, so a change authorized by the cookie alone would be a
   cross-site request forgery. ``GET /?token=T`` (the URL printed at start
@@ -121,7 +121,7 @@ class AccessGuard:
         if path == "/" and method in _READS and self._principals.sign_in is None:
             given = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("token")
             if given is not None:
-                await self._sign_in(given, send)
+                await self._sign_in(scope, given, send)
                 return
         if path.startswith(LINK_PATHS):  # the link is the credential; who is signed in narrows it
             found = await self._actor(scope, headers, "GET")
@@ -188,13 +188,15 @@ class AccessGuard:
             )
         return found
 
-    async def _sign_in(self, given: str, send: Send) -> None:
+    async def _sign_in(self, scope: Scope, given: str, send: Send) -> None:
         """``GET /?token=T``: set the cookie and send the browser to ``/``, the token gone."""
         if not self._principals.matches_server_token(given):
             message = "wrong token in the address: open the address `treadle serve` printed"
             await _send_json(send, 401, error_body("Unauthorized", message), _CHALLENGE)
             return
         cookie = f"{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/"
+        if scope.get("scheme") == "https":  # also behind a proxy uvicorn trusts (docs/server.md)
+            cookie += "; Secure"
         await send(
             {
                 "type": "http.response.start",

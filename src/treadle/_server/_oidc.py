@@ -4,10 +4,11 @@
 endpoint (found in its discovery document) with a fresh ``state``,
 ``nonce`` and PKCE ``code_challenge`` (S256), kept meanwhile in a short
 signed cookie (``treadle_signin``, SameSite=Lax so that it comes back with
-the provider's redirect). ``GET /auth/callback`` checks the state, trades
-the code and the PKCE verifier for tokens at the token endpoint, checks
-the ID token (signature against the provider's published keys, issuer,
-audience, expiry, nonce: joserfc), maps its claims to an actor
+the provider's redirect; Secure, as the session's, when that redirect is
+https). ``GET /auth/callback`` checks the state, trades the code and the
+PKCE verifier for tokens at the token endpoint, checks the ID token
+(signature against the provider's published keys, issuer, audience,
+expiry, nonce: joserfc), maps its claims to an actor
 (:meth:`~treadle._server._identity.SignIn.actor_of`) and sets the session
 cookie. ``POST /auth/logout`` clears it. ``GET /api/me`` says who the
 caller is, for the page.
@@ -88,6 +89,19 @@ class Provider:
     def _redirect_uri(self, request: Request) -> str:
         return self.sign_in.redirect_uri or str(request.url_for("oidc_callback"))
 
+    def _secure(self, request: Request) -> bool:
+        """Whether the sign-in's cookies are ``Secure``: when the browser comes back over https.
+
+        The cookies come back with the provider's redirect to the redirect
+        URI, so that address says how the browser reaches this server: the
+        configured one (a TLS-terminating proxy's public address, while the
+        request here arrived over plain http), else this server's as the
+        request gave it, https when the request was (uvicorn takes a
+        proxy's ``X-Forwarded-Proto`` from the addresses it trusts:
+        docs/server.md).
+        """
+        return self._redirect_uri(request).startswith("https://")
+
     async def login(self, request: Request) -> Response:
         """Send the browser to the provider, with a fresh state, nonce and PKCE challenge."""
         metadata = await self.metadata()
@@ -109,7 +123,12 @@ class Provider:
         )
         pending = self._pending.dumps({"state": state, "nonce": nonce, "verifier": verifier})
         response.set_cookie(
-            SIGNIN_COOKIE, pending, max_age=_SIGNIN_SECONDS, httponly=True, samesite="lax"
+            SIGNIN_COOKIE,
+            pending,
+            max_age=_SIGNIN_SECONDS,
+            httponly=True,
+            samesite="lax",
+            secure=self._secure(request),
         )
         response.headers["cache-control"] = "no-store"
         return response
@@ -135,9 +154,9 @@ class Provider:
             max_age=int(self.sign_in.session_seconds),
             httponly=True,
             samesite="lax",  # sent on the provider's redirect back to the page
-            secure=request.url.scheme == "https",
+            secure=self._secure(request),
         )
-        response.delete_cookie(SIGNIN_COOKIE)
+        response.delete_cookie(SIGNIN_COOKIE, secure=self._secure(request), httponly=True)
         response.headers["cache-control"] = "no-store"
         return response
 
@@ -213,8 +232,9 @@ class Provider:
         else:
             end_session = None
         response = JsonResponse({"signed_out": True, "end_session": end_session})
-        response.delete_cookie(SESSION_COOKIE)
-        response.delete_cookie(TOKEN_COOKIE)
+        secure = self._secure(request)
+        response.delete_cookie(SESSION_COOKIE, secure=secure, httponly=True)
+        response.delete_cookie(TOKEN_COOKIE, secure=secure, httponly=True)
         return response
 
 
