@@ -12,6 +12,8 @@ allows; :func:`plain` makes them JSON, never failing on one it cannot.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -177,6 +179,11 @@ def plain(value: Any) -> Any:
     return to_plain(value, nan="null")
 
 
+def _dumps(value: Any) -> str:
+    """JSON-ready data as compact JSON text (strict: :func:`plain` made NaN null)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 class JsonResponse(Response):
     """A JSON response of any value :func:`plain` can make JSON (never a serialization error)."""
 
@@ -184,6 +191,152 @@ class JsonResponse(Response):
 
     def render(self, content: Any) -> bytes:
         """The body: compact UTF-8 JSON."""
-        return json.dumps(
-            plain(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")
-        ).encode()
+        return _dumps(plain(content)).encode()
+
+
+INLINE_WEIGHT = 16 * 1024
+"""About how many characters of JSON a body (or a piece of one) may come to and be encoded
+on the event loop: under a millisecond, less than a hop to a worker thread and back costs."""
+
+
+async def json_response(
+    content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """A JSON response of ``content``, a large one encoded on a worker thread, in pieces.
+
+    Encoding holds whoever runs it: the event loop, for a run of 4 MB, for
+    about 0.3 s, every other client of the server waiting. A small body is
+    encoded inline (a thread hop costs more than encoding it); a large one
+    on a worker thread, in pieces of :data:`INLINE_WEIGHT`
+    (:func:`encode_in_pieces`), because ``json`` and pydantic encode a
+    value whole in native code without letting go of the GIL: encoded
+    whole, even on a thread, it would hold the loop just the same.
+    Which is which is told by :func:`weight`, which walks no further into
+    ``content`` than the bound.
+    """
+    if weight(content, INLINE_WEIGHT) <= INLINE_WEIGHT:
+        return JsonResponse(content, status_code, headers)
+    body = await asyncio.to_thread(encode_in_pieces, content)
+    return Response(body, status_code, headers, media_type=JsonResponse.media_type)
+
+
+def weight(value: Any, limit: int) -> int:
+    """About how many characters ``value`` comes to as JSON, counted no further than past ``limit``.
+
+    A text counts its length, a dict, list, tuple or set its entries (and
+    then each of them), a dataclass or model its fields, anything else (a
+    number, a time) a few characters. Never exact, and it need not be: it
+    tells a body to encode at once from one worth a thread, and a piece to
+    encode from one to split, at a cost bounded by ``limit`` however large
+    ``value`` is.
+    """
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if item is None or isinstance(item, int | float):  # bool too: the most common, first
+            total += 8
+        elif isinstance(item, str | bytes | bytearray):
+            total += len(item) + 2
+        elif isinstance(item, dict):
+            total += 2 * len(item) + 2
+            if total <= limit:
+                stack += item.keys()
+                stack += item.values()
+        elif isinstance(item, list | tuple | set | frozenset):
+            total += len(item) + 2
+            if total <= limit:
+                stack += item
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            total += 2
+            stack += (getattr(item, field.name) for field in dataclasses.fields(item))
+        elif isinstance(fields := getattr(item, "__dict__", None), dict):  # a model's fields
+            total += 2
+            stack += fields.values()
+        else:
+            total += 8
+    return total
+
+
+class _Raw(str):
+    """Text of the JSON being written, not a value to encode (a value's texts are ``str``).
+
+    A bracket, a comma, a key, or entries encoded together.
+    """
+
+    __slots__ = ()
+
+
+def encode_in_pieces(content: Any) -> bytes:
+    """What :meth:`JsonResponse.render` gives, encoded about :data:`INLINE_WEIGHT` at a time.
+
+    A dict, list or tuple heavier than that is written as its brackets
+    around its entries, encoded a batch at a time (:func:`_split`); a heavy
+    entry that is one itself is split in turn; anything else is encoded
+    whole, as :func:`plain` and ``json`` make it. Between pieces the GIL
+    can pass to the event loop's thread (this runs on a worker thread:
+    :func:`json_response`). Without recursion: a deep value makes a long
+    stack, never a deep one.
+    """
+    written: list[str] = []
+    stack: list[Any] = [content]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Raw:
+            written.append(item)
+        elif _heavy(item):
+            stack += reversed(_split(item))
+        else:
+            written.append(_dumps(plain(item)))
+    return "".join(written).encode()
+
+
+def _heavy(value: Any) -> bool:
+    """Whether ``value`` is a dict, list or tuple to split: heavier than a piece."""
+    return type(value) in (dict, list, tuple) and weight(value, INLINE_WEIGHT) > INLINE_WEIGHT
+
+
+_FEW = 64
+"""A container of at most this many entries has each weighed before it is batched (_split)."""
+
+
+def _split(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A heavy container's parts in order: ``_Raw`` texts, and heavy entries to split further.
+
+    Its entries are encoded in batches whose size follows what the last
+    batch came to, so that each comes to about a piece. An entry is
+    weighed first, so that a heavy one is split in turn rather than
+    encoded whole, in a container of a few entries (a record: a run's
+    detail, its state), or while a batch is one entry: weighing each of
+    a long list's entries would walk all of it in Python, ten times what
+    encoding it costs. So a heavy entry among many light ones of a long
+    list is encoded with its batch, whole.
+    """
+    keyed = isinstance(container, dict)
+    items: Any = list(container.items()) if isinstance(container, dict) else container
+    few = len(items) <= _FEW
+    entries: list[list[Any]] = []
+    count = at = 0
+    while at < len(items):
+        value = items[at][1] if keyed else items[at]
+        if (few or count <= 1) and _heavy(value):
+            if keyed:  # the key as plain() writes it: {key: 0} is '{"key":0}'
+                key = _dumps(plain({items[at][0]: 0}))[1:-3]
+                entries.append([_Raw(f"{key}:"), value])
+            else:
+                entries.append([value])
+            at += 1
+            continue
+        count = 1 if few else max(count, 1)
+        batch = items[at : at + count]
+        text = _dumps(plain(dict(batch) if keyed else batch))[1:-1]
+        entries.append([_Raw(text)])
+        at += count
+        count = max(1, min(2 * count, count * INLINE_WEIGHT // max(len(text), 1)))
+    parts: list[Any] = [_Raw("{" if keyed else "[")]
+    for index, entry in enumerate(entries):
+        if index:
+            parts.append(_Raw(","))
+        parts += entry
+    parts.append(_Raw("}" if keyed else "]"))
+    return parts

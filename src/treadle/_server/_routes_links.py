@@ -45,7 +45,7 @@ from treadle._operations._shapes import iso_time, run_json
 from treadle._server._body import check_query, json_object, optional_field, text_field
 from treadle._server._endpoints import Endpoint, actor_of
 from treadle._server._fields import fields_of
-from treadle._server._json import ApiError, JsonResponse
+from treadle._server._json import ApiError, JsonResponse, json_response
 from treadle._server._page import _HEADERS as PAGE_HEADERS
 from treadle._server._page import PAGE_DIR
 from treadle._server._state import served_of
@@ -110,7 +110,7 @@ async def _show(request: Request) -> Response:
     link = await open_link(served.store, request.path_params["token"], signed_in=signed_in(request))
     run = await served.find_run(link.run_id)
     question = await link_question(served.store, link, served.workflow_of(run))
-    return JsonResponse({"link": _link_json(link), "request": question})
+    return await json_response({"link": _link_json(link), "request": question})
 
 
 async def _post(request: Request) -> Response:

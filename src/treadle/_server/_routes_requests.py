@@ -28,7 +28,7 @@ from treadle._server._body import (
 )
 from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._fields import fields_of
-from treadle._server._json import ApiError, JsonResponse
+from treadle._server._json import ApiError, JsonResponse, json_response
 from treadle._server._state import served_of
 from treadle._server._views import workflow_json
 from treadle._values._actors import Role
@@ -81,7 +81,7 @@ async def list_requests(request: Request) -> Response:
     if len(names) > 1:
         order = await _newest_first(served.store)
         found.sort(key=lambda r: order.get(r["run_id"], len(order)))
-    return JsonResponse({"requests": [request_json(r) for r in found[:limit]]})
+    return await json_response({"requests": [request_json(r) for r in found[:limit]]})
 
 
 async def _newest_first(store: RunReads) -> dict[str, int]:

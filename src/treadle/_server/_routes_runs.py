@@ -35,7 +35,7 @@ from treadle._server._body import (
 )
 from treadle._server._endpoints import Endpoint, Param, actor_of
 from treadle._server._fields import fields_of
-from treadle._server._json import ApiError, JsonResponse
+from treadle._server._json import ApiError, JsonResponse, json_response
 from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
@@ -190,7 +190,7 @@ async def list_runs(request: Request) -> Response:
         where=where,
     )
     waiting = await waits_by_run(served.store, rows)
-    return JsonResponse(page_json(rows, next_cursor, shown=listed_run(waiting)))
+    return await json_response(page_json(rows, next_cursor, shown=listed_run(waiting)))
 
 
 async def get_run(request: Request) -> Response:
@@ -198,7 +198,7 @@ async def get_run(request: Request) -> Response:
     served = served_of(request)
     check_query(request, ())
     run = await served.find_run(request.path_params["run_id"])
-    return JsonResponse(await run_detail(served, run))
+    return await json_response(await run_detail(served, run))  # a run's values: any size
 
 
 async def run_history(request: Request) -> Response:
@@ -206,7 +206,7 @@ async def run_history(request: Request) -> Response:
     served = served_of(request)
     check_query(request, ())
     found = await served.find_run(request.path_params["run_id"])
-    return JsonResponse(history_json(*await commands.history(served.store, found.run_id)))
+    return await json_response(history_json(*await commands.history(served.store, found.run_id)))
 
 
 async def fork_run(request: Request) -> Response:
