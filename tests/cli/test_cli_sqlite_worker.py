@@ -8,6 +8,7 @@ before that lease runs out was taken from an owner it knew to be dead.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -94,28 +95,49 @@ def test_the_sqlite_worker_logs_the_deadlines_it_fires(tmp_path):
     assert "deadline" in failed, failed
 
 
+def _logged_until(worker: subprocess.Popen[str], needle: str) -> list[str]:
+    """The worker's log, read on a thread, once a line holds ``needle``; then it is stopped."""
+    lines: list[str] = []
+    reading = threading.Thread(target=lambda: lines.extend(iter(worker.stderr.readline, "")))
+    reading.start()
+    try:
+        began = time.monotonic()
+        while not any(needle in line for line in lines):
+            assert worker.poll() is None, lines
+            assert time.monotonic() - began < 20, f"no line says {needle!r}: {lines}"
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+        reading.join()
+        end(worker)
+    assert worker.returncode == 0, lines
+    return lines
+
+
 def test_a_second_sqlite_worker_on_one_file_says_another_serves_it(tmp_path):
     # It started without a word: safe (leases), but only adding waiting for the one writer.
     cli = Cli(tmp_path, TREADLE_LEASE=LEASE)
-    first = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
-    try:
-        marker = cli.db.with_name(cli.db.name + "-worker")
+    marker = cli.db.with_name(cli.db.name + "-worker")
+
+    def serving_alone(worker: subprocess.Popen[str]) -> None:
         began = time.monotonic()
-        while not (marker.exists() and marker.read_text() == str(first.pid)):
-            assert first.poll() is None, first.communicate()
+        while not (marker.exists() and marker.read_text() == str(worker.pid)):
+            assert worker.poll() is None, worker.communicate()
             assert time.monotonic() - began < 20, "no worker holds the file's marker"
             time.sleep(0.05)
+
+    first = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
+    try:
+        serving_alone(first)
         second = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
-        try:
-            time.sleep(0.5)
-        finally:
-            said = stop(second)
+        said = _logged_until(second, "another treadle worker")
     finally:
         alone = stop(first)
-    assert f"another treadle worker (pid {first.pid}) serves" in said, said
+    assert any(f"another treadle worker (pid {first.pid}) serves" in line for line in said), said
     assert "another treadle worker" not in alone, alone
     third = cli.start("worker", "--app", "slow_app", "--poll-interval", "0.05")
     try:
-        time.sleep(0.5)  # the first let go as it stopped: alone again
+        serving_alone(third)  # the first let go as it stopped: the third holds it
     finally:
         assert "another treadle worker" not in stop(third)
