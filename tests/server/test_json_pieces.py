@@ -14,7 +14,9 @@ import datetime as dt
 import math
 
 import pytest
+from hypothesis import given, settings
 
+from strategies import values
 from treadle._server import _json
 from treadle._server._json import INLINE_WEIGHT, JsonResponse, encode_in_pieces
 
@@ -77,3 +79,13 @@ async def test_a_small_body_is_encoded_on_the_loop(monkeypatch):
     monkeypatch.setattr(_json, "encode_in_pieces", no_pieces)
     response = await _json.json_response({"run": {"run_id": "r", "status": "completed"}})
     assert response.body == b'{"run":{"run_id":"r","status":"completed"}}'
+
+
+@given(value=values)
+@settings(max_examples=300, deadline=None)
+def test_any_value_in_pieces_is_the_bytes_of_one_piece(value):
+    # Pieces of a few characters: every dict, list and tuple the value holds is split.
+    whole = JsonResponse(value).body
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_json, "INLINE_WEIGHT", 4)
+        assert encode_in_pieces(value) == whole

@@ -17,7 +17,9 @@ def plain(value: Any, *, nan: Literal["constants", "null"] = "constants") -> Any
 
     try:
         return to_jsonable_python(value, fallback=repr, inf_nan_mode=nan)
-    except ValueError:  # nested deeper than pydantic serializes (about 255 levels)
+    # Nested deeper than pydantic serializes (about 255 levels), or a dict keyed by what
+    # pydantic takes for no key (a frozenset): copied level by level, each key made text.
+    except (ValueError, TypeError):
         return _plain_deep(value, nan)
 
 
@@ -31,9 +33,7 @@ def _plain_deep(value: Any, nan: Literal["constants", "null"]) -> Any:
         parent, key, item = stack.pop()
         copied: Any
         if isinstance(item, dict):
-            named = [
-                (k if isinstance(k, str) else str(plain(k, nan=nan)), v) for k, v in item.items()
-            ]
+            named = [(_key_text(k, nan), v) for k, v in item.items()]
             copied = dict.fromkeys(k for k, _ in named)
             stack.extend((copied, k, v) for k, v in named)
         elif isinstance(item, list | tuple):
@@ -42,7 +42,20 @@ def _plain_deep(value: Any, nan: Literal["constants", "null"]) -> Any:
         else:
             try:
                 copied = to_jsonable_python(item, fallback=repr, inf_nan_mode=nan)
-            except ValueError:  # a deep model or dataclass: its repr will do
+            except (ValueError, TypeError):  # a deep model or dataclass: its repr will do
                 copied = repr(item)
         parent[key] = copied
     return root[0]
+
+
+def _key_text(key: Any, nan: Literal["constants", "null"]) -> str:
+    """A dict's key as text, as pydantic writes it where it can (``False``: ``"false"``)."""
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - pydantic only when printing
+
+    if isinstance(key, str):
+        return key
+    try:
+        (text,) = to_jsonable_python({key: None}, fallback=repr, inf_nan_mode=nan)
+    except (ValueError, TypeError):  # no key to pydantic (a frozenset): its value's text
+        return str(plain(key, nan=nan))
+    return str(text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -180,8 +181,38 @@ def plain(value: Any) -> Any:
 
 
 def _dumps(value: Any) -> str:
-    """JSON-ready data as compact JSON text (strict: :func:`plain` made NaN null)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """JSON-ready data as compact JSON text, strict: NaN and infinities as null.
+
+    :func:`plain` makes them null, except in a pydantic model whose own
+    settings keep them: such a value is written again with them made null
+    (:func:`_finite`) rather than failing the answer.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a NaN or an infinity that plain() kept
+        return json.dumps(
+            _finite(value), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+
+
+def _finite(value: Any) -> Any:
+    """JSON-ready data with each NaN and infinity as ``None``, copied level by level."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        if isinstance(item, dict):
+            copied: Any = dict.fromkeys(item)
+            stack.extend((copied, k, v) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            copied = [None] * len(item)
+            stack.extend((copied, index, v) for index, v in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            copied = None
+        else:
+            copied = item
+        parent[key] = copied
+    return root[0]
 
 
 class JsonResponse(Response):
