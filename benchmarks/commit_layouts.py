@@ -81,6 +81,7 @@ def floor(directory: Path, size: int) -> Step:
 
 def _treadle_file(path: Path) -> None:
     """A file with treadle's schema and a leased run (made by treadle), then closed."""
+
     @executor(id="rest")
     async def rest(message: int, ctx: WorkflowContext) -> None:
         await ctx.sleep(3600)
