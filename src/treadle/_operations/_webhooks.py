@@ -25,22 +25,20 @@ Webhooks library.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import TreadleError
 from treadle._operations._shapes import with_iso_times
+from treadle._operations._webhook_post import TIMEOUT, Wire, post
 from treadle._stores._answer_links import link_token
-from treadle._stores._outbox import HasOutbox, offered_link, sign
+from treadle._stores._outbox import HasOutbox, offered_link
 from treadle._tasks import stop_if_cancelled
-from treadle._values._text import error_text
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -54,10 +52,7 @@ _logger = logging.getLogger("treadle.webhooks")
 LEASE = 30.0
 """Seconds a sender holds a message it is delivering (more than a delivery's timeout)."""
 
-TIMEOUT = 10.0
-"""Seconds a delivery waits for the endpoint's answer."""
-_ANSWER_READ = 64 * 1024
-"""Bytes of an endpoint's answer read before the connection is closed (only its status counts)."""
+__all__ = ["LEASE", "TIMEOUT", "WebhookSender", "message_json", "outbox_of", "post", "sending"]
 
 
 def outbox_of(store: Store) -> Outbox:
@@ -98,37 +93,68 @@ class WebhookSender:
         self._batch = batch
         self._lease = lease
         self._owner = f"{socket.gethostname()}:{os.getpid()}:webhooks-{id(self):x}"
+        # The sender's own threads: a delivery blocks one for up to TIMEOUT, and on the
+        # loop's default executor a batch of receivers that never answer held every
+        # thread that runs' sync steps and conditions wait for.
+        self._busy = 0  # deliveries under way
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=batch, thread_name_prefix="treadle-webhooks"
+        )
 
     async def serve(self) -> None:
-        """Send due messages as they fall due, until cancelled."""
-        while True:
-            stop_if_cancelled()  # lost below (see treadle._tasks): this loop would never end
-            try:
-                sent = await self.send_due()
-            except TreadleError as error:  # the store is away: try again next round
-                _logger.warning("webhooks: cannot read the outbox: %s", error)
-                sent = 0
-            if sent < self._batch:
-                await asyncio.sleep(self._poll_interval)
+        """Send due messages as they fall due, until cancelled.
+
+        Deliveries run beside the loop that claims them, at most ``batch`` at
+        once: a receiver that never answers holds up its own messages only,
+        not a round of every endpoint's (each round waited for its slowest).
+        """
+        try:
+            async with asyncio.TaskGroup() as group:
+                while True:
+                    stop_if_cancelled()  # lost below (see treadle._tasks): it would never end
+                    room = self._batch - self._busy
+                    try:
+                        sent = await self._start_due(group, room)
+                    except TreadleError as error:  # the store is away: try again next round
+                        _logger.warning("webhooks: cannot read the outbox: %s", error)
+                        sent = 0
+                    if sent == 0 or sent < room:
+                        await asyncio.sleep(self._poll_interval)
+        finally:
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def send_due(self) -> int:
-        """Send every message due now (one round); how many were tried."""
+        """Send every message due now (one round, its deliveries awaited); how many were tried."""
+        async with asyncio.TaskGroup() as group:
+            return await self._start_due(group, self._batch)
+
+    async def _start_due(self, group: asyncio.TaskGroup, room: int) -> int:
+        """Claim up to ``room`` due messages and start delivering each in ``group``."""
+        if room <= 0:
+            return 0
         endpoints = {e.endpoint_id: e for e in await self._outbox.endpoints()}
         if not endpoints:
             return 0
-        claimed = await self._outbox.claim_messages(
-            self._owner, time.time(), self._lease, self._batch
-        )
-        async with asyncio.TaskGroup() as group:
-            for message in claimed:
-                endpoint = endpoints.get(message.endpoint_id)
-                if endpoint is not None:
-                    group.create_task(self._deliver(message, endpoint))
+        claimed = await self._outbox.claim_messages(self._owner, time.time(), self._lease, room)
+        for message in claimed:
+            endpoint = endpoints.get(message.endpoint_id)
+            if endpoint is not None:
+                self._busy += 1
+                group.create_task(self._delivering(message, endpoint))
         return len(claimed)
+
+    async def _delivering(self, message: OutboxMessage, endpoint: Endpoint) -> None:
+        """Deliver one message; the store away meanwhile leaves it leased, to be sent again."""
+        try:
+            await self._deliver(message, endpoint)
+        except TreadleError as error:
+            _logger.warning("webhooks: message %s: %s", message.message_id, error)
+        finally:
+            self._busy -= 1
 
     async def _deliver(self, message: OutboxMessage, endpoint: Endpoint) -> None:
         extra = await self._answer_link(message, endpoint)
-        problem = await asyncio.to_thread(post, message, endpoint, extra)
+        problem = await self._post(message, endpoint, extra)
         if problem is None:
             await self._outbox.message_sent(message.message_id, self._owner)
             if self._metrics is not None:
@@ -150,6 +176,25 @@ class WebhookSender:
                 problem,
             )
 
+    async def _post(
+        self, message: OutboxMessage, endpoint: Endpoint, extra: dict[str, Any]
+    ) -> str | None:
+        """:func:`post` on the sender's threads, cut off TIMEOUT seconds after it starts.
+
+        The socket's own timeout bounds each read, not the answer: a receiver
+        trickling its headers would hold the delivery for ever. Past the
+        deadline the delivery's sockets are shut, so its thread returns too.
+        """
+        wire = Wire()
+        loop = asyncio.get_running_loop()
+        sent = loop.run_in_executor(self._threads, post, message, endpoint, extra, wire)
+        try:
+            return await asyncio.wait_for(sent, TIMEOUT)
+        except TimeoutError:
+            return f"no answer within {TIMEOUT:g} s"
+        finally:
+            wire.cut()
+
     async def _answer_link(self, message: OutboxMessage, endpoint: Endpoint) -> dict[str, Any]:
         """``{"answer_link": URL}`` for a ``request.created`` to an endpoint offering links.
 
@@ -162,35 +207,6 @@ class WebhookSender:
         await self._outbox.add_link(link)
         token = link_token(link, await self._outbox.link_key())
         return {"answer_link": f"{endpoint.links.base_url.rstrip('/')}/answer/{token}"}
-
-
-def post(
-    message: OutboxMessage, endpoint: Endpoint, extra: dict[str, Any] | None = None
-) -> str | None:
-    """POST the message to the endpoint, signed; ``None`` when it answered 2xx, else why not.
-
-    ``extra``: more fields for the body's ``data`` (a request's answer link).
-    """
-    payload = message.payload()
-    payload["data"].update(extra or {})
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    timestamp = int(time.time())
-    headers = {
-        "content-type": "application/json",
-        "user-agent": "treadle-webhooks",
-        "webhook-id": message.webhook_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(endpoint.secret, message.webhook_id, timestamp, body),
-    }
-    request = urllib.request.Request(endpoint.url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked when the endpoint was added
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:  # noqa: S310 - as above
-            answer.read(_ANSWER_READ)  # its status is the answer; a body may be endless
-    except urllib.error.HTTPError as error:
-        return f"HTTP {error.code}"
-    except (OSError, ValueError) as error:
-        return error_text(error)
-    return None
 
 
 @contextlib.asynccontextmanager
