@@ -8,7 +8,7 @@ import pytest
 
 import treadle
 from treadle import RunStatus
-from treadle.errors import DefinitionError
+from treadle.errors import DefinitionError, ExecutorFailedError
 
 FLOW = """\
 name: hostile
@@ -257,3 +257,29 @@ async def test_a_condition_over_its_budget_takes_the_nodes_error_route(write):
     result = await workflow.run([f"word-{i:03d}-" + "x" * 90 for i in range(300)])
     assert result.status is RunStatus.COMPLETED
     assert result.outputs == ["recovered from first"]
+
+
+async def test_a_condition_joining_large_values_in_a_macro_is_stopped(write):
+    """``+`` copies: within its steps, this built 90 million characters from 100 KB of input."""
+    workflow = treadle.load(
+        write(
+            """\
+            name: joining
+            start: first
+            inputs: {items: list, text: str}
+            nodes:
+              first: {executor: "declarative.steps:echo"}
+              done: {step: output}
+            edges:
+              - from: first
+                to: done
+                when: "size(inputs.items.map(x, inputs.text + inputs.text + inputs.text)) > 0"
+            """
+        )
+    )
+    small = {"items": [1, 2, 3], "text": "abc"}
+    assert (await workflow.run(small)).status is RunStatus.COMPLETED
+    with pytest.raises(ExecutorFailedError) as failed:
+        await workflow.run({"items": list(range(100)), "text": "x" * 100_000})
+    assert "node 'first': the condition" in str(failed.value)
+    assert "built more than 4,000,000 characters or items with +" in str(failed.value)

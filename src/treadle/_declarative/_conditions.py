@@ -58,7 +58,14 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 from lark import Token, Tree
 
-from treadle._declarative._budget import MAX_STEPS, BudgetedEvaluator, OverBudget, explained
+from treadle._declarative._budget import (
+    MAX_BUILT,
+    MAX_STEPS,
+    BudgetedEvaluator,
+    OverBudget,
+    explained,
+    new_budget,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -159,17 +166,22 @@ class Expression:
             ExpressionError: The evaluation failed (a missing key, a type mismatch).
         """
         activation = {name: json_to_cel(values[name]) for name in self.names}
-        evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), [MAX_STEPS])
+        evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), new_budget())
         try:
             result = evaluator.evaluate(activation)
         except CELEvalError as error:
             msg = f"{self.source!r} failed: {explained(error)}"
             raise ExpressionError(msg) from None
-        except OverBudget:
+        except OverBudget as over:
             msg = (
                 f"{self.source!r} went over its budget of {MAX_STEPS:,} evaluation steps "
                 f"(a macro over a large list, inside another?) and was stopped"
             )
+            if over.what == "built":
+                msg = (
+                    f"{self.source!r} built more than {MAX_BUILT:,} characters or items "
+                    f"with + (large values joined in a macro?) and was stopped"
+                )
             raise ExpressionError(msg) from None
         if isinstance(result, CELEvalError):
             msg = f"{self.source!r} failed: {explained(result)}"
