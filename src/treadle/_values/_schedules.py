@@ -46,6 +46,9 @@ OVERLAPS: tuple[str, ...] = get_args(Overlap)
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _CRON_FIELDS = 5
 _PLACEHOLDERS = ("{nominal}", "{nominal_utc}", "{date}", "{schedule}")
+MAX_EVERY = timedelta(days=36525)
+"""The longest interval: a hundred years (longer put the next tick past what a datetime holds,
+and the schedule was refused with "year 33658 is out of range", naming nothing)."""
 DEFAULT_CATCHUP = timedelta(hours=1)
 """How late a tick may still start by default: a restart or a short outage is caught up,
 a day-long one does not start a day of runs at once."""
@@ -57,7 +60,11 @@ def _seconds(value: timedelta | float | None, name: str) -> timedelta | None:
     if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
         msg = f"{name} takes a timedelta or seconds, not {value!r}"
         raise TypeError(msg)
-    result = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    try:
+        result = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except (OverflowError, ValueError):  # inf, nan, or past timedelta's range
+        msg = f"{name} must be a finite number of seconds, not {value!r}"
+        raise ValueError(msg) from None
     if result < timedelta(0):
         msg = f"{name} cannot be negative, got {result}"
         raise ValueError(msg)
@@ -173,6 +180,8 @@ class Schedule:
                 problems.append(f"cron {self.cron!r} is not a cron expression: {error}")
         if self.every is not None and self.interval_ms < 1:
             problems.append("every= must be at least a millisecond")
+        if isinstance(self.every, timedelta) and self.every > MAX_EVERY:
+            problems.append(f"every= must be at most a hundred years, got {self.every}")
         try:
             ZoneInfo(self.tz)
         except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # OSError: a name too long
