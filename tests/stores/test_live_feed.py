@@ -168,3 +168,31 @@ async def test_stores_on_two_schemas_not_yet_made_never_hear_each_others_runs():
         for store in (driver, follower, other):
             await store.close()
         await drop_schemas([mine, theirs])
+
+
+async def test_followers_that_come_and_go_each_get_their_runs_events_once(pair):
+    """Followers in one process share what carries the events (one PostgreSQL connection):
+    one leaving early, one joining late, and run ids JSON escapes, each gets its own once."""
+    driver, follower_store = pair
+    quoted = 'r"é\\'
+    async with (
+        follower_store.live.follow("r1") as first,
+        follower_store.live.follow("r1") as second,
+        follower_store.live.follow(quoted) as odd,
+    ):
+        async with follower_store.live.follow("r2") as leaving:
+            driver.live.publish("r2", entry(1))
+            assert [e.data["delta"] for e in await received(leaving, 1)] == ["d1"]
+        driver.live.publish("r2", entry(2, "nobody follows r2 now"))
+        driver.live.publish("r1", entry(3))
+        driver.live.publish(quoted, entry(4))
+        for follower in (first, second):
+            assert [e.data["delta"] for e in await received(follower, 1)] == ["d3"]
+        async with follower_store.live.follow("r1") as late:
+            driver.live.publish("r1", entry(5))
+            assert [e.data["delta"] for e in await received(late, 1)] == ["d5"]
+        for follower in (first, second):
+            assert [e.data["delta"] for e in await received(follower, 1)] == ["d5"]
+        assert [(e.run_id, e.data["delta"]) for e in await received(odd, 1)] == [(quoted, "d4")]
+        await asyncio.sleep(0.3)  # time for anything else to arrive: nothing does
+        assert {f.get_nowait() for f in (first, second, odd)} == {None}

@@ -11,11 +11,16 @@ with a part lost is dropped). A full notification queue on the server
 (followers that stopped reading) makes ``pg_notify`` fail: the sender
 drops that batch and goes on; the run never notices.
 
-The follower's side: each follow block opens a connection, ``LISTEN`` s
-before it yields (so every event sent after the block began reaches it),
-and a task it owns reads the notifications, keeping those of its run and
-not sent by this same feed (its own followers had them at once from
-:class:`LocalFanOut`).
+The follower's side: one listening connection per event loop, shared by
+every follow block on that loop, opened by the first block and closed when
+the last one ends. A block waits until it is listening before it yields (so
+every event sent after the block began reaches it); a task reads the
+notifications and hands each to the followers of its run on that loop,
+skipping those sent by this same feed (its own followers had them at once
+from :class:`LocalFanOut`). Why shared: with a connection per block, a
+server's 100 open event streams used up the database's ``max_connections``,
+and every other client of the database (the store's pool, each worker) was
+refused until the streams closed.
 
 The channel is ``treadle_live_`` and a digest of the store's schema, so
 stores on other schemas of the same database never see each other's events.
@@ -40,7 +45,7 @@ from treadle._stores._live_sender import LiveSender
 from treadle._tasks import cancel_and_wait, stop_if_cancelled
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Container, Sequence
 
     from treadle._stores._events import EventEntry
 
@@ -72,18 +77,28 @@ def payloads(origin: str, number: int, run_id: str, entry: EventEntry) -> list[s
     return [f"{origin} {number} {i} {len(parts)} {part}" for i, part in enumerate(parts)]
 
 
+def _unfollowed(text: str, followed: Container[str]) -> bool:
+    """Whether an event's text is surely of a run nobody follows, read without decoding it."""
+    if not text.startswith('["'):
+        return False
+    end = text.find('"', 2)
+    if end < 0:
+        return False
+    run_id = text[2:end]
+    return "\\" not in run_id and run_id not in followed  # an escape: decoded to be sure
+
+
 class _Reassembly:
     """Notifications back into events: parts of one event joined once all have come."""
 
-    __slots__ = ("_origin", "_partial", "_run_id")
+    __slots__ = ("_origin", "_partial")
 
-    def __init__(self, run_id: str, origin: str) -> None:
-        self._run_id = run_id
+    def __init__(self, origin: str) -> None:
         self._origin = origin
         self._partial: dict[tuple[str, str], list[str | None]] = {}
 
-    def event_of(self, payload: str) -> LoggedEvent | None:
-        """The event ``payload`` completes (``None``: another run's, our own, or not whole yet)."""
+    def event_of(self, payload: str, followed: Container[str]) -> LoggedEvent | None:
+        """The event ``payload`` completes; ``None``: not followed here, our own, not whole yet."""
         try:
             origin, number, index, count, text = payload.split(" ", 4)
             at, of = int(index), int(count)
@@ -103,13 +118,13 @@ class _Reassembly:
                 return None
             del self._partial[key]
             text = "".join(part or "" for part in parts)
-        elif f'["{self._run_id}"' not in text[: len(self._run_id) + 3]:
-            return None  # another run's: not decoded
+        elif _unfollowed(text, followed):
+            return None  # not decoded
         try:
             run_id, superstep, kind, executor_id, when, data = json.loads(text)
         except (ValueError, TypeError):
             return None
-        if run_id != self._run_id:
+        if not isinstance(run_id, str) or run_id not in followed:
             return None
         return LoggedEvent(run_id, 0, superstep, kind, executor_id, when, json.loads(data))
 
@@ -121,6 +136,7 @@ class PostgresLiveFeed:
         "_channel",
         "_connection",
         "_dsn",
+        "_listeners",
         "_local",
         "_numbers",
         "_origin",
@@ -136,6 +152,7 @@ class PostgresLiveFeed:
         self._numbers = itertools.count()
         self._connection: psycopg.Connection[Any] | None = None  # the sender thread's
         self._channel: str | None = None
+        self._listeners: dict[asyncio.AbstractEventLoop, _Listener] = {}  # one per event loop
         self._sender = LiveSender(self._send, self._close_connection, "treadle-postgres-live")
 
     def publish(self, run_id: str, entry: EventEntry) -> None:
@@ -146,15 +163,20 @@ class PostgresLiveFeed:
     @contextlib.asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[LiveFollower]:
         """The run's live events from now on: this process's, and ``NOTIFY`` ed by others."""
+        loop = asyncio.get_running_loop()
         with self._local.following(run_id) as follower:
-            listener = _Listener(self, run_id, follower)
-            await listener.listen()  # before yielding: nothing sent from now on is missed
-            reading = asyncio.get_running_loop().create_task(listener.read())
+            listener = self._listeners.get(loop)
+            if listener is None:
+                listener = self._listeners[loop] = _Listener(self)
+            listener.add(follower)
             try:
+                await listener.started()  # before yielding: nothing sent from now on is missed
                 yield follower
             finally:
-                await cancel_and_wait(reading)
-                await listener.close()
+                if listener.remove(follower):  # the last follower here: nobody listens any more
+                    if self._listeners.get(loop) is listener:
+                        del self._listeners[loop]
+                    await listener.stop()
 
     async def close(self) -> None:
         """Stop the sender thread; what it had not sent is dropped."""
@@ -201,15 +223,46 @@ class PostgresLiveFeed:
 
 
 class _Listener:
-    """One follower's listening connection: it reconnects while the follow block lasts."""
+    """The listening connection of one event loop's followers; it reconnects while they last."""
 
-    __slots__ = ("_db", "_feed", "_follower", "_reassembly")
+    __slots__ = ("_db", "_feed", "_followers", "_listened", "_reading", "_reassembly")
 
-    def __init__(self, feed: PostgresLiveFeed, run_id: str, follower: LiveFollower) -> None:
+    def __init__(self, feed: PostgresLiveFeed) -> None:
         self._feed = feed
-        self._follower = follower
-        self._reassembly = _Reassembly(run_id, feed.origin)
+        self._followers: dict[str, list[LiveFollower]] = {}
+        self._reassembly = _Reassembly(feed.origin)
         self._db: psycopg.AsyncConnection[Any] | None = None
+        self._listened: asyncio.Task[bool] | None = None
+        self._reading: asyncio.Task[None] | None = None
+
+    def add(self, follower: LiveFollower) -> None:
+        """One more follower to hand its run's events to."""
+        self._followers.setdefault(follower.run_id, []).append(follower)
+
+    def remove(self, follower: LiveFollower) -> bool:
+        """One follower fewer; whether it was the last."""
+        followers = self._followers[follower.run_id]
+        followers.remove(follower)
+        if not followers:
+            del self._followers[follower.run_id]
+        return not self._followers
+
+    async def started(self) -> None:
+        """Once the first ``LISTEN`` is done (or failed: then it is retried while reading)."""
+        if self._listened is None:
+            loop = asyncio.get_running_loop()
+            self._listened = loop.create_task(self.listen())
+            self._reading = loop.create_task(self.read())
+        await asyncio.shield(self._listened)  # a follower given up leaves it to the others
+
+    async def stop(self) -> None:
+        """Stop reading and close the connection (the last follower has gone)."""
+        try:
+            for task in (self._reading, self._listened):
+                if task is not None:
+                    await cancel_and_wait(task)
+        finally:
+            await self.close()
 
     async def listen(self) -> bool:
         """Connect and ``LISTEN``; ``False`` if the server cannot be reached (it is retried)."""
@@ -220,28 +273,38 @@ class _Listener:
             return False
         try:
             await db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-        except psycopg.Error:
-            await db.close()
-            return False
+        except BaseException as error:
+            with contextlib.suppress(psycopg.Error):
+                await db.close()
+            if isinstance(error, psycopg.Error):
+                return False
+            raise
         self._db = db
         return True
 
     async def read(self) -> None:
-        """Notifications into the follower's queue until cancelled; listening again when cut."""
+        """Notifications to their run's followers until cancelled; listening again when cut."""
+        assert self._listened is not None  # noqa: S101 - started() makes both
+        await self._listened
         while True:
             stop_if_cancelled()
             db = self._db
             if db is not None:
                 try:
                     async for notify in db.notifies():
-                        event = self._reassembly.event_of(notify.payload)
-                        if event is not None:
-                            self._follower.put(event)
+                        self._deliver(notify.payload)
                 except psycopg.Error as error:
                     logger.debug("live events: listening stopped: %s", type(error).__name__)
                 await self.close()
             await asyncio.sleep(_RECONNECT)
             await self.listen()
+
+    def _deliver(self, payload: str) -> None:
+        """A notification to the followers of its run here (once its event is whole)."""
+        event = self._reassembly.event_of(payload, self._followers)
+        if event is not None:
+            for follower in self._followers.get(event.run_id, ()):
+                follower.put(event)
 
     async def close(self) -> None:
         db, self._db = self._db, None
