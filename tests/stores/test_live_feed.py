@@ -11,8 +11,10 @@ leaves the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +26,6 @@ from treadle.stores import MemoryStore, SqliteStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from pathlib import Path
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -196,3 +197,40 @@ async def test_followers_that_come_and_go_each_get_their_runs_events_once(pair):
         assert [(e.run_id, e.data["delta"]) for e in await received(odd, 1)] == [(quoted, "d4")]
         await asyncio.sleep(0.3)  # time for anything else to arrive: nothing does
         assert {f.get_nowait() for f in (first, second, odd)} == {None}
+
+
+def _side_file_descriptors(database: Path) -> int:
+    """How many descriptors of this process are open on the side file (and its log, its shm)."""
+    side = f"{database}-live"
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += str(fd.readlink()).startswith(side)
+    return count
+
+
+async def test_many_sqlite_followers_share_one_reader_of_the_side_file(tmp_path):
+    # Each follow block opened the side file (its log and shared memory too) and polled it on
+    # a thread: 120 event streams of treadle serve used up 256 open files, and the server
+    # could take no connection at all.
+    path = tmp_path / "runs.sqlite"
+    driver, follower_store = SqliteStore(path), SqliteStore(path)
+    try:
+        async with follower_store.live.follow("r0") as first:
+            one = _side_file_descriptors(path)
+            async with contextlib.AsyncExitStack() as stack:
+                followers = [
+                    await stack.enter_async_context(follower_store.live.follow(f"r{n % 4}"))
+                    for n in range(12)
+                ]
+                assert _side_file_descriptors(path) == one
+                for n in range(4):
+                    driver.live.publish(f"r{n}", entry(n))
+                for n, follower in enumerate(followers):
+                    assert [e.data["delta"] for e in await received(follower, 1)] == [f"d{n % 4}"]
+            assert [e.data["delta"] for e in await received(first, 1)] == ["d0"]
+        await driver.close()  # its writer's connection: the one left open, and now closed
+        assert _side_file_descriptors(path) == 0  # the last follower closed the reader's
+    finally:
+        await driver.close()
+        await follower_store.close()

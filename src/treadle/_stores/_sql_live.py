@@ -31,3 +31,11 @@ LIVE_AFTER = (
     "SELECT id, run_id, superstep, kind, executor_id, at, data FROM treadle_live"
     " WHERE id > ? AND run_id = ? AND origin != ? ORDER BY id"
 )
+LIVE_AFTER_FOR = (
+    "SELECT l.id, l.run_id, l.superstep, l.kind, l.executor_id, l.at, l.data"
+    " FROM json_each(?) AS f JOIN treadle_live AS l"
+    " ON l.run_id = json_extract(f.value, '$[0]') AND l.id > json_extract(f.value, '$[1]')"
+    " WHERE l.origin != ? ORDER BY l.id"
+)
+"""(a JSON array of [run id, the row read up to] for each run followed, origin): one read
+for every follower, each run's rows from where its own reading got to (by its index)."""

@@ -13,12 +13,18 @@ ones after a crash) and is not there for every file system a database can
 sit on; a file beside the database is wherever the database is.
 
 The driver's side: the run hands each event to a :class:`LiveSender`,
-whose thread inserts batches. The follower's side: a task owned by the
-follow block reads the events of its run written after it started
-following, when ``PRAGMA data_version`` says another connection wrote
-(every :data:`POLL` seconds; one cheap pragma when nothing changed).
-Events this feed wrote itself are skipped there: its own followers had
-them at once from :class:`LocalFanOut`.
+whose thread inserts batches. The follower's side: one reader per event
+loop, shared by every follow block on that loop (opened by the first,
+closed with the last), reads the events of the runs followed, when
+``PRAGMA data_version`` says another connection wrote (every :data:`POLL`
+seconds; one cheap pragma when nothing changed), and hands each to the
+followers of its run that began before it was written. Events this feed
+wrote itself are skipped there: its own followers had them at once from
+:class:`LocalFanOut`. Why shared: with a connection and a poll per follow
+block, each event stream of ``treadle serve`` held three more open files
+(the side file, its log, its shared memory) and a thread hand-off every
+:data:`POLL` seconds; 120 streams used up a limit of 256 open files, and
+the server could accept no connection at all.
 
 A store on ``:memory:`` has no file beside it: its feed stays in its process.
 """
@@ -87,6 +93,7 @@ class SqliteLiveFeed:
         "_origin",
         "_path",
         "_pid",
+        "_readers",
         "_sender",
     )
 
@@ -101,6 +108,7 @@ class SqliteLiveFeed:
         self._origin = new_origin()
         self._connection: sqlite3.Connection | None = None  # the sender thread's
         self._last_prune = 0.0
+        self._readers: dict[asyncio.AbstractEventLoop, _Reader] = {}  # one per event loop
         self._sender = LiveSender(self._write, self._close_connection, "treadle-sqlite-live")
 
     def _forked(self) -> None:
@@ -129,27 +137,22 @@ class SqliteLiveFeed:
             if self._path is None:
                 yield follower
                 return
-            opening = asyncio.ensure_future(
-                asyncio.to_thread(_Reader.open, self._path, run_id, self._origin)
-            )
+            loop = asyncio.get_running_loop()
+            reader = self._readers.get(loop)
+            if reader is None:
+                reader = self._readers[loop] = _Reader(self._path, self._origin)
+            reader.add(follower)
             try:
-                reader = await asyncio.shield(opening)
-            except sqlite3.Error:  # no side file to read (a read-only directory): this process's
-                yield follower
-                return
-            except asyncio.CancelledError:
-                # The thread opens it all the same: closed once it has (a follower given up
-                # while opening, an event stream whose client left at once, held it open).
-                opening.add_done_callback(_close_opened)
-                raise
-            polling = asyncio.get_running_loop().create_task(reader.poll(follower))
-            try:
+                # Nothing written from here on is missed: the block yields once the
+                # reader knows where the side file stood when it began.
+                with contextlib.suppress(sqlite3.Error):  # none to read: this process's only
+                    await reader.started(follower)
                 yield follower
             finally:
-                try:
-                    await cancel_and_wait(polling)
-                finally:
-                    reader.close()
+                if reader.remove(follower):  # the last follower here: nobody reads any more
+                    if self._readers.get(loop) is reader:
+                        del self._readers[loop]
+                    await reader.stop()
 
     async def close(self) -> None:
         """Stop the writer thread; what it had not written is dropped."""
@@ -187,66 +190,135 @@ class SqliteLiveFeed:
             self._connection = None
 
 
-def _close_opened(opening: asyncio.Future[_Reader]) -> None:
-    """Close the reader a cancelled :meth:`SqliteLiveFeed.follow` was opening, if it opened."""
-    if not opening.cancelled() and opening.exception() is None:
-        opening.result().close()
-
-
 class _Reader:
-    """One follower's connection to the side file, and where it got to."""
+    """The connection of one event loop's followers to the side file, and where each got to.
 
-    __slots__ = ("_connection", "_last", "_lock", "_origin", "_run_id", "_version")
+    Who follows what is kept under the reader's lock, and a follower's start
+    is read on the reader's thread: a read that ran between a follower's
+    start and its being counted in would have passed its first events by.
+    """
 
-    def __init__(self, connection: sqlite3.Connection, run_id: str, origin: str) -> None:
-        self._connection = connection
-        self._lock = threading.Lock()  # a read still on its thread when the follower leaves
-        self._run_id = run_id
+    __slots__ = (
+        "_connection",
+        "_cursors",
+        "_followers",
+        "_lock",
+        "_opening",
+        "_origin",
+        "_path",
+        "_polling",
+        "_version",
+    )
+
+    def __init__(self, path: str, origin: str) -> None:
+        self._path = path
         self._origin = origin
-        self._last = int(
-            connection.execute(_sql_live.NEWEST_LIVE).fetchone()[0]
-        )  # from now on, not before
-        self._version = self._data_version()
+        # Each run's followers, with the newest row of the side file when each began
+        # (None: not yet read): a follower is handed the rows after its own start only.
+        self._followers: dict[str, dict[LiveFollower, int | None]] = {}
+        # Each run followed, and the row its reading got to (from its first follower's start).
+        self._cursors: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._version = 0
+        self._opening: asyncio.Task[None] | None = None
+        self._polling: asyncio.Task[None] | None = None
 
-    @classmethod
-    def open(cls, path: str, run_id: str, origin: str) -> _Reader:
-        return cls(_connect(path), run_id, origin)
-
-    def _data_version(self) -> int:
-        return int(self._connection.execute("PRAGMA data_version").fetchone()[0])
-
-    def read(self) -> list[LoggedEvent]:
-        """The run's events written by others since the last read (none if nothing changed)."""
+    def add(self, follower: LiveFollower) -> None:
+        """One more follower, handed nothing until :meth:`started` has read where it began."""
         with self._lock:
-            return self._read()
+            self._followers.setdefault(follower.run_id, {})[follower] = None
 
-    def _read(self) -> list[LoggedEvent]:
-        version = self._data_version()
-        if version == self._version:
-            return []
-        self._version = version
-        rows = self._connection.execute(
-            _sql_live.LIVE_AFTER, (self._last, self._run_id, self._origin)
-        )
-        events = []
-        for row_id, run_id, superstep, kind, executor_id, at, data in rows:
-            self._last = row_id
-            event = LoggedEvent(run_id, 0, superstep, kind, executor_id, at, json.loads(data))
-            events.append(event)
-        return events
+    def remove(self, follower: LiveFollower) -> bool:
+        """One follower fewer; whether it was the last."""
+        with self._lock:
+            followers = self._followers[follower.run_id]
+            del followers[follower]
+            if not followers:
+                del self._followers[follower.run_id]
+                self._cursors.pop(follower.run_id, None)
+            return not self._followers
 
-    async def poll(self, follower: LiveFollower) -> None:
-        """Every :data:`POLL` seconds, the new events of the run into ``follower``'s queue."""
+    async def started(self, follower: LiveFollower) -> None:
+        """Once the side file is open and the follower's start is read.
+
+        Raises:
+            sqlite3.Error: the side file cannot be opened (a read-only directory).
+        """
+        loop = asyncio.get_running_loop()
+        if self._opening is None:
+            self._opening = loop.create_task(asyncio.to_thread(self._open))
+        await asyncio.shield(self._opening)  # a follower given up leaves it to the others
+        await asyncio.to_thread(self._begin, follower)
+        if self._polling is None:
+            self._polling = loop.create_task(self._poll())
+
+    async def stop(self) -> None:
+        """Stop polling and close the connection (the last follower has gone)."""
+        try:
+            for task in (self._polling, self._opening):
+                if task is not None:
+                    await cancel_and_wait(task)
+        finally:
+            with self._lock:
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+
+    def _open(self) -> None:
+        connection = _connect(self._path)
+        with self._lock:
+            self._version = _data_version(connection)
+            self._connection = connection
+
+    def _begin(self, follower: LiveFollower) -> None:
+        """On a thread: the follower begins at the side file's newest row, now."""
+        with self._lock:
+            assert self._connection is not None  # noqa: S101 - opened first (started)
+            newest = int(self._connection.execute(_sql_live.NEWEST_LIVE).fetchone()[0])
+            followers = self._followers.get(follower.run_id)
+            if followers is None or follower not in followers:
+                return  # it left meanwhile
+            followers[follower] = newest
+            self._cursors.setdefault(follower.run_id, newest)
+
+    def _read(self) -> list[tuple[LoggedEvent, list[LiveFollower]]]:
+        """On a thread: the followed runs' events written by others since they were read."""
+        with self._lock:
+            connection = self._connection
+            if connection is None or not self._cursors:
+                return []
+            version = _data_version(connection)
+            if version == self._version:
+                return []
+            self._version = version
+            reading = json.dumps(list(self._cursors.items()))
+            rows = connection.execute(_sql_live.LIVE_AFTER_FOR, (reading, self._origin))
+            delivered: list[tuple[LoggedEvent, list[LiveFollower]]] = []
+            for row_id, run_id, superstep, kind, executor_id, at, data in rows:
+                self._cursors[run_id] = max(self._cursors[run_id], row_id)
+                began = self._followers.get(run_id, {})
+                to = [f for f, start in began.items() if start is not None and row_id > start]
+                if to:
+                    event = LoggedEvent(
+                        run_id, 0, superstep, kind, executor_id, at, json.loads(data)
+                    )
+                    delivered.append((event, to))
+            return delivered
+
+    async def _poll(self) -> None:
+        """Every :data:`POLL` seconds, the new events of the runs followed to their followers."""
         while True:
             stop_if_cancelled()
             await asyncio.sleep(POLL)
             try:
-                events = await asyncio.to_thread(self.read)
+                delivered = await asyncio.to_thread(self._read)
             except sqlite3.Error:  # a busy side file: look again next time
                 continue
-            for event in events:
-                follower.put(event)
+            for event, followers in delivered:  # on the loop: a follower's queue is its
+                for follower in followers:
+                    follower.put(event)
 
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
+
+def _data_version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA data_version").fetchone()[0])
