@@ -207,6 +207,7 @@ class _Reader:
         "_origin",
         "_path",
         "_polling",
+        "_stopped",
         "_version",
     )
 
@@ -223,6 +224,7 @@ class _Reader:
         self._version = 0
         self._opening: asyncio.Task[None] | None = None
         self._polling: asyncio.Task[None] | None = None
+        self._stopped = False  # the last follower has gone: a connection opened late is closed
 
     def add(self, follower: LiveFollower) -> None:
         """One more follower, handed nothing until :meth:`started` has read where it began."""
@@ -248,19 +250,25 @@ class _Reader:
         loop = asyncio.get_running_loop()
         if self._opening is None:
             self._opening = loop.create_task(asyncio.to_thread(self._open))
+            self._opening.add_done_callback(_heard)  # its error is each follower's, or nobody's
         await asyncio.shield(self._opening)  # a follower given up leaves it to the others
         await asyncio.to_thread(self._begin, follower)
         if self._polling is None:
             self._polling = loop.create_task(self._poll())
 
     async def stop(self) -> None:
-        """Stop polling and close the connection (the last follower has gone)."""
+        """Stop polling and close the connection (the last follower has gone).
+
+        An opening still on its thread (the only follower's client left at
+        once) is not waited for: it closes what it opened itself, seeing the
+        reader stopped.
+        """
         try:
-            for task in (self._polling, self._opening):
-                if task is not None:
-                    await cancel_and_wait(task)
+            if self._polling is not None:
+                await cancel_and_wait(self._polling)
         finally:
             with self._lock:
+                self._stopped = True
                 if self._connection is not None:
                     self._connection.close()
                     self._connection = None
@@ -268,13 +276,17 @@ class _Reader:
     def _open(self) -> None:
         connection = _connect(self._path)
         with self._lock:
+            if self._stopped:
+                connection.close()
+                return
             self._version = _data_version(connection)
             self._connection = connection
 
     def _begin(self, follower: LiveFollower) -> None:
         """On a thread: the follower begins at the side file's newest row, now."""
         with self._lock:
-            assert self._connection is not None  # noqa: S101 - opened first (started)
+            if self._connection is None:  # stopped meanwhile: nobody is left to begin
+                return
             newest = int(self._connection.execute(_sql_live.NEWEST_LIVE).fetchone()[0])
             followers = self._followers.get(follower.run_id)
             if followers is None or follower not in followers:
@@ -318,6 +330,12 @@ class _Reader:
             for event, followers in delivered:  # on the loop: a follower's queue is its
                 for follower in followers:
                     follower.put(event)
+
+
+def _heard(opening: asyncio.Task[None]) -> None:
+    """Take an opening's outcome, which no follower may be left to await."""
+    if not opening.cancelled():
+        opening.exception()
 
 
 def _data_version(connection: sqlite3.Connection) -> int:
