@@ -122,7 +122,9 @@ async def test_an_ended_run_streams_its_log_and_ends(api):
     assert [m.id for m in messages(resumed.text.splitlines())] == [ids[-1], None]
     for headers, params in (
         ({"Last-Event-ID": "x"}, {}),
+        ({"Last-Event-ID": "1_0"}, {}),  # int() reads it as 10
         ({}, {"after": "-1"}),
+        ({}, {"after": " 2"}),
         ({}, {"from": "1"}),
     ):
         refused = await api.get("/api/runs/f1/events", headers=headers, params=params)

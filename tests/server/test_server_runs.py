@@ -143,6 +143,9 @@ async def test_runs_are_listed_newest_first_a_page_at_a_time_with_filters(api):
         {"status": "nope"},
         {"limit": 0},
         {"limit": "x"},
+        {"limit": "1_0"},  # int() reads these three as numbers: two spellings of one value
+        {"limit": "+5"},
+        {"limit": "\u0663"},  # an Arabic-Indic 3
         {"cursor": "!!"},
         {"sort": "x"},
     ):

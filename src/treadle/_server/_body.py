@@ -171,13 +171,29 @@ def int_query(request: Request, name: str, default: int, *, low: int, high: int)
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
+    value = whole_number(raw)
+    if value is None or not low <= value <= high:
         raise _refuse(name, f"must be a whole number from {low} to {high}")
     return value
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number written in ASCII digits alone, else ``None``.
+
+    Python's ``int`` takes more: ``1_0`` (10), ``+5``, `` 7 `` and digits of
+    other scripts (``'٣'``: 3). A number in a URL or a header is what a
+    client wrote, read one way, and ``int``'s extras only make two spellings
+    of one value (or one unexpected to whoever reads the log). Negative
+    numbers are refused too: none of the API's counts, limits or event ids
+    is below zero.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > _LONGEST_NUMBER:
+        return None
+    return int(text)
+
+
+_LONGEST_NUMBER = 30
+"""Digits a whole number of a query or header may have (every bound the API sets is shorter)."""
 
 
 def choice_query(request: Request, name: str, choices: Iterable[str]) -> str | None:

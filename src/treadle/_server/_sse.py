@@ -30,7 +30,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from treadle._exceptions import TreadleError
 from treadle._operations._shapes import event_json
-from treadle._server._body import check_query, int_query
+from treadle._server._body import check_query, int_query, whole_number
 from treadle._server._endpoints import Endpoint, Param
 from treadle._server._json import ApiError, error_body, plain, status_of
 from treadle._server._state import served_of
@@ -62,11 +62,8 @@ def _resume_point(request: Request) -> int:
     last = request.headers.get("last-event-id")
     if last is None or not last.strip():
         return after
-    try:
-        seq = int(last.strip())
-    except ValueError:
-        seq = -1
-    if not 0 <= seq <= _MAX_SEQ:
+    seq = whole_number(last.strip())
+    if seq is None or seq > _MAX_SEQ:
         message = "must be the id of an event this stream sent (a whole number)"
         raise ApiError(
             400, f"Last-Event-ID: {message}", fields=[{"loc": "Last-Event-ID", "message": message}]
