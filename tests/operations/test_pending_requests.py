@@ -10,13 +10,16 @@ metrics gauge of open requests leaves such a run to its next reading.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._operations._gauges import GaugeReader
 from treadle._operations._requests import pending_requests
 from treadle._workflow._versions import Hosted
 from treadle.stores import SqliteStore
+
+if TYPE_CHECKING:
+    import pytest
 
 
 @executor(id="review")
@@ -79,18 +82,10 @@ async def nap(hours: int, ctx: WorkflowContext) -> None:
     await ctx.sleep(hours * 3600)
 
 
-async def test_a_listing_with_a_limit_reads_runs_awaiting_input_before_those_on_timers(
-    tmp_path, monkeypatch
-):
-    # Newest first across both statuses, a store whose newest runs slept on timers decoded
-    # each of their checkpoints before the one request a limit of 1 asked for (8,001
-    # decodes, 2.7 s, on a store of 8,000 of each; the page's inbox count asks every 4 s).
+def _counting_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the runs whose checkpoint the listing reads, in order, from now on."""
     from treadle._operations import _requests  # noqa: PLC0415
 
-    store, workflow, run_id, request_id = await _asking(tmp_path)
-    napping = WorkflowBuilder(start=nap, name="napping").build()
-    for _ in range(30):  # newer than the run that asks
-        assert (await napping.run(1, store=store)).status is RunStatus.WAITING
     decoded: list[str] = []
     read = _requests._open_requests
 
@@ -99,6 +94,20 @@ async def test_a_listing_with_a_limit_reads_runs_awaiting_input_before_those_on_
         return await read(store, loaded, run)
 
     monkeypatch.setattr(_requests, "_open_requests", counted)
+    return decoded
+
+
+async def test_a_listing_with_a_limit_reads_runs_awaiting_input_before_those_on_timers(
+    tmp_path, monkeypatch
+):
+    # Newest first across both statuses, a store whose newest runs slept on timers decoded
+    # each of their checkpoints before the one request a limit of 1 asked for (8,001
+    # decodes, 2.7 s, on a store of 8,000 of each; the page's inbox count asks every 4 s).
+    store, workflow, run_id, request_id = await _asking(tmp_path)
+    napping = WorkflowBuilder(start=nap, name="napping").build()
+    for _ in range(30):  # newer than the run that asks
+        assert (await napping.run(1, store=store)).status is RunStatus.WAITING
+    decoded = _counting_decodes(monkeypatch)
     try:
         found = await pending_requests(store, limit=1, workflows=Hosted([workflow, napping]))
     finally:
@@ -111,20 +120,11 @@ async def test_a_listing_reads_no_run_that_only_sleeps(tmp_path, monkeypatch):
     # A run with a request rests as awaiting_input whatever else it waits for, so one that
     # rests as waiting asks nothing: the listing decoded every such run's checkpoint to find
     # nothing (4.9 s on a store of 16,000, for the page's inbox count every 4 s).
-    from treadle._operations import _requests  # noqa: PLC0415
-
     store, workflow, run_id, request_id = await _asking(tmp_path)
     napping = WorkflowBuilder(start=nap, name="napping").build()
     for _ in range(5):
         assert (await napping.run(1, store=store)).status is RunStatus.WAITING
-    decoded: list[str] = []
-    read = _requests._open_requests
-
-    async def counted(store: Any, loaded: Any, run: str) -> Any:
-        decoded.append(run)
-        return await read(store, loaded, run)
-
-    monkeypatch.setattr(_requests, "_open_requests", counted)
+    decoded = _counting_decodes(monkeypatch)
     try:
         found = await pending_requests(store, workflows=Hosted([workflow, napping]))
     finally:
