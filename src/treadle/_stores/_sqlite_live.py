@@ -38,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from treadle._stores import _sql_live
 from treadle._stores._events import LoggedEvent
@@ -295,7 +295,11 @@ class _Reader:
             self._cursors.setdefault(follower.run_id, newest)
 
     def _read(self) -> list[tuple[LoggedEvent, list[LiveFollower]]]:
-        """On a thread: the followed runs' events written by others since they were read."""
+        """On a thread: the followed runs' events written by others since they were read.
+
+        Their data is decoded once the lock is let go: the event loop takes
+        the lock too, as a follower comes or goes.
+        """
         with self._lock:
             connection = self._connection
             if connection is None or not self._cursors:
@@ -306,17 +310,19 @@ class _Reader:
             self._version = version
             reading = json.dumps(list(self._cursors.items()))
             rows = connection.execute(_sql_live.LIVE_AFTER_FOR, (reading, self._origin))
-            delivered: list[tuple[LoggedEvent, list[LiveFollower]]] = []
-            for row_id, run_id, superstep, kind, executor_id, at, data in rows:
+            found: list[tuple[tuple[Any, ...], list[LiveFollower]]] = []
+            for row in rows:
+                row_id, run_id = row[0], row[1]
                 self._cursors[run_id] = max(self._cursors[run_id], row_id)
                 began = self._followers.get(run_id, {})
                 to = [f for f, start in began.items() if start is not None and row_id > start]
                 if to:
-                    event = LoggedEvent(
-                        run_id, 0, superstep, kind, executor_id, at, json.loads(data)
-                    )
-                    delivered.append((event, to))
-            return delivered
+                    found.append((row, to))
+        delivered: list[tuple[LoggedEvent, list[LiveFollower]]] = []
+        for (_, run_id, superstep, kind, executor_id, at, data), to in found:
+            event = LoggedEvent(run_id, 0, superstep, kind, executor_id, at, json.loads(data))
+            delivered.append((event, to))
+        return delivered
 
     async def _poll(self) -> None:
         """Every :data:`POLL` seconds, the new events of the runs followed to their followers."""
