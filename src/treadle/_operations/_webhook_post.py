@@ -90,7 +90,9 @@ def _kept(http_class: Callable[..., http.client.HTTPConnection], wire: Wire) -> 
     return made
 
 
-class _KeptHTTP(urllib.request.HTTPHandler):
+class _Keeping(urllib.request.AbstractHTTPHandler):
+    """A handler whose connections hand their sockets to ``wire``."""
+
     def __init__(self, wire: Wire) -> None:
         super().__init__()
         self.wire = wire
@@ -99,13 +101,12 @@ class _KeptHTTP(urllib.request.HTTPHandler):
         return super().do_open(_kept(http_class, self.wire), req, **kwargs)
 
 
-class _KeptHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, wire: Wire) -> None:
-        super().__init__()
-        self.wire = wire
+class _KeptHTTP(_Keeping, urllib.request.HTTPHandler):
+    pass
 
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_kept(http_class, self.wire), req, **kwargs)
+
+class _KeptHTTPS(_Keeping, urllib.request.HTTPSHandler):
+    pass
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -123,11 +123,6 @@ class WebhookSender:
         finally:
             self._threads.shutdown(wait=False, cancel_futures=True)
 
-    async def send_due(self) -> int:
-        """Send every message due now (one round, its deliveries awaited); how many were tried."""
-        async with asyncio.TaskGroup() as group:
-            return await self._start_due(group, self._batch)
-
     async def _start_due(self, group: asyncio.TaskGroup, room: int) -> int:
         """Claim up to ``room`` due messages and start delivering each in ``group``."""
         if room <= 0:

@@ -166,7 +166,8 @@ class AccessGuard:
             given = bearer_credentials(authorization.decode("latin-1"))
             if given is None:
                 return "send the token as Authorization: Bearer <token>"
-            page = not isinstance(await self._principals.cookie(cookies, store), str | None)
+            # Which door only (the bearer is checked against the store below): no store read.
+            page = not isinstance(await self._principals.cookie(cookies, None), str | None)
             return await self._principals.bearer(given, store, page=page)
         found = await self._principals.cookie(cookies, store)
         if found is None:

@@ -94,7 +94,8 @@ class Principals:
     async def cookie(self, cookies: dict[str, str], keeper: object) -> Actor | str | None:
         """The actor of the page's cookie (reads only), why it names none, or ``None`` (none).
 
-        ``keeper`` is the store, which says whether a session was signed out.
+        ``keeper`` is the store, which says whether a session was signed out
+        (``None``: by its signature alone, to tell the page's door only).
         """
         session = cookies.get(SESSION_COOKIE)
         if session is not None:
