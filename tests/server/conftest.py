@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
+    from treadle._server._identity import SignIn
+
 HERE = Path(__file__).parent
 TREADLE = str(Path(sys.executable).parent / "treadle")
 TOKEN = "test-token-0123456789abcdef"  # noqa: S105 - the tests' own
@@ -76,6 +78,22 @@ class Api:
                 if detail["run"]["status"] in wanted:
                     return detail
                 await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def signing_in(
+    sign_in: SignIn, store_url: str, base_url: str = "http://testserver"
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A server with ``sign_in`` on ``store_url``, its lifespan running, and a client of it.
+
+    The client sends no credential of its own: what a visitor's browser has.
+    """
+    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=store_url, sign_in=sign_in)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client
 
 
 @contextlib.asynccontextmanager

@@ -17,19 +17,18 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from server.conftest import TOKEN, ServeProcess
-from treadle._server._app import create_app
+from server.conftest import ServeProcess, signing_in
 from treadle._server._identity import SignIn
-from treadle._server._settings import ServerSettings
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    import httpx
 
 KEY = RSAKey.generate_key(2048, parameters={"kid": "k1"}, private=True)
 
@@ -111,22 +110,18 @@ async def test_the_sign_in_and_session_cookies_are_secure_behind_a_tls_proxy(
     sqlite_url, issuer, base_url, redirect_uri
 ):
     sign_in = SignIn(issuer=issuer, client_id="treadle", redirect_uri=redirect_uri)
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
-            login = await client.get("/auth/login")
-            assert login.status_code == 303, login.text
-            sent = parse_qs(urlsplit(login.headers["location"]).query)
-            _Provider.nonce.append(sent["nonce"][0])
-            pending = _set_cookie(login, "treadle_signin")
-            back = await client.get(  # as the browser comes back: over https, the cookie sent
-                "/auth/callback",
-                params={"code": "the-code", "state": sent["state"][0]},
-                headers={"Cookie": pending.partition(";")[0]},
-            )
-            assert back.status_code == 303, back.text
+    async with signing_in(sign_in, sqlite_url, base_url) as client:
+        login = await client.get("/auth/login")
+        assert login.status_code == 303, login.text
+        sent = parse_qs(urlsplit(login.headers["location"]).query)
+        _Provider.nonce.append(sent["nonce"][0])
+        pending = _set_cookie(login, "treadle_signin")
+        back = await client.get(  # as the browser comes back: over https, the cookie sent
+            "/auth/callback",
+            params={"code": "the-code", "state": sent["state"][0]},
+            headers={"Cookie": pending.partition(";")[0]},
+        )
+        assert back.status_code == 303, back.text
     assert "; secure" in pending.lower(), f"the sign-in's cookie has no Secure: {pending}"
     session = _set_cookie(back, "treadle_session")
     assert "; secure" in session.lower(), f"the session's cookie has no Secure: {session}"
@@ -135,13 +130,8 @@ async def test_the_sign_in_and_session_cookies_are_secure_behind_a_tls_proxy(
 async def test_over_plain_http_the_cookies_are_not_secure(sqlite_url, issuer):
     # Secure over http would make a browser drop the cookie: a sign-in on a plain
     # http address (127.0.0.1, a trusted network) must still work.
-    sign_in = SignIn(issuer=issuer, client_id="treadle")
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            login = await client.get("/auth/login")
+    async with signing_in(SignIn(issuer=issuer, client_id="treadle"), sqlite_url) as client:
+        login = await client.get("/auth/login")
     assert "secure" not in _set_cookie(login, "treadle_signin").lower()
 
 

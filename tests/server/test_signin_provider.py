@@ -11,13 +11,10 @@ from __future__ import annotations
 import http.server
 import threading
 
-import httpx
 import pytest
 
-from server.conftest import TOKEN
-from treadle._server._app import create_app
+from server.conftest import signing_in
 from treadle._server._identity import Sessions, SignIn
-from treadle._server._settings import ServerSettings
 from treadle._values._actors import Actor, Role
 
 _FULL = (
@@ -68,13 +65,8 @@ def provider():
 )
 async def test_a_provider_down_or_wrong_is_a_502_naming_it(sqlite_url, provider, where, said):
     issuer = "http://127.0.0.1:9" if where == "dead" else f"{provider}/{where}"
-    sign_in = SignIn(issuer=issuer, client_id="treadle")
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            login = await client.get("/auth/login")
+    async with signing_in(SignIn(issuer=issuer, client_id="treadle"), sqlite_url) as client:
+        login = await client.get("/auth/login")
     assert login.status_code == 502, login.text
     assert said in login.json()["error"]["message"]
 
@@ -86,37 +78,29 @@ async def test_signing_out_ends_the_session_and_says_where_the_provider_signs_ou
     # provider's live session signed her straight back in.
     secret = "s3cret"  # noqa: S105 - a test session secret
     sign_in = SignIn(issuer=f"{provider}/full", client_id="treadle", secret=secret)
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
     maria = Actor("user", "maria", "page", Role.VIEWER)
     session = Sessions(secret, 3600.0, sign_in).issue(maria)
     as_maria = {"Authorization": f"Bearer {session}"}
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            assert (await client.get("/auth/login")).status_code == 303  # reads the document
-            me = await client.get("/api/me", headers=as_maria)
-            assert me.json()["actor"]["name"] == "maria"
-            out = await client.post("/auth/logout", headers=as_maria)
-            assert out.status_code == 200, out.text
-            assert out.json() == {
-                "signed_out": True,
-                "end_session": "http://127.0.0.1:9/end?client_id=treadle"
-                "&post_logout_redirect_uri=http%3A%2F%2Ftestserver%2F",
-            }
-            again = await client.get("/api/me", headers=as_maria)
-            assert again.status_code == 401, again.text
+    async with signing_in(sign_in, sqlite_url) as client:
+        assert (await client.get("/auth/login")).status_code == 303  # reads the document
+        me = await client.get("/api/me", headers=as_maria)
+        assert me.json()["actor"]["name"] == "maria"
+        out = await client.post("/auth/logout", headers=as_maria)
+        assert out.status_code == 200, out.text
+        assert out.json() == {
+            "signed_out": True,
+            "end_session": "http://127.0.0.1:9/end?client_id=treadle"
+            "&post_logout_redirect_uri=http%3A%2F%2Ftestserver%2F",
+        }
+        again = await client.get("/api/me", headers=as_maria)
+        assert again.status_code == 401, again.text
 
 
 async def test_a_sign_in_refused_is_typed_as_any_refusal_to_say_who_someone_is(sqlite_url):
     # Its 401s said "CommandError", where every other 401 says "Unauthorized".
     sign_in = SignIn(issuer="http://127.0.0.1:9", client_id="treadle")
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=sqlite_url, sign_in=sign_in)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            back = await client.get("/auth/callback", params={"code": "c", "state": "s"})
+    async with signing_in(sign_in, sqlite_url) as client:
+        back = await client.get("/auth/callback", params={"code": "c", "state": "s"})
     assert back.status_code == 401
     assert back.json()["error"] == {
         "type": "Unauthorized",

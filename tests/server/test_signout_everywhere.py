@@ -9,35 +9,15 @@ or one PostgreSQL schema, and the same session secret, as two processes do.
 
 from __future__ import annotations
 
-import contextlib
-from typing import TYPE_CHECKING
-
-import httpx
 import pytest
 
 from postgres import postgres_dsn
-from server.conftest import TOKEN
-from treadle._server._app import create_app
+from server.conftest import signing_in
 from treadle._server._identity import Sessions, SignIn
-from treadle._server._settings import ServerSettings
 from treadle._values._actors import Actor, Role
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
 
 SECRET = "s3cret-shared-by-both"  # noqa: S105 - a test session secret
 SIGN_IN = SignIn(issuer="http://127.0.0.1:9", client_id="treadle", secret=SECRET)
-
-
-@contextlib.asynccontextmanager
-async def server_on(store: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A server (its lifespan running) on ``store``, and a client of it."""
-    settings = ServerSettings(token=TOKEN, apps=("server_app",), store=store, sign_in=SIGN_IN)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield client
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -52,7 +32,7 @@ async def test_a_session_signed_out_on_one_server_is_refused_by_the_other(shared
     maria = Actor("user", "maria", "page", Role.VIEWER)
     session = Sessions(SECRET, SIGN_IN.session_seconds, SIGN_IN).issue(maria)
     as_maria = {"Authorization": f"Bearer {session}"}
-    async with server_on(shared_store) as one, server_on(shared_store) as other:
+    async with signing_in(SIGN_IN, shared_store) as one, signing_in(SIGN_IN, shared_store) as other:
         for server in (one, other):
             me = await server.get("/api/me", headers=as_maria)
             assert me.status_code == 200, me.text
@@ -69,5 +49,7 @@ async def test_a_session_signed_out_on_one_server_is_refused_by_the_other(shared
         assert by_cookie.status_code == 401, (
             f"signed out on one server, its cookie still reads on the other: {by_cookie.text}"
         )
-    async with server_on(shared_store) as restarted:  # a process started since: refused too
+    async with signing_in(
+        SIGN_IN, shared_store
+    ) as restarted:  # a process started since: refused too
         assert (await restarted.get("/api/me", headers=as_maria)).status_code == 401
