@@ -255,6 +255,10 @@ def test_pause_unpause_resume_fork_with_a_state_patch_and_cancel(page, server: S
     asked.get_by_role("button", name="Resume from here").click()
     expect(badge).to_have_text("awaiting input")
     expect(page.locator("#requests form.request")).to_be_visible()
+    # The run rests, asking: once the table shows every checkpoint it has, no row moves.
+    with server.api() as api:
+        stored = api.get(f"/api/runs/{run_id}/history").json()["checkpoints"]
+    expect(page.locator("#checkpoints tbody tr")).to_have_count(len(stored))
 
     # Fork from the checkpoint that awaits the answer, with the title patched.
     row = page.locator("#checkpoints tbody tr").last

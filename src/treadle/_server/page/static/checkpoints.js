@@ -60,7 +60,12 @@ export class Checkpoints {
   }
 
   async load() {
+    // Loads overlap (a resume, then the events it causes, each ask for one) and their
+    // answers may come back in any order: only the newest asked is drawn, so an older
+    // answer never takes back rows, nor moves a row under a pointer about to click it.
+    const asked = (this.asked = (this.asked || 0) + 1);
     const history = await get(`/api/runs/${enc(this.runId)}/history`);
+    if (asked !== this.asked) return;
     const chosen = this.checkpointSelect.value;
     const checkpoints = history.checkpoints || [];
     fill(
