@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from log_rows import LOG_ROWS
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._event_packing import events_text
@@ -49,7 +50,7 @@ REPORT = "a line of the report, as long as a traceback's. " * 12
 def _rows(path: Path, run_id: str) -> list[tuple[str, int]]:
     with sqlite3.connect(path) as db:
         return db.execute(
-            "SELECT typeof(events), length(events) FROM treadle_events"
+            f"SELECT typeof(events), length(events) FROM {LOG_ROWS} AS log"  # noqa: S608 - constant
             " WHERE run_id = ? ORDER BY first_seq",
             (run_id,),
         ).fetchall()
@@ -93,7 +94,9 @@ async def test_commits_write_packed_rows_that_read_as_the_memory_store_reads_its
         with sqlite3.connect(tmp_path / "runs.db") as db:
             packed = [
                 row
-                for (row,) in db.execute("SELECT events FROM treadle_events WHERE run_id = 'r1'")
+                for (row,) in db.execute(
+                    f"SELECT events FROM {LOG_ROWS} AS log WHERE run_id = 'r1'"  # noqa: S608 - constant
+                )
                 if isinstance(row, bytes)
             ]
         # Under a quarter of the bytes of the JSON text it holds.
@@ -139,11 +142,12 @@ async def test_a_damaged_packed_row_is_named_by_run_and_seq(tmp_path: Path) -> N
     finally:
         await store.close()
     with sqlite3.connect(tmp_path / "runs.db") as db:
-        (first,) = db.execute(
-            "SELECT first_seq FROM treadle_events WHERE run_id = 'r1' AND typeof(events) = 'blob'"
+        (first, home) = db.execute(
+            f"SELECT first_seq, home FROM {LOG_ROWS} AS log"  # noqa: S608 - constant
+            " WHERE run_id = 'r1' AND typeof(events) = 'blob'"
         ).fetchone()
         db.execute(
-            "UPDATE treadle_events SET events = substr(events, 1, length(events) - 3)"
+            f"UPDATE {home} SET events = substr(events, 1, length(events) - 3)"  # noqa: S608 - a table's name
             " WHERE run_id = 'r1' AND first_seq = ?",
             (first,),
         )

@@ -227,11 +227,15 @@ async def test_a_parked_run_writes_layout_2_and_a_damaged_row_is_named(tmp_path:
         "status_changed",
     ]
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT first_seq, events FROM treadle_events ORDER BY first_seq")
+        rows = db.execute(
+            "SELECT first_seq, events FROM treadle_events UNION ALL SELECT first_seq, events"
+            " FROM treadle_checkpoints WHERE first_seq IS NOT NULL ORDER BY first_seq"
+        )
         assert [(first, is_layout_2(text)) for first, text in rows] == [(1, True), (5, True)]
         (made,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'treadle_events'")
         assert made[0].endswith("WITHOUT ROWID")  # a new file: no index beside the table
-        db.execute("UPDATE treadle_events SET events = '[2,1,0.0,[14]]' WHERE first_seq = 5")
+        # The park's events are in its checkpoint's row (see _stores/_sql_events.py).
+        db.execute("UPDATE treadle_checkpoints SET events = '[2,1,0.0,[14]]' WHERE first_seq = 5")
     store = SqliteStore(path)
     try:
         with pytest.raises(EventLogCorruptError) as raised:

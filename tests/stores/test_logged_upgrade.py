@@ -18,6 +18,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from log_rows import LOG_ROWS
 from logged_app import ASKER, CANCELLED, FAILER, REPORTER, RUNS, SLEEP_S, SLEEPER, START, WOKEN
 from logged_app import build as build_logged
 
@@ -40,9 +41,11 @@ def copy_of_the_old_file(tmp_path: Path) -> Path:
 
 
 def rows(path: Path) -> list[tuple[str, int, str | bytes]]:
+    """The log's rows, in both tables once today's treadle opened the file (log_rows.py)."""
+    table = "treadle_events" if path == FILE else f"{LOG_ROWS} AS log"
     with sqlite3.connect(path) as db:
         return db.execute(
-            "SELECT run_id, first_seq, events FROM treadle_events ORDER BY run_id, first_seq"
+            f"SELECT run_id, first_seq, events FROM {table} ORDER BY run_id, first_seq"  # noqa: S608 - constants
         ).fetchall()
 
 

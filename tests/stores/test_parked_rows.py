@@ -2,8 +2,9 @@
 
 A run parked on a timer is its run row, its two checkpoints (the start and
 the park), the record of who started it, and its event log in one row per
-commit: the start's events and its record share one. Nothing else is
-written per run, and the log reads the same as when it took a row more.
+commit: the start's events and its record share one. On SQLite the park's
+events are in the park's checkpoint row, not a row of their own. Nothing
+else is written per run, and the log reads the same as when it took a row more.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from treadle.testing import FakeClock
 
 _COUNTED = ("treadle_runs", "treadle_checkpoints", "treadle_events", "treadle_audit")
 _PARKED = {"treadle_runs": 1, "treadle_checkpoints": 2, "treadle_events": 2, "treadle_audit": 1}
+# SQLite: the park's events ride in its checkpoint's row (see _stores/_sql_events.py).
+_PARKED_SQLITE = _PARKED | {"treadle_events": 1}
 _KINDS = [
     "run_started",
     "checkpoint_saved",
@@ -66,7 +69,13 @@ async def test_a_run_parked_on_sqlite_is_four_kinds_of_row_and_no_more(tmp_path)
         for table in _COUNTED:
             query = f"SELECT COUNT(*) FROM {table} WHERE run_id = ?"  # noqa: S608 - constant names
             counts[table] = db.execute(query, (run_id,)).fetchone()[0]
-    assert counts == _PARKED
+        logged = db.execute(
+            "SELECT superstep, first_seq, last_seq FROM treadle_checkpoints"
+            " WHERE run_id = ? ORDER BY superstep",
+            (run_id,),
+        ).fetchall()
+    assert counts == _PARKED_SQLITE
+    assert logged == [(0, None, None), (1, 5, len(_KINDS))]
 
 
 @pytest.mark.integration

@@ -130,7 +130,7 @@ async def test_a_version_1_schema_is_migrated_with_its_runs_and_checkpoints(dsn,
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert await schema_version(dsn, schema) == [KNOWN] == [19]
+    assert await schema_version(dsn, schema) == [KNOWN] == [20]
 
 
 async def test_a_migration_that_fails_leaves_the_schema_as_it_was(dsn, new_schema, monkeypatch):

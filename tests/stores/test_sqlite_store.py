@@ -181,7 +181,7 @@ async def test_a_version_1_file_is_migrated_with_its_runs_and_checkpoints(tmp_pa
         assert await kept_ids(store, "held") == ["held/0", "held/1", "held/2"]
     finally:
         await store.close()
-    assert schema_version(path) == [KNOWN] == [19]
+    assert schema_version(path) == [KNOWN] == [20]
 
 
 async def test_due_runs_read_one_index_that_also_gives_their_order(tmp_path):

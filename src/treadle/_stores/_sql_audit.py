@@ -40,7 +40,7 @@ INSERT_ENTRY = f"INSERT INTO treadle_audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?
 
 # One event for the action, at the run's current superstep, numbered after the
 # run's last. Parameters: the kind (as JSON text), the time, the data (JSON
-# text), the run, the run again (for the last seq).
+# text), the run twice (for the last seq), the run.
 LOG_ACTION = f"""
 INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
 SELECT run_id, log.last + 1, log.last + 1,
@@ -61,7 +61,7 @@ def entry_of(logged: tuple[Any, ...], superstep: int) -> EventEntry:
     For a run whose superstep is known (a new run's), so that it can share a
     row of the log with the events before it.
     """
-    kind, at, data, _, _ = logged
+    kind, at, data, *_ = logged
     return EventEntry(superstep, json.loads(kind), None, float(at), data)
 
 
@@ -77,4 +77,5 @@ def written(
     if not record.logged:
         return entry, None
     data = record.event_data(seq, entry[-1])
-    return entry, (json.dumps(record.action), repr(at), data, record.run_id, record.run_id)
+    run_id = record.run_id
+    return entry, (json.dumps(record.action), repr(at), data, run_id, run_id, run_id)

@@ -12,6 +12,16 @@ has written the run's row: a writer then holds the row (PostgreSQL locks
 it; SQLite has one writer), so the last ``seq`` cannot change before it
 commits, and seqs follow commit order with no gap and no repeat. Reads
 unpack rows into events.
+
+On SQLite, the events of a commit of one checkpoint (a durable superstep)
+are that checkpoint's row's columns ``first_seq``, ``last_seq`` and
+``events``, not a row of ``treadle_events``: a commit then writes one
+B-tree fewer, and SQLite's cost of a commit is its B-trees, not its bytes
+(``benchmarks/LAYOUTS.md``). A run's log is then the rows of both tables,
+merged by ``first_seq``; every other write (a run's start, an action, a
+batch of checkpoints) keeps a row of ``treadle_events``. Retention moves a
+checkpoint's events into ``treadle_events`` before it deletes the
+checkpoint (:data:`MOVE_OLD_EVENTS`), so pruning never shortens a log.
 """
 
 from __future__ import annotations
@@ -31,32 +41,57 @@ if TYPE_CHECKING:
     from treadle._stores._events import EventEntry
     from treadle._stores._records import CheckpointRecord
 
-# The run's last seq, read from its newest row through the primary key (seqs grow
-# with first_seq), never by scanning the run's rows.
+# The run's last seq: the greater of its newest row's in each table holding its log,
+# each read through its key (seqs grow with first_seq), never by scanning the run's
+# rows. Parameters: the run, twice.
 _LAST = (
-    "COALESCE((SELECT last_seq FROM treadle_events WHERE run_id = ?"
-    " ORDER BY first_seq DESC LIMIT 1), 0)"
+    "COALESCE((SELECT MAX(l) FROM ("
+    "SELECT (SELECT last_seq FROM treadle_events WHERE run_id = ?"
+    " ORDER BY first_seq DESC LIMIT 1) AS l"
+    " UNION ALL SELECT (SELECT last_seq FROM treadle_checkpoints WHERE run_id = ?"
+    " AND first_seq IS NOT NULL ORDER BY first_seq DESC LIMIT 1)) AS logged), 0)"
 )
 
 LAST_SEQ = f"SELECT {_LAST}"
 
 # One row for a write's events, numbered after the run's last. Parameters: the
-# run, the run again for each seq's subquery, the count, the events. Its values
+# run, the run twice for each seq's subquery, the count, the events. Its values
 # are a VALUES row: an INSERT ... SELECT reading the table it writes has SQLite
 # stage its rows in a temporary table first, about a quarter of its instructions.
 INSERT_EVENTS = f"""
 INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
 VALUES (?, {_LAST} + 1, {_LAST} + ?, ?)"""  # noqa: S608 - constants only
 
-# The rows holding the events after a seq N: from the row holding N + 1 on (it
-# may start before it: the reader trims), found through the primary key.
-# Parameters: the run, the run again, N + 1.
+# SQLite: one checkpoint with its superstep's events in its row (module docstring).
+# Parameters: the checkpoint's, then :func:`sqlite_event_row`'s without the first.
+INSERT_LOGGED_CHECKPOINT = f"""
+INSERT INTO treadle_checkpoints
+    (checkpoint_id, run_id, superstep, status, parent_checkpoint_id, created_at, wake_at, blob,
+    refs, first_seq, last_seq, events)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {_LAST} + 1, {_LAST} + ?, ?)
+ON CONFLICT (checkpoint_id) DO NOTHING"""  # noqa: S608 - constants only
+
+# The rows holding the events after a seq N, in both tables: in each, from the row
+# holding N + 1 on (it may start before it: the reader trims), found through its key.
+# Parameters: the run, the run again, N + 1; the same again.
+_ROWS_AFTER = (
+    "SELECT first_seq, events FROM {table} WHERE run_id = ? AND first_seq >= COALESCE("
+    "(SELECT first_seq FROM {table} WHERE run_id = ? AND first_seq <= ?"
+    " ORDER BY first_seq DESC LIMIT 1), 0)"
+)
 SELECT_EVENTS = (
-    "SELECT first_seq, events FROM treadle_events WHERE run_id = ? AND first_seq >= COALESCE("
-    "(SELECT first_seq FROM treadle_events WHERE run_id = ? AND first_seq <= ?"
-    " ORDER BY first_seq DESC LIMIT 1), 0) ORDER BY first_seq"
+    _ROWS_AFTER.replace("{table}", "treadle_events")
+    + " UNION ALL "
+    + _ROWS_AFTER.replace("{table}", "treadle_checkpoints")
+    + " ORDER BY first_seq"
 )
 SELECT_SOME_EVENTS = SELECT_EVENTS + " LIMIT ?"
+
+
+def rows_after_parameters(run_id: str, after: int) -> tuple[Any, ...]:
+    """The parameters of :data:`SELECT_EVENTS` for the events after seq ``after``."""
+    return (run_id, run_id, after + 1) * 2
+
 
 DELETE_EVENTS = "DELETE FROM treadle_events WHERE run_id = ?"
 
@@ -79,12 +114,17 @@ def event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
         f"{'null' if executor_id is None else quoted(executor_id)},{at!r},{data}]"
         for superstep, kind, executor_id, at, data in entries
     )
-    return (run_id, run_id, run_id, len(entries), f"[{items}]")
+    return (run_id, *_lasts(run_id), len(entries), f"[{items}]")
 
 
 def sqlite_event_row(run_id: str, entries: Sequence[EventEntry]) -> tuple[Any, ...]:
     """:func:`event_row` for SQLite: the events in its shorter layout, packed when long."""
-    return (run_id, run_id, run_id, len(entries), pack_events(short_text(entries)))
+    return (run_id, *_lasts(run_id), len(entries), pack_events(short_text(entries)))
+
+
+def _lasts(run_id: str) -> tuple[str, ...]:
+    """The parameters of an append's two ``_LAST`` (its first seq's, its last's)."""
+    return (run_id,) * 4
 
 
 def unpack(
@@ -131,7 +171,7 @@ WHERE run_id = ?"""  # noqa: S608 - constants only
 
 def log_status_parameters(run_id: str, at: float, by: str) -> tuple[Any, ...]:
     """The parameters of :data:`LOG_STATUS`."""
-    return (repr(at), by, run_id, run_id)
+    return (repr(at), by, run_id, run_id, run_id)
 
 
 # A new SQLite file keeps its event log in a table without rowids, its rows in the

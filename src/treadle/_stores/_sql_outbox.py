@@ -79,11 +79,24 @@ SELECT_SECRET = "SELECT secret FROM treadle_secrets WHERE name = ?"  # noqa: S10
 LINK_SECRET = "answer_links"  # noqa: S105
 
 # SQLite's feed: JSON through json_each and json_extract, of a row's text
-# (treadle_events_text unpacks a packed row: see _event_packing). A database
-# whose feed still reads rows as text gets this one when it opens
+# (treadle_events_text unpacks a packed row: see _event_packing). A run's log is
+# rows of treadle_events and checkpoints holding their superstep's events (see
+# _sql_events): a trigger on each. A row retention moves from a checkpoint into
+# treadle_events was fed with its checkpoint and is passed by (its checkpoint's
+# row is still there when it moves). A database whose feed is older (it reads
+# rows as text, or has no trigger on checkpoints) gets this one when it opens
 # (_sqlite_transactions.migrate).
-SQLITE_FEED = """
-CREATE TRIGGER IF NOT EXISTS treadle_outbox_feed AFTER INSERT ON treadle_events
+_SQLITE_FEED_ON = (  # each trigger's name, and what it fires on
+    (
+        "treadle_outbox_feed",
+        (
+            "treadle_events WHEN NOT EXISTS (SELECT 1 FROM treadle_checkpoints"
+            " WHERE run_id = NEW.run_id AND first_seq = NEW.first_seq)"
+        ),
+    ),
+    ("treadle_outbox_step_feed", "treadle_checkpoints WHEN NEW.events IS NOT NULL"),
+)
+_SQLITE_FEED_BODY = """
 BEGIN
     DELETE FROM treadle_outbox
     WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
@@ -116,11 +129,17 @@ BEGIN
     WHERE instr(',' || w.events || ',', ',' || t.event_type || ',') > 0
     ORDER BY e.key, w.endpoint_id;
 END"""
-SQLITE_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed"
-# A feed made before event rows were packed, which reads them as text.
-SQLITE_TEXT_FEED = (
+SQLITE_FEED = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {name} AFTER INSERT ON {on}{_SQLITE_FEED_BODY}"
+    for name, on in _SQLITE_FEED_ON
+)
+SQLITE_DROP_FEED = tuple(f"DROP TRIGGER IF EXISTS {name}" for name, _ in _SQLITE_FEED_ON)
+# A feed made by an older treadle: it reads rows as text (made before event rows were
+# packed), or it feeds from treadle_events alone (made before checkpoints held events).
+SQLITE_OLD_FEED = (
     "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'treadle_outbox_feed'"  # noqa: S608 - constants only
-    f" AND instr(sql, '{TEXT_FUNCTION}') = 0"
+    f" AND (instr(sql, '{TEXT_FUNCTION}') = 0 OR NOT EXISTS (SELECT 1 FROM sqlite_master"
+    " WHERE type = 'trigger' AND name = 'treadle_outbox_step_feed'))"
 )
 
 # PostgreSQL's feed: a function (JSON through jsonb) and the trigger calling it.

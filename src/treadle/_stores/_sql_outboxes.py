@@ -157,10 +157,12 @@ class SqliteOutbox(SqlOutbox):
             done: list[Done] = []
             for template, parameters in steps:
                 if template == sql.ADD_FEED:
-                    connection.execute(sql.SQLITE_FEED)
+                    for statement in sql.SQLITE_FEED:
+                        connection.execute(statement)
                 elif template == sql.DROP_FEED_IF_UNUSED:
                     if not connection.execute(sql.COUNT_ENDPOINTS).fetchone()[0]:
-                        connection.execute(sql.SQLITE_DROP_FEED)
+                        for statement in sql.SQLITE_DROP_FEED:
+                            connection.execute(statement)
                 else:
                     cursor = connection.execute(SQLITE.render(template), parameters)
                     done.append((cursor.fetchall(), cursor.rowcount))

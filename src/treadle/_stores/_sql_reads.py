@@ -224,7 +224,7 @@ class SqlReads(ABC):
             ValueError: ``limit`` is negative.
         """
         _sql_rules.check_limit(limit)
-        start = (run_id, run_id, after + 1)
+        start = _sql_events.rows_after_parameters(run_id, after)
         if limit is None:
             rows = await self._select(_sql_events.SELECT_EVENTS, start)
         else:  # a row holds one event at least: one more row than asked holds enough
@@ -254,7 +254,7 @@ class SqlReads(ABC):
         Raises:
             RunNotFoundError: no such run.
         """
-        ((last,),) = await self._select(_sql_events.LAST_SEQ, (run_id,))
+        ((last,),) = await self._select(_sql_events.LAST_SEQ, (run_id, run_id))
         if not last:
             await self.get_run(run_id)
         return int(last)

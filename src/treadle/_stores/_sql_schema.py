@@ -174,6 +174,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # What a sign-out's sweep reads: the rows whose time has passed.
         "CREATE INDEX treadle_ended_sessions_expiry ON treadle_ended_sessions (expires_at)",
     ),
+    (  # 20: a superstep's events in its checkpoint's row (_sql_events.py); older treadles refuse it
+        "ALTER TABLE treadle_checkpoints ADD COLUMN first_seq BIGINT",
+        "ALTER TABLE treadle_checkpoints ADD COLUMN last_seq BIGINT",
+        "ALTER TABLE treadle_checkpoints ADD COLUMN events TEXT",
+        # A run's checkpoints, and the rows of its log among them, by one index: every
+        # read by run orders its few rows itself, and a commit writes one index, not two.
+        "DROP INDEX treadle_checkpoints_run",
+        "CREATE INDEX treadle_checkpoints_log ON treadle_checkpoints (run_id, first_seq)",
+    ),
 )
 
 """Schema steps in order: step ``i`` takes a database from version ``i`` to ``i + 1``.

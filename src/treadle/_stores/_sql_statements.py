@@ -134,18 +134,28 @@ LEFT JOIN treadle_checkpoints AS c ON c.run_id = r.run_id
 WHERE r.run_id = ?
 ORDER BY c.superstep, c.created_at, c.{order}"""
 
-# Keeps the ``?`` most recently inserted checkpoints of the run, and its latest
-# whatever its position, so retention can never leave a run without a head.
-# Returns the pieces each deleted checkpoint named, for the store to collect.
-DELETE_OLD_CHECKPOINTS = """
-DELETE FROM treadle_checkpoints
+# The checkpoints retention deletes: all but the ``?`` most recently inserted of the
+# run, and never its latest whatever its position, so retention can never leave a
+# run without a head. Parameters: the run, the run, how many newer ones stay, the run.
+_OLD_CHECKPOINTS = """
 WHERE run_id = ?
     AND {order} < (
         SELECT {order} FROM treadle_checkpoints WHERE run_id = ?
         ORDER BY {order} DESC LIMIT 1 OFFSET ?
     )
-    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)
-RETURNING run_id, checkpoint_id, refs"""
+    AND checkpoint_id <> (SELECT checkpoint_id FROM treadle_runs WHERE run_id = ?)"""
+
+# Deletes them. Returns the pieces each named, for the store to collect.
+DELETE_OLD_CHECKPOINTS = f"""
+DELETE FROM treadle_checkpoints{_OLD_CHECKPOINTS}
+RETURNING run_id, checkpoint_id, refs"""  # noqa: S608 - constants only
+
+# First, the events their rows hold go to the log's table (see _sql_events); the
+# webhooks' feed, which fed them with their checkpoint, passes them by (_sql_outbox).
+MOVE_OLD_EVENTS = f"""
+INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
+SELECT run_id, first_seq, last_seq, events FROM treadle_checkpoints{_OLD_CHECKPOINTS}
+    AND first_seq IS NOT NULL"""  # noqa: S608 - constants only
 
 
 def select_runs(

@@ -12,7 +12,7 @@ and refusing what a run's inbox holds unapplied.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from treadle._exceptions import LeaseLostError, RunNotFoundError
 from treadle._stores import (
@@ -101,9 +101,20 @@ def insert_checkpoints(
         ValueError: an id is taken.
         CheckpointNotFoundError: a required piece is gone (pruned meanwhile).
     """
-    # One statement for them all: each one costs SQLite's thread the GIL twice.
-    parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
-    template = _sql_statements.insert_checkpoints(len(checkpoints))
+    entries = _sql_events.entries_of(checkpoints) if log else ()
+    parameters: list[Any] | tuple[Any, ...]
+    if entries and len(checkpoints) == 1 and backend.logs_in_checkpoints:
+        # Its superstep's events in its own row (see _sql_events), after the run row's write.
+        run_id = checkpoints[0].info.run_id
+        template = _sql_events.INSERT_LOGGED_CHECKPOINT
+        parameters = (
+            *_sql_rows.checkpoint_parameters(checkpoints[0]),
+            *backend.event_row(run_id, entries)[1:],
+        )
+        entries = ()
+    else:  # one statement for them all: each one costs SQLite's thread the GIL twice
+        parameters = [value for c in checkpoints for value in _sql_rows.checkpoint_parameters(c)]
+        template = _sql_statements.insert_checkpoints(len(checkpoints))
     if (yield (template, parameters, COUNT, False)) < len(checkpoints):
         raise ValueError(_sql_rules.taken_ids_message(checkpoints))
     required = required_pieces(checkpoints)
@@ -115,7 +126,6 @@ def insert_checkpoints(
         yield (piece_template, values, NOTHING, False)
     for field_template, field_values in _sql_search.field_writes(checkpoints):
         yield (field_template, field_values, NOTHING, False)
-    entries = _sql_events.entries_of(checkpoints) if log else ()
     if entries:  # after the run row's write, as every append is (see _sql_events)
         yield from append_events(checkpoints[-1].info.run_id, entries, backend)
 
@@ -136,8 +146,13 @@ def log_status(run_id: str, at: float, by: str) -> Plan[None]:
 
 
 def delete_old(run_id: str, keep_last: int) -> Plan[int]:
-    """Apply retention to a run, and delete the pieces nothing kept needs any more."""
+    """Apply retention to a run, and delete the pieces nothing kept needs any more.
+
+    The events the deleted checkpoints hold in their rows move to the log's
+    table first (see ``_sql_events``): retention never shortens a run's log.
+    """
     parameters = (run_id, run_id, keep_last - 1, run_id)
+    yield (_sql_statements.MOVE_OLD_EVENTS, parameters, NOTHING, False)
     deleted = yield (_sql_statements.DELETE_OLD_CHECKPOINTS, parameters, ALL, False)
     named = refs_of_rows(deleted)
     if named:

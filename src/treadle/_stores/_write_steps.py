@@ -87,6 +87,9 @@ class Backend:
         event_row: The parameters of a row of a run's log for its events:
             the log's JSON (PostgreSQL, whose webhooks' trigger reads it as
             ``jsonb``), or SQLite's shorter layout (see ``_event_rows``).
+        logs_in_checkpoints: A commit of one checkpoint writes its events
+            in the checkpoint's row, not a row of the log's table (SQLite,
+            where a commit costs what B-trees it writes: see ``_sql_events``).
     """
 
     name: str
@@ -99,6 +102,7 @@ class Backend:
     chain_lock: str | None
     returning: bool
     event_row: Callable[[str, Sequence[EventEntry]], tuple[Any, ...]]
+    logs_in_checkpoints: bool
 
 
 SQLITE_WRITES = Backend(
@@ -112,6 +116,7 @@ SQLITE_WRITES = Backend(
     chain_lock=None,
     returning=False,
     event_row=_sql_events.sqlite_event_row,
+    logs_in_checkpoints=True,
 )
 """``SqliteStore``'s writes."""
 
@@ -126,5 +131,6 @@ POSTGRES_WRITES = Backend(
     chain_lock=_sql_audit.LOCK_CHAIN,
     returning=True,
     event_row=_sql_events.event_row,
+    logs_in_checkpoints=False,
 )
 """``PostgresStore``'s writes (and a worker's ``LeasedStore``'s)."""
