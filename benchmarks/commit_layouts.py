@@ -13,9 +13,13 @@ floor measured beside it:
 * ``floor``: the floor's transaction.
 * ``floor, 600 bytes``: the same with a row as long as a checkpoint and its
   events together, to tell bytes from pages.
-* ``treadle's tables``: what a sync commit of a chain step writes today, on
-  the tables treadle's own migrations made (an event row, a checkpoint row
-  with its two indexes, the run row moved on under its lease), as raw SQL.
+* ``treadle's tables``: what a sync commit of a chain step wrote before
+  schema step 20, on the tables treadle's own migrations made (an event
+  row, a checkpoint row with its two indexes, the run row moved on under
+  its lease), as raw SQL.
+* ``treadle's tables, events in the checkpoint's row``: what it writes since
+  (on SQLite): the checkpoint row holds the step's events, with one index
+  by run beside its id's, and the run row moved on.
 * ``one row a superstep, run row moved``: the checkpoint and its events in
   one row keyed by (run, superstep), and the run row moved on.
 * ``one row a superstep, run row read``: the same, the lease checked by a
@@ -133,6 +137,42 @@ def treadle_tables(directory: Path) -> Step:
     return step
 
 
+def treadle_logged_checkpoint(directory: Path) -> Step:
+    path = directory / "treadle-logged.sqlite"
+    _treadle_file(path)
+    connection = _connect(path)
+    blob = os.urandom(CHECKPOINT_BYTES)
+
+    def step(number: int) -> None:
+        now = time.time()
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(
+            "INSERT INTO treadle_checkpoints (checkpoint_id, run_id, superstep, status,"
+            " parent_checkpoint_id, created_at, blob, first_seq, last_seq, events)"
+            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+            (
+                _id(10_000_000 + number),
+                RUN_ID,
+                100 + number,
+                _id(9_999_999 + number),
+                now,
+                blob,
+                1_000 + number * 5,
+                1_004 + number * 5,
+                EVENTS_TEXT,
+            ),
+        )
+        moved = connection.execute(
+            "UPDATE treadle_runs SET superstep = ?, checkpoint_id = ?, updated_at = ?"
+            " WHERE run_id = ? AND owner = 'me' AND lease_epoch = 7",
+            (100 + number, _id(10_000_000 + number), now, RUN_ID),
+        )
+        assert moved.rowcount == 1  # noqa: S101 - the fence held
+        connection.execute("COMMIT")
+
+    return step
+
+
 def _one_row_file(path: Path) -> sqlite3.Connection:
     connection = _connect(path)
     connection.execute(
@@ -190,6 +230,7 @@ LAYOUTS: dict[str, Callable[[Path], Step]] = {
     "floor": lambda d: floor(d, FLOOR_BYTES),
     "floor, 600 bytes": lambda d: floor(d, CHECKPOINT_BYTES + len(EVENTS_TEXT)),
     "treadle's tables": treadle_tables,
+    "treadle's tables, events in the checkpoint's row": treadle_logged_checkpoint,
     "one row a superstep, run row moved": lambda d: one_row(d, move_run_row=True),
     "one row a superstep, run row read": lambda d: one_row(d, move_run_row=False),
 }
