@@ -108,64 +108,39 @@ def _treadle_file(path: Path) -> None:
     connection.close()
 
 
-def treadle_tables(directory: Path) -> Step:
-    path = directory / "treadle.sqlite"
+def treadle_tables(directory: Path, *, events_in_checkpoint: bool) -> Step:
+    path = directory / f"treadle-{int(events_in_checkpoint)}.sqlite"
     _treadle_file(path)
     connection = _connect(path)
     blob = os.urandom(CHECKPOINT_BYTES)
 
     def step(number: int) -> None:
         now = time.time()
+        seqs = (1_000 + number * 5, 1_004 + number * 5)
+        checkpoint = (_id(10_000_000 + number), RUN_ID, 100 + number, _id(9_999_999 + number))
         connection.execute("BEGIN IMMEDIATE")
-        connection.execute(
-            "INSERT INTO treadle_events (run_id, first_seq, last_seq, events) VALUES (?, ?, ?, ?)",
-            (RUN_ID, 1_000 + number * 5, 1_004 + number * 5, EVENTS_TEXT),
-        )
-        connection.execute(
-            "INSERT INTO treadle_checkpoints (checkpoint_id, run_id, superstep, status,"
-            " parent_checkpoint_id, created_at, blob) VALUES (?, ?, ?, 'running', ?, ?, ?)",
-            (_id(10_000_000 + number), RUN_ID, 100 + number, _id(9_999_999 + number), now, blob),
-        )
+        if events_in_checkpoint:
+            connection.execute(
+                "INSERT INTO treadle_checkpoints (checkpoint_id, run_id, superstep, status,"
+                " parent_checkpoint_id, created_at, blob, first_seq, last_seq, events)"
+                " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (*checkpoint, now, blob, *seqs, EVENTS_TEXT),
+            )
+        else:
+            connection.execute(
+                "INSERT INTO treadle_events (run_id, first_seq, last_seq, events)"
+                " VALUES (?, ?, ?, ?)",
+                (RUN_ID, *seqs, EVENTS_TEXT),
+            )
+            connection.execute(
+                "INSERT INTO treadle_checkpoints (checkpoint_id, run_id, superstep, status,"
+                " parent_checkpoint_id, created_at, blob) VALUES (?, ?, ?, 'running', ?, ?, ?)",
+                (*checkpoint, now, blob),
+            )
         moved = connection.execute(
             "UPDATE treadle_runs SET superstep = ?, checkpoint_id = ?, updated_at = ?"
             " WHERE run_id = ? AND owner = 'me' AND lease_epoch = 7",
-            (100 + number, _id(10_000_000 + number), now, RUN_ID),
-        )
-        assert moved.rowcount == 1  # noqa: S101 - the fence held
-        connection.execute("COMMIT")
-
-    return step
-
-
-def treadle_logged_checkpoint(directory: Path) -> Step:
-    path = directory / "treadle-logged.sqlite"
-    _treadle_file(path)
-    connection = _connect(path)
-    blob = os.urandom(CHECKPOINT_BYTES)
-
-    def step(number: int) -> None:
-        now = time.time()
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute(
-            "INSERT INTO treadle_checkpoints (checkpoint_id, run_id, superstep, status,"
-            " parent_checkpoint_id, created_at, blob, first_seq, last_seq, events)"
-            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-            (
-                _id(10_000_000 + number),
-                RUN_ID,
-                100 + number,
-                _id(9_999_999 + number),
-                now,
-                blob,
-                1_000 + number * 5,
-                1_004 + number * 5,
-                EVENTS_TEXT,
-            ),
-        )
-        moved = connection.execute(
-            "UPDATE treadle_runs SET superstep = ?, checkpoint_id = ?, updated_at = ?"
-            " WHERE run_id = ? AND owner = 'me' AND lease_epoch = 7",
-            (100 + number, _id(10_000_000 + number), now, RUN_ID),
+            (100 + number, checkpoint[0], now, RUN_ID),
         )
         assert moved.rowcount == 1  # noqa: S101 - the fence held
         connection.execute("COMMIT")
@@ -229,8 +204,10 @@ def one_row(directory: Path, *, move_run_row: bool) -> Step:
 LAYOUTS: dict[str, Callable[[Path], Step]] = {
     "floor": lambda d: floor(d, FLOOR_BYTES),
     "floor, 600 bytes": lambda d: floor(d, CHECKPOINT_BYTES + len(EVENTS_TEXT)),
-    "treadle's tables": treadle_tables,
-    "treadle's tables, events in the checkpoint's row": treadle_logged_checkpoint,
+    "treadle's tables": lambda d: treadle_tables(d, events_in_checkpoint=False),
+    "treadle's tables, events in the checkpoint's row": lambda d: treadle_tables(
+        d, events_in_checkpoint=True
+    ),
     "one row a superstep, run row moved": lambda d: one_row(d, move_run_row=True),
     "one row a superstep, run row read": lambda d: one_row(d, move_run_row=False),
 }

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from log_rows import LOG_ROWS
+from log_rows import LOG_ROWS, comparable, rows_of
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._event_packing import events_text
@@ -48,27 +48,7 @@ REPORT = "a line of the report, as long as a traceback's. " * 12
 
 
 def _rows(path: Path, run_id: str) -> list[tuple[str, int]]:
-    with sqlite3.connect(path) as db:
-        return db.execute(
-            f"SELECT typeof(events), length(events) FROM {LOG_ROWS} AS log"  # noqa: S608 - constant
-            " WHERE run_id = ? ORDER BY first_seq",
-            (run_id,),
-        ).fetchall()
-
-
-def _shown(events):
-    """The events, less what each store or process makes its own: ids, hashes, owners."""
-    own = {"checkpoint_id", "audit", "by"}
-    return [
-        (
-            e.seq,
-            e.superstep,
-            e.kind,
-            e.executor_id,
-            {k: v for k, v in e.data.items() if k not in own},
-        )
-        for e in events
-    ]
+    return rows_of(path, run_id, "typeof(events), length(events)")
 
 
 async def test_commits_write_packed_rows_that_read_as_the_memory_store_reads_its_log(
@@ -84,7 +64,7 @@ async def test_commits_write_packed_rows_that_read_as_the_memory_store_reads_its
         await clock.advance(60)
         done = await wf.resume("r1", store=store, clock=clock)
         assert done.outputs == [REPORT * 5]
-        logs[name] = _shown(await store.read_events("r1"))
+        logs[name] = comparable(await store.read_events("r1"))
     try:
         assert logs["sqlite"] == logs["memory"]
         assert [kind for _, _, kind, _, _ in logs["sqlite"]].count("checkpoint_saved") >= 3
@@ -102,7 +82,7 @@ async def test_commits_write_packed_rows_that_read_as_the_memory_store_reads_its
         # Under a quarter of the bytes of the JSON text it holds.
         assert 4 * sum(map(len, packed)) < sum(len(events_text(row)) for row in packed)
         # Reading from any seq gives the same tail.
-        assert _shown(await stores["sqlite"].read_events("r1", after=3)) == logs["sqlite"][3:]
+        assert comparable(await stores["sqlite"].read_events("r1", after=3)) == logs["sqlite"][3:]
     finally:
         await stores["sqlite"].close()
 

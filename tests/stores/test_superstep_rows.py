@@ -16,7 +16,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
-from log_rows import LOG_ROWS
+from log_rows import comparable, rows_of
 
 from treadle import RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._stores._outbox import new_endpoint
@@ -29,26 +29,15 @@ if TYPE_CHECKING:
 STEPS = 6
 
 
-def _counter():
-    """A run counting to STEPS, one superstep a number, then resting on a timer."""
+def _counter(*, asks: bool = False):
+    """A run counting to STEPS, one superstep a number, then resting on a timer.
+
+    With ``asks``, it asks at 2 whether to go on (a request.created for the webhooks).
+    """
 
     @executor(id="count")
     async def count(n: int, ctx: WorkflowContext[int]) -> None:
-        if n < STEPS:
-            ctx.send_message(n + 1)
-        else:
-            await ctx.sleep(60)
-            ctx.yield_output(n)
-
-    return WorkflowBuilder(start=count, name="counter").add_edge(count, count).build()
-
-
-def _asking_counter():
-    """A counter that asks at 2 whether to go on (a request.created for the webhooks)."""
-
-    @executor(id="count")
-    async def count(n: int, ctx: WorkflowContext[int]) -> None:
-        if n == 2:
+        if asks and n == 2:
             assert await ctx.request("go on?", str) == "yes"
         if n < STEPS:
             ctx.send_message(n + 1)
@@ -56,31 +45,12 @@ def _asking_counter():
             await ctx.sleep(60)
             ctx.yield_output(n)
 
-    return WorkflowBuilder(start=count, name="asking").add_edge(count, count).build()
+    name = "asking" if asks else "counter"
+    return WorkflowBuilder(start=count, name=name).add_edge(count, count).build()
 
 
 def _homes(path: Path, run_id: str) -> list[tuple[int, int, str]]:
-    with sqlite3.connect(path) as db:
-        return db.execute(
-            f"SELECT first_seq, last_seq, home FROM {LOG_ROWS} AS log"  # noqa: S608 - constant
-            " WHERE run_id = ? ORDER BY first_seq",
-            (run_id,),
-        ).fetchall()
-
-
-def _shown(events):
-    """The events less what each store makes its own (ids, hashes, owners)."""
-    own = {"checkpoint_id", "audit", "by", "actor"}
-    return [
-        (
-            e.seq,
-            e.superstep,
-            e.kind,
-            e.executor_id,
-            {k: v for k, v in e.data.items() if k not in own},
-        )
-        for e in events
-    ]
+    return rows_of(path, run_id, "first_seq, last_seq, home")
 
 
 async def test_each_superstep_logs_in_its_checkpoint_row_and_the_log_reads_as_memorys(
@@ -100,7 +70,7 @@ async def test_each_superstep_logs_in_its_checkpoint_row_and_the_log_reads_as_me
             assert await store.last_event_seq("r") == len(logs[name])
         finally:
             await store.close()
-    assert _shown(logs["sqlite"]) == _shown(logs["memory"])
+    assert comparable(logs["sqlite"]) == comparable(logs["memory"])
     assert [e.seq for e in logs["sqlite"]] == list(range(1, len(logs["sqlite"]) + 1))
     homes = _homes(path, "r")
     # The start's row (with its record), one checkpoint row a superstep, then the pause's
@@ -120,7 +90,7 @@ async def test_retention_and_prune_move_a_checkpoints_events_and_the_feed_sends_
 ) -> None:
     path = tmp_path / "runs.db"
     store = SqliteStore(path)
-    workflow = _asking_counter()
+    workflow = _counter(asks=True)
     try:
         await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
         clock = FakeClock(start=time.time())
@@ -167,7 +137,7 @@ async def test_a_store_keeping_the_last_checkpoints_keeps_the_whole_log(tmp_path
     try:
         for each in (store, memory):
             await _counter().run(1, store=each, clock=FakeClock(start=10.0), run_id="r")
-        assert _shown(await store.read_events("r")) == _shown(await memory.read_events("r"))
+        assert comparable(await store.read_events("r")) == comparable(await memory.read_events("r"))
         assert len(await store.list_checkpoints("r")) == 2
     finally:
         await store.close()
