@@ -245,14 +245,22 @@ def start(
     The start flags give it a start policy (``docs/flow-control.md``): the
     id printed is then the run the start made or joined.
     """
-    started = execute(
-        store, lambda s: commands.start(s, workflow, input_, run_id, policy=choice), creates=True
+    started, alone = execute(
+        store, lambda s: _queued(s, workflow, input_, run_id, choice), creates=True
     )
     if not (follow and as_json):
-        print_started(started, workflow, as_json=as_json)
+        print_started(started, workflow, as_json=as_json, alone=alone)
     if follow:
         view = execute(store, lambda s: follow_new(s, started, quiet=as_json), follows=True)
         exit_where_settled(view, as_json=as_json)
+
+
+async def _queued(
+    store: Store, workflow: str, input_: str, run_id: str | None, choice: StartChoice
+) -> tuple[str, bool]:
+    """Queue the run; its id, and whether it is the store's only run of ``workflow``."""
+    started = await commands.start(store, workflow, input_, run_id, policy=choice)
+    return started, await commands.alone_of_its_workflow(store, workflow, started)
 
 
 @cli.command()

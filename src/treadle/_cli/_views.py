@@ -149,12 +149,22 @@ def print_delivered(run_id: str, *, as_json: bool) -> None:
         out.print(f"delivered to run {run_id}; a worker applies it when it next claims the run")
 
 
-def print_started(run_id: str, workflow: str, *, as_json: bool) -> None:
-    """``treadle start``: the id of the run queued for the workers."""
+def print_started(run_id: str, workflow: str, *, as_json: bool, alone: bool = False) -> None:
+    """``treadle start``: the id of the run queued for the workers.
+
+    ``alone``: no other run of the workflow is in the store, so perhaps no
+    worker serves its name (a typo waits for ever): a note on stderr says so.
+    """
     if as_json:
         out.print_json(data={"run_id": run_id, "workflow": workflow})
     else:
         out.print(run_id)
+    if alone:
+        err.print(
+            f"[yellow]note:[/yellow] no other run of workflow {escape(repr(workflow))} is in"
+            " this store: the run waits until a `treadle worker` serving that name takes it"
+            " up (is the name right? `treadle runs` lists the workflows of the others)"
+        )
 
 
 def print_forked(view: RunView, run_id: str, checkpoint_id: str, *, as_json: bool) -> None:

@@ -231,6 +231,18 @@ async def start(
         raise CommandError(str(error)) from None
 
 
+async def alone_of_its_workflow(store: Store, workflow: str, run_id: str) -> bool:
+    """Whether ``run_id`` is the only run of ``workflow`` in the store.
+
+    A run queued by name waits for a worker that serves the name: the first
+    of its name may be the first of a new workflow, or a typo that nothing
+    will ever serve. ``treadle start`` then says so rather than leave it to
+    wait unremarked.
+    """
+    runs = await store.list_runs(workflow=workflow, limit=2)
+    return all(run.run_id == run_id for run in runs)
+
+
 async def respond(
     store: Store,
     run_id: str,
