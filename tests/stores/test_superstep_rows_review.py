@@ -365,3 +365,39 @@ async def test_deleting_a_run_removes_its_rows_in_both_tables(tmp_path: Path) ->
         assert await store.last_event_seq("other") == 0
     finally:
         await store.close()
+
+
+# -- A process of the release before step 20, still writing once the file is upgraded -----
+
+# What that release's store logs for a pause (its LOG_STATUS): the run's last seq read from
+# treadle_events alone. Parameters: the time, who, the run, the run.
+_OLD_LOG_STATUS = """
+INSERT INTO treadle_events (run_id, first_seq, last_seq, events)
+SELECT run_id, log.last + 1, log.last + 1,
+    '[[' || superstep || ',"status_changed",null,' || CAST(? AS TEXT)
+    || ',{"status":"' || status || '","by":"' || CAST(? AS TEXT) || '"}]]'
+FROM treadle_runs, (SELECT COALESCE((SELECT last_seq FROM treadle_events WHERE run_id = ?
+    ORDER BY first_seq DESC LIMIT 1), 0) AS last) AS log
+WHERE run_id = ?"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a process of the release before step 20, open on the file when a newer one "
+    "upgrades it, numbers its next event after treadle_events' last row alone: seqs repeat",
+)
+async def test_a_process_of_the_release_before_keeps_seqs_unique_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    import sqlite3  # noqa: PLC0415
+
+    path = tmp_path / "mixed.db"
+    store = SqliteStore(path)
+    try:
+        await _apply(store, [("pause", 0), ("commit", 2)])  # seqs 1, 2 rows; 3, 4 a checkpoint's
+        with sqlite3.connect(path) as old:  # that release's writer, open all along
+            old.execute(_OLD_LOG_STATUS, (repr(T0), "pause", "run-1", "run-1"))
+        seqs = [e.seq for e in await store.read_events("run-1")]
+    finally:
+        await store.close()
+    assert seqs == list(range(1, len(seqs) + 1))
