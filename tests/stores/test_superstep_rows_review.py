@@ -381,23 +381,27 @@ FROM treadle_runs, (SELECT COALESCE((SELECT last_seq FROM treadle_events WHERE r
 WHERE run_id = ?"""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process of the release before step 20, open on the file when a newer one "
-    "upgrades it, numbers its next event after treadle_events' last row alone: seqs repeat",
-)
-async def test_a_process_of_the_release_before_keeps_seqs_unique_after_the_upgrade(
+async def test_a_process_of_the_release_before_is_refused_rather_than_repeat_seqs(
     tmp_path: Path,
 ) -> None:
+    """A process of the release before step 20 still open on the file once it is upgraded:
+    its next event, numbered after treadle_events' rows alone, would repeat seqs that a
+    checkpoint's row holds. The file refuses the write (loudly) and the log stays whole."""
     import sqlite3  # noqa: PLC0415
 
     path = tmp_path / "mixed.db"
     store = SqliteStore(path)
     try:
         await _apply(store, [("pause", 0), ("commit", 2)])  # seqs 1, 2 rows; 3, 4 a checkpoint's
-        with sqlite3.connect(path) as old:  # that release's writer, open all along
+        before = await store.read_events("run-1")
+        with sqlite3.connect(path) as old, pytest.raises(sqlite3.IntegrityError) as refused:
             old.execute(_OLD_LOG_STATUS, (repr(T0), "pause", "run-1", "run-1"))
+        assert "older than schema version 20" in str(refused.value)
+        after = await store.read_events("run-1")
+        await store.pause("run-1")  # today's writers go on, numbered after both tables
         seqs = [e.seq for e in await store.read_events("run-1")]
     finally:
         await store.close()
+    assert after == before
     assert seqs == list(range(1, len(seqs) + 1))
+    assert len(seqs) > len(before)

@@ -174,6 +174,25 @@ def log_status_parameters(run_id: str, at: float, by: str) -> tuple[Any, ...]:
     return (repr(at), by, run_id, run_id, run_id)
 
 
+# SQLite: a row of treadle_events whose seqs overlap a checkpoint's events is refused,
+# unless it is that checkpoint's row moved by retention (the same seqs and events). A
+# treadle older than schema step 20 numbers its next event after treadle_events' rows
+# alone: a process of it still open on the file when a newer one upgrades it would
+# repeat seqs silently; its write now fails instead (installed at every open). The
+# checkpoint row with the greatest first seq up to the new row's last is the one that
+# can overlap (a run's rows hold disjoint seqs): one seek of the by-run index.
+SQLITE_SEQ_GUARD = """
+CREATE TRIGGER IF NOT EXISTS treadle_events_seqs BEFORE INSERT ON treadle_events
+WHEN (
+    SELECT c.last_seq >= NEW.first_seq AND NOT (
+        c.first_seq = NEW.first_seq AND c.last_seq = NEW.last_seq AND c.events IS NEW.events)
+    FROM treadle_checkpoints AS c
+    WHERE c.run_id = NEW.run_id AND c.first_seq IS NOT NULL AND c.first_seq <= NEW.last_seq
+    ORDER BY c.first_seq DESC LIMIT 1)
+BEGIN
+    SELECT RAISE(ABORT, 'treadle_events: these seqs are a checkpoint''s events already: a treadle older than schema version 20 writes to this file; stop it and upgrade');
+END"""  # noqa: E501 - RAISE takes one literal
+
 # A new SQLite file keeps its event log in a table without rowids, its rows in the
 # order of their primary key (the only order any statement reads them in): no index
 # beside the table holds the key again (50 bytes less a parked run in idle_runs, 140

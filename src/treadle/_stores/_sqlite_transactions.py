@@ -187,6 +187,7 @@ def migrate(connection: sqlite3.Connection, label: str) -> None:
     if found is None and connection.execute(_sql_events.ANY_EVENT).fetchone() is None:
         for statement in _sql_events.SQLITE_EVENTS_BY_KEY:  # a new file: see there
             connection.execute(statement)
+    connection.execute(_sql_events.SQLITE_SEQ_GUARD)
     # An outbox feed made by an older treadle reads rows as JSON text, which a packed
     # row is not, or feeds from treadle_events alone: it is made again as it is now.
     if connection.execute(_sql_outbox.SQLITE_OLD_FEED).fetchone() is not None:
