@@ -49,6 +49,7 @@ async def test_events_ride_with_their_checkpoints_and_are_numbered_in_commit_ord
     assert [e.seq for e in await store.read_events("run-1", after=2)] == [3, 4]
     assert [e.seq for e in await store.read_events("run-1", after=1, limit=2)] == [2, 3]
     assert await store.read_events("run-1", after=4) == []
+    assert await store.read_events("run-1", limit=0) == []  # none asked: none given
     assert await store.last_event_seq("run-1") == 4
     logged = (await store.read_events("run-1", limit=1))[0]
     assert logged.to_json() == {
@@ -73,6 +74,8 @@ async def test_a_first_checkpoint_and_a_status_carry_events_too(store):
 async def test_an_unknown_run_has_no_log_and_a_new_one_an_empty_one(store):
     with pytest.raises(RunNotFoundError, match="nope"):
         await store.read_events("nope")
+    with pytest.raises(RunNotFoundError, match="nope"):
+        await store.read_events("nope", limit=0)
     with pytest.raises(RunNotFoundError, match="nope"):
         await store.last_event_seq("nope")
     await new_run(store)

@@ -224,6 +224,9 @@ class SqlReads(ABC):
             ValueError: ``limit`` is negative.
         """
         _sql_rules.check_limit(limit)
+        if limit == 0:  # no row to read (a row holds one event at least, and unpack trims after)
+            await self.get_run(run_id)
+            return []
         start = _sql_events.rows_after_parameters(run_id, after)
         if limit is None:
             rows = await self._select(_sql_events.SELECT_EVENTS, start)
