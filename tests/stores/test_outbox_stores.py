@@ -10,13 +10,20 @@ carries is kept once however often it is offered.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
+import pytest
+from test_store_suite import new_run
+
 from treadle import WorkflowBuilder, WorkflowContext, executor
+from treadle._stores import _sql_outbox as sql
 from treadle._stores._answer_links import LinkOffer
+from treadle._stores._events import EventEntry
 from treadle._stores._outbox import new_endpoint, offered_link
+from treadle.stores import PostgresStore, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
 from server_app import Brief, approval
@@ -72,3 +79,97 @@ async def test_a_number_json_cannot_write_in_a_runs_events_fails_no_commit_the_f
     assert output.data == {"value": "Infinity"}
     claimed = await outbox.claim_messages("sender", time.time(), 30.0, 10)
     assert [m.event_type for m in claimed] == ["run.completed"]
+
+
+async def test_a_request_with_a_deadline_settled_in_its_own_row_leaves_no_reminder(store):
+    # A row of the log that asks with a deadline and then settles it (the run fails; an
+    # answer): the memory store's feed drops the reminder it adds, event by event. The SQL
+    # stores' feeds dropped a row's settled reminders before adding its messages, so the
+    # reminder outlived its run.
+    outbox = store.outbox()
+    await outbox.add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
+    at = time.time()
+
+    def asked(request_id: str) -> EventEntry:
+        data = {"request_id": request_id, "deadline_at": at + 7200}
+        return EventEntry(0, "request", "ask", at, json.dumps(data))
+
+    answered = EventEntry(0, "request_answered", "ask", at, json.dumps({"request_id": "q1"}))
+    failed = EventEntry(0, "status_changed", None, at, json.dumps({"status": "failed"}))
+    rows = {
+        "answered": (asked("q1"), answered),
+        "ended": (asked("q2"), failed),
+        "asked-after": (failed, asked("q3")),  # settled by nothing after it: kept
+    }
+    for run_id, events in rows.items():
+        await new_run(store, run_id, first=f"{run_id}-c0")
+        await store.set_status(run_id, "awaiting_input", None, events=events)
+    pending = await outbox.messages("pending")
+    reminders = [m.run_id for m in pending if m.event_type == "request.deadline_near"]
+    assert reminders == ["asked-after"]
+    assert sorted(m.event_type for m in pending if m.run_id != "asked-after") == [
+        "request.answered",
+        "request.created",
+        "request.created",
+        "run.failed",
+    ]
+
+
+def _drops_first(feed: str) -> str:
+    """``feed`` as a treadle before this one wrote it: reminders dropped, then rows added."""
+    start, middle = feed.index("    INSERT INTO treadle_outbox"), feed.index("    DELETE FROM")
+    end = feed.index(";", feed.index("'cancelled'", middle)) + 1
+    return feed[:start] + feed[middle:end] + "\n" + feed[start:middle] + feed[end:]
+
+
+@pytest.mark.integration
+async def test_an_older_postgres_feed_is_made_again_when_the_store_opens(dsn, schema):
+    import psycopg  # noqa: PLC0415 - only this test needs it
+
+    old = _drops_first(sql.POSTGRES_FEED_FUNCTION)
+    assert old.index("DELETE FROM treadle_outbox") < old.index("INSERT INTO treadle_outbox")
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(f"SET search_path TO {schema}")
+        await db.execute(old)
+        found = await db.execute(sql.POSTGRES_OLD_FEED)
+        assert await found.fetchone() == (1,)  # the older feed, as found at open
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        await new_run(store, "r1", first="r1-c0")  # opens the store: the feed is made again
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(f"SET search_path TO {schema}")
+        found = await db.execute(sql.POSTGRES_OLD_FEED)
+        assert await found.fetchone() is None
+
+
+async def test_an_older_sqlite_feed_is_made_again_when_the_file_opens(tmp_path):
+    import sqlite3  # noqa: PLC0415 - only this test needs it
+
+    path = tmp_path / "runs.db"
+    store = SqliteStore(path)
+    try:
+        await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        made = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        for name in ("treadle_outbox_feed", "treadle_outbox_step_feed"):
+            db.execute(f"DROP TRIGGER {name}")
+            db.execute(_drops_first(made[name]))
+        assert db.execute(sql.SQLITE_OLD_FEED).fetchone() == (1,)
+    store = SqliteStore(path)
+    try:
+        await new_run(store, "r1", first="r1-c0")  # opens the file: its feed is made again
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute(sql.SQLITE_OLD_FEED).fetchone() is None
+        again = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    assert {name: again[name] for name in made} == made

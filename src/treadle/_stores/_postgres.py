@@ -46,7 +46,7 @@ from treadle._stores._search import SqlSearch
 from treadle._stores._sql_dialect import POSTGRES
 from treadle._stores._sql_graphs import KeptGraphs
 from treadle._stores._sql_limits import PostgresLimits
-from treadle._stores._sql_outboxes import PostgresOutbox
+from treadle._stores._sql_outboxes import PostgresOutbox, remake_old_feed
 from treadle._stores._sql_reads import SqlReads
 from treadle._stores._sql_schedules import PostgresSchedules
 from treadle._stores._sql_tokens import PostgresTokens
@@ -490,6 +490,7 @@ class PostgresStore(
                     found_version, repr(self), _sql_schema.MIGRATIONS
                 ):
                     await connection.execute(_render(template), parameters)
+                await remake_old_feed(connection)
 
     def _hide(self, error: psycopg.Error) -> str:
         message = str(error).strip()

@@ -78,6 +78,12 @@ INSERT_SECRET = "INSERT INTO treadle_secrets (name, secret) VALUES (?, ?) ON CON
 SELECT_SECRET = "SELECT secret FROM treadle_secrets WHERE name = ?"  # noqa: S105
 LINK_SECRET = "answer_links"  # noqa: S105
 
+# Both feeds add a row's messages, then drop the pending reminders that an event of the
+# row settles (an answer, a timeout, the run's end), those of requests before it: as the
+# memory store's feed, event by event, a request with a deadline settled later in its
+# own row leaves no reminder. A feed made before dropped first, which kept that
+# reminder: it is made again at open.
+#
 # SQLite's feed: JSON through json_each and json_extract, of a row's text
 # (treadle_events_text unpacks a packed row: see _event_packing). A run's log is
 # rows of treadle_events and checkpoints holding their superstep's events (see
@@ -98,15 +104,6 @@ _SQLITE_FEED_ON = (  # each trigger's name, and what it fires on
 )
 _SQLITE_FEED_BODY = """
 BEGIN
-    DELETE FROM treadle_outbox
-    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
-    AND EXISTS (
-        SELECT 1 FROM json_each(treadle_events_text(NEW.events)) AS e
-        WHERE (json_extract(e.value, '$[1]') IN ('request_answered', 'request_timed_out')
-            AND json_extract(e.value, '$[4].request_id')
-                = json_extract(treadle_outbox.event, '$[4].request_id'))
-        OR (json_extract(e.value, '$[1]') = 'status_changed'
-            AND json_extract(e.value, '$[4].status') IN ('completed', 'failed', 'cancelled')));
     INSERT INTO treadle_outbox
         (endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts)
     SELECT w.endpoint_id, NEW.run_id, NEW.first_seq + e.key, t.event_type, e.value,
@@ -128,6 +125,16 @@ BEGIN
     CROSS JOIN treadle_webhooks AS w
     WHERE instr(',' || w.events || ',', ',' || t.event_type || ',') > 0
     ORDER BY e.key, w.endpoint_id;
+    DELETE FROM treadle_outbox
+    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
+    AND EXISTS (
+        SELECT 1 FROM json_each(treadle_events_text(NEW.events)) AS e
+        WHERE treadle_outbox.event_seq < NEW.first_seq + e.key
+        AND ((json_extract(e.value, '$[1]') IN ('request_answered', 'request_timed_out')
+            AND json_extract(e.value, '$[4].request_id')
+                = json_extract(treadle_outbox.event, '$[4].request_id'))
+        OR (json_extract(e.value, '$[1]') = 'status_changed'
+            AND json_extract(e.value, '$[4].status') IN ('completed', 'failed', 'cancelled'))));
 END"""
 SQLITE_FEED = tuple(
     f"CREATE TRIGGER IF NOT EXISTS {name} AFTER INSERT ON {on}{_SQLITE_FEED_BODY}"
@@ -135,26 +142,22 @@ SQLITE_FEED = tuple(
 )
 SQLITE_DROP_FEED = tuple(f"DROP TRIGGER IF EXISTS {name}" for name, _ in _SQLITE_FEED_ON)
 # A feed made by an older treadle: it reads rows as text (made before event rows were
-# packed), or it feeds from treadle_events alone (made before checkpoints held events).
+# packed), feeds from treadle_events alone (made before checkpoints held events), or
+# drops reminders before it adds a row's.
+_DROPS_FIRST = (
+    "instr({text}, 'DELETE FROM treadle_outbox') < instr({text}, 'INSERT INTO treadle_outbox')"
+)
 SQLITE_OLD_FEED = (
     "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'treadle_outbox_feed'"  # noqa: S608 - constants only
     f" AND (instr(sql, '{TEXT_FUNCTION}') = 0 OR NOT EXISTS (SELECT 1 FROM sqlite_master"
-    " WHERE type = 'trigger' AND name = 'treadle_outbox_step_feed'))"
+    " WHERE type = 'trigger' AND name = 'treadle_outbox_step_feed')"
+    f" OR {_DROPS_FIRST.format(text='sql')})"
 )
 
 # PostgreSQL's feed: a function (JSON through jsonb) and the trigger calling it.
 POSTGRES_FEED_FUNCTION = """
 CREATE OR REPLACE FUNCTION treadle_outbox_feed() RETURNS trigger LANGUAGE plpgsql AS $feed$
 BEGIN
-    DELETE FROM treadle_outbox
-    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
-    AND EXISTS (
-        SELECT 1 FROM jsonb_array_elements(CAST(NEW.events AS jsonb)) AS e(value)
-        WHERE (e.value ->> 1 IN ('request_answered', 'request_timed_out')
-            AND (e.value -> 4) ->> 'request_id'
-                = (CAST(treadle_outbox.event AS jsonb) -> 4) ->> 'request_id')
-        OR (e.value ->> 1 = 'status_changed'
-            AND (e.value -> 4) ->> 'status' IN ('completed', 'failed', 'cancelled')));
     INSERT INTO treadle_outbox
         (endpoint_id, run_id, event_seq, event_type, event, due_at, state, attempts)
     SELECT w.endpoint_id, NEW.run_id, NEW.first_seq + e.n - 1, t.event_type,
@@ -177,6 +180,16 @@ BEGIN
     CROSS JOIN treadle_webhooks AS w
     WHERE strpos(',' || w.events || ',', ',' || t.event_type || ',') > 0
     ORDER BY e.n, w.endpoint_id;
+    DELETE FROM treadle_outbox
+    WHERE run_id = NEW.run_id AND event_type = 'request.deadline_near' AND state = 'pending'
+    AND EXISTS (
+        SELECT 1 FROM jsonb_array_elements(CAST(NEW.events AS jsonb)) WITH ORDINALITY AS e(value, n)
+        WHERE treadle_outbox.event_seq < NEW.first_seq + e.n - 1
+        AND ((e.value ->> 1 IN ('request_answered', 'request_timed_out')
+            AND (e.value -> 4) ->> 'request_id'
+                = (CAST(treadle_outbox.event AS jsonb) -> 4) ->> 'request_id')
+        OR (e.value ->> 1 = 'status_changed'
+            AND (e.value -> 4) ->> 'status' IN ('completed', 'failed', 'cancelled'))));
     RETURN NULL;
 END
 $feed$"""
@@ -185,6 +198,12 @@ POSTGRES_FEED = (
     " FOR EACH ROW EXECUTE FUNCTION treadle_outbox_feed()"
 )
 POSTGRES_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed ON treadle_events"
+# The schema's feed function, if an older treadle made it (see above).
+POSTGRES_OLD_FEED = (
+    "SELECT 1 FROM pg_proc WHERE proname = 'treadle_outbox_feed'"  # noqa: S608 - constants only
+    " AND pronamespace = CAST(current_schema() AS regnamespace)"
+    f" AND {_DROPS_FIRST.format(text='prosrc').replace('instr(', 'strpos(')}"
+)
 
 
 # Steps of a write that each backend spells its own way: create the feed (the

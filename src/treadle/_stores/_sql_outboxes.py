@@ -171,6 +171,18 @@ class SqliteOutbox(SqlOutbox):
         return await self._call(work, write=write)
 
 
+async def remake_old_feed(connection: Any) -> None:
+    """Make the PostgreSQL feed function again if an older treadle made it (``_sql_outbox``).
+
+    Called in the transaction that opens the store's schema; one adder at a time, as
+    ``add_endpoint``'s: ``CREATE OR REPLACE`` races with itself.
+    """
+    found = await connection.execute(sql.POSTGRES_OLD_FEED)
+    if await found.fetchone() is not None:
+        await connection.execute("LOCK TABLE treadle_webhooks IN EXCLUSIVE MODE")
+        await connection.execute(sql.POSTGRES_FEED_FUNCTION)
+
+
 class PostgresOutbox(SqlOutbox):
     """The outbox in PostgreSQL: its writes in a transaction on a pooled connection."""
 
