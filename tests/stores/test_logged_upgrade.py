@@ -81,23 +81,25 @@ async def test_every_old_event_reads_as_the_release_that_wrote_it_read_it(tmp_pa
         await store.close()
 
 
+async def go_on(store: SqliteStore) -> None:
+    """The old file's runs go on, with a webhook endpoint: its sleeper wakes, its asker is
+    resumed and answered."""
+    workflow = build_logged()
+    await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
+    clock = FakeClock(start=START + SLEEP_S)
+    [woken] = await Runtime(store, [workflow], clock=clock).wake_due()
+    assert (woken.run_id, woken.status, woken.outputs) == (SLEEPER, RunStatus.COMPLETED, ["awake"])
+    asked = await workflow.resume(ASKER, store=store, clock=clock)
+    [request] = asked.pending_requests
+    done = await workflow.respond(ASKER, {request.request_id: "yes"}, store=store, clock=clock)
+    assert done.outputs == ["answered yes"]
+
+
 async def test_the_old_runs_go_on_and_their_logs_continue_in_layout_2(tmp_path) -> None:
     path = copy_of_the_old_file(tmp_path)
     store = SqliteStore(path)
-    workflow = build_logged()
     try:
-        await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/hook", now=time.time()))
-        clock = FakeClock(start=START + SLEEP_S)
-        [woken] = await Runtime(store, [workflow], clock=clock).wake_due()
-        assert (woken.run_id, woken.status, woken.outputs) == (
-            SLEEPER,
-            RunStatus.COMPLETED,
-            ["awake"],
-        )
-        asked = await workflow.resume(ASKER, store=store, clock=clock)
-        [request] = asked.pending_requests
-        done = await workflow.respond(ASKER, {request.request_id: "yes"}, store=store, clock=clock)
-        assert done.outputs == ["answered yes"]
+        await go_on(store)
         for run_id in (SLEEPER, ASKER):
             events = await store.read_events(run_id)
             old = LOGS[run_id]

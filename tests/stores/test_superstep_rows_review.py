@@ -307,22 +307,13 @@ async def test_a_follower_reads_every_event_once_while_retention_moves_rows(
 
 
 async def test_an_old_files_runs_go_on_and_prune_with_their_logs_whole(tmp_path: Path) -> None:
-    from logged_app import ASKER, RUNS, SLEEP_S, SLEEPER, START  # noqa: PLC0415
-    from logged_app import build as build_logged  # noqa: PLC0415
-    from test_logged_upgrade import LOGS, copy_of_the_old_file  # noqa: PLC0415
-
-    from treadle import Runtime  # noqa: PLC0415
+    from logged_app import ASKER, RUNS, SLEEPER  # noqa: PLC0415
+    from test_logged_upgrade import LOGS, copy_of_the_old_file, go_on  # noqa: PLC0415
 
     path = copy_of_the_old_file(tmp_path)
     store = SqliteStore(path)
-    workflow = build_logged()
     try:
-        await store.outbox().add_endpoint(new_endpoint("http://127.0.0.1:9/h", now=time.time()))
-        clock = FakeClock(start=START + SLEEP_S)
-        await Runtime(store, [workflow], clock=clock).wake_due()
-        asked = await workflow.resume(ASKER, store=store, clock=clock)
-        [request] = asked.pending_requests
-        await workflow.respond(ASKER, {request.request_id: "yes"}, store=store, clock=clock)
+        await go_on(store)
         before = {run_id: await store.read_events(run_id) for run_id in RUNS}
         for run_id in RUNS:
             await store.prune(run_id, 1)
