@@ -30,6 +30,7 @@ from treadle._operations._schemas import describe_request
 from treadle._operations._webhooks import outbox_of
 from treadle._stores._answer_links import AnswerLink, link_claims, link_token, new_nonce
 from treadle._values._actors import Actor, Role, names_problem
+from treadle._workflow._logged import asked_event
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -90,18 +91,16 @@ async def _check_waiting(store: Store, run_id: str, request_id: str) -> None:
         RunNotFoundError: No such run.
         UnknownRequestError: The run never asked it, or it was answered or timed out.
     """
-    asked = False
     for event in await store.read_events(run_id):
         if event.data.get("request_id") != request_id:
             continue
-        if event.kind == "request":
-            asked = True
-        elif event.kind in ("request_answered", "request_timed_out"):
+        if event.kind in ("request_answered", "request_timed_out"):
             who = await answered_by(store, run_id, request_id)
             raise UnknownRequestError(
                 f"request {request_id!r} of run {run_id!r} was answered already: {who}"
             )
-    if not asked:
+    # A fork's requests were asked in its parent's log (the fork's starts with run_forked).
+    if await asked_event(store, await store.get_run(run_id), request_id) is None:
         raise UnknownRequestError(f"run {run_id!r} never asked {request_id!r}")
 
 

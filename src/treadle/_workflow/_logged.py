@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._waits import PendingRequest
-from treadle._exceptions import RequestAlreadyAnsweredError
+from treadle._exceptions import RequestAlreadyAnsweredError, RunNotFoundError, UnknownRequestError
 
 if TYPE_CHECKING:
     from treadle._stores._store import EventLog, RunRecord, Store
@@ -80,9 +80,39 @@ async def named_winner(
 async def logged_rules(
     store: Store, run: RunRecord, request_id: str
 ) -> tuple[tuple[str, ...], bool]:
-    """A request's rules from its ``request`` event in the run's log (no workflow code here)."""
-    _, pending = await logged_outputs_and_requests(store, run)
-    for request in pending:
-        if request.request_id == request_id:
-            return request.approvers, request.four_eyes
-    return (), False
+    """A request's rules from its ``request`` event (no workflow code here).
+
+    Read from the run's log, else from the log of the run it was forked
+    from (and so on up): a fork's log starts with ``run_forked``, and the
+    requests its checkpoint inherits were asked in its parent's. A request
+    no log shows asked has no rules to read: it is refused rather than
+    left to anyone.
+
+    Raises:
+        UnknownRequestError: No log of the run or its ancestors asked it.
+    """
+    asked = await asked_event(store, run, request_id)
+    if asked is None:
+        msg = f"run {run.run_id!r} never asked {request_id!r}"
+        raise UnknownRequestError(msg)
+    return tuple(str(a) for a in asked.get("approvers") or ()), bool(asked.get("four_eyes"))
+
+
+async def asked_event(store: Store, run: RunRecord, request_id: str) -> dict[str, Any] | None:
+    """The data of the ``request`` event asking ``request_id`` (``None``: none did).
+
+    The run's own log's last, else (a fork) the nearest ancestor's.
+    """
+    seen: set[str] = set()
+    current: RunRecord | None = run
+    while current is not None and current.run_id not in seen:
+        seen.add(current.run_id)
+        for event in reversed(await store.read_events(current.run_id)):
+            if event.kind == "request" and event.data.get("request_id") == request_id:
+                return dict(event.data)
+        parent = current.parent_run_id
+        try:
+            current = await store.get_run(parent) if parent else None
+        except RunNotFoundError:
+            current = None
+    return None

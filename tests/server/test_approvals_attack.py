@@ -1,0 +1,66 @@
+"""Accountable approvals, attacked through the server's doors (in process, SQLite).
+
+A fork inherits the requests its checkpoint waits on: an admin can make an
+answer link for one, and it answers once as its person; an answer of
+someone the request does not name is refused through every door.
+"""
+
+from __future__ import annotations
+
+from server.conftest import serving
+from treadle._stores._tokens import token_hash
+
+MARIA = {"Authorization": "Bearer tdl_maria-secret-0123456789"}
+BOB = {"Authorization": "Bearer tdl_bob-secret-0123456789"}
+
+
+async def _tokens(api) -> None:
+    for name, header in (("maria", MARIA), ("bob", BOB)):
+        secret = header["Authorization"].removeprefix("Bearer ")
+        await api.store.add_token(name, "approver", token_hash(secret), created_by="test")
+
+
+async def _fork_asking_maria(api) -> tuple[str, str]:
+    """A run asking maria, forked at its resting checkpoint: (the fork's id, its request)."""
+    body = {"workflow": "inbox", "input": {"approvers": ["maria"]}, "run_id": "parent"}
+    assert (await api.post("/api/runs", json=body)).status_code == 201
+    detail = await api.wait_for("parent", {"awaiting_input"})
+    (request,) = detail["pending_requests"]
+    forked = await api.post(
+        "/api/runs/parent/fork", json={"checkpoint_id": detail["run"]["checkpoint_id"]}
+    )
+    assert forked.status_code == 201, forked.text
+    return forked.json()["run"]["run_id"], request["request_id"]
+
+
+async def test_a_link_is_made_for_a_forks_request_and_answers_it_once_as_its_person(sqlite_url):
+    async with serving(sqlite_url, apps=("inbox_app",)) as api:
+        await _tokens(api)
+        fork_id, request_id = await _fork_asking_maria(api)
+        listed = await api.get("/api/requests", headers=MARIA)
+        assert {r["run_id"] for r in listed.json()["requests"]} == {"parent", fork_id}
+        made = await api.post(
+            f"/api/runs/{fork_id}/requests/{request_id}/links", json={"for": "maria"}
+        )
+        assert made.status_code == 201, made.text
+        path = made.json()["url"].removeprefix("http://testserver")
+        answered = await api.post(path, json={"answer": {"approve": True}}, headers={})
+        assert answered.status_code == 202, answered.text
+        done = await api.wait_for(fork_id, {"completed"})
+        assert done["outputs"] == [True]
+        again = await api.post(path, json={"answer": {"approve": False}}, headers={})
+        assert again.status_code == 409, again.text
+
+
+async def test_a_non_approver_is_refused_a_forks_request_by_the_api(sqlite_url):
+    async with serving(sqlite_url, apps=("inbox_app",)) as api:
+        await _tokens(api)
+        fork_id, request_id = await _fork_asking_maria(api)
+        path = f"/api/runs/{fork_id}/requests/{request_id}"
+        refused = await api.post(path, json={"answer": {"approve": True}}, headers=BOB)
+        assert refused.status_code == 403, refused.text
+        assert "only maria may" in refused.text
+        assert [e.action for e in await api.store.read_audit(fork_id)] == ["run_forked"]
+        assert (
+            await api.post(path, json={"answer": {"approve": True}}, headers=MARIA)
+        ).status_code == 202
