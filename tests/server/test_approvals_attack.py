@@ -64,3 +64,27 @@ async def test_a_non_approver_is_refused_a_forks_request_by_the_api(sqlite_url):
         assert (
             await api.post(path, json={"answer": {"approve": True}}, headers=MARIA)
         ).status_code == 202
+
+
+async def test_a_link_of_a_deleted_run_does_not_answer_a_new_run_of_the_same_id(sqlite_url):
+    # Request ids are unique within a run only: a new run under a deleted run's id asks the
+    # same request id again. The link was made for the deleted run's question.
+    async with serving(sqlite_url, apps=("inbox_app",)) as api:
+        body = {"workflow": "inbox", "input": {"approvers": ["maria"]}, "run_id": "invoice-1"}
+        assert (await api.post("/api/runs", json=body)).status_code == 201
+        (request,) = (await api.wait_for("invoice-1", {"awaiting_input"}))["pending_requests"]
+        made = await api.post(
+            f"/api/runs/invoice-1/requests/{request['request_id']}/links", json={"for": "maria"}
+        )
+        assert made.status_code == 201, made.text
+        path = made.json()["url"].removeprefix("http://testserver")
+        assert (await api.post("/api/runs/invoice-1/cancel")).status_code == 200
+        assert (await api.delete("/api/runs/invoice-1")).status_code == 204
+        body["input"] = {"approvers": ["maria"], "four_eyes": False, "amount": 100_000}
+        assert (await api.post("/api/runs", json=body)).status_code == 201
+        (again,) = (await api.wait_for("invoice-1", {"awaiting_input"}))["pending_requests"]
+        assert again["request_id"] == request["request_id"]  # the same id, another question
+        shown = await api.get(path, headers={"Accept": "application/json"})
+        used = await api.post(path, json={"answer": {"approve": True}}, headers={})
+        assert (shown.status_code, used.status_code) == (404, 404), (shown.text, used.text)
+        assert await api.store.answer_of("invoice-1", again["request_id"]) is None

@@ -173,3 +173,26 @@ async def test_an_older_sqlite_feed_is_made_again_when_the_file_opens(tmp_path):
         assert db.execute(sql.SQLITE_OLD_FEED).fetchone() is None
         again = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
     assert {name: again[name] for name in made} == made
+
+
+async def test_deleting_a_run_deletes_its_answer_links_on_every_store(store):
+    # Request ids are unique within a run only: a run made later under a deleted run's id
+    # asks the same ids, and a link left behind would answer its question.
+    outbox = store.outbox()
+    offer = LinkOffer("maria", (), 3600.0, "https://treadle.example.com")
+    endpoint = new_endpoint("http://127.0.0.1:9/hook", now=time.time(), links=offer)
+    await outbox.add_endpoint(endpoint)
+    links = {}
+    for run_id in ("r1", "r2"):
+        await approval.run(Brief("hooks", 3), store=store, run_id=run_id)
+    for message in await outbox.claim_messages("sender", time.time(), 30.0, 10):
+        link = offered_link(message, endpoint)
+        assert link is not None
+        await outbox.add_link(link)
+        links[message.run_id] = link.nonce
+    assert sorted(links) == ["r1", "r2"]
+    await store.delete_run("r1")
+    assert await outbox.link(links["r1"]) is None
+    kept = await outbox.link(links["r2"])
+    assert kept is not None
+    assert kept.run_id == "r2"

@@ -303,6 +303,7 @@ class MemoryStore(
                 raise RunHasForksError(run_id, forks)
             self._drop_oldest(self._runs[run_id], 0, keep_latest=False)
             del self._runs[run_id]
+            self._forget_links(run_id)
             if actor is not None:
                 self._record([_audit.deleted(run_id, actor)], time.time())
 

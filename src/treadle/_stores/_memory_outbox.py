@@ -218,6 +218,16 @@ class MemoryOutbox:
             self._kept.links[nonce] = dataclasses.replace(link, used_at=now, used_by=used_by)
             return True
 
+    def _forget_links(self, run_id: str) -> None:
+        """Drop a deleted run's answer links (under the store's lock, with the run).
+
+        Request ids are unique within a run only: a run made later under the
+        deleted run's id asks the same ids, and its questions are not the links'.
+        """
+        links = self._kept.links
+        for nonce in [nonce for nonce, link in links.items() if link.run_id == run_id]:
+            del links[nonce]
+
     async def release_link(self, nonce: str) -> None:
         """See :meth:`~treadle._stores._outbox.Outbox.release_link`."""
         with self._lock:

@@ -220,6 +220,8 @@ DELETE_CHECKPOINTS = (
 )
 DELETE_RUN = (
     "DELETE FROM treadle_inbox WHERE run_id = ?",
+    # Its answer links: a run made later under its id asks the same request ids.
+    "DELETE FROM treadle_links WHERE run_id = ?",
     "DELETE FROM treadle_run_fields WHERE run_id = ?",
     "DELETE FROM treadle_starts WHERE run_id = ?",
     DELETE_EVENTS,
