@@ -7,8 +7,15 @@ someone the request does not name is refused through every door.
 
 from __future__ import annotations
 
+import pytest
+
 from server.conftest import serving
+from server.inbox_app import inbox
+from treadle import RunStatus
 from treadle._stores._tokens import token_hash
+from treadle._values._actors import Actor, Role
+from treadle.errors import ActionRefusedError
+from treadle.stores import SqliteStore
 
 MARIA = {"Authorization": "Bearer tdl_maria-secret-0123456789"}
 BOB = {"Authorization": "Bearer tdl_bob-secret-0123456789"}
@@ -88,3 +95,43 @@ async def test_a_link_of_a_deleted_run_does_not_answer_a_new_run_of_the_same_id(
         used = await api.post(path, json={"answer": {"approve": True}}, headers={})
         assert (shown.status_code, used.status_code) == (404, 404), (shown.text, used.text)
         assert await api.store.answer_of("invoice-1", again["request_id"]) is None
+
+
+@pytest.mark.parametrize(
+    ("starter", "answerer", "refused"),
+    [
+        (("user", "ann@example.com"), "ann@partner.org", False),  # two people, one mailbox name
+        (("user", "ann@example.com"), "ann@example.com", True),
+        (("user", "ann"), "ann", True),
+        (("cli", "ann@box"), "ann", True),  # the OS user ann on box
+        (("cli", "ann@box"), "ann@example.com", True),  # all the CLI says is "ann": refused
+        (("cli", "ann@box"), "bob@example.com", False),
+    ],
+)
+async def test_four_eyes_tells_people_named_by_mail_address_apart(
+    tmp_path, starter, answerer, refused
+):
+    # username_claim = "email" is what docs/server.md advises where people choose their
+    # preferred_username: the name is the whole address, not a user at a host. Four eyes
+    # refused ann@partner.org's answer to a run ann@example.com started.
+    kind, name = starter
+    door = "page" if kind == "user" else kind
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        asked = await inbox.run(
+            {"four_eyes": True},
+            store=store,
+            run_id="r",
+            actor=Actor(kind, name, door, Role.OPERATOR),
+        )
+        (request,) = asked.pending_requests
+        who = Actor("user", answerer, "page", Role.APPROVER)
+        answer = {request.request_id: {"approve": True}}
+        if refused:
+            with pytest.raises(ActionRefusedError, match="need four eyes"):
+                await inbox.respond("r", answer, store=store, actor=who)
+        else:
+            done = await inbox.respond("r", answer, store=store, actor=who)
+            assert done.status is RunStatus.COMPLETED
+    finally:
+        await store.close()

@@ -230,14 +230,30 @@ def answer_refusal(
     return f"{actor.label} may not answer this request: only {', '.join(named)} may"
 
 
+_AT_HOST = frozenset({"cli", "python"})
+"""Kinds whose actors are named ``USER@HOST`` (the OS user, and the machine)."""
+
+
 def _same_person(label: str, starter: str) -> bool:
-    """Whether two actor labels name the same person (``cli:ann@box`` and ``ann``)."""
+    """Whether two actor labels name the same person (``cli:ann@box`` and ``ann``).
 
-    def person(text: str) -> str:
-        name = text.split(":", 1)[-1]
-        return name.split("@", 1)[0]
+    A person signed in, a token, a link's holder are named whole (a name may be
+    a mail address: ``ann@example.com`` is not ``ann@partner.org``). The CLI's
+    and Python's actors are ``USER@HOST``, whose user is all they say of the
+    person: against one of them, names compare by what comes before ``@``, so
+    four eyes refuses rather than guess (``cli:ann@box`` is ``ann@example.com``).
+    """
 
-    return label == starter or person(label) == person(starter)
+    def person(text: str) -> tuple[str, bool]:
+        kind, colon, name = text.partition(":")
+        return (name, kind in _AT_HOST) if colon else (text, False)
+
+    if label == starter:
+        return True
+    (one, one_at_host), (other, other_at_host) = person(label), person(starter)
+    if one_at_host or other_at_host:
+        return one.split("@", 1)[0] == other.split("@", 1)[0]
+    return one == other
 
 
 def check_approvers(approvers: Iterable[str]) -> tuple[str, ...]:
