@@ -135,3 +135,55 @@ async def test_four_eyes_tells_people_named_by_mail_address_apart(
             assert done.status is RunStatus.COMPLETED
     finally:
         await store.close()
+
+
+async def test_a_link_for_the_runs_starter_is_refused_four_eyes_and_stays_unused(sqlite_url):
+    async with serving(sqlite_url, apps=("inbox_app",)) as api:
+        ann = {"Authorization": "Bearer tdl_ann-secret-0123456789"}
+        secret = ann["Authorization"].removeprefix("Bearer ")
+        await api.store.add_token("ann", "operator", token_hash(secret), created_by="test")
+        body = {"workflow": "inbox", "input": {"four_eyes": True}, "run_id": "r"}
+        assert (await api.post("/api/runs", json=body, headers=ann)).status_code == 201
+        (request,) = (await api.wait_for("r", {"awaiting_input"}))["pending_requests"]
+        links = f"/api/runs/r/requests/{request['request_id']}/links"
+        made = (await api.post(links, json={"for": "ann"})).json()["url"]
+        path = made.removeprefix("http://testserver")
+        before = [e.action for e in await api.store.read_audit("r")]
+        refused = await api.post(path, json={"answer": {"approve": True}}, headers={})
+        assert refused.status_code == 403, refused.text
+        assert "four eyes" in refused.text
+        assert [e.action for e in await api.store.read_audit("r")] == before
+        shown = await api.get(path, headers={"Accept": "application/json"})
+        assert shown.status_code == 200, shown.text  # unused: still ann's to open
+        # An approver answers through the API meanwhile: the link is told who won.
+        await _tokens(api)
+        answer = f"/api/runs/r/requests/{request['request_id']}"
+        won = await api.post(answer, json={"answer": {"approve": False}}, headers=MARIA)
+        assert won.status_code == 202, won.text
+        lost = await api.post(path, json={"answer": {"approve": True}}, headers={})
+        assert lost.status_code == 409, lost.text
+        assert "token:maria (api)" in lost.text
+        answered = [e for e in await api.store.read_audit("r") if e.action == "request_answered"]
+        assert [(e.actor["label"], e.door) for e in answered] == [("token:maria", "api")]
+        done = await api.wait_for("r", {"completed"})
+        assert done["outputs"] == [False]
+
+
+async def test_an_answer_after_a_cancel_is_refused_and_a_links_use_is_given_back(sqlite_url):
+    async with serving(sqlite_url, apps=("inbox_app",)) as api:
+        await _tokens(api)
+        body = {"workflow": "inbox", "input": {"approvers": ["maria"]}, "run_id": "r"}
+        assert (await api.post("/api/runs", json=body)).status_code == 201
+        (request,) = (await api.wait_for("r", {"awaiting_input"}))["pending_requests"]
+        links = f"/api/runs/r/requests/{request['request_id']}/links"
+        path = (await api.post(links, json={"for": "maria"})).json()["url"][
+            len("http://testserver") :
+        ]
+        assert (await api.post("/api/runs/r/cancel")).status_code == 200
+        before = [e.action for e in await api.store.read_audit("r")]
+        answer = f"/api/runs/r/requests/{request['request_id']}"
+        by_api = await api.post(answer, json={"answer": {"approve": True}}, headers=MARIA)
+        by_link = await api.post(path, json={"answer": {"approve": True}}, headers={})
+        assert (by_api.status_code, by_link.status_code) == (409, 409), (by_api.text, by_link.text)
+        assert [e.action for e in await api.store.read_audit("r")] == before
+        assert (await api.store.answer_of("r", request["request_id"])) is None
