@@ -1,4 +1,4 @@
-"""Review of SQLite's superstep rows (a checkpoint's events in its row): the log stays whole.
+"""A run's log with rows in both tables (SQLite: a checkpoint's events in its row) stays whole.
 
 Any interleaving of single commits (their events in the checkpoint's row),
 batches (a row of ``treadle_events``), statuses with events, pauses, prunes
