@@ -153,7 +153,7 @@ _files = itertools.count()
 
 
 @settings(
-    max_examples=int(os.environ.get("REVIEW_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("LOG_ROWS_EXAMPLES", "40")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
