@@ -66,3 +66,6 @@ def _rounds(cli) -> None:  # noqa: F811
                 else:
                     assert "cancelled" in o.stderr or "was already answered by" in o.stderr, told
         assert all("completed" not in o.stdout for o in answers) or final == "completed"
+    # The audit chain, written by racing processes (and a worker), verifies whole.
+    verified = cli("audit", "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
