@@ -92,3 +92,20 @@ async def test_treadle_respond_on_postgres_refuses_a_non_approver_on_a_fork(pg, 
     assert done.returncode != 0, done.stdout
     assert "only maria may" in done.stderr, done.stderr
     assert await store.answer_of(fork_id, request_id) is None
+
+
+async def test_treadle_show_without_code_lists_what_a_fork_inherited_and_asks(pg, tmp_path):
+    # The fork waits on its parent's request: without the code, `treadle show` reads it
+    # from the log that asked it (the parent's), as the answer's check does.
+    store, schema = pg
+    parent, fork_id, request_id = await _forked_request(store, tmp_path)
+    cli = Cli(tmp_path, TREADLE_STORE=postgres_dsn(), TREADLE_SCHEMA=schema)
+    for run_id in (parent, fork_id):
+        shown = cli.json("show", run_id)
+        assert [r["request_id"] for r in shown["pending_requests"]] == [request_id], shown
+    maria = Client(store, [], actor=Actor("user", "maria", "api", Role.APPROVER))
+    await maria.respond(fork_id, {request_id: {"approve": True}})
+    assert cli.json("show", fork_id)["pending_requests"] == []  # answered: listed no more
+    assert [(r["request_id"]) for r in cli.json("show", parent)["pending_requests"]] == [
+        request_id
+    ]  # the parent's own is still open

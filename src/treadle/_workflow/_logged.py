@@ -16,6 +16,7 @@ from treadle._engine._waits import PendingRequest
 from treadle._exceptions import RequestAlreadyAnsweredError, RunNotFoundError, UnknownRequestError
 
 if TYPE_CHECKING:
+    from treadle._stores._events import LoggedEvent
     from treadle._stores._store import EventLog, RunRecord, Store
 
 _ASKING = ("awaiting_input", "waiting", "paused")
@@ -35,7 +36,7 @@ async def logged_outputs_and_requests(
     pending: list[PendingRequest] = []
     if run.status not in _ASKING:
         return outputs, pending
-    for event in events:
+    for event in [*await _inherited(store, run), *events]:
         if event.kind != "request":
             continue
         request_id = event.data.get("request_id")
@@ -53,6 +54,42 @@ async def logged_outputs_and_requests(
                 )
             )
     return outputs, pending
+
+
+async def _inherited(store: Store, run: RunRecord) -> list[LoggedEvent]:
+    """The ``request`` events a fork's first checkpoint waits on, from its ancestors' logs.
+
+    A fork's log starts with ``run_forked``; what its checkpoint waits on was
+    asked in its parent's log (or further up), and still open at the
+    checkpoint it was forked at: asked before that checkpoint's
+    ``checkpoint_saved``, and not answered or timed out before it. A parent
+    whose log says nothing of that checkpoint (no log kept) gives none.
+    """
+    if run.parent_run_id is None or run.parent_checkpoint_id is None:
+        return []
+    try:
+        parent = await store.get_run(run.parent_run_id)
+    except RunNotFoundError:
+        return []
+    events = await store.read_events(parent.run_id)
+    cut = next(
+        (
+            at
+            for at, event in enumerate(events)
+            if event.kind == "checkpoint_saved"
+            and event.data.get("checkpoint_id") == run.parent_checkpoint_id
+        ),
+        None,
+    )
+    if cut is None:
+        return []
+    before = [*await _inherited(store, parent), *events[: cut + 1]]
+    settled = {
+        event.data.get("request_id")
+        for event in before
+        if event.kind in ("request_answered", "request_timed_out")
+    }
+    return [e for e in before if e.kind == "request" and e.data.get("request_id") not in settled]
 
 
 async def named_winner(
