@@ -144,14 +144,14 @@ SQLITE_DROP_FEED = tuple(f"DROP TRIGGER IF EXISTS {name}" for name, _ in _SQLITE
 # A feed made by an older treadle: it reads rows as text (made before event rows were
 # packed), feeds from treadle_events alone (made before checkpoints held events), or
 # drops reminders before it adds a row's.
-_DROPS_FIRST = (
-    "instr({text}, 'DELETE FROM treadle_outbox') < instr({text}, 'INSERT INTO treadle_outbox')"
+_DROPS_FIRST = (  # {find}: the dialect's substring search (SQLite instr, PostgreSQL strpos)
+    "{find}({text}, 'DELETE FROM treadle_outbox') < {find}({text}, 'INSERT INTO treadle_outbox')"
 )
 SQLITE_OLD_FEED = (
     "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'treadle_outbox_feed'"  # noqa: S608 - constants only
     f" AND (instr(sql, '{TEXT_FUNCTION}') = 0 OR NOT EXISTS (SELECT 1 FROM sqlite_master"
     " WHERE type = 'trigger' AND name = 'treadle_outbox_step_feed')"
-    f" OR {_DROPS_FIRST.format(text='sql')})"
+    f" OR {_DROPS_FIRST.format(find='instr', text='sql')})"
 )
 
 # PostgreSQL's feed: a function (JSON through jsonb) and the trigger calling it.
@@ -202,7 +202,7 @@ POSTGRES_DROP_FEED = "DROP TRIGGER IF EXISTS treadle_outbox_feed ON treadle_even
 POSTGRES_OLD_FEED = (
     "SELECT 1 FROM pg_proc WHERE proname = 'treadle_outbox_feed'"  # noqa: S608 - constants only
     " AND pronamespace = CAST(current_schema() AS regnamespace)"
-    f" AND {_DROPS_FIRST.format(text='prosrc').replace('instr(', 'strpos(')}"
+    f" AND {_DROPS_FIRST.format(find='strpos', text='prosrc')}"
 )
 
 

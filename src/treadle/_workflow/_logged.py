@@ -138,18 +138,10 @@ async def logged_rules(
 async def asked_event(store: Store, run: RunRecord, request_id: str) -> dict[str, Any] | None:
     """The data of the ``request`` event asking ``request_id`` (``None``: none did).
 
-    The run's own log's last, else (a fork) the nearest ancestor's.
+    The run's own log's last, else (a fork) the one it inherited: asked in an
+    ancestor's log and still open where it was forked (:func:`_inherited`).
     """
-    seen: set[str] = set()
-    current: RunRecord | None = run
-    while current is not None and current.run_id not in seen:
-        seen.add(current.run_id)
-        for event in reversed(await store.read_events(current.run_id)):
-            if event.kind == "request" and event.data.get("request_id") == request_id:
-                return dict(event.data)
-        parent = current.parent_run_id
-        try:
-            current = await store.get_run(parent) if parent else None
-        except RunNotFoundError:
-            current = None
+    for event in reversed([*await _inherited(store, run), *await store.read_events(run.run_id)]):
+        if event.kind == "request" and event.data.get("request_id") == request_id:
+            return dict(event.data)
     return None
