@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Column, Table
+from rich.table import Column
 
 from treadle._cli._answering import request_lines
+from treadle._cli._tables import print_table
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
 from treadle._operations._limit_waits import listed_run, wait_line, waiting_mark
@@ -246,19 +247,22 @@ def print_runs(
         out.print_json(data=page_json(rows, next_cursor, shown=shown))
         return
     run = id_column("run", [row.run_id for row in rows])
-    table = Table(run, "workflow", "status", "outcome", "superstep", "owner", "updated", box=None)
+    cells = []
     for row in rows:
         mark = waiting_mark(waiting.get(row.run_id, ()))
-        table.add_row(
-            escape(row.run_id),
-            escape(f"{row.workflow} v{row.version}"),
-            escape(_status_text(row, now) + (f" ({mark})" if mark else "")),
-            escape(row.outcome or ""),
-            str(row.superstep),
-            escape(_owner_text(row, now)),
-            when(row.updated_at),
+        cells.append(
+            (
+                row.run_id,
+                f"{row.workflow} v{row.version}",
+                _status_text(row, now) + (f" ({mark})" if mark else ""),
+                row.outcome or "",
+                str(row.superstep),
+                _owner_text(row, now),
+                when(row.updated_at),
+            )
         )
-    out.print(table)
+    columns = (run, "workflow", "status", "outcome", "superstep", "owner", "updated")
+    print_table(out, columns, cells)
     if next_cursor is not None:
         out.print(f"more: treadle runs --cursor {next_cursor} (with the same options)")
 
@@ -402,16 +406,17 @@ def print_history(
         out.print(f"forked from run {row.parent_run_id} at checkpoint {row.parent_checkpoint_id}")
     checkpoint = id_column("checkpoint", [c.checkpoint_id for c in checkpoints])
     parent = Column("parent", overflow="fold")
-    table = Table(checkpoint, "superstep", "status", "created", parent, box=None)
-    for c in checkpoints:
-        table.add_row(
+    cells = [
+        (
             c.checkpoint_id,
             str(c.superstep),
             c.status,
             when(c.created_at),
             c.parent_checkpoint_id or "",
         )
-    out.print(table)
+        for c in checkpoints
+    ]
+    print_table(out, (checkpoint, "superstep", "status", "created", parent), cells)
     for fork_row in forks:
         out.print(f"fork: {fork_row.run_id} (from checkpoint {fork_row.parent_checkpoint_id})")
 
