@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pickle
+import socket
+import time
 
-import dask
 import pytest
 
 from treadle import Executor, WorkflowBuilder, WorkflowContext, executor, handler
@@ -73,6 +74,39 @@ def test_dask_pool_arguments_are_checked_where_they_enter():
         DaskPool(n_workers=1.5)
 
 
+def test_a_dask_pool_connect_timeout_is_a_positive_finite_number_of_seconds():
+    travelled = pickle.loads(pickle.dumps(DaskPool(connect_timeout=2.5)))  # noqa: S301 - ours
+    assert travelled.__getstate__()["connect_timeout"] == 2.5  # it travels with the settings
+    for wrong in ("10", None, True):
+        with pytest.raises(TypeError, match=r"connect_timeout must be a number of seconds, got"):
+            DaskPool("tcp://scheduler:8786", connect_timeout=wrong)
+    for wrong in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"connect_timeout must be a finite number of secon"):
+            DaskPool("tcp://scheduler:8786", connect_timeout=wrong)
+
+
+def free_port() -> int:
+    """A local port nothing listens on (it was free a moment ago, and is closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.integration
+def test_an_unreachable_scheduler_is_a_pool_error_naming_it_within_the_connect_timeout():
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with DaskPool(address, connect_timeout=1) as pool:
+        began = time.monotonic()
+        with pytest.raises(PoolError, match="could not reach the Dask scheduler at") as caught:
+            pool.connect()
+        took = time.monotonic() - began
+    assert address in str(caught.value)
+    assert caught.value.executor_id is None  # asked by no invocation
+    assert isinstance(caught.value.__cause__, OSError)  # refused, then timed out: Dask's words
+    assert took < 10, f"{took:.1f} s: Dask's own 30 s connect timeout, not the pool's 1 s"
+    assert repr(pool) == f"<DaskPool on {address}, not started>"
+
+
 def test_a_dask_pool_starts_nothing_until_used_and_travels_as_its_settings():
     pool = DaskPool(n_workers=3)
     assert repr(pool) == "<DaskPool on a local cluster, not started>"
@@ -83,10 +117,17 @@ def test_a_dask_pool_starts_nothing_until_used_and_travels_as_its_settings():
 
 @pytest.mark.integration
 async def test_an_unreachable_scheduler_fails_the_invocation_as_a_pool_error():
-    nowhere = executor(id="nowhere", pool=DaskPool("tcp://127.0.0.1:9"))(plain)
+    address = f"tcp://127.0.0.1:{free_port()}"
+    nowhere = executor(id="nowhere", pool=DaskPool(address, connect_timeout=1))(plain)
     workflow = WorkflowBuilder(start=nowhere).add_edge(nowhere, executor(awaited)).build()
-    quick = dask.config.set({"distributed.comm.timeouts.connect": "1s"})
-    with quick, pytest.raises(ExecutorFailedError) as caught:
+    began = time.monotonic()
+    with pytest.raises(ExecutorFailedError) as caught:
         await workflow.run(1)
-    assert isinstance(caught.value.__cause__, PoolError)
-    assert "tcp://127.0.0.1:9" in str(caught.value.__cause__)
+    took = time.monotonic() - began
+    failure = caught.value.__cause__
+    assert isinstance(failure, PoolError)
+    assert failure.executor_id == "nowhere"
+    assert str(failure).startswith("the pool of executor 'nowhere' could not run it: could not")
+    assert f"could not reach the Dask scheduler at {address!r} within 1 s" in str(failure)
+    assert isinstance(failure.__cause__, OSError)  # Dask's own error, one link down
+    assert took < 10, f"{took:.1f} s: Dask's own 30 s connect timeout, not the pool's 1 s"

@@ -186,13 +186,18 @@ class PoolError(TreadleError):
     """An executor pool could not run an invocation: it fails like a handler error.
 
     For example the cluster is unreachable, or a worker cannot import the
-    handler's module. A retry policy may try again.
+    handler's module. A retry policy may try again. ``executor_id`` is
+    ``None`` when no invocation asked for the pool: ``DaskPool.connect``
+    called directly could not reach its cluster.
     """
 
-    def __init__(self, executor_id: str, reason: str) -> None:
+    def __init__(self, executor_id: str | None, reason: str) -> None:
         self.executor_id = executor_id
         self.reason = reason
-        super().__init__(f"the pool of executor {executor_id!r} could not run it: {reason}")
+        if executor_id is None:
+            super().__init__(f"the executor pool cannot be used: {reason}")
+        else:
+            super().__init__(f"the pool of executor {executor_id!r} could not run it: {reason}")
 
 
 class WorkerLostError(PoolError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import threading
 import uuid
 from typing import TYPE_CHECKING, Any, Self
@@ -58,6 +59,11 @@ class DaskPool:
             about one per core).
         threads_per_worker: Threads in each of its workers. One suits
             CPU-bound pure Python, which holds the GIL.
+        connect_timeout: Seconds to wait for the scheduler at ``address``
+            before giving up with a :class:`PoolError` that names it
+            (Dask's own default is 30). Dask's client also gives a scheduler
+            it lost that long to come back. A local cluster's start keeps
+            Dask's timeouts.
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class DaskPool:
         *,
         n_workers: int | None = None,
         threads_per_worker: int = 1,
+        connect_timeout: float = 10.0,
     ) -> None:
         if address is not None and not isinstance(address, str):
             msg = f"address must be a scheduler address such as 'tcp://host:8786', got {address!r}"
@@ -80,9 +87,18 @@ class DaskPool:
         if address is not None and n_workers is not None:
             msg = "n_workers sizes the local cluster; a cluster at an address has its own"
             raise ValueError(msg)
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float):
+            msg = f"connect_timeout must be a number of seconds, got {connect_timeout!r}"
+            raise TypeError(msg)
+        if not (connect_timeout > 0 and math.isfinite(connect_timeout)):
+            msg = (
+                f"connect_timeout must be a finite number of seconds above 0, got {connect_timeout}"
+            )
+            raise ValueError(msg)
         self._address = address
         self._n_workers = n_workers
         self._threads_per_worker = threads_per_worker
+        self._connect_timeout = connect_timeout
         self._setup()
 
     def _setup(self) -> None:
@@ -106,12 +122,14 @@ class DaskPool:
             "address": self._address,
             "n_workers": self._n_workers,
             "threads_per_worker": self._threads_per_worker,
+            "connect_timeout": self._connect_timeout,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._address = state["address"]
         self._n_workers = state["n_workers"]
         self._threads_per_worker = state["threads_per_worker"]
+        self._connect_timeout = state["connect_timeout"]
         self._setup()
 
     # -- the cluster -------------------------------------------------------------------
@@ -121,6 +139,11 @@ class DaskPool:
         Called on the first invocation; call it earlier to pay the start-up
         (a second or two for a local cluster) before the first run. It
         blocks: in async code, ``await asyncio.to_thread(pool.connect)``.
+
+        Raises:
+            PoolError: the scheduler at ``address`` did not answer within
+                ``connect_timeout`` (its cause says why: refused, no such
+                host, timed out).
         """
         with self._lock:
             if self._client is None:
@@ -138,10 +161,25 @@ class DaskPool:
                     self._cluster = cluster
                     client = distributed.Client(cluster, set_as_default=False)
                 else:
-                    client = distributed.Client(self._address, set_as_default=False)
+                    client = self._reach(self._address)
                 client.subscribe_topic(self._topic, self._heard)
                 self._client = client
             return self._client
+
+    def _reach(self, address: str) -> distributed.Client:
+        """A client of the scheduler at ``address``, or a :class:`PoolError` naming it.
+
+        Dask raises a bare ``OSError`` (``TimeoutError`` is one) that leaves
+        out which pool, and only after ``connect_timeout``: ours, not Dask's 30 s.
+        """
+        try:
+            return distributed.Client(address, timeout=self._connect_timeout, set_as_default=False)
+        except OSError as error:
+            reason = (
+                f"could not reach the Dask scheduler at {address!r} within"
+                f" {self._connect_timeout:g} s: {type(error).__name__}: {error}"
+            )
+            raise PoolError(None, reason) from error
 
     def close(self) -> None:
         """Disconnect, and stop the local cluster if this pool started it.
@@ -180,6 +218,8 @@ class DaskPool:
         if client is None:
             try:
                 client = await asyncio.to_thread(self.connect)
+            except PoolError as error:  # it names the scheduler: now the invocation too
+                raise PoolError(job.executor_id, error.reason) from error.__cause__
             except Exception as error:
                 where = self._address or "a local cluster"
                 reason = f"cannot start or reach {where}: {type(error).__name__}: {error}"
