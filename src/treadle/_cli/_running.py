@@ -257,8 +257,11 @@ def start(
 
 async def _queued(
     store: Store, workflow: str, input_: str, run_id: str | None, choice: StartChoice
-) -> tuple[str, bool]:
-    """Queue the run; its id, and whether it is the store's only run of ``workflow``."""
+) -> tuple[str, int | None]:
+    """Queue the run; its id, and how many of the newest runs hold no other of ``workflow``.
+
+    ``None``: another run of ``workflow`` is among them (see ``alone_of_its_workflow``).
+    """
     started = await commands.start(store, workflow, input_, run_id, policy=choice)
     return started, await commands.alone_of_its_workflow(store, workflow, started)
 

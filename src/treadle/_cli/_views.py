@@ -150,21 +150,29 @@ def print_delivered(run_id: str, *, as_json: bool) -> None:
         out.print(f"delivered to run {run_id}; a worker applies it when it next claims the run")
 
 
-def print_started(run_id: str, workflow: str, *, as_json: bool, alone: bool = False) -> None:
+def print_started(run_id: str, workflow: str, *, as_json: bool, alone: int | None = None) -> None:
     """``treadle start``: the id of the run queued for the workers.
 
-    ``alone``: no other run of the workflow is in the store, so perhaps no
-    worker serves its name (a typo waits for ever): a note on stderr says so.
+    ``alone``: how many of the store's newest runs were read, none of them
+    another run of the workflow, so perhaps no worker serves its name (a
+    typo waits for ever): a note on stderr says so, and says where it
+    looked when that was not the whole store.
     """
     if as_json:
         out.print_json(data={"run_id": run_id, "workflow": workflow})
     else:
         out.print(run_id)
-    if alone:
+    if alone is not None:
+        name = escape(repr(workflow))
+        where = (
+            "is in this store"
+            if alone < commands.NEWEST_RUNS_READ
+            else f"is among this store's newest {alone:,} runs"
+        )
         err.print(
-            f"[yellow]note:[/yellow] no other run of workflow {escape(repr(workflow))} is in"
-            " this store: the run waits until a `treadle worker` serving that name takes it"
-            " up (is the name right? `treadle runs` lists the workflows of the others)"
+            f"[yellow]note:[/yellow] no other run of workflow {name} {where}: the run waits"
+            " until a `treadle worker` serving that name takes it up (is the name right?"
+            " `treadle runs` lists the workflows of the others)"
         )
 
 

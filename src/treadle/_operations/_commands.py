@@ -231,16 +231,37 @@ async def start(
         raise CommandError(str(error)) from None
 
 
-async def alone_of_its_workflow(store: Store, workflow: str, run_id: str) -> bool:
-    """Whether ``run_id`` is the only run of ``workflow`` in the store.
+# How many of the store's newest runs `treadle start` reads for another run of the name it
+# started. treadle_runs has no index on workflow (one would cost every run's write), so asking
+# the store for the name's runs reads all of its runs when the name has no other: the very typo
+# the note is for, in time that grows with the store. The newest runs come in order from the
+# index on created_at, and a name in use has had a run among its newest 10,000.
+NEWEST_RUNS_READ = 10_000
+_RUNS_PAGE = 1_000  # runs per read: a name in use is mostly found in the first
 
-    A run queued by name waits for a worker that serves the name: the first
-    of its name may be the first of a new workflow, or a typo that nothing
-    will ever serve. ``treadle start`` then says so rather than leave it to
-    wait unremarked.
+
+async def alone_of_its_workflow(store: Store, workflow: str, run_id: str) -> int | None:
+    """How many of the store's newest runs were read, none of them another run of ``workflow``.
+
+    ``None`` when one of them is. A run queued by name waits for a worker
+    that serves the name: the first of its name may be the first of a new
+    workflow, or a typo that nothing will ever serve. ``treadle start``
+    then says so rather than leave it to wait unremarked. It reads at most
+    :data:`NEWEST_RUNS_READ` runs, newest first (fewer: the whole store),
+    so the note is bounded in time however big the store.
     """
-    runs = await store.list_runs(workflow=workflow, limit=2)
-    return all(run.run_id == run_id for run in runs)
+    read = 0
+    before: tuple[float, str] | None = None
+    while read < NEWEST_RUNS_READ:
+        asked = min(_RUNS_PAGE, NEWEST_RUNS_READ - read)
+        page = await store.list_runs(limit=asked, before=before)
+        if any(run.workflow == workflow and run.run_id != run_id for run in page):
+            return None
+        read += len(page)
+        if len(page) < asked:  # the store's oldest run is read
+            break
+        before = (page[-1].created_at, page[-1].run_id)
+    return read
 
 
 async def respond(
