@@ -1,4 +1,4 @@
-"""Choosing a pool: per executor or per workflow, refused where it cannot work."""
+"""Choosing a pool (per executor or per workflow, refused where it cannot work); reaching it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pickle
 import socket
 import time
 
+import pool_app
 import pytest
 
-from treadle import Executor, WorkflowBuilder, WorkflowContext, executor, handler
+from treadle import Executor, ExecutorFailure, WorkflowBuilder, WorkflowContext, executor, handler
 from treadle.dask import DaskPool
 from treadle.errors import ExecutorFailedError, PoolError
 
@@ -131,3 +132,28 @@ async def test_an_unreachable_scheduler_fails_the_invocation_as_a_pool_error():
     assert f"could not reach the Dask scheduler at {address!r} within 1 s" in str(failure)
     assert isinstance(failure.__cause__, OSError)  # Dask's own error, one link down
     assert took < 10, f"{took:.1f} s: Dask's own 30 s connect timeout, not the pool's 1 s"
+
+
+@executor
+async def report(failure: ExecutorFailure, ctx: WorkflowContext) -> None:
+    ctx.yield_output(failure)
+
+
+@pytest.mark.integration
+async def test_invocations_waiting_on_a_failed_connect_fail_with_it_not_a_timeout_each_in_turn():
+    address = f"tcp://127.0.0.1:{free_port()}"
+    builder = pool_app.fan_out(6, pool=DaskPool(address, connect_timeout=1))
+    for branch in range(6):  # each failure has somewhere to go: the run waits for all six
+        builder.add_error_edge(f"branch{branch}", report)
+    began = time.monotonic()
+    result = await builder.build().run(pool_app.Job(rounds=1))
+    took = time.monotonic() - began
+    assert sorted(failure.executor_id for failure in result.outputs) == [
+        f"branch{branch}" for branch in range(6)
+    ]
+    for failure in result.outputs:
+        assert failure.error_type == "treadle.errors.PoolError"
+        assert f"could not reach the Dask scheduler at {address!r}" in failure.message
+    # The first connect fails after 1 s, and the five that waited on it with it; before,
+    # each tried again in turn when the one before it failed: 6 s.
+    assert took < 4, f"{took:.1f} s: the six invocations tried to connect one after the other"

@@ -105,6 +105,9 @@ class DaskPool:
         self._lock = threading.Lock()
         self._client: distributed.Client | None = None
         self._cluster: distributed.LocalCluster | None = None
+        # Connects that have ended, and why the last failed (see connect): under the lock.
+        self._ended = 0
+        self._failed: PoolError | None = None
         self._topic = f"treadle-{uuid.uuid4().hex}"
         # Attempt key -> where its events go. Written on the loops of the runs,
         # read on the client's thread: single dict operations, atomic under the GIL.
@@ -140,31 +143,50 @@ class DaskPool:
         (a second or two for a local cluster) before the first run. It
         blocks: in async code, ``await asyncio.to_thread(pool.connect)``.
 
+        Calls that wait for one that fails fail with it: the invocations of
+        a fan-out would otherwise each wait ``connect_timeout`` in turn, and
+        the run with them. A call made after a failure tries again.
+
         Raises:
             PoolError: the scheduler at ``address`` did not answer within
                 ``connect_timeout`` (its cause says why: refused, no such
                 host, timed out).
         """
+        ended = self._ended  # an int read: atomic under the GIL
         with self._lock:
             if self._client is None:
-                if self._address is None:
-                    # A lost worker is the retry policy's to handle, not Dask's (see above).
-                    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-                        cluster = distributed.LocalCluster(
-                            n_workers=self._n_workers,
-                            threads_per_worker=self._threads_per_worker,
-                            processes=True,
-                            # Any free port: None means 8787, and a second cluster
-                            # on the machine would warn that it is taken.
-                            dashboard_address=":0",
-                        )
-                    self._cluster = cluster
-                    client = distributed.Client(cluster, set_as_default=False)
-                else:
-                    client = self._reach(self._address)
-                client.subscribe_topic(self._topic, self._heard)
-                self._client = client
+                failed = self._failed
+                if failed is not None and self._ended != ended:  # it failed while we waited
+                    raise PoolError(None, failed.reason) from failed.__cause__
+                try:
+                    self._client = self._start()
+                    self._failed = None
+                except PoolError as error:
+                    self._failed = error
+                    raise
+                finally:
+                    self._ended += 1
             return self._client
+
+    def _start(self) -> distributed.Client:
+        """Start the local cluster, or reach the one at ``address``: the client, listening."""
+        if self._address is None:
+            # A lost worker is the retry policy's to handle, not Dask's (see above).
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                cluster = distributed.LocalCluster(
+                    n_workers=self._n_workers,
+                    threads_per_worker=self._threads_per_worker,
+                    processes=True,
+                    # Any free port: None means 8787, and a second cluster
+                    # on the machine would warn that it is taken.
+                    dashboard_address=":0",
+                )
+            self._cluster = cluster
+            client = distributed.Client(cluster, set_as_default=False)
+        else:
+            client = self._reach(self._address)
+        client.subscribe_topic(self._topic, self._heard)
+        return client
 
     def _reach(self, address: str) -> distributed.Client:
         """A client of the scheduler at ``address``, or a :class:`PoolError` naming it.
