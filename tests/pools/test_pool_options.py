@@ -108,6 +108,11 @@ def test_an_unreachable_scheduler_is_a_pool_error_naming_it_within_the_connect_t
     assert repr(pool) == f"<DaskPool on {address}, not started>"
 
 
+def test_an_address_dask_cannot_read_is_a_pool_error_naming_it():
+    with pytest.raises(PoolError, match=r"'nowhere' is not a scheduler address Dask can use: "):
+        DaskPool("nowhere").connect()  # no port: Dask's ValueError, at once
+
+
 def test_a_dask_pool_starts_nothing_until_used_and_travels_as_its_settings():
     pool = DaskPool(n_workers=3)
     assert repr(pool) == "<DaskPool on a local cluster, not started>"

@@ -150,7 +150,7 @@ class DaskPool:
         Raises:
             PoolError: the scheduler at ``address`` did not answer within
                 ``connect_timeout`` (its cause says why: refused, no such
-                host, timed out).
+                host, timed out), or Dask cannot read the address.
         """
         ended = self._ended  # an int read: atomic under the GIL
         with self._lock:
@@ -192,7 +192,9 @@ class DaskPool:
         """A client of the scheduler at ``address``, or a :class:`PoolError` naming it.
 
         Dask raises a bare ``OSError`` (``TimeoutError`` is one) that leaves
-        out which pool, and only after ``connect_timeout``: ours, not Dask's 30 s.
+        out which pool, and only after ``connect_timeout``: ours, not Dask's 30 s;
+        an address it cannot read (no port, an unknown scheme) a ``ValueError``
+        at once.
         """
         try:
             return distributed.Client(address, timeout=self._connect_timeout, set_as_default=False)
@@ -201,6 +203,9 @@ class DaskPool:
                 f"could not reach the Dask scheduler at {address!r} within"
                 f" {self._connect_timeout:g} s: {type(error).__name__}: {error}"
             )
+            raise PoolError(None, reason) from error
+        except ValueError as error:
+            reason = f"{address!r} is not a scheduler address Dask can use: {error}"
             raise PoolError(None, reason) from error
 
     def close(self) -> None:
