@@ -4,7 +4,7 @@ The note says no other run has the name the run was started by (perhaps a
 typo). ``treadle_runs`` has no index on ``workflow``, so asking the store for
 that name's runs read every run when there was none: unbounded on a big
 store, for exactly the name the note is for. The command reads the newest
-``NEWEST_RUNS_READ`` runs instead, page by page (made 5 and 2 here), and the
+``NEWEST_RUNS_READ`` runs instead, page by page (5 and 2 at first here), and the
 note says where it looked. Runs created at one instant page by insertion
 order, as the listing does.
 """
@@ -22,7 +22,7 @@ T0 = 1_700_000_000.0
 
 @pytest.fixture(autouse=True)
 def few(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Read the 5 newest runs, 2 at a time (the last page short: 1)."""
+    """Read the 5 newest runs: 2, then the 3 left (pages grow tenfold, to the bound)."""
     monkeypatch.setattr(commands, "NEWEST_RUNS_READ", 5)
     monkeypatch.setattr(commands, "_RUNS_PAGE", 2)
 
@@ -43,7 +43,7 @@ async def test_a_run_of_the_name_older_than_the_newest_read_is_not_looked_for(st
 
 
 async def test_a_run_of_the_name_among_the_newest_read_is_found_on_the_last_page(store):
-    # run-1 (countng) is the 5th newest: the last one read, on the third page.
+    # run-1 (countng) is the 5th newest: the last one read, on the second page.
     await add_runs(store, "orders", "countng", "orders", "orders", "orders", "countng")
     assert await commands.alone_of_its_workflow(store, "countng", "run-5") is None
 
