@@ -5,7 +5,8 @@ See :mod:`treadle._exceptions` for the whole tree.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copyreg
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -13,6 +14,20 @@ if TYPE_CHECKING:
 
 class TreadleError(Exception):
     """Root of every error the runtime raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle remakes an exception by calling its class with its ``args``, the
+        # message; ours take what the message is made of (a run id, a deadline), so
+        # that call failed or made another message, and an error could not cross
+        # to another process (a pool's, a task queue's). Remade without the call:
+        # the same message, the attributes as they were (see __setstate__).
+        return (copyreg.__newobj__, (type(self),), (self.args, self.__dict__))
+
+    def __setstate__(self, state: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+        # ``args`` set here, not given to __new__: an OSError (a TimeoutError, a
+        # PermissionError) whose class has an __init__ leaves them to it.
+        self.args, attributes = state
+        self.__dict__.update(attributes)
 
 
 class WorkflowValidationError(TreadleError):
@@ -128,9 +143,6 @@ class MigrationError(TreadleError):
         else:
             lines = "\n".join(f"  - {reason}" for reason in self.reasons)
             super().__init__(f"{what} ({len(self.reasons)} problems):\n{lines}")
-
-    def __reduce__(self) -> tuple[type[MigrationError], tuple[tuple[str, ...], str | None]]:
-        return (type(self), (self.reasons, self.run_id))
 
 
 class HandlerTimeoutError(TreadleError, TimeoutError):
