@@ -21,13 +21,17 @@ class TreadleError(Exception):
         # that call failed or made another message, and an error could not cross
         # to another process (a pool's, a task queue's). Remade without the call:
         # the same message, the attributes as they were (see __setstate__).
-        return (copyreg.__newobj__, (type(self),), (self.args, self.__dict__))
+        return (_NEW_OBJECT, (type(self),), (self.args, self.__dict__))
 
-    def __setstate__(self, state: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+    def __setstate__(self, state: Any) -> None:
         # ``args`` set here, not given to __new__: an OSError (a TimeoutError, a
         # PermissionError) whose class has an __init__ leaves them to it.
         self.args, attributes = state
         self.__dict__.update(attributes)
+
+
+# ``cls.__new__(cls)`` by a name pickle knows (protocol 2's own NEWOBJ); typeshed lacks it.
+_NEW_OBJECT = copyreg.__newobj__  # type: ignore[attr-defined]
 
 
 class WorkflowValidationError(TreadleError):
