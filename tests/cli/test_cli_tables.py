@@ -8,7 +8,9 @@ rich lays a table out at about a millisecond a row: `treadle runs --limit 10000`
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,9 @@ from rich.text import Text
 from treadle_cli import Cli
 
 from treadle._cli._tables import plain_lines, print_table
+from treadle._operations import _audit as audits
+from treadle._operations._audit import audit_json, audit_line
+from treadle.stores import SqliteStore
 
 # Printable text and not: wide characters, combining marks, markup-like brackets,
 # tabs, newlines and escape codes (which rich folds, wraps or strips itself).
@@ -109,3 +114,34 @@ def test_treadle_runs_and_history_list_many_runs_aligned(tmp_path):
     on_a_terminal = cli.on_a_terminal("runs", "--limit", "30", columns=200)
     assert "\x1b[1m" in on_a_terminal  # the header bold, as rich makes it
     assert all(f"job-{n:0{n % 3 + 1}} " in on_a_terminal for n in range(30)), on_a_terminal
+
+
+def test_treadle_audit_prints_the_log_page_by_page_as_it_printed_it_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(audits, "_PAGE", 2)  # five entries: three pages
+    cli = Cli(tmp_path)
+    for n in range(5):
+        done = cli("run", "cli_app:long_job", "--input", "0", "--run-id", f"job-{n}")
+        assert done.returncode == 0, done.stderr
+    whole = asyncio.run(_whole_log(cli.db))
+    assert len(whole) == 5
+    listed = cli("audit")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [audit_line(entry) for entry in whole]
+    as_json = cli("audit", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    entries = [audit_json(entry) for entry in whole]
+    assert as_json.stdout == json.dumps({"entries": entries}, indent=2) + "\n"
+    one = cli("audit", "job-3", "--json")
+    assert json.loads(one.stdout) == {"entries": [entries[3]]}
+    empty = tmp_path / "empty.sqlite"
+    assert asyncio.run(_whole_log(empty)) == []  # made, with no entry
+    nothing = cli("audit", "--json", "--store", str(empty))
+    assert nothing.stdout == json.dumps({"entries": []}, indent=2) + "\n"
+
+
+async def _whole_log(path):
+    store = SqliteStore(path)
+    try:
+        return await audits.entries(store)
+    finally:
+        await store.close()

@@ -10,7 +10,9 @@ given ``--yes`` (and, with no terminal to ask on, refuses without it).
 
 from __future__ import annotations
 
+import json
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,6 +21,7 @@ from rich.markup import escape
 from treadle._cli._execute import execute, refuse
 from treadle._cli._flags import JsonOption, RunIdArgument, StoreOption  # noqa: TC001 - typer reads them
 from treadle._cli._help import command_set
+from treadle._cli._tables import print_lines
 from treadle._cli._views import err, out, when
 from treadle._operations import _audit as audits
 from treadle._operations import _cleanup as cleanup
@@ -26,7 +29,7 @@ from treadle._operations import _commands as commands
 from treadle._operations._audit import audit_json, audit_line
 
 if TYPE_CHECKING:
-    from treadle._stores._store import RunRecord
+    from treadle._stores._store import RunRecord, Store
 
 
 cli = command_set()
@@ -152,11 +155,29 @@ def audit(
         if not found.ok:
             raise typer.Exit(1)
         return
-    listed = execute(
-        store, lambda s: audits.entries(s) if run_id is None else audits.run_entries(s, run_id)
-    )
-    if as_json:
-        out.print_json(data={"entries": [audit_json(e) for e in listed]})
+    execute(store, lambda s: _print_audit(s, run_id, as_json=as_json))
+
+
+async def _print_audit(store: Store, run_id: str | None, *, as_json: bool) -> None:
+    """The audit log (of the run ``run_id`` names), printed a page at a time as it is read.
+
+    The log only grows: printed whole, it was read whole into memory first.
+    ``--json`` is the document ``{"entries": [...]}`` as ``json.dumps`` indents it.
+    """
+    pages = audits.pages(store) if run_id is None else audits.run_pages(store, run_id)
+    if not as_json:
+        async for page in pages:
+            print_lines(out, [audit_line(entry) for entry in page])
         return
-    for entry in listed:
-        out.print(escape(audit_line(entry)), soft_wrap=True)
+    opened = False
+    async for page in pages:
+        items = ",\n".join(_indented(audit_json(entry)) for entry in page)
+        out.file.write(("," if opened else '{\n  "entries": [') + "\n" + items)
+        opened = True
+    out.file.write("\n  ]\n}\n" if opened else '{\n  "entries": []\n}\n')
+    out.file.flush()
+
+
+def _indented(entry: dict[str, Any]) -> str:
+    """One entry as ``json.dumps(..., indent=2)`` writes it two levels down, in a list."""
+    return textwrap.indent(json.dumps(entry, indent=2, ensure_ascii=False), "    ")

@@ -1,4 +1,4 @@
-"""Tables of many rows, laid out as rich lays them out without going through rich.
+"""Long listings (tables, lines) written as rich writes them, without going through rich.
 
 rich measures, wraps and renders every cell of a table through its segment
 machinery: about a millisecond a row here, so ``treadle runs --limit 10000``
@@ -8,6 +8,7 @@ cell padded by a space on either side, as rich's ``box=None`` table does.
 So a table that fits the console, all of its cells printable text, is
 written here, line by line, the same characters rich would write; any
 other (too wide, a cell rich would fold, wrap or strip) still goes to rich.
+Lines of text alike (``treadle audit``): rich took 0.4 ms to print each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from rich.console import Console
 
@@ -45,9 +46,7 @@ def print_table(
         console.print(header, style="bold", markup=False, highlight=False)
     else:
         body.insert(0, header)
-    if body:
-        console.file.write("\n".join(body) + "\n")
-        console.file.flush()
+    _write(console, body)
 
 
 def plain_lines(
@@ -77,3 +76,26 @@ def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
     # ljust counts characters; a wide character takes two cells, hence the padding by hand.
     padded = zip(cells, widths, strict=True)
     return "".join(f" {cell}{' ' * (width - cell_len(cell))} " for cell, width in padded)
+
+
+def print_lines(console: Console, lines: Iterable[str]) -> None:
+    """Print each of ``lines`` (plain text, not markup) on a line of its own, unwrapped.
+
+    A printable line is written as it is, which is what rich writes for it
+    with ``soft_wrap``; any other is rich's to print.
+    """
+    plain: list[str] = []
+    for line in lines:
+        if line.isprintable():
+            plain.append(line)
+            continue
+        _write(console, plain)
+        plain = []
+        console.print(Text(line), soft_wrap=True)
+    _write(console, plain)
+
+
+def _write(console: Console, lines: list[str]) -> None:
+    if lines:
+        console.file.write("\n".join(lines) + "\n")
+        console.file.flush()

@@ -20,6 +20,8 @@ from treadle._operations._shapes import iso_time
 from treadle._stores._audit import chain_problems
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from treadle._stores._audit import AuditEntry
     from treadle._stores._store import AuditLog, Store
 
@@ -48,8 +50,8 @@ class Verified:
         return {"entries": self.entries, "ok": self.ok, "problems": self.problems}
 
 
-async def run_entries(store: Store, run_id: str) -> list[AuditEntry]:
-    """The audit entries of the run ``run_id`` names, oldest first.
+async def run_pages(store: Store, run_id: str) -> AsyncIterator[list[AuditEntry]]:
+    """The audit entries of the run ``run_id`` names, oldest first, a page at a time.
 
     By its id, also once the run is deleted (its entries stay); else by a
     prefix of a stored run's id, as every command takes one.
@@ -58,21 +60,30 @@ async def run_entries(store: Store, run_id: str) -> list[AuditEntry]:
         CommandError: no entry has that id and no run that id or prefix
             (naming the store), or several runs share the prefix.
     """
-    found = await entries(store, run_id)
-    if found:
-        return found
-    return await entries(store, (await get_run(store, run_id)).run_id)
+    if not await store.read_audit(run_id, after=0, limit=1):
+        run_id = (await get_run(store, run_id)).run_id
+    async for page in pages(store, run_id):
+        yield page
 
 
 async def entries(store: AuditLog, run_id: str | None = None) -> list[AuditEntry]:
     """Every audit entry (of ``run_id``, if given), oldest first."""
-    found: list[AuditEntry] = []
+    return [entry async for page in pages(store, run_id) for entry in page]
+
+
+async def pages(store: AuditLog, run_id: str | None = None) -> AsyncIterator[list[AuditEntry]]:
+    """Every audit entry (of ``run_id``, if given), oldest first, :data:`_PAGE` at a time.
+
+    The log only grows: a command printing it holds one page, not the whole.
+    """
+    after = 0
     while True:
-        after = found[-1].seq if found else 0
         page = await store.read_audit(run_id, after=after, limit=_PAGE)
-        found += page
+        if page:
+            yield page
+            after = page[-1].seq
         if len(page) < _PAGE:
-            return found
+            return
 
 
 async def verify(store: Store) -> Verified:
