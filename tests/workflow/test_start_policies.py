@@ -129,6 +129,32 @@ async def test_debounce_starts_one_run_with_the_last_input_once_starts_stop():
     assert await runtime.wake_due() == []
 
 
+async def test_each_debounced_start_is_recorded_with_its_actor_and_the_input_it_gave(store):
+    # Bob's start gives the waiting run his input, and the run runs with it: the record
+    # said only that alice created it with hers, as if the run ran what alice asked.
+    clock = FakeClock()
+    policy = StartPolicy(key=by_prefix, debounce=5)
+    workflow = WorkflowBuilder(start=echo, name="debounced", start_policy=policy).build()
+    alice = Actor("python", "alice", "python", Role.OPERATOR)
+    bob = Actor("python", "bob", "python", Role.OPERATOR)
+    first = await workflow.run("acme-alice", store=store, clock=clock, actor=alice)
+    joined = await workflow.run("acme-bob", store=store, clock=clock, actor=bob)
+    assert joined.run_id == first.run_id
+    await clock.advance(6)
+    (ran,) = await Runtime(store, [workflow], clock=clock).wake_due()
+    assert ran.outputs == ["acme-bob"]
+    recorded = [
+        (entry.action, entry.actor["name"], entry.detail.get("input"))
+        for entry in await store.read_audit(first.run_id)
+    ]
+    assert recorded == [
+        ("run_created", "alice", "acme-alice"),
+        ("start_debounced", "bob", "acme-bob"),
+    ]
+    kinds = [event.kind for event in await store.read_events(first.run_id)]
+    assert kinds.count("start_debounced") == 1  # in the run's log too, as every action is
+
+
 async def test_a_start_may_give_its_own_policy_or_none(store):
     workflow = asking(StartPolicy(concurrency=1))
     first = await workflow.run("a", store=store)

@@ -116,6 +116,7 @@ async def verify(store: Store) -> Verified:
 _DONE = MappingProxyType(
     {
         "run_created": "started the run",
+        "start_debounced": "gave the waiting run its input (debounce)",
         "run_forked": "forked this run",
         "message_sent": "sent a message",
         "run_cancelled": "cancelled the run",

@@ -262,6 +262,16 @@ def delivered(
     return records
 
 
+def debounced(run_id: str, payload: bytes, actor: Actor) -> Recorded:
+    """The record of a start that joined a debounced run waiting for its key: ``start_debounced``.
+
+    The run goes on with this start's input (the last one wins), so the
+    record says who gave it, and what, beside the ``run_created`` of the
+    start that made the run.
+    """
+    return Recorded(run_id, "start_debounced", actor, {"input": plain(payload)})
+
+
 def plain(payload: bytes) -> Any:
     """A stored value as plain JSON (tags taken off), or its text where it is not JSON."""
     data = bytes(payload)

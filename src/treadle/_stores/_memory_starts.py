@@ -86,6 +86,10 @@ class MemoryAdmissions(ABC):
                         item, _ = run.inbox[0]
                         run.inbox[0] = (dataclasses.replace(item, payload=request.payload), wall)
                         start.admit_at = now + request.debounce
+                        if actor is not None:  # the run goes on with this input: who gave it
+                            self._record(
+                                [_audit.debounced(waiting.run_id, request.payload, actor)], wall
+                            )
                         return Admission(waiting.run_id, "debounced", _QUEUED)
                 self._insert(request, wall, None, actor, now + request.debounce)
                 return Admission(request.run_id, "debounced", _QUEUED)
@@ -235,12 +239,17 @@ class MemoryAdmissions(ABC):
 
 
 def adopted(admitted: MemoryRun, made: MemoryRun) -> MemoryRun:
-    """The run ``create_run`` made, on the row its start policy admitted: who, when, its inbox."""
+    """The run ``create_run`` made, on the row its start policy admitted: who, when, its inbox.
+
+    Its log goes on from the queued run's: the ``run_created`` (and ``start_debounced``)
+    written while it waited were dropped with the queued row, on this store only.
+    """
     made.record = dataclasses.replace(
         made.record,
         created_at=admitted.record.created_at,
         started_by=admitted.record.started_by,
     )
     made.inbox = admitted.inbox
+    made.events = admitted.events  # what was recorded while it waited (who started it, ...)
     made.consumed = max((item.seq for item, _ in admitted.inbox), default=admitted.consumed)
     return made

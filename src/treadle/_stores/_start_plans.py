@@ -61,6 +61,8 @@ def admit(
             run_id = waiting[0]
             yield (_sql_starts.REPLACE_INPUT, (request.payload, wall, run_id), NOTHING, False)
             yield (_sql_starts.PUSH_ADMIT, (now + request.debounce, run_id), NOTHING, False)
+            if actor is not None:  # the run goes on with this input: who gave it is recorded
+                yield from record([_audit.debounced(run_id, request.payload, actor)], wall, backend)
             return Admission(run_id, "debounced", _sql_starts.QUEUED)
         yield from _insert(request, wall, None, actor, backend, admit_at=now + request.debounce)
         return Admission(request.run_id, "debounced", _sql_starts.QUEUED)

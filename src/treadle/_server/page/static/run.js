@@ -28,6 +28,7 @@ const KINDS = [
   "status_changed",
   // The record: what people and services did to the run, each with its actor (the timeline says who).
   "run_created",
+  "start_debounced",
   "request_answered",
   "request_timed_out",
   "message_sent",

@@ -25,6 +25,7 @@ export function markOf(event) {
 // The same sentences as `treadle logs` says (treadle._operations._audit._DONE).
 const DONE = {
   run_created: "started the run",
+  start_debounced: "gave the waiting run its input (debounce)",
   run_forked: "forked this run",
   message_sent: "sent a message",
   run_cancelled: "cancelled the run",
