@@ -22,6 +22,8 @@ from treadle import (
     WorkflowContext,
     executor,
 )
+from treadle._operations._bulk import BulkAction, run_bulk
+from treadle._values._filter import parse_filter
 from treadle.errors import RequestError, StartRefusedError
 from treadle.stores import MemoryStore
 from treadle.testing import FakeClock
@@ -153,6 +155,32 @@ async def test_each_debounced_start_is_recorded_with_its_actor_and_the_input_it_
     ]
     kinds = [event.kind for event in await store.read_events(first.run_id)]
     assert kinds.count("start_debounced") == 1  # in the run's log too, as every action is
+
+
+async def test_a_queued_run_is_not_resumed_and_nothing_is_recorded(store):
+    # A queued run has not started: resuming it took its lease and recorded run_resumed,
+    # then failed saying it was "checkpointed by a different graph"; a bulk resume said
+    # it acted on it. It starts when its turn comes, and neither may say otherwise.
+    workflow = asking(StartPolicy(singleton=True))
+    first = await workflow.run("a", store=store)
+    queued = await workflow.run("b", store=store)
+    assert queued.status == RunStatus.QUEUED
+    olga = Actor("user", "olga", "api", Role.OPERATOR)
+    with pytest.raises(RequestError, match="queued by its start policy and has not started"):
+        await workflow.resume(queued.run_id, store=store, actor=olga)
+    report = await run_bulk(
+        store, BulkAction("resume", parse_filter('status == "queued"')), actor=olga
+    )
+    assert (report.matched, report.acted) == (1, [])
+    ((skipped, why),) = report.skipped
+    assert skipped == queued.run_id
+    assert "queued by its start policy" in why
+    assert [e.action for e in await store.read_audit(queued.run_id)] == ["run_created"]
+    assert (await store.get_run(queued.run_id)).status == "queued"
+    await answer(workflow, store, first)  # its turn comes: the service starts it
+    async with Runtime(store, [workflow], poll_interval=3600) as runtime:
+        (started,) = await runtime.wake_due()
+    assert (started.run_id, started.status) == (queued.run_id, RunStatus.AWAITING_INPUT)
 
 
 async def test_a_start_may_give_its_own_policy_or_none(store):

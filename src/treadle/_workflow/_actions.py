@@ -264,11 +264,13 @@ async def resume(
     Raises:
         ActionRefusedError: the actor is not an operator.
         RequestError: from ``checkpoint_id`` the run would only rest,
-            running nothing (see ``check_branch``); nothing taken.
+            running nothing (see ``check_branch``); or the run is queued by
+            its start policy (it has not started); nothing taken.
         RunBusyError, RequestError, RunNotFoundError, ...: as ``take_over``
             and :func:`unpause_here`.
     """
     check_right(actor, "resume", run_id)
+    _refuse_ended(run_id, (await store.get_run(run_id)).status, ended=False)  # before taking it
     if checkpoint_id is not None:  # read first: a resume refused takes and records nothing
         await check_branch(store, await load_restored(workflow, store, run_id, checkpoint_id))
     try:
@@ -288,7 +290,8 @@ async def hand_back(store: Store, run_id: str, *, actor: Actor) -> None:
     Raises:
         ActionRefusedError: the actor is not an operator.
         RunCancelledError: it was cancelled (nothing taken, nothing recorded).
-        RequestError: it completed: there is nothing to resume.
+        RequestError: it completed, or is queued by its start policy: there is
+            nothing to resume.
         RunBusyError: another process holds a current lease on it.
         RunPausedError: it is paused (unpause it instead).
         RunNotFoundError: no such run.
@@ -305,8 +308,21 @@ async def hand_back(store: Store, run_id: str, *, actor: Actor) -> None:
         await store.release(lease)
 
 
-def _refuse_ended(run_id: str, status: str) -> None:
-    """Refuse to resume a run that has ended: nothing would be resumed."""
+def _refuse_ended(run_id: str, status: str, *, ended: bool = True) -> None:
+    """Refuse to resume a run that has ended (with ``ended``) or not started: nothing would be.
+
+    A run its start policy queued has no checkpoint: taking its lease recorded
+    ``run_resumed`` and then failed, saying it had been "checkpointed by a
+    different graph". It starts when its turn comes, by whoever serves the store.
+    """
+    if status == RunStatus.QUEUED.value:
+        msg = (
+            f"run {run_id!r} is queued by its start policy and has not started: there is "
+            "nothing to resume; it starts when its turn comes (cancel it to take it out of line)"
+        )
+        raise RequestError(msg)
+    if not ended:
+        return
     if status == RunStatus.CANCELLED.value:
         raise RunCancelledError(run_id)
     if status == RunStatus.COMPLETED.value:

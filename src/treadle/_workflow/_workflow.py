@@ -195,6 +195,8 @@ class Workflow(WorkflowGraph):
                 (nothing runs; the error lists what changed).
             CheckpointCorruptError: the checkpoint fails its checksum.
             RunNotFoundError, CheckpointNotFoundError: nothing to resume.
+            RequestError: the run is queued by its start policy (it starts
+                when its turn comes; nothing is taken or recorded).
             WorkflowRunError: the resumed run failed.
             TypeError, ValueError: an option is not valid (nothing ran).
         """
