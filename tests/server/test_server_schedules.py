@@ -173,6 +173,7 @@ async def test_schedule_fields_no_store_can_keep_are_refused_by_name(sqlite_url)
             ({"every": "1h", "catchup": 10**30}, "catchup"),
             ({"every": "1h", "jitter": "1e400"}, "jitter"),
             ({"every": "1h", "tz": "a" * 300}, "is not an IANA time zone"),
+            ({"cron": "0 0 " + "1," * 400_000 + "1 * *"}, "cron is 800,009 characters long"),
         ):
             refused = await api.post(
                 "/api/schedules", json={"workflow": "digest", "input": "x", **fields}

@@ -7,6 +7,8 @@ with ``year 33658 is out of range`` (no schedule, no field named), and an infini
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from treadle import Schedule
@@ -28,3 +30,16 @@ def test_an_absurd_interval_is_refused_naming_it(every, said):
 def test_an_infinite_catchup_is_refused_naming_it():
     with pytest.raises(ValueError, match="catchup must be a finite number of seconds"):
         Schedule("digest", every=60, catchup=float("inf"))
+
+
+def test_a_cron_expression_past_any_real_ones_length_is_refused_at_once_naming_it():
+    # A megabyte of "1," in one field was a cron expression: each parse of it (made by
+    # create, by every tick, and for each listing's description and next time) took
+    # one to two seconds, holding up everything else the serving process did.
+    huge = "0 0 " + ",".join(["1"] * 500_000) + " * *"
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"cron is 1,000,007 characters long; a cron expression"):
+        Schedule("digest", cron=huge)
+    assert time.monotonic() - started < 0.1
+    every_value = "0-59,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27"
+    Schedule("digest", cron=f"{every_value} 0,1,2,3,4,5,6,7,8,9,10,11,12 L,15,2,3 JAN-DEC 1#1")

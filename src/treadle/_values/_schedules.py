@@ -49,6 +49,10 @@ _PLACEHOLDERS = ("{nominal}", "{nominal_utc}", "{date}", "{schedule}")
 MAX_EVERY = timedelta(days=36525)
 """The longest interval: a hundred years (longer put the next tick past what a datetime holds,
 and the schedule was refused with "year 33658 is out of range", naming nothing)."""
+MAX_CRON_LENGTH = 1_000
+"""The longest cron expression: every value of every field listed one by one is under 400
+characters. A longer one (a megabyte of ``1,``) took seconds to read, and it is read at each
+tick and each listing, holding up everything else its serving process did."""
 DEFAULT_CATCHUP = timedelta(hours=1)
 """How late a tick may still start by default: a restart or a short outage is caught up,
 a day-long one does not start a day of runs at once."""
@@ -164,6 +168,11 @@ class Schedule:
             problems.append("give exactly one of cron= and every=")
         if self.cron is not None and not isinstance(self.cron, str):
             problems.append(f"cron must be a cron expression as text, got {self.cron!r}")
+        elif self.cron is not None and len(self.cron) > MAX_CRON_LENGTH:
+            problems.append(
+                f"cron is {len(self.cron):,} characters long; a cron expression is at most "
+                f"{MAX_CRON_LENGTH:,}"
+            )
         elif self.cron is not None and len(self.cron.split()) != _CRON_FIELDS:
             # cronsim reads a sixth field as seconds: "0 9 * * * *" ran at minute 9 of every hour.
             count = len(self.cron.split())
