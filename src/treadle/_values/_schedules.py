@@ -218,7 +218,15 @@ class Schedule:
         """The nominal time of the first tick strictly after ``instant`` (Unix seconds)."""
         if self.cron is None:
             step = self.interval_ms
-            return (int(instant * 1000) // step + 1) * step / 1000
+            # ``instant * 1000`` is a float: a tick's own time may read a hair below it (the
+            # "next" tick was then the same one, for ever) and a time a hair before a tick
+            # may read as the tick (skipping it). The guess is checked against the times.
+            index = math.floor(instant * 1000) // step + 1
+            while index * step / 1000 <= instant:
+                index += 1
+            while (index - 1) * step / 1000 > instant:
+                index -= 1
+            return index * step / 1000
         from cronsim import CronSim  # noqa: PLC0415 - only cron schedules need it
 
         zone = self.zone
