@@ -10,6 +10,7 @@ minute, not by the code under test.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -177,4 +178,42 @@ async def test_a_clock_jump_forward_starts_only_what_the_catch_up_window_holds(t
     assert len(missed) == 1
     assert missed[0].detail.startswith("69 tick(s)")
     assert await runtime.wake_due() == []  # nothing twice
+    await store.close()
+
+
+async def test_a_window_shorter_than_the_poll_still_starts_each_tick_served_on_time(
+    tmp_path,
+) -> None:
+    """``catchup=0``: no tick is caught up after an outage, and each one served on time starts.
+
+    A tick is decided a moment after its time (a poll, at most, after it): with a window
+    shorter than that, every tick was recorded as missed, "nothing served the store then",
+    while a ``Runtime`` served it all along, and the schedule never started a run.
+    """
+    store = SqliteStore(tmp_path / "runs.db")
+    workflow = echo_workflow()
+    async with Runtime(store, [workflow], poll_interval=0.5) as runtime:
+        await runtime.schedules.create(
+            Schedule(workflow, every=timedelta(seconds=1), catchup=0, input="x", overlap="allow")
+        )
+        await asyncio.sleep(3.6)
+        ticks = await runtime.schedules.ticks("digest", limit=20)
+    assert [t.action for t in ticks if t.action != "started"] == []
+    assert len(ticks) >= 3
+    assert len(await store.list_runs(workflow="digest")) == len(ticks)
+    await store.close()
+
+    clock = FakeClock(datetime(YEAR, 5, 1, tzinfo=UTC).timestamp())
+    store = SqliteStore(tmp_path / "faked.db")
+    runtime = Runtime(store, [workflow], clock=clock, poll_interval=1.0)
+    await runtime.schedules.create(
+        Schedule(workflow, every=timedelta(hours=1), catchup=0, input="x")
+    )
+    await clock.advance(3600.9)  # within a poll of its time: served on time
+    assert len(await runtime.wake_due()) == 1
+    await clock.advance(3 * 3600 + 2)  # three ticks, each later than a poll: none caught up
+    assert await runtime.wake_due() == []
+    (missed, started) = await runtime.schedules.ticks("digest", limit=2)
+    assert (missed.action, started.action) == ("missed", "started")
+    assert missed.detail.startswith("3 tick(s)")
     await store.close()

@@ -249,7 +249,13 @@ class Worker:
         here or by another worker (see :mod:`treadle._workflow._ticker`).
         """
         try:
-            await serve_schedules(self.store, self.workflows.names(), self.clock.now(), self._ticks)
+            await serve_schedules(
+                self.store,
+                self.workflows.names(),
+                self.clock.now(),
+                self._ticks,
+                grace=self.poll_interval,  # it comes to a tick up to a poll after its time
+            )
         except DurabilityError as error:
             logger.warning("worker %s cannot serve schedules: %s", self.worker_id, error)
 

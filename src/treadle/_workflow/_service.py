@@ -258,7 +258,13 @@ class Runtime:
         """
         starter = OpeningStarter(self.store, self.hosted, options, leases)
         with leases.driving():
-            await serve_schedules(self.store, self.hosted.names(), self.clock.now(), starter)
+            await serve_schedules(
+                self.store,
+                self.hosted.names(),
+                self.clock.now(),
+                starter,
+                grace=self.poll_interval,  # it comes to a tick up to a poll after its time
+            )
         return starter.opened
 
     @property

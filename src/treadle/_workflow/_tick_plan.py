@@ -41,7 +41,12 @@ class TickDecision:
 
 
 def plan_tick(
-    schedule: Schedule, cursor: ScheduleCursor, now: float, previous_running: bool
+    schedule: Schedule,
+    cursor: ScheduleCursor,
+    now: float,
+    previous_running: bool,
+    *,
+    grace: float = 0.0,
 ) -> TickDecision | None:
     """The schedule's next step at ``now``, or ``None`` when nothing is due.
 
@@ -49,6 +54,12 @@ def plan_tick(
     ended; a due tick later than the catch-up window is recorded as missed,
     with every tick up to the first still within it; a due tick within the
     window follows the overlap policy when the previous run still goes.
+
+    ``grace``: how late the serving process may come to a tick while it
+    serves the store (its poll). A tick is late by what passes that: with
+    ``catchup=0`` (or any window shorter than the poll) every tick was
+    decided a moment after its time and recorded as missed, "nothing served
+    the store then", and no run ever started.
     """
     if cursor.buffered and not previous_running:
         nominal, rest = cursor.buffered[0], cursor.buffered[1:]
@@ -58,9 +69,9 @@ def plan_tick(
     if cursor.next_at is None or cursor.fire_at is None or cursor.fire_at > now:
         return None
     nominal = cursor.next_at
-    window = schedule.catchup_seconds
+    window = schedule.catchup_seconds + grace
     if cursor.fire_at + window < now:
-        return _missed(schedule, cursor, now)
+        return _missed(schedule, cursor, now, window)
     following = schedule.next_after(nominal)
     moved = ScheduleCursor(
         following, schedule.fire_at(following), cursor.buffered, cursor.last_run_id
@@ -87,11 +98,10 @@ def plan_tick(
     return TickDecision(moved, (_row(schedule, nominal, now, "skipped", why),))
 
 
-def _missed(schedule: Schedule, cursor: ScheduleCursor, now: float) -> TickDecision:
-    """Every tick from the cursor's that is later than the window: one row says so."""
+def _missed(schedule: Schedule, cursor: ScheduleCursor, now: float, window: float) -> TickDecision:
+    """Every tick from the cursor's that is later than ``window``: one row says so."""
     assert cursor.next_at is not None  # noqa: S101 - the caller checked
     first = cursor.next_at
-    window = schedule.catchup_seconds
     # Ticks at or after this bound may still be within the window (by their jitter).
     bound = now - window - _seconds(schedule.jitter)
     kept = schedule.next_after(math.nextafter(max(bound, first), -math.inf))
@@ -103,7 +113,8 @@ def _missed(schedule: Schedule, cursor: ScheduleCursor, now: float) -> TickDecis
     count = f"{len(missed)}" if len(missed) < _MISSED_COUNTED else f"over {_MISSED_COUNTED}"
     why = (
         f"{count} tick(s) from {schedule.local(first).isoformat()} to "
-        f"{schedule.local(last).isoformat()} came more than {timedelta(seconds=window)} late "
+        f"{schedule.local(last).isoformat()} came more than "
+        f"{timedelta(seconds=schedule.catchup_seconds)} late "
         "(the catch-up window): nothing served the store then"
     )
     moved = ScheduleCursor(kept, schedule.fire_at(kept), cursor.buffered, cursor.last_run_id)

@@ -124,9 +124,18 @@ def responsible(row: ScheduleRow, tick: TickRow | None = None) -> tuple[str, ...
 
 
 async def serve_schedules(
-    store: Store, workflows: Collection[str], now: float, starter: Starter, *, limit: int = 100
+    store: Store,
+    workflows: Collection[str],
+    now: float,
+    starter: Starter,
+    *,
+    limit: int = 100,
+    grace: float = 0.0,
 ) -> int:
     """Decide the due ticks of the schedules of ``workflows`` and start their runs.
+
+    ``grace``: how late this process may come to a tick while serving (its
+    poll interval): a tick is late, for the catch-up window, by what passes it.
 
     Returns how many runs this call started (created, or found made by
     another process). A schedule that fails (its spec cannot be read, its
@@ -136,7 +145,7 @@ async def serve_schedules(
     started = 0
     for row in await store.due_schedules(now, workflows, limit=limit):
         try:
-            started += await _serve(store, row, now, starter)
+            started += await _serve(store, row, now, starter, grace)
         except DurabilityError as error:
             logger.warning("schedule %s: the store failed: %s", row.schedule_id, error)
         except (TreadleError, ValueError, TypeError) as error:
@@ -153,14 +162,14 @@ def read_schedule(row: ScheduleRow) -> Schedule:
     return Schedule.from_json(row.spec_json())
 
 
-async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter) -> int:
+async def _serve(store: Store, row: ScheduleRow, now: float, starter: Starter, grace: float) -> int:
     schedule = read_schedule(row)
     started = await start_unstarted(store, row, starter)
     if row.paused:
         return started
     for _ in range(_STEPS):
         running = await _still_running(store, row.cursor.last_run_id)
-        decision = plan_tick(schedule, row.cursor, now, running)
+        decision = plan_tick(schedule, row.cursor, now, running, grace=grace)
         if decision is None:
             break
         inserted = await store.decide_ticks(
