@@ -71,7 +71,7 @@ from treadle._workflow._inputs import coerce_input
 from treadle._workflow._launch import Launch
 from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
-from treadle._workflow._ticker import serve_schedules
+from treadle._workflow._ticker import HeldBack, serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class Worker:
         self.metrics = metrics
         self.queue = RunQueue(store, self.worker_id, lease=lease)
         self._ticks = QueueStarter(store, self.workflows)
+        self._held_back = HeldBack()  # schedules it failed to serve (see serve_schedules)
         # Stopped mid-commit, it must not hold its runs' rows (which claims skip) past its lease.
         store.limit_stalls(lease)
         self._held: dict[str, _Held] = {}
@@ -254,6 +255,7 @@ class Worker:
                 self.workflows.names(),
                 self.clock.now(),
                 self._ticks,
+                held_back=self._held_back,
                 grace=self.poll_interval,  # it comes to a tick up to a poll after its time
             )
         except DurabilityError as error:

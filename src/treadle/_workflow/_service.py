@@ -50,7 +50,7 @@ from treadle._workflow._limit_board import LimitBoard
 from treadle._workflow._runs import take_over
 from treadle._workflow._schedule_actions import Schedules
 from treadle._workflow._tick_runs import OpeningStarter
-from treadle._workflow._ticker import serve_schedules
+from treadle._workflow._ticker import HeldBack, serve_schedules
 from treadle._workflow._versions import Hosted
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class Runtime:
         self.metrics = metrics
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.poll_interval = poll_interval
+        self._held_back = HeldBack()  # schedules it failed to serve (see serve_schedules)
         self.hosted = Hosted(workflows)
         self.limits = LimitBoard(limits)
         for hosted in self.hosted.all():
@@ -263,6 +264,7 @@ class Runtime:
                 self.hosted.names(),
                 self.clock.now(),
                 starter,
+                held_back=self._held_back,
                 grace=self.poll_interval,  # it comes to a tick up to a poll after its time
             )
         return starter.opened

@@ -54,6 +54,49 @@ logger = logging.getLogger("treadle.schedules")
 
 _STEPS = 100  # decisions per schedule per round: a long catch-up goes on next round
 _UNSTARTED = 100
+DUE_PAGE = 100
+"""The most schedules a round serves (a backlog goes on next round)."""
+_FIRST_HOLD = 1.0  # seconds a schedule that failed here is held back at first,
+_LONGEST_HOLD = 300.0  # doubling at each failure, to at most this
+
+
+@dataclass(slots=True)
+class HeldBack:
+    """Schedules this process failed to serve, each held back from its rounds for a while.
+
+    A schedule whose tick cannot start here (its input does not fit the
+    workflow this process hosts under its name, its run cannot be made here)
+    stays due, first in line, for ever: a hundred of them filled each round
+    and no other schedule ticked. Each failure holds it back from this
+    process's rounds twice as long as the one before (a second at first, five
+    minutes at most); a round that serves it clears that. Another process,
+    which may serve it, holds back nothing.
+    """
+
+    until: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """By schedule id: when it may be served here again, and for how long it was held."""
+
+    def held(self, now: float) -> frozenset[str]:
+        """The schedules held back at ``now``."""
+        return frozenset(key for key, (until, _) in self.until.items() if until > now)
+
+    def ordered(self, due: list[ScheduleRow], now: float) -> list[ScheduleRow]:
+        """``due`` less those held back, those that failed here before last: tried again after."""
+        held = self.held(now)
+        fresh = [row for row in due if row.schedule_id not in self.until]
+        again = [row for row in due if row.schedule_id in self.until.keys() - held]
+        return fresh + again
+
+    def failed(self, schedule_id: str, now: float) -> float:
+        """Hold ``schedule_id`` back (it failed here at ``now``); for how many seconds."""
+        _, last = self.until.get(schedule_id, (now, _FIRST_HOLD / 2))
+        hold = min(last * 2, _LONGEST_HOLD)
+        self.until[schedule_id] = (now + hold, hold)
+        return hold
+
+    def served(self, schedule_id: str) -> None:
+        """``schedule_id`` was served here: it is held back no more."""
+        self.until.pop(schedule_id, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +172,7 @@ async def serve_schedules(
     now: float,
     starter: Starter,
     *,
-    limit: int = 100,
+    held_back: HeldBack | None = None,
     grace: float = 0.0,
 ) -> int:
     """Decide the due ticks of the schedules of ``workflows`` and start their runs.
@@ -139,17 +182,26 @@ async def serve_schedules(
 
     Returns how many runs this call started (created, or found made by
     another process). A schedule that fails (its spec cannot be read, its
-    run cannot be made here) is logged and left for the next round; the
-    others go on.
+    run cannot be made here) is logged and, with ``held_back`` (the serving
+    process's own), left out of this process's rounds for a while, then tried
+    after the others (see :class:`HeldBack`); at most :data:`DUE_PAGE` a round.
     """
+    failed = 0 if held_back is None else len(held_back.until)
+    due = await store.due_schedules(now, workflows, limit=DUE_PAGE + failed)
     started = 0
-    for row in await store.due_schedules(now, workflows, limit=limit):
+    for row in (due if held_back is None else held_back.ordered(due, now))[:DUE_PAGE]:
         try:
             started += await _serve(store, row, now, starter, grace)
         except DurabilityError as error:
             logger.warning("schedule %s: the store failed: %s", row.schedule_id, error)
+            continue
         except (TreadleError, ValueError, TypeError) as error:
-            logger.error("schedule %s cannot tick here: %s", row.schedule_id, error)  # noqa: TRY400 - the reason is the message
+            hold = None if held_back is None else held_back.failed(row.schedule_id, now)
+            then = "" if hold is None else f" (tried here again in {hold:g} s)"
+            logger.error("schedule %s cannot tick here: %s%s", row.schedule_id, error, then)  # noqa: TRY400 - the reason is the message
+            continue
+        if held_back is not None:
+            held_back.served(row.schedule_id)
     return started
 
 
