@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/versions.py
 	$(BIN)/python benchmarks/metrics.py
 	$(BIN)/python benchmarks/commit_layouts.py
+	$(BIN)/python benchmarks/gc_share.py
 
 # 1, 2 and 4 `treadle worker` processes on one PostgreSQL (TREADLE_BENCH_POSTGRES_DSN,
 # else the local server); writes benchmarks/SCALEOUT.md, about 2 minutes on 2 cores.
