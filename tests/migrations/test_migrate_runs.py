@@ -25,7 +25,7 @@ from postgres import drop_schemas, fresh_schema, postgres_dsn
 from treadle import RunStatus
 from treadle.errors import VersionMismatchError
 from treadle.stores import MemoryStore, PostgresStore, SqliteStore
-from treadle.versions import migrate
+from treadle.versions import CheckpointContents, migrate, migration
 
 HERE = Path(__file__).parent
 
@@ -196,6 +196,50 @@ async def test_a_run_another_process_holds_is_busy_and_left_as_it_was(tmp_path):
         again = await migrate(store, intake, [migrate_app.approve_becomes_review], from_version=1)
         assert again.moved == ["r0000"]  # without version 1's code: read by version 2's codec
         assert set(asked) == {"r0000", "r0001"}
+    finally:
+        await store.close()
+
+
+async def test_a_run_cancelled_while_its_migration_runs_is_named_and_the_rest_still_move(
+    tmp_path,
+):
+    """Another process cancels a run while the migration function runs over it.
+
+    The move's commit is fenced out (the cancel took the lease); before, that
+    ``LeaseLostError`` ended the whole pass: the runs moved before it were
+    never reported, those after it were never tried.
+    """
+    cli = Cli(tmp_path, PYTHONPATH=str(HERE))
+    store = SqliteStore(cli.db)
+    try:
+        await park(store, 4)
+
+        @migration("intake", from_version=1, to_version=2)
+        def cancelled_meanwhile(run: CheckpointContents) -> CheckpointContents:
+            if run.run_id == "r0001":  # a process of its own, while the move holds the lease
+                cancel = cli.fork("cancel", "r0001")
+                _, err = cancel.communicate(timeout=30)
+                assert cancel.returncode == 0, err
+            return migrate_app.approve_becomes_review(run)
+
+        report = await migrate(
+            store, intake, [cancelled_meanwhile], from_version=1, previous=intake_v1
+        )
+        outcomes = {r.run_id: r.outcome for r in report.runs}
+        assert outcomes == {
+            "r0000": "moved",
+            "r0001": "cannot move",
+            "r0002": "moved",
+            "r0003": "moved",
+        }
+        (cancelled,) = report.with_outcome("cannot move")
+        assert cancelled.reasons == ("it has ended meanwhile (cancelled)",)
+        row = await store.get_run("r0001")
+        assert (row.version, row.status) == (1, "cancelled")
+        kinds = [e.kind for e in await store.read_events("r0001")]
+        assert "run_migrated" not in kinds
+        for run_id in ("r0000", "r0002", "r0003"):
+            assert (await store.get_run(run_id)).version == 2
     finally:
         await store.close()
 

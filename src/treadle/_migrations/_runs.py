@@ -28,6 +28,7 @@ from treadle._checkpoints._ownership import lease_duration, new_owner
 from treadle._engine._result import ENDED, RunStatus
 from treadle._exceptions import (
     DurabilityError,
+    LeaseLostError,
     MigrationError,
     RunBusyError,
     RunNotFoundError,
@@ -287,18 +288,31 @@ class _Mover:
         except MigrationError as error:
             return await self._refuse(row, lease, error.reasons)
         checkpoint = self._checkpoint(restored, migrated, row.version)
-        outcome: Outcome = "would move"
-        written = None
         if lease is not None:
+            return await self._write(row, held.status, lease, checkpoint, migrated)
+        if await self.store.inbox(row.run_id):
+            return await self._refuse(row, None, (_UNAPPLIED,))
+        return RunMigration(row.run_id, held.status, "would move", (), None, *_changes(migrated))
+
+    async def _write(
+        self,
+        row: RunRecord,
+        status: str,
+        lease: Lease,
+        checkpoint: CheckpointRecord,
+        migrated: MigratedCheckpoint,
+    ) -> RunMigration:
+        """Write a migrated checkpoint under ``lease``: the run moved, or why not."""
+        try:
             moved = await door.migrate(
                 self.store, lease, self.to.version, self.graph, checkpoint, actor=self.actor
             )
-            if not moved:
-                return await self._refuse(row, lease, (_UNAPPLIED,))
-            outcome, written = "moved", checkpoint.info.checkpoint_id
-        elif await self.store.inbox(row.run_id):
-            return await self._refuse(row, None, (_UNAPPLIED,))
-        return RunMigration(row.run_id, held.status, outcome, (), written, *_changes(migrated))
+        except (LeaseLostError, RunNotFoundError) as lost:
+            return await self._lost(row, lost)
+        if not moved:
+            return await self._refuse(row, lease, (_UNAPPLIED,))
+        written = checkpoint.info.checkpoint_id
+        return RunMigration(row.run_id, status, "moved", (), written, *_changes(migrated))
 
     def _checkpoint(
         self, restored: RestoredRun, migrated: MigratedCheckpoint, version: int
@@ -349,6 +363,23 @@ class _Mover:
         if lease is not None:
             await self._let_go(row, lease)
         return RunMigration(row.run_id, row.status, "cannot move", tuple(reasons))
+
+    async def _lost(self, row: RunRecord, error: DurabilityError) -> RunMigration:
+        """A run whose move was fenced out: cancelled, taken over or deleted meanwhile.
+
+        Nothing was written (the fence refused the whole transaction); the
+        run is named for what happened to it, and the pass goes on with the
+        next run (before, the error ended the pass: the runs moved before it
+        went unreported and those after it untried).
+        """
+        try:
+            now = await self.store.get_run(row.run_id)
+        except RunNotFoundError:
+            return RunMigration(row.run_id, row.status, "cannot move", ("it was deleted",))
+        if now.status in _ENDED:
+            why = f"it has ended meanwhile ({now.status})"
+            return RunMigration(row.run_id, now.status, "cannot move", (why,))
+        return RunMigration(row.run_id, now.status, "busy", (error_text(error),))
 
     async def _let_go(self, row: RunRecord, lease: Lease) -> None:
         """Leave a run as it was: parked again with its reason if it was, else released."""
