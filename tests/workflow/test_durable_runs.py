@@ -168,6 +168,24 @@ async def test_fork_with_a_state_patch_leaves_the_parent_untouched(store):
     assert [r.run_id for r in (await wf.history("parent")).forks] == ["child"]
 
 
+@pytest.mark.parametrize("bad_id", ["a/b", "x" * 201, "two words", "caf\u00e9", "a?b=1"])
+async def test_a_fork_is_named_as_every_door_names_a_run_or_refused(store, bad_id):
+    """A fork's ``new_run_id`` follows the rule a started run's does (``RUN_ID_RULE``).
+
+    Before, a fork took any text (``a/b``, 201 characters): a run the HTTP
+    API cannot put in a URL's path, made by the one door that did not check.
+    """
+    wf = counting_workflow(store, Counter())
+    await wf.run(Count(1), run_id="parent")
+    with pytest.raises(ValueError, match="must be 1 to 200 letters"):
+        await wf.run(Count(1), run_id=bad_id)  # as a start refuses it
+    k = (await wf.history("parent")).checkpoints[3]
+    with pytest.raises(ValueError, match="must be 1 to 200 letters") as refused:
+        await wf.fork("parent", k.checkpoint_id, new_run_id=bad_id)
+    assert repr(bad_id[:60]) in str(refused.value)
+    assert [r.run_id for r in await store.list_runs()] == ["parent"]  # nothing stored
+
+
 def corrupt(path, checkpoint_id, transform) -> None:
     with sqlite3.connect(path) as db:
         (blob,) = db.execute(

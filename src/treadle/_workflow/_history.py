@@ -17,7 +17,7 @@ from treadle._engine._result import RunStatus
 from treadle._engine._state import checked_keys
 from treadle._exceptions import RequestError
 from treadle._values import _ids
-from treadle._values._text import checked_name
+from treadle._values._ids import checked_run_id
 from treadle._workflow._runs import load_restored
 
 if TYPE_CHECKING:
@@ -96,9 +96,13 @@ async def fork_run(
 
     ``started_by``: who forks it (an actor as JSON text), recorded with the
     new run as ``run_forked``.
+
+    Raises:
+        ValueError: ``new_run_id`` breaks the rule every door names runs by
+            (:data:`~treadle._values._ids.RUN_ID_RULE`); nothing is stored.
     """
-    if new_run_id:
-        checked_name("run id", new_run_id)
+    if new_run_id is not None:
+        checked_run_id(new_run_id)  # as a started run's: every door must name it
     restored = await load_restored(workflow, store, run_id, checkpoint_id)
     new_id = new_run_id or _ids.new_run_id()
     barrier = BarrierState(
