@@ -22,8 +22,9 @@ from migrate_app import Decision, intake, intake_v1
 import forked
 from cli.treadle_cli import Cli
 from postgres import drop_schemas, fresh_schema, postgres_dsn
+from server.conftest import ServeProcess
 from treadle import RunStatus
-from treadle.errors import VersionMismatchError
+from treadle.errors import GraphChangedError, VersionMismatchError
 from treadle.stores import MemoryStore, PostgresStore, SqliteStore
 from treadle.versions import CheckpointContents, migrate, migration
 
@@ -242,6 +243,83 @@ async def test_a_run_cancelled_while_its_migration_runs_is_named_and_the_rest_st
             assert (await store.get_run(run_id)).version == 2
     finally:
         await store.close()
+
+
+async def test_a_checkpoint_from_before_a_move_forks_on_the_version_that_wrote_it(tmp_path):
+    """The move is parented on the checkpoint it came from, "so forks of the old
+    checkpoints still work" (docs/versions.md): from Python and ``treadle fork``.
+
+    Before, every fork of a checkpoint written before the move was refused:
+    by version 1's code because the run is on version 2 now, by version 2's
+    because version 1's graph wrote the checkpoint.
+    """
+    cli = Cli(tmp_path, PYTHONPATH=str(HERE))
+    store = SqliteStore(cli.db)
+    try:
+        asked = await park(store, 1)
+        report = await migrate(
+            store, intake, [migrate_app.approve_becomes_review], from_version=1, previous=intake_v1
+        )
+        assert report.moved == ["r0000"]
+        *old, moved = (await intake.history("r0000", store=store)).checkpoints
+        assert moved.checkpoint_id == report.runs[0].checkpoint_id
+        before = old[-1]  # version 1's, resting on its question
+
+        with pytest.raises(GraphChangedError):  # version 2's code never reads version 1's graph
+            await intake.fork("r0000", before.checkpoint_id, store=store)
+        forked = await intake_v1.fork("r0000", before.checkpoint_id, store=store)
+        row = await store.get_run(forked)
+        assert (row.version, row.parent_run_id, row.parent_checkpoint_id) == (
+            1,
+            "r0000",
+            before.checkpoint_id,
+        )
+        answer = {asked["r0000"]: Decision(approved=True)}
+        done = await intake_v1.respond(forked, answer, store=store)
+        assert done.outputs == ["v1 draft 0: True"]  # on the version that wrote it
+        assert (await store.get_run("r0000")).version == 2  # the run forked from stays moved
+
+        # The command line finds the version that wrote the checkpoint beside the run's.
+        made = cli("fork", "r0000", "--checkpoint", before.checkpoint_id, "--json",
+                   "--app", "migrate_app:intake")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        from_cli = json.loads(made.stdout)["run_id"]
+        assert (await store.get_run(from_cli)).version == 1
+        done = await intake_v1.respond(from_cli, answer, store=store)
+        assert done.outputs == ["v1 draft 0: True"]
+        # The move's own checkpoint forks on version 2, as before.
+        on_v2 = await intake.fork("r0000", moved.checkpoint_id, store=store)
+        assert (await store.get_run(on_v2)).version == 2
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_the_server_forks_a_checkpoint_from_before_a_move_on_its_version(tmp_path):
+    """``POST /api/runs/{id}/fork`` of a checkpoint version 1 wrote, the run now on version 2."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        await park(store, 1)
+        await migrate(
+            store, intake, [migrate_app.approve_becomes_review], from_version=1, previous=intake_v1
+        )
+        *old, _ = (await intake.history("r0000", store=store)).checkpoints
+    finally:
+        await store.close()
+    serve = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(HERE))
+    serve.args[serve.args.index("server_app")] = "migrate_app"
+    serve.start()
+    try:
+        serve.ready()
+        with serve.client(headers=serve.auth) as server:
+            body = {"checkpoint_id": old[-1].checkpoint_id}
+            made = server.post("/api/runs/r0000/fork", json=body)
+            assert made.status_code == 201, made.text
+            assert made.json()["run"]["version"] == 1
+            assert made.json()["run"]["parent_checkpoint_id"] == old[-1].checkpoint_id
+    finally:
+        code, _, log = serve.stop()
+    assert code == 0, log
 
 
 def test_migrate_refuses_what_it_cannot_do_naming_the_thing_at_fault(tmp_path):

@@ -15,6 +15,7 @@ a store, a workflow and values by :mod:`treadle._operations._inputs`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -22,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._exceptions import CommandError, RunBusyError, SessionBusyError
+from treadle._exceptions import CommandError, GraphChangedError, RunBusyError, SessionBusyError
 from treadle._graph._input_policy import InputPolicy
-from treadle._operations._inputs import load_version, parse_json
+from treadle._operations._inputs import load_version, parse_json, versions_beside
 from treadle._operations._run_names import runs_named, several
 from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
@@ -66,8 +67,14 @@ async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow
     Of the version the run goes on with, when the module holds it.
     """
     row = await store.get_run(run_id)
+    return load_version(await _spec_of(store, row, app), row.workflow, row.version)
+
+
+async def _spec_of(store: RunReads, row: RunRecord, app: str | None) -> str:
+    """Where a run's workflow is found: ``app`` if given, else the run's stored origin."""
     if app is not None:
-        return load_version(app, row.workflow, row.version)
+        return app
+    run_id = row.run_id
     stored = await store.get_graph(run_id)
     if not stored:  # queued by `treadle start`: no worker has stored its graph yet
         raise CommandError(uncommitted(row))
@@ -78,7 +85,7 @@ async def workflow_of(store: RunReads, run_id: str, app: str | None) -> Workflow
             f"(it was started from Python); pass --app pkg.module:workflow"
         )
         raise CommandError(msg)
-    return load_version(origin, row.workflow, row.version)
+    return str(origin)
 
 
 async def get_run(store: Store, run_id: str) -> RunRecord:
@@ -399,7 +406,14 @@ async def fork(
         msg = "the state patch must be a JSON object of key: value"
         raise CommandError(msg)
     workflow = await workflow_of(store, run_id, app)
-    return await workflow.fork(run_id, chosen, patch, store=store, actor=_who(actor))
+    try:
+        return await workflow.fork(run_id, chosen, patch, store=store, actor=_who(actor))
+    except GraphChangedError:  # a checkpoint from before a migration: its version forks it
+        spec = await _spec_of(store, await store.get_run(run_id), app)
+        for other in versions_beside(spec, workflow):
+            with contextlib.suppress(GraphChangedError):
+                return await other.fork(run_id, chosen, patch, store=store, actor=_who(actor))
+        raise
 
 
 async def resolve_checkpoint(

@@ -222,6 +222,24 @@ def load_workflow(spec: str) -> Workflow:
         raise CommandError(str(error)) from error
 
 
+def versions_beside(spec: str, workflow: Workflow) -> list[Workflow]:
+    """The other versions of ``workflow`` in the module ``spec`` names, newest first.
+
+    A definition file holds one version: none is beside it.
+
+    Raises:
+        CommandError: the module does not load.
+    """
+    if spec.endswith(DEFINITION_SUFFIXES):
+        return []
+    try:
+        held = apps.load_app(spec.partition(":")[0])
+    except AppLoadError as error:
+        raise CommandError(str(error)) from error
+    others = [w for w in held if w.name == workflow.name and w.version != workflow.version]
+    return sorted(others, key=lambda w: w.version, reverse=True)
+
+
 def load_version(spec: str, name: str, version: int) -> Workflow:
     """Version ``version`` of workflow ``name``: the one ``spec`` names, or one beside it.
 

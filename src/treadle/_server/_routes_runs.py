@@ -8,12 +8,13 @@ Errors are raised, and answered by the app's handlers in the one error shape.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
 
 from treadle._engine._result import RunStatus
-from treadle._exceptions import CommandError
+from treadle._exceptions import CommandError, GraphChangedError
 from treadle._operations import _commands as commands
 from treadle._operations._background import open_new
 from treadle._operations._cleanup import delete_run
@@ -226,18 +227,41 @@ async def fork_run(request: Request) -> Response:
     workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     assert checkpoint is not None  # noqa: S101 - given above
-    forked = await workflow.fork(
-        found.run_id,
-        checkpoint,
-        patch,
-        new_run_id=new_id,
-        store=served.store,
-        actor=actor_of(request),
-    )
+    forked = await _forked(served, request, workflow, found.run_id, checkpoint, patch, new_id)
     run = await served.store.get_run(forked)
     return JsonResponse(
         {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{forked}"}
     )
+
+
+async def _forked(
+    served: Served,
+    request: Request,
+    workflow: Workflow,
+    run_id: str,
+    checkpoint: str,
+    patch: dict[str, Any] | None,
+    new_id: str | None,
+) -> str:
+    """Fork with the run's version, else the served version whose graph wrote the checkpoint.
+
+    A checkpoint from before a migration is its old version's: that version forks it.
+    """
+    actor = actor_of(request)
+    try:
+        return await workflow.fork(
+            run_id, checkpoint, patch, new_run_id=new_id, store=served.store, actor=actor
+        )
+    except GraphChangedError:
+        for version in reversed(served.workflows.versions(workflow.name)):
+            other = served.workflows.get(workflow.name, version)
+            if other is None or version == workflow.version:
+                continue
+            with contextlib.suppress(GraphChangedError):
+                return await other.fork(
+                    run_id, checkpoint, patch, new_run_id=new_id, store=served.store, actor=actor
+                )
+        raise
 
 
 async def delete_one(request: Request) -> Response:

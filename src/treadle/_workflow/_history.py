@@ -15,7 +15,11 @@ from treadle._checkpoints._checkpointer import Checkpointer
 from treadle._engine._barrier import BarrierState
 from treadle._engine._result import RunStatus
 from treadle._engine._state import checked_keys
-from treadle._exceptions import RequestError
+from treadle._exceptions import (
+    RequestError,
+    SerializationError,
+    VersionMismatchError,
+)
 from treadle._values import _ids
 from treadle._values._ids import checked_run_id
 from treadle._workflow._runs import load_restored
@@ -82,6 +86,36 @@ async def check_branch(store: Store, restored: RestoredRun) -> None:
     raise RequestError(msg)
 
 
+async def fork_point(
+    workflow: Workflow, store: Store, run_id: str, checkpoint_id: str
+) -> RestoredRun:
+    """The checkpoint a fork starts from, decoded by the version of the workflow that wrote it.
+
+    A run moved to another version (``treadle migrate``) keeps the
+    checkpoints it had before the move, parented under the move's; those
+    were written by the version it moved from, whose code forks them (a new
+    run of that version), though the run itself is on another one now.
+
+    Raises:
+        VersionMismatchError: the run is on another version, and this
+            version's graph did not write the checkpoint either.
+        GraphChangedError, CheckpointNotFoundError, RunCancelledError, ...:
+            as :func:`load_restored`.
+    """
+    loaded = await store.load_resumable(run_id, checkpoint_id)
+    row, _, record = loaded
+    if row.version == workflow.version or record is None or row.status == RunStatus.CANCELLED.value:
+        return await load_restored(workflow, store, run_id, checkpoint_id, loaded)
+    mismatch = VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
+    try:
+        restored = workflow.codec.decode(record, run_id=run_id)
+    except SerializationError as error:  # it names types of another version's graph
+        raise mismatch from error
+    if restored.fingerprint != workflow.fingerprint:
+        raise mismatch
+    return restored
+
+
 async def fork_run(
     workflow: Workflow,
     store: Store,
@@ -103,7 +137,7 @@ async def fork_run(
     """
     if new_run_id is not None:
         checked_run_id(new_run_id)  # as a started run's: every door must name it
-    restored = await load_restored(workflow, store, run_id, checkpoint_id)
+    restored = await fork_point(workflow, store, run_id, checkpoint_id)
     new_id = new_run_id or _ids.new_run_id()
     barrier = BarrierState(
         run_id=new_id,
