@@ -24,7 +24,7 @@ from cli.treadle_cli import Cli
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 from server.conftest import ServeProcess
 from treadle import RunStatus
-from treadle.errors import GraphChangedError, VersionMismatchError
+from treadle.errors import GraphChangedError, MigrationError, VersionMismatchError
 from treadle.stores import MemoryStore, PostgresStore, SqliteStore
 from treadle.versions import CheckpointContents, migrate, migration
 
@@ -331,6 +331,36 @@ def test_migrate_refuses_what_it_cannot_do_naming_the_thing_at_fault(tmp_path):
     nowhere = cli("migrate", "--app", "no_such_module", "--from", "1", "--to", "2")
     assert nowhere.returncode == 2
     assert "no_such_module" in nowhere.stderr
+
+
+async def test_a_migration_from_a_version_to_itself_is_refused_and_writes_nothing(tmp_path):
+    """``--from 1 --to 1`` (a slip of the keyboard) is no migration.
+
+    Before, every run of version 1 was "moved" to version 1: a checkpoint, a
+    ``run_migrated`` event and an audit entry written per run for a move
+    that changed nothing, and ``--dry-run`` said they would move.
+    """
+    cli = Cli(tmp_path, PYTHONPATH=str(HERE))
+    store = SqliteStore(cli.db)
+    try:
+        await park(store, 2)
+    finally:
+        await store.close()
+    before = rows_of(cli.db)
+    for extra in (["--dry-run"], []):
+        same = cli("migrate", "--app", "migrate_app", "--from", "1", "--to", "1", *extra)
+        assert same.returncode == 2, same.stdout
+        assert "version 1 of 'intake'" in same.stderr
+        assert "nothing to migrate" in same.stderr
+        assert same.stderr.count("\n") == 1  # one line
+    assert rows_of(cli.db) == before
+    store = SqliteStore(cli.db)
+    try:
+        with pytest.raises(MigrationError, match="nothing to migrate"):
+            await migrate(store, intake, [migrate_app.approve_becomes_review], from_version=2)
+        assert [e.kind for e in await store.read_events("r0000")].count("run_migrated") == 0
+    finally:
+        await store.close()
 
 
 @pytest.mark.integration

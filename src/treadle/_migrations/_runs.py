@@ -179,8 +179,14 @@ async def migrate(
 
     Raises:
         MigrationError: No chain of migrations leads from ``from_version``
-            to ``to.version``.
+            to ``to.version``, or they are one version (nothing would move).
     """
+    if from_version == to.version:  # a run moved to its own version would record a move of nothing
+        msg = (
+            f"the runs of version {from_version} of {to.name!r} are on it already: "
+            f"nothing to migrate (name a later version to move them to)"
+        )
+        raise MigrationError([msg])
     path = migration_path(tuple(migrations), to.name, from_version, to.version)
     if previous is not None and (previous.name, previous.version) != (to.name, from_version):
         msg = (
