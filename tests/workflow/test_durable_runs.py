@@ -186,6 +186,19 @@ async def test_a_fork_is_named_as_every_door_names_a_run_or_refused(store, bad_i
     assert [r.run_id for r in await store.list_runs()] == ["parent"]  # nothing stored
 
 
+async def test_a_state_patch_that_is_no_mapping_is_refused_as_such(store):
+    """A list given as a fork's patch was refused as "a state key is a str, not int":
+    its items read as keys. It is refused for what it is, and nothing is stored."""
+    wf = counting_workflow(store, Counter())
+    await wf.run(Count(1), run_id="parent")
+    k = (await wf.history("parent")).checkpoints[1]
+    with pytest.raises(
+        TypeError, match="state_patch must be a mapping of state key to value, got list"
+    ):
+        await wf.fork("parent", k.checkpoint_id, [1, 2], new_run_id="patched")
+    assert [r.run_id for r in await store.list_runs()] == ["parent"]
+
+
 def corrupt(path, checkpoint_id, transform) -> None:
     with sqlite3.connect(path) as db:
         (blob,) = db.execute(

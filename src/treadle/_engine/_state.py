@@ -225,8 +225,12 @@ def checked_keys(what: str, given: Mapping[str, Any]) -> Mapping[str, Any]:
     """``given`` (a run's initial state, a fork's patch) once every key is a ``str``.
 
     Raises:
-        TypeError: one is not (naming ``what`` and the key).
+        TypeError: one is not (naming ``what`` and the key), or ``given`` is
+            not a mapping at all (a list's items read as its keys).
     """
+    if not isinstance(given, Mapping):
+        msg = f"{what} must be a mapping of state key to value, got {type(given).__name__}"
+        raise TypeError(msg)
     for key in given:
         if type(key) is not str:
             msg = (
