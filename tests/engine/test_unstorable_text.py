@@ -123,7 +123,7 @@ async def test_names_no_store_can_keep_are_refused_before_anything_runs(tmp_path
         assert result.outputs == [FILE_NAME]
         assert (await workflow.resume(result.run_id, store=store)).outputs == [FILE_NAME]
         (first, *_) = (await workflow.history(result.run_id, store=store)).checkpoints
-        with pytest.raises(ValueError, match=r"run id 'report-\\udcff.txt' holds"):
+        with pytest.raises(ValueError, match=r"run_id 'report-\\udcff.txt' must be 1 to 200"):
             await workflow.fork(
                 result.run_id, first.checkpoint_id, new_run_id=FILE_NAME, store=store
             )
