@@ -5,9 +5,11 @@ every process exposing them (``treadle serve``, each ``treadle worker``)
 answers the same, however many processes share the store, and nothing is
 lost when one restarts (see ``docs/observing.md``).
 
-Open requests live in each waiting run's latest checkpoint, which only its
-workflow reads; a :class:`GaugeReader` keeps what it decoded per checkpoint,
-so a scrape decodes only the runs that moved since the last one. A request
+Runs by workflow and status are counted by the store (``run_counts``), so
+a scrape reads a few rows however many runs there are. Open requests live
+in each waiting run's latest checkpoint, which only its workflow reads; a
+:class:`GaugeReader` keeps what it decoded per checkpoint, so a scrape
+decodes only the runs that moved since the last one. A request
 whose answer waits in the run's inbox (on PostgreSQL, until a worker takes
 the run up) is answered, as ``treadle requests`` counts it.
 """
@@ -44,14 +46,14 @@ class GaugeReader:
 
     async def read(self, now: float) -> StoreGauges:
         """The gauges as the store stands now (``now``: seconds since the epoch)."""
-        runs = await self.store.list_runs()
-        by_status = Counter((run.workflow, run.status) for run in runs)
+        # Counted by the store: listing every run to count them read the whole table into
+        # the process at each scrape (a million runs outlasted a scrape's timeout).
+        by_status = await self.store.run_counts()
         open_requests: Counter[str] = Counter()
         oldest: float | None = None
         asked: dict[tuple[str, str | None], tuple[str, ...]] = {}
-        for run in runs:
-            if run.status not in ASKING:
-                continue
+        asking = [run for status in ASKING for run in await self.store.list_runs(status=status)]
+        for run in asking:
             key = (run.run_id, run.checkpoint_id)
             request_ids = self._asked.get(key)
             if request_ids is None:
@@ -70,7 +72,7 @@ class GaugeReader:
                 oldest = max(oldest or 0.0, now - run.updated_at)
         self._asked = asked  # forget the checkpoints no longer latest
         due = await self.store.due_runs(now)
-        return StoreGauges(dict(by_status), dict(open_requests), oldest, len(due))
+        return StoreGauges(by_status, dict(open_requests), oldest, len(due))
 
     async def _still_at(self, run_id: str, checkpoint_id: str | None) -> bool:
         """Whether the run's latest checkpoint is still ``checkpoint_id`` (not so if deleted)."""

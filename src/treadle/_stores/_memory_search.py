@@ -8,6 +8,7 @@ the SQL stores answer the same filter from an index instead.
 from __future__ import annotations
 
 from abc import ABC
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from treadle._stores._sql_rules import check_limit
@@ -43,7 +44,7 @@ def set_fields(run: MemoryRun, checkpoints: Sequence[CheckpointRecord]) -> None:
 
 
 class MemorySearch(ABC):
-    """``search_runs``, ``count_runs`` and ``run_fields`` over the store's dict of runs."""
+    """``search_runs``, ``count_runs``, ``run_fields`` and ``run_counts`` over its dict of runs."""
 
     _runs: dict[str, MemoryRun]
     _lock: threading.RLock
@@ -93,6 +94,11 @@ class MemorySearch(ABC):
     async def count_runs(self, where: RunFilter) -> int:
         """How many runs ``where`` keeps."""
         return len(self._matching(where))
+
+    async def run_counts(self) -> dict[tuple[str, str], int]:
+        """How many runs there are of each ``(workflow, status)`` (the ``RunReads`` role's)."""
+        with self._lock:
+            return dict(Counter((r.record.workflow, r.record.status) for r in self._runs.values()))
 
     async def run_fields(self, run_id: str) -> dict[str, FieldValue]:
         """The search fields a run has set, by name."""

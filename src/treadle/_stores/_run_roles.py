@@ -63,6 +63,14 @@ class RunReads(Protocol):
         """
         ...
 
+    async def run_counts(self) -> dict[tuple[str, str], int]:
+        """How many runs there are of each ``(workflow, status)``: the store counts them.
+
+        What a scrape of the metrics reads, however many runs there are: the
+        rows are counted where they are, none is read into the process.
+        """
+        ...
+
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """Runs a timer service must wake: due first.
 

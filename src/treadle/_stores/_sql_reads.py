@@ -44,7 +44,7 @@ _ATTEMPTS = (1, 2)
 
 
 class SqlReads(ABC):
-    """``get_run``, ``get_graph``, ``load_checkpoint``, ``list_*`` and ``due_runs``."""
+    """``get_run``, ``get_graph``, ``load_checkpoint``, ``list_*``, ``run_counts``, ``due_runs``."""
 
     @abstractmethod
     async def _select(
@@ -213,6 +213,11 @@ class SqlReads(ABC):
         )
         rows = await self._select(query, parameters, scan=scan)
         return [_sql_rows.run_from_row(row) for row in rows]
+
+    async def run_counts(self) -> dict[tuple[str, str], int]:
+        """How many runs there are of each ``(workflow, status)``, counted by the database."""
+        rows = await self._select(_sql_statements.COUNT_RUNS, (), scan=True)
+        return {(str(workflow), str(status)): int(count) for workflow, status, count in rows}
 
     async def read_events(
         self, run_id: str, *, after: int = 0, limit: int | None = None

@@ -158,6 +158,10 @@ SELECT run_id, first_seq, last_seq, events FROM treadle_checkpoints{_OLD_CHECKPO
     AND first_seq IS NOT NULL"""  # noqa: S608 - constants only
 
 
+# What the metrics' treadle_runs gauge reads at each scrape: a few rows, however many runs.
+COUNT_RUNS = "SELECT workflow, status, COUNT(*) FROM treadle_runs GROUP BY workflow, status"
+
+
 def select_runs(
     *,
     status: str | None,
