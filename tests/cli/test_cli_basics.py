@@ -46,6 +46,19 @@ def test_a_read_never_creates_a_postgresql_schema_and_the_error_names_it(tmp_pat
         asyncio.run(drop_schemas([schema]))
 
 
+@pytest.mark.parametrize("command", [["runs"], ["worker", "--app", "cli_app"]])
+def test_a_store_url_postgresql_cannot_read_is_one_line_that_hides_its_password(tmp_path, command):
+    # A careless TREADLE_STORE (an unclosed IPv6 bracket): every command, the worker too,
+    # printed a ValueError's traceback rather than the one line and exit 2 of a refusal.
+    secret = "s3cret-of-the-dsn"  # noqa: S105 - what must not be shown
+    done = Cli(tmp_path, TREADLE_STORE=f"postgresql://bob:{secret}@[::1:5432/test")(*command)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "not a PostgreSQL connection string" in done.stderr
+    assert "TREADLE_STORE" in done.stderr
+    assert secret not in done.stdout + done.stderr
+
+
 async def schema_exists(dsn: str, schema: str) -> bool:
     async with await psycopg.AsyncConnection.connect(dsn) as connection:
         query = "SELECT 1 FROM pg_namespace WHERE nspname = %s"

@@ -73,7 +73,8 @@ def open_store(
     Raises:
         CommandError: ``TREADLE_LEASE`` is not a positive number, or
             ``TREADLE_CONNECTIONS`` not a whole number of at least 1;
-            ``connections`` given for a SQLite store (it has no pool); with
+            ``connections`` given for a SQLite store (it has no pool); a
+            ``postgresql://`` URL libpq cannot read; with
             ``create=False``, the SQLite file does not exist.
     """
     url = resolved_url(url)
@@ -88,7 +89,10 @@ def open_store(
             msg = needs_extra("a postgresql:// store", "postgres", error)
             raise CommandError(msg) from None
         sizes = {} if connections is None else {"max_size": connections}
-        return PostgresStore(url, schema=os.environ.get("TREADLE_SCHEMA") or None, **sizes)
+        try:
+            return PostgresStore(url, schema=os.environ.get("TREADLE_SCHEMA") or None, **sizes)
+        except ValueError as error:  # libpq cannot read it; the message hides the password
+            raise CommandError(f"--store (or TREADLE_STORE): {error}") from None
     if connections is not None:
         msg = "--connections sizes a PostgreSQL store's pool; a SQLite store has none"
         raise CommandError(msg)
