@@ -413,3 +413,33 @@ def test_a_worker_given_a_database_that_does_not_exist_says_so_and_stops(tmp_pat
     assert 'database "treadle_no_such_database" does not exist' in last
     assert "Traceback" not in refused.stderr
     assert "WARNING" not in refused.stderr  # nothing served, nothing retried
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker", "--app", "ux_app"], ["serve", "--app", "ux_app", "--port", "0"]],
+    ids=["worker", "serve"],
+)
+@pytest.mark.parametrize(
+    "store",
+    [
+        "{tmp}/no/such/folder/runs.sqlite",
+        "postgresql://postgres@127.0.0.1:5432/treadle_no_such_database",
+        "postgresql://bob:s3cret-pw@[::1:5432/test",
+    ],
+    ids=["sqlite-no-folder", "postgres-no-database", "postgres-unreadable-url"],
+)
+def test_a_store_that_can_never_be_used_stops_worker_and_serve_in_one_line(
+    tmp_path, command, store
+):
+    # Retrying cannot mend any of these: the worker on SQLite and the server on either store
+    # logged the same warnings each round for ever (the server after printing its address and
+    # token, as if serving), or (a URL libpq cannot read) the server ended in a traceback.
+    url = store.format(tmp=tmp_path)
+    refused = Cli(tmp_path, process=True, TREADLE_STORE=url)(*command)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "Traceback" not in refused.stderr
+    assert "WARNING" not in refused.stderr  # nothing served, nothing retried
+    assert "token=" not in refused.stdout  # the server never said it served
+    assert "s3cret-pw" not in refused.stdout + refused.stderr

@@ -94,8 +94,7 @@ async def serve(store: Store, workflows: list[Workflow], settings: WorkerSetting
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if _is_postgres(store):
-        await _first_contact(store)
+    await first_contact(store)
     # The worker delivers the store's webhooks too, in a task of its own group.
     async with (
         _exposing(store, workflows, settings) as metrics,
@@ -118,24 +117,35 @@ _PASSING = (
 )
 
 
-async def _first_contact(store: Store) -> None:
+async def first_contact(store: Store) -> None:
     """Reach the store once before serving, refusing what no retry mends.
 
-    A database that does not exist, a role the server refuses, a password
-    it rejects: the server answered, and every round of the worker's would
-    log the same four warnings forever. A server not reachable yet (not
-    started, restarting) is retried as an outage is, and said once.
+    On PostgreSQL: a database that does not exist, a role the server
+    refuses, a password it rejects: the server answered, and every round
+    would log the same warnings forever. On SQLite: a file that cannot be
+    opened or made (its folder does not exist, or may not be written). A
+    PostgreSQL server not reachable yet (not started, restarting) and a
+    SQLite file busy are retried as an outage is, and said once.
+    ``treadle worker`` and ``treadle serve`` both call it before serving.
 
     Raises:
-        CommandError: The server refused the connection for good.
+        CommandError: The store cannot be used, and retrying will not change that.
     """
     try:
         await store.list_runs(limit=1)
     except DurabilityError as error:
         said = str(error)
-        if "FATAL:" in said and not any(passing in said for passing in _PASSING):
+        if _is_postgres(store):
+            for_good = "FATAL:" in said and not any(passing in said for passing in _PASSING)
+        else:
+            for_good = _SQLITE_NEVER in said
+        if for_good:
             raise CommandError(f"cannot use the store: {said}") from None
         _logger.warning("cannot reach the store yet (trying again each round): %s", said)
+
+
+_SQLITE_NEVER = "unable to open database file"
+"""SQLite's word for a file it cannot open or create: no folder, or no right to it."""
 
 
 def _is_postgres(store: Store) -> bool:

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from treadle._cli._execute import execute_sync, refuse
+from treadle._cli._execute import execute, execute_sync, refuse
 from treadle._cli._flags import StoreOption  # noqa: TC001 - typer reads annotations at run time
 from treadle._cli._help import command_set
+from treadle._cli._serve import first_contact
 from treadle._cli._views import err, out
 from treadle._extras import needs_extra
 
@@ -171,6 +172,8 @@ def serve(
         )
     except ValueError as error:
         refuse(str(error))
+    # A store no retry can mend is refused now, before the server says where it serves.
+    execute(store, first_contact, creates=True)
     application = execute_sync(lambda: create_app(settings))
     for problem in application.state.left_out:
         err.print(escape(f"treadle serve: not serving {problem}"), highlight=False)
