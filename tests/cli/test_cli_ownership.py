@@ -326,7 +326,11 @@ def test_only_treadle_cancel_cancels_and_the_owner_then_commits_nothing_more(tmp
     assert cli.checkpoints("r7") == [0, 1]
 
 
-def test_stopping_the_sqlite_worker_leaves_the_run_it_advances_resumable(tmp_path):
+# SIGHUP (the worker's terminal closed) killed it on the spot: no detach, no "worker stopped".
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_stopping_the_sqlite_worker_leaves_the_run_it_advances_resumable(tmp_path, stop):
     cli = Cli(tmp_path, TREADLE_LEASE="1")
     gate = gate_of(tmp_path)
     reached = gate.with_name("gate.reached")
@@ -338,12 +342,13 @@ def test_stopping_the_sqlite_worker_leaves_the_run_it_advances_resumable(tmp_pat
     worker = cli.fork("worker", "--app", "slow_app", "--poll-interval", "0.05")
     try:
         wait_for_file(reached, worker)  # the worker took the orphan over: superstep 2 again
-        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(stop)
         _, err = worker.communicate(timeout=30)
     finally:
         end(worker)
     assert worker.returncode == 0, err
     assert "left run r8 as last committed" in err
+    assert "worker stopped" in err
     shown = cli.json("show", "r8")
     assert (shown["status"], shown["orphaned"], shown["superstep"]) == ("running", True, 1)
 

@@ -89,10 +89,14 @@ class WorkerSettings:
 
 
 async def serve(store: Store, workflows: list[Workflow], settings: WorkerSettings) -> None:
-    """Serve ``workflows`` on ``store`` until SIGTERM or SIGINT arrives."""
+    """Serve ``workflows`` on ``store`` until SIGTERM, SIGINT or SIGHUP arrives.
+
+    SIGHUP (the terminal it runs in closed) stops it as the others do, as it
+    detaches every other ``treadle`` command: it used to kill it on the spot.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     await first_contact(store)
     # The worker delivers the store's webhooks too, in a task of its own group.

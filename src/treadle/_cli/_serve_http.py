@@ -247,7 +247,7 @@ def _server_class() -> type[Any]:
     import uvicorn  # noqa: PLC0415 - the server extra
 
     class Server(uvicorn.Server):
-        """uvicorn's server, stopping on SIGTERM or Ctrl-C as ``treadle worker`` does.
+        """uvicorn's server, stopping on SIGTERM, Ctrl-C or SIGHUP as ``treadle worker`` does.
 
         uvicorn raises the signal again once it has shut down gracefully, so
         the process would end killed by it (Ctrl-C: a traceback); a
@@ -266,7 +266,7 @@ def _server_class() -> type[Any]:
     return Server
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
 
 
 class _Redacting(logging.Filter):
