@@ -59,6 +59,22 @@ def test_a_store_url_postgresql_cannot_read_is_one_line_that_hides_its_password(
     assert secret not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("command", [("runs",), ("worker", "--app", "cli_app")])
+def test_a_libpq_connection_string_is_refused_not_made_a_file_named_after_its_password(
+    tmp_path, command
+):
+    # `host=... password=... dbname=...` was taken as a SQLite path: the worker made a
+    # file (and a lock file beside it) whose name held the password.
+    secret = "s3cret-of-the-conninfo"  # noqa: S105 - what must not be shown or stored
+    conninfo = f"host=127.0.0.1 password={secret} dbname=x"
+    # A process: without the check, the worker serves the file it made until stopped.
+    done = Cli(tmp_path, process=True, TREADLE_STORE=conninfo)(*command)
+    assert done.returncode == 2, done.stderr
+    assert "reads as a PostgreSQL connection string" in done.stderr
+    assert secret not in done.stdout + done.stderr
+    assert not [p for p in tmp_path.rglob("*") if secret in p.name]
+
+
 async def schema_exists(dsn: str, schema: str) -> bool:
     async with await psycopg.AsyncConnection.connect(dsn) as connection:
         query = "SELECT 1 FROM pg_namespace WHERE nspname = %s"

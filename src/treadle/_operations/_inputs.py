@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,6 +46,13 @@ MAX_JSON_DEPTH = 256
 # Which argument of its command each kind of JSON comes from, for the error message.
 _ARGUMENT = MappingProxyType(
     {"input": "--input", "answer": "VALUE", "message": "MESSAGE", "state patch": "--patch"}
+)
+
+
+# libpq's key=value connection string (``host=db password=... dbname=x``): one of its
+# keywords first, then '='. A path is rarely written so; one that is gets ``./`` before it.
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|options)\s*="
 )
 
 
@@ -98,6 +106,13 @@ def open_store(
         raise CommandError(msg)
     from treadle._stores._sqlite import SqliteStore  # noqa: PLC0415 - a light import
 
+    if _CONNINFO.match(url):  # a file named after it would hold its password in its name
+        msg = (
+            "--store (or TREADLE_STORE) reads as a PostgreSQL connection string "
+            "(key=value ...), which treadle takes only as a postgresql:// URL; "
+            "a SQLite store is a file's path"
+        )
+        raise CommandError(msg)
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
     if not create and not Path(path).exists():
         msg = (
