@@ -86,3 +86,9 @@ def test_a_schedule_is_held_back_twice_as_long_each_time_it_fails_and_freed_when
     assert held.held(300.0) == frozenset()
     held.served("s")
     assert held.failed("s", 0.0) == 1.0
+    # One no longer due once its hold has ended (deleted, paused, served elsewhere) is forgotten.
+    held.failed("gone", 0.0)
+    assert held.ordered([], 0.5) == []
+    assert set(held.until) == {"s", "gone"}  # still held: kept
+    assert held.ordered([], 2.0) == []
+    assert held.until == {}

@@ -81,7 +81,14 @@ class HeldBack:
         return frozenset(key for key, (until, _) in self.until.items() if until > now)
 
     def ordered(self, due: list[ScheduleRow], now: float) -> list[ScheduleRow]:
-        """``due`` less those held back, those that failed here before last: tried again after."""
+        """``due`` less those held back, those that failed here before last: tried again after.
+
+        One no longer due once its hold has ended (served elsewhere, paused,
+        deleted) is forgotten: each round reads as many more rows as are kept.
+        """
+        named = {row.schedule_id for row in due}
+        for key in [k for k, (until, _) in self.until.items() if until <= now and k not in named]:
+            del self.until[key]
         held = self.held(now)
         fresh = [row for row in due if row.schedule_id not in self.until]
         again = [row for row in due if row.schedule_id in self.until.keys() - held]
