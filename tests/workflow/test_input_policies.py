@@ -230,3 +230,25 @@ async def test_a_message_to_an_ended_session_is_refused_as_before(store):
     del result
     with pytest.raises(RequestError, match="ended"):
         await workflow.send_message("s1", "m1", store=store)
+
+
+@pytest.mark.parametrize("policy", ["enqueue", "merge", "interrupt", "rollback", "debounce:1"])
+async def test_a_message_for_no_executor_of_the_workflow_is_refused_and_the_turn_goes_on(
+    store, tmp_path, policy
+):
+    # A sender's typo in the target ("wrok") was put in the inbox unchecked and failed the
+    # whole session at the next boundary ("failed outside its handlers: KeyError: 'wrok'"),
+    # for every user of it. It is refused to its sender, naming it, as under reject.
+    gate = tmp_path / "gate"
+    workflow = await resting_session(policy.partition(":")[0], store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    with pytest.raises(RequestError, match=r"'wrok'.*no executor of workflow"):
+        await workflow.send_message(
+            "s1", "note", target="wrok", store=store, policy=InputPolicy.parse(policy)
+        )
+    gate.touch()
+    result = await driving
+    assert result.status is RunStatus.AWAITING_INPUT
+    assert result.outputs == ["done m0", "done m1"]
+    sent = [e.data["message"] for e in await store.read_events("s1") if e.kind == "message_sent"]
+    assert sent == ["m1"]

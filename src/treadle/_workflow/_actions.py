@@ -184,6 +184,8 @@ async def send(
     Raises:
         ActionRefusedError: the actor is not an operator.
         SessionBusyError: ``reject``, and a turn is running.
+        RequestError: not ``reject``, and ``target`` names no executor of
+            ``workflow`` (nor a path into one's sub-workflow).
         RunBusyError, RunPausedError, RequestError: as ``Workflow.send_message``.
         ValueError: ``policy`` on a workflow whose sessions reject input mid-turn.
     """
@@ -197,6 +199,13 @@ async def send(
         )
         return None
     chosen = chosen_policy(workflow, policy)
+    if chosen.kind != "reject" and _no_executor(workflow, target):
+        # Kept unchecked in the inbox, it would fail the run at its next boundary.
+        msg = (
+            f"target {target!r} is no executor of workflow {workflow.name!r} "
+            f"(it has: {', '.join(workflow.executor_ids)}); nothing was delivered to run {run_id!r}"
+        )
+        raise RequestError(msg)
     if chosen.kind != "reject":
         item = (inbox_kind(chosen), target, workflow.serializer.dumps(message))
         await store.deliver(run_id, [item], version=workflow.version, actor=actor)
@@ -217,6 +226,11 @@ async def send(
         await ownership.close()
         raise
     return ownership
+
+
+def _no_executor(workflow: Workflow, target: str | None) -> bool:
+    """Whether ``target`` (an id, or a ``sub/inner`` path) starts at no executor of ``workflow``."""
+    return target is not None and target.partition("/")[0] not in workflow.executor_ids
 
 
 # --- control actions ------------------------------------------------------------------
