@@ -242,10 +242,11 @@ async def test_a_message_for_no_executor_of_the_workflow_is_refused_and_the_turn
     gate = tmp_path / "gate"
     workflow = await resting_session(policy.partition(":")[0], store, gate)
     driving = await turn_running(workflow, store, gate, "m1")
-    with pytest.raises(RequestError, match=r"'wrok'.*no executor of workflow"):
-        await workflow.send_message(
-            "s1", "note", target="wrok", store=store, policy=InputPolicy.parse(policy)
-        )
+    for typo in ("wrok", "work/x"):  # "work" runs no sub-workflow
+        with pytest.raises(RequestError, match=rf"'{typo}'.*no executor of workflow"):
+            await workflow.send_message(
+                "s1", "note", target=typo, store=store, policy=InputPolicy.parse(policy)
+            )
     gate.touch()
     result = await driving
     assert result.status is RunStatus.AWAITING_INPUT

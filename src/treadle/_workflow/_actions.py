@@ -184,8 +184,7 @@ async def send(
     Raises:
         ActionRefusedError: the actor is not an operator.
         SessionBusyError: ``reject``, and a turn is running.
-        RequestError: not ``reject``, and ``target`` names no executor of
-            ``workflow`` (nor a path into one's sub-workflow).
+        RequestError: not ``reject``, and ``target`` names no executor (nor sub-workflow path).
         RunBusyError, RunPausedError, RequestError: as ``Workflow.send_message``.
         ValueError: ``policy`` on a workflow whose sessions reject input mid-turn.
     """
@@ -229,8 +228,11 @@ async def send(
 
 
 def _no_executor(workflow: Workflow, target: str | None) -> bool:
-    """Whether ``target`` (an id, or a ``sub/inner`` path) starts at no executor of ``workflow``."""
-    return target is not None and target.partition("/")[0] not in workflow.executor_ids
+    """Whether ``target`` is no executor id of ``workflow``, nor a path into a sub-workflow."""
+    if target is None:
+        return False
+    head, path, _ = target.partition("/")
+    return head not in workflow.executor_ids or bool(path and not workflow.subgraph_of(head))
 
 
 # --- control actions ------------------------------------------------------------------
