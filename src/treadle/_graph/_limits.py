@@ -47,6 +47,8 @@ _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
 _TOKENS = re.compile(r"^\s*(\d[\d_]*\.?\d*)\s*([km]?)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
 _SCALE = MappingProxyType({"": 1, "k": 1_000, "m": 1_000_000})
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,99}$")
+MOST = 2**63 - 1
+"""The largest count or priority a store keeps (a 64-bit integer column)."""
 
 
 def _seconds(count: str, unit: str) -> float | None:
@@ -83,6 +85,9 @@ class Rate:
     def __post_init__(self) -> None:
         if not isinstance(self.calls, int) or self.calls < 1:
             msg = f"a rate needs at least 1 call per window, got {self.calls!r}"
+            raise ValueError(msg)
+        if self.calls > MOST:
+            msg = f"a rate allows at most {MOST} calls per window, got {self.calls!r}"
             raise ValueError(msg)
         _check_window(self.per, "a rate")
 
@@ -122,6 +127,9 @@ class TokenRate:
     def __post_init__(self) -> None:
         if not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 1:
             msg = f"a token rate needs at least 1 token per window, got {self.tokens!r}"
+            raise ValueError(msg)
+        if self.tokens > MOST:
+            msg = f"a token rate allows at most {MOST} tokens per window, got {self.tokens!r}"
             raise ValueError(msg)
         _check_window(self.per, "a token rate")
 
@@ -211,6 +219,11 @@ class CallLimit:
             not isinstance(self.concurrency, int) or self.concurrency < 1
         ):
             msg = f"limit {self.name!r}: concurrency must be at least 1, got {self.concurrency!r}"
+            raise ValueError(msg)
+        if self.concurrency is not None and self.concurrency > MOST:
+            msg = (
+                f"limit {self.name!r}: concurrency must be at most {MOST}, got {self.concurrency!r}"
+            )
             raise ValueError(msg)
         if isinstance(self.rate, str):
             try:
@@ -315,8 +328,17 @@ class CallLimit:
         return "" if self.key is None else str(self.key(call))
 
     def priority_of(self, call: LimitCall) -> int:
-        """How urgent ``call`` is (0 unless the limit computes it)."""
-        return 0 if self.priority is None else int(self.priority(call))
+        """How urgent ``call`` is (0 unless the limit computes it).
+
+        Raises:
+            CallLimitError: the priority is past what a store keeps (a 64-bit integer).
+        """
+        priority = 0 if self.priority is None else int(self.priority(call))
+        if not -MOST <= priority <= MOST:
+            raise CallLimitError(
+                self.name, f"its priority {priority} is not between -{MOST} and {MOST}"
+            )
+        return priority
 
 
 def check_limit_names(owner: str, names: object) -> tuple[str, ...]:
