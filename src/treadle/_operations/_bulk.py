@@ -197,8 +197,9 @@ async def _still_matching(
 ) -> str | None:
     """Why the run is not to be acted on now (``None``: it still passes the filter).
 
-    A run the action would not change (pausing a paused run) is not acted
-    on either: nothing would be done, so nothing is said to be.
+    A run the action would not change (pausing a paused run, or one whose
+    owner was asked to pause it already) is not acted on either: nothing
+    would be done, so nothing is said to be.
     """
     try:
         run = await store.get_run(run_id)
@@ -216,6 +217,8 @@ async def _still_matching(
         return f"changed: no longer passes the filter (now {run.status})"
     if bulk.action == "pause" and run.status == "paused":
         return "unchanged: it is paused already"
+    if bulk.action == "pause" and run.pause_requested is not None and run.owned(time.time()):
+        return "unchanged: its pause was asked already"  # its owner pauses it at its barrier
     return None
 
 
