@@ -216,3 +216,19 @@ async def test_a_take_and_a_release_are_one_round_trip_each_on_postgresql(tmp_pa
             await db.execute("SELECT granted_at, released_at FROM treadle_limit_slots")
         ).fetchall()
     assert held == [(now, now + 0.1)]
+
+
+async def test_a_cancelled_runs_waiting_call_leaves_the_line(store):
+    # A run cancelled (or deleted) while its call waited for a slot never takes it up
+    # again, but its row stayed in the line for ever: the calls behind it were shown a
+    # place behind it ('#2' for the next one served), and such rows piled up.
+    holder = await leased_run(store, "h")
+    await store.take_slot(ONE_AT_A_TIME, SlotEntry("hold"), holder, "g")
+    doomed = await leased_run(store, "r1")
+    await store.take_slot(ONE_AT_A_TIME, SlotEntry("r1/1/a/0"), doomed, "g1")
+    later = await leased_run(store, "r2")
+    await store.take_slot(ONE_AT_A_TIME, SlotEntry("r2/1/a/0"), later, "g2")
+    assert [w.position for w in await store.line_waits(["r2"])] == [1]
+    await store.cancel("r1")
+    assert [w.position for w in await store.line_waits(["r2"])] == [0]
+    assert await store.line_waits(["r1"]) == []

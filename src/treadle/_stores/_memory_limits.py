@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import Admission, LineWait, within_budget
+from treadle._stores._sql_ownership import ENDED_STATUSES
 
 if TYPE_CHECKING:
     import threading
@@ -174,7 +175,12 @@ class MemoryLimits(ABC):
             now = time.time()
             for name, line in self._limit_lines.items():
                 waiting = sorted(
-                    (r for r in line.rows.values() if r.granted_at is None), key=_Row.order
+                    (
+                        r
+                        for r in line.rows.values()
+                        if r.granted_at is None and self._going_on(r.run_id)
+                    ),
+                    key=_Row.order,
                 )
                 for position, row in enumerate(waiting):
                     if row.run_id in wanted:
@@ -193,6 +199,11 @@ class MemoryLimits(ABC):
         return found
 
     # -- the rules ------------------------------------------------------------------------
+    def _going_on(self, run_id: str) -> bool:
+        """Whether the run is there and has not ended (a call waiting for it may be served)."""
+        run = self._runs.get(run_id)
+        return run is not None and run.record.status not in ENDED_STATUSES
+
     def _current(self, run_id: str, epoch: int, now: float) -> bool:
         run = self._runs.get(run_id)
         return run is not None and run.epoch == epoch and run.record.owned(now)
@@ -207,6 +218,8 @@ class MemoryLimits(ABC):
         spent: list[tuple[float, float]] = []
         for call_id, row in list(rows.items()):
             if row.granted_at is None:
+                if not self._going_on(row.run_id):  # its run ended or is gone: it leaves
+                    del rows[call_id]
                 continue
             if row.released_at is None and not self._current(row.run_id, row.epoch, now):
                 row.released_at = now  # its holder's lease is gone: the slot comes back

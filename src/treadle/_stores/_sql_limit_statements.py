@@ -8,6 +8,19 @@ between statements is decided in SQL, in their ``WHERE`` clauses.
 
 from __future__ import annotations
 
+from treadle._stores._sql_ownership import ENDED_STATUSES
+
+_ENDED = "(" + ", ".join(f"'{status}'" for status in ENDED_STATUSES) + ")"
+
+
+def _going_on(alias: str) -> str:
+    """Whether the run of the slot row ``alias`` is there and has not ended."""
+    return (
+        f"EXISTS (SELECT 1 FROM treadle_runs AS e WHERE e.run_id = {alias}.run_id "  # noqa: S608
+        f"AND e.status NOT IN {_ENDED})"
+    )
+
+
 ENSURE_LINE = """
 INSERT INTO treadle_limits (limit_name, arrivals, serving) VALUES (?, 0, 0)
 ON CONFLICT DO NOTHING"""
@@ -83,6 +96,13 @@ FREE_LOST = f"""
 UPDATE treadle_limit_slots SET released_at = {_NOW}
 WHERE limit_name = ? AND granted_at IS NOT NULL AND released_at IS NULL
 AND NOT {_CURRENT}"""  # noqa: S608 - constants only
+
+# A call waiting for a run that ended (cancelled, say) or is gone never takes its slot:
+# it leaves the line, and the calls behind it move up.
+DROP_ENDED = f"""
+DELETE FROM treadle_limit_slots
+WHERE limit_name = ? AND granted_at IS NULL
+AND NOT {_going_on("treadle_limit_slots")}"""  # noqa: S608 - constants only
 
 PRUNE = f"""
 DELETE FROM treadle_limit_slots
@@ -165,10 +185,11 @@ SLOW = """
 UPDATE treadle_limits SET paused_until = ?
 WHERE limit_name = ? AND (paused_until IS NULL OR paused_until < ?)"""
 
-WAITS = """
+# A run's waits and each call's place, behind the waiting calls of runs going on only.
+WAITS = f"""
 SELECT s.run_id, s.limit_name, s.call_id, s.call_key, s.entered_at,
   (SELECT COUNT(*) FROM treadle_limit_slots AS o
-   WHERE o.limit_name = s.limit_name AND o.granted_at IS NULL
+   WHERE o.limit_name = s.limit_name AND o.granted_at IS NULL AND {_going_on("o")}
    AND (o.priority > s.priority OR (o.priority = s.priority
         AND (o.turn < s.turn OR (o.turn = s.turn AND o.arrival < s.arrival))))),
   l.paused_until, l.calls, l.per,
@@ -177,8 +198,8 @@ SELECT s.run_id, s.limit_name, s.call_id, s.call_key, s.entered_at,
   (SELECT COUNT(*) FROM treadle_limit_slots AS c
    WHERE c.limit_name = s.limit_name AND c.granted_at > ? - l.per)
 FROM treadle_limit_slots AS s JOIN treadle_limits AS l ON l.limit_name = s.limit_name
-WHERE s.granted_at IS NULL AND s.run_id IN ({ids})
-ORDER BY s.run_id, s.limit_name"""
+WHERE s.granted_at IS NULL AND s.run_id IN ({{ids}}) AND {_going_on("s")}
+ORDER BY s.run_id, s.limit_name"""  # noqa: S608 - constants only
 
 NONE = 1 << 30
 """A cap that caps nothing (no concurrency, no rate, no token budget), as a number."""

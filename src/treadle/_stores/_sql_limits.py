@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from treadle._exceptions import LeaseLostError
 from treadle._stores._limit_roles import Admission, LineWait, within_budget
 from treadle._stores._sql_limit_statements import (
+    DROP_ENDED,
     ENSURE_LINE,
     ENTER,
     FIRST_COST,
@@ -92,6 +93,7 @@ def _admit(terms: LimitTerms, gate: str, lease: Lease | None, now: float) -> lis
     budget = terms.tokens_per if terms.tokens is not None else 0.0
     steps: list[Step] = [
         (FREE_LOST, (name, name, name), NOTHING, False),
+        (DROP_ENDED, (name,), NOTHING, False),
         (PRUNE, (name, name, terms.window), NOTHING, False),
         (
             GRANT,
