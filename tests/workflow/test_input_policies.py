@@ -15,7 +15,7 @@ import pytest
 from session_app import session
 
 from gates import file_appears, reached
-from treadle import InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle import Actor, InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
 from treadle._workflow import _driving as driving
 from treadle._workflow._pausing import stored_result
 from treadle.errors import RequestError, RunBusyError, SessionBusyError
@@ -253,3 +253,33 @@ async def test_a_message_for_no_executor_of_the_workflow_is_refused_and_the_turn
     assert result.outputs == ["done m0", "done m1"]
     sent = [e.data["message"] for e in await store.read_events("s1") if e.kind == "message_sent"]
     assert sent == ["m1"]
+
+
+@pytest.mark.parametrize("policy", ["merge", "interrupt", "enqueue"])
+async def test_a_misdirected_message_from_a_sender_without_the_code_is_refused_on_the_record(
+    store, tmp_path, policy
+):
+    # A Client (or any caller of the store's deliver) has not the workflow's code, so it
+    # cannot check a message's target: "wrok" went into the inbox, and taken into the
+    # running turn it failed the whole session ("KeyError: 'wrok'"). Its owner now refuses
+    # it on the record, naming the target, and the turn goes on; the messages after it too.
+    gate = tmp_path / "gate"
+    workflow = await resting_session(policy, store, gate)
+    driving = await turn_running(workflow, store, gate, "m1")
+    kind = f"message:{policy}"
+    for target, message in (("wrok", "typo"), ("work/x", "no sub-workflow"), (None, "m2")):
+        item = (kind, target, workflow.serializer.dumps(message))
+        await store.deliver("s1", [item], version=workflow.version, actor=Actor.python())
+    gate.touch()
+    result = await driving
+    if result.status is not RunStatus.AWAITING_INPUT:  # enqueue: m2 starts the next turn
+        result = await workflow.resume("s1", store=store)
+    assert result.status is RunStatus.AWAITING_INPUT
+    # m1's turn ends, or m2 interrupts it; either way m2 is taken, the run goes on.
+    assert result.outputs[0] == "done m0"
+    assert result.outputs[-1] == "done m2"
+    refused = [e for e in await store.read_audit("s1") if e.action == "inbox_refused"]
+    assert [e.detail["target"] for e in refused] == ["wrok", "work/x"]
+    assert all("no executor of workflow" in e.detail["reason"] for e in refused)
+    assert {(e.actor["kind"], e.door) for e in refused} == {("service", "worker")}
+    assert await store.inbox("s1") == []

@@ -13,6 +13,7 @@ background durability modes) does not take it twice.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,11 @@ from treadle._engine._arrivals import Answer, Expiry
 from treadle._engine._inputs import QueuedInput
 from treadle._graph._input_policy import policy_of_kind
 
+logger = logging.getLogger("treadle.runtime")
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from treadle._checkpoints._ownership import Ownership
     from treadle._engine._inputs import FeedItem
     from treadle._stores._lease_roles import Deliveries
@@ -37,15 +42,26 @@ class SessionInbox:
         serializer: Decodes what the inbox holds.
         ownership: The lease the run is held under (what was read before
             it was opened, its ``consumed``, is not read again).
+        misdirected: Why a message's target cannot be reached (``None``:
+            it can). Such a message is refused on the record, in this
+            process's name, and never taken: a sender without the workflow's
+            code (a ``Client``, a store's ``deliver``) cannot check it, and
+            taken into a running turn it failed the whole session.
     """
 
     def __init__(
-        self, store: Deliveries, run_id: str, serializer: Serializer, ownership: Ownership
+        self,
+        store: Deliveries,
+        run_id: str,
+        serializer: Serializer,
+        ownership: Ownership,
+        misdirected: Callable[[str | None], str | None],
     ) -> None:
         self._store = store
         self._run_id = run_id
         self._serializer = serializer
         self._ownership = ownership
+        self._misdirected = misdirected
         self._taken = ownership.consumed or 0
         self.rollback: QueuedInput | None = None
 
@@ -57,12 +73,15 @@ class SessionInbox:
         """
         loads = self._serializer.loads
         found: list[FeedItem] = []
+        refused: list[tuple[int, str]] = []
         for item in await self._store.inbox(self._run_id):
             if item.seq <= self._taken:
                 continue
             policy = policy_of_kind(item.kind)
             target = item.target
-            if policy is not None:
+            if policy is not None and (wrong := self._misdirected(target)) is not None:
+                refused.append((item.seq, wrong))
+            elif policy is not None:
                 queued = QueuedInput(item.seq, loads(item.payload), target, policy, item.created_at)
                 found.append((item.seq, queued))
             elif item.kind == "answer" and target is not None:
@@ -70,6 +89,10 @@ class SessionInbox:
                     found.append((item.seq, Expiry(frozenset({target}))))
                 else:
                     found.append((item.seq, Answer(target, loads(item.payload), strict=False)))
+        if refused:  # out of the inbox, each on the record; the items after them go on
+            await self._ownership.refuse_inbox(refused)
+            for seq, reason in refused:
+                logger.warning("run %s: inbox item %d refused: %s", self._run_id, seq, reason)
         return found
 
     def applied(self, seq: int) -> None:

@@ -41,6 +41,7 @@ from treadle._exceptions import (
 )
 from treadle._graph._input_policy import InputPolicy, inbox_kind
 from treadle._workflow._history import check_branch, fork_run
+from treadle._workflow._inputs import misdirected
 from treadle._workflow._logged import logged_rules, named_winner
 from treadle._workflow._rights import (
     answer_rules,
@@ -198,13 +199,9 @@ async def send(
         )
         return None
     chosen = chosen_policy(workflow, policy)
-    if chosen.kind != "reject" and _no_executor(workflow, target):
-        # Kept unchecked in the inbox, it would fail the run at its next boundary.
-        msg = (
-            f"target {target!r} is no executor of workflow {workflow.name!r} "
-            f"(it has: {', '.join(workflow.executor_ids)}); nothing was delivered to run {run_id!r}"
-        )
-        raise RequestError(msg)
+    wrong = misdirected(workflow, target) if chosen.kind != "reject" else None
+    if wrong is not None:  # refused to its sender now, not by the run's owner later
+        raise RequestError(f"{wrong}; nothing was delivered to run {run_id!r}")
     if chosen.kind != "reject":
         item = (inbox_kind(chosen), target, workflow.serializer.dumps(message))
         await store.deliver(run_id, [item], version=workflow.version, actor=actor)
@@ -225,14 +222,6 @@ async def send(
         await ownership.close()
         raise
     return ownership
-
-
-def _no_executor(workflow: Workflow, target: str | None) -> bool:
-    """Whether ``target`` is no executor id of ``workflow``, nor a path into a sub-workflow."""
-    if target is None:
-        return False
-    head, path, _ = target.partition("/")
-    return head not in workflow.executor_ids or bool(path and not workflow.subgraph_of(head))
 
 
 # --- control actions ------------------------------------------------------------------

@@ -16,7 +16,7 @@ from treadle._values._strict import fit_type
 if TYPE_CHECKING:
     from treadle._workflow._workflow import Workflow
 
-__all__ = ["coerce_input"]
+__all__ = ["coerce_input", "misdirected"]
 
 
 def coerce_input(workflow: Workflow, value: Any) -> Any:
@@ -57,3 +57,20 @@ def _fitting(start_id: str, problems: list[str], value: Any) -> Any:
         msg = f"the input does not fit the start executor {start_id!r}: {'; '.join(problems)}"
         raise AppLoadError(msg)
     return value
+
+
+def misdirected(workflow: Workflow, target: str | None) -> str | None:
+    """Why a session message for ``target`` cannot reach it (``None``: it can).
+
+    ``target`` names an executor of ``workflow``, or a path into one that
+    runs a sub-workflow (``review/inner``); ``None`` is the session's own.
+    """
+    if target is None:
+        return None
+    head, path, _ = target.partition("/")
+    if head in workflow.executor_ids and not (path and workflow.subgraph_of(head) is None):
+        return None
+    return (
+        f"target {target!r} is no executor of workflow {workflow.name!r} "
+        f"(it has: {', '.join(workflow.executor_ids)})"
+    )

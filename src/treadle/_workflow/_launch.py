@@ -8,6 +8,7 @@ the store happen in one place and in one order.
 
 from __future__ import annotations
 
+import functools
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,6 +25,7 @@ from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._stores._store import checked_store
 from treadle._values._ids import checked_run_id, new_run_id
+from treadle._workflow._inputs import misdirected
 from treadle._workflow._limit_board import limiting_for
 
 if TYPE_CHECKING:
@@ -181,7 +183,13 @@ async def open_run(
                 store, run_id, workflow.serializer, ownership, hold_messages=watches
             )
             if watches and ownership is not None:
-                inputs = SessionInbox(store, run_id, workflow.serializer, ownership)
+                inputs = SessionInbox(
+                    store,
+                    run_id,
+                    workflow.serializer,
+                    ownership,
+                    functools.partial(misdirected, workflow),
+                )
         limiting, limit_scope = limiting_for(workflow, store, ownership)
         # Every field given in order, made as the named tuple's own __new__ makes it
         # (see plain_launch): calling the class costs each run.
