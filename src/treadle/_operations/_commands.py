@@ -15,7 +15,6 @@ a store, a workflow and values by :mod:`treadle._operations._inputs`.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from treadle._checkpoints._graph_description import decode_description
 from treadle._checkpoints._ownership import owner_is_dead
-from treadle._exceptions import CommandError, GraphChangedError, RunBusyError, SessionBusyError
+from treadle._exceptions import CommandError, RunBusyError, SessionBusyError
 from treadle._graph._input_policy import InputPolicy
 from treadle._operations._inputs import load_version, parse_json, versions_beside
 from treadle._operations._run_names import runs_named, several
@@ -31,6 +30,7 @@ from treadle._operations._shapes import iso_time
 from treadle._operations._starting import NO_CHOICE, StartChoice
 from treadle._values._actors import Actor
 from treadle._workflow import _actions as door
+from treadle._workflow._history import fork_on_its_version
 from treadle._workflow._start_policy import NO_START_POLICY
 
 if TYPE_CHECKING:
@@ -396,7 +396,8 @@ async def fork(
     actor: Actor | None = None,
 ) -> str:
     """Branch a new run from a checkpoint; return its id."""
-    run_id = (await get_run(store, run_id)).run_id  # given a prefix, its run's full id
+    row = await get_run(store, run_id)
+    run_id = row.run_id  # given a prefix, its run's full id
     chosen = await resolve_checkpoint(store, run_id, checkpoint_id, superstep)
     if chosen is None:
         msg = "fork needs --checkpoint ID (or a prefix of it) or --superstep N"
@@ -405,15 +406,17 @@ async def fork(
     if patch is not None and not isinstance(patch, dict):
         msg = "the state patch must be a JSON object of key: value"
         raise CommandError(msg)
-    workflow = await workflow_of(store, run_id, app)
-    try:
-        return await workflow.fork(run_id, chosen, patch, store=store, actor=_who(actor))
-    except GraphChangedError:  # a checkpoint from before a migration: its version forks it
-        spec = await _spec_of(store, await store.get_run(run_id), app)
-        for other in versions_beside(spec, workflow):
-            with contextlib.suppress(GraphChangedError):
-                return await other.fork(run_id, chosen, patch, store=store, actor=_who(actor))
-        raise
+    spec = await _spec_of(store, row, app)
+    workflow = load_version(spec, row.workflow, row.version)
+    return await fork_on_its_version(
+        workflow,
+        lambda: versions_beside(spec, workflow),
+        run_id,
+        chosen,
+        patch,
+        store=store,
+        actor=_who(actor),
+    )
 
 
 async def resolve_checkpoint(

@@ -8,13 +8,12 @@ Errors are raised, and answered by the app's handlers in the one error shape.
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
 
 from treadle._engine._result import RunStatus
-from treadle._exceptions import CommandError, GraphChangedError
+from treadle._exceptions import CommandError
 from treadle._operations import _commands as commands
 from treadle._operations._background import open_new
 from treadle._operations._cleanup import delete_run
@@ -41,6 +40,7 @@ from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
 from treadle._values._ids import RUN_ID_RULE, checked_run_id, new_run_id
+from treadle._workflow._history import fork_on_its_version
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -227,41 +227,20 @@ async def fork_run(request: Request) -> Response:
     workflow = served.workflow_of(found)
     checkpoint = await commands.resolve_checkpoint(served.store, found.run_id, given, None)
     assert checkpoint is not None  # noqa: S101 - given above
-    forked = await _forked(served, request, workflow, found.run_id, checkpoint, patch, new_id)
+    forked = await fork_on_its_version(
+        workflow,
+        lambda: served.workflows.others(workflow),
+        found.run_id,
+        checkpoint,
+        patch,
+        new_run_id=new_id,
+        store=served.store,
+        actor=actor_of(request),
+    )
     run = await served.store.get_run(forked)
     return JsonResponse(
         {"run": run_json(run)}, status_code=201, headers={"Location": f"/api/runs/{forked}"}
     )
-
-
-async def _forked(
-    served: Served,
-    request: Request,
-    workflow: Workflow,
-    run_id: str,
-    checkpoint: str,
-    patch: dict[str, Any] | None,
-    new_id: str | None,
-) -> str:
-    """Fork with the run's version, else the served version whose graph wrote the checkpoint.
-
-    A checkpoint from before a migration is its old version's: that version forks it.
-    """
-    actor = actor_of(request)
-    try:
-        return await workflow.fork(
-            run_id, checkpoint, patch, new_run_id=new_id, store=served.store, actor=actor
-        )
-    except GraphChangedError:
-        for version in reversed(served.workflows.versions(workflow.name)):
-            other = served.workflows.get(workflow.name, version)
-            if other is None or version == workflow.version:
-                continue
-            with contextlib.suppress(GraphChangedError):
-                return await other.fork(
-                    run_id, checkpoint, patch, new_run_id=new_id, store=served.store, actor=actor
-                )
-        raise
 
 
 async def delete_one(request: Request) -> Response:

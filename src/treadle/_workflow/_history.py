@@ -8,6 +8,7 @@ lineage looks like to a reader: its checkpoints and the runs forked from it.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from treadle._engine._barrier import BarrierState
 from treadle._engine._result import RunStatus
 from treadle._engine._state import checked_keys
 from treadle._exceptions import (
+    GraphChangedError,
     RequestError,
     SerializationError,
     VersionMismatchError,
@@ -25,10 +27,11 @@ from treadle._values._ids import checked_run_id
 from treadle._workflow._runs import load_restored
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from treadle._checkpoints._codec import RestoredRun
     from treadle._stores._store import CheckpointInfo, RunReads, RunRecord, Store
+    from treadle._values._actors import Actor
     from treadle._workflow._workflow import Workflow
 
 
@@ -178,3 +181,39 @@ async def run_history(store: RunReads, run_id: str) -> RunHistory:
         checkpoints=await store.list_checkpoints(run_id),
         forks=await store.list_runs(parent_run_id=run_id),
     )
+
+
+async def fork_on_its_version(
+    workflow: Workflow,
+    others: Callable[[], Iterable[Workflow]],
+    run_id: str,
+    checkpoint_id: str,
+    state_patch: Mapping[str, Any] | None,
+    *,
+    store: Store,
+    actor: Actor | None,
+    new_run_id: str | None = None,
+) -> str:
+    """Fork with ``workflow`` (the run's version), else with the first of ``others`` that can.
+
+    A checkpoint from before a migration was written by the version the run
+    moved from: that version forks it (:func:`fork_point`), the run's own
+    refuses it as a changed graph. ``others`` (the other versions at hand,
+    newest first: a module's, a server's) is asked for only then.
+
+    Raises:
+        GraphChangedError: no version at hand wrote it (the run's version's error).
+    """
+
+    async def fork_with(version: Workflow) -> str:
+        return await version.fork(
+            run_id, checkpoint_id, state_patch, new_run_id=new_run_id, store=store, actor=actor
+        )
+
+    try:
+        return await fork_with(workflow)
+    except GraphChangedError:
+        for other in others():
+            with contextlib.suppress(GraphChangedError):
+                return await fork_with(other)
+        raise

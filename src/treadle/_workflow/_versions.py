@@ -98,6 +98,11 @@ class Hosted:
         """The versions of ``name`` hosted, oldest first."""
         return tuple(sorted(v for n, v in self._by_key if n == name))
 
+    def others(self, workflow: Workflow) -> list[Workflow]:
+        """The other versions of ``workflow``'s name hosted, newest first."""
+        name, own = workflow.name, workflow.version
+        return [self._by_key[name, v] for v in reversed(self.versions(name)) if v != own]
+
     def newest_version(self, name: str) -> int:
         """The newest version of ``name`` hosted (0: none)."""
         newest = self._newest.get(name)
