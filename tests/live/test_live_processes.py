@@ -159,8 +159,9 @@ def follow_from_two_processes(
     watch = treadle_process("watch", "r1", "--json", env=env, cwd=tmp_path)
     watched = Seen(watch_lines(watch))
     schemas = {} if schema is None else {"TREADLE_SCHEMA": schema}
-    serve = ServeProcess(tmp_path, store, PYTHONPATH=PATHS, LIVE_GATES=str(gates), **schemas)
-    serve.args[serve.args.index("server_app")] = "live_app"
+    serve = ServeProcess(
+        tmp_path, store, PYTHONPATH=PATHS, app="live_app", LIVE_GATES=str(gates), **schemas
+    )
     serve.start()
     try:
         serve.ready()

@@ -306,8 +306,9 @@ async def test_the_server_forks_a_checkpoint_from_before_a_move_on_its_version(t
         *old, _ = (await intake.history("r0000", store=store)).checkpoints
     finally:
         await store.close()
-    serve = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(HERE))
-    serve.args[serve.args.index("server_app")] = "migrate_app"
+    serve = ServeProcess(
+        tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(HERE), app="migrate_app"
+    )
     serve.start()
     try:
         serve.ready()

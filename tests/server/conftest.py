@@ -187,12 +187,14 @@ class ServeProcess:
     a real server process, without a Python start each.
     """
 
-    def __init__(self, cwd: Path, store: str, *args: str, **env: str) -> None:
+    def __init__(
+        self, cwd: Path, store: str, *args: str, app: str = "server_app", **env: str
+    ) -> None:
         self.cwd = cwd
         self.args = [
             "serve",
             "--app",
-            "server_app",
+            app,
             "--port",
             "0",
             "--poll-interval",

@@ -185,8 +185,9 @@ def wait_for(server: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
 
 @pytest.mark.integration
 def test_the_server_lists_both_versions_and_starts_the_one_asked_for(tmp_path: Path) -> None:
-    serve = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(HERE))
-    serve.args[serve.args.index("server_app")] = "versions_app"
+    serve = ServeProcess(
+        tmp_path, str(tmp_path / "runs.sqlite"), PYTHONPATH=str(HERE), app="versions_app"
+    )
     serve.start()
     try:
         serve.ready()
