@@ -6,6 +6,11 @@ did not come along: a child's first call once waited for ever on a lane
 nobody served. Now the child starts over with connections and threads of
 its own, and leaves the parent's untouched (closing them would checkpoint
 and remove the write-ahead log the parent is still writing).
+
+A fork also waits until no thread of the store is inside SQLite: a mutex
+SQLite holds for the whole process (the file's locks, its write-ahead
+log's index) taken at the moment of the fork would never be let go in the
+child, whose next use of the file would wait for ever.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -78,6 +84,35 @@ def reported(pid: int, readable: int, timeout: float = 20) -> dict[str, object]:
     assert os.waitstatus_to_exitcode(done[1]) == 0
     with os.fdopen(readable, "rb") as pipe:
         return json.loads(pipe.read())
+
+
+async def test_a_fork_waits_for_the_call_a_thread_of_the_store_is_making(tmp_path: Path):
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        await WORKFLOW.run(1, store=store)  # the file open, the writer's thread started
+        started, finished = threading.Event(), []
+
+        def slow(connection: sqlite3.Connection) -> int:
+            started.set()
+            counted = connection.execute(
+                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n"
+                " WHERE x < 2000000) SELECT count(*) FROM n"
+            ).fetchone()[0]
+            finished.append(time.monotonic())
+            return int(counted)
+
+        calling = asyncio.create_task(store._call(slow, write=False))
+        assert await asyncio.to_thread(started.wait, 10)
+        pid = os.fork()
+        if not pid:
+            os._exit(0)
+        forked = time.monotonic()
+        await asyncio.to_thread(os.waitpid, pid, 0)
+        assert await calling == 2_000_000
+    finally:
+        await store.close()
+    assert finished, "the call had not finished when the fork went ahead"
+    assert finished[0] <= forked
 
 
 async def test_forked_children_use_the_store_they_inherit_and_the_parent_goes_on(

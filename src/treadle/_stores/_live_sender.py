@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from treadle._stores._fork_gate import guard
 from treadle._stores._live import dropping_queue
 
 if TYPE_CHECKING:
@@ -51,7 +52,18 @@ class LiveSender:
         name: The thread's name.
     """
 
-    __slots__ = ("_lock", "_name", "_queue", "_send", "_stop", "_stopping", "_thread", "_wake")
+    __slots__ = (
+        "__weakref__",
+        "_lock",
+        "_name",
+        "_queue",
+        "_send",
+        "_sending",
+        "_stop",
+        "_stopping",
+        "_thread",
+        "_wake",
+    )
 
     def __init__(
         self,
@@ -67,6 +79,8 @@ class LiveSender:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._sending = threading.Lock()  # held while sending: a fork waits for it
+        guard(self, self._sending)
 
     def put(self, run_id: str, entry: EventEntry) -> None:
         """Queue one live event for the sender (started by the first); never blocks."""
@@ -96,7 +110,8 @@ class LiveSender:
                 while queue:
                     batch = [queue.popleft() for _ in range(min(len(queue), 500))]
                     try:
-                        self._send(batch)
+                        with self._sending:
+                            self._send(batch)
                     except Exception as error:  # noqa: BLE001 - best-effort: see the module
                         logger.debug("live events dropped (%d): %s", len(batch), error)
                         if self._stopping:  # closing: what is left goes too
@@ -104,7 +119,8 @@ class LiveSender:
                         else:
                             time.sleep(_RETRY)
         finally:
-            self._stop()
+            with self._sending:
+                self._stop()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the thread once it has sent what is queued; after ``timeout`` s, leave it be.

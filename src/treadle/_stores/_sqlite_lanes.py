@@ -53,6 +53,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from treadle._stores._fork_gate import guard
+
 _T = TypeVar("_T")
 # A call for the lane's thread, with the future that awaits it and that future's loop.
 _Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
@@ -125,8 +127,10 @@ class Lane:
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        # Held by whoever runs a call: the thread, or a caller running one inline.
+        # Held by whoever runs a call: the thread, or a caller running one inline;
+        # a fork waits for it (_fork_gate).
         self._holder = threading.Lock()
+        guard(self, self._holder)
         self._timing = _Timing()
         self._turn: _Turn | None = None  # the calls of a loop's turn, to run at its end
         self._turns = threading.Lock()  # held while the turn is read, changed, or sent

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from treadle._stores import _sql_live
 from treadle._stores._events import LoggedEvent
+from treadle._stores._fork_gate import guard
 from treadle._stores._live import LiveFollower, LocalFanOut, new_origin
 from treadle._stores._live_sender import LiveSender
 from treadle._tasks import cancel_and_wait, stop_if_cancelled
@@ -199,6 +200,8 @@ class _Reader:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_connecting",
         "_connection",
         "_cursors",
         "_followers",
@@ -220,6 +223,8 @@ class _Reader:
         # Each run followed, and the row its reading got to (from its first follower's start).
         self._cursors: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._connecting = threading.Lock()  # held while the connection is opened or closed
+        guard(self, self._lock, self._connecting)  # held in SQLite: a fork waits for them
         self._connection: sqlite3.Connection | None = None
         self._version = 0
         self._opening: asyncio.Task[None] | None = None
@@ -274,13 +279,17 @@ class _Reader:
                     self._connection = None
 
     def _open(self) -> None:
-        connection = _connect(self._path)
+        # Not under _lock: the connect may wait up to a second for the side file,
+        # and the event loop takes _lock as followers come and go.
+        with self._connecting:
+            connection = _connect(self._path)
         with self._lock:
-            if self._stopped:
-                connection.close()
+            if not self._stopped:
+                self._version = _data_version(connection)
+                self._connection = connection
                 return
-            self._version = _data_version(connection)
-            self._connection = connection
+        with self._connecting:
+            connection.close()
 
     def _begin(self, follower: LiveFollower) -> None:
         """On a thread: the follower begins at the side file's newest row, now."""
