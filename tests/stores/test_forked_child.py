@@ -16,6 +16,7 @@ child, whose next use of the file would wait for ever.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import os
 import signal
@@ -57,6 +58,8 @@ def in_forked_child(store: SqliteStore, parent_run: str, n: int) -> tuple[int, i
         return pid, readable
     os.close(readable)
     code = 1
+    # Should the child hang, its threads' stacks go to the test's captured stderr first.
+    faulthandler.dump_traceback_later(15)
     try:
 
         async def child() -> dict[str, object]:
