@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt  # noqa: TC003 - pydantic resolves the annotations at run time
 import enum
 import json
+import typing
 from dataclasses import dataclass
 
 import pytest
@@ -156,3 +157,43 @@ def test_the_strict_check_refuses_what_the_schema_excludes():
     bad = {**example_answer(answer_schema(Decision)), "approved": "yes", "extra": 1}
     with pytest.raises(InvalidResponseError, match="extra: no such field"):
         asking.validate_response("req-1", name, bad)
+
+
+class Check(BaseModel):
+    passed: bool = True
+
+
+class Review(BaseModel):
+    colour: Colour = Colour.RED
+    checks: list[Check] = []
+    second: Check | None = None
+    pick: typing.Literal["a", "b"] = "a"
+    only: typing.Literal["x"] = "x"  # one value: nothing to decide
+    unsure: bool | None = None  # None decides nothing
+    comment: str = ""
+
+
+def test_a_decision_with_a_default_is_required_at_any_depth():
+    reviewing = WorkflowBuilder(start=ask_all, name="r").register_type(Review).build()
+    name = reviewing.response_type_name(Review)
+    with pytest.raises(InvalidResponseError) as refused:
+        reviewing.validate_response(
+            "req-1", name, {"checks": [{}, {"passed": False}], "second": {}}
+        )
+    message = str(refused.value)
+    for loc in ("colour", "pick", "checks.0.passed", "second.passed"):
+        assert f"{loc}: not given, and a decision is never left to its default" in message
+    for loc in ("only", "unsure", "comment", "checks.1.passed"):
+        assert f"{loc}: not given" not in message
+    given = {"colour": 2, "pick": "b", "checks": [{"passed": False}]}
+    assert reviewing.validate_response("req-1", name, given) == Review(
+        colour=Colour.BLUE, pick="b", checks=[Check(passed=False)]
+    )
+    built = Review()  # an instance, built in code, is taken as it is
+    assert reviewing.validate_response("req-1", name, built) is built
+    schema = answer_schema(Review)
+    assert schema["required"] == ["colour", "pick"]
+    assert "default" not in schema["properties"]["colour"]
+    assert schema["$defs"]["Check"]["required"] == ["passed"]
+    assert schema["properties"]["comment"]["default"] == ""
+    assert json.loads(json.dumps(example_answer(schema)))["colour"] in (1, 2)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from treadle._engine._waits import NestedRequest, Suspension
 from treadle._exceptions import InvalidResponseError
-from treadle._values._strict import fit_type
+from treadle._values._strict import decisions_left_to_default, fit_type
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -96,6 +96,8 @@ def validate_response(
         msg = f"request {request_id!r} expects {type_name}, got {type(value).__name__} {shown}"
         raise InvalidResponseError(msg)
     answer, problems = fit_type(cls, value)
+    if not problems and not isinstance(value, cls):  # data, as a person's door hands it on
+        problems = decisions_left_to_default(cls, value)
     if problems:
         msg = f"request {request_id!r} expects {type_name}: {'; '.join(problems)}"
         raise InvalidResponseError(msg)

@@ -21,6 +21,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._answers import _BUILTINS as ANSWER_BUILTINS
+from treadle._values._strict import decides
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -50,13 +51,17 @@ def answer_schema(response_type: type | None) -> dict[str, Any]:
     Dataclasses, pydantic models, enums and plain types are described as
     pydantic sees them. Answers are checked strictly (a key the type does
     not have is refused, not dropped), so each object with named fields says
-    ``"additionalProperties": false``. ``None`` (an untyped request) and
-    ``object`` accept anything: ``{}``.
+    ``"additionalProperties": false``. A decision (a ``bool``, an enum, a
+    ``Literal`` of several values) is required and shown without its
+    default, which an answer given as data may not leave it to
+    (``_values._strict.decisions_left_to_default``). ``None`` (an untyped
+    request) and ``object`` accept anything: ``{}``.
     """
     if response_type is None or response_type is object:
         return {}
     schema = _schema_of(response_type)
     _close_objects(schema)
+    _require_decisions(schema)
     return schema
 
 
@@ -244,6 +249,23 @@ def _subschemas(schema: dict[str, Any]) -> list[dict[str, Any]]:
 _NAMED_SCHEMAS = ("properties", "$defs")  # keyword -> {name: schema}
 _LISTED_SCHEMAS = ("anyOf", "oneOf", "allOf", "prefixItems")  # keyword -> [schema]
 _ONE_SCHEMA = ("items", "additionalProperties")  # keyword -> schema
+
+
+def _require_decisions(schema: dict[str, Any]) -> None:
+    """Make each decision with a default required and default-less (in place, nested too)."""
+    defs = schema.get("$defs", {})
+    for node in _subschemas(schema):
+        properties = node.get("properties")
+        if not isinstance(properties, dict):
+            continue
+        for key, field in properties.items():
+            if not isinstance(field, dict) or field.get("default") is None:
+                continue
+            if decides(field, defs):
+                del field["default"]
+                required = node.setdefault("required", [])
+                if key not in required:
+                    required.append(key)
 
 
 def _close_objects(schema: dict[str, Any]) -> None:
