@@ -46,3 +46,16 @@ async def test_a_name_no_other_run_has_is_queued_with_a_note(tmp_path) -> None:
         assert statuses["t-1"] == statuses["t-2"] == "pending"  # for a worker to take up
     finally:
         await drop_schemas([schema])
+
+
+TICK_ID = "report@20260501T000200Z"  # the form of a schedule's tick's run
+
+
+def test_the_command_line_refuses_a_run_id_of_a_schedules_form(tmp_path):
+    cli = Cli(tmp_path)
+    done = cli(
+        "run", "cli_app:review", "--input", '{"topic": "t", "words": 1}', "--run-id", TICK_ID
+    )
+    assert done.returncode == 2
+    assert "has the form SCHEDULE@TIME that schedule 'report' names its runs by" in done.stderr
+    assert not cli.db.exists()  # refused before anything was made

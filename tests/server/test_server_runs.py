@@ -82,6 +82,8 @@ async def test_an_input_that_does_not_fit_is_refused_naming_each_field(api):
         ({"workflow": "nope", "input": 1}, 404),
         ({"workflow": "approval", "input": None, "run_id": "a/b"}, 400),
         ({"workflow": "approval", "input": None, "run_id": ""}, 400),
+        # a schedule's tick's id is the schedule's (tests/workflow/test_schedule_run_ids.py)
+        ({"workflow": "approval", "input": None, "run_id": "nightly@20260501T000000Z"}, 400),
         ({"workflow": 7, "input": None}, 400),
     ):
         refused = await api.post("/api/runs", json=body)

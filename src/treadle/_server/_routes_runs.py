@@ -40,6 +40,7 @@ from treadle._server._state import served_of
 from treadle._server._views import run_detail
 from treadle._values._actors import Role
 from treadle._values._ids import RUN_ID_RULE, checked_run_id, new_run_id
+from treadle._values._schedules import tick_run_id_refusal
 from treadle._workflow._history import fork_on_its_version
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ def chosen_run_id(body: dict[str, Any]) -> str | None:
             message = f"must be {RUN_ID_RULE}"
             fields = [{"loc": "run_id", "message": message}]
             raise ApiError(400, f"run_id: {message}", fields=fields) from None
+        refusal = tick_run_id_refusal(run_id)  # the API is never a schedule
+        if refusal is not None:
+            fields = [{"loc": "run_id", "message": refusal}]
+            raise ApiError(400, f"run_id: {refusal}", fields=fields)
     return run_id
 
 

@@ -35,8 +35,11 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+if TYPE_CHECKING:
+    from treadle._values._actors import Actor
 
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow"]
 """What a tick does while the schedule's previous run is still going (see :class:`Schedule`)."""
@@ -352,6 +355,29 @@ class Schedule:
 
 def _total(value: timedelta | float | None) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value or 0)
+
+
+_TICK_RUN_ID = re.compile(rf"({_ID.pattern})@\d{{8}}T\d{{6}}(?:\.\d{{3}})?Z")
+
+
+def tick_run_id_refusal(run_id: str, actor: Actor | None = None) -> str | None:
+    """Why a new run may not be given ``run_id`` by ``actor``, if so.
+
+    An id of the form ``SCHEDULE@TIME`` (:func:`tick_run_id`) is the one the
+    schedule ``SCHEDULE``'s tick of ``TIME`` starts its run with, and a tick
+    whose id is taken starts nothing (the run is taken for the tick's). So
+    only that schedule (the service ``schedule:SCHEDULE``) gives a run such
+    an id: anyone else who did would take the tick's run away from it.
+    """
+    match = _TICK_RUN_ID.fullmatch(run_id)
+    if match is None:
+        return None
+    if actor is not None and (actor.kind, actor.name) == ("service", f"schedule:{match.group(1)}"):
+        return None
+    return (
+        f"run_id {run_id!r} has the form SCHEDULE@TIME that schedule {match.group(1)!r}"
+        f" names its runs by; only the schedule gives a run such an id"
+    )
 
 
 def tick_run_id(schedule_id: str, nominal: float) -> str:

@@ -9,6 +9,7 @@ the store happen in one place and in one order.
 from __future__ import annotations
 
 import functools
+import json
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,7 +25,9 @@ from treadle._engine._metrics import RunMeter
 from treadle._engine._opening import Continuation, open_fresh, open_loop
 from treadle._engine._options import DEFAULT_OPTIONS, RunOptions
 from treadle._stores._store import checked_store
+from treadle._values._actors import Actor
 from treadle._values._ids import checked_run_id, new_run_id
+from treadle._values._schedules import tick_run_id_refusal
 from treadle._workflow._inputs import misdirected
 from treadle._workflow._limit_board import limiting_for
 
@@ -112,13 +115,20 @@ def _checked(workflow: Workflow, launch: Launch) -> Store | None:
     Raises:
         TypeError: a new run without an input, a store that is not one, a
             run id that is not a ``str``.
-        ValueError: a run id other doors could not name (``checked_run_id``).
+        ValueError: a run id other doors could not name (``checked_run_id``),
+            or a schedule's tick's, given by another (``tick_run_id_refusal``).
     """
     if launch.restored is None and launch.message is _NO_INPUT:
         msg = "a new run needs an input message"
         raise TypeError(msg)
     if launch.run_id is not None and launch.ownership is None:  # a new run's, made here
         checked_run_id(launch.run_id)  # (a queued run's was checked when it was queued)
+        if tick_run_id_refusal(launch.run_id) is not None:  # a schedule's form: its own?
+            starter = launch.started_by
+            actor = None if starter is None else Actor.from_json(json.loads(starter))
+            refusal = tick_run_id_refusal(launch.run_id, actor)
+            if refusal is not None:
+                raise ValueError(refusal)
     store = launch.store if launch.store is not None else workflow.store
     return None if store is None else checked_store(store)
 
