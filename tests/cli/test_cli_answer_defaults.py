@@ -11,7 +11,7 @@ their defaults.
 from __future__ import annotations
 
 import pytest
-from refund_app import Refund, refund
+from refund_defaults_app import Refund, refund
 from treadle_cli import Cli
 
 from treadle.errors import InvalidResponseError
@@ -19,7 +19,7 @@ from treadle.stores import SqliteStore
 
 
 def _asked(cli: Cli) -> tuple[str, str]:
-    started = cli.json("run", "refund_app:refund", "--input", "40")
+    started = cli.json("run", "refund_defaults_app:refund", "--input", "40")
     assert started["status"] == "awaiting_input"
     return started["run_id"], started["pending_requests"][0]["request_id"]
 

@@ -319,7 +319,11 @@ def test_the_generated_form_draws_enums_numbers_objects_lists_and_optionals(page
     address.get_by_label("City").fill("Lyon")
     address.get_by_label("Floor").fill("3")
     card.get_by_label("Tags").fill('["red", "blue"]')
-    card.get_by_label("Urgent").check()
+    # A bool with a default is a decision all the same: buttons, none pressed.
+    urgent = card.get_by_role("group", name="Urgent")
+    expect(urgent.get_by_role("button", name="Yes")).to_have_attribute("aria-pressed", "false")
+    expect(urgent.get_by_role("button", name="No")).to_have_attribute("aria-pressed", "false")
+    urgent.get_by_role("button", name="Yes").click()
     send_confirmed(card)
     expect(page.locator(".run-header .badge")).to_have_text("completed")
     with server.api() as api:
