@@ -288,13 +288,20 @@ async def deliverable_answers(
     at: the door refuses there an actor the requests do not let answer.
 
     Raises:
-        RunBusyError: another process owns the run now (without ``wait``).
-        RequestAlreadyAnsweredError: a request was answered (names the answer).
+        RunBusyError: another process owns the run now (without ``wait``),
+            and none of the requests was settled yet.
+        RequestAlreadyAnsweredError: a request was answered (names the answer),
+            also while the run is busy going on with that answer.
         RequestExpiredError: a request timed out (names its deadline).
         UnknownRequestError: a request id is not waiting and never was answered.
         InvalidResponseError: an answer has the wrong type.
     """
-    restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    try:
+        restored = await _latest_if_free(workflow, store, run_id, wait=wait)
+    except RunBusyError:  # busy applying the answer that won, perhaps: that is the news
+        for request_id in responses:
+            await _refuse_settled(store, run_id, request_id)
+        raise
     if allowed is not None:
         allowed(restored)
     items: list[tuple[str, str | None, bytes]] = []
@@ -302,15 +309,23 @@ async def deliverable_answers(
         try:
             waiting = restored.waits.find_request(request_id)
         except UnknownRequestError:
-            kept = await store.answer_of(run_id, request_id)
-            if kept is not None:  # answered, or timed out (a timeout is kept as its answer)
-                raise expired_instead(
-                    RequestAlreadyAnsweredError(run_id, request_id, *kept)
-                ) from None
+            await _refuse_settled(store, run_id, request_id)
             raise
         checked = workflow.check_answer(request_id, waiting, value)
         items.append(("answer", request_id, workflow.serializer.dumps(checked)))
     return items
+
+
+async def _refuse_settled(store: Store, run_id: str, request_id: str) -> None:
+    """Raise what settled the request, if anything did: an answer, or its timeout.
+
+    Raises:
+        RequestAlreadyAnsweredError: it was answered (names the answer).
+        RequestExpiredError: it timed out (a timeout is kept as its answer).
+    """
+    kept = await store.answer_of(run_id, request_id)
+    if kept is not None:
+        raise expired_instead(RequestAlreadyAnsweredError(run_id, request_id, *kept)) from None
 
 
 async def deliverable_message(
