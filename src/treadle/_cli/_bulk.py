@@ -7,6 +7,7 @@ door. ``--dry-run`` counts the runs it would act on and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Annotated
 
@@ -51,7 +52,9 @@ def bulk(
 
     Each run is read again just before it is acted on: one that no longer
     passes the filter, or that the store refuses (it ended meanwhile), is
-    listed as skipped. --dry-run counts what a real action would try.
+    listed as skipped; so is one the filter keeps only after you confirmed
+    (without --yes, only the runs counted when you were asked are acted
+    on). --dry-run counts what a real action would try.
     resume hands each run back to the workers (or treadle serve) that go on with it.
     """
     if where is None:
@@ -63,6 +66,8 @@ def bulk(
             refuse(f"{action} {counted.matched} runs? add --yes to act without asking")
         if not typer.confirm(f"{action} {counted.matched} runs?", err=True):
             refuse("nothing was done")
+        # What was agreed to: a run the filter keeps only by the time it acts is not acted on.
+        bulk_action = dataclasses.replace(bulk_action, confirmed=frozenset(counted.listed))
     report = execute(store, lambda s: run_bulk(s, bulk_action, actor=Actor.cli()))
     _print(report, as_json=as_json)
 

@@ -73,6 +73,10 @@ class BulkAction:
         executor: For ``respond``: the executor whose pending request is answered.
         answer: For ``respond``: the answer (plain JSON), the same for every run;
             it must be given (JSON ``null`` is an answer, nothing is not).
+        confirmed: The runs a person agreed to (the ones its dry run listed),
+            or ``None``: then it acts on what the filter keeps when it acts.
+            A run the filter keeps by then but the person was not shown is
+            skipped, named, never acted on.
     """
 
     action: str
@@ -81,6 +85,7 @@ class BulkAction:
     rate: float | None = None
     executor: str | None = None
     answer: Any = NO_ANSWER
+    confirmed: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -109,6 +114,8 @@ class BulkReport:
         skipped: The runs not acted on, each with why: it no longer passed
             the filter, or the door refused the action (it ended meanwhile...).
         dry_run: Whether nothing was done.
+        listed: For a dry run, the runs a real action would try, in order
+            (what a person confirms: ``BulkAction.confirmed``).
     """
 
     action: str
@@ -116,6 +123,7 @@ class BulkReport:
     dry_run: bool
     acted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    listed: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The report as the API and ``--json`` give it."""
@@ -161,13 +169,17 @@ async def run_bulk(
         raise CommandError(msg)
     report = BulkReport(bulk.action, len(listed), bulk.dry_run)
     if bulk.dry_run:
+        report.listed = listed
         return report
     outcomes: list[str | None] = [None] * len(listed)  # why each was skipped; None: acted on
     slots = asyncio.Semaphore(IN_FLIGHT)
 
     async def one(index: int, run_id: str) -> None:
         try:
-            why = await _still_matching(store, searched, bulk, run_id)
+            if bulk.confirmed is not None and run_id not in bulk.confirmed:
+                why: str | None = f"not among the {len(bulk.confirmed)} runs confirmed"
+            else:
+                why = await _still_matching(store, searched, bulk, run_id)
             if why is None:
                 try:
                     await _act(store, bulk, run_id, actor, workflow_of)
