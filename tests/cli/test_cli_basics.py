@@ -207,3 +207,14 @@ def test_a_run_id_other_doors_could_not_name_is_refused_before_anything_is_made(
     assert done.returncode == 2
     assert "run_id 'a b' must be 1 to 200 letters, digits or . _ ~ : @ + -" in done.stderr
     assert not cli.db.exists()
+
+
+def test_treadle_fork_forks_a_cancelled_run(tmp_path):
+    cli = Cli(tmp_path)
+    started = cli.json("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}')
+    assert cli("cancel", started["run_id"]).returncode == 0
+    last = max(cli.checkpoints(started["run_id"]))
+    forked = cli.json("fork", started["run_id"], "--superstep", str(last))
+    assert forked["parent_run_id"] == started["run_id"]
+    assert forked["pending_requests"], forked  # it waits for the answer, as its parent did
+    assert cli.json("show", started["run_id"])["status"] == "cancelled"

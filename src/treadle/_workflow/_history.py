@@ -103,13 +103,13 @@ async def fork_point(
     Raises:
         VersionMismatchError: the run is on another version, and this
             version's graph did not write the checkpoint either.
-        GraphChangedError, CheckpointNotFoundError, RunCancelledError, ...:
-            as :func:`load_restored`.
+        GraphChangedError, CheckpointNotFoundError, ...: as :func:`load_restored`
+            (a cancelled run's checkpoints fork like any other: the fork is a new run).
     """
     loaded = await store.load_resumable(run_id, checkpoint_id)
     row, _, record = loaded
-    if row.version == workflow.version or record is None or row.status == RunStatus.CANCELLED.value:
-        return await load_restored(workflow, store, run_id, checkpoint_id, loaded)
+    if row.version == workflow.version or record is None:
+        return await load_restored(workflow, store, run_id, checkpoint_id, loaded, forking=True)
     mismatch = VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
     try:
         restored = workflow.codec.decode(record, run_id=run_id)

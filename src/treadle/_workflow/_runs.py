@@ -370,14 +370,19 @@ async def load_restored(
     run_id: str,
     checkpoint_id: str | None,
     loaded: Resumable | None = None,
+    *,
+    forking: bool = False,
 ) -> RestoredRun:
     """Decode a run's checkpoint for this workflow, refusing a changed graph.
 
     ``loaded``: what ``store.load_resumable(run_id, checkpoint_id)`` gives,
-    read already (by a batch read under the run's lease).
+    read already (by a batch read under the run's lease). ``forking``: the
+    checkpoint starts a new run, so a cancelled run's may be read too (the
+    cancelled run itself never goes on).
 
     Raises:
         RunNotFoundError, CheckpointNotFoundError: nothing to load.
+        RunCancelledError: the run was cancelled (unless ``forking``).
         GraphChangedError: the run was written by a different graph.
         CheckpointCorruptError: the checkpoint fails its checksum.
         SerializationError: it names a type this workflow does not allow.
@@ -385,7 +390,7 @@ async def load_restored(
     row, graph, record = (
         loaded if loaded is not None else await store.load_resumable(run_id, checkpoint_id)
     )
-    if row.status == RunStatus.CANCELLED.value:
+    if row.status == RunStatus.CANCELLED.value and not forking:
         raise RunCancelledError(run_id)
     if row.version != workflow.version:
         raise VersionMismatchError(run_id, row.workflow, row.version, workflow.version)
