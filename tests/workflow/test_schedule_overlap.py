@@ -101,3 +101,24 @@ async def _info(overlap: str, until: float):
         await clock.advance_to(START + 0.5 + second)
         await runtime.wake_due()
     return await runtime.schedules.get("slow")
+
+
+async def test_a_triggered_run_is_the_latest_the_next_ticks_overlap_applies_to() -> None:
+    clock = FakeClock(START)
+    workflow = slow_workflow()
+    runtime = Runtime(MemoryStore(), [workflow], clock=clock)
+    await runtime.schedules.create(
+        Schedule(workflow, every=2, overlap="cancel_other", input="{nominal_utc}")
+    )
+    triggered = await runtime.schedules.trigger("slow")  # a run now, its timer of 5 s going
+    await runtime.wake_due()
+    assert (await runtime.store.get_run(triggered)).status == "waiting"
+    await clock.advance_to(START + 0.5)  # the first tick: the triggered run is still going
+    await runtime.wake_due()
+    assert (await runtime.store.get_run(triggered)).status == "cancelled"
+    ticks = await runtime.schedules.ticks("slow", limit=10)
+    assert [(t.source, t.action) for t in ticks] == [
+        ("schedule", "started"),
+        ("trigger", "started"),
+    ]
+    await runtime.store.close()
