@@ -8,7 +8,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
-from scripted import Call, scripted
+from scripted import Call, last_tool_return, scripted
 
 from treadle import (
     ExecutionMode,
@@ -19,7 +19,7 @@ from treadle import (
     WorkflowContext,
     executor,
 )
-from treadle.agents import AgentExecutor, PydanticAIAdapter
+from treadle.agents import AgentExecutor, PydanticAIAdapter, idempotency_key
 from treadle.events import AgentDelta, ExecutorCompleted, OutputEvent
 from treadle.stores import SqliteStore
 from treadle.testing import FakeClock
@@ -202,3 +202,39 @@ async def test_a_model_that_does_not_stream_is_called_whole_and_publishes_no_del
             seen = [e async for e in events]
         assert [e for e in seen if isinstance(e, AgentDelta)] == []
         assert [e.value for e in seen if isinstance(e, OutputEvent)] == ["all at once"]
+
+
+async def test_a_call_id_the_model_gives_again_is_another_call_run_and_replayed_as_such(tmp_path):
+    """Some models number their tool calls afresh in each response: call_0 again is a new call."""
+    charged: list[tuple[int, str]] = []
+    model = scripted(
+        [Call("charge", {"cents": 100}, id="call_0")],
+        [Call("charge", {"cents": 200}, id="call_0")],
+        lambda messages: f"Done: {last_tool_return(messages)}",
+    )
+    agent = Agent(model, name="shop")
+
+    @agent.tool_plain
+    def charge(cents: int) -> str:
+        charged.append((cents, idempotency_key()))
+        if len(charged) == 2:  # the first attempt dies in the second charge
+            msg = "the payment API is down"
+            raise ConnectionError(msg)
+        return f"receipt for {cents}"
+
+    clock = FakeClock(start=1000.0)
+    retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(initial=1, jitter=0))
+    workflow = WorkflowBuilder(AgentExecutor(agent, retry=retry), clock=clock).build()
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        result = await clock.run(workflow.run("buy", store=store))
+    finally:
+        await store.close()
+    assert result.outputs == ["Done: receipt for 200"]
+    # Each charge ran for its own arguments under a key of its own; the retry replayed
+    # the first from the journal and ran the second again, under the same key.
+    (first, key_1), (second, key_2), (again, key_3) = charged
+    assert (first, second, again) == (100, 200, 200)
+    assert key_1.endswith("/call_0")
+    assert key_2.endswith("/call_0#2")
+    assert key_3 == key_2

@@ -49,17 +49,21 @@ class ContextSteps:
     """The steps of one turn, over the invocation's ``ctx``.
 
     Model requests are saved as ``model:<n>`` (the n-th of the turn), tool
-    calls as ``tool:<call id>``. Approvals are asked one at a time, in the
-    order the calls reach them, so a turn that re-executes meets its
-    recorded answers in the order it asked them.
+    calls as ``tool:<call id>``; a call id the model gives again in the
+    same turn (some models number their calls afresh in each response) is
+    another call all the same, saved as ``tool:<call id>#2`` (#3, ...), in
+    the order the calls come, which a re-executed turn replays. Approvals
+    are asked one at a time, in the order the calls reach them, so a turn
+    that re-executes meets its recorded answers in the order it asked them.
     """
 
-    __slots__ = ("_agent", "_approving", "_ctx", "_requests")
+    __slots__ = ("_agent", "_approving", "_calls", "_ctx", "_requests")
 
     def __init__(self, ctx: WorkflowContext[Any], agent: str) -> None:
         self._ctx = ctx
         self._agent = agent
         self._requests = 0
+        self._calls: dict[str, int] = {}  # each call id met in the turn: how many times
         self._approving = asyncio.Lock()
 
     async def model_request(self, call: Callable[[], Awaitable[str]]) -> str:
@@ -70,6 +74,9 @@ class ContextSteps:
 
     async def tool_call(self, call_id: str, call: Callable[[], Awaitable[str]]) -> str:
         """The outcome of tool call ``call_id``, from the journal if it has it."""
+        seen = self._calls[call_id] = self._calls.get(call_id, 0) + 1
+        if seen > 1:  # the id of an earlier call of the turn: not that call's outcome
+            call_id = f"{call_id}#{seen}"
         key = f"{self._ctx.idempotency_key}/{call_id}"
 
         async def run() -> str:
