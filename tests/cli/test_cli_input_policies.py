@@ -49,4 +49,16 @@ def test_send_refuses_a_policy_that_is_none_or_that_the_workflow_does_not_let_se
     chosen = cli("send", "r1", '"m1"', "--app", "session_app:chat_reject", "--policy", "enqueue")
     assert chosen.returncode == 2
     assert "rejects session input while a turn runs" in chosen.stderr
+    # A window that is no number, or longer than a burst's quiet (it held the run, and
+    # every message after it, for as long): one line, nothing sent.
+    for window, said in (
+        ("nan", "debounce window must be a number of seconds, got nan"),
+        ("inf", "debounce window must be a number of seconds, got inf"),
+        ("1e308", "debounce window must be at most 300 s"),
+    ):
+        sent = cli("send", "r1", '"m1"', "--app", "session_app:chat_enqueue", "--policy",
+                   f"debounce:{window}")  # fmt: skip
+        assert sent.returncode == 2, sent.stderr
+        assert f"--policy: {said}" in sent.stderr
+        assert "Traceback" not in sent.stderr
     assert cli.snapshot() == before

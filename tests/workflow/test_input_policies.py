@@ -56,6 +56,11 @@ def test_a_policy_is_one_frozen_value_read_back_from_its_name():
         InputPolicy.parse("debounce")
     with pytest.raises(ValueError, match="positive"):
         InputPolicy.debounce(0)
+    with pytest.raises(ValueError, match="at most 300 s"):
+        InputPolicy.debounce(dt.timedelta(days=365))
+    with pytest.raises(ValueError, match="got nan"):  # a name that is no number: ValueError too
+        InputPolicy.parse("debounce:nan")
+    assert InputPolicy.debounce(300).window == 300
     with pytest.raises(ValueError, match="only debounce takes a window"):
         InputPolicy("merge", 2.0)
 

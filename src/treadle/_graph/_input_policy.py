@@ -23,6 +23,15 @@ PolicyKind: TypeAlias = Literal["reject", "enqueue", "merge", "interrupt", "roll
 
 _KINDS: tuple[PolicyKind, ...] = ("reject", "enqueue", "merge", "interrupt", "rollback", "debounce")
 
+LONGEST_DEBOUNCE = 300.0
+"""The longest debounce window, in seconds.
+
+A window is the quiet that ends a burst of messages, and the session's
+driver waits it out holding the run: a sender's window of a year held the
+run, and every message sent after it, for a year. Wait longer with a timer
+(``ctx.sleep``) in the turn.
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class InputPolicy:
@@ -73,6 +82,12 @@ class InputPolicy:
             if self.window <= 0:
                 msg = f"debounce window must be positive, got {self.window}"
                 raise ValueError(msg)
+            if self.window > LONGEST_DEBOUNCE:
+                msg = (
+                    f"debounce window must be at most {LONGEST_DEBOUNCE:g} s (the quiet that"
+                    f" ends a burst; a longer wait is a timer in the turn), got {self.window:g}"
+                )
+                raise ValueError(msg)
         elif self.window:
             msg = f"only debounce takes a window; {self.kind} got {self.window}"
             raise ValueError(msg)
@@ -89,15 +104,19 @@ class InputPolicy:
 
         Raises:
             ValueError: no such policy, or a debounce window that is not a
-                positive number of seconds.
+                positive number of seconds up to :data:`LONGEST_DEBOUNCE`.
         """
         name, _, window = text.strip().partition(":")
         if name == "debounce":
             try:
-                return cls.debounce(float(window))
+                seconds = float(window)
             except ValueError:
                 msg = f"debounce needs a window in seconds, as 'debounce:2.5'; got {text!r}"
                 raise ValueError(msg) from None
+            try:
+                return cls.debounce(seconds)
+            except TypeError as error:  # not a finite number (nan, inf)
+                raise ValueError(str(error)) from None
         if window:
             msg = f"only debounce takes a window (as 'debounce:2.5'); got {text!r}"
             raise ValueError(msg)
