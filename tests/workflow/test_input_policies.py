@@ -16,6 +16,7 @@ from session_app import session
 
 from gates import file_appears, reached
 from treadle import Actor, InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle._graph._input_policy import policy_of_kind
 from treadle._workflow import _driving as driving
 from treadle._workflow._pausing import stored_result
 from treadle.errors import RequestError, RunBusyError, SessionBusyError
@@ -61,6 +62,8 @@ def test_a_policy_is_one_frozen_value_read_back_from_its_name():
     with pytest.raises(ValueError, match="got nan"):  # a name that is no number: ValueError too
         InputPolicy.parse("debounce:nan")
     assert InputPolicy.debounce(300).window == 300
+    # A message kept in an inbox before windows were bounded is still read, at the bound.
+    assert policy_of_kind("message:debounce:1e+308") == InputPolicy.debounce(300)
     with pytest.raises(ValueError, match="only debounce takes a window"):
         InputPolicy("merge", 2.0)
 

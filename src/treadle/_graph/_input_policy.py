@@ -14,6 +14,7 @@ however many processes send at once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 from dataclasses import dataclass
@@ -153,4 +154,9 @@ def policy_of_kind(kind: str) -> InputPolicy | None:
         return InputPolicy.REJECT
     if not kind.startswith(MESSAGE_KIND + ":"):
         return None
-    return InputPolicy.parse(kind[len(MESSAGE_KIND) + 1 :])
+    name = kind[len(MESSAGE_KIND) + 1 :]
+    if name.startswith("debounce:"):  # kept before windows were bounded: the bound, then
+        with contextlib.suppress(ValueError):
+            if float(name.partition(":")[2]) > LONGEST_DEBOUNCE:
+                return InputPolicy.debounce(LONGEST_DEBOUNCE)
+    return InputPolicy.parse(name)
