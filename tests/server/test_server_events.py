@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from urllib.parse import quote
 
 import pytest
 from sse import Message, messages
@@ -191,3 +192,40 @@ def test_a_token_from_the_environment_is_the_one_required(tmp_path):
             )
     finally:
         server.stop()
+
+
+def test_the_access_log_hides_the_token_in_any_encoding_and_answer_links(tmp_path):
+    """Whoever reads the log must not find a credential: the token, or a link's token."""
+    token = "q8V+3mRk/Zt5+Lw0Xp2/Hs9=aB7+cD1eF4gH6iJ8kL0mN2oP4qR6="  # noqa: S105 - base64, with + / =
+    server = ServeProcess(tmp_path, str(tmp_path / "runs.sqlite"), "--token", token).start()
+    auth = {"Authorization": f"Bearer {token}"}
+    try:
+        with server.client() as http:
+            assert http.get(server.url, follow_redirects=True).status_code == 200
+            started = http.post(
+                "/api/runs", json={"workflow": "approval", "input": {"topic": "t", "words": 1}},
+                headers=auth,
+            )  # fmt: skip
+            assert started.status_code == 201, started.text
+            run_id = started.json()["run"]["run_id"]
+            for _ in range(400):
+                detail = http.get(f"/api/runs/{run_id}", headers=auth).json()
+                if detail["pending_requests"]:
+                    break
+            (request,) = detail["pending_requests"]
+            made = http.post(
+                f"/api/runs/{run_id}/requests/{request['request_id']}/links",
+                json={"for": "maria"}, headers=auth,
+            )  # fmt: skip
+            assert made.status_code == 201, made.text
+            link = made.json()["url"]
+            link_token = link.rsplit("/", 1)[-1]
+            assert http.get(link.removeprefix(server.base)).status_code == 200
+    finally:
+        code, _, log = server.stop()
+    assert code == 0, log
+    assert f"/api/runs/{run_id}" in log  # the access log is there, and says the rest
+    for secret in (token, quote(token), quote(token, safe=""), link_token):
+        assert secret not in log
+    assert "GET /?token=*** " in log
+    assert "GET /answer/*** " in log

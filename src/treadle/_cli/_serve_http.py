@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+import re
 import secrets
 import signal
 import socket
@@ -269,14 +270,30 @@ def _server_class() -> type[Any]:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
 
 
+_TOKEN_PARAMETER = re.compile(r"([?&]token=)[^&#\s]*")
+_LINK_TOKEN = re.compile(r"(/answer/)(?!static/)[^/?#\s]+")
+
+
 class _Redacting(logging.Filter):
-    """Hides the token in access-log lines (``GET /?token=...`` is logged as it came)."""
+    """Hides credentials in access-log lines, which log each path and query as it came.
+
+    The server's token (``GET /?token=...``, in whatever encoding it came)
+    and an answer link's token (``/answer/TOKEN``: whoever reads it could
+    answer as the link's person) are logged as ``***``.
+    """
 
     def __init__(self, redact: Callable[[str], str]) -> None:
+        from treadle._server._json import HIDDEN  # noqa: PLC0415 - the server extra's
+
         super().__init__()
         self._redact = redact
+        self._shown = rf"\g<1>{HIDDEN}"
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            record.args = tuple(self._redact(a) if isinstance(a, str) else a for a in record.args)
+            record.args = tuple(self._hidden(a) if isinstance(a, str) else a for a in record.args)
         return True
+
+    def _hidden(self, text: str) -> str:
+        text = _TOKEN_PARAMETER.sub(self._shown, self._redact(text))
+        return _LINK_TOKEN.sub(self._shown, text)
