@@ -44,6 +44,10 @@ async def test_a_path_where_a_store_goes_is_refused_naming_the_store_to_make(tmp
         ("a/b", ValueError, "must be 1 to 200"),
         ("", ValueError, "must be 1 to 200"),
         ("x" * 201, ValueError, r"\.\.\. \(201 chars\) must be 1 to 200"),
+        # Path segments a browser or HTTP client resolves away, and an option's look.
+        (".", ValueError, "not starting with - and not . or .."),
+        ("..", ValueError, "not starting with - and not . or .."),
+        ("-x", ValueError, "not starting with - and not . or .."),
     ],
 )
 async def test_a_run_id_every_door_could_not_name_is_refused_and_nothing_stored(

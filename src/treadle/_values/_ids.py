@@ -81,10 +81,18 @@ def new_checkpoint_id() -> str:
     return _made_now(_GENERATOR.getrandbits(74))
 
 
-RUN_ID_RULE = "1 to 200 letters, digits or . _ ~ : @ + - (it goes in URLs and commands)"
-"""What a run id given by its caller may hold, at every door (Python, the CLI, the API)."""
+RUN_ID_RULE = (
+    "1 to 200 letters, digits or . _ ~ : @ + -, not starting with - and not . or .."
+    " (it goes in URLs and commands)"
+)
+"""What a run id given by its caller may hold, at every door (Python, the CLI, the API).
 
-_RUN_ID = re.compile(r"[A-Za-z0-9._~:@+-]{1,200}")
+``.`` and ``..`` are path segments a browser or an HTTP client resolves away
+(``/api/runs/../cancel`` is ``/api/cancel``), and ``-x`` reads as an option
+on a command line: no door could name such a run.
+"""
+
+_RUN_ID = re.compile(r"(?!-)(?!\.\.?$)[A-Za-z0-9._~:@+-]{1,200}")
 _SHOWN = 60  # characters of a refused id its message quotes
 
 
