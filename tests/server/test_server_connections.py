@@ -147,3 +147,46 @@ def test_an_event_stream_dropped_by_its_client_releases_what_it_held(server):
             time.sleep(0.1)
         assert held <= before + 2, held
         assert client.get("/api/me").status_code == 200
+
+
+def _response(sock: socket.socket, within: float) -> bytes:
+    """What the server sends on ``sock`` until it closes it (or ``within`` seconds pass)."""
+    sock.settimeout(within)
+    got = b""
+    with contextlib.suppress(TimeoutError, ConnectionResetError):
+        while chunk := sock.recv(65536):
+            got += chunk
+    return got
+
+
+def test_a_request_with_both_content_length_and_chunks_is_refused_and_the_connection_closed(
+    server,
+):
+    # A proxy that reads the Content-Length would forward the second request inside the
+    # body; a server that read the chunks served it as a request of its own.
+    hidden = f"GET /api/runs?smuggled=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}"
+    body = f"0\r\n\r\n{hidden}\r\n\r\n".encode()
+    head = (
+        f"POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    )
+    with server.connect() as sock:
+        sock.sendall(head.encode() + body)
+        answered = _response(sock, within=15)
+    assert answered.startswith(b"HTTP/1.1 400 "), answered
+    assert answered.count(b"HTTP/1.1 ") == 1, answered  # the hidden one was never served
+    assert b"not both" in answered
+    assert "smuggled" not in server.log.read_text()
+
+
+def test_a_chunked_body_to_a_link_that_is_no_link_is_refused_without_being_read(server):
+    # Anyone may reach /answer/...: its body was read whole before the link was looked at,
+    # so connections sending never-ending chunks held a megabyte each for the body timeout.
+    with server.connect() as sock:
+        sock.sendall(
+            b"POST /answer/no-such-link HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        )  # and the body never ends
+        answered = _response(sock, within=10)  # the body timeout is 30 s
+    assert answered.startswith(b"HTTP/1.1 404 "), answered

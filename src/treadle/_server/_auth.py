@@ -118,11 +118,18 @@ class AccessGuard:
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
         method = scope["method"]
         path = scope["path"]
+        if "content-length" in headers and "transfer-encoding" in headers:
+            # Which one ends the body? A proxy in front may have read the other, and what
+            # this server took for the next request on the connection was hidden in a body.
+            message = "a request has Content-Length or Transfer-Encoding, not both"
+            await _send_json(send, 400, error_body("CommandError", message), _CLOSE)
+            return
         if path == "/" and method in _READS and self._principals.sign_in is None:
             given = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("token")
             if given is not None:
                 await self._sign_in(scope, given, send)
                 return
+        unsigned = path.startswith(LINK_PATHS) or path in OPEN_PATHS  # reached without a token
         if path.startswith(LINK_PATHS):  # the link is the credential; who is signed in narrows it
             found = await self._actor(scope, headers, "GET")
             scope.setdefault("state", {})["actor"] = None if isinstance(found, str) else found
@@ -135,6 +142,18 @@ class AccessGuard:
                 await _send_json(send, 401, error_body("Unauthorized", found), _CHALLENGE)
                 return
             scope.setdefault("state", {})["actor"] = found
+        await self._with_body(scope, receive, send, headers, unsigned=unsigned)
+
+    async def _with_body(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, bytes],
+        *,
+        unsigned: bool,
+    ) -> None:
+        """Run the app on the request's body, refused past its size or its time."""
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -151,7 +170,11 @@ class AccessGuard:
                 drain = not expecting and length <= DRAIN_BYTES
                 await self._too_large(send, receive if drain else None)
                 return
-        elif "transfer-encoding" in headers:  # streamed: read it whole here, then hand it on
+        elif "transfer-encoding" in headers and not unsigned:
+            # Streamed, from a caller the server knows: read it whole here, then hand it on.
+            # Anyone may reach a link's or the sign-in's route: its body is counted as the
+            # route reads it (a link that is no link is refused before any is read), so
+            # nobody without a credential makes the server hold bodies.
             await self._buffered(scope, receive, send)
             return
         await self._guard_body(scope, receive, send)
@@ -329,6 +352,7 @@ async def _drain(receive: Receive) -> None:
 
 
 _CHALLENGE = ((b"www-authenticate", b'Bearer realm="treadle"'),)
+_CLOSE = ((b"connection", b"close"),)
 
 
 async def _redirect(send: Send, location: str) -> None:
