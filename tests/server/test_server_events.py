@@ -10,14 +10,19 @@ log: ids 1, 2, 3, ... with none missing or repeated, equal to a fresh read.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from sse import Message, messages
 
-from server.conftest import TREADLE, ServeProcess, cli_env
+from gates import file_appears
+from server.conftest import TREADLE, ServeProcess, cli_env, serving
+from treadle._server import _sse
+from treadle._stores._tokens import token_hash
 
 pytestmark = pytest.mark.integration
 
@@ -229,3 +234,32 @@ def test_the_access_log_hides_the_token_in_any_encoding_and_answer_links(tmp_pat
         assert secret not in log
     assert "GET /?token=*** " in log
     assert "GET /answer/*** " in log
+
+
+async def test_a_revoked_tokens_open_event_stream_stops_before_its_next_event(
+    sqlite_url, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(_sse, "READMIT_EVERY", 0.2, raising=False)
+    secret = "tdl_watcher-secret-0123456789"  # noqa: S105 - the test's own
+    viewer = {"Authorization": f"Bearer {secret}"}
+    gate = tmp_path / "gate"
+    async with serving(sqlite_url) as api:
+        await api.store.add_token("watcher", "viewer", token_hash(secret), created_by="test")
+        body = {"workflow": "counting", "input": {"to": 6, "gate": str(gate), "hold_at": 2}}
+        run_id = (await api.post("/api/runs", json=body)).json()["run"]["run_id"]
+        streaming = asyncio.create_task(api.get(f"/api/runs/{run_id}/events", headers=viewer))
+        await file_appears(Path(f"{gate}.reached"))
+        await api.store.revoke_token("watcher")
+        await asyncio.sleep(0.5)  # past READMIT_EVERY: the next event checks again
+        gate.touch()  # the run goes on to its end
+        streamed = await asyncio.wait_for(streaming, 30)
+        refused = await api.get("/api/runs", headers=viewer)
+        ended = await api.wait_for(run_id, {"completed"})
+    assert refused.status_code == 401
+    assert ended["run"]["status"] == "completed"  # the run went on to its end, its stream did not
+    kinds = [line for line in streamed.text.splitlines() if line.startswith("event:")]
+    assert streamed.status_code == 200, streamed.text
+    assert kinds[-1] == "event: error", kinds  # the stream's last word: no longer admitted
+    assert '"Unauthorized"' in streamed.text
+    assert "event: run_completed" not in kinds
+    assert "event: end" not in kinds

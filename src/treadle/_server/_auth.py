@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
@@ -141,7 +142,11 @@ class AccessGuard:
                     return
                 await _send_json(send, 401, error_body("Unauthorized", found), _CHALLENGE)
                 return
-            scope.setdefault("state", {})["actor"] = found
+            state = scope.setdefault("state", {})
+            state["actor"] = found
+            # Who sent it, asked again: a long request (an event stream) ends once its
+            # credential no longer admits it (a token revoked, a sign-in ended).
+            state["readmit"] = functools.partial(self._actor, scope, headers, method)
         await self._with_body(scope, receive, send, headers, unsigned=unsigned)
 
     async def _with_body(

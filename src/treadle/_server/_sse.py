@@ -37,7 +37,7 @@ from treadle._server._state import served_of
 from treadle._workflow._following import follow
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -50,6 +50,15 @@ _MAX_SEQ = 2**53
 
 _PING = 15
 """Seconds between keep-alive comments on a quiet stream."""
+
+READMIT_EVERY = 5.0
+"""Seconds a stream goes on before its caller's credential is checked again.
+
+A token revoked (``treadle tokens revoke``) or a sign-in ended stops the
+streams it opened before they send any event past this: a stream is one
+request, which the server's guard admitted once, and one on a run that
+lasts days would have gone on for days.
+"""
 
 
 def _resume_point(request: Request) -> int:
@@ -77,24 +86,44 @@ async def run_events(request: Request) -> Response:
     check_query(request, ("after",))
     run = await served.find_run(request.path_params["run_id"])
     after = _resume_point(request)
+    readmit = getattr(request.state, "readmit", None)
     return EventSourceResponse(
-        _messages(served, run.run_id, after),
+        _messages(served, run.run_id, after, readmit),
         ping=_PING,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _messages(served: Served, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    """The run's logged events, with its live ones (no ``id``) between them as they come."""
+async def _messages(
+    served: Served,
+    run_id: str,
+    after: int,
+    readmit: Callable[[], Awaitable[object]] | None = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """The run's logged events, with its live ones (no ``id``) between them as they come.
+
+    ``readmit``: who sent the request, asked again (a sentence: no longer
+    admitted), every :data:`READMIT_EVERY` seconds before an event is sent.
+    """
     following = follow(
         served.store, run_id, after=after, poll=served.settings.event_poll, live=True
     )
+    admitted_at = asyncio.get_running_loop().time()
     # Closed whichever way this ends: a client gone while this waits at a yield (sending)
     # left the follower, and the store connection it reads live events on, open until
     # the garbage collector found it: hundreds of them under streams opened and dropped.
     try:
         async with contextlib.aclosing(following) as events:
             async for event in events:
+                now = asyncio.get_running_loop().time()
+                if readmit is not None and now - admitted_at >= READMIT_EVERY:
+                    refused = await readmit()
+                    if isinstance(refused, str):
+                        body = error_body("Unauthorized", refused)
+                        body["error"]["status"] = 401
+                        yield ServerSentEvent(json.dumps(body), event="error")
+                        return
+                    admitted_at = now
                 if not event.seq:
                     yield _live_message(event)
                     continue
