@@ -190,3 +190,38 @@ def test_a_chunked_body_to_a_link_that_is_no_link_is_refused_without_being_read(
         )  # and the body never ends
         answered = _response(sock, within=10)  # the body timeout is 30 s
     assert answered.startswith(b"HTTP/1.1 404 "), answered
+
+
+def test_an_event_stream_whose_client_reads_nothing_is_let_go_after_the_send_timeout(tmp_path):
+    # Its events (a page of the log: here one commit of about 15 MB) were held for as long
+    # as the client kept the connection open without reading: for ever, the run waiting.
+    serving = ServeProcess(
+        tmp_path, str(tmp_path / "runs.sqlite"), "--send-timeout", "1", app="big_commit_app"
+    )
+    serving.start().ready()
+    try:
+        with serving.client() as http:
+            started = http.post(
+                "/api/runs", json={"workflow": "big_commit", "input": 60}, headers=serving.auth
+            )
+            assert started.status_code == 201, started.text
+            run_id = started.json()["run"]["run_id"]
+            for _ in range(600):
+                status = http.get(f"/api/runs/{run_id}", headers=serving.auth).json()["run"]
+                if status["status"] == "awaiting_input":
+                    break
+                time.sleep(0.05)
+        host, port = serving.base.removeprefix("http://").split(":")
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before it connects
+            sock.connect((host, int(port)))
+            sock.sendall(
+                f"GET /api/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {serving.token}\r\n\r\n".encode()
+            )
+            time.sleep(4)  # reading nothing, past the send timeout
+            assert _closed_by_server(sock, within=20)  # what was sent, then the end
+    finally:
+        _, _, log = serving.stop()
+    assert "Traceback" not in log  # the client's doing: no failure of the server's
+    assert "ERROR" not in log

@@ -82,6 +82,14 @@ def serve(
             "--body-timeout", min=0.01, help="Seconds a request body may take to arrive (408)."
         ),
     ] = 30.0,
+    send_timeout: Annotated[
+        float,
+        typer.Option(
+            "--send-timeout",
+            min=0.01,
+            help="Seconds an event stream waits for its client to read before letting it go.",
+        ),
+    ] = 30.0,
     headers_timeout: Annotated[
         float,
         typer.Option(
@@ -169,6 +177,7 @@ def serve(
             port=port,
             max_body=max_body,
             body_seconds=body_timeout,
+            send_seconds=send_timeout,
             poll_interval=poll_interval,
         )
     except ValueError as error:
@@ -241,6 +250,7 @@ def _run(
     )
     server = _server_class()(config)
     logging.getLogger("uvicorn.access").addFilter(_Redacting(redact))
+    logging.getLogger("uvicorn.error").addFilter(_LettingGo())
     asyncio.run(server.serve(sockets=[listening]))
 
 
@@ -268,6 +278,20 @@ def _server_class() -> type[Any]:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
+
+
+class _LettingGo(logging.Filter):
+    """Drops uvicorn's traceback of an event stream let go for its client's reading nothing.
+
+    uvicorn logs the error a response ended with, and closes the connection;
+    the server said it in one line already (``_server/_app.py``): it is the
+    client's doing, no failure of the server's.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from treadle._server._sse import let_go  # noqa: PLC0415 - the server extra
+
+        return not (record.exc_info and let_go(record.exc_info[1]))
 
 
 _TOKEN_PARAMETER = re.compile(r"([?&]token=)[^&#\s]*")

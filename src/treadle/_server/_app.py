@@ -51,6 +51,7 @@ from treadle._server._identity import Sessions
 from treadle._server._json import ApiError, JsonResponse, Redactor, error_body, status_of
 from treadle._server._openapi import openapi_document
 from treadle._server._principals import Principals
+from treadle._server._sse import let_go
 from treadle._server._state import Served
 from treadle._workflow._versions import Hosted
 
@@ -228,6 +229,9 @@ def _error_response(error: Exception, redactor: Redactor) -> Response:
     if isinstance(error, ClientDisconnect):  # it left before its request was read: not a bug
         logger.info("a client left before its request was read; nothing was done")
         return Response(status_code=499)  # nobody reads it (nginx's "client closed request")
+    if let_go(error):  # an event stream's client read nothing: the connection is closed
+        logger.info("an event stream was let go: its client read nothing for --send-timeout")
+        return Response(status_code=499)  # the stream's answer had begun: nothing is sent
     status = status_of(error)
     if status == 500:  # noqa: PLR2004 - a bug: the log has it, the client gets no details
         logger.error("unexpected error", exc_info=error)

@@ -50,6 +50,9 @@ class ServerSettings:
         max_body: The largest request body, in bytes.
         body_seconds: How long a request body may take to arrive (408 past it), so
             a client that sends it a byte at a time holds its route no longer.
+        send_seconds: How long an event stream waits for its client to take what
+            it sends before it lets the client go: one that reads nothing held the
+            events it was sent (a whole commit's, however large) for ever.
         poll_interval: Seconds between the SQLite timer service's looks for due runs.
         event_poll: Seconds between an event stream's looks for new events.
         sign_in: How people sign in (``None``: nobody does, and whoever holds
@@ -64,6 +67,7 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     max_body: int = DEFAULT_MAX_BODY
     body_seconds: float = DEFAULT_BODY_SECONDS
+    send_seconds: float = 30.0
     poll_interval: float = 1.0
     event_poll: float = 0.25
     sign_in: SignIn | None = None
@@ -88,7 +92,7 @@ class ServerSettings:
         if self.max_body < 1:
             msg = f"the body limit must be at least 1 byte, not {self.max_body}"
             raise ValueError(msg)
-        for name in ("poll_interval", "event_poll", "body_seconds"):
+        for name in ("poll_interval", "event_poll", "body_seconds", "send_seconds"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 msg = f"{name} must be a positive number of seconds, not {value}"

@@ -27,6 +27,7 @@ import json
 from typing import TYPE_CHECKING
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 
 from treadle._exceptions import TreadleError
 from treadle._operations._shapes import event_json
@@ -90,6 +91,9 @@ async def run_events(request: Request) -> Response:
     return EventSourceResponse(
         _messages(served, run.run_id, after, readmit),
         ping=_PING,
+        # A client that takes nothing for this long is let go, and with it the events
+        # held for it: a page of the log, as large as a commit's events are.
+        send_timeout=served.settings.send_seconds,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
@@ -136,6 +140,18 @@ async def _messages(
         yield _error_message(served, error)
         return
     yield ServerSentEvent("{}", event="end")
+
+
+def let_go(error: BaseException | None) -> bool:
+    """Whether ``error`` ended a stream whose client took nothing for ``--send-timeout`` s.
+
+    That is the client's doing, not a failure of the server's: said in one
+    line, at info level (sse-starlette raises it out of the response, perhaps
+    in a group of one).
+    """
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return isinstance(error, SendTimeoutError)
 
 
 def _error_message(served: Served, error: TreadleError) -> ServerSentEvent:
