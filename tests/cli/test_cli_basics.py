@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import psycopg
 import pytest
 from treadle_cli import HERE, Cli
 
+import treadle
 from postgres import drop_schemas, fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.integration
@@ -19,6 +24,22 @@ def test_version_prints_the_installed_version(tmp_path):
     done = Cli(tmp_path)("--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"treadle {version('treadle')}"
+
+
+def test_python_dash_m_treadle_is_the_command_where_its_script_is_not_on_the_path(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(treadle.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "treadle", "--version"],
+        capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"treadle {version('treadle')}"
+    refused = subprocess.run(
+        [sys.executable, "-m", "treadle", "show", "r1", "--store", str(tmp_path / "no.sqlite")],
+        capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "no store at" in refused.stderr
 
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "r1"], ["history", "r1"], ["cancel", "r1"]])
