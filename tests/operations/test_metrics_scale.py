@@ -14,9 +14,11 @@ scrape allocates is measured (``tracemalloc``: every thread's), not its time.
 
 from __future__ import annotations
 
+import sqlite3
 import tracemalloc
 from collections import Counter
 
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -47,6 +49,10 @@ def _runs() -> list[SampleRun]:
     ]
 
 
+_DUE = "UPDATE treadle_runs SET wake_at = ? WHERE status = 'waiting'"
+"""Every waiting run's timer long due: a fifth of the store, none woken."""
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 async def big(request, tmp_path):
     """A store of ``COUNT`` runs, and the runs."""
@@ -58,6 +64,8 @@ async def big(request, tmp_path):
         store = SqliteStore(path)
         await store.list_runs(limit=1)  # opens the file: the schema is made
         populate_sqlite(path, runs)
+        with sqlite3.connect(path) as db:
+            db.execute(_DUE, (BASE,))
         yield store, runs
         await store.close()
         return
@@ -65,6 +73,9 @@ async def big(request, tmp_path):
     store = PostgresStore(dsn, schema=schema)
     await store.list_runs(limit=1)
     await populate_postgres(dsn, schema, runs)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as db:
+        await db.execute(f'SET search_path TO "{schema}"')
+        await db.execute(_DUE.replace("?", "%s"), (BASE,))
     yield store, runs
     await store.close()
     await drop_schemas([schema])
@@ -81,10 +92,14 @@ async def test_a_scrape_of_a_big_store_counts_its_runs_without_reading_them_all(
     finally:
         tracemalloc.stop()
     found = Counter()
+    due = None
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
             if sample.name == "treadle_runs":
                 found[sample.labels["workflow"], sample.labels["status"]] += sample.value
+            elif sample.name == "treadle_timers_due":
+                due = sample.value
     assert found == Counter((run.workflow, run.status) for run in runs)
+    assert due == sum(run.status == "waiting" for run in runs)  # counted, not read
     assert peak < MOST_BYTES, f"a scrape of {COUNT} runs allocated {peak / 2**20:.1f} MiB"
     exposed.close()

@@ -71,8 +71,8 @@ class GaugeReader:
                 open_requests[run.workflow] += waiting
                 oldest = max(oldest or 0.0, now - run.updated_at)
         self._asked = asked  # forget the checkpoints no longer latest
-        due = await self.store.due_runs(now)
-        return StoreGauges(by_status, dict(open_requests), oldest, len(due))
+        due = await self.store.count_due_runs(now)  # counted by the store, none read here
+        return StoreGauges(by_status, dict(open_requests), oldest, due)
 
     async def _still_at(self, run_id: str, checkpoint_id: str | None) -> bool:
         """Whether the run's latest checkpoint is still ``checkpoint_id`` (not so if deleted)."""

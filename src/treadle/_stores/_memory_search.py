@@ -11,7 +11,7 @@ from abc import ABC
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from treadle._stores._sql_rules import check_limit
+from treadle._stores._sql_rules import check_limit, due_at
 from treadle._values._filter_match import matches
 from treadle._values._search_fields import merged
 
@@ -99,6 +99,13 @@ class MemorySearch(ABC):
         """How many runs there are of each ``(workflow, status)`` (the ``RunReads`` role's)."""
         with self._lock:
             return dict(Counter((r.record.workflow, r.record.status) for r in self._runs.values()))
+
+    async def count_due_runs(self, now: float) -> int:
+        """How many runs ``due_runs`` would list now (the ``RunReads`` role's)."""
+        with self._lock:
+            return sum(
+                1 for r in self._runs.values() if (at := due_at(r.record)) is not None and at <= now
+            )
 
     async def run_fields(self, run_id: str) -> dict[str, FieldValue]:
         """The search fields a run has set, by name."""

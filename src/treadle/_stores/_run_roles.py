@@ -71,6 +71,14 @@ class RunReads(Protocol):
         """
         ...
 
+    async def count_due_runs(self, now: float) -> int:
+        """How many runs :meth:`due_runs` would list now: the store counts them.
+
+        What a scrape of the metrics reads (timers due), however many are due:
+        none is read into the process.
+        """
+        ...
+
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """Runs a timer service must wake: due first.
 

@@ -274,6 +274,11 @@ class SqlReads(ABC):
         rows = await self._select(_sql_ownership.HELD_CLAIMABLE, (wall, now, wall, limit))
         return [Lease(str(r), str(o), int(epoch), float(until)) for r, o, epoch, until in rows]
 
+    async def count_due_runs(self, now: float) -> int:
+        """How many runs :meth:`due_runs` would list now, counted by the database."""
+        rows = await self._select(_sql_statements.COUNT_DUE, (now,), scan=True)
+        return int(rows[0][0])
+
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
 

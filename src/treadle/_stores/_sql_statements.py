@@ -231,6 +231,10 @@ def scans_runs(
     return limit is None or narrowed or id_prefix is not None
 
 
+COUNT_DUE = f"SELECT COUNT(*) FROM treadle_runs WHERE {DUE_AT} <= ?"  # noqa: S608 - a constant
+"""How many runs are due, counted on the index that holds only runs that can fall due."""
+
+
 def select_due_runs(now: float, limit: int | None) -> tuple[str, tuple[Any, ...]]:
     """The ``due_runs`` template, due first (then by creation), with its parameters."""
     template = (
