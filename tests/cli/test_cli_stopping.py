@@ -16,14 +16,20 @@ creates its gate file.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from test_cli_ownership import gate_of, input_for
 from treadle_cli import TREADLE, Cli
 
+import treadle
 from gates import wait_for_file
+
+SRC = Path(treadle.__file__).parents[1]  # the code under test, for `python -m treadle`
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +195,26 @@ def test_watch_piped_to_head_stops_and_leaves_the_run_alone(tmp_path):
     _, owner_err = owner.communicate(timeout=30)
     assert owner.returncode == 0, owner_err
     assert cli.json("show", "w2")["outputs"] == ["passed gate"]
+
+
+@pytest.mark.parametrize("command", [["runs"], ["run", "cli_app:review", "--run-id", "f1"]])
+def test_an_output_that_cannot_be_written_is_said_in_one_line_and_fails_nothing(tmp_path, command):
+    """A full disk (here /dev/full) took the command down with a traceback, "run failed"."""
+    cli = Cli(tmp_path)
+    if command[0] == "run":
+        command = [*command, "--input", json.dumps({"topic": "otters", "words": 300})]
+    else:
+        assert cli("run", "cli_app:review", "--input", '{"topic": "t", "words": 1}').returncode == 3
+    env = {**cli.env, "PYTHONPATH": os.pathsep.join([str(SRC), cli.env["PYTHONPATH"]])}
+    with Path("/dev/full").open("w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "treadle", *command],
+            cwd=cli.cwd, env=env, stdout=full, stderr=subprocess.PIPE, text=True,
+            timeout=50, check=False,
+        )  # fmt: skip
+    assert done.returncode == 74, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "No space left on device" in done.stderr or "resumable" in done.stderr
+    if command[0] == "run":  # the run goes on from where it was left: nothing failed
+        assert cli.json("show", "f1")["status"] != "failed"
+        assert cli("resume", "f1").returncode == 3

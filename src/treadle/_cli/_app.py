@@ -21,7 +21,9 @@ exit is shared: :mod:`treadle._cli._execute`, :mod:`treadle._cli._views`,
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,7 +32,7 @@ from typer.main import get_group_from_info
 from typer.models import TyperInfo
 
 from treadle._cli._help import TreadleGroup
-from treadle._cli._stopping import guard_output
+from treadle._cli._stopping import UNWRITABLE_OUTPUT, guard_output, output_failure
 
 if TYPE_CHECKING:
     from typer._click.core import Command
@@ -145,6 +147,19 @@ def main_options(
 
 
 def main() -> None:
-    """Entry point of the ``treadle`` console script."""
+    """Entry point of the ``treadle`` console script.
+
+    A command whose output could not be written (a full disk) but that
+    otherwise succeeded exits 74 saying so, on stderr if it can: its caller
+    did not get what it asked for.
+    """
     guard_output()
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        failure = output_failure()
+        if failure is None or done.code not in (0, None):
+            raise
+        with contextlib.suppress(OSError):
+            os.write(2, f"error: the output could not be written: {failure.strerror}\n".encode())
+        raise SystemExit(UNWRITABLE_OUTPUT.exit_code) from None

@@ -57,6 +57,9 @@ _SIGNALS = MappingProxyType(
 CLOSED_OUTPUT = Stop("a closed output", 128 + signal.SIGPIPE)
 """The output (stdout or stderr) was closed by its reader."""
 
+UNWRITABLE_OUTPUT = Stop("an output that cannot be written", 74)
+"""Writing the output failed (a full disk, an I/O error): 74, sysexits' ``EX_IOERR``."""
+
 # The handlers of the commands being stopped now, innermost last: it is the one told.
 _listening: list[tuple[asyncio.AbstractEventLoop, Callable[[Stop], None]]] = []
 
@@ -108,8 +111,8 @@ def _remove_handlers(loop: asyncio.AbstractEventLoop, signums: Iterable[int]) ->
             loop.remove_signal_handler(signum)
 
 
-def output_closed() -> None:
-    """The output's reader went away: stop the command listening, if one is.
+def output_closed(stop: Stop = CLOSED_OUTPUT) -> None:
+    """The output's reader went away (or it cannot be written): stop the command listening.
 
     Called from whichever thread wrote (rich redraws progress bars from a
     thread of its own): on the loop's thread the command is told at once,
@@ -123,15 +126,19 @@ def output_closed() -> None:
     except RuntimeError:
         running = None
     if running is loop:
-        fire(CLOSED_OUTPUT)
+        fire(stop)
     else:
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
-            loop.call_soon_threadsafe(fire, CLOSED_OUTPUT)
+            loop.call_soon_threadsafe(fire, stop)
 
 
 class _GuardedOutput:
-    """A text stream whose writes to a closed pipe are dropped, and reported once.
+    """A text stream whose writes that fail are dropped, and reported once.
 
+    A closed pipe stops the command as its reader wanted (:data:`CLOSED_OUTPUT`);
+    any other failure to write (``ENOSPC``, ``EIO``) too, but as a failure
+    (:data:`UNWRITABLE_OUTPUT`, kept in :attr:`failure` for the command's exit):
+    never a traceback, and never "the run failed" for a run that did not.
     Everything else (``isatty``, ``fileno``, ``encoding``...) is the wrapped
     stream's, so rich and ``print`` see the stream they would have.
     """
@@ -139,6 +146,7 @@ class _GuardedOutput:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._closed = False
+        self.failure: OSError | None = None
 
     def write(self, text: str) -> int:
         if not self._closed:
@@ -146,6 +154,8 @@ class _GuardedOutput:
                 self._stream.write(text)
             except (BrokenPipeError, ValueError):  # ValueError: the file object was closed
                 self._lost()
+            except OSError as error:
+                self._lost(error)
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -158,18 +168,29 @@ class _GuardedOutput:
                 self._stream.flush()
             except (BrokenPipeError, ValueError):
                 self._lost()
+            except OSError as error:
+                self._lost(error)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
-    def _lost(self) -> None:
+    def _lost(self, failure: OSError | None = None) -> None:
         """Point the descriptor at /dev/null (the interpreter's last flush must not fail)."""
         self._closed = True
+        self.failure = failure
         with contextlib.suppress(OSError, ValueError):
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, self._stream.fileno())
             os.close(null)
-        output_closed()
+        output_closed(CLOSED_OUTPUT if failure is None else UNWRITABLE_OUTPUT)
+
+
+def output_failure() -> OSError | None:
+    """Why writing the command's output failed, if it did (a closed pipe is no failure)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _GuardedOutput) and stream.failure is not None:
+            return stream.failure
+    return None
 
 
 def guard_output() -> None:
