@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Column
 
 from treadle._cli._answering import request_lines
@@ -29,7 +30,7 @@ from treadle._operations._plain import plain
 from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from treadle._engine._result import RunResult
     from treadle._operations._run_view import RunView
@@ -40,7 +41,33 @@ if TYPE_CHECKING:
 _WIDTH = None if sys.stdout.isatty() else 240
 
 
-class _Out(Console):
+# Control characters shown as ``\x1b``, never written: text from outside (an error's
+# message, a key of an input, a label, a name) must not move the cursor, clear the
+# screen or retitle the window of whoever reads it. Line feeds and tabs are text.
+_UNSHOWN = {
+    code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))
+}
+
+
+class _Shown(Console):
+    """rich's console, writing no control character of the text it is given.
+
+    rich drops a few (a bell, a carriage return) but writes an escape
+    character through, and with it any terminal sequence the text holds.
+    Its own styling and cursor moves are control segments, written as
+    they are.
+    """
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment
+            if segment.control or segment.text.isprintable()
+            else Segment(segment.text.translate(_UNSHOWN), segment.style, segment.control)
+            for segment in buffer
+        )
+
+
+class _Out(_Shown):
     """rich's console for what commands print, with ``--json`` written as plain text.
 
     rich's ``print_json`` lays a whole document out through its highlighter:
@@ -81,7 +108,7 @@ class _Out(Console):
 
 
 out = _Out(highlight=False, soft_wrap=True, width=_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+err = _Shown(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 def when(epoch: float | None) -> str:
