@@ -114,6 +114,16 @@ async def test_an_answer_or_input_of_many_wrong_keys_is_refused_in_a_short_messa
         fields = refused.json()["error"]["fields"]
         assert len(fields) == 21
         assert fields[-1]["message"] == "59980 more fields it has no place for"
+    # One key of half a megabyte: named by its start and its length, in a short line.
+    huge = {"k" * 500_000: 1}
+    for sent in (
+        api.post(f"/api/runs/k1/requests/{request_id}", json={"answer": huge}),
+        api.post("/api/runs", json={"workflow": "approval", "input": huge}),
+    ):
+        refused = await sent
+        assert refused.status_code == 422, refused.text[:300]
+        assert len(refused.content) < 2_000
+        assert "... (500,000 characters): no such field" in refused.text
     assert (await api.get("/api/runs/k1")).json()["run"]["status"] == "awaiting_input"
 
 

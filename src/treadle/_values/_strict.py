@@ -164,8 +164,18 @@ def not_json(value: Any) -> list[str]:
 
 
 def where(loc: tuple[int | str, ...]) -> str:
-    """A pydantic error location as a dotted path (``value`` for the whole)."""
-    return ".".join(map(str, loc)) or "value"
+    """A pydantic error location as a dotted path (``value`` for the whole), cut if long."""
+    return _cut(".".join(map(str, loc))) or "value"
+
+
+_LONGEST_SHOWN = 100  # characters of a key (or a path of keys) a problem quotes
+
+
+def _cut(text: str) -> str:
+    """``text``, or its start and its length: a key of megabytes is refused in one short line."""
+    if len(text) <= _LONGEST_SHOWN:
+        return text
+    return f"{text[: _LONGEST_SHOWN - 40]}... ({len(text):,} characters)"
 
 
 def unknown_keys(
@@ -200,9 +210,10 @@ def unknown_keys(
 
 
 def _unknown(loc: str, key: str, properties: dict[str, Any]) -> str:
-    close = difflib.get_close_matches(key, list(properties), n=1)
+    near = len(key) <= _LONGEST_SHOWN  # a guess at a megabyte-long key costs seconds
+    close = difflib.get_close_matches(key, list(properties), n=1) if near else []
     guess = f", did you mean {close[0]!r}?" if close else ""
-    return f"{loc}: no such field (it has: {', '.join(properties) or 'none'}){guess}"
+    return f"{_cut(loc)}: no such field (it has: {', '.join(properties) or 'none'}){guess}"
 
 
 @functools.lru_cache(maxsize=256)
