@@ -14,6 +14,7 @@ from treadle import (
     ExecutionMode,
     ExponentialBackoff,
     RetryPolicy,
+    RunResult,
     RunStatus,
     WorkflowBuilder,
     WorkflowContext,
@@ -74,6 +75,18 @@ async def test_the_output_goes_along_the_agents_edges_typed_as_its_output(tmp_pa
     assert (result.outputs, seen) == (["FORTY-TWO"], ["forty-two"])
 
 
+async def _bought_with_one_retry(agent: Agent, tmp_path) -> RunResult:
+    """A stored run of ``agent`` on "buy", its turn retried once (a second after a failure)."""
+    clock = FakeClock(start=1000.0)
+    retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(initial=1, jitter=0))
+    workflow = WorkflowBuilder(AgentExecutor(agent, retry=retry), clock=clock).build()
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:
+        return await clock.run(workflow.run("buy", store=store))
+    finally:
+        await store.close()
+
+
 async def test_a_retried_turn_replays_its_model_requests_and_finished_tool_calls(tmp_path):
     requests: list[int] = []
     charged: list[int] = []
@@ -99,14 +112,7 @@ async def test_a_retried_turn_replays_its_model_requests_and_finished_tool_calls
             raise ConnectionError(msg)
         return f"parcel for {to}"
 
-    clock = FakeClock(start=1000.0)
-    retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(initial=1, jitter=0))
-    workflow = WorkflowBuilder(AgentExecutor(agent, retry=retry), clock=clock).build()
-    store = SqliteStore(tmp_path / "runs.sqlite")
-    try:
-        result = await clock.run(workflow.run("buy", store=store))
-    finally:
-        await store.close()
+    result = await _bought_with_one_retry(agent, tmp_path)
     assert result.outputs == ["Charged and shipped."]
     # The first attempt died in ship: its two model requests and the charge were
     # journaled, so the second attempt made only the third request and ship again.
@@ -222,14 +228,7 @@ async def test_a_call_id_the_model_gives_again_is_another_call_run_and_replayed_
             raise ConnectionError(msg)
         return f"receipt for {cents}"
 
-    clock = FakeClock(start=1000.0)
-    retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(initial=1, jitter=0))
-    workflow = WorkflowBuilder(AgentExecutor(agent, retry=retry), clock=clock).build()
-    store = SqliteStore(tmp_path / "runs.sqlite")
-    try:
-        result = await clock.run(workflow.run("buy", store=store))
-    finally:
-        await store.close()
+    result = await _bought_with_one_retry(agent, tmp_path)
     assert result.outputs == ["Done: receipt for 200"]
     # Each charge ran for its own arguments under a key of its own; the retry replayed
     # the first from the journal and ran the second again, under the same key.

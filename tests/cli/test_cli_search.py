@@ -9,15 +9,10 @@ and the audit log; a run that no longer passes the filter is skipped and said so
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import signal
-import time
 from pathlib import Path
 
 import pytest
-from treadle_cli import TREADLE, Cli
+from treadle_cli import Cli, Typed
 
 from treadle import Actor
 
@@ -136,38 +131,6 @@ def test_a_bulk_answer_is_read_as_strictly_as_any_commands_json(filled: Cli) -> 
     assert "Traceback" not in deep.stderr + twice.stderr
 
 
-def _typed_on_a_terminal(cli: Cli, args: list[str], prompt: bytes, meanwhile, typed: bytes) -> str:
-    """The command on a pseudo-terminal: ``meanwhile()`` once it shows ``prompt``, then typed."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on a pseudo-terminal
-        os.chdir(cli.cwd)
-        os.execve(TREADLE, [TREADLE, *args], {**cli.env, "COLUMNS": "200", "TERM": "xterm"})  # noqa: S606
-    screen, answered = b"", False
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            if not answered and prompt in screen:
-                meanwhile()
-                os.write(fd, typed)
-                answered = True
-            ready, _, _ = select.select([fd], [], [], 1)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-        else:
-            os.kill(pid, signal.SIGKILL)
-    finally:
-        os.close(fd)
-        os.waitpid(pid, 0)
-    return screen.decode(errors="replace")
-
-
 def test_a_bulk_action_confirmed_on_a_terminal_acts_only_on_the_runs_it_counted(
     tmp_path: Path,
 ) -> None:
@@ -180,8 +143,10 @@ def test_a_bulk_action_confirmed_on_a_terminal_acts_only_on_the_runs_it_counted(
         given = json.dumps({"customer": "c9", "amount": 9000})
         assert cli("run", APP, "--input", given, "--run-id", "t9").returncode == 3
 
-    args = ["bulk", "cancel", "--where", "fields.amount >= 1000"]
-    screen = _typed_on_a_terminal(cli, args, b"runs?", another_run_the_filter_keeps, b"y\n")
+    typed = Typed(b"runs?", another_run_the_filter_keeps, b"y\n")
+    screen = cli.on_a_terminal(
+        "bulk", "cancel", "--where", "fields.amount >= 1000", columns=200, typed=typed
+    )
     assert "cancel 2 runs?" in screen
     assert "cancel: 2 of 3 runs (1 skipped)" in screen, screen
     assert "skipped t9: not among the 2 runs confirmed" in screen

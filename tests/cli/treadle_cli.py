@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ import forked
 from treadle._cli._app import app
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from click.testing import Result
 
@@ -48,6 +49,15 @@ TREADLE = str(Path(sys.executable).parent / "treadle")
 def seconds(iso: str) -> float:
     """A time the command's JSON gives (ISO 8601 with its offset) as seconds since the epoch."""
     return datetime.fromisoformat(iso).timestamp()
+
+
+@dataclass(frozen=True)
+class Typed:
+    """What a person types at a prompt (``Cli.on_a_terminal``), after ``meanwhile`` ran."""
+
+    prompt: bytes
+    meanwhile: Callable[[], object]
+    keys: bytes
 
 
 class Cli:
@@ -135,8 +145,14 @@ class Cli:
         assert done.returncode in (0, 3), done.stderr
         return json.loads(done.stdout)
 
-    def on_a_terminal(self, *args: str, columns: int, within: float = 60.0) -> str:
-        """What the command shows on a pseudo-terminal ``columns`` wide, until it exits."""
+    def on_a_terminal(
+        self, *args: str, columns: int, within: float = 60.0, typed: Typed | None = None
+    ) -> str:
+        """What the command shows on a pseudo-terminal ``columns`` wide, until it exits.
+
+        With ``typed``: once the screen shows its prompt, its ``meanwhile``
+        is called, then its keys are typed.
+        """
         pid, fd = pty.fork()
         if pid == 0:  # the child: the CLI on a pseudo-terminal
             os.chdir(self.cwd)
@@ -149,6 +165,10 @@ class Cli:
         deadline = time.monotonic() + within
         try:
             while time.monotonic() < deadline:
+                if typed is not None and typed.prompt in screen:
+                    typed.meanwhile()
+                    os.write(fd, typed.keys)
+                    typed = None
                 ready, _, _ = select.select([fd], [], [], 1)
                 if not ready:
                     continue

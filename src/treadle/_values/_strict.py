@@ -190,13 +190,7 @@ def unknown_keys(
     it is.
     """
     defs = defs if defs is not None else schema.get("$defs", {})
-    for option in schema.get("anyOf", ()):  # an optional field: its object form, if any
-        if isinstance(option, dict) and ("$ref" in option or "properties" in option):
-            schema = option
-            break
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+    schema = _object_form(schema, defs)  # an optional field: its object form, if any
     properties = schema.get("properties")
     if not isinstance(value, dict) or not isinstance(properties, dict):
         return []
