@@ -10,18 +10,16 @@ takes plain data from the commands layer and writes it to :data:`out` or
 from __future__ import annotations
 
 import json
-import json as _json
 import shutil
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.markup import escape
-from rich.segment import Segment
 from rich.table import Column
 
 from treadle._cli._answering import request_lines
+from treadle._cli._consoles import Out, Shown
 from treadle._cli._tables import print_table
 from treadle._engine._result import RunStatus
 from treadle._operations import _commands as commands
@@ -30,7 +28,7 @@ from treadle._operations._plain import plain
 from treadle._operations._shapes import history_json, iso_time, page_json, request_json, run_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
     from treadle._engine._result import RunResult
     from treadle._operations._run_view import RunView
@@ -41,74 +39,8 @@ if TYPE_CHECKING:
 _WIDTH = None if sys.stdout.isatty() else 240
 
 
-# Control characters shown as ``\x1b``, never written: text from outside (an error's
-# message, a key of an input, a label, a name) must not move the cursor, clear the
-# screen or retitle the window of whoever reads it. Line feeds and tabs are text.
-_UNSHOWN = {
-    code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))
-}
-
-
-class _Shown(Console):
-    """rich's console, writing no control character of the text it is given.
-
-    rich drops a few (a bell, a carriage return) but writes an escape
-    character through, and with it any terminal sequence the text holds.
-    Its own styling and cursor moves are control segments, written as
-    they are.
-    """
-
-    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        return super()._render_buffer(
-            segment
-            if segment.control or segment.text.isprintable()
-            else Segment(segment.text.translate(_UNSHOWN), segment.style, segment.control)
-            for segment in buffer
-        )
-
-
-class _Out(_Shown):
-    """rich's console for what commands print, with ``--json`` written as plain text.
-
-    rich's ``print_json`` lays a whole document out through its highlighter:
-    100 to 200 times the output's size in memory, 4 GB and a minute for
-    ``treadle runs --limit 100000 --json`` (30 MB of JSON). The standard
-    library's encoder writes the same document at once.
-    """
-
-    def print_json(
-        self,
-        json: str | None = None,
-        *,
-        data: Any = None,
-        indent: int | str | None = 2,
-        highlight: bool = True,  # noqa: ARG002 - plain text has nothing to highlight
-        skip_keys: bool = False,
-        ensure_ascii: bool = False,
-        check_circular: bool = True,
-        allow_nan: bool = True,
-        default: Callable[[Any], Any] | None = None,
-        sort_keys: bool = False,
-    ) -> None:
-        """Write a JSON document (``json`` as given, else ``data`` encoded) and a newline."""
-        text = json
-        if text is None:
-            text = _json.dumps(
-                data,
-                indent=indent,
-                skipkeys=skip_keys,
-                ensure_ascii=ensure_ascii,
-                check_circular=check_circular,
-                allow_nan=allow_nan,
-                default=default,
-                sort_keys=sort_keys,
-            )
-        self.file.write(text + "\n")
-        self.file.flush()
-
-
-out = _Out(highlight=False, soft_wrap=True, width=_WIDTH)
-err = _Shown(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+out = Out(highlight=False, soft_wrap=True, width=_WIDTH)
+err = Shown(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 def when(epoch: float | None) -> str:

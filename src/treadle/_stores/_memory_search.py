@@ -96,12 +96,12 @@ class MemorySearch(ABC):
         return len(self._matching(where))
 
     async def run_counts(self) -> dict[tuple[str, str], int]:
-        """How many runs there are of each ``(workflow, status)`` (the ``RunReads`` role's)."""
+        """How many runs there are of each ``(workflow, status)`` (the ``RunCounts`` role's)."""
         with self._lock:
             return dict(Counter((r.record.workflow, r.record.status) for r in self._runs.values()))
 
     async def count_due_runs(self, now: float) -> int:
-        """How many runs ``due_runs`` would list now (the ``RunReads`` role's)."""
+        """How many runs ``due_runs`` would list now (the ``RunCounts`` role's)."""
         with self._lock:
             return sum(
                 1 for r in self._runs.values() if (at := due_at(r.record)) is not None and at <= now

@@ -19,7 +19,7 @@ from treadle._stores._events import EventLog
 from treadle._stores._lease_roles import Claims, Deliveries
 from treadle._stores._pausing import Pausing
 from treadle._stores._postgres_writes import drive
-from treadle._stores._run_roles import RunReads
+from treadle._stores._run_roles import RunCounts, RunReads
 from treadle._stores._starts import Admissions
 from treadle._stores._store import Lease, role_methods
 from treadle._stores._write_steps import POSTGRES_WRITES
@@ -299,7 +299,16 @@ class LeasedStore:
 UNFENCED = frozenset().union(
     *(
         role_methods(role)
-        for role in (RunReads, Claims, Deliveries, Pausing, Admissions, EventLog, AuditLog)
+        for role in (
+            RunReads,
+            RunCounts,
+            Claims,
+            Deliveries,
+            Pausing,
+            Admissions,
+            EventLog,
+            AuditLog,
+        )
     )
 )
 """What :class:`LeasedStore` leaves to its store: the methods of the roles that write

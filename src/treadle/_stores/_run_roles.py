@@ -1,4 +1,4 @@
-"""The store's roles about runs: reading them, an owner's writes, removing them.
+"""The store's roles about runs: reading and counting them, an owner's writes, removing them.
 
 Each role is a small protocol a consumer is typed by (the checkpointer by
 :class:`RunWrites`, a listing by :class:`RunReads`); :class:`~treadle._stores._store.Store`
@@ -63,22 +63,6 @@ class RunReads(Protocol):
         """
         ...
 
-    async def run_counts(self) -> dict[tuple[str, str], int]:
-        """How many runs there are of each ``(workflow, status)``: the store counts them.
-
-        What a scrape of the metrics reads, however many runs there are: the
-        rows are counted where they are, none is read into the process.
-        """
-        ...
-
-    async def count_due_runs(self, now: float) -> int:
-        """How many runs :meth:`due_runs` would list now: the store counts them.
-
-        What a scrape of the metrics reads (timers due), however many are due:
-        none is read into the process.
-        """
-        ...
-
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """Runs a timer service must wake: due first.
 
@@ -119,6 +103,21 @@ class RunReads(Protocol):
         Raises:
             RunNotFoundError: no such run.
         """
+        ...
+
+
+class RunCounts(Protocol):
+    """What a scrape of the metrics reads: counts the store makes where the rows are.
+
+    However many runs there are, or are due, none is read into the process.
+    """
+
+    async def run_counts(self) -> dict[tuple[str, str], int]:
+        """How many runs there are of each ``(workflow, status)``."""
+        ...
+
+    async def count_due_runs(self, now: float) -> int:
+        """How many runs :meth:`RunReads.due_runs` would list now (timers due)."""
         ...
 
 

@@ -35,7 +35,7 @@ from treadle._stores._records import (
     Piece,
     RunRecord,
 )
-from treadle._stores._run_roles import RunReads, RunRemoval, RunWrites
+from treadle._stores._run_roles import RunCounts, RunReads, RunRemoval, RunWrites
 from treadle._stores._schedules import ScheduleBook
 from treadle._stores._starts import Admission, Admissions, StartRequest
 
@@ -65,6 +65,7 @@ __all__ = [
     "LoggedEvent",
     "Pausing",
     "Piece",
+    "RunCounts",
     "RunReads",
     "RunRecord",
     "RunRemoval",
@@ -78,6 +79,7 @@ __all__ = [
 
 class Store(
     RunReads,
+    RunCounts,
     RunWrites,
     RunRemoval,
     Leases,
@@ -95,7 +97,8 @@ class Store(
 
     Implementations: ``MemoryStore`` (tests, ephemeral work), ``SqliteStore``
     (the embedded default), ``PostgresStore`` (many workers). The roles:
-    :class:`RunReads`, :class:`RunWrites` (the writes a lease fences),
+    :class:`RunReads`, :class:`RunCounts` (what a scrape reads),
+    :class:`RunWrites` (the writes a lease fences),
     :class:`RunRemoval`, :class:`Leases`, :class:`Claims`,
     :class:`Deliveries` (the inbox), :class:`Pausing`, :class:`Admissions`
     (start policies), :class:`EventLog`, :class:`AuditLog`,
@@ -120,6 +123,7 @@ class Store(
 
 ROLES: tuple[type, ...] = (
     RunReads,
+    RunCounts,
     RunWrites,
     RunRemoval,
     Leases,
