@@ -22,8 +22,7 @@ import typer
 from treadle._cli._execute import refuse
 from treadle._engine._options import RunOptions
 from treadle._operations._starting import StartChoice
-from treadle._values._ids import checked_run_id
-from treadle._values._schedules import tick_run_id_refusal
+from treadle._values._schedules import chosen_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -61,13 +60,9 @@ def _new_run_id(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        checked_run_id(value)
+        return chosen_run_id(value)  # the CLI is never a schedule
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    refusal = tick_run_id_refusal(value)  # the CLI is never a schedule
-    if refusal is not None:
-        raise typer.BadParameter(refusal)
-    return value
 
 
 def new_run_id_option(help_text: str) -> Any:

@@ -19,8 +19,8 @@ from treadle._engine._result import ENDED, RunResult, RunStatus
 from treadle._exceptions import AppLoadError
 from treadle._scaleout._apps import load_app
 from treadle._scaleout._tick_queue import QueueStarter
-from treadle._values._ids import checked_run_id, new_run_id
-from treadle._values._schedules import tick_run_id_refusal
+from treadle._values._ids import new_run_id
+from treadle._values._schedules import chosen_run_id
 from treadle._values._serialization import JsonSerializer
 from treadle._workflow import _actions as door
 from treadle._workflow._following import follow
@@ -158,10 +158,7 @@ class Client:
         else:
             check_version(version)
         serializer = known.serializer if known is not None else self._plain
-        chosen = new_run_id() if run_id is None else checked_run_id(run_id)
-        refusal = tick_run_id_refusal(chosen, self.actor)
-        if refusal is not None:
-            raise ValueError(refusal)
+        chosen = new_run_id() if run_id is None else chosen_run_id(run_id, self.actor)
         if known is not None:  # with the code, an input that does not fit is refused here
             try:
                 message = coerce_input(known, message)

@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from treadle._values._ids import checked_run_id
+
 if TYPE_CHECKING:
     from treadle._values._actors import Actor
 
@@ -378,6 +380,21 @@ def tick_run_id_refusal(run_id: str, actor: Actor | None = None) -> str | None:
         f"run_id {run_id!r} has the form SCHEDULE@TIME that schedule {match.group(1)!r}"
         f" names its runs by; only the schedule gives a run such an id"
     )
+
+
+def chosen_run_id(run_id: object, actor: Actor | None = None) -> str:
+    """A run id a caller chose for a new run: one every door can name, and no tick's of another.
+
+    Raises:
+        TypeError: it is not a ``str``.
+        ValueError: it breaks ``RUN_ID_RULE``, or it has a schedule's tick's
+            form and ``actor`` is not that schedule (:func:`tick_run_id_refusal`).
+    """
+    chosen = checked_run_id(run_id)
+    refusal = tick_run_id_refusal(chosen, actor)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return chosen
 
 
 def tick_run_id(schedule_id: str, nominal: float) -> str:

@@ -40,7 +40,7 @@ from treadle._exceptions import (
     SessionBusyError,
 )
 from treadle._graph._input_policy import InputPolicy, inbox_kind
-from treadle._values._schedules import tick_run_id_refusal
+from treadle._values._schedules import chosen_run_id
 from treadle._workflow._history import check_branch, fork_run
 from treadle._workflow._inputs import misdirected
 from treadle._workflow._logged import logged_rules, named_winner
@@ -463,9 +463,7 @@ async def start_queued(
     from treadle._stores._postgres_queue import enqueue_run  # noqa: PLC0415 - PostgreSQL only
 
     check_right(actor, "start", run_id)
-    refusal = tick_run_id_refusal(run_id, actor)
-    if refusal is not None:
-        raise ValueError(refusal)
+    chosen_run_id(run_id, actor)
     return await enqueue_run(
         store, run_id, workflow, payload, deadline_at=deadline_at, version=version, actor=actor,
         fields=fields,

@@ -23,8 +23,7 @@ from treadle._exceptions import (
     VersionMismatchError,
 )
 from treadle._values import _ids
-from treadle._values._ids import checked_run_id
-from treadle._values._schedules import tick_run_id_refusal
+from treadle._values._schedules import chosen_run_id
 from treadle._workflow._runs import load_restored
 
 if TYPE_CHECKING:
@@ -140,10 +139,7 @@ async def fork_run(
             (:data:`~treadle._values._ids.RUN_ID_RULE`); nothing is stored.
     """
     if new_run_id is not None:
-        checked_run_id(new_run_id)  # as a started run's: every door must name it
-        refusal = tick_run_id_refusal(new_run_id)  # a fork is never a schedule's tick
-        if refusal is not None:
-            raise ValueError(refusal)
+        chosen_run_id(new_run_id)  # as a started run's (and a fork is never a schedule's tick)
     restored = await fork_point(workflow, store, run_id, checkpoint_id)
     new_id = new_run_id or _ids.new_run_id()
     barrier = BarrierState(
