@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from pathlib import Path
 
 import pytest
-from session_app import session
+from session_app import Listen, session
 
 from gates import file_appears, reached
 from treadle import Actor, InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
@@ -291,3 +292,101 @@ async def test_a_misdirected_message_from_a_sender_without_the_code_is_refused_o
     assert all("no executor of workflow" in e.detail["reason"] for e in refused)
     assert {(e.actor["kind"], e.door) for e in refused} == {("service", "worker")}
     assert await store.inbox("s1") == []
+
+
+async def test_a_rollbacks_branch_gives_its_invocations_keys_no_abandoned_turn_had(store, tmp_path):
+    # m1's turn is rolled back by m2, which the branch delivers where m1 was delivered
+    # (the same supersteps, the same places): a service deduplicating by the key must
+    # not take m2's calls for m1's, whose turn is abandoned, in the run or in the
+    # sub-workflow it runs. And the branch's keys are its own for good: a later turn,
+    # read back from the store by another workflow object, has them too.
+    gate = tmp_path / "gate"
+    keys: dict[str, str] = {}
+
+    def build():
+        @executor(id="keyed")
+        async def keyed(message: str | Listen, ctx: WorkflowContext) -> None:
+            if isinstance(message, Listen):
+                ctx.send_message(await ctx.wait_for_input(), target="keyed")
+                return
+            keys[message] = ctx.idempotency_key
+            ctx.send_message(message, target="inner")
+
+        @executor(id="echo")
+        async def echo(message: str, ctx: WorkflowContext) -> None:
+            keys[f"inner {message}"] = ctx.idempotency_key
+            ctx.yield_output(message)
+
+        @executor(id="done")
+        async def done(message: str, ctx: WorkflowContext) -> None:
+            if message == "m1":  # m1's turn holds here, its sub-workflow run
+                Path(f"{gate}.reached").touch()  # noqa: ASYNC240 - a marker file, once
+                while not gate.exists():  # noqa: ASYNC110 - the test opens it
+                    await asyncio.sleep(0.01)
+            ctx.yield_output(f"done {message}")
+            ctx.send_message(Listen(), target="keyed")
+
+        inner = WorkflowBuilder(echo, name="echo").build()
+        return (
+            WorkflowBuilder(keyed, name="keyed", input_policy=InputPolicy.ROLLBACK)
+            .add_workflow(inner, id="inner")
+            .add_edge(keyed, keyed)
+            .add_edge(keyed, "inner")
+            .add_edge("inner", done)
+            .add_edge(done, keyed)
+            .build()
+        )
+
+    workflow = build()
+    assert (await workflow.run("m0", run_id="s1", store=store)).status is RunStatus.AWAITING_INPUT
+    driving = asyncio.create_task(workflow.send_message("s1", "m1", store=store))
+    await file_appears(reached(gate))
+    await workflow.send_message("s1", "m2", store=store)
+    gate.touch()
+    assert (await driving).outputs == ["done m0", "done m2"]
+    assert keys["m2"] != keys["m1"]
+    assert keys["inner m2"] != keys["inner m1"]
+    place, branch = keys["m2"].rsplit("~", 1)
+    assert place == keys["m1"]  # the same invocation's place, on a branch of its own
+    inner_place, inner_branch = keys["inner m2"].rsplit("~", 1)
+    assert (inner_place, inner_branch) == (keys["inner m1"], branch)
+    later = await build().send_message("s1", "m3", store=store)
+    assert later.outputs == ["done m0", "done m2", "done m3"]
+    assert keys["m3"].endswith(f"~{branch}")
+    assert keys["inner m3"].endswith(f"~{branch}")
+    assert "~" not in keys["m0"] + keys["m1"] + keys["inner m1"]
+
+
+@executor(id="asking")
+async def asking(message: str | Listen, ctx: WorkflowContext) -> None:
+    # A session whose every turn asks for an approval of its message.
+    if isinstance(message, Listen):
+        ctx.send_message(await ctx.wait_for_input(), target="asking")
+        return
+    ok = await ctx.request({"text": message}, bool)
+    ctx.yield_output(f"{message} {'approved' if ok else 'refused'}")
+    ctx.send_message(Listen(), target="asking")
+
+
+async def test_an_answer_to_a_rolled_back_turns_request_is_never_taken_for_the_branchs(store):
+    # m1's turn rests on a request about m1; m2 rolls it back and its branch asks about
+    # m2 at the same place. An approver who answers what they were shown, m1's request,
+    # must be refused: before, the branch's request had m1's id and took the answer.
+    workflow = (
+        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
+        .add_edge(asking, asking)
+        .build()
+    )
+    started = await workflow.run("m0", run_id="s1", store=store)
+    (first,) = started.pending_requests
+    await workflow.respond("s1", {first.request_id: True}, store=store)
+    on_m1 = await workflow.send_message("s1", "m1", store=store)
+    (m1_request,) = on_m1.pending_requests
+    on_m2 = await workflow.send_message("s1", "m2", store=store)
+    (m2_request,) = on_m2.pending_requests
+    assert (m1_request.payload, m2_request.payload) == ({"text": "m1"}, {"text": "m2"})
+    assert m2_request.request_id != m1_request.request_id
+    with pytest.raises(RequestError, match="no request"):
+        await workflow.respond("s1", {m1_request.request_id: True}, store=store)
+    ended = await workflow.respond("s1", {m2_request.request_id: False}, store=store)
+    assert ended.outputs == ["m0 approved", "m2 refused"]

@@ -79,6 +79,8 @@ class RestoredRun:
     """Which pieces hold its values (``None``: a format-1 checkpoint, which has none)."""
     outcome: tuple[str, str | None] | None = None
     """The run's outcome as of this checkpoint (``ctx.set_outcome``): name and summary."""
+    branch: int = 0
+    """The branch of the run it is on (``BarrierState.branch``)."""
 
     def piece_cache(self) -> PieceCache:
         """The cache a run going on from this checkpoint starts with: its pieces, reused."""
@@ -257,6 +259,7 @@ class CheckpointCodec:
             made.spawned = tuple(SpawnRecord(k, e, n) for k, e, n in document["spawned"])
             made.manifest = manifest
             made.outcome = outcome_in(document.get("outcome"))
+            made.branch = int(document.get("branch") or 0)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CheckpointCorruptError(
                 run_id, checkpoint_id, f"malformed content: {error}"

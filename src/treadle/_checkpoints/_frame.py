@@ -414,6 +414,8 @@ def frame_of(
         parts["x"] = [[r.key, r.executor_id, r.name] for r in barrier.spawned]
     if barrier.outcome is not None:
         parts["c"] = _outcome_out(barrier.outcome)
+    if barrier.branch:
+        parts["b"] = barrier.branch
     frame = [FORMAT, fingerprint, barrier.superstep, barrier.status.value]
     if parts:
         frame.append(parts)
@@ -444,4 +446,5 @@ def spelled(frame: list[Any]) -> dict[str, Any]:
         "deadline_at": parts.get("d"),
         "spawned": parts.get("x", ()),
         "outcome": parts.get("c"),
+        "branch": parts.get("b", 0),
     }

@@ -116,6 +116,8 @@ class CommittedPoint(Protocol):
     def spawned(self) -> Sequence[SpawnRecord]: ...
     @property
     def outcome(self) -> tuple[str, str | None] | None: ...
+    @property
+    def branch(self) -> int: ...
 
 
 _FIELDS = (
@@ -132,6 +134,7 @@ _FIELDS = (
     "spawned",
     "outcome",
     "written",
+    "branch",
 )
 
 
@@ -192,6 +195,16 @@ class BarrierState:
             key not written again only if its value is a new object.
             """
 
+        @property
+        def branch(self) -> int:
+            """Which branch of its run this point is on (``0``: the run's own line).
+
+            A session's rollback branches the run from where the turn began
+            and numbers the branch by the rolling-back message's place in the
+            inbox: invocations on it are keyed apart from the abandoned turn's
+            at the same places (``WorkflowContext.idempotency_key``).
+            """
+
     def __init__(
         self,
         run_id: str,
@@ -207,6 +220,7 @@ class BarrierState:
         spawned: tuple[SpawnRecord, ...] = (),
         outcome: tuple[str, str | None] | None = None,
         written: frozenset[str] | None = None,
+        branch: int = 0,
     ) -> None:
         # The read-only fields are set here (and by the barrier), and only here.
         this: Any = self
@@ -223,6 +237,7 @@ class BarrierState:
         this.spawned = spawned
         this.outcome = outcome
         this.written = written
+        this.branch = branch
 
     def _replace(self, **changes: Any) -> BarrierState:
         """A copy of this point with ``changes`` (field name → value) made."""
@@ -304,5 +319,6 @@ def _remade(
     made.spawned = spawned
     made.outcome = point.outcome
     made.written = written
+    made.branch = point.branch
     remade: BarrierState = made
     return remade

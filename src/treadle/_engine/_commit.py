@@ -142,6 +142,7 @@ def commit_superstep(  # noqa: PLR0915 - the barrier's hot path, kept in one fra
     committed.spawned = point.spawned
     committed.outcome = decided
     committed.written = None
+    committed.branch = point.branch
     return committed, events, spawns, written
 
 

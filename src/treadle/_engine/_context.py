@@ -182,10 +182,11 @@ class WorkflowContext(DurableWaits, Generic[SendT]):
         Pass it to external APIs that deduplicate requests, so a side effect
         made by an invocation that is re-run (after a retry, a crash, or a
         durable wait) happens once. It is derived from the message being
-        handled, which keeps its stamp when re-delivered.
+        handled, which keeps its stamp when re-delivered, and its branch.
         """
         stamp = ".".join(map(str, self._invocation.envelope.stamp))
-        return f"{self._env.run_id}:{self.executor_id}:{stamp}"
+        key = f"{self._env.run_id}:{self.executor_id}:{stamp}"
+        return f"{key}~{self._env.branch}" if self._env.branch else key
 
     def _later_work(self) -> LaterWork:
         if self._later is None:

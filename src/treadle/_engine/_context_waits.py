@@ -23,7 +23,15 @@ from treadle._engine._journal import Journal
 from treadle._engine._later import ContinueLater, ScheduledHandle
 from treadle._engine._polling import poll_until_complete
 from treadle._engine._replaying import REPLAYING, StepNotReplayed
-from treadle._engine._waits import Suspend, Wait, WaitKind, invocation_key, wait_key
+from treadle._engine._waits import (
+    Suspend,
+    Wait,
+    WaitKind,
+    invocation_key,
+    off_branch,
+    on_branch,
+    wait_key,
+)
 from treadle._exceptions import RoutingError
 from treadle._graph._executor import Executor
 from treadle._values._actors import check_approvers
@@ -209,12 +217,17 @@ class DurableWaits:
         cursor = journal.cursor if journal is not None else 0
         stamp = self._invocation.envelope.stamp
         run = self._env
-        key = wait_key(kind, run.wait_scope, self.executor_id, stamp, cursor)
+        made = wait_key(kind, run.wait_scope, self.executor_id, stamp, cursor)
+        key = on_branch(made, run.branch)
         if journal is None or not journal.replaying:
             raise Suspend(Wait(kind, key, **fields))  # reached for the first time
-        # A wait recorded before keys were scoped (made from the run's id) replays too.
+        # The same wait replays where it was recorded on another branch of the run (a
+        # rollback's branch goes on from where the turn began), or before keys were
+        # scoped (made from the run's id).
+        recorded = journal.entries[journal.cursor][1]
         legacy = wait_key(kind, run.run_id, self.executor_id, stamp, cursor)
-        _, value = journal.replay(self.executor_id, "wait", key, legacy)
+        alias = recorded if off_branch(recorded)[0] in (made, legacy) else None
+        _, value = journal.replay(self.executor_id, "wait", key, alias)
         return value
 
     async def request(

@@ -75,6 +75,10 @@ class RunEnv:
             workflow's input policy takes messages while a turn runs.
         limit_scope: What its sub-workflows' calls resolve limits in and
             wait at (``None``: no sub-workflow of it names a limit).
+        branch: The branch of the run its invocations are on
+            (``BarrierState.branch``; a sub-workflow's is its parent's):
+            on one, an idempotency key ends in ``~N``, never an abandoned
+            turn's at the same place.
     """
 
     workflow: Topology
@@ -102,6 +106,7 @@ class RunEnv:
     save_progress: Callable[..., Awaitable[str | None]]
     inputs: InputFeed | None = None
     limit_scope: LimitScope | None = None
+    branch: int = 0
 
 
 _Draft = unfrozen_twin(RunEnv)
@@ -124,6 +129,7 @@ class Opening(NamedTuple):
         limiting: Its call limits, and where its calls wait for them.
         inputs: See :attr:`RunEnv.inputs`.
         limit_scope: See :attr:`RunEnv.limit_scope`.
+        branch: See :attr:`RunEnv.branch`.
     """
 
     workflow: Topology
@@ -138,6 +144,7 @@ class Opening(NamedTuple):
     limiting: Limiting | None = None
     inputs: InputFeed | None = None
     limit_scope: LimitScope | None = None
+    branch: int = 0
 
 
 def _discard(event: WorkflowEvent) -> None:
@@ -163,6 +170,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
         limiting,
         inputs,
         limit_scope,
+        branch,
     ) = opening
     router = workflow.router
     listening = sink is not None
@@ -201,6 +209,7 @@ def build_env(opening: Opening, save_progress: Callable[..., Awaitable[str | Non
     env.save_progress = save_progress
     env.inputs = inputs
     env.limit_scope = limit_scope
+    env.branch = branch
     env.__class__ = RunEnv  # frozen from here on (see _Draft)
     result: RunEnv = env
     return result

@@ -32,7 +32,8 @@ def call_id(invocation: Invocation) -> str:
     env = invocation.env
     scope = f"{env.wait_scope}/" if env.wait_scope else ""
     executor_id = invocation.executor.id
-    return f"{env.run_id}/{scope}{invocation.superstep}/{executor_id}/{invocation.position}"
+    call = f"{env.run_id}/{scope}{invocation.superstep}/{executor_id}/{invocation.position}"
+    return f"{call}~{env.branch}" if env.branch else call
 
 
 def slot_requests(invocation: Invocation, limits: Sequence[CallLimit]) -> list[SlotRequest]:

@@ -188,6 +188,7 @@ def _continued_point(opening: Opening, point: CommittedPoint, status: RunStatus)
     made.spawned = ()
     made.outcome = point.outcome
     made.written = None
+    made.branch = point.branch
     continued: BarrierState = made
     return continued
 
@@ -243,6 +244,7 @@ def _fresh_point(opening: Opening, message: Any, state: Mapping[str, Any] | None
     point.spawned = ()
     point.outcome = None
     point.written = None
+    point.branch = opening.branch
     fresh: BarrierState = point
     return fresh
 

@@ -197,6 +197,7 @@ class SubWorkflow(Executor):
             ctx.deadline_at,
             limiting,
             limit_scope=inner_scope,
+            branch=host.branch,
         )
 
     def _hand_on(self, host: RunEnv, ctx: WorkflowContext[Any], outputs: Sequence[Any]) -> None:

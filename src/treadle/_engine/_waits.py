@@ -211,6 +211,23 @@ def wait_key(kind: str, scope: str, executor_id: str, stamp: tuple[int, ...], in
     return f"{kind[:3]}-{hashlib.blake2b(seed, digest_size=6).hexdigest()}"
 
 
+def on_branch(key: str, branch: int) -> str:
+    """``key`` as a wait on ``branch`` of its run has it (see ``BarrierState.branch``).
+
+    A session's rollback delivers its message where the abandoned turn's
+    went, so the waits there are made at the same places: ``~N`` after the
+    key keeps an answer to the abandoned turn's request from being taken
+    for the branch's. On the run's own line (``0``) the key is as it was.
+    """
+    return f"{key}~{branch}" if branch else key
+
+
+def off_branch(key: str) -> tuple[str, str]:
+    """``key`` without its branch, and the branch's ``~N`` (``""``: made on no branch)."""
+    base, mark, branch = key.partition("~")
+    return base, mark + branch
+
+
 class WaitBook:
     """A run's durable waits: suspended invocations and scheduled messages.
 

@@ -161,6 +161,7 @@ def _checked(
         spawned=parts.spawned,
         outcome=restored.outcome,
         written=None,
+        branch=restored.branch,
     )
     snapshots = dict(parts.snapshots)
     storing = _value_problems(after, workflow)

@@ -34,6 +34,7 @@ from treadle._engine._waits import (
     ScheduledMessage,
     Suspension,
     WaitBook,
+    off_branch,
     wait_key,
 )
 
@@ -173,9 +174,10 @@ class _Rekeying:
     def wait(self, kind: str, key: str, executor_id: str, stamp: Stamp, index: int) -> str:
         """The key a wait made at ``index`` of an invocation gets once renamed (or ``key``)."""
         new_id = self.rename(executor_id)
+        made, branch = off_branch(key)  # a rollback's branch keeps its mark (see on_branch)
         for old_scope, new_scope in self.scopes.pairs:
-            if wait_key(kind, old_scope, executor_id, stamp, index) == key:
-                return wait_key(kind, new_scope, new_id, stamp, index)
+            if wait_key(kind, old_scope, executor_id, stamp, index) == made:
+                return wait_key(kind, new_scope, new_id, stamp, index) + branch
         return key  # not made as the engine makes it now: left alone
 
     def journal(

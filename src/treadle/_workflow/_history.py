@@ -156,6 +156,7 @@ async def fork_run(
         spawned=restored.spawned,
         outcome=restored.outcome,
         written=frozenset(state_patch or ()),
+        branch=restored.branch,
     )
     # The fork's first checkpoint names its parent's pieces for all it did not patch.
     checkpointer = Checkpointer(

@@ -218,6 +218,7 @@ async def open_run(
                 limiting,
                 inputs,
                 limit_scope,
+                0 if restored is None else restored.branch,
             ),
         )
         if restored is not None:

@@ -20,6 +20,7 @@ A run's loop takes session messages as their policies say
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from treadle._checkpoints._session_inbox import SessionInbox
@@ -53,7 +54,8 @@ async def next_launch(workflow: Workflow, loop: DrivenRun, launch: Launch) -> La
                 return None
             taken.ownership.consumed = rollback.seq  # applied with the branch's first commit
             return Launch(
-                restored=taken.restored,
+                # Numbered by the message: the same again if the branch is made again.
+                restored=dataclasses.replace(taken.restored, branch=rollback.seq),
                 store=launch.store,
                 options=launch.options,
                 inputs=((rollback.message, rollback.target),),
