@@ -37,19 +37,22 @@ async def _asking(tmp_path) -> tuple[SqliteStore, Any, str, str]:
     return store, workflow, asked.run_id, request.request_id
 
 
-def _answered_between_the_reads(store: SqliteStore, workflow: Any, request_id: str) -> list[Any]:
-    """Make the store's first inbox read apply an answer first: the reads' worst moment."""
-    reads_of_the_inbox = store.inbox
+def _answered_between_the_reads(
+    store: SqliteStore, workflow: Any, request_id: str, *, read: str = "inbox"
+) -> list[Any]:
+    """Make the store's first inbox read (``read``) apply an answer first: the worst moment."""
+    reads_of_the_inbox = getattr(store, read)
     applied: list[Any] = []
     answering: list[str] = []
 
-    async def inbox_after_the_answer_went_in(run_id: str) -> Any:
+    async def inbox_after_the_answer_went_in(*args: Any) -> Any:
         if not answering:  # the checkpoint was read, still asking: now the answer comes and goes
-            answering.append(run_id)  # (respond reads the inbox too)
-            applied.append(await workflow.respond(run_id, {request_id: "yes"}, store=store))
-        return await reads_of_the_inbox(run_id)
+            answering.append(read)  # (respond reads the inbox too)
+            (asked,) = await store.list_runs(status="awaiting_input")
+            applied.append(await workflow.respond(asked.run_id, {request_id: "yes"}, store=store))
+        return await reads_of_the_inbox(*args)
 
-    store.inbox = inbox_after_the_answer_went_in  # type: ignore[method-assign]
+    setattr(store, read, inbox_after_the_answer_went_in)
     return applied
 
 
@@ -68,7 +71,8 @@ async def test_the_open_requests_gauge_counts_no_request_answered_between_its_re
     store, workflow, _, request_id = await _asking(tmp_path)
     reader = GaugeReader(store, Hosted([workflow]))
     assert (await reader.read(0.0)).open_requests == {"review": 1}
-    applied = _answered_between_the_reads(store, workflow, request_id)
+    # The gauge reads the answers waiting for every asking run at once.
+    applied = _answered_between_the_reads(store, workflow, request_id, read="answers_waiting")
     try:
         gauges = await reader.read(0.0)
     finally:

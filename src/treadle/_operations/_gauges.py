@@ -11,7 +11,8 @@ in each waiting run's latest checkpoint, which only its workflow reads; a
 :class:`GaugeReader` keeps what it decoded per checkpoint, so a scrape
 decodes only the runs that moved since the last one. A request
 whose answer waits in the run's inbox (on PostgreSQL, until a worker takes
-the run up) is answered, as ``treadle requests`` counts it.
+the run up) is answered, as ``treadle requests`` counts it; the store reads
+those answers for every asking run at once (``answers_waiting``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from treadle._engine._metrics import StoreGauges
-from treadle._exceptions import RunNotFoundError, TreadleError
+from treadle._exceptions import TreadleError
 from treadle._operations._requests import ASKING, workflow_for
-from treadle._operations._schemas import answered_in_inbox
 
 if TYPE_CHECKING:
     from treadle._stores._store import RunRecord, Store
@@ -52,34 +52,36 @@ class GaugeReader:
         open_requests: Counter[str] = Counter()
         oldest: float | None = None
         asked: dict[tuple[str, str | None], tuple[str, ...]] = {}
-        asking = [run for status in ASKING for run in await self.store.list_runs(status=status)]
-        for run in asking:
+        asking = await self._asking()
+        for run in asking.values():
             key = (run.run_id, run.checkpoint_id)
             request_ids = self._asked.get(key)
             if request_ids is None:
                 request_ids = await self._requests_of(run)
             asked[key] = request_ids
-            if not request_ids:
-                continue
-            answered = await answered_in_inbox(self.store, run.run_id)
-            waiting = sum(1 for r in request_ids if r not in answered)
-            if waiting and not await self._still_at(run.run_id, key[1]):
-                # A commit came between the listing and the inbox read (an answer applied
-                # takes the request and its answer at once): the next reading counts it.
-                continue
-            if waiting:
-                open_requests[run.workflow] += waiting
-                oldest = max(oldest or 0.0, now - run.updated_at)
         self._asked = asked  # forget the checkpoints no longer latest
+        # Reads for every asking run at once, not a few for each: thousands of runs
+        # resting on approvals made thousands of reads a scrape.
+        asking_ids = [run_id for (run_id, _), request_ids in asked.items() if request_ids]
+        answered = await self.store.answers_waiting(asking_ids)
+        # A commit between the listing and the inbox read (an answer applied takes the
+        # request and its answer at once) moved the run on: the next reading counts it.
+        still = await self._asking()
+        for (run_id, checkpoint_id), request_ids in asked.items():
+            now_at = still.get(run_id)
+            if now_at is None or now_at.checkpoint_id != checkpoint_id:
+                continue
+            waiting = sum(1 for r in request_ids if r not in answered.get(run_id, ()))
+            if waiting:
+                open_requests[now_at.workflow] += waiting
+                oldest = max(oldest or 0.0, now - now_at.updated_at)
         due = await self.store.count_due_runs(now)  # counted by the store, none read here
         return StoreGauges(by_status, dict(open_requests), oldest, due)
 
-    async def _still_at(self, run_id: str, checkpoint_id: str | None) -> bool:
-        """Whether the run's latest checkpoint is still ``checkpoint_id`` (not so if deleted)."""
-        try:
-            return (await self.store.get_run(run_id)).checkpoint_id == checkpoint_id
-        except RunNotFoundError:
-            return False
+    async def _asking(self) -> dict[str, RunRecord]:
+        """The runs resting where a request may ask, by id (one listing per such status)."""
+        listed = [run for status in ASKING for run in await self.store.list_runs(status=status)]
+        return {run.run_id: run for run in listed}
 
     async def _requests_of(self, run: RunRecord) -> tuple[str, ...]:
         """The requests a run's latest checkpoint waits on (none if it cannot be read)."""

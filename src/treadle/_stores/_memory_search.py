@@ -17,7 +17,7 @@ from treadle._values._search_fields import merged
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from treadle._stores._memory_ownership import MemoryRun
     from treadle._stores._records import CheckpointRecord, RunRecord
@@ -106,6 +106,19 @@ class MemorySearch(ABC):
             return sum(
                 1 for r in self._runs.values() if (at := due_at(r.record)) is not None and at <= now
             )
+
+    async def answers_waiting(self, run_ids: Collection[str]) -> dict[str, set[str]]:
+        """The requests of these runs whose answer waits in their inbox (``RunCounts``'s)."""
+        with self._lock:
+            waiting: dict[str, set[str]] = {}
+            for run_id in run_ids:
+                run = self._runs.get(run_id)
+                if run is None:
+                    continue
+                for item, _ in run.inbox:
+                    if item.seq > run.consumed and item.kind == "answer" and item.target:
+                        waiting.setdefault(run_id, set()).add(item.target)
+            return waiting
 
     async def run_fields(self, run_id: str) -> dict[str, FieldValue]:
         """The search fields a run has set, by name."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Sequence
+    from collections.abc import Awaitable, Collection, Sequence
 
     from treadle._stores._events import EventEntry
     from treadle._stores._records import (
@@ -118,6 +118,15 @@ class RunCounts(Protocol):
 
     async def count_due_runs(self, now: float) -> int:
         """How many runs :meth:`RunReads.due_runs` would list now (timers due)."""
+        ...
+
+    async def answers_waiting(self, run_ids: Collection[str]) -> dict[str, set[str]]:
+        """The requests of these runs whose answer waits in their inbox, by run.
+
+        One read for them all (runs with none are left out): an answer is
+        applied by the run's owner, until then its latest checkpoint still
+        lists the request.
+        """
         ...
 
 

@@ -101,6 +101,12 @@ SELECT_INBOX = (
     " WHERE run_id = ? AND consumed_at IS NULL ORDER BY {order}"
 )
 
+# The answers that wait to be applied, of the runs given (a JSON array, see {ids}).
+ANSWERS_WAITING = (
+    "SELECT run_id, target FROM treadle_inbox WHERE run_id IN ({ids})"
+    " AND kind = 'answer' AND consumed_at IS NULL"
+)
+
 SELECT_ANSWER = (
     "SELECT payload, created_at FROM treadle_inbox"
     " WHERE run_id = ? AND kind = 'answer' AND target = ?"

@@ -34,7 +34,7 @@ from treadle._stores._pieces import complete, ids_text
 from treadle._stores._store import Lease, Piece
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from treadle._stores._events import LoggedEvent
     from treadle._stores._store import CheckpointInfo, CheckpointRecord, RunRecord
@@ -278,6 +278,16 @@ class SqlReads(ABC):
         """How many runs :meth:`due_runs` would list now, counted by the database."""
         rows = await self._select(_sql_statements.COUNT_DUE, (now,), scan=True)
         return int(rows[0][0])
+
+    async def answers_waiting(self, run_ids: Collection[str]) -> dict[str, set[str]]:
+        """The requests of these runs whose answer waits in their inbox (see the port)."""
+        if not run_ids:
+            return {}
+        rows = await self._select(_sql_ownership.ANSWERS_WAITING, (ids_text(run_ids),))
+        waiting: dict[str, set[str]] = {}
+        for run_id, request_id in rows:
+            waiting.setdefault(str(run_id), set()).add(str(request_id))
+        return waiting
 
     async def due_runs(self, now: float, *, limit: int | None = None) -> list[RunRecord]:
         """``waiting`` and ``awaiting_input`` runs whose ``wake_at`` or ``deadline_at`` is due.
