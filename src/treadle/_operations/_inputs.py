@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from itertools import chain, compress, repeat
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -361,15 +362,22 @@ def _read_json_file(path: str, what: str, argument: str) -> bytes:
 def json_depth_exceeds(value: Any, limit: int) -> bool:
     """Whether arrays and objects nest more than ``limit`` levels deep in ``value``.
 
-    An iterative walk (no recursion, whatever the depth); ``[]`` is one level.
+    Walked a level at a time (no recursion, whatever the depth); ``[]`` is
+    one level. A level's items are gathered and sorted by C iterators, with
+    no Python code run per item: a 16 MiB document of five million arrays
+    took three times as long as reading it, item by item, before its answer
+    was even looked at.
     """
-    stack = [(value, 1)] if isinstance(value, list | dict) else []
-    while stack:
-        node, depth = stack.pop()
+    arrays = [value] if isinstance(value, list) else []
+    objects = [value] if isinstance(value, dict) else []
+    depth = 0
+    while arrays or objects:
+        depth += 1
         if depth > limit:
             return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, list | dict))
+        items = [*chain.from_iterable(arrays), *chain.from_iterable(map(dict.values, objects))]
+        arrays = list(compress(items, map(isinstance, items, repeat(list))))
+        objects = list(compress(items, map(isinstance, items, repeat(dict))))
     return False
 
 

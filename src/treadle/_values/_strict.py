@@ -17,6 +17,12 @@ edited tool call are all checked here, the same way (``docs/values.md``):
   :data:`MOST_PROBLEMS` of them, the rest are counted, not listed, so a
   value of a hundred thousand wrong keys is refused in a short message
   and bounded time.
+* what is cheap is checked first: an array given for a type that takes
+  none (a dataclass, a model, an enum) is refused as an array before any
+  walk of its items (:mod:`treadle._values._json_kinds`), and whether a
+  value is plain JSON is asked of the C encoder before a walk in Python
+  names what is not. A 16 MiB array of five million items answering a
+  request for an object was walked item by item, three times, first.
 
 Session messages have no declared type: they reach the run as the JSON
 they are.
@@ -28,12 +34,16 @@ import difflib
 import functools
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from itertools import chain, compress, repeat
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
+from treadle._values._json_kinds import ARRAY, OBJECT, json_kind, kinds_refused
+from treadle._values._strict_json import is_plain_json
 from treadle._values._text import lone_surrogate
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Mapping
 
     from pydantic import TypeAdapter
 
@@ -55,8 +65,49 @@ def fit_type(cls: Any, value: Any) -> tuple[Any, list[str]]:
         adapter = _adapter(cls)
     except PydanticUserError:  # a class pydantic cannot build: only itself fits
         return None, [f"value: a {name} cannot be made from JSON"]
+    refused = _refused_for_its_kind(cls, value)
+    if refused:
+        return None, refused
     schema = _schema(cls)
     return fit_schema(value, schema, lambda data: adapter.validate_json(data, strict=True))
+
+
+_STAND_INS: Final[Mapping[str, bytes]] = MappingProxyType({ARRAY: b"[]", OBJECT: b"{}"})
+
+
+def _refused_for_its_kind(cls: Any, value: Any) -> list[str]:
+    """What pydantic says of ``value`` when ``cls`` refuses every value of its kind; else ``[]``.
+
+    Said of a stand-in of that kind (``[]``, ``{}``), which is refused the
+    same way whatever it holds: no item of ``value`` is looked at.
+    """
+    from pydantic import ValidationError  # noqa: PLC0415 - only when values arrive
+
+    kind = json_kind(value)
+    if kind is None or kind not in _kinds_refused(cls):
+        return []
+    try:
+        _adapter(cls).validate_json(_STAND_INS[kind], strict=True)
+    except ValidationError as error:
+        errors = error.errors()
+        if all(e["loc"] == () for e in errors):  # at its top, as kinds_refused has it
+            return [f"{where(e['loc'])}: {e['msg']}" for e in errors]
+    return []  # taken after all: the whole check decides
+
+
+@functools.lru_cache(maxsize=256)
+def _kinds_refused(cls: Any) -> frozenset[str]:
+    """The JSON kinds ``cls`` refuses whatever they hold, kept as :func:`_schema` is.
+
+    No kind when pydantic cannot finish its core schema (a name it cannot resolve):
+    the whole check says what is wrong then.
+    """
+    from pydantic import PydanticUserError  # noqa: PLC0415 - pydantic only when values arrive
+
+    try:
+        return kinds_refused(_adapter(cls).core_schema)
+    except PydanticUserError:
+        return frozenset()
 
 
 def fit_schema(
@@ -98,18 +149,35 @@ def _parser_gave_up(error: Any) -> bool:
 
 
 def _too_deep(value: Any) -> str:
-    """What is said of a value nested too deeply to be read: where its deepest part is."""
-    deepest: tuple[int | str, ...] = ()
-    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
-    while stack:
-        item, loc = stack.pop()
-        if len(loc) > len(deepest):
-            deepest = loc
-        if isinstance(item, dict):
-            stack.extend((inner, (*loc, str(key))) for key, inner in item.items())
-        elif isinstance(item, list | tuple):
-            stack.extend((inner, (*loc, index)) for index, inner in enumerate(item))
-    return f"{where(deepest[:1])}: nests arrays and objects too deeply to be checked"
+    """What is said of a value nested too deeply to be read: where its deepest part is.
+
+    The last field or item of ``value`` that holds a part as deep as any,
+    found a level at a time by C iterators, each part's field kept beside
+    it in a list of their own. The walk this replaces made a tuple of the
+    whole path to each item: seconds for a value of a few million.
+    """
+    ats: list[int | str]
+    if isinstance(value, dict):
+        ats, parts = [str(key) for key in value], list(value.values())
+    elif isinstance(value, list | tuple):
+        ats, parts = list(range(len(value))), list(value)
+    else:
+        ats, parts = [], []
+    deepest = tuple(ats[-1:])  # the last field is one deep, if there is one
+    while parts:
+        held = list(map(isinstance, parts, repeat(dict | list | tuple)))
+        ats, parts = list(compress(ats, held)), list(compress(parts, held))
+        sizes = list(map(len, parts))  # each holds items a level deeper: the last is deepest
+        ats, parts = list(compress(ats, sizes)), list(compress(parts, sizes))
+        if parts:
+            deepest = (ats[-1],)
+        ats = list(chain.from_iterable(map(repeat, ats, filter(None, sizes))))
+        parts = list(chain.from_iterable(map(_items, parts)))
+    return f"{where(deepest)}: nests arrays and objects too deeply to be checked"
+
+
+def _items(part: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> Iterable[Any]:
+    return part.values() if isinstance(part, dict) else part
 
 
 def _more(strangers: list[Any]) -> list[str]:
@@ -131,36 +199,43 @@ def not_json(value: Any) -> list[str]:
     Text with a lone surrogate is no Unicode text (making it JSON fails),
     and a NaN or an infinity would be made ``null``, an answer nobody gave.
     Other Python values (a datetime, a UUID, bytes) go in their JSON form,
-    as the type's own validator reads them. Walked without recursion and
-    each container once, so a value of any depth (or one holding itself)
-    is answered.
+    as the type's own validator reads them. Asked of the C encoder first
+    (:func:`is_plain_json`: JSON from any door is); else walked without
+    recursion and each container once, so a value of any depth (or one
+    holding itself) is answered, with a location made for each container
+    and each problem, not for each item.
     """
+    if is_plain_json(value):
+        return []
+    if not isinstance(value, dict | list | tuple):
+        problem = _scalar_problem(value)
+        return [] if problem is None else [f"{where(())}: {problem}"]
     problems: list[str] = []
-    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
     seen: set[int] = set()  # a container met again (shared, or in a cycle) is walked once
     while stack:
-        item, loc = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if id(item) in seen:
-                continue  # a cycle is the serializer's to name, below
-            seen.add(id(item))
-        if isinstance(item, str):
-            if lone_surrogate(item) is not None:
-                problems.append(f"{where(loc)}: text with a lone surrogate is not Unicode text")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                problems.append(f"{where(loc)}: {item} is not a JSON number")
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                if isinstance(key, str) and lone_surrogate(key) is not None:
-                    problems.append(
-                        f"{where(loc)}: a key with a lone surrogate is not Unicode text"
-                    )
-                else:
-                    stack.append((inner, (*loc, key)))
-        elif isinstance(item, list | tuple):
-            stack.extend((inner, (*loc, index)) for index, inner in enumerate(item))
+        loc, container = stack.pop()
+        if id(container) in seen:
+            continue  # a cycle is the serializer's to name, below
+        seen.add(id(container))
+        keyed = isinstance(container, dict)
+        for key, inner in container.items() if keyed else enumerate(container):
+            if keyed and isinstance(key, str) and lone_surrogate(key) is not None:
+                problems.append(f"{where(loc)}: a key with a lone surrogate is not Unicode text")
+            elif isinstance(inner, dict | list | tuple):
+                stack.append(((*loc, key), inner))
+            elif isinstance(inner, str | float) and (problem := _scalar_problem(inner)):
+                problems.append(f"{where((*loc, key))}: {problem}")
     return sorted(problems)
+
+
+def _scalar_problem(item: Any) -> str | None:
+    """What no JSON text can carry of a value that is not an array or an object, if anything."""
+    if isinstance(item, str) and lone_surrogate(item) is not None:
+        return "text with a lone surrogate is not Unicode text"
+    if isinstance(item, float) and not math.isfinite(item):
+        return f"{item} is not a JSON number"
+    return None
 
 
 def where(loc: tuple[int | str, ...]) -> str:
