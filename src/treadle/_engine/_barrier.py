@@ -202,7 +202,8 @@ class BarrierState:
             A session's rollback branches the run from where the turn began
             and numbers the branch by the rolling-back message's place in the
             inbox: invocations on it are keyed apart from the abandoned turn's
-            at the same places (``WorkflowContext.idempotency_key``).
+            at the same places (``WorkflowContext.idempotency_key``, the ids
+            of the requests and timers they wait on: ``on_branch``).
             """
 
     def __init__(

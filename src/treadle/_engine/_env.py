@@ -77,8 +77,8 @@ class RunEnv:
             wait at (``None``: no sub-workflow of it names a limit).
         branch: The branch of the run its invocations are on
             (``BarrierState.branch``; a sub-workflow's is its parent's):
-            on one, an idempotency key ends in ``~N``, never an abandoned
-            turn's at the same place.
+            on one, their idempotency keys and the ids of their waits end in
+            ``~N``, never an abandoned turn's at the same place.
     """
 
     workflow: Topology
