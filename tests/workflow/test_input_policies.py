@@ -16,7 +16,15 @@ import pytest
 from session_app import Listen, session
 
 from gates import file_appears, reached
-from treadle import Actor, InputPolicy, RunStatus, WorkflowBuilder, WorkflowContext, executor
+from treadle import (
+    Actor,
+    HandoffRefused,
+    InputPolicy,
+    RunStatus,
+    WorkflowBuilder,
+    WorkflowContext,
+    executor,
+)
 from treadle._graph._input_policy import policy_of_kind
 from treadle._workflow import _driving as driving
 from treadle._workflow._pausing import stored_result
@@ -390,3 +398,47 @@ async def test_an_answer_to_a_rolled_back_turns_request_is_never_taken_for_the_b
         await workflow.respond("s1", {m1_request.request_id: True}, store=store)
     ended = await workflow.respond("s1", {m2_request.request_id: False}, store=store)
     assert ended.outputs == ["m0 approved", "m2 refused"]
+
+
+async def test_a_rollbacks_branch_asks_its_handoff_approvals_and_schedules_under_ids_of_its_own(
+    store,
+):
+    # The approval of a handoff and the handle of a scheduled message are made at the
+    # same place as the abandoned turn's too. Before, the branch asked for m2's handoff
+    # under m1's id: an approver answering m1's question approved m2's handoff, and once
+    # m1's had been answered the branch's could never be (the store keeps the first answer).
+    scheduled: dict[str, str] = {}
+
+    @executor(id="front")
+    async def front(message: str | Listen | HandoffRefused, ctx: WorkflowContext) -> None:
+        if isinstance(message, Listen):
+            ctx.send_message(await ctx.wait_for_input(), target="front")
+        elif isinstance(message, HandoffRefused):
+            ctx.send_message(Listen(), target="front")
+        else:
+            scheduled[message] = ctx.schedule_message(Listen(), after=3600, target="front").key
+            ctx.handoff("back", message, reason=f"about {message}")
+
+    @executor(id="back")
+    async def back(message: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(f"back handled {message}")
+        ctx.send_message(Listen(), target="front")
+
+    workflow = (
+        WorkflowBuilder(front, name="handing", input_policy=InputPolicy.ROLLBACK)
+        .add_edge(front, front)
+        .add_edge(back, front)
+        .add_handoff(front, [back], require_approval=True)
+        .build()
+    )
+    started = await workflow.run("m0", run_id="s1", store=store)
+    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
+    (m1_approval,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    (m2_approval,) = (await workflow.send_message("s1", "m2", store=store)).pending_requests
+    assert m2_approval.payload["payload"] == "m2"
+    assert m2_approval.request_id != m1_approval.request_id
+    assert scheduled["m2"] != scheduled["m1"]
+    with pytest.raises(RequestError, match="no request"):
+        await workflow.respond("s1", {m1_approval.request_id: True}, store=store)
+    handled = await workflow.respond("s1", {m2_approval.request_id: True}, store=store)
+    assert handled.outputs == ["back handled m0", "back handled m2"]

@@ -260,7 +260,7 @@ def _commit_durable_work(
         # Their stamps continue the invocation's send sequence.
         stamp = (invocation.superstep, invocation.rank, invocation.position, len(outcome.sent))
         waits.commit_later(
-            env.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals
+            env.run_id, invocation.executor.id, stamp, later.scheduled, later.approvals, env.branch
         )
         spawns.extend(later.spawns)
         if later.cancelled or later.continuing:

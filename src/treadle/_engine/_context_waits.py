@@ -376,7 +376,8 @@ class DurableWaits:
             raise RoutingError(msg)
         later = self._later_work()
         stamp = self._invocation.envelope.stamp
-        key = wait_key("schedule", self._env.run_id, self.executor_id, stamp, later.schedule_calls)
+        made = wait_key("schedule", self._env.run_id, self.executor_id, stamp, later.schedule_calls)
+        key = on_branch(made, self._env.branch)  # never an abandoned turn's (see on_branch)
         later.schedule_calls += 1
         later.scheduled.extend((due, delivered, message, key) for delivered, _ in routes)
         return ScheduledHandle(key, due, tuple(delivered for delivered, _ in routes))

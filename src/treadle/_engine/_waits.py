@@ -306,6 +306,7 @@ class WaitBook:
         stamp: tuple[int, int, int, int],
         scheduled: Sequence[tuple[float, str, Any, str]],
         approvals: Sequence[tuple[str, Any, HandoffContext]],
+        branch: int = 0,
     ) -> None:
         """Take what a committed invocation left for later.
 
@@ -313,6 +314,8 @@ class WaitBook:
         ``approvals``: (target, payload, handoff) handoffs awaiting approval.
         ``stamp`` is the invocation's next free stamp; each item takes the
         next sequence number, so delivery order stays deterministic.
+        ``branch``: the run's (see :func:`on_branch`), which marks an
+        approval's id apart from an abandoned turn's at the same place.
         """
         superstep, rank, position, seq = stamp
         messages = list(self.scheduled)
@@ -324,7 +327,7 @@ class WaitBook:
         handoffs = list(self.approvals)
         for target, payload, handoff in approvals:
             item_stamp = (superstep, rank, position, seq)
-            key = wait_key("handoff", run_id, source, item_stamp, 0)
+            key = on_branch(wait_key("handoff", run_id, source, item_stamp, 0), branch)
             envelope = Envelope(item_stamp, source, payload, handoff)
             handoffs.append(HandoffApproval(key, source, target, envelope))
             seq += 1
