@@ -30,6 +30,7 @@ from treadle._workflow import _driving as driving
 from treadle._workflow._pausing import stored_result
 from treadle.errors import RequestError, RunBusyError, SessionBusyError
 from treadle.stores import SqliteStore
+from treadle.workers import Client
 
 
 @pytest.fixture
@@ -442,3 +443,81 @@ async def test_a_rollbacks_branch_asks_its_handoff_approvals_and_schedules_under
         await workflow.respond("s1", {m1_approval.request_id: True}, store=store)
     handled = await workflow.respond("s1", {m2_approval.request_id: True}, store=store)
     assert handled.outputs == ["back handled m0", "back handled m2"]
+
+
+async def test_a_message_left_while_a_turn_rests_on_a_request_waits_for_it_and_nothing_spins(
+    store,
+):
+    # A client holding no code delivers m2 while m1's turn rests on its request: the
+    # message waits for the session's next rest on input. Before, whoever took the run up
+    # (a resume, a worker) saw it in the inbox, could not take it, rested, and took the
+    # run up again for it, for ever: a worker spun at full CPU and ignored SIGTERM.
+    workflow = (
+        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
+        .add_edge(asking, asking)
+        .build()
+    )
+    started = await workflow.run("m0", run_id="s1", store=store)
+    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
+    (m1_request,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    await Client(store).send_message("s1", "m2")
+    resumed = await asyncio.wait_for(workflow.resume("s1", store=store), timeout=30)
+    assert [r.request_id for r in resumed.pending_requests] == [m1_request.request_id]
+    assert [item.kind for item in await store.inbox("s1")] == ["message"]
+    answered = await workflow.respond("s1", {m1_request.request_id: False}, store=store)
+    assert answered.outputs == ["m0 approved", "m1 refused"]
+    (m2_request,) = answered.pending_requests  # m2's turn, started at the rest m1's left
+    assert m2_request.payload == {"text": "m2"}
+    assert await store.inbox("s1") == []  # the answer, taken from behind m2, marked too
+
+
+async def test_an_answer_given_after_a_queued_message_ends_the_turn_and_the_message_starts_the_next(
+    store,
+):
+    # Under enqueue, m2 waits for the session's next rest; m1's turn rests on a request,
+    # and the answer comes after m2 in the inbox. The store marks a prefix of the inbox
+    # applied, and the answer was held behind m2: the turn could never end, m2 never be
+    # taken, and whoever took the run up again for them rested at once, for ever.
+    workflow = (
+        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ENQUEUE)
+        .add_edge(asking, asking)
+        .build()
+    )
+    started = await workflow.run("m0", run_id="s1", store=store)
+    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
+    (m1_request,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    queued = await workflow.send_message("s1", "m2", store=store)
+    assert [r.request_id for r in queued.pending_requests] == [m1_request.request_id]
+    answering = workflow.respond("s1", {m1_request.request_id: True}, store=store)
+    answered = await asyncio.wait_for(answering, timeout=30)
+    assert answered.outputs == ["m0 approved", "m1 approved"]
+    (m2_request,) = answered.pending_requests
+    assert m2_request.payload == {"text": "m2"}
+    assert await store.inbox("s1") == []  # the answer taken ahead is marked applied too
+    ended = await workflow.respond("s1", {m2_request.request_id: False}, store=store)
+    assert ended.outputs == ["m0 approved", "m1 approved", "m2 refused"]
+    refused = [e for e in await store.read_events("s1") if e.kind == "inbox_refused"]
+    assert refused == []
+
+
+async def test_a_rollback_of_a_first_turn_that_never_rested_on_input_is_refused_on_the_record(
+    store,
+):
+    # The run's own input started the turn resting on its request: there is no rest on
+    # input to go back to. Before, the message stayed in the inbox and every owner of the
+    # run stopped on it: the request could not be answered, nor the run resumed.
+    workflow = (
+        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
+        .add_edge(asking, asking)
+        .build()
+    )
+    (first,) = (await workflow.run("x0", run_id="s1", store=store)).pending_requests
+    sent = await workflow.send_message("s1", "x1", store=store)
+    assert [r.request_id for r in sent.pending_requests] == [first.request_id]
+    assert await store.inbox("s1") == []
+    (refused,) = [e for e in await store.read_events("s1") if e.kind == "inbox_refused"]
+    assert "never rested on input" in refused.data["reason"]
+    answered = await workflow.respond("s1", {first.request_id: True}, store=store)
+    assert (answered.status, answered.outputs) == (RunStatus.AWAITING_INPUT, ["x0 approved"])
+    (next_request,) = (await workflow.send_message("s1", "x2", store=store)).pending_requests
+    assert next_request.payload == {"text": "x2"}  # a turn on x2, from the rest x0's left

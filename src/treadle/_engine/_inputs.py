@@ -78,6 +78,10 @@ class InputFeed(Protocol):
         """Mark the items up to ``seq`` applied with the run's next commit."""
         ...
 
+    def taken_ahead(self, seqs: Sequence[int]) -> None:
+        """Answers taken from behind a message that waits: not handed over again."""
+        ...
+
     def abandon(self, rollback: QueuedInput) -> None:
         """Hand a message that rolls the running turn back to the run's driver."""
         ...
@@ -101,12 +105,17 @@ class InputsTaken:
         rollback: A message that abandons the running turn: the caller
             branches the run from where the turn began and delivers it there.
         quiet_at: A debounce burst waits until then for more messages.
+        ahead: Answers and timeouts taken from behind a message that waits
+            for the session's next rest (their sequence numbers): the turn
+            they answer must end before that rest comes. They are marked
+            applied only with the message (the store marks a prefix).
     """
 
     point: BarrierState
     applied: int | None = None
     rollback: QueuedInput | None = None
     quiet_at: float | None = None
+    ahead: tuple[int, ...] = ()
 
 
 def resting(point: BarrierState) -> bool:
@@ -162,7 +171,13 @@ def take_inputs(
             if arrivals:  # what came before it is taken first: it waits for the next boundary
                 break
             return _taken(env, point, arrivals, applied, rollback=item)
-        break  # reject, enqueue, debounce: it waits for the session's next rest
+        # Reject, enqueue, debounce: it waits for the session's next rest, and so do the
+        # messages after it; an answer after it is taken now, as the turn may wait on it.
+        ahead = [
+            (seq, later) for seq, later in items[index + 1 :] if not isinstance(later, QueuedInput)
+        ]
+        arrivals.extend(later for _, later in ahead)
+        return _taken(env, point, arrivals, applied, ahead=tuple(seq for seq, _ in ahead))
     return _taken(env, point, arrivals, applied)
 
 
@@ -188,7 +203,8 @@ def _taken(
     *,
     rollback: QueuedInput | None = None,
     quiet_at: float | None = None,
+    ahead: tuple[int, ...] = (),
 ) -> InputsTaken:
     if arrivals:
         point = apply_arrivals(env, point, arrivals)
-    return InputsTaken(point, applied, rollback, quiet_at)
+    return InputsTaken(point, applied, rollback, quiet_at, ahead)

@@ -286,6 +286,8 @@ class RunLoop:
             self.point = taken.point
             if taken.applied is not None:
                 inputs.applied(taken.applied)
+            if taken.ahead:
+                inputs.taken_ahead(taken.ahead)
             if taken.rollback is not None:
                 if not roll_back:
                     return self.point

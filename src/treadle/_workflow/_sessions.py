@@ -21,6 +21,7 @@ A run's loop takes session messages as their policies say
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING
 
 from treadle._checkpoints._session_inbox import SessionInbox
@@ -29,6 +30,8 @@ from treadle._exceptions import RunBusyError, RunPausedError, SessionBusyError
 from treadle._graph._input_policy import InputPolicy, policy_of_kind
 from treadle._workflow._launch import Launch
 from treadle._workflow._runs import acquire, load_restored, take_over
+
+logger = logging.getLogger("treadle.runtime")
 
 if TYPE_CHECKING:
     from treadle._checkpoints._ownership import Ownership
@@ -49,23 +52,30 @@ async def next_launch(workflow: Workflow, loop: DrivenRun, launch: Launch) -> La
     rollback = feed.rollback
     try:
         if rollback is not None:
-            taken = await _branched(workflow, store, run_id, rollback)
-            if taken is None:
+            branched = await _branched(workflow, store, run_id, rollback)
+            if branched is None:
                 return None
-            taken.ownership.consumed = rollback.seq  # applied with the branch's first commit
-            return Launch(
-                # Numbered by the message: the same again if the branch is made again.
-                restored=dataclasses.replace(taken.restored, branch=rollback.seq),
-                store=launch.store,
-                options=launch.options,
-                inputs=((rollback.message, rollback.target),),
-                ownership=taken.ownership,
-            )
-        if not loop.status.is_resting:
+            taken, at_turn_start = branched
+            if at_turn_start:
+                taken.ownership.consumed = rollback.seq  # applied with the branch's first commit
+                return Launch(
+                    # Numbered by the message: the same again if the branch is made again.
+                    restored=dataclasses.replace(taken.restored, branch=rollback.seq),
+                    store=launch.store,
+                    options=launch.options,
+                    inputs=((rollback.message, rollback.target),),
+                    ownership=taken.ownership,
+                )
+        elif not loop.status.is_resting:
             return None
-        if not any(policy_of_kind(item.kind) for item in await store.inbox(run_id)):
-            return None
-        taken = await take_over(workflow, store, run_id)
+        # Only a message that came after the loop's last look: one it saw and left waits
+        # for a rest it can be taken at (the run rests on a request now), and taking the
+        # run up again for it would rest at once, again and again, for ever.
+        else:
+            came = [item for item in await store.inbox(run_id) if item.seq > feed.seen]
+            if not any(policy_of_kind(item.kind) for item in came):
+                return None
+            taken = await take_over(workflow, store, run_id)
     except (RunBusyError, RunPausedError):
         return None  # another process drives it now, and takes what waits
     return Launch(
@@ -101,7 +111,7 @@ async def taken_after_sending(
 
 async def _branched(
     workflow: Workflow, store: Store, run_id: str, rollback: QueuedInput
-) -> TakenOver | None:
+) -> tuple[TakenOver, bool] | None:
     """The run taken back at the checkpoint where its turn began, to deliver ``rollback`` there.
 
     The loop gave the lease up when it stopped, and a driver that took the
@@ -109,21 +119,38 @@ async def _branched(
     it: once the lease is back, the message must still wait there, and
     where the turn began is looked for only then. ``None``: another driver
     applied it (the run is where that driver left it, with any later
-    message taken too).
+    message taken too). ``False`` with the run: it never rested on input,
+    so there is no turn to go back to; the message is refused on the
+    record, and the run goes on where it is (it was left in the inbox, and
+    every owner of the run stopped on it, for ever).
 
     Raises:
         RunBusyError: another process drives the run now.
     """
+    from treadle._exceptions import CheckpointNotFoundError  # noqa: PLC0415 - rare
+
     ownership = await acquire(workflow, store, run_id)
     try:
         if all(item.seq != rollback.seq for item in await store.inbox(run_id)):
             await ownership.close()
             return None
-        started = await turn_start(workflow, store, run_id)
-        return await take_over(workflow, store, run_id, started, ownership=ownership)
+        try:
+            started = await turn_start(workflow, store, run_id)
+        except CheckpointNotFoundError:
+            await ownership.refuse_inbox([(rollback.seq, NO_TURN_TO_ROLL_BACK)])
+            logger.warning(
+                "run %s: inbox item %d refused: %s", run_id, rollback.seq, NO_TURN_TO_ROLL_BACK
+            )
+            return await take_over(workflow, store, run_id, ownership=ownership), False
+        return await take_over(workflow, store, run_id, started, ownership=ownership), True
     except BaseException:
         await ownership.close()
         raise
+
+
+NO_TURN_TO_ROLL_BACK = (
+    "it rolls back a turn, and the session has never rested on input: no turn began to go back to"
+)
 
 
 async def turn_start(workflow: Workflow, store: Store, run_id: str) -> str:
