@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
+import psycopg
 import pytest
 import scale_app
 
 import treadle
+from treadle import InputPolicy, WorkflowBuilder, WorkflowContext, executor
 from treadle.errors import (
     InvalidResponseError,
     RequestAlreadyAnsweredError,
@@ -136,3 +141,69 @@ async def test_a_client_that_has_the_workflow_refuses_an_input_that_does_not_fit
     run_id = await client.start("counter", {"total": 3}, run_id="good")  # JSON data that fits
     await Worker(store, WORKFLOWS, lease=2, poll_interval=0.05).run_until_idle()
     assert (await client.result(run_id)).status is treadle.RunStatus.COMPLETED
+
+
+@dataclass(frozen=True)
+class Listen:
+    """What a turn hands back to the session: wait for the next message."""
+
+
+@executor(id="asking")
+async def asking(message: str | Listen, ctx: WorkflowContext) -> None:
+    if isinstance(message, Listen):
+        ctx.send_message(await ctx.wait_for_input(), target="asking")
+        return
+    ok = await ctx.request({"text": message}, bool)
+    ctx.yield_output(f"{message} {'approved' if ok else 'refused'}")
+    ctx.send_message(Listen(), target="asking")
+
+
+chat = (
+    WorkflowBuilder(asking, name="chat", input_policy=InputPolicy.ROLLBACK)
+    .add_edge(asking, asking)
+    .build()
+)
+
+
+async def claims_of(dsn: str, schema: str, run_id: str) -> int:
+    """How many times the run was claimed: its lease epoch."""
+    async with await psycopg.AsyncConnection.connect(dsn) as db:
+        query = f'SELECT lease_epoch FROM "{schema}".treadle_runs WHERE run_id = %s'  # noqa: S608
+        row = await (await db.execute(query, (run_id,))).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_message_a_turn_cannot_take_yet_waits_and_no_worker_spins_on_it(store, dsn, schema):
+    # m2 comes from a client holding no code while m1's turn rests on its request: it
+    # waits for the session's next rest. Before, every worker claimed the run, left the
+    # message, gave the run back ready and claimed it again, at full CPU, for ever
+    # (run_until_idle never returned); now the claim count stays where it was.
+    client = Client(store, [chat])
+
+    async def served() -> None:
+        worker = Worker(store, [chat], lease=2, poll_interval=0.05)
+        await asyncio.wait_for(worker.run_until_idle(), timeout=30)
+
+    async def asked() -> str:
+        (request,) = (await client.result("s1")).pending_requests
+        return request.request_id
+
+    await client.start("chat", "m0", run_id="s1")
+    await served()
+    await client.respond("s1", {await asked(): True})
+    await served()
+    await client.send_message("s1", "m1")
+    await served()
+    m1_request = await asked()
+    await Client(store).send_message("s1", "m2")
+    await served()
+    claims = await claims_of(dsn, schema, "s1")
+    await served()
+    assert await claims_of(dsn, schema, "s1") == claims  # left alone: nothing new came
+    await client.respond("s1", {m1_request: False})
+    await served()
+    done = await client.result("s1")
+    assert done.outputs == ["m0 approved", "m1 refused"]
+    (m2_request,) = done.pending_requests  # m2's turn, from the rest m1's left
+    assert m2_request.payload == {"text": "m2"}

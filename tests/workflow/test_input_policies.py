@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -464,6 +465,10 @@ async def test_a_message_left_while_a_turn_rests_on_a_request_waits_for_it_and_n
     resumed = await asyncio.wait_for(workflow.resume("s1", store=store), timeout=30)
     assert [r.request_id for r in resumed.pending_requests] == [m1_request.request_id]
     assert [item.kind for item in await store.inbox("s1")] == ["message"]
+    # Given back not ready: no timer service takes the run up again for what it left.
+    with sqlite3.connect(store.path) as db:
+        (ready_at,) = db.execute("SELECT ready_at FROM treadle_runs WHERE run_id = 's1'").fetchone()
+    assert ready_at is None
     answered = await workflow.respond("s1", {m1_request.request_id: False}, store=store)
     assert answered.outputs == ["m0 approved", "m1 refused"]
     (m2_request,) = answered.pending_requests  # m2's turn, started at the rest m1's left

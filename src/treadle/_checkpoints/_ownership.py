@@ -96,6 +96,7 @@ class Ownership:
         self.lease = lease
         self.duration = duration
         self.consumed: int | None = None  # inbox items applied, marked with the next commit
+        self.seen = 0  # the newest inbox item read by the run's loop (see Leases.release)
         self.detached: DurabilityError | None = None
         self.released = False
         self.keeper: LeaseKeeper | None = None  # renews the lease while the run is driven
@@ -276,4 +277,4 @@ class Ownership:
             return
         self.released = True
         with contextlib.suppress(DurabilityError):  # the lease then simply runs out
-            await self.store.release(self.lease)
+            await self.store.release(self.lease, seen=self.seen)

@@ -66,7 +66,7 @@ class SessionInbox:
         self.rollback: QueuedInput | None = None
         # The newest item read: what came after it came after the loop's last look.
         self.seen = self._taken
-        self._ahead: set[int] = set()  # taken from behind a message that waits (see taken_ahead)
+        self._ahead: set[int] = set()  # taken from behind a message that waits (see applied)
 
     async def unapplied(self) -> list[FeedItem]:
         """The items after those taken already, in the store's order.
@@ -80,11 +80,11 @@ class SessionInbox:
         for item in await self._store.inbox(self._run_id):
             if item.seq <= self._taken:
                 continue
-            if item.seq in self._ahead:  # applied already (see taken_ahead)
+            if item.seq in self._ahead:  # applied already (see applied)
                 if not found:  # nothing before it waits now: the prefix marked reaches it
                     self.applied(item.seq)
                 continue
-            self.seen = max(self.seen, item.seq)
+            self.seen = self._ownership.seen = max(self.seen, item.seq)
             policy = policy_of_kind(item.kind)
             target = item.target
             if policy is not None and (wrong := self._misdirected(target)) is not None:
@@ -103,21 +103,22 @@ class SessionInbox:
                 logger.warning("run %s: inbox item %d refused: %s", self._run_id, seq, reason)
         return found
 
-    def applied(self, seq: int) -> None:
-        """Mark the items up to ``seq`` applied with the run's next commit."""
+    def applied(self, seq: int | None, ahead: Sequence[int] = ()) -> None:
+        """Mark the items up to ``seq`` applied with the run's next commit.
+
+        ``ahead``: answers taken from behind a message that waits for the
+        session's next rest. The store marks a prefix of the inbox applied:
+        they stay unmarked until that message is taken, and are not handed
+        over again meanwhile. Read again by another owner, each answers a
+        request its checkpoint no longer waits on, and is left alone
+        (``sort_inbox``).
+        """
+        self._ahead.update(ahead)
+        if seq is None:
+            return
         self._taken = max(self._taken, seq)
         ownership = self._ownership
         ownership.consumed = max(ownership.consumed or 0, seq)
-
-    def taken_ahead(self, seqs: Sequence[int]) -> None:
-        """Answers taken from behind a message that waits for the session's next rest.
-
-        The store marks a prefix of the inbox applied: they stay unmarked until
-        that message is taken, and are not handed over again meanwhile. Read
-        again by another owner, each answers a request its checkpoint no
-        longer waits on, and is left alone (``sort_inbox``).
-        """
-        self._ahead.update(seqs)
 
     def abandon(self, rollback: QueuedInput) -> None:
         """Keep a message that rolls the running turn back, for the run's driver (see ``drive``)."""

@@ -74,12 +74,12 @@ class InputFeed(Protocol):
         """The inbox items not applied yet, in the store's order."""
         ...
 
-    def applied(self, seq: int) -> None:
-        """Mark the items up to ``seq`` applied with the run's next commit."""
-        ...
+    def applied(self, seq: int | None, ahead: Sequence[int] = ()) -> None:
+        """Mark the items up to ``seq`` applied with the run's next commit.
 
-    def taken_ahead(self, seqs: Sequence[int]) -> None:
-        """Answers taken from behind a message that waits: not handed over again."""
+        ``ahead``: answers taken from behind a message that waits (see
+        ``InputsTaken``), not handed over again.
+        """
         ...
 
     def abandon(self, rollback: QueuedInput) -> None:

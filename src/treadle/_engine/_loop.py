@@ -284,10 +284,8 @@ class RunLoop:
                 return self.point
             taken = take_inputs(self.env, self.point, items, inputs.now())
             self.point = taken.point
-            if taken.applied is not None:
-                inputs.applied(taken.applied)
-            if taken.ahead:
-                inputs.taken_ahead(taken.ahead)
+            if taken.applied is not None or taken.ahead:
+                inputs.applied(taken.applied, taken.ahead)
             if taken.rollback is not None:
                 if not roll_back:
                     return self.point

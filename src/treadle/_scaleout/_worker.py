@@ -465,7 +465,9 @@ class Worker:
             elif not isinstance(error, WorkflowRunError):
                 logger.error("run %s: worker error", claim.run_id, exc_info=error)
         try:
-            released = await self.queue.release(claim, self.clock.now())
+            # What its loop read and left makes no worker claim it again (see Leases.release).
+            seen = view.seen if error is None and detached is None else 0
+            released = await self.queue.release(claim, self.clock.now(), seen=seen)
         except DurabilityError as failure:
             logger.warning(
                 "run %s: release failed (%s); its lease will expire", claim.run_id, failure

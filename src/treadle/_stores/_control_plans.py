@@ -160,7 +160,7 @@ def unpause(
 _HELD = _sql_statements.SELECT_RUN_EXISTS + _sql_ownership.FENCE
 
 
-def release(lease: Lease, backend: Backend) -> Plan[bool]:
+def release(lease: Lease, backend: Backend, seen: int = 0) -> Plan[bool]:
     """Give a lease up (``Leases.release``); ``False`` when it was no longer current.
 
     The run row is locked first, so the release sees every delivery
@@ -169,7 +169,7 @@ def release(lease: Lease, backend: Backend) -> Plan[bool]:
     held = (lease.run_id, lease.owner, lease.epoch)
     if (yield (_HELD, held, ONE, True)) is None:
         return False
-    return (yield from release_held(lease, time.time(), backend))
+    return (yield from release_held(lease, time.time(), backend, seen))
 
 
 def refuse_inbox(

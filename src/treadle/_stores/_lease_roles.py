@@ -64,10 +64,15 @@ class Leases(Protocol):
         """
         ...
 
-    async def release(self, lease: Lease) -> bool:
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:
         """Give a lease up so another process may take the run at once.
 
-        Returns ``False`` when it was no longer current (nothing changed).
+        The run is left ready when its inbox holds items its owner did not
+        apply, and read none of them after ``seen``: what the owner read
+        and left (a message for the session's next rest, behind a turn
+        waiting on a request) makes no owner take the run up again for it,
+        only to leave it again. Returns ``False`` when the lease was no
+        longer current (nothing changed).
         """
         ...
 

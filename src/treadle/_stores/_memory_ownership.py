@@ -65,9 +65,9 @@ class MemoryRun:
         """Whether nobody holds a current lease on the run at ``now``."""
         return not self.record.owned(now)
 
-    def unapplied(self) -> bool:
-        """Whether the inbox holds items not yet applied."""
-        return any(item.seq > self.consumed for item, _ in self.inbox)
+    def unapplied(self, after: int = 0) -> bool:
+        """Whether the inbox holds items not yet applied (of those after ``after``)."""
+        return any(item.seq > max(self.consumed, after) for item, _ in self.inbox)
 
 
 class MemoryOwnership(ABC):
@@ -143,14 +143,14 @@ class MemoryOwnership(ABC):
             run.record = dataclasses.replace(run.record, lease_until=until)
             return dataclasses.replace(lease, until=until)
 
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current."""
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:
+        """Give a lease up; ``False`` when it was no longer current (``seen``: see the port)."""
         self._check_open()
         with self._lock:
             run = self._runs.get(lease.run_id)
             if run is None or not self._holds(run, lease):
                 return False
-            self._release(run)
+            self._release(run, seen)
             return True
 
     async def deliver(
@@ -459,11 +459,11 @@ class MemoryOwnership(ABC):
         if lease is not None and not self._holds(run, lease):
             raise LeaseLostError(lease.run_id, lease.epoch)
 
-    def _release(self, run: MemoryRun) -> None:
+    def _release(self, run: MemoryRun, seen: int = 0) -> None:
         if run.record.pause_requested is not None:
             self._honour_pause(run)
             return
-        if run.unapplied():
+        if run.unapplied(after=seen):
             run.ready_at = run.ready_at if run.ready_at is not None else time.time()
         else:
             run.ready_at = None

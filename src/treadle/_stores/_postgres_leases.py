@@ -78,6 +78,7 @@ class LeasedStore:
         self._consumed = consumed
         self.detached: DurabilityError | None = None  # set: write nothing more
         self.paused = False  # a commit paused the run: the claim went with it
+        self.seen = 0  # the newest inbox item the run's loop read (see release)
         self._stop_after: DurabilityError | None = None
 
     def consume(self, seq: int) -> None:
@@ -214,8 +215,13 @@ class LeasedStore:
             raise self.detached
         return dataclasses.replace(lease, until=time.time() + duration)
 
-    async def release(self, lease: Lease) -> bool:  # noqa: ARG002 - the worker releases
-        """Nothing: the worker releases the claim once the run's task has ended."""
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:  # noqa: ARG002 - see below
+        """Nothing: the worker releases the claim once the run's task has ended, with ``seen``.
+
+        ``seen`` (see ``Leases.release``): the newest inbox item the run's
+        loop read, kept for that release.
+        """
+        self.seen = max(self.seen, seen)
         return True
 
     async def park(self, lease: Lease, reason: str) -> None:

@@ -148,9 +148,9 @@ class PostgresOwnership(ABC):
 
         return await self._run(work, write=False)
 
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current (nothing changed)."""
-        plan = _control_plans.release(lease, POSTGRES_WRITES)
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:
+        """Give a lease up; ``False`` when it was no longer current (``seen``: see the port)."""
+        plan = _control_plans.release(lease, POSTGRES_WRITES, seen)
         return await self._run(functools.partial(drive, plan), write=True)
 
     async def deliver(

@@ -168,19 +168,20 @@ class RunQueue:
 
         return await self.store.transact(work, write=False)
 
-    async def release(self, claim: Claim, now: float) -> bool:
+    async def release(self, claim: Claim, now: float, *, seen: int = 0) -> bool:
         """Give the run back; ``False`` when the lease was gone already.
 
         The run is ready again at once if it is still under way (the worker
-        stopped mid-run) or its inbox holds items; otherwise it waits for its
-        timer or a client. Only a takeover of an *expired* lease counts
+        stopped mid-run) or its inbox holds items the worker did not read
+        (none after ``seen``: see ``Leases.release``); otherwise it waits
+        for its timer or a client. Only a takeover of an *expired* lease counts
         towards crash-loop parking; a run given back starts counting afresh.
 
         A write plan in the store's group commits (:func:`_release`): the
         releases and commits of this worker's runs share transactions.
         """
         return await self.store.grouped(
-            functools.partial(_release, claim.run_id, self.owner, claim.epoch, now)
+            functools.partial(_release, claim.run_id, self.owner, claim.epoch, now, seen)
         )
 
     def leased(self, claim: Claim, consumed: int | None) -> LeasedStore:
@@ -192,7 +193,7 @@ class RunQueue:
         return LeasedStore(self.store, self.owner, claim, consumed)
 
 
-def _release(run_id: str, owner: str, epoch: int, now: float) -> Plan[bool]:
+def _release(run_id: str, owner: str, epoch: int, now: float, seen: int) -> Plan[bool]:
     """The release of a claim (see :meth:`RunQueue.release`), as two statements and a notice.
 
     The row is locked under the claim first, so the decision, made by the
@@ -200,7 +201,7 @@ def _release(run_id: str, owner: str, epoch: int, now: float) -> Plan[bool]:
     made before it (deliveries lock the row first too).
     """
     yield (_sql_queue.LOCK_HELD, (run_id, owner, epoch), NOTHING, True)
-    decided = (now, run_id, owner, epoch)
+    decided = (now, seen, run_id, owner, epoch)
     row = yield (_sql_queue.RELEASE_HELD, decided, ONE, False)
     if row is None:
         return False

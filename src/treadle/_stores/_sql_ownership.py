@@ -65,12 +65,15 @@ UNAPPLIED = (
 )
 """Whether a run's inbox holds items no owner has applied (a condition on ``treadle_runs``)."""
 
+UNAPPLIED_AFTER = UNAPPLIED[:-1] + " AND i.{order} > ?)"
+"""``UNAPPLIED``, of the items after a given one (those its owner has not read)."""
+
 # Giving a lease up leaves the run ready when its inbox holds unapplied items,
 # so a timer service or worker applies what arrived while it was owned.
 RELEASE = f"""
 UPDATE treadle_runs
 SET owner = NULL, lease_until = NULL,
-    ready_at = (CASE WHEN {UNAPPLIED} THEN COALESCE(ready_at, ?) END)
+    ready_at = (CASE WHEN {UNAPPLIED_AFTER} THEN COALESCE(ready_at, ?) END)
 WHERE run_id = ?{FENCE}"""  # noqa: S608 - constants only
 
 # A commit that brings a run to rest under its lease, in one statement: the

@@ -94,7 +94,8 @@ FROM (
             CASE WHEN h.pause_requested IS NOT NULL AND h.status NOT IN ({_ENDED})
                 THEN 'paused' ELSE h.status END AS status,
             EXISTS (SELECT 1 FROM treadle_inbox AS i
-                WHERE i.run_id = h.run_id AND i.consumed_at IS NULL) AS waiting
+                WHERE i.run_id = h.run_id AND i.consumed_at IS NULL
+                    AND i.seq > CAST(? AS BIGINT)) AS waiting
         FROM treadle_runs AS h
         WHERE h.run_id = ? AND h.owner = ? AND h.lease_epoch = ?
     ) AS held

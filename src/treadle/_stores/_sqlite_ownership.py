@@ -121,9 +121,9 @@ class SqliteOwnership(ABC):
 
         return await self._call(work, write=True, group=True)
 
-    async def release(self, lease: Lease) -> bool:
-        """Give a lease up; ``False`` when it was no longer current."""
-        plan = functools.partial(_control_plans.release, lease, SQLITE_WRITES)
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:
+        """Give a lease up; ``False`` when it was no longer current (``seen``: see the port)."""
+        plan = functools.partial(_control_plans.release, lease, SQLITE_WRITES, seen)
         return await self._call(lambda c: drive(plan(), c), write=True, group=True)
 
     async def deliver(

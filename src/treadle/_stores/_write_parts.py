@@ -179,7 +179,7 @@ RELEASE_RETURNING = _sql_ownership.RELEASE + " RETURNING ready_at, pause_request
 """An owner letting its run go; its row (ready, pause asked, status), none if the lease is gone."""
 
 
-def release_held(lease: Lease, now: float, backend: Backend) -> Plan[bool]:
+def release_held(lease: Lease, now: float, backend: Backend, seen: int = 0) -> Plan[bool]:
     """Give ``lease`` up, pausing the run if a pause was asked; ``False``: it was not current.
 
     A run left ready (items delivered meanwhile) is announced to idle
@@ -187,7 +187,8 @@ def release_held(lease: Lease, now: float, backend: Backend) -> Plan[bool]:
     earlier statement wrote or locked it): only then does this statement's
     snapshot hold every item a delivery committed before it.
     """
-    row = yield (RELEASE_RETURNING, (now, lease.run_id, lease.owner, lease.epoch), ONE, False)
+    held = (seen, now, lease.run_id, lease.owner, lease.epoch)  # seen: see Leases.release
+    row = yield (RELEASE_RETURNING, held, ONE, False)
     if row is None:
         return False
     ready, requested, status = row

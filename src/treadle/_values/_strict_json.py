@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from treadle._values._text import lone_surrogate
@@ -55,11 +56,19 @@ def is_plain_json(value: Any) -> bool:
     it finds. Other objects (a datetime, bytes) are not looked into, as
     such a walk does not: they are written as ``null`` here.
     """
+    if sys.getrecursionlimit() > _C_STACK_SAFE:
+        return False  # the encoder recurses on the C stack as deep as the limit lets it
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_not_looked_into)
     except (TypeError, ValueError, RecursionError):
         return False
     return lone_surrogate(text) is None
+
+
+_C_STACK_SAFE = 20_000
+"""The recursion limit up to which the C encoder is asked: a value nested deeper is refused
+by it as too deep. A program that raised the limit further (to 1,000,000) had a value nested
+100,000 deep overflow the C stack: the process died of SIGSEGV. The walk asks then."""
 
 
 def _not_looked_into(_: object) -> None:
