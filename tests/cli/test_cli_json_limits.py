@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -87,11 +88,13 @@ def _python_calls(work) -> int:
         entered += event == "call"
 
     previous = sys.getprofile()
+    gc.disable()  # a collector's callbacks (hypothesis installs one) are no work of ours
     sys.setprofile(profile)
     try:
         work()
     finally:
         sys.setprofile(previous)
+        gc.enable()
     return entered
 
 

@@ -262,10 +262,19 @@ def unknown_keys(
 
     An object whose schema allows other keys (``additionalProperties``
     true or a schema: a model with ``extra="allow"``, a mapping) is taken as
-    it is.
+    it is, but the values of a mapping of objects, like the items of a
+    list or a tuple of them, are looked into (their unknown keys were
+    dropped).
     """
     defs = defs if defs is not None else schema.get("$defs", {})
-    schema = _object_form(schema, defs)  # an optional field: its object form, if any
+    schema = _object_form(schema, defs, value)  # an optional field, a union: its object form
+    if isinstance(value, list | tuple | dict) and (inner := _inner_schemas(schema, value)):
+        return [
+            stranger
+            for key, item in (value.items() if isinstance(value, dict) else enumerate(value))
+            if (of := inner(key)) is not None
+            for stranger in unknown_keys(item, of, defs, f"{at}{key}.")
+        ]
     properties = schema.get("properties")
     if not isinstance(value, dict) or not isinstance(properties, dict):
         return []
@@ -276,6 +285,33 @@ def unknown_keys(
         if key in properties and isinstance(properties[key], dict):
             found += unknown_keys(inner, properties[key], defs, f"{at}{key}.")
     return found
+
+
+def _inner_schemas(schema: dict[str, Any], value: Any) -> Callable[[Any], Any] | None:
+    """The schema of each item of a list, tuple or mapping, by index or key, if any may hold keys.
+
+    ``None`` for a model's own object (its fields are looked into by name),
+    and where no item can be an object: a list of numbers is not walked.
+    """
+    if isinstance(value, dict):
+        extra = schema.get("additionalProperties")
+        if "properties" in schema or not isinstance(extra, dict) or not _may_hold_keys(extra):
+            return None
+        return lambda _: extra
+    items, prefix = schema.get("items"), schema.get("prefixItems")
+    if isinstance(prefix, list) and any(isinstance(s, dict) and _may_hold_keys(s) for s in prefix):
+        rest = items if isinstance(items, dict) else None
+        return lambda index: prefix[index] if index < len(prefix) else rest
+    if isinstance(items, dict) and _may_hold_keys(items):
+        return lambda _: items
+    return None
+
+
+def _may_hold_keys(schema: dict[str, Any]) -> bool:
+    """Whether a value of this JSON schema may be an object with fields, or hold one."""
+    return any(
+        key in schema for key in ("$ref", "properties", "anyOf", "items", "prefixItems")
+    ) or (isinstance(schema.get("additionalProperties"), dict))
 
 
 def _unknown(loc: str, key: str, properties: dict[str, Any]) -> str:
@@ -327,10 +363,12 @@ def decisions_left_to_default(cls: Any, value: Any) -> list[str]:
     defs = schema.get("$defs", {})
     while stack and len(found) < MOST_PROBLEMS:
         item, node, at = stack.pop()
-        node = _object_form(node, defs)
-        items = node.get("items")
-        if isinstance(item, list) and isinstance(items, dict):
-            stack.extend((inner, items, f"{at}{index}.") for index, inner in enumerate(item))
+        node = _object_form(node, defs, item)
+        if isinstance(item, list | tuple | dict) and (inner_of := _inner_schemas(node, item)):
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            stack.extend(
+                (inner, of, f"{at}{key}.") for key, inner in pairs if (of := inner_of(key))
+            )
         properties = node.get("properties")
         if not isinstance(item, dict) or not isinstance(properties, dict):
             continue
@@ -363,12 +401,36 @@ def decides(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> boo
     return any(isinstance(o, dict) and decides(o, defs, depth + 1) for o in inner)
 
 
-def _object_form(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """A schema with its reference followed, and of an optional object its object form."""
-    for option in schema.get("anyOf", ()):
-        if isinstance(option, dict) and ("$ref" in option or "properties" in option):
-            schema = option
-            break
+def _object_form(schema: dict[str, Any], defs: dict[str, Any], value: Any = None) -> dict[str, Any]:
+    """A schema with its reference followed; of an optional object or a union, the object form.
+
+    Of a union of objects, the one that has every key of ``value`` (the
+    first otherwise named took an answer for another one of them as full
+    of unknown keys); when none has them all, their keys together, so only
+    a key none of them has is unknown.
+    """
+    options = [
+        _followed(option, defs)
+        for option in schema.get("anyOf", ())
+        if isinstance(option, dict) and ("$ref" in option or "properties" in option)
+    ]
+    if not options:
+        return _followed(schema, defs)
+    if len(options) == 1 or not isinstance(value, dict):
+        return options[0]
+    for option in options:
+        properties = option.get("properties")
+        if isinstance(properties, dict) and all(key in properties for key in value):
+            return option
+    merged: dict[str, Any] = {}
+    for option in options:
+        merged.update(option.get("properties") or {})
+    closed = all(option.get("additionalProperties", False) is False for option in options)
+    return {"properties": merged, "additionalProperties": not closed}
+
+
+def _followed(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, or the definition its ``$ref`` names."""
     ref = schema.get("$ref")
     if isinstance(ref, str):
         found = defs.get(ref.rsplit("/", 1)[-1], {})

@@ -1,0 +1,95 @@
+"""Answers whose objects sit in a union, a list, a tuple or a mapping, checked as strictly.
+
+Unknown keys are refused by name wherever an object sits, never dropped;
+a union's object is checked as the member it is an answer for; and a
+decision inside any of them is never left to its default. Each case was
+found wrong from outside: a right answer for a union's second member was
+refused as unknown keys of the first, and keys inside list items, tuple
+items and mapping values were dropped in silence.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+from pydantic import BaseModel, RootModel
+
+from treadle import WorkflowBuilder, WorkflowContext, executor
+from treadle.errors import InvalidResponseError
+from treadle.stores import MemoryStore
+
+
+class Item(BaseModel):
+    a: int = 0
+
+
+class Other(BaseModel):
+    z: int = 0
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Decision(BaseModel):
+    ok: bool = False
+    color: Color = Color.RED
+
+
+class InUnion(BaseModel):
+    u: Other | Item
+
+
+class InList(BaseModel):
+    items: list[Item]
+
+
+class InTuple(BaseModel):
+    t: tuple[Item, int]
+
+
+class InMapping(BaseModel):
+    d: dict[str, Item]
+
+
+class Items(RootModel[list[Item]]):
+    pass
+
+
+class Decisions(BaseModel):
+    ds: dict[str, Decision]
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer", "refused"),
+    [
+        (InUnion, {"u": {"a": 1}}, None),  # the union's second member: taken as it
+        (InUnion, {"u": {"z": 1}}, None),
+        (InUnion, {"u": {"a": 1, "zz": 2}}, "u.zz: no such field (it has: z, a)"),
+        (InList, {"items": [{"a": 1}, {"a": 2, "zz": 3}]}, "items.1.zz: no such field"),
+        (Items, [{"a": 1, "zz": 2}], "0.zz: no such field (it has: a)"),
+        (InTuple, {"t": [{"a": 1, "zz": 2}, 3]}, "t.0.zz: no such field (it has: a)"),
+        (InMapping, {"d": {"k": {"a": 1, "zz": 2}}}, "d.k.zz: no such field (it has: a)"),
+        (InMapping, {"d": {"k": {"a": 1}}}, None),
+        (Decisions, {"ds": {"k": {"ok": True}}}, "ds.k.color: not given, and a decision"),
+        (Decisions, {"ds": {"k": {"ok": True, "color": "blue"}}}, None),
+    ],
+)
+async def test_an_object_anywhere_in_an_answer_is_checked_as_strictly(kind, answer, refused):
+    @executor(id="ask")
+    async def ask(text: str, ctx: WorkflowContext) -> None:
+        ctx.yield_output(await ctx.request({"text": text}, kind))
+
+    workflow = WorkflowBuilder(ask, name="ask").register_type(kind).build()
+    store = MemoryStore()
+    (request,) = (await workflow.run("x", run_id="r", store=store)).pending_requests
+    if refused is None:
+        done = await workflow.respond("r", {request.request_id: answer}, store=store)
+        assert done.outputs == [kind.model_validate(answer)]
+        return
+    with pytest.raises(InvalidResponseError) as caught:
+        await workflow.respond("r", {request.request_id: answer}, store=store)
+    assert refused in str(caught.value)
+    assert (await store.inbox("r")) == []  # nothing delivered
