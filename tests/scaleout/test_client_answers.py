@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import psycopg
 import pytest
 import scale_app
 
 import treadle
-from treadle import InputPolicy, WorkflowBuilder, WorkflowContext, executor
+from apps.asking import asking_session
+from treadle import InputPolicy
 from treadle.errors import (
     InvalidResponseError,
     RequestAlreadyAnsweredError,
@@ -143,26 +143,7 @@ async def test_a_client_that_has_the_workflow_refuses_an_input_that_does_not_fit
     assert (await client.result(run_id)).status is treadle.RunStatus.COMPLETED
 
 
-@dataclass(frozen=True)
-class Listen:
-    """What a turn hands back to the session: wait for the next message."""
-
-
-@executor(id="asking")
-async def asking(message: str | Listen, ctx: WorkflowContext) -> None:
-    if isinstance(message, Listen):
-        ctx.send_message(await ctx.wait_for_input(), target="asking")
-        return
-    ok = await ctx.request({"text": message}, bool)
-    ctx.yield_output(f"{message} {'approved' if ok else 'refused'}")
-    ctx.send_message(Listen(), target="asking")
-
-
-chat = (
-    WorkflowBuilder(asking, name="chat", input_policy=InputPolicy.ROLLBACK)
-    .add_edge(asking, asking)
-    .build()
-)
+chat = asking_session(InputPolicy.ROLLBACK, name="chat")
 
 
 async def claims_of(dsn: str, schema: str, run_id: str) -> int:

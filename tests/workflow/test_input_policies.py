@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from session_app import Listen, session
 
+from apps.asking import asking_session
 from gates import file_appears, reached
 from treadle import (
     Actor,
@@ -367,31 +368,20 @@ async def test_a_rollbacks_branch_gives_its_invocations_keys_no_abandoned_turn_h
     assert "~" not in keys["m0"] + keys["m1"] + keys["inner m1"]
 
 
-@executor(id="asking")
-async def asking(message: str | Listen, ctx: WorkflowContext) -> None:
-    # A session whose every turn asks for an approval of its message.
-    if isinstance(message, Listen):
-        ctx.send_message(await ctx.wait_for_input(), target="asking")
-        return
-    ok = await ctx.request({"text": message}, bool)
-    ctx.yield_output(f"{message} {'approved' if ok else 'refused'}")
-    ctx.send_message(Listen(), target="asking")
+async def resting_on_m1(workflow, store):
+    """``workflow``'s session s1 with m0's turn approved and m1's resting on its request."""
+    started = await workflow.run("m0", run_id="s1", store=store)
+    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
+    (m1_request,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    return m1_request
 
 
 async def test_an_answer_to_a_rolled_back_turns_request_is_never_taken_for_the_branchs(store):
     # m1's turn rests on a request about m1; m2 rolls it back and its branch asks about
     # m2 at the same place. An approver who answers what they were shown, m1's request,
     # must be refused: before, the branch's request had m1's id and took the answer.
-    workflow = (
-        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
-        .add_edge(asking, asking)
-        .build()
-    )
-    started = await workflow.run("m0", run_id="s1", store=store)
-    (first,) = started.pending_requests
-    await workflow.respond("s1", {first.request_id: True}, store=store)
-    on_m1 = await workflow.send_message("s1", "m1", store=store)
-    (m1_request,) = on_m1.pending_requests
+    workflow = asking_session(InputPolicy.ROLLBACK)
+    m1_request = await resting_on_m1(workflow, store)
     on_m2 = await workflow.send_message("s1", "m2", store=store)
     (m2_request,) = on_m2.pending_requests
     assert (m1_request.payload, m2_request.payload) == ({"text": "m1"}, {"text": "m2"})
@@ -453,14 +443,8 @@ async def test_a_message_left_while_a_turn_rests_on_a_request_waits_for_it_and_n
     # message waits for the session's next rest on input. Before, whoever took the run up
     # (a resume, a worker) saw it in the inbox, could not take it, rested, and took the
     # run up again for it, for ever: a worker spun at full CPU and ignored SIGTERM.
-    workflow = (
-        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
-        .add_edge(asking, asking)
-        .build()
-    )
-    started = await workflow.run("m0", run_id="s1", store=store)
-    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
-    (m1_request,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    workflow = asking_session(InputPolicy.ROLLBACK)
+    m1_request = await resting_on_m1(workflow, store)
     await Client(store).send_message("s1", "m2")
     resumed = await asyncio.wait_for(workflow.resume("s1", store=store), timeout=30)
     assert [r.request_id for r in resumed.pending_requests] == [m1_request.request_id]
@@ -483,14 +467,8 @@ async def test_an_answer_given_after_a_queued_message_ends_the_turn_and_the_mess
     # and the answer comes after m2 in the inbox. The store marks a prefix of the inbox
     # applied, and the answer was held behind m2: the turn could never end, m2 never be
     # taken, and whoever took the run up again for them rested at once, for ever.
-    workflow = (
-        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ENQUEUE)
-        .add_edge(asking, asking)
-        .build()
-    )
-    started = await workflow.run("m0", run_id="s1", store=store)
-    await workflow.respond("s1", {started.pending_requests[0].request_id: True}, store=store)
-    (m1_request,) = (await workflow.send_message("s1", "m1", store=store)).pending_requests
+    workflow = asking_session(InputPolicy.ENQUEUE)
+    m1_request = await resting_on_m1(workflow, store)
     queued = await workflow.send_message("s1", "m2", store=store)
     assert [r.request_id for r in queued.pending_requests] == [m1_request.request_id]
     answering = workflow.respond("s1", {m1_request.request_id: True}, store=store)
@@ -511,11 +489,7 @@ async def test_a_rollback_of_a_first_turn_that_never_rested_on_input_is_refused_
     # The run's own input started the turn resting on its request: there is no rest on
     # input to go back to. Before, the message stayed in the inbox and every owner of the
     # run stopped on it: the request could not be answered, nor the run resumed.
-    workflow = (
-        WorkflowBuilder(asking, name="asking", input_policy=InputPolicy.ROLLBACK)
-        .add_edge(asking, asking)
-        .build()
-    )
+    workflow = asking_session(InputPolicy.ROLLBACK)
     (first,) = (await workflow.run("x0", run_id="s1", store=store)).pending_requests
     sent = await workflow.send_message("s1", "x1", store=store)
     assert [r.request_id for r in sent.pending_requests] == [first.request_id]
