@@ -68,10 +68,10 @@ async def next_launch(workflow: Workflow, loop: DrivenRun, launch: Launch) -> La
                 )
         elif not loop.status.is_resting:
             return None
-        # Only a message that came after the loop's last look: one it saw and left waits
-        # for a rest it can be taken at (the run rests on a request now), and taking the
-        # run up again for it would rest at once, again and again, for ever.
         else:
+            # Only a message that came after the loop's last look: one it saw and left waits
+            # for a rest it can be taken at (the run rests on a request now), and taking the
+            # run up again for it would rest at once, again and again, for ever.
             came = [item for item in await store.inbox(run_id) if item.seq > feed.seen]
             if not any(policy_of_kind(item.kind) for item in came):
                 return None
