@@ -215,7 +215,7 @@ class LeasedStore:
             raise self.detached
         return dataclasses.replace(lease, until=time.time() + duration)
 
-    async def release(self, lease: Lease, *, seen: int = 0) -> bool:  # noqa: ARG002 - see below
+    async def release(self, lease: Lease, *, seen: int = 0) -> bool:  # noqa: ARG002 - the worker does
         """Nothing: the worker releases the claim once the run's task has ended, with ``seen``.
 
         ``seen`` (see ``Leases.release``): the newest inbox item the run's
