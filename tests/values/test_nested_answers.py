@@ -4,8 +4,9 @@ Unknown keys are refused by name wherever an object sits, never dropped;
 a union's object is checked as the member it is an answer for; and a
 decision inside any of them is never left to its default. Each case was
 found wrong from outside: a right answer for a union's second member was
-refused as unknown keys of the first, and keys inside list items, tuple
-items and mapping values were dropped in silence.
+refused as unknown keys of the first, keys inside list items, tuple items
+and mapping values were dropped in silence, and a whole number past what
+a float holds was taken as ``inf`` for a float.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ class Decisions(BaseModel):
     ds: dict[str, Decision]
 
 
+class Scores(BaseModel):
+    scores: list[float]
+
+
+class Counted(BaseModel):
+    n: int
+
+
 @pytest.mark.parametrize(
     ("kind", "answer", "refused"),
     [
@@ -75,6 +84,9 @@ class Decisions(BaseModel):
         (InMapping, {"d": {"k": {"a": 1}}}, None),
         (Decisions, {"ds": {"k": {"ok": True}}}, "ds.k.color: not given, and a decision"),
         (Decisions, {"ds": {"k": {"ok": True, "color": "blue"}}}, None),
+        # A whole number past a float, written whole: pydantic made it inf for a float.
+        (Scores, {"scores": [1.5, 10**400]}, "scores.1: a whole number past what a float holds"),
+        (Counted, {"n": 10**400}, None),  # an int holds it
     ],
 )
 async def test_an_object_anywhere_in_an_answer_is_checked_as_strictly(kind, answer, refused):

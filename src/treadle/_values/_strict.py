@@ -34,6 +34,7 @@ import difflib
 import functools
 import json
 import math
+import re
 from itertools import chain, compress, repeat
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -131,7 +132,10 @@ def fit_schema(
     try:
         if len(strangers) >= MOST_PROBLEMS:  # refused already, with as much as is shown
             return None, [*problems, *_more(strangers)]
-        built = validate_json(to_json(value))
+        text = to_json(value)
+        built = validate_json(text)
+        if _HUGE_INTEGER.search(text):  # a float field may have made it inf: pydantic does
+            problems += _past_a_float(built)
     except PydanticSerializationError as error:  # a value with no JSON form (bytes not UTF-8)
         problems.append(f"value: {error}")
     except ValidationError as error:
@@ -141,6 +145,33 @@ def fit_schema(
             if e["type"] != "extra_forbidden"  # named above, with what it may have meant
         ]
     return (None, _counted(problems)) if problems else (built, [])
+
+
+_HUGE_INTEGER = re.compile(rb"\d{309}")
+"""A whole number of 309 digits or more: past what a float holds, if a float field reads it."""
+
+
+def _past_a_float(built: Any) -> list[str]:
+    """Where a float of ``built`` is infinite: a whole number past a float, read as one.
+
+    The JSON reader refuses such a number written with a point or an
+    exponent (``_strict_json``); written whole, it reaches the type, and
+    pydantic makes it ``inf`` for a ``float`` field: an answer nobody gave.
+    Looked for only when the answer's text holds a number that long.
+    """
+    from pydantic_core import to_jsonable_python  # noqa: PLC0415 - only when values arrive
+
+    found: list[str] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), to_jsonable_python(built))]
+    while stack:
+        loc, item = stack.pop()
+        if isinstance(item, float) and math.isinf(item):
+            found.append(f"{where(loc)}: a whole number past what a float holds")
+        elif isinstance(item, dict):
+            stack.extend(((*loc, key), inner) for key, inner in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend(((*loc, index), inner) for index, inner in enumerate(item))
+    return sorted(found)
 
 
 def _parser_gave_up(error: Any) -> bool:
