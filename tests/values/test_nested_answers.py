@@ -5,8 +5,9 @@ a union's object is checked as the member it is an answer for; and a
 decision inside any of them is never left to its default. Each case was
 found wrong from outside: a right answer for a union's second member was
 refused as unknown keys of the first, keys inside list items, tuple items
-and mapping values were dropped in silence, and a whole number past what
-a float holds was taken as ``inf`` for a float.
+and mapping values were dropped in silence, a whole number past what a
+float holds was taken as ``inf`` for a float, and a NaN inside a set given
+from Python went through.
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ class Counted(BaseModel):
         # A whole number past a float, written whole: pydantic made it inf for a float.
         (Scores, {"scores": [1.5, 10**400]}, "scores.1: a whole number past what a float holds"),
         (Counted, {"n": 10**400}, None),  # an int holds it
+        # From Python, a set is an array too: what it holds is looked into.
+        (Scores, {"scores": {float("nan")}}, "scores.0: nan is not a JSON number"),
+        (Scores, {"scores": frozenset({float("inf")})}, "scores.0: inf is not a JSON number"),
     ],
 )
 async def test_an_object_anywhere_in_an_answer_is_checked_as_strictly(kind, answer, refused):

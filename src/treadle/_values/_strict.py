@@ -238,7 +238,7 @@ def not_json(value: Any) -> list[str]:
     """
     if is_plain_json(value):
         return []
-    if not isinstance(value, dict | list | tuple):
+    if not isinstance(value, dict | list | tuple | set | frozenset):
         problem = _scalar_problem(value)
         return [] if problem is None else [f"{where(())}: {problem}"]
     problems: list[str] = []
@@ -253,7 +253,7 @@ def not_json(value: Any) -> list[str]:
         for key, inner in container.items() if keyed else enumerate(container):
             if keyed and isinstance(key, str) and lone_surrogate(key) is not None:
                 problems.append(f"{where(loc)}: a key with a lone surrogate is not Unicode text")
-            elif isinstance(inner, dict | list | tuple):
+            elif isinstance(inner, dict | list | tuple | set | frozenset):
                 stack.append(((*loc, key), inner))
             elif isinstance(inner, str | float) and (problem := _scalar_problem(inner)):
                 problems.append(f"{where((*loc, key))}: {problem}")

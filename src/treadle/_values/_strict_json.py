@@ -71,8 +71,9 @@ by it as too deep. A program that raised the limit further (to 1,000,000) had a 
 100,000 deep overflow the C stack: the process died of SIGSEGV. The walk asks then."""
 
 
-def _not_looked_into(_: object) -> None:
-    return None
+def _not_looked_into(other: object) -> list[Any] | None:
+    """What the encoder writes for a value it does not know: a set's items are looked into."""
+    return list(other) if isinstance(other, set | frozenset) else None
 
 
 def _no_lone_surrogate(value: Any) -> None:
