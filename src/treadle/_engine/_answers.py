@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from treadle._engine._waits import NestedRequest, Suspension
 from treadle._exceptions import InvalidResponseError
-from treadle._values._strict import decisions_left_to_default, fit_type
+from treadle._values._decisions import decisions_left_to_default
+from treadle._values._strict import fit_type
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -21,7 +21,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from treadle._engine._answers import _BUILTINS as ANSWER_BUILTINS
-from treadle._values._strict import decides
+from treadle._values._decisions import decides
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

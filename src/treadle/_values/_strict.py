@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import math
 import re
 from itertools import chain, compress, repeat
@@ -373,63 +372,6 @@ def _schema(cls: Any) -> dict[str, Any]:
         return _adapter(cls).json_schema()
     except PydanticUserError:
         return {}
-
-
-_DEEPEST_DECISION = 20  # fields below fields a decision is looked for in
-
-
-def decisions_left_to_default(cls: Any, value: Any) -> list[str]:
-    """Where an answer given as data leaves a decision to its type's default: each ``loc: ...``.
-
-    A decision is a ``bool``, an ``Enum`` or a ``Literal`` of several values
-    (or a model or dataclass holding one). An answer that leaves one out
-    would have it decided by the default its type declares, not by the
-    person answering: it is refused, naming the field, as a field left out
-    of a form would be. A default of ``None`` decides nothing, and a value
-    built in code (an instance of the type) is taken as it is.
-    """
-    schema = _schema(cls)
-    found: list[str] = []
-    stack: list[tuple[Any, dict[str, Any], str]] = [(value, schema, "")]
-    defs = schema.get("$defs", {})
-    while stack and len(found) < MOST_PROBLEMS:
-        item, node, at = stack.pop()
-        node = _object_form(node, defs, item)
-        if isinstance(item, list | tuple | dict) and (inner_of := _inner_schemas(node, item)):
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            stack.extend(
-                (inner, of, f"{at}{key}.") for key, inner in pairs if (of := inner_of(key))
-            )
-        properties = node.get("properties")
-        if not isinstance(item, dict) or not isinstance(properties, dict):
-            continue
-        for key, inner in properties.items():
-            if not isinstance(inner, dict):
-                continue
-            if key in item:
-                stack.append((item[key], inner, f"{at}{key}."))
-            elif inner.get("default") is not None and decides(inner, defs):
-                shown = json.dumps(inner["default"])[:80]
-                found.append(
-                    f"{at}{key}: not given, and a decision is never left to its default ({shown})"
-                )
-    return sorted(found)
-
-
-def decides(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> bool:
-    """Whether a field of this JSON schema holds a decision (see above); a model's fields too."""
-    if depth > _DEEPEST_DECISION:  # a model holding itself: what is below was seen above
-        return False
-    schema = _object_form(schema, defs)
-    choices = schema.get("enum")
-    if schema.get("type") == "boolean" or (isinstance(choices, list) and len(choices) > 1):
-        return True
-    properties = schema.get("properties")
-    inner = [
-        *schema.get("anyOf", ()),
-        *(properties.values() if isinstance(properties, dict) else ()),
-    ]
-    return any(isinstance(o, dict) and decides(o, defs, depth + 1) for o in inner)
 
 
 def _object_form(schema: dict[str, Any], defs: dict[str, Any], value: Any = None) -> dict[str, Any]:
