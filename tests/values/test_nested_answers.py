@@ -72,6 +72,19 @@ class Counted(BaseModel):
     n: int
 
 
+class Nested(BaseModel):
+    ok: bool
+    d: list
+
+
+def nested(levels: int) -> list:
+    """A list holding a list, ``levels`` deep."""
+    made: list = []
+    for _ in range(levels - 1):
+        made = [made]
+    return made
+
+
 @pytest.mark.parametrize(
     ("kind", "answer", "refused"),
     [
@@ -91,6 +104,9 @@ class Counted(BaseModel):
         # From Python, a set is an array too: what it holds is looked into.
         (Scores, {"scores": {float("nan")}}, "scores.0: nan is not a JSON number"),
         (Scores, {"scores": frozenset({float("inf")})}, "scores.0: inf is not a JSON number"),
+        # Past what pydantic writes (it said "value: Error serializing"), named as past
+        # what it reads is.
+        (Nested, {"ok": True, "d": nested(260)}, "d: nests arrays and objects too deeply"),
     ],
 )
 async def test_an_object_anywhere_in_an_answer_is_checked_as_strictly(kind, answer, refused):

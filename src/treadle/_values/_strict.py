@@ -136,7 +136,9 @@ def fit_schema(
         if _HUGE_INTEGER.search(text):  # a float field may have made it inf: pydantic does
             problems += _past_a_float(built)
     except PydanticSerializationError as error:  # a value with no JSON form (bytes not UTF-8)
-        problems.append(f"value: {error}")
+        # Or one nested past what pydantic writes: said where, as the reader's limit is.
+        deep = "serialization depth" in str(error)
+        problems.append(_too_deep(value) if deep else f"value: {error}")
     except ValidationError as error:
         problems += [
             _too_deep(value) if _parser_gave_up(e) else f"{where(e['loc'])}: {e['msg']}"
