@@ -3,7 +3,8 @@
 ``asking`` takes a message as a turn: it asks ``{"text": message}`` for a
 ``bool``, yields ``"<message> approved"`` or ``"<message> refused"`` and
 hands back to itself, whose ``Listen`` waits for the session's next
-message. Tests of input policies meeting a turn that rests on a request
+message; the message ``"stop"`` ends the session instead (the run
+completes with its turn). Tests of input policies meeting a turn that rests on a request
 build it under the policy they need (:func:`asking_session`).
 """
 
@@ -26,7 +27,8 @@ async def asking(message: str | Listen, ctx: WorkflowContext) -> None:
         return
     ok = await ctx.request({"text": message}, bool)
     ctx.yield_output(f"{message} {'approved' if ok else 'refused'}")
-    ctx.send_message(Listen(), target="asking")
+    if message != "stop":
+        ctx.send_message(Listen(), target="asking")
 
 
 def asking_session(policy: InputPolicy, name: str = "asking"):

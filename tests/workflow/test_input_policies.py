@@ -500,3 +500,21 @@ async def test_a_rollback_of_a_first_turn_that_never_rested_on_input_is_refused_
     assert (answered.status, answered.outputs) == (RunStatus.AWAITING_INPUT, ["x0 approved"])
     (next_request,) = (await workflow.send_message("s1", "x2", store=store)).pending_requests
     assert next_request.payload == {"text": "x2"}  # a turn on x2, from the rest x0's left
+
+
+async def test_an_answer_taken_from_behind_a_message_is_marked_applied_when_the_run_ends(store):
+    # The turn the answer ends is the session's last: the queued m1 is refused as the run
+    # ends. The answer, applied from behind m1, was left unmarked for ever (the store marks
+    # a prefix of the inbox applied): an ended run's inbox was never empty, and on SQLite
+    # the run stayed ready for a timer service to take up.
+    workflow = asking_session(InputPolicy.ENQUEUE)
+    (stop_request,) = (await workflow.run("stop", run_id="s1", store=store)).pending_requests
+    await workflow.send_message("s1", "m1", store=store)  # waits for a rest that never comes
+    ended = await workflow.respond("s1", {stop_request.request_id: True}, store=store)
+    assert (ended.status, ended.outputs) == (RunStatus.COMPLETED, ["stop approved"])
+    assert await store.inbox("s1") == []
+    (refused,) = [e for e in await store.read_events("s1") if e.kind == "inbox_refused"]
+    assert refused.data["reason"] == "the run completed before taking it"
+    with sqlite3.connect(store.path) as db:
+        (ready_at,) = db.execute("SELECT ready_at FROM treadle_runs WHERE run_id = 's1'").fetchone()
+    assert ready_at is None

@@ -165,6 +165,13 @@ REFUSE_LEFTOVERS = (
     f"UPDATE treadle_inbox SET kind = 'refused', consumed_at = ? WHERE {_LEFT_MESSAGES}"  # noqa: S608 - constants
 )
 
+# An ended run's answers left unmarked (one applied from behind a message that waited for
+# a rest that never came: the store marks a prefix applied): marked with its leftovers.
+CONSUME_LEFT_ANSWERS = (
+    "UPDATE treadle_inbox SET consumed_at = ?"
+    " WHERE run_id = ? AND consumed_at IS NULL AND kind = 'answer'"
+)
+
 SELECT_STATUS = "SELECT status FROM treadle_runs WHERE run_id = ?"
 
 # What a delivery checks, the row locked (in PostgreSQL) so a migration takes turns with it.

@@ -76,6 +76,10 @@ def refuse_unapplied(
     if not left:
         return
     yield (_sql_ownership.REFUSE_LEFTOVERS, (now, run_id), NOTHING, False)
+    # An answer behind them was applied, or never will be: the run ended. Nothing is left.
+    yield (_sql_ownership.CONSUME_LEFT_ANSWERS, (now, run_id), NOTHING, False)
+    if backend.clears_ready:
+        yield (_sql_ownership.CLEAR_READY, (run_id,), NOTHING, False)
     if actor is not None:
         refused = [_audit.refused(run_id, actor, kind, target, why) for kind, target in left]
         yield from record(refused, now, backend)
