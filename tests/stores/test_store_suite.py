@@ -593,8 +593,10 @@ async def test_an_owner_ending_a_run_refuses_what_its_inbox_holds_unapplied(stor
     await store.deliver("run-1", [("message", None, b'"m"'), ("answer", "r1", b'"a"')])
     lease = await store.acquire("run-1", "owner", 30)
     await store.set_status("run-1", "failed", "boom", lease=lease, release=True)
-    # The message is refused; the answer stays, deciding its request for later callers.
-    assert [(item.kind, item.target) for item in await store.inbox("run-1")] == [("answer", "r1")]
+    # The message is refused; the answer is marked applied (no owner will take it: the run
+    # ended), and stays, deciding its request for later callers.
+    assert await store.inbox("run-1") == []
+    assert await store.answer_of("run-1", "r1") is not None
     (refused,) = [e for e in await store.read_audit("run-1") if e.action == "inbox_refused"]
     assert (refused.detail["kind"], refused.detail["target"]) == ("message", None)
     assert refused.detail["reason"] == "the run failed before taking it"

@@ -55,8 +55,9 @@ def refuse_leftovers(lease: Lease, status: str, now: float, backend: Backend) ->
     ended first): no owner will ever apply it, and deliveries after this
     commit are refused as too late. Each stays as sent, marked applied,
     recorded as ``inbox_refused`` by the owner ending the run, in its
-    transaction. Answers stay as they are: one kept decides its request,
-    and tells a later answerer so (answered, or timed out).
+    transaction. Answers are marked applied (one taken from behind such a
+    message was applied) and stay: one kept decides its request, and tells
+    a later answerer so (answered, or timed out).
     """
     owner = Actor.service(lease.owner, door="worker")
     why = f"the run {status} before taking it"
