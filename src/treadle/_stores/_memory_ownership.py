@@ -360,13 +360,9 @@ class MemoryOwnership(ABC):
     def _refuse_unapplied(self, run: MemoryRun, actor: Actor | None, why: str) -> None:
         """Refuse the session messages the run holds unapplied (``refuse_unapplied``)."""
         left = [item for item, _ in run.inbox if item.seq > run.consumed]
-        refused = {i.seq: why for i in left if policy_of_kind(i.kind) is not None}
-        if not refused:
-            return
-        self._refuse(run, actor, refused)
-        # An answer behind them was applied, or never will be: the run ended (see the SQL's).
-        run.consumed = max([run.consumed, *(i.seq for i in left)])
-        run.ready_at = None
+        if refused := {i.seq: why for i in left if policy_of_kind(i.kind) is not None}:
+            self._refuse(run, actor, refused)  # and the answers behind them: the run ended
+            run.consumed, run.ready_at = max(i.seq for i in left), None
 
     async def park(self, lease: Lease, reason: str) -> None:
         """Set a run aside with ``reason`` and give its lease up.
