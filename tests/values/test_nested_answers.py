@@ -6,8 +6,8 @@ decision inside any of them is never left to its default. Each case was
 found wrong from outside: a right answer for a union's second member was
 refused as unknown keys of the first, keys inside list items, tuple items
 and mapping values were dropped in silence, a whole number past what a
-float holds was taken as ``inf`` for a float, and a NaN inside a set given
-from Python went through.
+float holds was taken as ``inf`` for a float, and a NaN inside a set or an
+iterator given from Python went through.
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ def nested(levels: int) -> list:
         # From Python, a set is an array too: what it holds is looked into.
         (Scores, {"scores": {float("nan")}}, "scores.0: nan is not a JSON number"),
         (Scores, {"scores": frozenset({float("inf")})}, "scores.0: inf is not a JSON number"),
+        # An iterator is not: looked into, it would be used up (a NaN in one went through).
+        (Scores, {"scores": iter([float("nan")])}, "scores: an iterator is not an answer's"),
         # Past what pydantic writes (it said "value: Error serializing"), named as past
         # what it reads is.
         (Nested, {"ok": True, "d": nested(260)}, "d: nests arrays and objects too deeply"),

@@ -34,6 +34,7 @@ import difflib
 import functools
 import math
 import re
+from collections.abc import Iterator
 from itertools import chain, compress, repeat
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -256,7 +257,7 @@ def not_json(value: Any) -> list[str]:
                 problems.append(f"{where(loc)}: a key with a lone surrogate is not Unicode text")
             elif isinstance(inner, dict | list | tuple | set | frozenset):
                 stack.append(((*loc, key), inner))
-            elif isinstance(inner, str | float) and (problem := _scalar_problem(inner)):
+            elif isinstance(inner, str | float | Iterator) and (problem := _scalar_problem(inner)):
                 problems.append(f"{where((*loc, key))}: {problem}")
     return sorted(problems)
 
@@ -267,6 +268,8 @@ def _scalar_problem(item: Any) -> str | None:
         return "text with a lone surrogate is not Unicode text"
     if isinstance(item, float) and not math.isfinite(item):
         return f"{item} is not a JSON number"
+    if isinstance(item, Iterator):  # what it holds cannot be looked at without using it up
+        return "an iterator is not an answer's value: give a list"
     return None
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from treadle._values._text import lone_surrogate
@@ -72,7 +73,12 @@ by it as too deep. A program that raised the limit further (to 1,000,000) had a 
 
 
 def _not_looked_into(other: object) -> list[Any] | None:
-    """What the encoder writes for a value it does not know: a set's items are looked into."""
+    """What the encoder writes for a value it does not know: a set's items are looked into.
+
+    An iterator is not: it would be used up. It is no plain JSON (the walk names it).
+    """
+    if isinstance(other, Iterator):
+        raise TypeError(other)
     return list(other) if isinstance(other, set | frozenset) else None
 
 
