@@ -77,9 +77,14 @@ class Nested(BaseModel):
     d: list
 
 
-def nested(levels: int) -> list:
-    """A list holding a list, ``levels`` deep."""
-    made: list = []
+class Pair(BaseModel):
+    a: list
+    b: list
+
+
+def nested(levels: int, inside: object = None) -> list:
+    """A list holding a list, ``levels`` deep (the innermost empty, or holding ``inside``)."""
+    made: list = [] if inside is None else [inside]
     for _ in range(levels - 1):
         made = [made]
     return made
@@ -109,6 +114,8 @@ def nested(levels: int) -> list:
         # Past what pydantic writes (it said "value: Error serializing"), named as past
         # what it reads is.
         (Nested, {"ok": True, "d": nested(260)}, "d: nests arrays and objects too deeply"),
+        # The deeper is named, an empty array at the bottom a level as any (b was named).
+        (Pair, {"a": nested(201), "b": nested(200, 1)}, "a: nests arrays and objects too deeply"),
     ],
 )
 async def test_an_object_anywhere_in_an_answer_is_checked_as_strictly(kind, answer, refused):

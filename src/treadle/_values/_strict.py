@@ -200,10 +200,10 @@ def _too_deep(value: Any) -> str:
     while parts:
         held = list(map(isinstance, parts, repeat(dict | list | tuple)))
         ats, parts = list(compress(ats, held)), list(compress(parts, held))
-        sizes = list(map(len, parts))  # each holds items a level deeper: the last is deepest
-        ats, parts = list(compress(ats, sizes)), list(compress(parts, sizes))
-        if parts:
+        if parts:  # an array or object at this level, empty or not: the last is deepest yet
             deepest = (ats[-1],)
+        sizes = list(map(len, parts))  # those holding items go a level deeper
+        ats, parts = list(compress(ats, sizes)), list(compress(parts, sizes))
         ats = list(chain.from_iterable(map(repeat, ats, filter(None, sizes))))
         parts = list(chain.from_iterable(map(_items, parts)))
     return f"{where(deepest)}: nests arrays and objects too deeply to be checked"
