@@ -64,8 +64,6 @@ class SessionInbox:
         self._misdirected = misdirected
         self._taken = ownership.consumed or 0
         self.rollback: QueuedInput | None = None
-        # The newest item read: what came after it came after the loop's last look.
-        self.seen = self._taken
         self._ahead: set[int] = set()  # taken from behind a message that waits (see applied)
 
     async def unapplied(self) -> list[FeedItem]:
@@ -84,7 +82,7 @@ class SessionInbox:
                 if not found:  # nothing before it waits now: the prefix marked reaches it
                     self.applied(item.seq)
                 continue
-            self.seen = self._ownership.seen = max(self.seen, item.seq)
+            self._ownership.seen = max(self._ownership.seen, item.seq)
             policy = policy_of_kind(item.kind)
             target = item.target
             if policy is not None and (wrong := self._misdirected(target)) is not None:
@@ -102,6 +100,11 @@ class SessionInbox:
             for seq, reason in refused:
                 logger.warning("run %s: inbox item %d refused: %s", self._run_id, seq, reason)
         return found
+
+    @property
+    def seen(self) -> int:
+        """The newest item read: what came after it came after the loop's last look."""
+        return max(self._taken, self._ownership.seen)
 
     def applied(self, seq: int | None, ahead: Sequence[int] = ()) -> None:
         """Mark the items up to ``seq`` applied with the run's next commit.

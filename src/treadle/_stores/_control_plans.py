@@ -89,7 +89,7 @@ def cancel(run_id: str, actor: Actor | None, backend: Backend) -> Plan[None]:
 
     What its inbox holds unapplied is settled in the same transaction: a
     session message is refused on the record in the canceller's name (no
-    owner will take it now), an answer stays, deciding its request.
+    owner will take it now), an answer stays (marked applied), deciding its request.
 
     Raises:
         RunNotFoundError: no such run.

@@ -301,7 +301,8 @@ class RunRemoval(Protocol):
         The lease epoch moves on, so an owner still computing commits
         nothing more. Its last checkpoint stays intact. Session messages
         its inbox holds unapplied are refused in the same transaction, each
-        recorded as ``inbox_refused`` in ``actor``'s name; answers stay.
+        recorded as ``inbox_refused`` in ``actor``'s name; answers stay,
+        marked applied.
 
         Raises:
             RunNotFoundError: no such run.
