@@ -2,9 +2,10 @@
 
 A run parked on a timer is its run row, its two checkpoints (the start and
 the park), the record of who started it, and its event log in one row per
-commit: the start's events and its record share one. On SQLite the park's
-events are in the park's checkpoint row, not a row of their own. Nothing
-else is written per run, and the log reads the same as when it took a row more.
+commit: the start's events and its record share one. On SQLite each
+commit's events are in its checkpoint's row (the start's with its record),
+so the log's table has no row of the run at all. Nothing else is written
+per run, and the log reads the same as when it took rows of its own.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from treadle.testing import FakeClock
 
 _COUNTED = ("treadle_runs", "treadle_checkpoints", "treadle_events", "treadle_audit")
 _PARKED = {"treadle_runs": 1, "treadle_checkpoints": 2, "treadle_events": 2, "treadle_audit": 1}
-# SQLite: the park's events ride in its checkpoint's row (see _stores/_sql_events.py).
-_PARKED_SQLITE = _PARKED | {"treadle_events": 1}
+# SQLite: each commit's events ride in its checkpoint's row (see _stores/_sql_events.py).
+_PARKED_SQLITE = _PARKED | {"treadle_events": 0}
 _KINDS = [
     "run_started",
     "checkpoint_saved",
@@ -57,7 +58,7 @@ async def _park(store) -> str:
     return parked.run_id
 
 
-async def test_a_run_parked_on_sqlite_is_four_kinds_of_row_and_no_more(tmp_path):
+async def test_a_run_parked_on_sqlite_is_three_kinds_of_row_and_no_more(tmp_path):
     path = tmp_path / "runs.sqlite"
     store = SqliteStore(path)
     try:
@@ -75,7 +76,7 @@ async def test_a_run_parked_on_sqlite_is_four_kinds_of_row_and_no_more(tmp_path)
             (run_id,),
         ).fetchall()
     assert counts == _PARKED_SQLITE
-    assert logged == [(0, None, None), (1, 5, len(_KINDS))]
+    assert logged == [(0, 1, 4), (1, 5, len(_KINDS))]  # the start's row holds its record's
 
 
 @pytest.mark.integration

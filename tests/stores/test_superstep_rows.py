@@ -73,10 +73,10 @@ async def test_each_superstep_logs_in_its_checkpoint_row_and_the_log_reads_as_me
     assert comparable(logs["sqlite"]) == comparable(logs["memory"])
     assert [e.seq for e in logs["sqlite"]] == list(range(1, len(logs["sqlite"]) + 1))
     homes = _homes(path, "r")
-    # The start's row (with its record), one checkpoint row a superstep, then the pause's
-    # and the unpause's rows, written in SQL: seqs with no gap, across both tables.
+    # The start's checkpoint row (with its record), one checkpoint row a superstep, then
+    # the pause's and the unpause's rows, written in SQL: seqs with no gap, across tables.
     assert [home for _, _, home in homes] == [
-        "treadle_events",
+        "treadle_checkpoints",
         *["treadle_checkpoints"] * STEPS,
         "treadle_events",
         "treadle_events",

@@ -18,8 +18,9 @@ are that checkpoint's row's columns ``first_seq``, ``last_seq`` and
 ``events``, not a row of ``treadle_events``: a commit then writes one
 B-tree fewer, and SQLite's cost of a commit is its B-trees, not its bytes
 (``benchmarks/LAYOUTS.md``). A run's log is then the rows of both tables,
-merged by ``first_seq``; every other write (a run's start, an action, a
-batch of checkpoints) keeps a row of ``treadle_events``. Retention moves a
+merged by ``first_seq``. A run's start is its first checkpoint's row too,
+its record's event with its own; every other write (an action, a batch of
+checkpoints) keeps a row of ``treadle_events``. Retention moves a
 checkpoint's events into ``treadle_events`` before it deletes the
 checkpoint (:data:`MOVE_OLD_EVENTS`), so pruning never shortens a log.
 """

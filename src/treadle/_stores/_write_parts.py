@@ -96,17 +96,21 @@ def refusal(run_id: str, lease: Lease | None) -> Plan[DurabilityError]:
 
 
 def insert_checkpoints(
-    checkpoints: Sequence[CheckpointRecord], backend: Backend, *, log: bool = True
+    checkpoints: Sequence[CheckpointRecord],
+    backend: Backend,
+    *,
+    events: Sequence[EventEntry] | None = None,
 ) -> Plan[None]:
     """Insert checkpoints in one statement, in order, with their new pieces and events.
 
-    ``log=False`` leaves their events to the caller (see :func:`record`).
+    ``events``: what to log with them instead of the events they carry
+    (``()``: nothing, the caller logs them; see :func:`record`).
 
     Raises:
         ValueError: an id is taken.
         CheckpointNotFoundError: a required piece is gone (pruned meanwhile).
     """
-    entries = _sql_events.entries_of(checkpoints) if log else ()
+    entries = _sql_events.entries_of(checkpoints) if events is None else events
     parameters: list[Any] | tuple[Any, ...]
     if entries and len(checkpoints) == 1 and backend.logs_in_checkpoints:
         # Its superstep's events in its own row (see _sql_events), after the run row's write.
@@ -230,9 +234,12 @@ def record(
     the chain's last entry until the commit, so no two write one seq; taken
     after the run row every writer locks first, it closes no cycle of waits.
 
-    ``leading``: the checkpoint just inserted without its events (a new
-    run's first): they go into the log with the first action's event, in
-    one row (a run's start is then one row of its log, not two).
+    ``leading``: a new run's first checkpoint, its events not logged yet:
+    they go into the log with the first action's event, in one row (a run's
+    start is then one row of its log, not two). Where a checkpoint's row
+    holds its events (``backend.logs_in_checkpoints``), it is not inserted
+    yet, and that row is its own: the run's start then writes no row of the
+    log's table at all.
     """
     lock = backend.chain_lock
     for action in records:
@@ -245,9 +252,16 @@ def record(
             entries = list(leading.events)
             if event is not None:
                 entries.append(_sql_audit.entry_of(event, leading.info.superstep))
-            if entries:
+            if backend.logs_in_checkpoints:
+                yield from insert_checkpoints((leading,), backend, events=entries)
+            elif entries:
                 yield from append_events(action.run_id or leading.info.run_id, entries, backend)
             leading = None
         elif event is not None:
             yield (_sql_audit.LOG_ACTION, event, NOTHING, False)
         yield (_sql_audit.INSERT_ENTRY, entry, NOTHING, False)
+    if leading is not None:  # no action to share its row with
+        if backend.logs_in_checkpoints:
+            yield from insert_checkpoints((leading,), backend)
+        elif leading.events:
+            yield from append_events(leading.info.run_id, leading.events, backend)

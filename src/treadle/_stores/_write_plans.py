@@ -163,8 +163,12 @@ def create_run(
             raise RunExistsError(run.run_id)
         return
     started = _audit.started_of(run)
-    # The first checkpoint's events and the start's share one row of the run's log.
-    yield from insert_checkpoints((first,), backend, log=started is None)
+    # The first checkpoint's events and the start's share one row of the run's log: a
+    # checkpoint's own, where rows hold their events (inserted by record, then).
+    if started is None:
+        yield from insert_checkpoints((first,), backend)
+    elif not backend.logs_in_checkpoints:
+        yield from insert_checkpoints((first,), backend, events=())
     parent = run.parent_run_id
     if parent is not None and (
         (yield (_sql_statements.SELECT_RUN_EXISTS, (parent,), ONE, True)) is None
