@@ -50,7 +50,7 @@ MAX_SUPERSTEPS = 2 * LOOP_ITERATIONS + 10
 
 NOTES = {
     "idle_runs": "one `Runtime(store, [wf], clock=FakeClock).wake_due()` resumes every due "
-    "run, 16 at a time (their commits share fsyncs: group commit)",
+    "run, 64 at a time (their commits share fsyncs: group commit)",
 }
 
 

@@ -98,3 +98,36 @@ async def test_a_wake_runs_at_most_concurrency_runs_and_a_cancelled_one_lets_the
     woken = await Runtime(store, [workflow], clock=clock).wake_due(concurrency=2)
     assert [result.outputs for result in woken] == [[i] for i in range(2, 6)]
     await store.close()
+
+
+async def test_by_default_a_wake_continues_sixty_four_runs_at_once(tmp_path):
+    # Their commits then share a transaction and an fsync 64 at a time (group commit).
+    # At 16 the first sixteen would wait at the gate for ever: the call is bounded.
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    clock = FakeClock(start=0.0)
+    gate = asyncio.Event()
+    running: list[int] = []
+    most = 0
+
+    @executor(id="held")
+    async def held(i: int, ctx: WorkflowContext[int]) -> None:
+        nonlocal most
+        await ctx.sleep(60)
+        running.append(i)
+        most = max(most, len(running))
+        if len(running) == 64:
+            gate.set()
+        await gate.wait()
+        running.remove(i)
+        ctx.yield_output(i)
+
+    workflow = WorkflowBuilder(start=held, name="held").build()
+    parked = await asyncio.gather(
+        *(workflow.run(i, store=store, clock=clock, run_id=f"r{i:02}") for i in range(70))
+    )
+    assert {result.status for result in parked} == {RunStatus.WAITING}
+    await clock.advance(100)
+    woken = await asyncio.wait_for(Runtime(store, [workflow], clock=clock).wake_due(), 60)
+    assert sorted(output for result in woken for output in result.outputs) == list(range(70))
+    assert most == 64
+    await store.close()
