@@ -13,6 +13,7 @@ iterator given from Python went through.
 from __future__ import annotations
 
 import enum
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -195,3 +196,89 @@ def test_a_place_is_shown_as_the_path_of_its_keys_is(keys):
     for key in keys:
         place = _strict._inside(place, key)
     assert _strict._shown(place) == _strict.where(tuple(keys))
+
+
+class _Entry(BaseModel):
+    a: int = 0
+
+
+class _ByName(BaseModel):
+    d: dict[str, _Entry]
+
+
+class _Line(BaseModel):
+    ok: bool = False
+
+
+class _Review(BaseModel):
+    groups: dict[str, list[_Line]]
+
+
+class _Kids(BaseModel):
+    kids: dict[str, _Kids] = {}
+
+
+class _Loose(BaseModel):
+    ok: bool
+    d: list
+
+
+def _peak_bytes(check):
+    tracemalloc.start()
+    try:
+        return check(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_unknown_keys_under_a_long_key_are_counted_not_each_given_its_whole_path():
+    # Each unknown key's path was the long key's text again: 5,000 keys under a key of
+    # 100,000 characters held 500 MB before the answer was refused (a 1 MiB HTTP body:
+    # some 25 GB). Measured as memory, not time.
+    from treadle._values import _strict  # noqa: PLC0415 - the check itself
+
+    answer = {"d": {"k" * 100_000: {f"x{i}": 0 for i in range(5_000)}}}
+    refused, peak = _peak_bytes(lambda: _strict.fit_type(_ByName, answer)[1])
+    assert refused[0] == (f"d.{'k' * 58}... (100,005 characters): no such field (it has: a)")
+    assert refused[-1] == "value: 4980 more fields it has no place for"
+    assert peak < 20_000_000, peak
+
+
+def test_a_decision_looked_for_under_a_long_key_does_not_copy_it_for_each_item():
+    from treadle._values import _decisions  # noqa: PLC0415 - the walk itself
+
+    answer = {"groups": {"k" * 100_000: [{"ok": True} for _ in range(2_000)] + [{}]}}
+    left, peak = _peak_bytes(lambda: _decisions.decisions_left_to_default(_Review, answer))
+    said = f"groups.{'k' * 53}... (100,015 characters): not given, and a decision is never"
+    assert left == [f"{said} left to its default (false)"]
+    assert peak < 20_000_000, peak  # 200 MB when each item held its path
+
+
+def test_the_look_for_a_float_past_its_range_keeps_no_path_for_each_item():
+    from treadle._values import _strict  # noqa: PLC0415 - the check itself
+
+    inner: list[object] = [0] * 100_000 + [10**308]  # 309 digits: looked for, and a float
+    for _ in range(150):
+        inner = [inner]
+    problems, peak = _peak_bytes(lambda: _strict.fit_type(_Loose, {"ok": True, "d": inner})[1])
+    assert problems == []
+    assert peak < 50_000_000, peak  # 136 MB when each item held its location
+
+
+def test_a_self_referencing_type_thousands_deep_is_checked_without_recursion():
+    from treadle._values import _strict  # noqa: PLC0415 - the check itself
+
+    answer: dict[str, object] = {}
+    for _ in range(5_000):
+        answer = {"kids": {"k": answer}}
+    answer["kids"]["k"]["stray"] = 1  # type: ignore[index]
+    problems = _strict.fit_type(_Kids, answer)[1]  # a RecursionError out of respond before
+    assert problems[0].startswith("kids.k.stray: no such field (it has: kids)")
+
+
+def test_a_whole_number_past_a_float_is_found_after_a_run_of_shorter_ones():
+    from treadle._values import _strict  # noqa: PLC0415 - the pattern itself
+
+    text = b"[" + b",".join([b"9" * 308] * 3 + [b"1" + b"0" * 308]) + b"]"
+    assert _strict._HUGE_INTEGER.search(text) is not None
+    assert _strict._HUGE_INTEGER.search(text.replace(b"1" + b"0" * 308, b"1")) is None
