@@ -10,6 +10,15 @@ A step costs one whatever its values weigh, but ``+`` copies: over a
 megabyte of run input, ``message.map(x, inputs.text + inputs.text)`` built
 gigabytes within its steps. So what ``+`` builds (characters, bytes, list
 items) is counted too, against :data:`MAX_BUILT`.
+
+Nor does a step cost one when it compares: cel-python's ``in`` loops in
+Python over every item of its container (a map's keys, a string's
+characters), and ``==``/``!=`` on lists and maps over every item, nested
+ones too. In a macro that is N x M comparisons for ~20 x N steps (400
+items each ``in`` a list of 40,000 took 9 s within budget). So ``in``,
+``==``, ``!=`` and ``.contains()`` are charged, before they run, a step per
+item they may compare (:func:`weight`) and per :data:`CHARS_PER_STEP`
+characters of a string compared or searched in C.
 """
 
 from __future__ import annotations
@@ -28,6 +37,9 @@ MAX_STEPS = 20_000
 
 MAX_BUILT = 4_000_000
 """How many characters, bytes or list items ``+`` may build in one evaluation, all told."""
+
+CHARS_PER_STEP = 1000
+"""How many characters (or bytes) of a string compared or searched in C cost one step."""
 
 _SIZED = (str, bytes, list, dict)  # what cel-python's strings, bytes, lists and maps are
 
@@ -70,8 +82,71 @@ class BudgetedEvaluator(Evaluator):
                 raise OverBudget("built")
         return result
 
+    def visit_children(self, tree: Tree[Token]) -> list[Any]:
+        """The children's values, charged for the comparing their node is about to do with them."""
+        values: list[Any] = super().visit_children(tree)
+        cost = comparing_cost(tree, values, self.left[0])
+        if cost:
+            self.left[0] -= cost
+            if self.left[0] < 0:
+                raise OverBudget("steps")
+        return values
+
     def sub_evaluator(self, ast: Tree[Token]) -> Evaluator:
         return BudgetedEvaluator(ast, self.activation, self.left)
+
+
+_COMPARING = frozenset({"relation_eq", "relation_ne", "relation_in"})
+
+
+def comparing_cost(tree: Tree[Token], values: list[Any], cap: int) -> int:
+    """The steps a node's comparison of ``values`` may take, counted up to just past ``cap``.
+
+    ``values`` are its children's, as cel-python's ``relation`` (``[[left],
+    right]``) and ``member_dot_arg`` (``[member, name, [args]]``) get them.
+    """
+    rule = tree.data
+    if rule == "relation" and len(values) == 2:  # noqa: PLR2004 - an operator and its right
+        operator = tree.children[0]
+        op = getattr(operator, "data", None)
+        if op not in _COMPARING or not isinstance(values[0], list) or not values[0]:
+            return 0
+        left, right = values[0][0], values[1]
+        if op == "relation_in":  # loops over the container, comparing each item with ``left``
+            if isinstance(right, str | bytes | dict):
+                return len(right)  # a Python loop over its characters, or a map's keys
+            return weight(right, cap) - 1 if isinstance(right, list) else 0
+        if not isinstance(left, list | dict | str | bytes):
+            return 0
+        return min(weight(left, cap), weight(right, cap)) - 1
+    if rule == "member_dot_arg" and len(values) == 3 and str(values[1]) == "contains":  # noqa: PLR2004
+        member = values[0]
+        if isinstance(member, str | bytes):
+            return len(member) // CHARS_PER_STEP  # a search in C
+        if isinstance(member, list):
+            return weight(member, cap) - 1
+    return 0
+
+
+def weight(value: Any, cap: int) -> int:
+    """How many items comparing ``value`` may visit (itself, nested items, string chunks).
+
+    Walked without recursion and only until it passes ``cap``: finding the
+    weight must not cost more than the budget it is charged against.
+    """
+    total = 0
+    stack = [value]
+    while stack and total <= cap:
+        item = stack.pop()
+        total += 1
+        if isinstance(item, str | bytes):
+            total += len(item) // CHARS_PER_STEP
+        elif isinstance(item, list | dict):
+            total += len(item) if isinstance(item, dict) else 0  # a map's keys compare too
+            if total + len(item) > cap:
+                return total + len(item)
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return total
 
 
 _CEL_TYPES = MappingProxyType(

@@ -28,7 +28,8 @@ Treadle narrows cel-python further, at load time:
 
 Evaluation has a budget, :data:`MAX_STEPS` steps of cel-python's
 evaluator (one step a node of the parse tree, each time it is visited, so a
-macro's body counts once per item). An expression that passes every rule
+macro's body counts once per item; ``in``, ``==``, ``!=`` and ``.contains()``
+also a step per item they may compare, see ``_budget.py``). An expression that passes every rule
 above may still be quadratic in its data (``message.map(x, message.map(y,
 x + y))`` over 300 strings is 1.3 million steps, about ten seconds): past
 the budget the evaluation stops and fails with :class:`ExpressionError`,
