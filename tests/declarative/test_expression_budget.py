@@ -83,3 +83,32 @@ def test_comparing_small_values_costs_about_what_it_did_and_gives_the_same_answe
     message = {"tags": [1, 2], "allowed": [1, 2, 3], "m": {"a": [1, 2]}, "s": "hello"}
     assert expression.evaluate({"message": message}) is True
     assert expression.evaluate({"message": {**message, "tags": [4]}}) is False
+
+
+def test_items_that_all_fail_in_a_macro_keep_one_error_not_each_joined_to_the_next():
+    # cel-python joined two errors' texts into a new one as it reduced the macro: the
+    # text doubled with each item, and 40 items without the field took 24 GB. Measured
+    # as memory at 22 items (about 200 MB before), not as time.
+    import tracemalloc  # noqa: PLC0415 - this test's only
+
+    for macro in ("all", "exists"):
+        expr = compile_expression(f"message.items.{macro}(i, i.price > 0)", ["message"])
+        message = {"items": [{"name": "x"} for _ in range(22)]}
+        tracemalloc.start()
+        try:
+            with pytest.raises(ExpressionError, match="no such member in mapping: 'price'"):
+                expr.evaluate({"message": message})
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 10_000_000, (macro, peak)
+    # A false item still decides an all, and a true one an exists, whatever fails beside.
+    decided = {"message": {"items": [{"name": "x"}, {"price": -1}, {"price": 1}]}}
+    assert (
+        compile_expression("message.items.all(i, i.price > 0)", ["message"]).evaluate(decided)
+        is False
+    )
+    assert (
+        compile_expression("message.items.exists(i, i.price > 0)", ["message"]).evaluate(decided)
+        is True
+    )

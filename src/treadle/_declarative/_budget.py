@@ -27,10 +27,12 @@ import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from celpy.evaluation import CELEvalError, Evaluator
+from celpy.celtypes import BoolType, logical_and, logical_or
+from celpy.evaluation import CELEvalError, Evaluator, eval_error
+from lark import Tree
 
 if TYPE_CHECKING:
-    from lark import Token, Tree
+    from lark import Token
 
 MAX_STEPS = 20_000
 """How many evaluation steps one evaluation of an expression may take."""
@@ -94,6 +96,41 @@ class BudgetedEvaluator(Evaluator):
 
     def sub_evaluator(self, ast: Tree[Token]) -> Evaluator:
         return BudgetedEvaluator(ast, self.activation, self.left)
+
+    def member_dot_arg(self, tree: Tree[Token]) -> Any:
+        """cel-python's, but ``all`` and ``exists`` keep one error of their items, not each.
+
+        cel-python joins two errors' texts into a new one as it reduces an
+        ``all`` (``exists``) whose items fail, so the text doubled with each
+        item: 40 items without the field a condition reads took 24 GB. In
+        CEL an error and an error is an error, whichever: the first is kept.
+        Otherwise as cel-python reduces (``false`` in ``all``, ``true`` in
+        ``exists``, wins over an error).
+        """
+        member, name = tree.children[0], str(getattr(tree.children[1], "value", ""))
+        if name not in _REDUCED or not isinstance(member, Tree):
+            return super().member_dot_arg(tree)
+        members = self.visit(member)
+        if isinstance(members, CELEvalError):
+            return members
+        body = self.build_ss_macro_eval(tree)
+        join = _REDUCED[name]
+        result: Any = BoolType(name == "all")
+        for member in members:
+            value = body(member)
+            if not (isinstance(result, CELEvalError) and isinstance(value, CELEvalError)):
+                result = join(result, value)
+        return result
+
+
+# How ``all`` and ``exists`` join their items' values: as cel-python does (a TypeError,
+# two values neither of them a bool, is the error "no such overload").
+_REDUCED = MappingProxyType(
+    {
+        "all": eval_error("no such overload", TypeError)(logical_and),
+        "exists": eval_error("no such overload", TypeError)(logical_or),
+    }
+)
 
 
 _COMPARING = frozenset({"relation_eq", "relation_ne", "relation_in"})
