@@ -66,7 +66,10 @@ from treadle._declarative._budget import (
     OverBudget,
     explained,
     new_budget,
+    spelled_out,
 )
+
+_SPELLED = (str, bytes, list, dict)  # results that may hold a large value many times
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -167,9 +170,15 @@ class Expression:
             ExpressionError: The evaluation failed (a missing key, a type mismatch).
         """
         activation = {name: json_to_cel(values[name]) for name in self.names}
-        evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), new_budget())
+        budget = new_budget()
+        evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), budget)
         try:
             result = evaluator.evaluate(activation)
+            # What it gives, spelled out, is what it was given and what it built, no more.
+            if isinstance(result, _SPELLED) and spelled_out(result, budget[1]) > budget[1]:
+                allowed = budget[1] + spelled_out(list(activation.values()), sys.maxsize)
+                if spelled_out(result, allowed) > allowed:
+                    raise OverBudget("built")  # noqa: TRY301 - said below, as any over budget
         except CELEvalError as error:
             msg = f"{self.source!r} failed: {explained(error)}"
             raise ExpressionError(msg) from None
@@ -181,7 +190,8 @@ class Expression:
             if over.what == "built":
                 msg = (
                     f"{self.source!r} built more than {MAX_BUILT:,} characters or items "
-                    f"with + (large values joined in a macro?) and was stopped"
+                    f"with + or in what it gives (large values joined, or given again, in a "
+                    f"macro?) and was stopped"
                 )
             raise ExpressionError(msg) from None
         if isinstance(result, CELEvalError):
