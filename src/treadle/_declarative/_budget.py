@@ -24,6 +24,7 @@ characters of a string compared or searched in C.
 from __future__ import annotations
 
 import re
+import sys
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +33,19 @@ from celpy.evaluation import CELEvalError, Evaluator, eval_error
 from lark import Tree
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from lark import Token
 
 MAX_STEPS = 20_000
 """How many evaluation steps one evaluation of an expression may take."""
 
 MAX_BUILT = 4_000_000
-"""How many characters, bytes or list items ``+`` may build in one evaluation, all told."""
+"""How many characters, bytes or list items ``+`` may build in one evaluation, all told.
+
+What the evaluation gives, spelled out, may hold this more than it was given
+(:func:`gives_too_much`).
+"""
 
 CHARS_PER_STEP = 1000
 """How many characters (or bytes) of a string compared or searched in C cost one step."""
@@ -116,8 +123,8 @@ class BudgetedEvaluator(Evaluator):
         body = self.build_ss_macro_eval(tree)
         join = _REDUCED[name]
         result: Any = BoolType(name == "all")
-        for member in members:
-            value = body(member)
+        for item in members:
+            value = body(item)
             if not (isinstance(result, CELEvalError) and isinstance(value, CELEvalError)):
                 result = join(result, value)
         return result
@@ -163,6 +170,18 @@ def comparing_cost(tree: Tree[Token], values: list[Any], cap: int) -> int:
         if isinstance(member, list):
             return weight(member, cap) - 1
     return 0
+
+
+def gives_too_much(result: Any, given: Iterable[Any], left: int) -> bool:
+    """Whether ``result``, spelled out, holds more than what was ``given`` and ``left`` to build.
+
+    Checked first against ``left`` alone: only a result that large makes
+    the inputs be counted (a condition gives a bool, and is never walked).
+    """
+    if not isinstance(result, _SIZED) or spelled_out(result, left) <= left:
+        return False
+    allowed = left + spelled_out(list(given), sys.maxsize)
+    return spelled_out(result, allowed) > allowed
 
 
 def spelled_out(value: Any, cap: int) -> int:

@@ -65,11 +65,9 @@ from treadle._declarative._budget import (
     BudgetedEvaluator,
     OverBudget,
     explained,
+    gives_too_much,
     new_budget,
-    spelled_out,
 )
-
-_SPELLED = (str, bytes, list, dict)  # results that may hold a large value many times
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -174,11 +172,8 @@ class Expression:
         evaluator = BudgetedEvaluator(self.program.ast, self.program.new_activation(), budget)
         try:
             result = evaluator.evaluate(activation)
-            # What it gives, spelled out, is what it was given and what it built, no more.
-            if isinstance(result, _SPELLED) and spelled_out(result, budget[1]) > budget[1]:
-                allowed = budget[1] + spelled_out(list(activation.values()), sys.maxsize)
-                if spelled_out(result, allowed) > allowed:
-                    raise OverBudget("built")  # noqa: TRY301 - said below, as any over budget
+            if gives_too_much(result, activation.values(), budget[1]):
+                raise OverBudget("built")  # noqa: TRY301 - said below, as any over budget
         except CELEvalError as error:
             msg = f"{self.source!r} failed: {explained(error)}"
             raise ExpressionError(msg) from None
