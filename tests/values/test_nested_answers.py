@@ -190,12 +190,12 @@ def test_a_problem_a_million_levels_down_is_named_by_its_path_start_and_length()
 
 @given(st.lists(st.one_of(st.integers(-5, 10**6), st.text(max_size=130)), max_size=40))
 def test_a_place_is_shown_as_the_path_of_its_keys_is(keys):
-    from treadle._values import _strict  # noqa: PLC0415 - the two spellings compared
+    from treadle._values import _places  # noqa: PLC0415 - the two spellings compared
 
-    place = _strict._WHOLE
+    place = _places.WHOLE
     for key in keys:
-        place = _strict._inside(place, key)
-    assert _strict._shown(place) == _strict.where(tuple(keys))
+        place = _places.inside(place, key)
+    assert _places.shown(place) == _places.where(tuple(keys))
 
 
 class _Entry(BaseModel):

@@ -12,16 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from treadle._values._strict import (
-    _WHOLE,
-    MOST_PROBLEMS,
-    _inner_schemas,
-    _inside,
-    _object_form,
-    _Place,
-    _schema,
-    _shown,
-)
+from treadle._values._places import WHOLE, Place, inside, shown
+from treadle._values._strict import MOST_PROBLEMS, _inner_schemas, _object_form, _schema
 
 _DEEPEST_DECISION = 20  # fields below fields a decision is looked for in
 
@@ -46,16 +38,16 @@ def decisions_left_to_default(cls: Any, value: Any) -> list[str]:
     if not holds(schema):
         return []
     found: list[str] = []
-    # Each part with its place, made from its parent's (see _strict._Place): a path copied
+    # Each part with its place, made from its parent's (see _strict.Place): a path copied
     # for each item of a list under a long key cost a 0.3 MB answer 800 MB.
-    stack: list[tuple[Any, dict[str, Any], _Place]] = [(value, schema, _WHOLE)]
+    stack: list[tuple[Any, dict[str, Any], Place]] = [(value, schema, WHOLE)]
     while stack and len(found) < MOST_PROBLEMS:
         item, node, at = stack.pop()
         node = _object_form(node, defs, item)
         if isinstance(item, list | tuple | dict) and (inner_of := _inner_schemas(node, item)):
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
             stack.extend(
-                (inner, of, _inside(at, key))
+                (inner, of, inside(at, key))
                 for key, inner in pairs
                 if (of := inner_of(key)) and holds(of)
             )
@@ -67,12 +59,12 @@ def decisions_left_to_default(cls: Any, value: Any) -> list[str]:
                 continue
             if key in item:
                 if holds(inner):
-                    stack.append((item[key], inner, _inside(at, key)))
+                    stack.append((item[key], inner, inside(at, key)))
             elif inner.get("default") is not None and decides(inner, defs):
-                shown = json.dumps(inner["default"])[:80]
+                default = json.dumps(inner["default"])[:80]
                 found.append(
-                    f"{_shown(_inside(at, key), '')}: not given, and a decision is never left"
-                    f" to its default ({shown})"
+                    f"{shown(inside(at, key), '')}: not given, and a decision is never left"
+                    f" to its default ({default})"
                 )
     return sorted(found)
 

@@ -40,6 +40,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from treadle._values._json_kinds import ARRAY, OBJECT, json_kind, kinds_refused
+from treadle._values._places import LONGEST_SHOWN, WHOLE, Place, cut, inside, shown, where
 from treadle._values._strict_json import is_plain_json
 from treadle._values._text import lone_surrogate
 
@@ -170,14 +171,14 @@ def _past_a_float(built: Any) -> list[str]:
     found: list[str] = []
     # Each item with its container's place and its key: its own place is made only for
     # a container or an infinity (a location for each item cost 1.7 KB an item).
-    stack: list[tuple[_Place, Any, Any]] = [(_WHOLE, None, to_jsonable_python(built))]
+    stack: list[tuple[Place, Any, Any]] = [(WHOLE, None, to_jsonable_python(built))]
     while stack:
         place, key, item = stack.pop()
         if isinstance(item, float) and math.isinf(item):
-            at = place if key is None else _inside(place, key)
-            found.append(f"{_shown(at)}: a whole number past what a float holds")
+            at = place if key is None else inside(place, key)
+            found.append(f"{shown(at)}: a whole number past what a float holds")
         elif isinstance(item, dict | list | tuple):
-            at = place if key is None else _inside(place, key)
+            at = place if key is None else inside(place, key)
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
             stack.extend((at, inner_key, inner) for inner_key, inner in pairs)
     return sorted(found)
@@ -269,7 +270,7 @@ def not_json(value: Any) -> list[str]:
         problem = _scalar_problem(value)
         return [] if problem is None else [f"{where(())}: {problem}"]
     problems: list[str] = []
-    stack: list[tuple[_Place, Any]] = [(_WHOLE, value)]
+    stack: list[tuple[Place, Any]] = [(WHOLE, value)]
     seen: set[int] = set()  # a container met again (shared, or in a cycle) is walked once
     while stack:
         place, container = stack.pop()
@@ -279,43 +280,12 @@ def not_json(value: Any) -> list[str]:
         keyed = isinstance(container, dict)
         for key, inner in container.items() if keyed else enumerate(container):
             if keyed and isinstance(key, str) and lone_surrogate(key) is not None:
-                problems.append(f"{_shown(place)}: a key with a lone surrogate is not Unicode text")
+                problems.append(f"{shown(place)}: a key with a lone surrogate is not Unicode text")
             elif isinstance(inner, dict | list | tuple | set | frozenset):
-                stack.append((_inside(place, key), inner))
+                stack.append((inside(place, key), inner))
             elif isinstance(inner, str | float | Iterator) and (problem := _scalar_problem(inner)):
-                problems.append(f"{_shown(_inside(place, key))}: {problem}")
+                problems.append(f"{shown(inside(place, key))}: {problem}")
     return sorted(problems)
-
-
-_Place = tuple[str, int]
-"""Where a container of a value sits, as :func:`where` shows it: the start of its
-path (all of it, up to what is shown of one) and the whole path's length.
-
-Made from its parent's in constant time: the path of each container as a
-tuple of its keys copied the whole path again a level down, and a value
-nested 100,000 deep took 21 s to check (its square, halved, in copies).
-"""
-
-_WHOLE: _Place = ("", -1)  # the value itself: no path
-
-
-def _inside(place: _Place, key: int | str) -> _Place:
-    """The place of what ``key`` names in the container at ``place``."""
-    start, length = place
-    text = str(key)
-    if length < 0:
-        return text[:_LONGEST_SHOWN], len(text)
-    if len(start) < _LONGEST_SHOWN:  # what is shown of a path is its start: kept that far
-        start = f"{start}.{text[:_LONGEST_SHOWN]}"
-    return start, length + 1 + len(text)
-
-
-def _shown(place: _Place, empty: str = "value") -> str:
-    """:func:`where` of the path at ``place`` (``empty``: what a path of no text is shown as)."""
-    start, length = place
-    if length > _LONGEST_SHOWN:  # as _cut shows it
-        return f"{start[: _LONGEST_SHOWN - 40]}... ({length:,} characters)"
-    return start or empty
 
 
 def _scalar_problem(item: Any) -> str | None:
@@ -327,21 +297,6 @@ def _scalar_problem(item: Any) -> str | None:
     if isinstance(item, Iterator):  # what it holds cannot be looked at without using it up
         return "an iterator is not an answer's value: give a list"
     return None
-
-
-def where(loc: tuple[int | str, ...]) -> str:
-    """A pydantic error location as a dotted path (``value`` for the whole), cut if long."""
-    return _cut(".".join(map(str, loc))) or "value"
-
-
-_LONGEST_SHOWN = 100  # characters of a key (or a path of keys) a problem quotes
-
-
-def _cut(text: str) -> str:
-    """``text``, or its start and its length: a key of megabytes is refused in one short line."""
-    if len(text) <= _LONGEST_SHOWN:
-        return text
-    return f"{text[: _LONGEST_SHOWN - 40]}... ({len(text):,} characters)"
 
 
 def unknown_keys(
@@ -362,9 +317,9 @@ def unknown_keys(
     copied for each key below it cost a 0.3 MB answer 2 GB.
     """
     defs = schema.get("$defs", {})
-    shown: list[tuple[str, str, dict[str, Any]]] = []
+    named: list[tuple[str, str, dict[str, Any]]] = []
     unknown = 0
-    stack: list[tuple[Any, dict[str, Any], _Place]] = [(value, schema, _WHOLE)]
+    stack: list[tuple[Any, dict[str, Any], Place]] = [(value, schema, WHOLE)]
     while stack:
         item, node, place = stack.pop()
         node = _object_form(node, defs, item)  # an optional field, a union: its object form
@@ -380,16 +335,16 @@ def unknown_keys(
                 for key in item:
                     if key not in properties:
                         unknown += 1
-                        if len(shown) < MOST_PROBLEMS:
-                            shown.append((_shown(_inside(place, key), ""), str(key), properties))
+                        if len(named) < MOST_PROBLEMS:
+                            named.append((shown(inside(place, key), ""), str(key), properties))
             below = [
                 (key, part, properties[key])
                 for key, part in item.items()
                 if key in properties and isinstance(properties[key], dict)
             ]
         # Popped in the value's order: depth first, as a recursive walk would go.
-        stack.extend((part, of, _inside(place, key)) for key, part, of in reversed(below))
-    return shown, unknown
+        stack.extend((part, of, inside(place, key)) for key, part, of in reversed(below))
+    return named, unknown
 
 
 def _inner_schemas(schema: dict[str, Any], value: Any) -> Callable[[Any], Any] | None:
@@ -420,10 +375,10 @@ def _may_hold_keys(schema: dict[str, Any]) -> bool:
 
 
 def _unknown(loc: str, key: str, properties: dict[str, Any]) -> str:
-    near = len(key) <= _LONGEST_SHOWN  # a guess at a megabyte-long key costs seconds
+    near = len(key) <= LONGEST_SHOWN  # a guess at a megabyte-long key costs seconds
     close = difflib.get_close_matches(key, list(properties), n=1) if near else []
     guess = f", did you mean {close[0]!r}?" if close else ""
-    return f"{_cut(loc)}: no such field (it has: {', '.join(properties) or 'none'}){guess}"
+    return f"{cut(loc)}: no such field (it has: {', '.join(properties) or 'none'}){guess}"
 
 
 @functools.lru_cache(maxsize=256)
